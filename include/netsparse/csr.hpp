@@ -1,0 +1,35 @@
+// The sparse matrix type every part of NetSparse shares: one rank's row block in CSR.
+//
+// Index widths follow what can overflow: a global row/column index can exceed 2^31 (the
+// NetSparse paper targets matrices with billions of columns) and so can a rank's nonzero
+// count, so both are 64-bit. Local row numbers (position inside this rank's block) are
+// provably < n_rows and use 32 bits where a kernel stores many of them (see tiled.hpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace netsparse {
+
+using gidx_t = std::int64_t;  // global row or column index
+using lidx_t = std::int32_t;  // index provably local to a rank's block or a tile
+
+// A block of consecutive rows [row_begin, row_begin + n_rows) of an n_rows_global x n_cols
+// matrix. Column indices are global. A whole matrix is the block with row_begin == 0 and
+// n_rows == n_rows_global. Values are fp32; pattern matrices carry 1.0f.
+struct CsrMatrix {
+  gidx_t n_rows_global = 0;
+  gidx_t n_cols = 0;
+  gidx_t row_begin = 0;
+  gidx_t n_rows = 0;
+  std::vector<std::int64_t> row_ptr;  // n_rows + 1 entries, row_ptr[0] == 0
+  std::vector<gidx_t> col_idx;        // nnz entries, sorted and unique within each row
+  std::vector<float> values;          // nnz entries
+
+  [[nodiscard]] std::int64_t nnz() const noexcept {
+    return row_ptr.empty() ? 0 : row_ptr.back();
+  }
+  [[nodiscard]] gidx_t row_end() const noexcept { return row_begin + n_rows; }
+};
+
+}  // namespace netsparse

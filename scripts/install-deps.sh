@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs (as root, via apt) only the Debian 12 packages NetSparse needs that are missing.
+# Idempotent: a second run installs nothing and takes about a second.
+#   scripts/install-deps.sh            build + test dependencies
+#   scripts/install-deps.sh --vm       also what the soft-RoCE QEMU guest needs
+set -euo pipefail
+
+pkgs=(
+  build-essential g++ cmake ninja-build pkg-config git ca-certificates
+  libibverbs-dev rdma-core ibverbs-providers ibverbs-utils
+  libopenmpi-dev openmpi-bin
+  libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev
+  clang clang-format libclang-rt-14-dev libomp-dev
+  python3 python3-matplotlib
+  xz-utils zstd
+)
+if [[ " $* " == *" --vm "* ]]; then
+  pkgs+=(qemu-system-x86 qemu-utils mmdebstrap cpio kmod debian-archive-keyring)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+if [[ $(id -u) -ne 0 ]]; then
+  SUDO=sudo
+else
+  SUDO=
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
