@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The main job, from a fresh Debian 12 machine (as root): installs what is missing, builds an
+# optimized NetSparse for this CPU, and runs the comparison benchmark under mpirun on the
+# built-in default workload. Extra arguments are passed to the benchmark.
+#   NETSPARSE_NP   ranks (default 2)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+bash scripts/install-deps.sh
+build="$root/build/native"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNETSPARSE_ARCH=native \
+  -DNETSPARSE_BUILD_TESTS=OFF >/dev/null
+ninja -C "$build" -j "${NETSPARSE_JOBS:-2}" @MAIN_TARGET@
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+np=${NETSPARSE_NP:-2}
+exec mpirun --oversubscribe --bind-to none -np "$np" @MAIN_COMMAND@ "$@"

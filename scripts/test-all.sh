@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The whole NetSparse test suite, from a fresh Debian 12 machine (as root):
+#   installs what is missing, builds, and runs
+#     1. the release build's ctest suite (unit tests + real `mpirun` multi-rank tests),
+#     2. the ASan/UBSan build's tests (parsers, protocol, filter, engine),
+#     3. the TSan build's concurrency tests (filter, engine on in-process fabrics),
+#     4. a bounded libFuzzer run of the packet decoder (clang),
+#     5. an example built against the *installed* package (find_package / pkg-config),
+#     6. the verbs transport on real soft-RoCE (rdma_rxe) inside a QEMU guest.
+# Exits non-zero if anything fails; ends with one line "summary: N passed, N failed".
+# Environment: NETSPARSE_JOBS (default 2), NETSPARSE_SKIP_VM=1 only for quick local runs
+# (CI never sets it; the summary then says the stage was not run).
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+jobs=${NETSPARSE_JOBS:-2}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+
+passed=0
+failed=0
+failures=()
+stage() {  # stage NAME COMMAND... : run, time, count
+  local name=$1
+  shift
+  local t0=$SECONDS
+  echo
+  echo "=== [$name] $*"
+  if "$@"; then
+    passed=$((passed + 1))
+    echo "=== [$name] PASSED in $((SECONDS - t0)) s"
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+    echo "=== [$name] FAILED in $((SECONDS - t0)) s"
+  fi
+}
+
+configure_build() {  # configure_build DIR [cmake args...] -- [targets...]
+  local dir=$1
+  shift
+  local args=() targets=()
+  while (($#)) && [[ $1 != -- ]]; do args+=("$1"); shift; done
+  (($#)) && shift
+  targets=("$@")
+  cmake -S "$root" -B "$dir" -G Ninja "${args[@]}" >"$dir.configure.log" 2>&1 ||
+    { cat "$dir.configure.log"; return 1; }
+  ninja -C "$dir" -j "$jobs" "${targets[@]}"
+}
+
+run_ctest() {  # run_ctest DIR [ctest args...]
+  local dir=$1
+  shift
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 300 "$@"
+}
+
+stage install-deps bash scripts/install-deps.sh --vm
+((failed == 0)) || { echo "summary: $passed passed, $failed failed"; exit 1; }
+
+# 1. Release build, portable (no -march=native: the same tree runs in the soft-RoCE guest).
+stage build-release configure_build "$root/build/release" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_INSTALL_PREFIX="$root/build/install" --
+stage ctest-release run_ctest "$root/build/release"
+
+# 2. ASan + UBSan: everything that parses untrusted bytes or indexes remote memory.
+stage build-asan configure_build "$root/build/asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DNETSPARSE_SANITIZE_ADDRESS=ON -DNETSPARSE_BUILD_BENCH=OFF -DNETSPARSE_BUILD_EXAMPLES=OFF --
+stage ctest-asan env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest "$root/build/asan" -L sanitize
+
+# 3. TSan: the shared Idx Filter and the engine's threads.
+stage build-tsan configure_build "$root/build/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DNETSPARSE_SANITIZE_THREAD=ON -DNETSPARSE_BUILD_BENCH=OFF -DNETSPARSE_BUILD_EXAMPLES=OFF --
+stage ctest-tsan env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  run_ctest "$root/build/tsan" -L threads
+
+# 4. Bounded fuzzing of the packet decoder.
+stage fuzz-decoder bash scripts/run-fuzz.sh "${NETSPARSE_FUZZ_SECONDS:-30}"
+
+# 5. The installed package: install, then build the examples out of tree against it.
+stage install-package cmake --install "$root/build/release"
+stage installed-example bash scripts/check-installed.sh "$root/build/install"
+
+# 6. Real RDMA: the verbs transport on soft-RoCE in a QEMU guest.
+if [[ ${NETSPARSE_SKIP_VM:-0} == 1 && ${CI:-} != true ]]; then
+  echo "=== [softroce-vm] NOT RUN (NETSPARSE_SKIP_VM=1): the verbs transport was not tested"
+  failed=$((failed + 1))
+  failures+=("softroce-vm(not run)")
+else
+  stage softroce-vm bash scripts/softroce-vm.sh --build-dir "$root/build/release" -- \
+    bash "$root/scripts/verbs-guest-tests.sh" "$root/build/release"
+fi
+
+echo
+if ((failed)); then echo "failed stages: ${failures[*]}"; fi
+echo "summary: $passed passed, $failed failed"
+((failed == 0))
