@@ -129,7 +129,9 @@ class ConcatPoint {
     return q < config_.num_nodes ? q : q - config_.num_nodes;
   }
   void write_record_virtual(std::uint32_t q, PrType type, const PrHeader& pr, const void* payload);
-  bool ensure_chunks(std::uint32_t q, std::size_t stream_bytes_after);
+  // Appends the chunks q needs for one more record of record_bytes; returns the chunk where
+  // that record starts, or kNone (nothing allocated) if the pool cannot supply them.
+  std::uint32_t ensure_chunks(std::uint32_t q, std::size_t record_bytes);
   void eq_append(std::uint32_t q, std::uint64_t expires_ns);
   void eq_compact();
   void eq_drop_tombstones() noexcept;
