@@ -14,6 +14,13 @@
 // MPI::MPI_CXX publicly).
 #pragma once
 
+// The deprecated MPI C++ bindings are not used; skipping them saves compile time and warnings.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 
 #include <cstddef>
