@@ -1,0 +1,53 @@
+// Writes a small corpus of valid decoder inputs (8-byte expectation prefix + packet) for
+// fuzz_decoder into the directory given as argv[1]: reads and responses, several sizes.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "concat/protocol.hpp"
+
+using namespace netsparse::concat;
+
+namespace {
+void put32(std::vector<std::byte>& out, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(std::byte((v >> (8 * i)) & 0xFF));
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
+    return 2;
+  }
+  int written = 0;
+  for (PrType type : {PrType::kRead, PrType::kResponse}) {
+    for (std::uint32_t prop_len : {0u, 4u, 8u, 64u}) {
+      for (std::uint32_t n : {1u, 2u, 5u}) {
+        const std::uint32_t dest = 3 + n;
+        std::vector<std::byte> in;
+        put32(in, written % 3 == 0 ? kAnyDestination : dest);
+        put32(in, prop_len);
+        const std::size_t start = in.size();
+        in.resize(start + packet_bytes(type, prop_len, n));
+        std::size_t off =
+            start + encode_concat_header(in.data() + start, {type, dest, prop_len, n});
+        std::vector<std::byte> payload(prop_len);
+        for (std::uint32_t i = 0; i < n; ++i) {
+          for (std::uint32_t j = 0; j < prop_len; ++j) payload[j] = std::byte(i + j);
+          const bool resp = type == PrType::kResponse;
+          off += encode_pr(in.data() + off, {i, static_cast<std::uint16_t>(i * 3), 1000ull * i, i},
+                           resp ? payload.data() : nullptr, resp ? prop_len : 0);
+        }
+        const std::string path = std::string(argv[1]) + "/seed-" + std::to_string(written++);
+        std::FILE* f = std::fopen(path.c_str(), "wb");
+        if (f == nullptr || std::fwrite(in.data(), 1, in.size(), f) != in.size() ||
+            std::fclose(f) != 0) {
+          std::perror(path.c_str());
+          return 1;
+        }
+      }
+    }
+  }
+  std::printf("wrote %d seeds to %s\n", written, argv[1]);
+  return 0;
+}
