@@ -1,0 +1,75 @@
+// Local (one rank, shared memory) sparse kernels over a SPADE-tiled row block, fp32.
+//
+// Dense matrices are row-major with an explicit leading dimension (elements between the starts
+// of consecutive rows, >= K). The matrix indexed by COLUMN id (B of SpMM, Y of SDDMM, x of
+// SpMV; SPADE's "cMatrix") is passed as a DenseConstView addressed by GLOBAL column index:
+// row c is data + (c - row_base) * ld and the view holds rows [row_base, row_base + n_rows).
+// A distributed driver can so hand in a buffer holding only one column panel's range of rows.
+// The matrix indexed by row (C of SpMM, X of SDDMM, y of SpMV) is indexed by LOCAL row
+// (0 .. n_rows-1 of the block).
+//
+// Every call checks its arguments before touching memory (K >= 1, leading dimensions, null
+// pointers, and that the view covers every column the call reads) and throws
+// std::invalid_argument naming the problem. The kernels themselves never allocate.
+//
+// Threads: OpenMP, as many as omp_get_max_threads(). SpMM and SpMV give all tiles of a row
+// panel to one thread (no atomics, each output row written by one thread), row panels
+// scheduled dynamically, a panel's tiles in column order; with TileConfig::barriers, groups of
+// column panels run one after another with a barrier between them. SDDMM schedules single
+// tiles. Inner loops are compiled for K in {1, 16, 32, 64, 128, 256} with a generic loop for
+// any other K, and (on x86-64) in baseline, AVX2 and AVX-512 variants picked at run time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "netsparse/csr.hpp"
+#include "netsparse/tiled.hpp"
+
+namespace netsparse {
+
+// Read-only rows of a dense row-major matrix, addressed by global index (see above). n_rows is
+// checked against the columns a kernel reads; a view left with n_rows = 0 covers nothing.
+struct DenseConstView {
+  const float* data = nullptr;
+  gidx_t row_base = 0;
+  std::int64_t ld = 0;
+  gidx_t n_rows = 0;
+};
+
+// C (n_rows x K, ldc) += A * B, or C = A * B when accumulate is false (rows of A without
+// nonzeros then get zeros).
+void spmm(const TiledMatrix& a, DenseConstView b, float* c, std::int64_t ldc, int k,
+          bool accumulate = true);
+// C += A_p * B_p for the tiles of one column panel p only; B needs only the rows of
+// a.panel_columns(p). Summing the calls over every panel gives spmm().
+void spmm_col_panel(const TiledMatrix& a, int col_panel, DenseConstView b, float* c,
+                    std::int64_t ldc, int k);
+
+// out[i] = a_i * dot(X[r_i, 0:K], Y[c_i, 0:K]) for every nonzero i = (r_i, c_i, a_i), where i is
+// the position of the nonzero in the ORIGINAL CSR order of the block (out has nnz entries).
+// X is indexed by local row (n_rows x K, ldx).
+void sddmm(const TiledMatrix& a, const float* x, std::int64_t ldx, DenseConstView y, int k,
+           float* out);
+// The same, for the nonzeros of one column panel only (other entries of out are not touched).
+void sddmm_col_panel(const TiledMatrix& a, int col_panel, const float* x, std::int64_t ldx,
+                     DenseConstView y, int k, float* out);
+
+// y (n_rows) += A * x, or y = A * x when accumulate is false. x is a view like B with K = 1:
+// element c is x.data[(c - x.row_base) * x.ld] (ld = 1 for a contiguous vector).
+void spmv(const TiledMatrix& a, DenseConstView x, float* y, bool accumulate = true);
+void spmv_col_panel(const TiledMatrix& a, int col_panel, DenseConstView x, float* y);
+
+// Instruction-set variants of the kernels. The best variant the CPU supports is used, unless
+// the environment variable NETSPARSE_KERNEL_ISA names another one (read at first use) or
+// set_kernel_isa() is called. Names: "baseline" (the compiler's target, always present),
+// "avx2" (AVX2 + FMA), "avx512" (AVX-512 F/VL/BW/DQ).
+[[nodiscard]] std::vector<std::string> supported_kernel_isas();
+[[nodiscard]] std::string active_kernel_isa();
+// Throws std::invalid_argument for an unknown name or one this CPU cannot run. Must not be
+// called while kernels run on other threads.
+void set_kernel_isa(std::string_view name);
+
+}  // namespace netsparse

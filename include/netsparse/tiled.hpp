@@ -1,0 +1,155 @@
+// SPADE-style 2-D tiling of one rank's CSR row block (see docs: SPADE, ISCA '23, Appendix A).
+//
+// The sparse matrix is cut into tiles of `row_panel` rows x `col_panel` columns. Each tile's
+// nonzeros are contiguous and row-major. Inside a tile they are grouped into *row runs*: the
+// maximal sequences of the tile's nonzeros that lie in one row. The hot loops of the kernels
+// walk runs, so a row of the output (SpMM) or of X (SDDMM) is touched once per run and the
+// accumulation lives in registers.
+//
+// Storage, per nonzero: a 32-bit column offset from the column panel's first column and the
+// fp32 value (8 bytes, against 12 for CSR with 64-bit global columns). The offset is 32 bits
+// because every column panel is at most 2^32 columns wide (the width is clamped to that when
+// "all columns" is asked for on a wider matrix); the index stream is most of SpMV's and a large
+// part of small-K SpMM's memory traffic, so halving it pays directly. Per run: the local row
+// (lidx_t) and the run's end as a 32-bit offset inside its tile; for SDDMM also the position in
+// the ORIGINAL CSR order of the run's first nonzero. The run's nonzeros are consecutive in the
+// CSR row too (columns are sorted and a column panel is a contiguous column range), so the
+// position of the i-th nonzero of a run is that start + i: no per-nonzero position array.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "netsparse/csr.hpp"
+
+namespace netsparse {
+
+// How a row block is tiled and in which order the tiles run. `col_panel` = 0 means one column
+// panel spanning all columns. With `barriers`, the kernels process groups of `barrier_group`
+// consecutive column panels one after another, every thread finishing its tiles of a group
+// before any starts the next (SPADE's scheduling barriers, which keep a window of B hot).
+struct TileConfig {
+  int row_panel = 256;
+  gidx_t col_panel = 0;
+  bool barriers = false;
+  int barrier_group = 1;
+
+  friend bool operator==(const TileConfig&, const TileConfig&) = default;
+};
+
+// "RP 256 x CP all, no barriers" style text, for logs and benchmark tables.
+[[nodiscard]] std::string to_string(const TileConfig& config);
+
+// Per-tile metadata. Tiles are stored ordered by (row_panel, col_panel); empty tiles do not
+// exist. Runs of a tile are [run_offset, run_offset + run_count) in the run arrays, nonzeros
+// [nnz_offset, nnz_offset + nnz_count) in the nonzero arrays.
+struct Tile {
+  std::int32_t row_panel = 0;
+  std::int32_t col_panel = 0;
+  std::int64_t nnz_offset = 0;
+  std::int64_t nnz_count = 0;
+  std::int64_t run_offset = 0;
+  std::int64_t run_count = 0;
+};
+
+// A half-open range [begin, end) of global column (or local row) indices.
+struct IndexRange {
+  gidx_t begin = 0;
+  gidx_t end = 0;
+  [[nodiscard]] gidx_t size() const noexcept { return end - begin; }
+  friend bool operator==(const IndexRange&, const IndexRange&) = default;
+};
+
+class TiledMatrix {
+ public:
+  // Widest column panel a 32-bit column offset can address.
+  static constexpr gidx_t kMaxColPanelWidth = gidx_t{1} << 32;
+
+  TiledMatrix() = default;
+  // Validates `csr` (row_ptr shape and monotonicity, columns in [0, n_cols), sorted and unique
+  // per row) and `config`; throws std::invalid_argument naming the problem.
+  TiledMatrix(const CsrMatrix& csr, const TileConfig& config);
+
+  [[nodiscard]] const TileConfig& config() const noexcept { return config_; }
+  [[nodiscard]] gidx_t n_rows_global() const noexcept { return n_rows_global_; }
+  [[nodiscard]] gidx_t n_cols() const noexcept { return n_cols_; }
+  [[nodiscard]] gidx_t row_begin() const noexcept { return row_begin_; }
+  [[nodiscard]] gidx_t n_rows() const noexcept { return n_rows_; }
+  [[nodiscard]] std::int64_t nnz() const noexcept { return std::ssize(values_); }
+
+  // Row panels: local rows [rp * row_panel, min(n_rows, (rp + 1) * row_panel)).
+  [[nodiscard]] int n_row_panels() const noexcept { return n_row_panels_; }
+  [[nodiscard]] IndexRange row_panel_rows(int row_panel) const;  // local row indices
+  // Tiles of one row panel, in column-panel order.
+  [[nodiscard]] std::span<const Tile> row_panel_tiles(int row_panel) const;
+
+  // Column panels: global columns [cp * width, min(n_cols, (cp + 1) * width)). A matrix with
+  // no columns still has one (empty) column panel.
+  [[nodiscard]] int n_col_panels() const noexcept { return n_col_panels_; }
+  [[nodiscard]] gidx_t col_panel_width() const noexcept { return col_panel_width_; }
+  [[nodiscard]] IndexRange col_panel_range(int col_panel) const;
+  // The distinct columns the nonzeros of one column panel touch, sorted: exactly the rows of B
+  // a kernel call on that panel reads.
+  [[nodiscard]] std::span<const gidx_t> panel_columns(int col_panel) const;
+  // Indices into tiles() of one column panel's tiles, in row-panel order.
+  [[nodiscard]] std::span<const std::int64_t> col_panel_tile_ids(int col_panel) const;
+  // Smallest range holding every column any nonzero touches (empty range when nnz == 0).
+  [[nodiscard]] IndexRange touched_columns() const noexcept { return touched_columns_; }
+
+  // Barrier groups: column panels [g * barrier_group, (g + 1) * barrier_group). Without
+  // barriers there is one group holding every panel.
+  [[nodiscard]] int n_barrier_groups() const noexcept { return n_barrier_groups_; }
+  [[nodiscard]] int barrier_group_size() const noexcept { return barrier_group_size_; }
+
+  // Raw layout, for the kernels and for tests.
+  [[nodiscard]] std::span<const Tile> tiles() const noexcept { return tiles_; }
+  [[nodiscard]] std::span<const std::uint32_t> col_offsets() const noexcept { return col_off_; }
+  [[nodiscard]] std::span<const float> values() const noexcept { return values_; }
+  [[nodiscard]] std::span<const lidx_t> run_rows() const noexcept { return run_row_; }
+  [[nodiscard]] std::span<const std::uint32_t> run_ends() const noexcept { return run_end_; }
+  [[nodiscard]] std::span<const std::int64_t> run_csr_begins() const noexcept {
+    return run_csr_begin_;
+  }
+  // Index of the first tile of each row panel, n_row_panels() + 1 entries.
+  [[nodiscard]] std::span<const std::int64_t> row_panel_tile_ptr() const noexcept {
+    return row_panel_tile_ptr_;
+  }
+
+  // Bytes SpMM/SpMV stream from this layout (nonzeros, runs, tile metadata); SDDMM also reads
+  // the runs' CSR positions (sddmm_stream_bytes).
+  [[nodiscard]] std::int64_t spmm_stream_bytes() const noexcept;
+  [[nodiscard]] std::int64_t sddmm_stream_bytes() const noexcept;
+
+ private:
+  void build_col_panel_index();
+  void build_panel_columns();
+
+  TileConfig config_{};
+  gidx_t n_rows_global_ = 0;
+  gidx_t n_cols_ = 0;
+  gidx_t row_begin_ = 0;
+  gidx_t n_rows_ = 0;
+  int n_row_panels_ = 0;
+  int n_col_panels_ = 1;
+  gidx_t col_panel_width_ = 0;
+  int n_barrier_groups_ = 1;
+  int barrier_group_size_ = 1;
+  IndexRange touched_columns_{};
+
+  std::vector<Tile> tiles_;
+  std::vector<std::int64_t> row_panel_tile_ptr_{0};
+  std::vector<std::int64_t> col_panel_tile_ptr_{0, 0};
+  std::vector<std::int64_t> col_panel_tile_ids_;
+  std::vector<std::int64_t> panel_col_ptr_{0, 0};
+  std::vector<gidx_t> panel_cols_;
+
+  std::vector<std::uint32_t> col_off_;
+  std::vector<float> values_;
+  std::vector<lidx_t> run_row_;
+  std::vector<std::uint32_t> run_end_;
+  std::vector<std::int64_t> run_csr_begin_;
+};
+
+}  // namespace netsparse

@@ -1,0 +1,60 @@
+// Internal: the contract between the checked public kernel entry points (local_kernels.cpp)
+// and the instruction-set variants of the hot loops (kernels_impl.inc, compiled once per ISA).
+// Arguments reaching a variant have been validated.
+#pragma once
+
+#include <cstdint>
+
+#include "netsparse/tiled.hpp"
+
+namespace netsparse::kernels_detail {
+
+// col_panel < 0 means the whole matrix (honouring the barrier configuration).
+struct SpmmCall {
+  const TiledMatrix* a;
+  int col_panel;
+  const float* b;
+  gidx_t b_row_base;
+  std::int64_t ldb;
+  float* c;
+  std::int64_t ldc;
+  int k;
+  bool accumulate;
+};
+
+struct SddmmCall {
+  const TiledMatrix* a;
+  int col_panel;
+  const float* x;
+  std::int64_t ldx;
+  const float* y;
+  gidx_t y_row_base;
+  std::int64_t ldy;
+  int k;
+  float* out;
+};
+
+struct SpmvCall {
+  const TiledMatrix* a;
+  int col_panel;
+  const float* x;
+  gidx_t x_base;
+  std::int64_t x_stride;
+  float* y;
+  bool accumulate;
+};
+
+struct IsaKernels {
+  const char* name;
+  void (*spmm)(const SpmmCall&);
+  void (*sddmm)(const SddmmCall&);
+  void (*spmv)(const SpmvCall&);
+};
+
+extern const IsaKernels kernels_baseline;
+#if defined(NETSPARSE_KERNELS_X86_VARIANTS)
+extern const IsaKernels kernels_avx2;
+extern const IsaKernels kernels_avx512;
+#endif
+
+}  // namespace netsparse::kernels_detail

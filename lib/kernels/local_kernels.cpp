@@ -1,0 +1,209 @@
+// Public entry points of the local kernels: argument checks, then the instruction-set variant
+// chosen for this CPU (kernels_impl.inc holds the loops).
+#include "netsparse/local_kernels.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/kernel_variants.hpp"
+
+namespace netsparse {
+
+namespace {
+
+using kernels_detail::IsaKernels;
+
+[[noreturn]] void fail(const char* fn, const std::string& what) {
+  throw std::invalid_argument(std::string("netsparse::") + fn + ": " + what);
+}
+
+std::string range_text(IndexRange r) {
+  // Appended piecewise: GCC 12 warns (-Wrestrict, a false positive) on "[" + std::string.
+  std::string text(1, '[');
+  text += std::to_string(r.begin);
+  text += ", ";
+  text += std::to_string(r.end);
+  text += ')';
+  return text;
+}
+
+// Columns a call reads: all touched ones, or those of one column panel.
+IndexRange needed_columns(const char* fn, const TiledMatrix& a, int col_panel) {
+  if (col_panel < 0) return a.touched_columns();
+  if (col_panel >= a.n_col_panels())
+    fail(fn, "column panel " + std::to_string(col_panel) + " outside [0, " +
+                 std::to_string(a.n_col_panels()) + ")");
+  const std::span<const gidx_t> cols = a.panel_columns(col_panel);
+  return cols.empty() ? IndexRange{} : IndexRange{cols.front(), cols.back() + 1};
+}
+
+void check_k(const char* fn, int k) {
+  if (k < 1) fail(fn, "K must be >= 1, got " + std::to_string(k));
+}
+
+// The column-indexed operand must hold every row the call reads, with ld >= width.
+void check_col_view(const char* fn, const char* name, const DenseConstView& v, IndexRange needed,
+                    std::int64_t width) {
+  if (needed.size() == 0) return;  // nothing is read
+  if (v.data == nullptr) fail(fn, std::string(name) + " is null");
+  if (v.ld < width)
+    fail(fn, std::string(name) + ".ld = " + std::to_string(v.ld) + " is less than " +
+                 std::to_string(width));
+  if (v.n_rows < 0 || needed.begin < v.row_base || needed.end - v.row_base > v.n_rows)
+    fail(fn, std::string(name) + " holds rows " + range_text({v.row_base, v.row_base + v.n_rows}) +
+                 " (row_base, n_rows) but the call reads columns " + range_text(needed) +
+                 "; set DenseConstView::n_rows to the rows the buffer holds");
+}
+
+void check_row_operand(const char* fn, const char* name, const void* p, std::int64_t ld,
+                       std::int64_t width, bool used) {
+  if (!used) return;
+  if (p == nullptr) fail(fn, std::string(name) + " is null");
+  if (ld < width)
+    fail(fn, std::string("leading dimension of ") + name + " = " + std::to_string(ld) +
+                 " is less than " + std::to_string(width));
+}
+
+// ---- variant selection --------------------------------------------------------------------
+
+bool cpu_can_run(const IsaKernels& isa) {
+#if defined(NETSPARSE_KERNELS_X86_VARIANTS)
+  __builtin_cpu_init();
+  if (&isa == &kernels_detail::kernels_avx2)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (&isa == &kernels_detail::kernels_avx512)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+  (void)isa;
+  return true;
+}
+
+// Best first.
+const IsaKernels* const kVariants[] = {
+#if defined(NETSPARSE_KERNELS_X86_VARIANTS)
+    &kernels_detail::kernels_avx512,
+    &kernels_detail::kernels_avx2,
+#endif
+    &kernels_detail::kernels_baseline,
+};
+
+const IsaKernels& variant_named(std::string_view name, const char* source) {
+  for (const IsaKernels* v : kVariants) {
+    if (name != v->name) continue;
+    if (!cpu_can_run(*v))
+      throw std::invalid_argument(std::string("netsparse: kernel ISA '") + std::string(name) +
+                                  "' (" + source + ") is not supported by this CPU");
+    return *v;
+  }
+  std::string known;
+  for (const IsaKernels* v : kVariants) known += std::string(known.empty() ? "" : ", ") + v->name;
+  throw std::invalid_argument(std::string("netsparse: unknown kernel ISA '") + std::string(name) +
+                              "' (" + source + "); this build has: " + known);
+}
+
+std::atomic<const IsaKernels*> g_active{nullptr};
+
+const IsaKernels& active_variant() {
+  const IsaKernels* v = g_active.load(std::memory_order_acquire);
+  if (v != nullptr) return *v;
+  if (const char* env = std::getenv("NETSPARSE_KERNEL_ISA"); env != nullptr && *env != '\0') {
+    v = &variant_named(env, "from NETSPARSE_KERNEL_ISA");
+  } else {
+    for (const IsaKernels* cand : kVariants) {
+      if (cpu_can_run(*cand)) {
+        v = cand;
+        break;
+      }
+    }
+  }
+  g_active.store(v, std::memory_order_release);
+  return *v;
+}
+
+}  // namespace
+
+std::vector<std::string> supported_kernel_isas() {
+  std::vector<std::string> names;
+  for (const IsaKernels* v : kVariants)
+    if (cpu_can_run(*v)) names.emplace_back(v->name);
+  return names;
+}
+
+std::string active_kernel_isa() {
+  return active_variant().name;
+}
+
+void set_kernel_isa(std::string_view name) {
+  g_active.store(&variant_named(name, "set_kernel_isa"), std::memory_order_release);
+}
+
+// ---- kernels ------------------------------------------------------------------------------
+
+namespace {
+
+void spmm_checked(const char* fn, const TiledMatrix& a, int col_panel, DenseConstView b, float* c,
+                  std::int64_t ldc, int k, bool accumulate) {
+  check_k(fn, k);
+  check_col_view(fn, "B", b, needed_columns(fn, a, col_panel), k);
+  check_row_operand(fn, "C", c, ldc, k, a.n_rows() > 0);
+  active_variant().spmm({&a, col_panel, b.data, b.row_base, b.ld, c, ldc, k, accumulate});
+}
+
+void sddmm_checked(const char* fn, const TiledMatrix& a, int col_panel, const float* x,
+                   std::int64_t ldx, DenseConstView y, int k, float* out) {
+  check_k(fn, k);
+  const IndexRange needed = needed_columns(fn, a, col_panel);
+  check_col_view(fn, "Y", y, needed, k);
+  check_row_operand(fn, "X", x, ldx, k, needed.size() > 0);
+  check_row_operand(fn, "out", out, 1, 1, needed.size() > 0);
+  active_variant().sddmm({&a, col_panel, x, ldx, y.data, y.row_base, y.ld, k, out});
+}
+
+void spmv_checked(const char* fn, const TiledMatrix& a, int col_panel, DenseConstView x, float* y,
+                  bool accumulate) {
+  check_col_view(fn, "x", x, needed_columns(fn, a, col_panel), 1);
+  check_row_operand(fn, "y", y, 1, 1, a.n_rows() > 0);
+  active_variant().spmv({&a, col_panel, x.data, x.row_base, x.ld, y, accumulate});
+}
+
+}  // namespace
+
+void spmm(const TiledMatrix& a, DenseConstView b, float* c, std::int64_t ldc, int k,
+          bool accumulate) {
+  spmm_checked("spmm", a, -1, b, c, ldc, k, accumulate);
+}
+
+void spmm_col_panel(const TiledMatrix& a, int col_panel, DenseConstView b, float* c,
+                    std::int64_t ldc, int k) {
+  if (col_panel < 0)
+    fail("spmm_col_panel", "column panel " + std::to_string(col_panel) + " is negative");
+  spmm_checked("spmm_col_panel", a, col_panel, b, c, ldc, k, true);
+}
+
+void sddmm(const TiledMatrix& a, const float* x, std::int64_t ldx, DenseConstView y, int k,
+           float* out) {
+  sddmm_checked("sddmm", a, -1, x, ldx, y, k, out);
+}
+
+void sddmm_col_panel(const TiledMatrix& a, int col_panel, const float* x, std::int64_t ldx,
+                     DenseConstView y, int k, float* out) {
+  if (col_panel < 0)
+    fail("sddmm_col_panel", "column panel " + std::to_string(col_panel) + " is negative");
+  sddmm_checked("sddmm_col_panel", a, col_panel, x, ldx, y, k, out);
+}
+
+void spmv(const TiledMatrix& a, DenseConstView x, float* y, bool accumulate) {
+  spmv_checked("spmv", a, -1, x, y, accumulate);
+}
+
+void spmv_col_panel(const TiledMatrix& a, int col_panel, DenseConstView x, float* y) {
+  if (col_panel < 0)
+    fail("spmv_col_panel", "column panel " + std::to_string(col_panel) + " is negative");
+  spmv_checked("spmv_col_panel", a, col_panel, x, y, true);
+}
+
+}  // namespace netsparse
