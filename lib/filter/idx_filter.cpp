@@ -71,13 +71,19 @@ bool IdxFilter::test_and_set(std::uint64_t i) noexcept {
 }
 
 void IdxFilter::new_epoch() noexcept {
-  std::uint32_t next = epoch_.load(std::memory_order_relaxed) + 1;
-  if (next == 0) {
-    // Tag wrap: words written 2^32 - 1 epochs ago would look current again. Clear for real.
+  advance_epochs(1);
+}
+
+void IdxFilter::advance_epochs(std::uint64_t n) noexcept {
+  const std::uint64_t next = std::uint64_t{epoch_.load(std::memory_order_relaxed)} + n;
+  if (next > 0xFFFFFFFFull) {
+    // Tag wrap: words written 2^32 - 1 epochs ago would look current again. Clear for real;
+    // every word is then tag 0, stale for any epoch >= 1.
     clear_words();
-    next = 1;
+    epoch_.store(1, std::memory_order_relaxed);
+    return;
   }
-  epoch_.store(next, std::memory_order_relaxed);
+  epoch_.store(static_cast<std::uint32_t>(next), std::memory_order_relaxed);
 }
 
 std::uint64_t IdxFilter::count() const noexcept {

@@ -35,6 +35,8 @@ class IdxFilter {
   // Logically clears every bit: O(1), except a real clear once per 2^32 - 1 epochs.
   // Not concurrent with set/test (callers separate iterations with a barrier).
   void new_epoch() noexcept;
+  // Same effect on the bits as n calls of new_epoch(), in O(1) unless the tag wraps.
+  void advance_epochs(std::uint64_t n) noexcept;
 
   std::uint32_t epoch() const noexcept { return epoch_.load(std::memory_order_relaxed); }
   // Number of set bits in the current epoch. O(words); for tests and statistics.
