@@ -1,0 +1,80 @@
+// Synthetic sparse matrices at any scale. Every generator is deterministic for (parameters,
+// seed) and produces one row block [row_begin, row_end) with work proportional to that block,
+// so each rank generates only its own rows and any split of the rows gives the same matrix.
+// Randomness comes from a counter-based hash of (seed, row, draw number), never from a
+// sequential stream.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "netsparse/csr.hpp"
+
+namespace netsparse {
+
+// ---- Graph500-style Kronecker / R-MAT ----------------------------------------------------
+// n = 2^scale vertices, M = edge_factor * n edges drawn from the initiator [[a, b], [c, d]]
+// (d = 1 - a - b - c; row = source, column = destination), vertices relabelled by a keyed
+// random permutation of [0, n). Row u holds the out-edges of u: the matrix is directed (not
+// symmetrized), self-loops are kept, and duplicate edges are merged into one nonzero of value
+// 1.0f (a pattern matrix).
+//
+// How one row is generated without the others: in R-MAT the source bits of an edge are i.i.d.
+// over the levels with P(bit = 1) = c + d, so the (pre-permutation) source u receives each of
+// the M edges with probability p(u) = (c + d)^k (a + b)^(scale - k), k = popcount(u). Its
+// out-degree is drawn as Binomial(M, p(u)) -- exactly (by CDF inversion) when M p(u) < 32,
+// else by the normal approximation N(M p, M p (1 - p)) rounded and clamped to [0, M]. Each
+// destination then descends the levels with P(dst bit = 1 | src bit) = b / (a + b) or
+// d / (c + d). Degrees are independent across rows, so the total edge count is M only in
+// expectation (its standard deviation is below sqrt(M)).
+struct KroneckerParams {
+  int scale = 16;
+  int edge_factor = 16;
+  double a = 0.57;
+  double b = 0.19;
+  double c = 0.19;
+  std::uint64_t seed = 1;
+};
+
+// Throws std::invalid_argument for scale outside [1, 40], edge_factor < 1, probabilities
+// outside (0, 1) or a + b + c >= 1, or rows outside [0, 2^scale).
+CsrMatrix generate_kronecker(const KroneckerParams& params, gidx_t row_begin, gidx_t row_end);
+
+// The drawn out-degrees of rows [row_begin, row_end) before duplicate merging (what
+// generate_kronecker's rows hold before merging); cheap (no destinations drawn), e.g. to
+// balance a partition before generating.
+std::vector<std::int64_t> kronecker_raw_degrees(const KroneckerParams& params, gidx_t row_begin,
+                                                gidx_t row_end);
+
+// ---- 3D 27-point stencil ------------------------------------------------------------------
+// An nx x ny x nz grid with dof unknowns per point; row (and column) index
+// ((z * ny + y) * nx + x) * dof + component. Every unknown couples to all dof unknowns of each
+// of its <= 27 neighbouring points (itself included): interior rows have 27 * dof nonzeros,
+// boundary rows fewer. Values follow HPCG: 26 on the diagonal, -1 elsewhere. Not random.
+struct StencilParams {
+  gidx_t nx = 16;
+  gidx_t ny = 16;
+  gidx_t nz = 16;
+  int dof = 1;
+};
+
+// Throws std::invalid_argument for non-positive sizes or rows outside the matrix.
+CsrMatrix generate_stencil27(const StencilParams& params, gidx_t row_begin, gidx_t row_end);
+
+// ---- Road-like geometric graph ------------------------------------------------------------
+// A width x height grid (vertex y * width + x) with its 4-neighbour edges, plus a few long
+// edges like highways: vertices are paired at random by a keyed permutation (vertex pi(2k) with
+// pi(2k + 1)) and each pair is joined with probability long_edge_fraction. The graph is
+// symmetric (undirected), has no self-loops, degree <= 5, pattern values 1.0f.
+struct RoadParams {
+  gidx_t width = 256;
+  gidx_t height = 256;
+  double long_edge_fraction = 0.01;
+  std::uint64_t seed = 1;
+};
+
+// Throws std::invalid_argument for non-positive sizes, a fraction outside [0, 1] or rows
+// outside the matrix.
+CsrMatrix generate_road(const RoadParams& params, gidx_t row_begin, gidx_t row_end);
+
+}  // namespace netsparse

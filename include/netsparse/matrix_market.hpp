@@ -1,0 +1,96 @@
+// Matrix Market (coordinate format) reading and writing.
+//
+// Accepted: "%%MatrixMarket matrix coordinate {real|integer|pattern}
+// {general|symmetric|skew-symmetric}" (keywords case-insensitive), % comments and blank lines
+// anywhere after the banner, LF or CRLF line endings, a missing final newline. Symmetric and
+// skew-symmetric files must store only the lower triangle (skew-symmetric: strictly below the
+// diagonal) and are expanded to both triangles (skew negates the mirror). Duplicate entries are
+// summed; explicit zeros are kept; pattern entries get the value 1.0f (a repeated pattern entry
+// is still one nonzero of value 1.0f: a pattern is a structure). Rejected with a
+// ParseError ("FILE:LINE: reason"): everything else, including the array format and complex or
+// hermitian matrices, out-of-range or non-numeric indices, values outside the float range,
+// missing or extra tokens, and an entry count that differs from the size line.
+//
+// Reading is parallel (OpenMP) over byte ranges of a memory-mapped file. A byte range is parsed
+// independently of the rest, so a distributed reader can give each rank its own range:
+//   header = read_matrix_market_header(path);                 // every rank
+//   chunk  = parse_matrix_market_entries(path, header, {my byte range});
+//   total  = allreduce(chunk.n_entries);
+//   check_matrix_market_entry_count(path, header, total);     // throws the right error
+//   ... redistribute chunk.triplets to their row owners, then coo_to_csr(...)
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "netsparse/coo.hpp"
+#include "netsparse/csr.hpp"
+#include "netsparse/sparse_error.hpp"
+
+namespace netsparse {
+
+enum class MatrixMarketField { real, integer, pattern };
+enum class MatrixMarketSymmetry { general, symmetric, skew_symmetric };
+
+struct MatrixMarketHeader {
+  MatrixMarketField field = MatrixMarketField::real;
+  MatrixMarketSymmetry symmetry = MatrixMarketSymmetry::general;
+  gidx_t n_rows = 0;
+  gidx_t n_cols = 0;
+  std::int64_t n_entries = 0;     // entry lines the size line declares (before expansion)
+  std::int64_t size_line = 0;     // 1-based line number of the size line
+  std::uint64_t data_offset = 0;  // byte offset of the first line after the size line
+  std::uint64_t file_size = 0;    // bytes
+};
+
+// Reads the banner, comments and size line. Throws ParseError.
+MatrixMarketHeader read_matrix_market_header(const std::string& path);
+
+struct MatrixMarketEntryRange {
+  // The entry lines that START in [byte_begin, byte_end) are parsed; a range may begin or end
+  // in the middle of a line (that line belongs to the range its first byte is in), so ranges
+  // that tile [0, file_size) parse every line exactly once. Bytes before header.data_offset
+  // are never parsed as entries.
+  std::uint64_t byte_begin = 0;
+  std::uint64_t byte_end = std::numeric_limits<std::uint64_t>::max();
+  // Only expanded entries whose (0-based) row lies in [keep_row_begin, keep_row_end) are
+  // returned; every entry in the range is still validated.
+  gidx_t keep_row_begin = 0;
+  gidx_t keep_row_end = std::numeric_limits<gidx_t>::max();
+};
+
+struct MatrixMarketChunk {
+  std::vector<Triplet> triplets;  // 0-based, expanded (symmetric mirror included), filtered
+  std::int64_t n_entries = 0;     // entry lines parsed in the range (before expansion)
+};
+
+// Parses the entry lines of one byte range (see MatrixMarketEntryRange). Throws ParseError with
+// the file's true line number. Does not check the total entry count: the caller sums
+// n_entries over all ranges and calls check_matrix_market_entry_count.
+MatrixMarketChunk parse_matrix_market_entries(const std::string& path,
+                                              const MatrixMarketHeader& header,
+                                              const MatrixMarketEntryRange& range = {});
+
+// Throws ParseError if entries_found (over the whole file) differs from header.n_entries:
+// "too many" points at the first surplus entry line, "too few" at the file's last line.
+void check_matrix_market_entry_count(const std::string& path, const MatrixMarketHeader& header,
+                                     std::int64_t entries_found);
+
+// The whole matrix.
+CsrMatrix read_matrix_market(const std::string& path);
+
+// Only rows [row_begin, row_end) (0-based; the block's row_begin is row_begin). The whole file
+// is still parsed and validated. Throws std::invalid_argument if the rows are not inside the
+// matrix.
+CsrMatrix read_matrix_market(const std::string& path, gidx_t row_begin, gidx_t row_end);
+
+// Writes "%%MatrixMarket matrix coordinate {real|pattern} general": the matrix's global shape
+// (n_rows_global x n_cols) with the entries of its row block. Values are written in the
+// shortest form that reads back to the same float, so write + read is exact. Throws
+// std::runtime_error if the file cannot be written, std::invalid_argument if the matrix is
+// inconsistent (row_ptr size, column out of range).
+void write_matrix_market(const std::string& path, const CsrMatrix& matrix, bool pattern = false);
+
+}  // namespace netsparse

@@ -1,0 +1,346 @@
+#include "netsparse/generators.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <numbers>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sparse/counter_rng.hpp"
+
+namespace netsparse {
+
+namespace {
+
+using sparse_detail::CounterRng;
+using sparse_detail::KeyedPermutation;
+using sparse_detail::mix64;
+
+// Rows per scheduling unit in the per-row loops (Kronecker degrees are very skewed).
+constexpr int kRowChunk = 256;
+
+void check_rows(const char* generator, gidx_t row_begin, gidx_t row_end, gidx_t n_rows) {
+  if (row_begin < 0 || row_begin > row_end || row_end > n_rows) {
+    throw std::invalid_argument(std::string(generator) + ": rows [" + std::to_string(row_begin) +
+                                ", " + std::to_string(row_end) + ") are not inside the " +
+                                std::to_string(n_rows) + " rows of the matrix");
+  }
+}
+
+void exclusive_to_inclusive_prefix(std::vector<std::int64_t>& counts_at_plus_one) {
+  for (size_t r = 1; r < counts_at_plus_one.size(); ++r) {
+    counts_at_plus_one[r] += counts_at_plus_one[r - 1];
+  }
+}
+
+CsrMatrix empty_block(gidx_t n_rows_global, gidx_t n_cols, gidx_t row_begin, gidx_t row_end) {
+  CsrMatrix m;
+  m.n_rows_global = n_rows_global;
+  m.n_cols = n_cols;
+  m.row_begin = row_begin;
+  m.n_rows = row_end - row_begin;
+  m.row_ptr.assign(static_cast<size_t>(m.n_rows) + 1, 0);
+  return m;
+}
+
+// ---- Kronecker ----------------------------------------------------------------------------
+
+class KroneckerModel {
+ public:
+  explicit KroneckerModel(const KroneckerParams& p) : params_(p) {
+    const double d = 1.0 - p.a - p.b - p.c;
+    const auto in_unit = [](double x) { return x > 0.0 && x < 1.0; };
+    if (p.scale < 1 || p.scale > 40) {
+      throw std::invalid_argument("generate_kronecker: scale must be in [1, 40], got " +
+                                  std::to_string(p.scale));
+    }
+    if (p.edge_factor < 1 || p.edge_factor > (1 << 20)) {
+      throw std::invalid_argument("generate_kronecker: edge_factor must be in [1, 2^20], got " +
+                                  std::to_string(p.edge_factor));
+    }
+    if (!in_unit(p.a) || !in_unit(p.b) || !in_unit(p.c) || !in_unit(d)) {
+      throw std::invalid_argument(
+          "generate_kronecker: a, b, c and d = 1 - a - b - c must all lie in (0, 1)");
+    }
+    n_ = gidx_t{1} << p.scale;
+    edges_ = static_cast<std::int64_t>(p.edge_factor) * n_;
+    p_source_one_ = p.c + d;
+    // P(destination bit = 1 | source bit) as 32-bit thresholds.
+    dst_one_threshold_[0] = static_cast<std::uint64_t>(p.b / (p.a + p.b) * 0x1.0p32);
+    dst_one_threshold_[1] = static_cast<std::uint64_t>(d / (p.c + d) * 0x1.0p32);
+    words_per_edge_ = (p.scale + 1) / 2;
+  }
+
+  [[nodiscard]] gidx_t n() const noexcept { return n_; }
+  [[nodiscard]] KeyedPermutation permutation() const noexcept {
+    return KeyedPermutation(static_cast<std::uint64_t>(n_), mix64(params_.seed ^ 0x7065726dULL));
+  }
+
+  // Out-degree of pre-permutation vertex u: Binomial(M, p(u)).
+  [[nodiscard]] std::int64_t degree(std::uint64_t u) const noexcept {
+    const int ones = __builtin_popcountll(u);
+    const double p =
+        std::pow(p_source_one_, ones) * std::pow(1.0 - p_source_one_, params_.scale - ones);
+    const double mean = static_cast<double>(edges_) * p;
+    const CounterRng rng(params_.seed, 2 * u);
+    if (mean < 32.0) {
+      // Exact: invert the CDF, walking up from 0 (expected mean + 1 steps).
+      const double target = rng.uniform(0);
+      const double ratio = p / (1.0 - p);
+      double pmf = std::exp(static_cast<double>(edges_) * std::log1p(-p));
+      double cdf = pmf;
+      std::int64_t k = 0;
+      while (target > cdf && k < edges_ && pmf > 0.0) {
+        pmf *= static_cast<double>(edges_ - k) / static_cast<double>(k + 1) * ratio;
+        ++k;
+        cdf += pmf;
+      }
+      return k;
+    }
+    // Normal approximation (Box-Muller), rounded and clamped.
+    const double u1 = 1.0 - rng.uniform(0);  // (0, 1]
+    const double u2 = rng.uniform(1);
+    const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+    const double draw = std::round(mean + std::sqrt(mean * (1.0 - p)) * z);
+    return static_cast<std::int64_t>(std::clamp(draw, 0.0, static_cast<double>(edges_)));
+  }
+
+  // Destination (pre-permutation) of u's k-th edge: descend the levels, most significant bit
+  // first, two levels per random word.
+  [[nodiscard]] std::uint64_t destination(const CounterRng& rng, std::uint64_t u,
+                                          std::int64_t k) const noexcept {
+    const int s = params_.scale;
+    std::uint64_t v = 0;
+    std::uint64_t word = 0;
+    for (int level = 0; level < s; ++level) {
+      if ((level & 1) == 0) {
+        word = rng.word(static_cast<std::uint64_t>(k) * words_per_edge_ + level / 2);
+      }
+      const std::uint64_t src_bit = (u >> (s - 1 - level)) & 1;
+      const std::uint64_t r32 = (level & 1) == 0 ? (word & 0xffffffffULL) : (word >> 32);
+      v = (v << 1) | static_cast<std::uint64_t>(r32 < dst_one_threshold_[src_bit]);
+    }
+    return v;
+  }
+
+  [[nodiscard]] CounterRng destination_rng(std::uint64_t u) const noexcept {
+    return CounterRng(params_.seed, 2 * u + 1);
+  }
+
+ private:
+  KroneckerParams params_;
+  gidx_t n_ = 0;
+  std::int64_t edges_ = 0;
+  double p_source_one_ = 0.0;
+  std::uint64_t dst_one_threshold_[2] = {0, 0};
+  std::uint64_t words_per_edge_ = 1;
+};
+
+// ---- road ---------------------------------------------------------------------------------
+
+class RoadModel {
+ public:
+  explicit RoadModel(const RoadParams& p) : params_(p) {
+    if (p.width < 1 || p.height < 1 || p.width > (gidx_t{1} << 31) ||
+        p.height > (gidx_t{1} << 31)) {
+      throw std::invalid_argument("generate_road: width and height must be in [1, 2^31]");
+    }
+    if (!(p.long_edge_fraction >= 0.0 && p.long_edge_fraction <= 1.0)) {
+      throw std::invalid_argument("generate_road: long_edge_fraction must be in [0, 1]");
+    }
+    n_ = p.width * p.height;
+  }
+
+  [[nodiscard]] gidx_t n() const noexcept { return n_; }
+
+  // The vertex v is paired with by a long edge, or -1.
+  [[nodiscard]] gidx_t long_edge_partner(const KeyedPermutation& perm, const CounterRng& rng,
+                                         gidx_t v) const noexcept {
+    const std::uint64_t slot = perm.inverse(static_cast<std::uint64_t>(v));
+    const std::uint64_t mate_slot = slot ^ 1;
+    if (mate_slot >= static_cast<std::uint64_t>(n_)) return -1;
+    if (rng.uniform(slot >> 1) >= params_.long_edge_fraction) return -1;
+    return static_cast<gidx_t>(perm.forward(mate_slot));
+  }
+
+  // Writes v's sorted, distinct neighbours to out (room for 5); returns how many.
+  int neighbours(gidx_t v, gidx_t partner, gidx_t* out) const noexcept {
+    const gidx_t w = params_.width;
+    const gidx_t x = v % w;
+    const gidx_t y = v / w;
+    int k = 0;
+    if (y > 0) out[k++] = v - w;
+    if (x > 0) out[k++] = v - 1;
+    if (x + 1 < w) out[k++] = v + 1;
+    if (y + 1 < params_.height) out[k++] = v + w;
+    if (partner >= 0 && std::find(out, out + k, partner) == out + k) {
+      out[k++] = partner;
+      std::sort(out, out + k);
+    }
+    return k;
+  }
+
+  [[nodiscard]] KeyedPermutation permutation() const noexcept {
+    return KeyedPermutation(static_cast<std::uint64_t>(n_), mix64(params_.seed ^ 0x726f6164ULL));
+  }
+  [[nodiscard]] CounterRng pair_rng() const noexcept {
+    return CounterRng(params_.seed, 0x70616972ULL);
+  }
+
+ private:
+  RoadParams params_;
+  gidx_t n_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::int64_t> kronecker_raw_degrees(const KroneckerParams& params, gidx_t row_begin,
+                                                gidx_t row_end) {
+  const KroneckerModel model(params);
+  check_rows("kronecker_raw_degrees", row_begin, row_end, model.n());
+  const KeyedPermutation perm = model.permutation();
+  std::vector<std::int64_t> degrees(static_cast<size_t>(row_end - row_begin));
+#pragma omp parallel for schedule(static) if (row_end - row_begin > 4096)
+  for (gidx_t r = row_begin; r < row_end; ++r) {
+    degrees[r - row_begin] = model.degree(perm.inverse(static_cast<std::uint64_t>(r)));
+  }
+  return degrees;
+}
+
+CsrMatrix generate_kronecker(const KroneckerParams& params, gidx_t row_begin, gidx_t row_end) {
+  const KroneckerModel model(params);
+  check_rows("generate_kronecker", row_begin, row_end, model.n());
+  const KeyedPermutation perm = model.permutation();
+  const gidx_t n_rows = row_end - row_begin;
+  const bool parallel = n_rows > 1024;
+
+  // 1. The pre-permutation vertex of each row, and its drawn degree.
+  std::vector<std::uint64_t> source(static_cast<size_t>(n_rows));
+  std::vector<std::int64_t> raw_start(static_cast<size_t>(n_rows) + 1, 0);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (gidx_t r = 0; r < n_rows; ++r) {
+    source[r] = perm.inverse(static_cast<std::uint64_t>(row_begin + r));
+    raw_start[r + 1] = model.degree(source[r]);
+  }
+  exclusive_to_inclusive_prefix(raw_start);
+
+  // 2. Draw, relabel, sort and merge each row's destinations in place.
+  std::unique_ptr<gidx_t[]> raw(new gidx_t[static_cast<size_t>(raw_start[n_rows])]);
+  CsrMatrix m = empty_block(model.n(), model.n(), row_begin, row_end);
+#pragma omp parallel for schedule(dynamic, kRowChunk) if (parallel)
+  for (gidx_t r = 0; r < n_rows; ++r) {
+    const std::uint64_t u = source[r];
+    const CounterRng rng = model.destination_rng(u);
+    gidx_t* const first = raw.get() + raw_start[r];
+    const std::int64_t degree = raw_start[r + 1] - raw_start[r];
+    for (std::int64_t k = 0; k < degree; ++k) {
+      first[k] = static_cast<gidx_t>(perm.forward(model.destination(rng, u, k)));
+    }
+    std::sort(first, first + degree);
+    m.row_ptr[r + 1] = std::unique(first, first + degree) - first;
+  }
+  exclusive_to_inclusive_prefix(m.row_ptr);
+
+  // 3. Compact.
+  m.col_idx.resize(static_cast<size_t>(m.nnz()));
+#pragma omp parallel for schedule(dynamic, kRowChunk) if (parallel)
+  for (gidx_t r = 0; r < n_rows; ++r) {
+    std::copy(raw.get() + raw_start[r],
+              raw.get() + raw_start[r] + (m.row_ptr[r + 1] - m.row_ptr[r]),
+              m.col_idx.begin() + m.row_ptr[r]);
+  }
+  m.values.assign(static_cast<size_t>(m.nnz()), 1.0f);
+  return m;
+}
+
+CsrMatrix generate_stencil27(const StencilParams& p, gidx_t row_begin, gidx_t row_end) {
+  if (p.nx < 1 || p.ny < 1 || p.nz < 1 || p.dof < 1) {
+    throw std::invalid_argument("generate_stencil27: nx, ny, nz and dof must be positive");
+  }
+  gidx_t n = 0;
+  if (__builtin_mul_overflow(p.nx, p.ny, &n) || __builtin_mul_overflow(n, p.nz, &n) ||
+      __builtin_mul_overflow(n, static_cast<gidx_t>(p.dof), &n) ||
+      n > std::numeric_limits<gidx_t>::max() / 27) {
+    throw std::invalid_argument("generate_stencil27: the matrix is too large for 64-bit indices");
+  }
+  check_rows("generate_stencil27", row_begin, row_end, n);
+  const gidx_t dof = p.dof;
+  struct Span {
+    gidx_t lo, hi;  // inclusive neighbour coordinates along one axis
+  };
+  const auto axis = [](gidx_t c, gidx_t extent) {
+    return Span{c > 0 ? c - 1 : 0, c + 1 < extent ? c + 1 : extent - 1};
+  };
+  struct Point {
+    Span x, y, z;
+  };
+  const auto neighbourhood = [&](gidx_t row) {
+    const gidx_t point = row / dof;
+    return Point{axis(point % p.nx, p.nx), axis(point / p.nx % p.ny, p.ny),
+                 axis(point / (p.nx * p.ny), p.nz)};
+  };
+  const gidx_t n_rows = row_end - row_begin;
+  const bool parallel = n_rows > 4096;
+  CsrMatrix m = empty_block(n, n, row_begin, row_end);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (gidx_t r = 0; r < n_rows; ++r) {
+    const Point nb = neighbourhood(row_begin + r);
+    m.row_ptr[r + 1] =
+        (nb.x.hi - nb.x.lo + 1) * (nb.y.hi - nb.y.lo + 1) * (nb.z.hi - nb.z.lo + 1) * dof;
+  }
+  exclusive_to_inclusive_prefix(m.row_ptr);
+  m.col_idx.resize(static_cast<size_t>(m.nnz()));
+  m.values.resize(static_cast<size_t>(m.nnz()));
+#pragma omp parallel for schedule(static) if (parallel)
+  for (gidx_t r = 0; r < n_rows; ++r) {
+    const gidx_t row = row_begin + r;
+    const Point nb = neighbourhood(row);
+    std::int64_t k = m.row_ptr[r];
+    // z, y, x, component ascending = column ascending.
+    for (gidx_t z = nb.z.lo; z <= nb.z.hi; ++z) {
+      for (gidx_t y = nb.y.lo; y <= nb.y.hi; ++y) {
+        for (gidx_t x = nb.x.lo; x <= nb.x.hi; ++x) {
+          const gidx_t first_col = ((z * p.ny + y) * p.nx + x) * dof;
+          for (gidx_t c = 0; c < dof; ++c, ++k) {
+            m.col_idx[k] = first_col + c;
+            m.values[k] = first_col + c == row ? 26.0f : -1.0f;
+          }
+        }
+      }
+    }
+  }
+  return m;
+}
+
+CsrMatrix generate_road(const RoadParams& params, gidx_t row_begin, gidx_t row_end) {
+  const RoadModel model(params);
+  check_rows("generate_road", row_begin, row_end, model.n());
+  const KeyedPermutation perm = model.permutation();
+  const CounterRng pair_rng = model.pair_rng();
+  const gidx_t n_rows = row_end - row_begin;
+  const bool parallel = n_rows > 4096;
+  CsrMatrix m = empty_block(model.n(), model.n(), row_begin, row_end);
+  std::vector<gidx_t> partner(static_cast<size_t>(n_rows));
+  gidx_t scratch[5];
+#pragma omp parallel for schedule(static) private(scratch) if (parallel)
+  for (gidx_t r = 0; r < n_rows; ++r) {
+    partner[r] = model.long_edge_partner(perm, pair_rng, row_begin + r);
+    m.row_ptr[r + 1] = model.neighbours(row_begin + r, partner[r], scratch);
+  }
+  exclusive_to_inclusive_prefix(m.row_ptr);
+  m.col_idx.resize(static_cast<size_t>(m.nnz()));
+#pragma omp parallel for schedule(static) if (parallel)
+  for (gidx_t r = 0; r < n_rows; ++r) {
+    model.neighbours(row_begin + r, partner[r], m.col_idx.data() + m.row_ptr[r]);
+  }
+  m.values.assign(static_cast<size_t>(m.nnz()), 1.0f);
+  return m;
+}
+
+}  // namespace netsparse

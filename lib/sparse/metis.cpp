@@ -1,0 +1,351 @@
+// METIS graph reader. Vertex i's adjacency is line i, so lines map straight to CSR rows and no
+// COO stage is needed. Serial: the line -> vertex mapping depends on every comment line before
+// it, and the METIS files we meet are small (mdual: 7 MB) next to Matrix Market inputs.
+#include "netsparse/metis.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sparse/mapped_file.hpp"
+#include "sparse/text_scan.hpp"
+
+namespace netsparse {
+
+namespace {
+
+using sparse_detail::line_end;
+using sparse_detail::MappedFile;
+using sparse_detail::NumberStatus;
+using sparse_detail::parse_integer;
+using sparse_detail::quoted_token;
+using sparse_detail::skip_blanks;
+
+// Walks the lines of a text, numbering them from 1.
+class LineCursor {
+ public:
+  explicit LineCursor(std::string_view text) : p_(text.data()), end_(text.data() + text.size()) {}
+
+  // The next line as [begin, end) without its '\n'; false at the end of the text.
+  bool next(const char*& begin, const char*& end) {
+    if (p_ >= end_) return false;
+    begin = p_;
+    end = line_end(p_, end_);
+    p_ = end < end_ ? end + 1 : end_;
+    ++line_;
+    return true;
+  }
+  // Like next(), but skips comment lines ('%' first).
+  bool next_non_comment(const char*& begin, const char*& end) {
+    while (next(begin, end)) {
+      if (begin == end || *begin != '%') return true;
+    }
+    return false;
+  }
+  [[nodiscard]] std::int64_t line() const noexcept { return line_; }
+  [[nodiscard]] std::int64_t bytes_left() const noexcept { return end_ - p_; }
+
+ private:
+  const char* p_;
+  const char* end_;
+  std::int64_t line_ = 0;
+};
+
+bool is_blank_line(const char* b, const char* e) {
+  return skip_blanks(b, e) == e;
+}
+
+std::string shortest(float value) {
+  char buffer[32];
+  return std::string(buffer, std::to_chars(buffer, buffer + sizeof buffer, value).ptr);
+}
+
+struct Header {
+  std::int64_t n = 0;
+  std::int64_t m = 0;
+  bool has_sizes = false;
+  bool has_vertex_weights = false;
+  bool has_edge_weights = false;
+  int ncon = 0;
+  std::int64_t line = 0;
+};
+
+class MetisParser {
+ public:
+  MetisParser(std::string_view bytes, const std::string& path) : bytes_(bytes), path_(path) {}
+
+  MetisGraph parse() {
+    if (bytes_.empty()) fail(1, "empty file (expected the header 'n m [fmt [ncon]]')");
+    LineCursor lines(bytes_);
+    const Header h = parse_header(lines);
+
+    MetisGraph graph;
+    CsrMatrix& a = graph.adjacency;
+    a.n_rows_global = a.n_cols = a.n_rows = h.n;
+    a.row_begin = 0;
+    a.row_ptr.assign(static_cast<size_t>(h.n) + 1, 0);
+    // Reserve what the header promises, but never more than the file could hold (two bytes
+    // per entry at least), so a lying header cannot trigger a huge allocation.
+    const std::int64_t expected = std::min<std::int64_t>(2 * h.m, lines.bytes_left() / 2 + 1);
+    a.col_idx.reserve(static_cast<size_t>(expected));
+    a.values.reserve(static_cast<size_t>(expected));
+    graph.ncon = h.ncon;
+    if (h.has_vertex_weights) graph.vertex_weights.resize(static_cast<size_t>(h.n * h.ncon));
+    if (h.has_sizes) graph.vertex_sizes.resize(static_cast<size_t>(h.n));
+
+    std::vector<std::pair<gidx_t, float>> row;  // one vertex's (neighbour, weight), reused
+    const char* b = nullptr;
+    const char* e = nullptr;
+    for (std::int64_t v = 0; v < h.n; ++v) {
+      if (!lines.next_non_comment(b, e)) {
+        fail(std::max<std::int64_t>(lines.line(), 1),
+             "file ends after " + std::to_string(v) + " of the " + std::to_string(h.n) +
+                 " vertex lines the header (line " + std::to_string(h.line) + ") declares");
+      }
+      const std::int64_t line = lines.line();
+      const char* q = skip_blanks(b, e);
+      if (h.has_sizes) {
+        graph.vertex_sizes[v] = parse_count(q, e, line, "vertex size");
+      }
+      for (int c = 0; c < h.ncon; ++c) {
+        graph.vertex_weights[v * h.ncon + c] = parse_count(q, e, line, "vertex weight");
+      }
+      row.clear();
+      while (q < e) {
+        const auto nb = parse_integer(q, e, /*allow_negative=*/false);
+        if (nb.status != NumberStatus::ok || nb.value < 1 || nb.value > h.n) {
+          bad_neighbour(nb.status, nb.value, q, e, line, h.n);
+        }
+        if (nb.value == v + 1) {
+          fail(line, "self-loop: vertex " + std::to_string(v + 1) + " lists itself");
+        }
+        q = skip_blanks(nb.next, e);
+        float weight = 1.0f;
+        if (h.has_edge_weights) {
+          if (q == e) {
+            fail(line, "missing edge weight after neighbour " + std::to_string(nb.value) +
+                           " (fmt says edges are weighted)");
+          }
+          const auto w = parse_integer(q, e, /*allow_negative=*/true);
+          if (w.status != NumberStatus::ok || w.value <= 0) {
+            fail(line, "edge weight " + quoted_token(q, e) + " for neighbour " +
+                           std::to_string(nb.value) + " is not a positive integer");
+          }
+          weight = static_cast<float>(w.value);
+          q = skip_blanks(w.next, e);
+        }
+        row.emplace_back(nb.value - 1, weight);
+      }
+      total_entries_ += static_cast<std::int64_t>(row.size());
+      if (total_entries_ > 2 * h.m) {
+        fail(line, "more adjacency entries than the 2m = " + std::to_string(2 * h.m) +
+                       " the header (line " + std::to_string(h.line) + ") declares (m = " +
+                       std::to_string(h.m) + " undirected edges, each listed by both ends)");
+      }
+      std::sort(row.begin(), row.end());
+      for (size_t k = 1; k < row.size(); ++k) {
+        if (row[k].first == row[k - 1].first) {
+          fail(line, "vertex " + std::to_string(v + 1) + " lists neighbour " +
+                         std::to_string(row[k].first + 1) + " more than once");
+        }
+      }
+      for (const auto& [col, weight] : row) {
+        a.col_idx.push_back(col);
+        a.values.push_back(weight);
+      }
+      a.row_ptr[v + 1] = static_cast<std::int64_t>(a.col_idx.size());
+    }
+    while (lines.next(b, e)) {
+      if (b != e && *b == '%') continue;
+      if (!is_blank_line(b, e)) {
+        fail(lines.line(), "extra data after the " + std::to_string(h.n) +
+                               " vertex lines the header (line " + std::to_string(h.line) +
+                               ") declares");
+      }
+    }
+    if (total_entries_ != 2 * h.m) {
+      fail(h.line, "the header declares m = " + std::to_string(h.m) + " edges (2m = " +
+                       std::to_string(2 * h.m) + " adjacency entries) but the vertex lines hold " +
+                       std::to_string(total_entries_));
+    }
+    check_symmetric(graph.adjacency, h);
+    return graph;
+  }
+
+ private:
+  [[noreturn]] void fail(std::int64_t line, const std::string& reason) const {
+    throw ParseError(path_, line, reason);
+  }
+
+  Header parse_header(LineCursor& lines) const {
+    const char* b = nullptr;
+    const char* e = nullptr;
+    do {
+      if (!lines.next_non_comment(b, e)) {
+        fail(std::max<std::int64_t>(lines.line(), 1),
+             "missing header 'n m [fmt [ncon]]' (the file holds only comments)");
+      }
+    } while (is_blank_line(b, e));
+    Header h;
+    h.line = lines.line();
+    const char* q = skip_blanks(b, e);
+    const char* const names[2] = {"vertex count n", "edge count m"};
+    std::int64_t nm[2] = {0, 0};
+    for (int k = 0; k < 2; ++k) {
+      if (q == e)
+        fail(h.line, std::string("bad header: missing ") + names[k] + " ('n m [fmt [ncon]]')");
+      const auto parsed = parse_integer(q, e, /*allow_negative=*/false);
+      if (parsed.status != NumberStatus::ok) {
+        fail(h.line,
+             std::string("bad header: ") + names[k] + " " + quoted_token(q, e) +
+                 (parsed.status == NumberStatus::out_of_range ? " overflows a 64-bit integer"
+                                                              : " is not a non-negative integer"));
+      }
+      nm[k] = parsed.value;
+      q = skip_blanks(parsed.next, e);
+    }
+    h.n = nm[0];
+    h.m = nm[1];
+    if (h.m > std::numeric_limits<std::int64_t>::max() / 2) {
+      fail(h.line, "bad header: edge count m = " + std::to_string(h.m) + " is too large");
+    }
+    // Each vertex line takes at least its '\n' (the last one may lack it).
+    if (h.n > lines.bytes_left() + 1) {
+      fail(h.line, "the header declares " + std::to_string(h.n) +
+                       " vertices but the file has too few bytes left to hold their lines");
+    }
+    bool ncon_given = false;
+    if (q < e) {
+      const char* fe = sparse_detail::token_end(q, e);
+      if (fe - q > 3 || std::any_of(q, fe, [](char c) { return c != '0' && c != '1'; })) {
+        fail(h.line, "bad header: fmt " + quoted_token(q, e) +
+                         " must be up to three binary digits (vertex sizes, vertex weights, "
+                         "edge weights)");
+      }
+      const std::string fmt =
+          std::string(static_cast<size_t>(3 - (fe - q)), '0') + std::string(q, fe);
+      h.has_sizes = fmt[0] == '1';
+      h.has_vertex_weights = fmt[1] == '1';
+      h.has_edge_weights = fmt[2] == '1';
+      q = skip_blanks(fe, e);
+      if (q < e) {
+        const auto parsed = parse_integer(q, e, /*allow_negative=*/false);
+        if (parsed.status != NumberStatus::ok || parsed.value < 1 || parsed.value > 1024) {
+          fail(h.line,
+               "bad header: ncon " + quoted_token(q, e) + " must be an integer in [1, 1024]");
+        }
+        if (!h.has_vertex_weights) {
+          fail(h.line, "bad header: ncon is given but fmt " + fmt + " has no vertex weights");
+        }
+        h.ncon = static_cast<int>(parsed.value);
+        ncon_given = true;
+        q = skip_blanks(parsed.next, e);
+      }
+    }
+    if (h.has_vertex_weights && !ncon_given) h.ncon = 1;
+    if (q < e)
+      fail(h.line, "bad header: extra token " + quoted_token(q, e) + " after 'n m fmt ncon'");
+    return h;
+  }
+
+  // A non-negative integer token (vertex size or weight); advances q.
+  std::int64_t parse_count(const char*& q, const char* e, std::int64_t line,
+                           const char* what) const {
+    if (q == e)
+      fail(line, std::string("missing ") + what + " (fmt says the vertex lines carry it)");
+    const auto parsed = parse_integer(q, e, /*allow_negative=*/false);
+    if (parsed.status != NumberStatus::ok) {
+      fail(line, std::string(what) + " " + quoted_token(q, e) + " is not a non-negative integer");
+    }
+    q = skip_blanks(parsed.next, e);
+    return parsed.value;
+  }
+
+  [[noreturn]] void bad_neighbour(NumberStatus status, std::int64_t value, const char* q,
+                                  const char* e, std::int64_t line, std::int64_t n) const {
+    switch (status) {
+      case NumberStatus::negative:
+        fail(line, "negative neighbour " + quoted_token(q, e));
+      case NumberStatus::out_of_range:
+        fail(line, "neighbour " + quoted_token(q, e) + " overflows a 64-bit integer");
+      case NumberStatus::not_numeric:
+        fail(line, "non-numeric neighbour " + quoted_token(q, e) + " (expected a vertex number)");
+      case NumberStatus::ok:
+        break;
+    }
+    fail(line, "neighbour " + std::to_string(value) + " is out of range [1, " + std::to_string(n) +
+                   "] (vertices are 1-based)");
+  }
+
+  // Every edge (i, j) must have its reverse (j, i) with the same weight.
+  void check_symmetric(const CsrMatrix& a, const Header& h) const {
+    std::int64_t first_bad = std::numeric_limits<std::int64_t>::max();
+#pragma omp parallel for schedule(dynamic, 1024) \
+    reduction(min                                \
+              : first_bad) if (a.nnz() > (std::int64_t{1} << 16))
+    for (gidx_t i = 0; i < a.n_rows; ++i) {
+      for (std::int64_t k = a.row_ptr[i]; k < a.row_ptr[i + 1]; ++k) {
+        if (!has_reverse(a, i, k)) {
+          first_bad = std::min(first_bad, i);
+          break;
+        }
+      }
+    }
+    if (first_bad == std::numeric_limits<std::int64_t>::max()) return;
+    const gidx_t i = first_bad;
+    for (std::int64_t k = a.row_ptr[i]; k < a.row_ptr[i + 1]; ++k) {
+      if (has_reverse(a, i, k)) continue;
+      const gidx_t j = a.col_idx[k];
+      const auto begin = a.col_idx.begin() + a.row_ptr[j];
+      const auto end = a.col_idx.begin() + a.row_ptr[j + 1];
+      const auto it = std::lower_bound(begin, end, i);
+      const std::string edge = std::to_string(i + 1) + "-" + std::to_string(j + 1);
+      if (it == end || *it != i) {
+        fail(vertex_line(h, i), "edge " + edge + " has no reverse: vertex " +
+                                    std::to_string(j + 1) + " does not list " +
+                                    std::to_string(i + 1) + " (the graph must be undirected)");
+      }
+      fail(vertex_line(h, i), "edge " + edge + " has weight " + shortest(a.values[k]) +
+                                  " but its reverse has weight " +
+                                  shortest(a.values[it - a.col_idx.begin()]));
+    }
+  }
+
+  static bool has_reverse(const CsrMatrix& a, gidx_t i, std::int64_t k) {
+    const gidx_t j = a.col_idx[k];
+    const auto begin = a.col_idx.begin() + a.row_ptr[j];
+    const auto end = a.col_idx.begin() + a.row_ptr[j + 1];
+    const auto it = std::lower_bound(begin, end, i);
+    return it != end && *it == i && a.values[it - a.col_idx.begin()] == a.values[k];
+  }
+
+  // The line of 0-based vertex v (a cold path: rescans the file).
+  std::int64_t vertex_line(const Header& h, gidx_t v) const {
+    LineCursor lines(bytes_);
+    const char* b = nullptr;
+    const char* e = nullptr;
+    while (lines.line() < h.line) lines.next(b, e);
+    for (gidx_t k = 0; k <= v; ++k) lines.next_non_comment(b, e);
+    return lines.line();
+  }
+
+  std::string_view bytes_;
+  const std::string& path_;
+  std::int64_t total_entries_ = 0;
+};
+
+}  // namespace
+
+MetisGraph read_metis_graph(const std::string& path) {
+  const MappedFile file(path);
+  return MetisParser(file.bytes(), path).parse();
+}
+
+}  // namespace netsparse

@@ -1,0 +1,490 @@
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "netsparse/matrix_market.hpp"
+#include "sparse_test_util.hpp"
+
+namespace netsparse {
+namespace {
+
+using test::data_path;
+using test::entries_of;
+using test::EntryMap;
+using test::expect_same_matrix;
+using test::expect_valid_csr;
+using test::TempFile;
+
+// ---- valid files ----------------------------------------------------------------------------
+
+TEST(MatrixMarketRead, GeneralRealSumsDuplicatesAndKeepsExplicitZeros) {
+  const CsrMatrix m = read_matrix_market(data_path("mm/general_real.mtx"));
+  expect_valid_csr(m);
+  EXPECT_EQ(m.n_rows_global, 4);
+  EXPECT_EQ(m.n_rows, 4);
+  EXPECT_EQ(m.n_cols, 5);
+  const EntryMap expected = {{{0, 0}, 1.5f},  {{0, 4}, 300.0f}, {{1, 0}, 4.0f},
+                             {{1, 2}, -2.0f}, {{3, 1}, -0.1f},  {{3, 4}, 0.0f}};
+  EXPECT_EQ(entries_of(m), expected);
+}
+
+TEST(MatrixMarketRead, SymmetricExpandsToBothTriangles) {
+  const CsrMatrix m = read_matrix_market(data_path("mm/symmetric_real.mtx"));
+  expect_valid_csr(m);
+  const EntryMap expected = {{{0, 0}, 2.0f},  {{1, 0}, -1.0f}, {{0, 1}, -1.0f}, {{2, 1}, -1.5f},
+                             {{1, 2}, -1.5f}, {{3, 3}, 4.0f},  {{3, 0}, 0.5f},  {{0, 3}, 0.5f}};
+  EXPECT_EQ(entries_of(m), expected);
+}
+
+TEST(MatrixMarketRead, SkewSymmetricNegatesTheMirror) {
+  const CsrMatrix m = read_matrix_market(data_path("mm/skew_real.mtx"));
+  expect_valid_csr(m);
+  const EntryMap expected = {{{1, 0}, 1.25f}, {{0, 1}, -1.25f}, {{2, 0}, -2.0f}, {{0, 2}, 2.0f}};
+  EXPECT_EQ(entries_of(m), expected);
+}
+
+TEST(MatrixMarketRead, PatternGivesOnesAndMergesRepeats) {
+  const CsrMatrix m = read_matrix_market(data_path("mm/pattern_general.mtx"));
+  expect_valid_csr(m);
+  const EntryMap expected = {{{0, 1}, 1.0f}, {{2, 2}, 1.0f}, {{1, 0}, 1.0f}};
+  EXPECT_EQ(entries_of(m), expected);
+}
+
+TEST(MatrixMarketRead, IntegerSymmetric) {
+  const CsrMatrix m = read_matrix_market(data_path("mm/integer_symmetric.mtx"));
+  expect_valid_csr(m);
+  const EntryMap expected = {{{0, 0}, 7.0f}, {{2, 0}, -4.0f}, {{0, 2}, -4.0f}, {{2, 2}, 12.0f}};
+  EXPECT_EQ(entries_of(m), expected);
+}
+
+TEST(MatrixMarketRead, CommentsBlankLinesTabsCaseAndNoFinalNewline) {
+  const CsrMatrix m = read_matrix_market(data_path("mm/layout.mtx"));
+  expect_valid_csr(m);
+  EXPECT_EQ(m.n_rows, 3);
+  EXPECT_EQ(m.n_cols, 2);
+  const EntryMap expected = {{{1, 0}, 5.5f}, {{0, 1}, -3.0f}, {{2, 0}, 1e-3f}};
+  EXPECT_EQ(entries_of(m), expected);
+}
+
+TEST(MatrixMarketRead, CrlfLineEndings) {
+  const CsrMatrix m = read_matrix_market(data_path("mm/crlf.mtx"));
+  expect_valid_csr(m);
+  const EntryMap expected = {{{0, 1}, 3.5f}, {{1, 0}, -1.0f}};
+  EXPECT_EQ(entries_of(m), expected);
+}
+
+TEST(MatrixMarketRead, EmptyMatrix) {
+  const CsrMatrix m = read_matrix_market(data_path("mm/empty_matrix.mtx"));
+  expect_valid_csr(m);
+  EXPECT_EQ(m.n_rows, 3);
+  EXPECT_EQ(m.n_cols, 4);
+  EXPECT_EQ(m.nnz(), 0);
+}
+
+TEST(MatrixMarketRead, HeaderFields) {
+  const MatrixMarketHeader h = read_matrix_market_header(data_path("mm/layout.mtx"));
+  EXPECT_EQ(h.field, MatrixMarketField::real);
+  EXPECT_EQ(h.symmetry, MatrixMarketSymmetry::general);
+  EXPECT_EQ(h.n_rows, 3);
+  EXPECT_EQ(h.n_cols, 2);
+  EXPECT_EQ(h.n_entries, 3);
+  EXPECT_EQ(h.size_line, 5);
+  const MatrixMarketHeader s = read_matrix_market_header(data_path("mm/skew_real.mtx"));
+  EXPECT_EQ(s.symmetry, MatrixMarketSymmetry::skew_symmetric);
+  const MatrixMarketHeader p = read_matrix_market_header(data_path("mm/pattern_general.mtx"));
+  EXPECT_EQ(p.field, MatrixMarketField::pattern);
+}
+
+TEST(MatrixMarketRead, RowBlockKeepsOnlyItsRowsIncludingMirroredEntries) {
+  const std::string path = data_path("mm/symmetric_real.mtx");
+  const CsrMatrix whole = read_matrix_market(path);
+  const CsrMatrix block = read_matrix_market(path, 1, 3);
+  expect_valid_csr(block);
+  EXPECT_EQ(block.row_begin, 1);
+  EXPECT_EQ(block.n_rows, 2);
+  EXPECT_EQ(block.n_rows_global, 4);
+  expect_same_matrix(block, test::row_block(whole, 1, 3));
+  // Row 1's entry (1,2) exists only as the mirror of the file's (3,2).
+  EXPECT_EQ(entries_of(block).count({1, 2}), 1u);
+}
+
+TEST(MatrixMarketRead, RowBlockOutsideTheMatrixThrows) {
+  const std::string path = data_path("mm/symmetric_real.mtx");
+  EXPECT_THROW(read_matrix_market(path, 2, 5), std::invalid_argument);
+  EXPECT_THROW(read_matrix_market(path, 3, 2), std::invalid_argument);
+  EXPECT_THROW(read_matrix_market(path, -1, 2), std::invalid_argument);
+}
+
+// ---- byte ranges ----------------------------------------------------------------------------
+
+std::vector<Triplet> sorted(std::vector<Triplet> t) {
+  std::sort(t.begin(), t.end(), [](const Triplet& x, const Triplet& y) {
+    return std::tie(x.row, x.col, x.value) < std::tie(y.row, y.col, y.value);
+  });
+  return t;
+}
+
+// Any cut of the file into two ranges parses every entry exactly once.
+class MatrixMarketSplit : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MatrixMarketSplit, EveryCutParsesEachEntryOnce) {
+  const std::string path = data_path(std::string("mm/") + GetParam());
+  const MatrixMarketHeader h = read_matrix_market_header(path);
+  const MatrixMarketChunk whole = parse_matrix_market_entries(path, h);
+  EXPECT_EQ(whole.n_entries, h.n_entries);
+  for (std::uint64_t cut = 0; cut <= h.file_size; ++cut) {
+    const MatrixMarketChunk first = parse_matrix_market_entries(path, h, {0, cut});
+    const MatrixMarketChunk second = parse_matrix_market_entries(path, h, {cut, h.file_size});
+    EXPECT_EQ(first.n_entries + second.n_entries, h.n_entries) << "cut at byte " << cut;
+    std::vector<Triplet> both = first.triplets;
+    both.insert(both.end(), second.triplets.begin(), second.triplets.end());
+    EXPECT_EQ(sorted(both), sorted(whole.triplets)) << "cut at byte " << cut;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, MatrixMarketSplit,
+                         ::testing::Values("general_real.mtx", "symmetric_real.mtx", "layout.mtx",
+                                           "crlf.mtx"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           return name.substr(0, name.find('.'));
+                         });
+
+TEST(MatrixMarketRange, ErrorInARangeReportsTheFilesLineNumber) {
+  const std::string path = data_path("mm/bad/crlf_error.mtx");
+  const MatrixMarketHeader h = read_matrix_market_header(path);
+  // Every range that holds the start of line 8 ("3 4 3", column out of range) reports line 8.
+  for (std::uint64_t begin = 0; begin <= h.file_size; ++begin) {
+    try {
+      parse_matrix_market_entries(path, h, {begin, h.file_size});
+    } catch (const ParseError& e) {
+      EXPECT_EQ(e.line(), 8) << "range starting at byte " << begin;
+      EXPECT_NE(e.reason().find("column index 4 is out of range [1, 3]"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(MatrixMarketRange, KeepRowsFilters) {
+  const std::string path = data_path("mm/general_real.mtx");
+  const MatrixMarketHeader h = read_matrix_market_header(path);
+  MatrixMarketEntryRange range;
+  range.keep_row_begin = 1;
+  range.keep_row_end = 2;
+  const MatrixMarketChunk c = parse_matrix_market_entries(path, h, range);
+  EXPECT_EQ(c.n_entries, 7);  // all lines are still parsed and counted
+  ASSERT_EQ(c.triplets.size(), 3u);
+  for (const Triplet& t : c.triplets) EXPECT_EQ(t.row, 1);
+}
+
+TEST(MatrixMarketRange, EntryCountCheckPointsAtTheRightLine) {
+  const std::string path = data_path("mm/general_real.mtx");
+  const MatrixMarketHeader h = read_matrix_market_header(path);
+  EXPECT_NO_THROW(check_matrix_market_entry_count(path, h, 7));
+  try {
+    check_matrix_market_entry_count(path, h, 5);
+    ADD_FAILURE() << "expected a ParseError";
+  } catch (const ParseError& e) {
+    EXPECT_EQ(e.line(), 11);  // the last line
+    EXPECT_NE(e.reason().find("file ends after 5 of the 7 entries"), std::string::npos);
+  }
+}
+
+// ---- errors ---------------------------------------------------------------------------------
+
+struct BadFile {
+  const char* name;
+  std::int64_t line;
+  const char* reason;  // a substring of the expected reason
+};
+
+class MatrixMarketBadFile : public ::testing::TestWithParam<BadFile> {};
+
+TEST_P(MatrixMarketBadFile, ThrowsParseErrorWithLineAndReason) {
+  const BadFile& bad = GetParam();
+  const std::string path = data_path(std::string("mm/bad/") + bad.name);
+  try {
+    read_matrix_market(path);
+    ADD_FAILURE() << bad.name << ": no error";
+  } catch (const ParseError& e) {
+    EXPECT_EQ(e.file(), path);
+    EXPECT_EQ(e.line(), bad.line) << e.what();
+    EXPECT_NE(e.reason().find(bad.reason), std::string::npos) << e.what();
+    const std::string prefix = path + ":" + std::to_string(bad.line) + ": ";
+    EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
+  }
+}
+
+const BadFile kBadFiles[] = {
+    {"empty.mtx", 1, "empty file"},
+    {"missing_banner.mtx", 1, "missing banner"},
+    {"bad_banner_words.mtx", 1, "bad banner"},
+    {"vector_object.mtx", 1, "unsupported object 'vector'"},
+    {"array_format.mtx", 1, "unsupported format 'array'"},
+    {"complex_field.mtx", 1, "unsupported field 'complex'"},
+    {"hermitian.mtx", 1, "unsupported symmetry 'hermitian'"},
+    {"unknown_field.mtx", 1, "unknown field 'double'"},
+    {"pattern_skew.mtx", 1, "cannot be skew-symmetric"},
+    {"banner_only.mtx", 4, "missing size line"},
+    {"size_missing_count.mtx", 3, "missing entry count"},
+    {"size_nonnumeric.mtx", 2, "column count 'x' is not a non-negative integer"},
+    {"size_negative.mtx", 2, "negative row count '-3'"},
+    {"size_extra.mtx", 2, "extra token '1'"},
+    {"size_overflow.mtx", 2, "overflows a 64-bit integer"},
+    {"symmetric_not_square.mtx", 2, "must be square, got 3 x 4"},
+    {"entries_in_empty_shape.mtx", 2, "can hold none"},
+    {"truncated.mtx", 6, "file ends after 3 of the 4 entries declared on line 2"},
+    {"too_many.mtx", 7, "too many entries: this is entry 3"},
+    {"row_zero.mtx", 4, "row index 0 is out of range [1, 3] (indices are 1-based)"},
+    {"col_zero.mtx", 4, "column index 0 is out of range"},
+    {"row_too_large.mtx", 4, "row index 5 is out of range [1, 4]"},
+    {"col_too_large.mtx", 4, "column index 6 is out of range [1, 5]"},
+    {"row_negative.mtx", 4, "negative row index '-2'"},
+    {"col_nonnumeric.mtx", 4, "non-numeric column index 'b'"},
+    {"row_trailing_garbage.mtx", 4, "non-numeric row index '2x'"},
+    {"row_decimal.mtx", 4, "non-numeric row index '2.0'"},
+    {"row_overflow.mtx", 4, "row index '99999999999999999999' overflows a 64-bit integer"},
+    {"missing_column.mtx", 4, "missing column index"},
+    {"missing_value.mtx", 4, "missing value (the field is real)"},
+    {"extra_token.mtx", 4, "extra token '7' after the entry"},
+    {"pattern_extra_value.mtx", 4, "extra token '1.0' after the entry"},
+    {"value_huge.mtx", 4, "value '1e400' is out of the float range"},
+    {"value_above_float.mtx", 4, "value '-3.5e38' is out of the float range"},
+    {"value_nonnumeric.mtx", 4, "non-numeric value 'abc'"},
+    {"value_nan.mtx", 4, "non-numeric value 'nan'"},
+    {"value_inf.mtx", 4, "non-numeric value '-inf'"},
+    {"value_trailing_garbage.mtx", 4, "non-numeric value '1.5q'"},
+    {"integer_fraction.mtx", 4, "value '1.5' is not an integer"},
+    {"integer_overflow.mtx", 4, "overflows a 64-bit integer"},
+    {"skew_diagonal.mtx", 4, "diagonal entry (2, 2) in a skew-symmetric matrix"},
+    {"symmetric_upper.mtx", 4, "entry (1, 3) is above the diagonal"},
+    {"crlf_error.mtx", 8, "column index 4 is out of range [1, 3]"},
+    {"binary_garbage.mtx", 3, "non-numeric row index"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, MatrixMarketBadFile, ::testing::ValuesIn(kBadFiles),
+                         [](const auto& info) {
+                           std::string name = info.param.name;
+                           return name.substr(0, name.find('.'));
+                         });
+
+TEST(MatrixMarketErrors, NonexistentFile) {
+  const std::string path = data_path("mm/no_such_file.mtx");
+  try {
+    read_matrix_market(path);
+    ADD_FAILURE() << "no error";
+  } catch (const ParseError& e) {
+    EXPECT_EQ(e.line(), 0);
+    EXPECT_NE(e.reason().find("cannot open file"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(read_matrix_market_header(path), ParseError);
+}
+
+TEST(MatrixMarketErrors, DirectoryIsNotAFile) {
+  try {
+    read_matrix_market(data_path("mm"));
+    ADD_FAILURE() << "no error";
+  } catch (const ParseError& e) {
+    EXPECT_EQ(e.line(), 0);
+    EXPECT_NE(e.reason().find("not a regular file"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MatrixMarketErrors, NulByteIsNonNumeric) {
+  const TempFile f("nul", std::string("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 ") +
+                              std::string(1, '\0') + " 1\n");
+  try {
+    read_matrix_market(f.path());
+    ADD_FAILURE() << "no error";
+  } catch (const ParseError& e) {
+    EXPECT_EQ(e.line(), 3);
+    EXPECT_NE(e.reason().find("non-numeric column index"), std::string::npos) << e.what();
+  }
+}
+
+// ---- large files: the parallel path ---------------------------------------------------------
+
+struct BigFile {
+  std::string text;
+  EntryMap expected;         // after summing duplicates
+  std::int64_t n_lines = 0;  // lines in text
+};
+
+// ~300k entries with comment and blank lines sprinkled in: several MB, above the parallel
+// threshold. Values are multiples of 1/8 so duplicate sums are exact in any order.
+BigFile make_big_file(gidx_t n, std::int64_t n_entries, unsigned seed) {
+  BigFile f;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<gidx_t> index(1, n);
+  std::uniform_int_distribution<int> value(-64, 64);
+  f.text = "%%MatrixMarket matrix coordinate real general\n% big\n" + std::to_string(n) + " " +
+           std::to_string(n) + " " + std::to_string(n_entries) + "\n";
+  f.n_lines = 3;
+  for (std::int64_t k = 0; k < n_entries; ++k) {
+    if (k % 1000 == 17) {
+      f.text += "% a comment line\n\n";
+      f.n_lines += 2;
+    }
+    const gidx_t i = index(rng);
+    const gidx_t j = index(rng);
+    const float v = static_cast<float>(value(rng)) / 8.0f;
+    f.text += std::to_string(i) + " " + std::to_string(j) + " " + std::to_string(v) + "\n";
+    ++f.n_lines;
+    f.expected[{i - 1, j - 1}] += v;
+  }
+  return f;
+}
+
+TEST(MatrixMarketLarge, ParallelReadMatchesReferenceForAnyThreadCount) {
+  const BigFile big = make_big_file(20000, 300000, 5);
+  const TempFile f("big", big.text);
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const CsrMatrix serial = read_matrix_market(f.path());
+  omp_set_num_threads(3);
+  const CsrMatrix threaded = read_matrix_market(f.path());
+  const CsrMatrix block = read_matrix_market(f.path(), 4321, 12345);
+  omp_set_num_threads(saved_threads);
+  expect_valid_csr(serial);
+  EXPECT_EQ(entries_of(serial), big.expected);
+  expect_same_matrix(serial, threaded);
+  expect_same_matrix(block, test::row_block(serial, 4321, 12345));
+}
+
+TEST(MatrixMarketLarge, ParallelErrorsReportTheFirstBadLine) {
+  BigFile big = make_big_file(1000, 200000, 9);
+  // Two bad lines near the end; the earlier one must be reported whatever the threads do.
+  big.text += "% before the bad lines\n1 1 1\n5 1001 1\n7 7 x\n";
+  const std::int64_t first_bad_line = big.n_lines + 3;
+  // Fix the declared count so only the bad index is wrong (200000 + 3 entries).
+  const std::string old_count = " 200000\n";
+  big.text.replace(big.text.find(old_count), old_count.size(), " 200003\n");
+  const TempFile f("bigbad", big.text);
+  const int saved_threads = omp_get_max_threads();
+  for (int threads : {1, 2, 4}) {
+    omp_set_num_threads(threads);
+    try {
+      read_matrix_market(f.path());
+      ADD_FAILURE() << "no error";
+    } catch (const ParseError& e) {
+      EXPECT_EQ(e.line(), first_bad_line) << threads << " threads: " << e.what();
+      EXPECT_NE(e.reason().find("column index 1001 is out of range"), std::string::npos);
+    }
+  }
+  omp_set_num_threads(saved_threads);
+}
+
+TEST(MatrixMarketLarge, TooManyEntriesFoundAcrossChunks) {
+  BigFile big = make_big_file(1000, 200000, 13);
+  const std::string old_count = " 200000\n";
+  big.text.replace(big.text.find(old_count), old_count.size(), " 150000\n");
+  const TempFile f("bigmany", big.text);
+  // The 150001st entry line: count lines directly.
+  std::int64_t line = 0;
+  std::int64_t entries = 0;
+  size_t pos = 0;
+  bool header_done = false;
+  while (pos < big.text.size()) {
+    const size_t eol = big.text.find('\n', pos);
+    ++line;
+    const std::string l = big.text.substr(pos, eol - pos);
+    if (!l.empty() && l[0] != '%') {
+      if (!header_done) {
+        header_done = true;
+      } else if (++entries == 150001) {
+        break;
+      }
+    }
+    pos = eol + 1;
+  }
+  try {
+    read_matrix_market(f.path());
+    ADD_FAILURE() << "no error";
+  } catch (const ParseError& e) {
+    EXPECT_EQ(e.line(), line) << e.what();
+    EXPECT_NE(e.reason().find("too many entries"), std::string::npos) << e.what();
+  }
+}
+
+// ---- writer ---------------------------------------------------------------------------------
+
+TEST(MatrixMarketWrite, RoundTripIsExactForAwkwardFloats) {
+  CsrMatrix m;
+  m.n_rows_global = m.n_rows = 3;
+  m.n_cols = 4;
+  m.row_ptr = {0, 4, 4, 8};
+  m.col_idx = {0, 1, 2, 3, 0, 1, 2, 3};
+  m.values = {1.0f / 3.0f,
+              std::numeric_limits<float>::max(),
+              std::numeric_limits<float>::denorm_min(),
+              -std::numeric_limits<float>::min(),
+              0.1f,
+              -0.0f,
+              16777217.0f,
+              std::nextafter(1.0f, 2.0f)};
+  const TempFile f("roundtrip");
+  write_matrix_market(f.path(), m);
+  const CsrMatrix back = read_matrix_market(f.path());
+  expect_same_matrix(back, m);
+  for (size_t k = 0; k < m.values.size(); ++k) {
+    EXPECT_EQ(std::signbit(back.values[k]), std::signbit(m.values[k])) << k;
+  }
+}
+
+TEST(MatrixMarketWrite, RoundTripOfRandomLargeMatrix) {
+  std::mt19937_64 rng(21);
+  std::uniform_real_distribution<float> real(-1e6f, 1e6f);
+  std::uniform_int_distribution<gidx_t> col(0, 4999);
+  std::vector<Triplet> t;
+  for (gidx_t r = 0; r < 5000; ++r) {
+    for (int k = 0; k < 300; ++k) t.push_back({r, col(rng), real(rng)});
+  }
+  const CsrMatrix m = coo_to_csr(t, 5000, 5000);
+  const TempFile f("roundtrip_big");
+  write_matrix_market(f.path(), m);  // > 1M nonzeros: the batched parallel writer
+  expect_same_matrix(read_matrix_market(f.path()), m);
+}
+
+TEST(MatrixMarketWrite, PatternAndRowBlock) {
+  const CsrMatrix whole = read_matrix_market(data_path("mm/symmetric_real.mtx"));
+  const CsrMatrix block = test::row_block(whole, 1, 3);
+  const TempFile f("block");
+  write_matrix_market(f.path(), block, /*pattern=*/true);
+  const MatrixMarketHeader h = read_matrix_market_header(f.path());
+  EXPECT_EQ(h.field, MatrixMarketField::pattern);
+  EXPECT_EQ(h.n_rows, 4);  // the global shape
+  EXPECT_EQ(h.n_entries, block.nnz());
+  const CsrMatrix back = read_matrix_market(f.path(), 1, 3);
+  EXPECT_EQ(back.col_idx, block.col_idx);
+  EXPECT_EQ(back.row_ptr, block.row_ptr);
+  for (float v : back.values) EXPECT_EQ(v, 1.0f);
+  // Rows outside the block were not written.
+  EXPECT_EQ(read_matrix_market(f.path(), 0, 1).nnz(), 0);
+}
+
+TEST(MatrixMarketWrite, Errors) {
+  CsrMatrix m;
+  m.n_rows_global = m.n_rows = 1;
+  m.n_cols = 1;
+  m.row_ptr = {0, 1};
+  m.col_idx = {0};
+  m.values = {1.0f};
+  EXPECT_THROW(write_matrix_market("/nonexistent-dir/x.mtx", m), std::runtime_error);
+  const TempFile f("bad");
+  CsrMatrix bad_col = m;
+  bad_col.col_idx = {1};
+  EXPECT_THROW(write_matrix_market(f.path(), bad_col), std::invalid_argument);
+  CsrMatrix bad_ptr = m;
+  bad_ptr.row_ptr = {0};
+  EXPECT_THROW(write_matrix_market(f.path(), bad_ptr), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace netsparse

@@ -1,0 +1,139 @@
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "netsparse/metis.hpp"
+#include "sparse_test_util.hpp"
+
+namespace netsparse {
+namespace {
+
+using test::data_path;
+using test::entries_of;
+using test::EntryMap;
+using test::expect_valid_csr;
+
+TEST(MetisRead, PlainGraphWithCommentsAndAnIsolatedVertex) {
+  const MetisGraph g = read_metis_graph(data_path("metis/plain.graph"));
+  expect_valid_csr(g.adjacency);
+  EXPECT_EQ(g.adjacency.n_rows, 5);
+  EXPECT_EQ(g.adjacency.n_cols, 5);
+  EXPECT_EQ(g.adjacency.nnz(), 8);
+  const EntryMap expected = {{{0, 1}, 1.0f}, {{0, 2}, 1.0f}, {{1, 0}, 1.0f}, {{1, 2}, 1.0f},
+                             {{2, 0}, 1.0f}, {{2, 1}, 1.0f}, {{2, 3}, 1.0f}, {{3, 2}, 1.0f}};
+  EXPECT_EQ(entries_of(g.adjacency), expected);
+  EXPECT_EQ(g.ncon, 0);
+  EXPECT_TRUE(g.vertex_weights.empty());
+  EXPECT_TRUE(g.vertex_sizes.empty());
+}
+
+TEST(MetisRead, EdgeWeightsBecomeValues) {
+  const MetisGraph g = read_metis_graph(data_path("metis/edge_weights.graph"));
+  expect_valid_csr(g.adjacency);
+  const EntryMap expected = {{{0, 1}, 5.0f}, {{1, 0}, 5.0f}, {{1, 2}, 7.0f}, {{2, 1}, 7.0f}};
+  EXPECT_EQ(entries_of(g.adjacency), expected);
+  EXPECT_EQ(g.ncon, 0);
+}
+
+TEST(MetisRead, MultipleVertexWeights) {
+  const MetisGraph g = read_metis_graph(data_path("metis/vertex_weights.graph"));
+  expect_valid_csr(g.adjacency);
+  EXPECT_EQ(g.ncon, 2);
+  EXPECT_EQ(g.vertex_weights, (std::vector<std::int64_t>{4, 1, 0, 9, 2, 2}));
+  const EntryMap expected = {{{0, 1}, 1.0f}, {{1, 0}, 1.0f}, {{1, 2}, 1.0f}, {{2, 1}, 1.0f}};
+  EXPECT_EQ(entries_of(g.adjacency), expected);
+}
+
+TEST(MetisRead, SizesWeightsAndEdgeWeights) {
+  const MetisGraph g = read_metis_graph(data_path("metis/sizes_weights_edges.graph"));
+  expect_valid_csr(g.adjacency);
+  EXPECT_EQ(g.vertex_sizes, (std::vector<std::int64_t>{10, 20, 30}));
+  EXPECT_EQ(g.ncon, 1);
+  EXPECT_EQ(g.vertex_weights, (std::vector<std::int64_t>{1, 2, 3}));
+  const EntryMap expected = {{{0, 1}, 3.0f}, {{1, 0}, 3.0f}, {{1, 2}, 4.0f}, {{2, 1}, 4.0f}};
+  EXPECT_EQ(entries_of(g.adjacency), expected);
+}
+
+TEST(MetisRead, CrlfAndCommentBetweenVertices) {
+  const MetisGraph g = read_metis_graph(data_path("metis/crlf.graph"));
+  expect_valid_csr(g.adjacency);
+  const EntryMap expected = {{{0, 1}, 1.0f}, {{1, 0}, 1.0f}, {{1, 2}, 1.0f}, {{2, 1}, 1.0f}};
+  EXPECT_EQ(entries_of(g.adjacency), expected);
+}
+
+TEST(MetisRead, TrailingBlankLinesAfterTheLastVertex) {
+  const MetisGraph g = read_metis_graph(data_path("metis/trailing_blank_lines.graph"));
+  EXPECT_EQ(g.adjacency.n_rows, 2);
+  EXPECT_EQ(g.adjacency.nnz(), 2);
+}
+
+struct BadGraph {
+  const char* name;
+  std::int64_t line;
+  const char* reason;
+};
+
+class MetisBadFile : public ::testing::TestWithParam<BadGraph> {};
+
+TEST_P(MetisBadFile, ThrowsParseErrorWithLineAndReason) {
+  const BadGraph& bad = GetParam();
+  const std::string path = data_path(std::string("metis/bad/") + bad.name);
+  try {
+    read_metis_graph(path);
+    ADD_FAILURE() << bad.name << ": no error";
+  } catch (const ParseError& e) {
+    EXPECT_EQ(e.file(), path);
+    EXPECT_EQ(e.line(), bad.line) << e.what();
+    EXPECT_NE(e.reason().find(bad.reason), std::string::npos) << e.what();
+  }
+}
+
+const BadGraph kBadGraphs[] = {
+    {"empty.graph", 1, "empty file"},
+    {"only_comments.graph", 2, "missing header"},
+    {"header_nonnumeric.graph", 1, "edge count m 'x' is not a non-negative integer"},
+    {"header_overflow.graph", 1, "overflows a 64-bit integer"},
+    {"header_bad_fmt.graph", 1, "fmt '12' must be up to three binary digits"},
+    {"header_fmt_too_long.graph", 1, "fmt '0001' must be up to three binary digits"},
+    {"ncon_without_vertex_weights.graph", 1, "ncon is given but fmt 001 has no vertex weights"},
+    {"header_extra.graph", 1, "extra token '9'"},
+    {"too_few_bytes_for_vertices.graph", 1, "declares 1000000 vertices"},
+    {"self_loop.graph", 3, "self-loop: vertex 2 lists itself"},
+    {"neighbour_out_of_range.graph", 3, "neighbour 4 is out of range [1, 3]"},
+    {"neighbour_zero.graph", 3, "neighbour 0 is out of range"},
+    {"neighbour_nonnumeric.graph", 3, "non-numeric neighbour 'v3'"},
+    {"neighbour_negative.graph", 3, "negative neighbour '-1'"},
+    {"duplicate_neighbour.graph", 2, "vertex 1 lists neighbour 2 more than once"},
+    {"m_too_small.graph", 3, "more adjacency entries than the 2m = 2"},
+    {"m_too_large.graph", 2,
+     "declares m = 3 edges (2m = 6 adjacency entries) but the vertex "
+     "lines hold 2"},
+    {"asymmetric.graph", 4, "edge 1-2 has no reverse: vertex 2 does not list 1"},
+    {"weight_mismatch.graph", 2, "edge 1-2 has weight 5 but its reverse has weight 6"},
+    {"missing_edge_weight.graph", 2, "missing edge weight after neighbour 2"},
+    {"zero_edge_weight.graph", 2, "edge weight '0' for neighbour 2 is not a positive integer"},
+    {"missing_vertex_weight.graph", 3, "missing vertex weight"},
+    {"negative_vertex_weight.graph", 2, "vertex weight '-1' is not a non-negative integer"},
+    {"truncated.graph", 3, "file ends after 2 of the 4 vertex lines"},
+    {"extra_data.graph", 4, "extra data after the 2 vertex lines"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, MetisBadFile, ::testing::ValuesIn(kBadGraphs),
+                         [](const auto& info) {
+                           std::string name = info.param.name;
+                           return name.substr(0, name.find('.'));
+                         });
+
+TEST(MetisErrors, NonexistentFile) {
+  try {
+    read_metis_graph(data_path("metis/no_such.graph"));
+    ADD_FAILURE() << "no error";
+  } catch (const ParseError& e) {
+    EXPECT_EQ(e.line(), 0);
+    EXPECT_NE(e.reason().find("cannot open file"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace netsparse

@@ -1,0 +1,102 @@
+// Helpers shared by the sparse component's tests.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "netsparse/csr.hpp"
+
+namespace netsparse::test {
+
+inline std::string data_path(const std::string& relative) {
+  return std::string(NETSPARSE_TEST_DATA_DIR) + "/" + relative;
+}
+
+// A file in the temp directory removed when the object dies.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& stem) {
+    static int counter = 0;
+    path_ =
+        (std::filesystem::temp_directory_path() /
+         ("netsparse_" + stem + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
+            .string();
+  }
+  TempFile(const std::string& stem, const std::string& content) : TempFile(stem) {
+    std::ofstream(path_, std::ios::binary) << content;
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+using EntryMap = std::map<std::pair<gidx_t, gidx_t>, float>;
+
+// The matrix's nonzeros keyed by (global row, column).
+inline EntryMap entries_of(const CsrMatrix& m) {
+  EntryMap out;
+  for (gidx_t r = 0; r < m.n_rows; ++r) {
+    for (std::int64_t k = m.row_ptr[r]; k < m.row_ptr[r + 1]; ++k) {
+      out[{m.row_begin + r, m.col_idx[k]}] = m.values[k];
+    }
+  }
+  return out;
+}
+
+// The CsrMatrix invariants (csr.hpp): sizes, row_ptr monotone from 0, columns in range and
+// strictly increasing within each row.
+inline void expect_valid_csr(const CsrMatrix& m) {
+  ASSERT_EQ(m.row_ptr.size(), static_cast<size_t>(m.n_rows) + 1);
+  ASSERT_EQ(m.row_ptr[0], 0);
+  ASSERT_EQ(m.col_idx.size(), static_cast<size_t>(m.nnz()));
+  ASSERT_EQ(m.values.size(), static_cast<size_t>(m.nnz()));
+  ASSERT_GE(m.row_begin, 0);
+  ASSERT_LE(m.row_begin + m.n_rows, m.n_rows_global);
+  for (gidx_t r = 0; r < m.n_rows; ++r) {
+    ASSERT_LE(m.row_ptr[r], m.row_ptr[r + 1]) << "row " << r;
+    for (std::int64_t k = m.row_ptr[r]; k < m.row_ptr[r + 1]; ++k) {
+      ASSERT_GE(m.col_idx[k], 0);
+      ASSERT_LT(m.col_idx[k], m.n_cols);
+      if (k > m.row_ptr[r]) {
+        ASSERT_LT(m.col_idx[k - 1], m.col_idx[k]) << "row " << r;
+      }
+    }
+  }
+}
+
+inline void expect_same_matrix(const CsrMatrix& a, const CsrMatrix& b) {
+  EXPECT_EQ(a.n_rows_global, b.n_rows_global);
+  EXPECT_EQ(a.n_cols, b.n_cols);
+  EXPECT_EQ(a.row_begin, b.row_begin);
+  EXPECT_EQ(a.n_rows, b.n_rows);
+  EXPECT_EQ(a.row_ptr, b.row_ptr);
+  EXPECT_EQ(a.col_idx, b.col_idx);
+  EXPECT_EQ(a.values, b.values);
+}
+
+// Rows [begin, end) of a whole matrix as a block.
+inline CsrMatrix row_block(const CsrMatrix& whole, gidx_t begin, gidx_t end) {
+  CsrMatrix b;
+  b.n_rows_global = whole.n_rows_global;
+  b.n_cols = whole.n_cols;
+  b.row_begin = begin;
+  b.n_rows = end - begin;
+  const std::int64_t first = whole.row_ptr[begin];
+  for (gidx_t r = begin; r <= end; ++r) b.row_ptr.push_back(whole.row_ptr[r] - first);
+  b.col_idx.assign(whole.col_idx.begin() + first, whole.col_idx.begin() + whole.row_ptr[end]);
+  b.values.assign(whole.values.begin() + first, whole.values.begin() + whole.row_ptr[end]);
+  return b;
+}
+
+}  // namespace netsparse::test
