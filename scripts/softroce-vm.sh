@@ -35,11 +35,15 @@ Options:
   --timeout SECONDS  hard limit on the guest (boot + COMMAND + power-off). Default: 900.
   --memory MB        guest memory. Default: 2048.
   --cpus N           guest vCPUs. Default: 2.
+  --9p-cache MODE    9p cache mode of the shared directories: loose (default; the guest
+                     caches files, ~8x faster process start-up; the host must not change
+                     the shared files while the guest runs) or none (always coherent).
   --cache-dir DIR    guest cache. Default: \$NETSPARSE_VM_CACHE, else /var/cache/netsparse-vm.
   --rebuild          rebuild the guest even if the cached one is current.
   --build-only       build (or check) the cached guest, then exit.
-  --self-test        run the soft-RoCE smoke tests: ibv_devinfo, ibv_rc_pingpong, rping and
-                     tests/softroce/verbs_smoke.c (built here with mpicc) on 2 MPI ranks.
+  --self-test        run the soft-RoCE smoke tests: ibv_devinfo, ibv_rc_pingpong, rping,
+                     tests/softroce/verbs_smoke.c (built here with mpicc) on 2 MPI ranks,
+                     and the checks of scripts/setup-rxe.sh.
   --no-install-deps  do not run scripts/install-deps.sh --vm first.
   --verbose          show all kernel messages on the console.
   --keep             keep the run's control directory (console.log, timings, cmd).
@@ -73,6 +77,7 @@ die() {
 # ---- options -----------------------------------------------------------------------------
 timeout_seconds=900
 memory_mb=2048
+ninep_cache=loose
 cpus=2
 cache_dir=${NETSPARSE_VM_CACHE:-/var/cache/netsparse-vm}
 build_dir=
@@ -96,8 +101,9 @@ while (($# > 0)); do
     --timeout) need_value "$1" $# && timeout_seconds=$2 && shift 2 ;;
     --memory) need_value "$1" $# && memory_mb=$2 && shift 2 ;;
     --cpus) need_value "$1" $# && cpus=$2 && shift 2 ;;
+    --9p-cache) need_value "$1" $# && ninep_cache=$2 && shift 2 ;;
     --cache-dir) need_value "$1" $# && cache_dir=$2 && shift 2 ;;
-    --build-dir=* | --share=* | --workdir=* | --env=* | --timeout=* | --memory=* | --cpus=* | --cache-dir=*)
+    --build-dir=* | --share=* | --workdir=* | --env=* | --timeout=* | --memory=* | --cpus=* | --9p-cache=* | --cache-dir=*)
       set -- "${1%%=*}" "${1#*=}" "${@:2}" ;;
     --rebuild) rebuild=1 && shift ;;
     --build-only) mode=build-only && shift ;;
@@ -114,7 +120,10 @@ done
 is_uint() { [[ $1 =~ ^[0-9]+$ ]] && (($1 > 0)); }
 is_uint "$timeout_seconds" || die $exit_usage "--timeout must be a positive number of seconds"
 is_uint "$memory_mb" || die $exit_usage "--memory must be a positive number of MB"
+# The ~200 MB initramfs is held twice while the kernel unpacks it, then tests need room.
+((memory_mb >= 768)) || die $exit_usage "--memory must be at least 768 MB (the root filesystem lives in RAM)"
 is_uint "$cpus" || die $exit_usage "--cpus must be a positive number"
+[[ $ninep_cache == loose || $ninep_cache == none ]] || die $exit_usage "--9p-cache must be loose or none"
 case $mode in
   run) ((${#command[@]} > 0)) || die $exit_usage "no command given (put it after --; see --help)" ;;
   *) ((${#command[@]} == 0)) || die $exit_usage "--$mode takes no command" ;;
@@ -286,11 +295,15 @@ if [[ $mode == self-test ]]; then
   # Portable code generation (no -march=native): the guest CPU lacks the host's AVX-512.
   mpicc -std=c11 -O2 -Wall -Wextra -o "$ctl/verbs_smoke" "$repo_root/tests/softroce/verbs_smoke.c" \
     -libverbs || die $exit_harness "building tests/softroce/verbs_smoke.c failed"
-  command=(bash "$repo_root/tests/softroce/smoke.sh" "$ctl/verbs_smoke")
+  # Both scripts always run; the status is non-zero if either failed.
+  # shellcheck disable=SC2016 # expanded by the guest's bash
+  command=(bash -c 'bash "$1" "$2"; smoke=$?; bash "$3"; setup=$?; ((smoke == 0 && setup == 0))'
+    self-test "$repo_root/tests/softroce/smoke.sh" "$ctl/verbs_smoke"
+    "$repo_root/tests/softroce/setup_rxe_check.sh")
 fi
 
 {
-  for i in "${!mounts[@]}"; do printf 'nsvm%d\t%s\n' "$i" "${mounts[$i]}"; done
+  for i in "${!mounts[@]}"; do printf 'nsvm%d\t%s\t%s\n' "$i" "$ninep_cache" "${mounts[$i]}"; done
 } >"$ctl/shares"
 {
   for e in "${envs[@]}"; do printf 'export %s=%q\n' "${e%%=*}" "${e#*=}"; done
