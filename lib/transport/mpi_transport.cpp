@@ -2,24 +2,30 @@
 //
 // Receives: a ring of MPI_Irecv(ANY_SOURCE) into fixed buffers of max_packet_bytes, reposted
 // after consumption. Every receive is identical, so an incoming message matches the oldest
-// posted one: the ring completes in post order *as far as matching goes*. A later slot can still
-// finish earlier (a large message matched first but still transferring while a small one
-// behind it is done), so packets are delivered strictly in ring order from the head; that
-// preserves MPI's per-pair non-overtaking order and costs nothing when every packet is eager.
+// posted one: the ring is *matched* in post order. A later slot can still *complete* earlier (a
+// large message matched first but still transferring while a small one behind it is done —
+// observed with Open MPI over TCP and over shared memory without single-copy), so packets are
+// delivered strictly in ring order from the head; that preserves MPI's per-pair
+// non-overtaking order and costs nothing when every packet is eager.
 //
 // Sends: a pool of buffers with an MPI_Isend each; completed out of order (different
-// destinations), so free slots sit on a stack. Send and receive requests live in one array so
-// that one MPI_Testsome per poll() progresses and reaps both.
+// destinations), so free slots sit on a stack. All requests the progress engine owns (packet
+// receives, packet sends, read-request receives, read-response sends) live in one array so that
+// one MPI_Testsome per poll() progresses and reaps all of them.
 //
-// One-sided reads: MPI RMA. register_memory creates a window over the region (collective),
-// locks it once with MPI_Win_lock_all(MPI_MODE_NOCHECK) and allgathers the region sizes so that
-// read() checks bounds locally. read() issues MPI_Rget and poll_reads reaps with MPI_Testsome.
-// Why Rget + Testsome and not MPI_Get + MPI_Win_flush_local_all per batch: the flush blocks the
-// caller until every outstanding get of the batch has landed (a network round trip spent
-// idle, forever if the target died), whereas request-based gets let poll_reads return at once
-// with whatever has finished, and Testsome reaps a whole batch of them in one call. The extra
-// cost is one request object per get, which Open MPI takes from a free list (no malloc).
-// bench/bench_transport_bw.cpp measures both for tiny gets.
+// One-sided reads (see MpiReadMode):
+//  - kRma: register_memory creates a window over the region (collective), locks it once with
+//    MPI_Win_lock_all(MPI_MODE_NOCHECK) and allgathers the region sizes so that read() checks
+//    bounds locally. read() issues MPI_Rget, poll_reads reaps with MPI_Testsome. Why Rget +
+//    Testsome and not MPI_Get + MPI_Win_flush_local_all per batch: the flush blocks the caller
+//    until every get of the batch has landed (a round trip spent idle; forever if the target
+//    died), whereas request-based gets let poll_reads return at once with whatever has finished,
+//    and Testsome reaps a whole batch in one call. The price is one request object per get, which
+//    Open MPI takes from a free list. bench/bench_transport_bw.cpp measures both.
+//  - kMessages: read() posts the receive for the response straight into `local`, then sends a
+//    16-byte request; the target answers from its registered region with one MPI_Isend (no copy).
+//    Responses from one target come back in request order (requests are non-overtaking and
+//    served in ring order), so receives posted in issue order match them one to one.
 //
 // Failure: MPI_ERRORS_RETURN is set on the dup and on every window, so an MPI error surfaces as
 // an error code: the peer it concerns is marked failed and send/read return kPeerFailed. Nothing
@@ -27,6 +33,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -39,7 +46,11 @@ namespace netsparse::transport {
 
 namespace {
 
-constexpr int kPacketTag = 0x4e53;  // any tag: the dup'd communicator already isolates us
+// Any tags: the dup'd communicator already isolates us from the application.
+constexpr int kPacketTag = 0x4e53;
+constexpr int kReadRequestTag = 0x4e54;
+constexpr int kReadResponseTag = 0x4e55;
+constexpr int kTeardownTimeoutMs = 10000;
 
 const char* thread_level_name(int level) {
   switch (level) {
@@ -70,13 +81,45 @@ void check_mpi(int rc, const char* what) {
   }
 }
 
+MpiReadMode resolve_read_mode(MpiReadMode requested) {
+  if (requested != MpiReadMode::kAuto) return requested;
+  const char* env = std::getenv("NETSPARSE_MPI_READS");
+  if (env == nullptr || env[0] == '\0' || std::string(env) == "auto") return MpiReadMode::kAuto;
+  if (std::string(env) == "rma") return MpiReadMode::kRma;
+  if (std::string(env) == "messages") return MpiReadMode::kMessages;
+  throw std::invalid_argument(std::string("NETSPARSE_MPI_READS='") + env +
+                              "' is not one of auto, rma, messages");
+}
+
+// A read request of the kMessages mode, as sent on the wire.
+struct ReadRequestMessage {
+  std::int32_t region;
+  std::int32_t reserved;
+  std::uint64_t offset;
+  std::uint64_t bytes;
+};
+
+// A slot of a pre-posted receive ring, delivered strictly in ring order.
+struct RingSlot {
+  enum State : std::uint8_t { kPosted, kDone, kFailed };
+  State state = kPosted;
+  int src = -1;
+  int count = 0;
+};
+
 class MpiTransport final : public Transport {
  public:
   MpiTransport(MPI_Comm user_comm, const MpiOptions& options)
-      : options_(options),
+      : read_mode_(resolve_read_mode(options.read_mode)),
+        packet_bytes_(options.max_packet_bytes),
         recv_count_(options.recv_ring),
         send_count_(options.send_ring),
-        packet_bytes_(options.max_packet_bytes) {
+        request_ring_count_(options.read_request_ring),
+        response_count_(options.read_response_pool),
+        send_base_(recv_count_),
+        request_ring_base_(send_base_ + send_count_),
+        response_base_(request_ring_base_ + request_ring_count_),
+        read_capacity_(static_cast<std::size_t>(options.max_outstanding_reads)) {
     // Collective on the user's communicator; from here on only our dup is used.
     check_mpi(MPI_Comm_dup(user_comm, &comm_), "MPI_Comm_dup");
     check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
@@ -84,26 +127,32 @@ class MpiTransport final : public Transport {
     MPI_Comm_size(comm_, &size_);
     failed_.assign(static_cast<std::size_t>(size_), 0);
 
-    const std::size_t total = static_cast<std::size_t>(recv_count_ + send_count_);
+    const auto total = static_cast<std::size_t>(response_base_ + response_count_);
     requests_.assign(total, MPI_REQUEST_NULL);
     indices_.resize(total);
     statuses_.resize(total);
     recv_slab_.resize(static_cast<std::size_t>(recv_count_) * packet_bytes_);
     send_slab_.resize(static_cast<std::size_t>(send_count_) * packet_bytes_);
-    recv_slots_.assign(static_cast<std::size_t>(recv_count_), RecvSlot{});
+    recv_slots_.assign(static_cast<std::size_t>(recv_count_), RingSlot{});
     send_dest_.assign(static_cast<std::size_t>(send_count_), -1);
-    send_free_.reserve(static_cast<std::size_t>(send_count_));
     for (int i = send_count_ - 1; i >= 0; --i) send_free_.push_back(i);
-    for (int i = 0; i < recv_count_; ++i) post_recv(i);
+    for (int i = 0; i < recv_count_; ++i) post_packet_recv(i);
 
-    const auto reads = static_cast<std::size_t>(options.max_outstanding_reads);
-    read_requests_.assign(reads, MPI_REQUEST_NULL);
-    read_slots_.assign(reads, ReadSlot{});
-    read_indices_.resize(reads);
-    read_statuses_.resize(reads);
-    read_free_.reserve(reads);
-    for (int i = static_cast<int>(reads) - 1; i >= 0; --i) read_free_.push_back(i);
-    read_done_.resize(reads);
+    request_slots_.assign(static_cast<std::size_t>(request_ring_count_), RingSlot{});
+    request_msgs_.assign(static_cast<std::size_t>(request_ring_count_), ReadRequestMessage{});
+    for (int i = 0; i < request_ring_count_; ++i) post_request_recv(i);
+    response_dest_.assign(static_cast<std::size_t>(response_count_), -1);
+    response_region_.assign(static_cast<std::size_t>(response_count_), -1);
+    for (int i = response_count_ - 1; i >= 0; --i) response_free_.push_back(i);
+
+    // Reads: [0, capacity) the Rget or response receive, [capacity, 2 capacity) the request send.
+    read_requests_.assign(2 * read_capacity_, MPI_REQUEST_NULL);
+    read_indices_.resize(2 * read_capacity_);
+    read_statuses_.resize(2 * read_capacity_);
+    read_slots_.assign(read_capacity_, ReadSlot{});
+    read_msgs_.assign(read_capacity_, ReadRequestMessage{});
+    for (int i = static_cast<int>(read_capacity_) - 1; i >= 0; --i) read_free_.push_back(i);
+    read_done_.resize(read_capacity_);
   }
 
   ~MpiTransport() override { shutdown(); }
@@ -126,10 +175,9 @@ class MpiTransport final : public Transport {
     const int slot = send_free_.back();
     std::byte* buffer = send_slab_.data() + static_cast<std::size_t>(slot) * packet_bytes_;
     std::memcpy(buffer, packet.data(), packet.size());
-    MPI_Request& request = requests_[static_cast<std::size_t>(recv_count_ + slot)];
-    const int rc = MPI_Isend(buffer, static_cast<int>(packet.size()), MPI_BYTE, dest, kPacketTag,
-                             comm_, &request);
-    if (rc != MPI_SUCCESS) {
+    MPI_Request& request = requests_[static_cast<std::size_t>(send_base_ + slot)];
+    if (MPI_Isend(buffer, static_cast<int>(packet.size()), MPI_BYTE, dest, kPacketTag, comm_,
+                  &request) != MPI_SUCCESS) {
       request = MPI_REQUEST_NULL;
       mark_failed(dest);
       return TxStatus::kPeerFailed;
@@ -144,16 +192,16 @@ class MpiTransport final : public Transport {
     progress();
     int delivered = 0;
     while (delivered < max_packets) {
-      RecvSlot& slot = recv_slots_[static_cast<std::size_t>(recv_head_)];
-      if (slot.state == RecvSlot::kPosted) break;
-      if (slot.state == RecvSlot::kDone) {
+      RingSlot& slot = recv_slots_[static_cast<std::size_t>(recv_head_)];
+      if (slot.state == RingSlot::kPosted) break;
+      if (slot.state == RingSlot::kDone) {
         handler(ReceivedPacket{
             slot.src, std::span<const std::byte>(
                           recv_slab_.data() + static_cast<std::size_t>(recv_head_) * packet_bytes_,
                           static_cast<std::size_t>(slot.count))});
         ++delivered;
       }
-      post_recv(recv_head_);  // kDone or kFailed: the buffer is free again
+      post_packet_recv(recv_head_);  // kDone or kFailed: the buffer is free again
       recv_head_ = (recv_head_ + 1) % recv_count_;
     }
     return delivered;
@@ -171,12 +219,33 @@ class MpiTransport final : public Transport {
     while (id < regions_.size() && regions_[id].used) ++id;
     if (id == regions_.size()) regions_.emplace_back();
     Region& region = regions_[id];
-    check_mpi(MPI_Win_create(bytes == 0 ? nullptr : base, static_cast<MPI_Aint>(bytes), 1,
-                             MPI_INFO_NULL, comm_, &region.win),
-              "MPI_Win_create (register_memory)");
-    check_mpi(MPI_Win_set_errhandler(region.win, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
-    // One passive-target epoch for the window's whole life: no lock per get.
-    check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, region.win), "MPI_Win_lock_all");
+    region.base = static_cast<std::byte*>(base);
+    region.mode = MpiReadMode::kMessages;
+    if (read_mode_ != MpiReadMode::kMessages) {
+      // Collective. Open MPI returns an error (MPI_ERR_WIN) on every rank when no one-sided
+      // component can serve the communicator; the ranks agree before using the window.
+      MPI_Win win = MPI_WIN_NULL;
+      const int rc = MPI_Win_create(bytes == 0 ? nullptr : base, static_cast<MPI_Aint>(bytes), 1,
+                                    MPI_INFO_NULL, comm_, &win);
+      int mine = rc == MPI_SUCCESS ? 1 : 0;
+      int everyone = 0;
+      check_mpi(MPI_Allreduce(&mine, &everyone, 1, MPI_INT, MPI_MIN, comm_),
+                "MPI_Allreduce (window agreement)");
+      if (everyone) {
+        region.win = win;
+        region.mode = MpiReadMode::kRma;
+        check_mpi(MPI_Win_set_errhandler(region.win, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
+        // One passive-target epoch for the window's whole life: no lock per get.
+        check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, region.win), "MPI_Win_lock_all");
+      } else if (read_mode_ == MpiReadMode::kRma) {
+        // A window that exists on some ranks only cannot be freed (collective): leave it.
+        throw std::runtime_error(
+            "netsparse mpi transport: MPI_Win_create failed (" + mpi_error_string(rc) +
+            ") and read_mode is kRma; Open MPI needs shared memory with single-copy or an RDMA "
+            "network for windows; use MpiReadMode::kAuto or NETSPARSE_MPI_READS=messages");
+      }
+    }
+    if (region.mode == MpiReadMode::kMessages) ++messages_regions_;
     region.sizes.assign(static_cast<std::size_t>(size_), 0);
     const std::uint64_t mine = bytes;
     check_mpi(MPI_Allgather(&mine, 1, MPI_UINT64_T, region.sizes.data(), 1, MPI_UINT64_T, comm_),
@@ -192,19 +261,30 @@ class MpiTransport final : public Transport {
                                   std::to_string(id));
     }
     Region& region = regions_[static_cast<std::size_t>(id)];
-    // Unlock completes this origin's gets on the window; then reap their requests so that their
-    // completions are still reported by poll_reads.
-    check_mpi(MPI_Win_unlock_all(region.win), "MPI_Win_unlock_all");
-    for (std::size_t s = 0; s < read_slots_.size(); ++s) {
-      if (read_requests_[s] != MPI_REQUEST_NULL && read_slots_[s].region == id) {
-        MPI_Status status;
-        const int rc = MPI_Wait(&read_requests_[s], &status);
-        finish_read(static_cast<int>(s), rc == MPI_SUCCESS);
+    if (region.mode == MpiReadMode::kRma) {
+      // Unlock completes this origin's gets on the window; then reap their requests so that
+      // their completions are still reported by poll_reads.
+      check_mpi(MPI_Win_unlock_all(region.win), "MPI_Win_unlock_all");
+      for (std::size_t s = 0; s < read_capacity_; ++s) {
+        if (read_requests_[s] != MPI_REQUEST_NULL && read_slots_[s].region == id) {
+          const int rc = MPI_Wait(&read_requests_[s], MPI_STATUS_IGNORE);
+          read_slots_[s].pending = 0;
+          finish_read(static_cast<int>(s), rc == MPI_SUCCESS);
+        }
       }
+      check_mpi(MPI_Win_free(&region.win), "MPI_Win_free (deregister_memory)");
+    } else {
+      // Our reads from the region must be answered before the peers stop serving it, and we
+      // must keep serving theirs until everyone is done: progress inside the barrier.
+      while (reads_in_flight(id) > 0 && !any_failed()) {
+        progress();
+        reap_reads();
+      }
+      barrier();
+      while (responses_in_flight(id) > 0 && !any_failed()) progress();
+      --messages_regions_;
     }
-    check_mpi(MPI_Win_free(&region.win), "MPI_Win_free (deregister_memory)");
-    region.used = false;
-    region.sizes.clear();
+    region = Region{};
   }
 
   TxStatus read(int dest, int id, std::uint64_t offset, void* local, std::size_t bytes,
@@ -218,39 +298,45 @@ class MpiTransport final : public Transport {
     const std::uint64_t size = region.sizes[static_cast<std::size_t>(dest)];
     if (offset > size || bytes > size - offset) return TxStatus::kError;  // overflow-safe
     if (failed_[static_cast<std::size_t>(dest)]) return TxStatus::kPeerFailed;
-    if (completions_pending_ + in_flight_reads() >= read_slots_.size()) {
-      return TxStatus::kNoResource;  // counts unreturned completions too: the ring is bounded
-    }
+    // Unreturned completions count too, so the completion ring can never overflow.
+    if (completions_pending_ + reads_in_flight() >= read_capacity_) return TxStatus::kNoResource;
     const int slot = read_free_.back();
-    MPI_Request& request = read_requests_[static_cast<std::size_t>(slot)];
-    const int rc =
-        MPI_Rget(local, static_cast<int>(bytes), MPI_BYTE, dest, static_cast<MPI_Aint>(offset),
-                 static_cast<int>(bytes), MPI_BYTE, region.win, &request);
+    const auto s = static_cast<std::size_t>(slot);
+    int rc = MPI_SUCCESS;
+    int pending = 1;
+    if (region.mode == MpiReadMode::kRma) {
+      rc = MPI_Rget(local, static_cast<int>(bytes), MPI_BYTE, dest, static_cast<MPI_Aint>(offset),
+                    static_cast<int>(bytes), MPI_BYTE, region.win, &read_requests_[s]);
+    } else {
+      // Receive first, so that the response never arrives unexpected.
+      rc = MPI_Irecv(local, static_cast<int>(bytes), MPI_BYTE, dest, kReadResponseTag, comm_,
+                     &read_requests_[s]);
+      if (rc == MPI_SUCCESS) {
+        read_msgs_[s] = ReadRequestMessage{id, 0, offset, bytes};
+        rc = MPI_Isend(&read_msgs_[s], sizeof(ReadRequestMessage), MPI_BYTE, dest, kReadRequestTag,
+                       comm_, &read_requests_[read_capacity_ + s]);
+        pending = 2;
+        if (rc != MPI_SUCCESS) {
+          MPI_Cancel(&read_requests_[s]);
+          MPI_Request_free(&read_requests_[s]);
+        }
+      }
+    }
     if (rc != MPI_SUCCESS) {
-      request = MPI_REQUEST_NULL;
+      read_requests_[s] = MPI_REQUEST_NULL;
+      read_requests_[read_capacity_ + s] = MPI_REQUEST_NULL;
       mark_failed(dest);
       return TxStatus::kPeerFailed;
     }
     read_free_.pop_back();
-    read_slots_[static_cast<std::size_t>(slot)] = ReadSlot{cookie, dest, id};
+    read_slots_[s] = ReadSlot{cookie, bytes, dest, id, pending, true};
     return TxStatus::kOk;
   }
 
   int poll_reads(ReadCompletion* out, int max) override {
-    if (in_flight_reads() > 0) {
-      int count = 0;
-      const int rc = MPI_Testsome(static_cast<int>(read_requests_.size()), read_requests_.data(),
-                                  &count, read_indices_.data(), read_statuses_.data());
-      if (count != MPI_UNDEFINED) {
-        for (int k = 0; k < count; ++k) {
-          const int slot = read_indices_[static_cast<std::size_t>(k)];
-          const bool ok = rc == MPI_SUCCESS ||
-                          (rc == MPI_ERR_IN_STATUS &&
-                           read_statuses_[static_cast<std::size_t>(k)].MPI_ERROR == MPI_SUCCESS);
-          if (!ok) mark_failed(read_slots_[static_cast<std::size_t>(slot)].dest);
-          finish_read(slot, ok);
-        }
-      }
+    if (reads_in_flight() > 0) {
+      if (messages_regions_) progress();  // serve peers' requests and drive ours
+      reap_reads();
     }
     int n = 0;
     while (n < max && completions_pending_ > 0) {
@@ -262,7 +348,8 @@ class MpiTransport final : public Transport {
   }
 
   void barrier() override {
-    // Ibarrier + test: a failed peer turns into an exception instead of an endless wait.
+    // Ibarrier + test, progressing (and serving read requests) while waiting; an MPI error or a
+    // known failed peer turns into an exception instead of an endless wait.
     MPI_Request request = MPI_REQUEST_NULL;
     check_mpi(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
     int done = 0;
@@ -272,7 +359,14 @@ class MpiTransport final : public Transport {
         throw std::runtime_error("netsparse mpi transport: barrier failed (a peer failed?): " +
                                  mpi_error_string(rc));
       }
-      if (!done) progress();
+      if (!done) {
+        progress();
+        if (any_failed()) {
+          MPI_Request_free(&request);
+          throw std::runtime_error(
+              "netsparse mpi transport: barrier abandoned, a peer is known to have failed");
+        }
+      }
     }
   }
 
@@ -283,65 +377,165 @@ class MpiTransport final : public Transport {
   std::uint64_t bytes_sent() const noexcept override { return bytes_sent_; }
 
  private:
-  struct RecvSlot {
-    enum State : std::uint8_t { kPosted, kDone, kFailed };
-    State state = kPosted;
-    int src = -1;
-    int count = 0;
-  };
   struct ReadSlot {
     std::uint64_t cookie = 0;
+    std::size_t bytes = 0;
     int dest = -1;
     int region = -1;
+    int pending = 0;  // requests of this read still incomplete (Rget: 1; messages: 2)
+    bool ok = true;
   };
   struct Region {
     MPI_Win win = MPI_WIN_NULL;
+    std::byte* base = nullptr;
     std::vector<std::uint64_t> sizes;  // every rank's region size, for local bounds checks
+    MpiReadMode mode = MpiReadMode::kMessages;
     bool used = false;
   };
 
-  std::size_t in_flight_reads() const noexcept { return read_slots_.size() - read_free_.size(); }
+  std::size_t reads_in_flight() const noexcept { return read_capacity_ - read_free_.size(); }
 
-  void post_recv(int slot) {
-    RecvSlot& s = recv_slots_[static_cast<std::size_t>(slot)];
-    s.state = RecvSlot::kPosted;
-    const int rc = MPI_Irecv(recv_slab_.data() + static_cast<std::size_t>(slot) * packet_bytes_,
-                             static_cast<int>(packet_bytes_), MPI_BYTE, MPI_ANY_SOURCE, kPacketTag,
-                             comm_, &requests_[static_cast<std::size_t>(slot)]);
-    if (rc != MPI_SUCCESS) {
-      // Cannot happen short of resource exhaustion; the slot stays out of the ring's rotation.
+  std::size_t reads_in_flight(int region) const noexcept {
+    std::size_t n = 0;
+    for (const ReadSlot& s : read_slots_) n += (s.pending > 0 && s.region == region) ? 1 : 0;
+    return n;
+  }
+
+  std::size_t responses_in_flight(int region) const noexcept {
+    std::size_t n = 0;
+    for (int i = 0; i < response_count_; ++i) {
+      n += (requests_[static_cast<std::size_t>(response_base_ + i)] != MPI_REQUEST_NULL &&
+            response_region_[static_cast<std::size_t>(i)] == region)
+               ? 1
+               : 0;
+    }
+    return n;
+  }
+
+  void post_packet_recv(int slot) {
+    RingSlot& s = recv_slots_[static_cast<std::size_t>(slot)];
+    s.state = RingSlot::kPosted;
+    if (MPI_Irecv(recv_slab_.data() + static_cast<std::size_t>(slot) * packet_bytes_,
+                  static_cast<int>(packet_bytes_), MPI_BYTE, MPI_ANY_SOURCE, kPacketTag, comm_,
+                  &requests_[static_cast<std::size_t>(slot)]) != MPI_SUCCESS) {
+      // Only on resource exhaustion: the slot skips a turn and is retried at the next pass.
       requests_[static_cast<std::size_t>(slot)] = MPI_REQUEST_NULL;
-      s.state = RecvSlot::kFailed;
-      local_error_ = true;
+      s.state = RingSlot::kFailed;
     }
   }
 
-  // One MPI_Testsome over receives and sends: progresses MPI and reaps both in one call.
+  void post_request_recv(int slot) {
+    RingSlot& s = request_slots_[static_cast<std::size_t>(slot)];
+    s.state = RingSlot::kPosted;
+    MPI_Request& request = requests_[static_cast<std::size_t>(request_ring_base_ + slot)];
+    if (MPI_Irecv(&request_msgs_[static_cast<std::size_t>(slot)], sizeof(ReadRequestMessage),
+                  MPI_BYTE, MPI_ANY_SOURCE, kReadRequestTag, comm_, &request) != MPI_SUCCESS) {
+      request = MPI_REQUEST_NULL;
+      s.state = RingSlot::kFailed;
+    }
+  }
+
+  // One MPI_Testsome over every request the engine owns: progresses MPI and reaps all of them.
   void progress() {
     int count = 0;
     const int rc = MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &count,
                                 indices_.data(), statuses_.data());
+    if (count != MPI_UNDEFINED) {
+      for (int k = 0; k < count; ++k) {
+        const int index = indices_[static_cast<std::size_t>(k)];
+        const MPI_Status& status = statuses_[static_cast<std::size_t>(k)];
+        const bool ok =
+            rc == MPI_SUCCESS || (rc == MPI_ERR_IN_STATUS && status.MPI_ERROR == MPI_SUCCESS);
+        if (index < send_base_ || (index >= request_ring_base_ && index < response_base_)) {
+          const bool packet = index < send_base_;
+          RingSlot& slot =
+              packet ? recv_slots_[static_cast<std::size_t>(index)]
+                     : request_slots_[static_cast<std::size_t>(index - request_ring_base_)];
+          if (ok) {
+            slot.state = RingSlot::kDone;
+            slot.src = status.MPI_SOURCE;
+            MPI_Get_count(&status, MPI_BYTE, &slot.count);
+          } else {
+            slot.state = RingSlot::kFailed;
+            mark_failed(status.MPI_SOURCE);
+          }
+        } else if (index < request_ring_base_) {
+          const int slot = index - send_base_;
+          if (!ok) mark_failed(send_dest_[static_cast<std::size_t>(slot)]);
+          send_free_.push_back(slot);
+        } else {
+          const int slot = index - response_base_;
+          if (!ok) mark_failed(response_dest_[static_cast<std::size_t>(slot)]);
+          response_region_[static_cast<std::size_t>(slot)] = -1;
+          response_free_.push_back(slot);
+        }
+      }
+    }
+    serve_read_requests();
+  }
+
+  // Answers peers' read requests in ring order (= per-source arrival order, which is what the
+  // requesters' in-order response receives rely on), while response slots are free.
+  void serve_read_requests() {
+    while (!response_free_.empty()) {
+      RingSlot& slot = request_slots_[static_cast<std::size_t>(request_head_)];
+      if (slot.state == RingSlot::kPosted) break;
+      if (slot.state == RingSlot::kDone) {
+        const ReadRequestMessage& m = request_msgs_[static_cast<std::size_t>(request_head_)];
+        // Validated again here: the request came over the wire. An invalid one is answered with
+        // an empty message, which the requester reports as ok=false.
+        const std::byte* data = nullptr;
+        int count = 0;
+        if (slot.count == static_cast<int>(sizeof(ReadRequestMessage)) && m.region >= 0 &&
+            static_cast<std::size_t>(m.region) < regions_.size() &&
+            regions_[static_cast<std::size_t>(m.region)].used && m.bytes <= INT_MAX) {
+          const Region& region = regions_[static_cast<std::size_t>(m.region)];
+          const std::uint64_t size = region.sizes[static_cast<std::size_t>(rank_)];
+          if (m.offset <= size && m.bytes <= size - m.offset) {
+            data = region.base + m.offset;
+            count = static_cast<int>(m.bytes);
+          }
+        }
+        const int r = response_free_.back();
+        MPI_Request& request = requests_[static_cast<std::size_t>(response_base_ + r)];
+        if (MPI_Isend(data, count, MPI_BYTE, slot.src, kReadResponseTag, comm_, &request) ==
+            MPI_SUCCESS) {
+          response_free_.pop_back();
+          response_dest_[static_cast<std::size_t>(r)] = slot.src;
+          response_region_[static_cast<std::size_t>(r)] = m.region;
+          bytes_sent_ += static_cast<std::uint64_t>(count);
+        } else {
+          request = MPI_REQUEST_NULL;
+          mark_failed(slot.src);
+        }
+      }
+      post_request_recv(request_head_);
+      request_head_ = (request_head_ + 1) % request_ring_count_;
+    }
+  }
+
+  void reap_reads() {
+    int count = 0;
+    const int rc = MPI_Testsome(static_cast<int>(read_requests_.size()), read_requests_.data(),
+                                &count, read_indices_.data(), read_statuses_.data());
     if (count == MPI_UNDEFINED) return;
     for (int k = 0; k < count; ++k) {
-      const int index = indices_[static_cast<std::size_t>(k)];
-      const MPI_Status& status = statuses_[static_cast<std::size_t>(k)];
-      const bool ok =
-          rc == MPI_SUCCESS || (rc == MPI_ERR_IN_STATUS && status.MPI_ERROR == MPI_SUCCESS);
-      if (index < recv_count_) {
-        RecvSlot& slot = recv_slots_[static_cast<std::size_t>(index)];
-        if (ok) {
-          slot.state = RecvSlot::kDone;
-          slot.src = status.MPI_SOURCE;
-          MPI_Get_count(&status, MPI_BYTE, &slot.count);
-        } else {
-          slot.state = RecvSlot::kFailed;
-          if (status.MPI_SOURCE >= 0 && status.MPI_SOURCE < size_) mark_failed(status.MPI_SOURCE);
-        }
-      } else {
-        const int slot = index - recv_count_;
-        if (!ok) mark_failed(send_dest_[static_cast<std::size_t>(slot)]);
-        send_free_.push_back(slot);
+      const int index = read_indices_[static_cast<std::size_t>(k)];
+      const MPI_Status& status = read_statuses_[static_cast<std::size_t>(k)];
+      const bool response = static_cast<std::size_t>(index) < read_capacity_;
+      const int slot =
+          static_cast<int>(response ? index : index - static_cast<int>(read_capacity_));
+      ReadSlot& s = read_slots_[static_cast<std::size_t>(slot)];
+      bool ok = rc == MPI_SUCCESS || (rc == MPI_ERR_IN_STATUS && status.MPI_ERROR == MPI_SUCCESS);
+      if (!ok) mark_failed(s.dest);
+      if (ok && response &&
+          regions_[static_cast<std::size_t>(s.region)].mode == MpiReadMode::kMessages) {
+        int got = -1;
+        MPI_Get_count(&status, MPI_BYTE, &got);
+        ok = got == static_cast<int>(s.bytes);  // a short answer = the target refused the request
       }
+      s.ok = s.ok && ok;
+      if (--s.pending == 0) finish_read(slot, s.ok);
     }
   }
 
@@ -349,6 +543,7 @@ class MpiTransport final : public Transport {
     read_done_[(completions_head_ + completions_pending_) % read_done_.size()] = {
         read_slots_[static_cast<std::size_t>(slot)].cookie, ok};
     ++completions_pending_;
+    read_slots_[static_cast<std::size_t>(slot)] = ReadSlot{};
     read_free_.push_back(slot);
   }
 
@@ -357,13 +552,15 @@ class MpiTransport final : public Transport {
   }
 
   bool any_failed() const {
-    return local_error_ || std::any_of(failed_.begin(), failed_.end(), [](auto f) { return f; });
+    return std::any_of(failed_.begin(), failed_.end(), [](auto f) { return f != 0; });
   }
 
   // Teardown is collective (like MPI_Comm_free). With healthy peers: finish our sends while
-  // still receiving (a peer may be waiting for us to match its last packets), then agree with an
-  // Ibarrier that everyone is done, then cancel the receive ring. With a failed peer, or after
-  // teardown_timeout, give the requests back to MPI without waiting (never hang).
+  // still receiving and serving (a peer may wait for us to match its last packets or answer
+  // its reads), then agree with an Ibarrier that everyone is done, then cancel the receive
+  // rings. With a failed peer, or after kTeardownTimeoutMs, hand the requests back to MPI
+  // without waiting (never hang); the windows and the dup are then leaked on purpose, because
+  // freeing them synchronizes with the dead peer.
   void shutdown() noexcept {
     int finalized = 1;
     MPI_Finalized(&finalized);
@@ -375,7 +572,8 @@ class MpiTransport final : public Transport {
       MPI_Request barrier = MPI_REQUEST_NULL;
       bool barrier_started = false;
       for (;;) {
-        drain_discarding();
+        poll([](const ReceivedPacket&) {}, recv_count_);  // late packets are discarded
+        reap_reads();
         if (!barrier_started && send_free_.size() == static_cast<std::size_t>(send_count_)) {
           barrier_started = MPI_Ibarrier(comm_, &barrier) == MPI_SUCCESS;
           if (!barrier_started) {
@@ -398,67 +596,75 @@ class MpiTransport final : public Transport {
         }
       }
     }
-    for (int i = 0; i < recv_count_; ++i) {
+    // Receive rings: cancel (a local operation for receives) and reap.
+    for (int i = 0; i < static_cast<int>(requests_.size()); ++i) {
       MPI_Request& request = requests_[static_cast<std::size_t>(i)];
       if (request == MPI_REQUEST_NULL) continue;
-      MPI_Cancel(&request);
-      int done = 0;
-      while (!done && MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
-             clock::now() <= deadline) {
+      const bool is_receive = i < send_base_ || (i >= request_ring_base_ && i < response_base_);
+      if (is_receive) {
+        MPI_Cancel(&request);
+        int done = 0;
+        while (!done && MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+               clock::now() <= deadline) {
+        }
       }
-      if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
-    }
-    for (int i = recv_count_; i < recv_count_ + send_count_; ++i) {
-      MPI_Request& request = requests_[static_cast<std::size_t>(i)];
-      if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);  // completes in background
+      if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);  // sends finish in background
     }
     for (MPI_Request& request : read_requests_) {
       if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
     }
+    if (!clean) return;
     for (Region& region : regions_) {
-      if (!region.used) continue;
-      // MPI_Win_free synchronizes with every peer: only safe when they are all alive.
-      if (clean) {
+      if (region.used && region.mode == MpiReadMode::kRma) {
         MPI_Win_unlock_all(region.win);
         MPI_Win_free(&region.win);
       }
     }
-    if (clean) MPI_Comm_free(&comm_);
+    MPI_Comm_free(&comm_);
   }
 
-  void drain_discarding() {
-    poll([](const ReceivedPacket&) {}, recv_count_);
-  }
-
-  static constexpr int kTeardownTimeoutMs = 10000;
-
-  MpiOptions options_;
+  const MpiReadMode read_mode_;
+  const std::size_t packet_bytes_;
+  // requests_ layout: [0, send_base_) packet receives, [send_base_, request_ring_base_) packet
+  // sends, [request_ring_base_, response_base_) read-request receives, [response_base_, end)
+  // read-response sends.
+  const int recv_count_;
+  const int send_count_;
+  const int request_ring_count_;
+  const int response_count_;
+  const int send_base_;
+  const int request_ring_base_;
+  const int response_base_;
+  const std::size_t read_capacity_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 0;
-  const int recv_count_;
-  const int send_count_;
-  const std::size_t packet_bytes_;
   std::vector<std::uint8_t> failed_;
-  bool local_error_ = false;
   std::uint64_t bytes_sent_ = 0;
+  int messages_regions_ = 0;  // regions read through kMessages (progress in poll_reads)
 
-  // [0, recv_count_) receive ring, [recv_count_, +send_count_) sends.
   std::vector<MPI_Request> requests_;
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
   std::vector<std::byte> recv_slab_;
   std::vector<std::byte> send_slab_;
-  std::vector<RecvSlot> recv_slots_;
+  std::vector<RingSlot> recv_slots_;
   int recv_head_ = 0;
   std::vector<int> send_free_;
   std::vector<int> send_dest_;
+  std::vector<RingSlot> request_slots_;
+  std::vector<ReadRequestMessage> request_msgs_;
+  int request_head_ = 0;
+  std::vector<int> response_free_;
+  std::vector<int> response_dest_;
+  std::vector<int> response_region_;
 
   std::vector<Region> regions_;
   std::vector<MPI_Request> read_requests_;
-  std::vector<ReadSlot> read_slots_;
   std::vector<int> read_indices_;
   std::vector<MPI_Status> read_statuses_;
+  std::vector<ReadSlot> read_slots_;
+  std::vector<ReadRequestMessage> read_msgs_;
   std::vector<int> read_free_;
   std::vector<ReadCompletion> read_done_;  // ring of completions not yet returned
   std::size_t completions_head_ = 0;
@@ -466,6 +672,18 @@ class MpiTransport final : public Transport {
 };
 
 }  // namespace
+
+const char* to_string(MpiReadMode mode) noexcept {
+  switch (mode) {
+    case MpiReadMode::kAuto:
+      return "auto";
+    case MpiReadMode::kRma:
+      return "rma";
+    case MpiReadMode::kMessages:
+      return "messages";
+  }
+  return "unknown";
+}
 
 std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_multiple) {
   return make_mpi_transport(comm, need_thread_multiple, MpiOptions{});
@@ -487,10 +705,11 @@ std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_mu
   }
   if (options.max_packet_bytes < 1 ||
       options.max_packet_bytes > static_cast<std::size_t>(INT_MAX) || options.recv_ring < 1 ||
-      options.send_ring < 1 || options.max_outstanding_reads < 1) {
+      options.send_ring < 1 || options.max_outstanding_reads < 1 || options.read_request_ring < 1 ||
+      options.read_response_pool < 1) {
     throw std::invalid_argument(
-        "netsparse mpi transport: max_packet_bytes, recv_ring, send_ring and "
-        "max_outstanding_reads must be >= 1");
+        "netsparse mpi transport: max_packet_bytes (<= INT_MAX), recv_ring, send_ring, "
+        "max_outstanding_reads, read_request_ring and read_response_pool must be >= 1");
   }
   int provided = MPI_THREAD_SINGLE;
   MPI_Query_thread(&provided);

@@ -137,6 +137,22 @@ class InprocFabric {
 };
 
 // ---- mpi --------------------------------------------------------------------------------
+// How the MPI transport implements read().
+enum class MpiReadMode {
+  // kRma if MPI_Win_create works (Open MPI 4.1 needs an RMA-capable path for its osc/rdma
+  // component: shared memory with single-copy (CMA/xpmem/knem) or an RDMA network; over TCP
+  // windows cannot be created at all under MPI_THREAD_MULTIPLE), else kMessages.
+  // NETSPARSE_MPI_READS=auto|rma|messages overrides kAuto.
+  kAuto,
+  // MPI RMA: MPI_Rget on a window locked once with MPI_Win_lock_all; no target involvement.
+  kRma,
+  // Emulated: a small request message, answered by the target's transport from the registered
+  // region inside its poll()/poll_reads()/barrier(). Works on every MPI path, but a read only
+  // progresses while the target polls.
+  kMessages,
+};
+const char* to_string(MpiReadMode mode) noexcept;
+
 struct MpiOptions {
   // Size of each pre-posted receive buffer = largest packet. At most the shared-memory eager
   // limit (4 KiB for Open MPI's vader) keeps every packet eager.
@@ -144,6 +160,9 @@ struct MpiOptions {
   int recv_ring = 64;  // pre-posted MPI_Irecv
   int send_ring = 64;  // MPI_Isend buffers in flight; full -> kNoResource
   int max_outstanding_reads = 512;
+  MpiReadMode read_mode = MpiReadMode::kAuto;
+  int read_request_ring = 64;   // kMessages: pre-posted receives for peers' read requests
+  int read_response_pool = 64;  // kMessages: responses in flight; full -> serve later
 };
 
 // Dups the communicator (application traffic never matches ours), sets MPI_ERRORS_RETURN on the
@@ -169,7 +188,7 @@ struct VerbsOptions {
   std::size_t read_slot_bytes = 4096;  // bounce slot per outstanding read = max_read_bytes()
   // Time until a dead peer is reported (QP retry exceeded); converted to the RC ack timeout
   // exponent with retry_count retries (see rc_timeout_exponent).
-  int peer_timeout_ms = 1500;
+  int peer_timeout_ms = 1000;
   int retry_count = 7;  // transport retries (0..7)
   int cq_batch = 32;    // completions taken per ibv_poll_cq call
 

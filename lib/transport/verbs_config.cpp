@@ -3,6 +3,7 @@
 #include "transport/verbs_config.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -18,10 +19,13 @@ namespace {
 
 // Parses the whole of `text` as a decimal integer in [lo, hi]; throws naming `what`.
 long long parse_int(const char* what, const std::string& text, long long lo, long long hi) {
+  // strtoll alone would accept leading blanks and '+': be strict, the value is a setting.
+  const bool starts_ok = !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) ||
+                                           (text[0] == '-' && text.size() > 1));
   errno = 0;
   char* end = nullptr;
   const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || value < lo ||
+  if (!starts_ok || end != text.c_str() + text.size() || errno == ERANGE || value < lo ||
       value > hi) {
     throw std::runtime_error(std::string("netsparse: environment variable ") + what + "='" + text +
                              "' is not an integer in [" + std::to_string(lo) + ", " +
