@@ -1,0 +1,254 @@
+/* NetSparse public C API: a Remote Indexed Gather (RIG) verb beside a plain RDMA READ, in the
+ * style of libibverbs.
+ *
+ *   open a context (in-process fabric or MPI communicator: netsparse_mpi.h)
+ *   -> register the local property array (collective)
+ *   -> create completion queues and queue pairs
+ *   -> ns_post_send(qp, chain of ns_send_wr, &bad_wr)   opcode NS_WR_RIG or NS_WR_RDMA_READ
+ *   -> ns_poll_cq(cq, n, wc)                             status per work request
+ *
+ * Every call returns an ns_status_t (0 ok, negative error) or documents otherwise; the reason of
+ * the last failure of the calling thread is in ns_last_error(). Layouts, statuses, threading and
+ * examples: docs/api.md.
+ *
+ * Pure C11 (and C++) header; no MPI or verbs header is needed to use it. */
+#ifndef NETSPARSE_NETSPARSE_H
+#define NETSPARSE_NETSPARSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status -------------------------------------------------------------------------------- */
+typedef int ns_status_t; /* 0 ok, 1 in progress, negative = error */
+enum {
+  NS_OK = 0,
+  NS_INPROGRESS = 1,
+  NS_ERR_INVALID = -1,          /* invalid argument (see ns_last_error) */
+  NS_ERR_NO_MEMORY = -2,        /* allocation failed */
+  NS_ERR_NO_RESOURCE = -3,      /* queue full: poll completions (progress) and retry */
+  NS_ERR_TRANSPORT = -4,        /* the transport failed (device, MPI, peer) */
+  NS_ERR_TIMEOUT = -5,          /* a wait ran out of time */
+  NS_ERR_UNSUPPORTED = -6,      /* not available in this build or on this transport */
+  NS_ERR_MPI_THREAD_LEVEL = -7, /* the MPI library does not provide the thread level needed */
+  NS_ERR_NOT_REGISTERED = -8,   /* no property region registered */
+  NS_ERR_STATE = -9             /* wrong state (object busy, already registered, ...) */
+};
+/* Static text of a status; "unknown status" for values not listed above. */
+const char* ns_status_str(ns_status_t s);
+/* Why the last failing NetSparse call of this thread failed (file-free, human readable). Valid
+ * until the next failing call on this thread. "" if nothing failed yet. */
+const char* ns_last_error(void);
+const char* ns_version_string(void); /* defined by the shared library (libnetsparse) */
+
+/* ---- objects ------------------------------------------------------------------------------- */
+typedef struct ns_context ns_context; /* one engine: progress thread, units, transport */
+typedef struct ns_cq ns_cq;           /* completion queue */
+typedef struct ns_qp ns_qp;           /* queue pair: a bounded command ring towards the engine */
+typedef struct ns_mr ns_mr;           /* the registered (distributed) property array */
+typedef struct ns_fabric ns_fabric;   /* in-process fabric: N nodes = threads of this process */
+
+enum ns_transport {
+  NS_TRANSPORT_AUTO = 0,
+  NS_TRANSPORT_MPI,
+  NS_TRANSPORT_VERBS,
+  NS_TRANSPORT_INPROC
+};
+enum ns_progress_mode {
+  NS_PROGRESS_THREAD = 0, /* a progress thread per context: the emulated NIC */
+  NS_PROGRESS_INLINE = 1  /* no thread: ns_poll_cq / ns_cq_wait / ns_progress drive the engine */
+};
+/* Ablations: switch one mechanism off. */
+enum ns_context_flags {
+  NS_CTX_NO_FILTER = 1u << 0,   /* no Idx Filter (and no per-WR positional de-duplication) */
+  NS_CTX_NO_COALESCE = 1u << 1, /* a PR for an idx already pending is sent again */
+  NS_CTX_NO_CONCAT = 1u << 2    /* every PR leaves in its own packet */
+};
+enum ns_context_attr_mask {
+  NS_CTX_ATTR_TRANSPORT = 1u << 0,
+  NS_CTX_ATTR_UNITS = 1u << 1,
+  NS_CTX_ATTR_PROGRESS = 1u << 2,
+  NS_CTX_ATTR_PACKET = 1u << 3,
+  NS_CTX_ATTR_DELAY = 1u << 4,
+  NS_CTX_ATTR_PENDING = 1u << 5,
+  NS_CTX_ATTR_WATCHDOG = 1u << 6,
+  NS_CTX_ATTR_FLAGS = 1u << 7,
+  NS_CTX_ATTR_BATCH = 1u << 8,
+  NS_CTX_ATTR_VIRTUAL_QUEUES = 1u << 9
+};
+/* Context parameters. Only the fields named in comp_mask are read; the others take their
+ * default, so a zeroed struct (or NULL) means "all defaults" and the struct can grow. */
+struct ns_context_attr {
+  uint64_t comp_mask;    /* ns_context_attr_mask bits of the fields that are set */
+  int transport;         /* enum ns_transport; AUTO honours NETSPARSE_TRANSPORT */
+  int num_client_units;  /* default 2 (1..1024) */
+  int num_server_units;  /* default 2 (1..1024) */
+  int progress_mode;     /* enum ns_progress_mode, default THREAD */
+  uint32_t packet_bytes; /* concatenation queue capacity, default 1500; capped by the transport */
+  uint64_t concat_delay_ns; /* expiration delay of a concatenation queue, default 2000 */
+  uint32_t pending_entries; /* Pending PR Table entries per client unit, default 256 */
+  uint32_t
+      watchdog_ms;    /* per RIG work request, measured from ns_post_send; default 5000; 0 = off */
+  uint32_t flags;     /* ns_context_flags (ablations), default 0 */
+  uint32_t idx_chunk; /* idxs a client unit copies into its Idx buffer at once, default 512 */
+  int virtual_queues; /* nonzero: virtualized concatenation queues (paper §7.2), default 0 */
+};
+
+/* ---- in-process fabric (tests, emulation) -------------------------------------------------- */
+ns_status_t ns_fabric_create(int nodes, ns_fabric** out);
+void ns_fabric_destroy(ns_fabric* fabric); /* after every context on it is closed */
+/* Test hook: node dies silently (its packets vanish; survivors only notice by their watchdog). */
+ns_status_t ns_fabric_kill_node(ns_fabric* fabric, int node);
+/* As above, but the survivors' transport reports the failure (like RC verbs after retries). */
+ns_status_t ns_fabric_kill_node_reported(ns_fabric* fabric, int node);
+
+/* ---- context ------------------------------------------------------------------------------- */
+/* Node `node` of the fabric; each node is opened once (typically from its own thread). */
+ns_status_t ns_open_inproc(ns_fabric* fabric, int node, const struct ns_context_attr* attr,
+                           ns_context** out);
+/* ns_open_mpi(MPI_Comm, attr, out) is declared in netsparse_mpi.h. */
+/* Destroys the context. If a property region is still registered it is deregistered first
+ * (collective then, see ns_dereg_props). Fails with NS_ERR_STATE while queue pairs or
+ * completion queues exist. */
+ns_status_t ns_close(ns_context* ctx);
+int ns_rank(const ns_context* ctx);
+int ns_size(const ns_context* ctx);
+const char* ns_transport_name(const ns_context* ctx); /* "inproc", "mpi" or "verbs" */
+
+/* INLINE mode: runs the engine once (poll the transport, step every unit, watchdog). Returns the
+ * amount of work done (0 = idle) or a negative ns_status_t. A no-op returning 0 in THREAD mode.
+ * In INLINE mode the engine also serves the peers' requests only while some thread calls this
+ * (or ns_poll_cq / ns_cq_wait / ns_quiesce). */
+int ns_progress(ns_context* ctx);
+/* Collective and non-blocking for the peers: keeps serving them until every live node has
+ * called ns_quiesce (and has no work request in flight). Afterwards no peer needs this node's
+ * engine until it posts again, so the application may block in its own collectives (e.g. an
+ * MPI_Barrier in INLINE mode). Peers known to have failed are not waited for.
+ * NS_ERR_TIMEOUT after timeout_ms (< 0: wait forever). */
+ns_status_t ns_quiesce(ns_context* ctx, int timeout_ms);
+
+/* ---- property region ----------------------------------------------------------------------- */
+/* Collective. The local property array: local_rows rows of prop_bytes bytes each at base (row r
+ * of this node is global row row_offsets[rank] + r). row_offsets has size + 1 entries: node p
+ * owns global rows [row_offsets[p], row_offsets[p + 1]) (the 1D partition; equal blocks are
+ * detected and solved in O(1), otherwise O(log size)). One region per context at a time; base
+ * must stay valid and unchanged (it is read by peers) until ns_dereg_props. */
+ns_status_t ns_reg_props(ns_context* ctx, void* base, uint64_t local_rows, uint32_t prop_bytes,
+                         const uint64_t* row_offsets, ns_mr** out);
+/* Collective: quiesces (see ns_quiesce), then releases the region. Fails with NS_ERR_STATE while
+ * work requests on it are in flight. After a peer failure the teardown is local. */
+ns_status_t ns_dereg_props(ns_mr* mr);
+uint32_t ns_mr_prop_bytes(const ns_mr* mr);
+uint64_t ns_mr_total_rows(const ns_mr* mr); /* row_offsets[size] */
+
+/* ---- queues -------------------------------------------------------------------------------- */
+ns_status_t ns_create_cq(ns_context* ctx, int cqe, ns_cq** out);
+ns_status_t ns_destroy_cq(ns_cq* cq); /* NS_ERR_STATE while a queue pair uses it */
+/* max_send_wr: work requests that may be outstanding (posted, not yet completed) at once. */
+ns_status_t ns_create_qp(ns_context* ctx, ns_cq* send_cq, int max_send_wr, ns_qp** out);
+ns_status_t ns_destroy_qp(ns_qp* qp); /* NS_ERR_STATE while work requests are outstanding */
+
+/* ---- work requests ------------------------------------------------------------------------- */
+enum ns_wr_opcode { NS_WR_RIG = 0, NS_WR_RDMA_READ = 1 };
+enum ns_rig_layout {
+  /* Property of idx i goes to out + (i - window_base) * prop_bytes; every idx must lie in
+   * [window_base, window_base + window_len) (else NS_WC_LOC_INV_REQ). Uses the Idx Filter. */
+  NS_RIG_LAYOUT_INDEXED = 0,
+  /* Property of the j-th idx goes to out + j * prop_bytes (repeats are filled locally). */
+  NS_RIG_LAYOUT_POSITIONAL = 1
+};
+enum ns_send_flags {
+  NS_SEND_SIGNALED = 1u << 0, /* a completion also on success (errors always complete) */
+  NS_SEND_NEW_EPOCH = 1u << 1 /* reset the Idx Filter before this WR (waits for earlier WRs) */
+};
+struct ns_send_wr {
+  uint64_t wr_id;          /* echoed in the completion */
+  struct ns_send_wr* next; /* chain; NULL ends it */
+  int opcode;              /* enum ns_wr_opcode */
+  unsigned send_flags;     /* enum ns_send_flags */
+  union {
+    struct {
+      ns_mr* mr;
+      const uint64_t* idx; /* count global row ids; read by the engine until completion */
+      uint64_t count;      /* < 2^40 */
+      void* out;           /* written by the engine until completion */
+      int layout;          /* enum ns_rig_layout */
+      uint64_t window_base, window_len; /* INDEXED only */
+    } rig;
+    struct {
+      ns_mr* mr;
+      uint64_t idx;
+      void* out; /* one property */
+    } rdma_read;
+  } wr;
+};
+/* Validates and queues the chain. Stops at the first WR that is invalid (NS_ERR_INVALID) or does
+ * not fit (NS_ERR_NO_RESOURCE: max_send_wr outstanding); *bad_wr then points at it and the WRs
+ * before it are posted. One doorbell per chain. Thread-safe (one lock per chain per QP). */
+ns_status_t ns_post_send(ns_qp* qp, struct ns_send_wr* wr, struct ns_send_wr** bad_wr);
+
+/* ---- completions --------------------------------------------------------------------------- */
+enum ns_wc_status {
+  NS_WC_SUCCESS = 0,
+  NS_WC_WATCHDOG_TIMEOUT, /* not done within watchdog_ms; the output is invalid */
+  NS_WC_REM_INV_REQ,      /* some idx is outside the owner's registered rows */
+  NS_WC_TRANSPORT_ERR,    /* the transport failed or a needed peer is known dead */
+  NS_WC_WR_FLUSH_ERR,     /* flushed (context torn down) */
+  NS_WC_LOC_INV_REQ       /* some idx is outside the WR's window (INDEXED) */
+};
+const char* ns_wc_status_str(int status); /* "unknown status" fallback */
+const char* ns_wr_opcode_str(int opcode); /* "unknown opcode" fallback */
+struct ns_wc {
+  uint64_t wr_id;
+  int status;          /* enum ns_wc_status */
+  int opcode;          /* enum ns_wr_opcode */
+  uint32_t vendor_err; /* 0, or a transport error detail */
+  uint64_t count;      /* SUCCESS: idxs gathered; LOC_INV_REQ: position of the offending idx */
+};
+/* Up to num_entries completions; >= 0 = how many, < 0 = ns_status_t. Never blocks. Drives the
+ * engine in INLINE mode. Thread-safe. Completions of one QP may come out of post order. */
+int ns_poll_cq(ns_cq* cq, int num_entries, struct ns_wc* wc);
+/* As ns_poll_cq, but waits up to timeout_ms (< 0: forever) for at least one completion, backing
+ * off (spin, yield, then sleep) instead of burning a core. 0 = timed out. */
+int ns_cq_wait(ns_cq* cq, int num_entries, struct ns_wc* wc, int timeout_ms);
+
+/* ---- statistics (the paper's Table 7) ------------------------------------------------------ */
+enum ns_stat {
+  NS_STAT_PRS_REQUESTED, /* idxs classified by the client units = the four below */
+  NS_STAT_PRS_FILTERED,  /* dropped: already fetched (Idx Filter / earlier position in the WR) */
+  NS_STAT_PRS_COALESCED, /* dropped: already pending in the same unit */
+  NS_STAT_PRS_LOCAL,     /* owned by this node: copied locally */
+  NS_STAT_PRS_SENT,      /* read PRs sent */
+  NS_STAT_READ_PACKETS,
+  NS_STAT_RESPONSE_PACKETS,
+  NS_STAT_READ_BYTES,     /* wire bytes of read packets (with the 50 B upper-layer model) */
+  NS_STAT_RESPONSE_BYTES, /* wire bytes of response packets */
+  NS_STAT_HEADER_BYTES,   /* upper layer 50 + concatenation 14 per packet + 18 per PR */
+  NS_STAT_PAYLOAD_BYTES,  /* property bytes in responses; HEADER + PAYLOAD == WIRE */
+  NS_STAT_WIRE_BYTES,
+  NS_STAT_STALLS,          /* a client unit stopped because its Pending PR Table was full */
+  NS_STAT_EXPIRATIONS,     /* concatenation queues sent because their expiration time passed */
+  NS_STAT_TIMEOUTS,        /* work requests completed by the watchdog */
+  NS_STAT_RDMA_READS,      /* NS_WR_RDMA_READ issued */
+  NS_STAT_SERVER_PRS,      /* read PRs answered by this node's server units (invalid ones too) */
+  NS_STAT_INVALID_PRS,     /* read PRs answered as invalid (idx outside the registered rows) */
+  NS_STAT_MALFORMED,       /* packets or PRs dropped by validation (decode error, bad unit, ...) */
+  NS_STAT_STALE_RESPONSES, /* responses that matched no pending entry (dropped) */
+  NS_STAT__COUNT
+};
+const char* ns_stat_name(int which); /* "prs_requested", ...; NULL if out of range */
+uint64_t ns_stat_get(const ns_context* ctx, int which); /* 0 for unknown `which` */
+double ns_stat_prs_per_packet(const ns_context* ctx);   /* mean PRs per packet, both types */
+void ns_stats_reset(ns_context* ctx);
+/* Writes the statistics as one JSON object (snprintf semantics: returns the length it needs,
+ * excluding the NUL; output truncated if len is too small; negative on error). */
+int ns_stats_json(const ns_context* ctx, char* buf, size_t len);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* NETSPARSE_NETSPARSE_H */

@@ -1,0 +1,320 @@
+// NetSparse C++ layer over the C API of netsparse.h: RAII handles, spans, and exceptions
+// (netsparse::Error, a std::system_error in the "netsparse" error category whose value is the
+// ns_status_t). Header-only; every call maps to one C call. For MPI see netsparse_mpi.h
+// (netsparse::open_mpi).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "netsparse/netsparse.h"
+
+namespace netsparse {
+
+// ---- errors ---------------------------------------------------------------------------------
+class ErrorCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "netsparse"; }
+  std::string message(int status) const override { return ns_status_str(status); }
+};
+inline const std::error_category& error_category() noexcept {
+  static const ErrorCategory category;
+  return category;
+}
+inline std::error_code make_error_code(ns_status_t status) noexcept {
+  return {status, error_category()};
+}
+
+// Thrown by every wrapper on a negative status: code() is the ns_status_t in error_category(),
+// what() names the call and carries ns_last_error().
+class Error : public std::system_error {
+ public:
+  Error(ns_status_t status, const std::string& what)
+      : std::system_error(make_error_code(status), what) {}
+  ns_status_t status() const noexcept { return code().value(); }
+};
+
+namespace detail {
+inline void check(ns_status_t status, const char* call) {
+  if (status >= 0) return;
+  std::string what = call;
+  const char* reason = ns_last_error();
+  if (reason != nullptr && reason[0] != '\0') {
+    what += ": ";
+    what += reason;
+  }
+  throw Error(status, what);
+}
+// Owns one C handle; move-only.
+template <class T, ns_status_t (*Destroy)(T*)>
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(T* h) noexcept : h_(h) {}
+  Handle(Handle&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() { reset(); }
+  T* get() const noexcept { return h_; }
+  T* release() noexcept { return std::exchange(h_, nullptr); }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+  // Destroys now and reports a failure (the destructor cannot).
+  void close(const char* call) {
+    if (h_ == nullptr) return;
+    const ns_status_t s = Destroy(h_);
+    if (s >= 0) h_ = nullptr;
+    check(s, call);
+  }
+
+ private:
+  void reset() noexcept {
+    if (h_ != nullptr) (void)Destroy(std::exchange(h_, nullptr));
+  }
+  T* h_ = nullptr;
+};
+inline ns_status_t destroy_fabric(ns_fabric* f) {
+  ns_fabric_destroy(f);
+  return NS_OK;
+}
+}  // namespace detail
+
+enum class Layout : int {
+  kIndexed = NS_RIG_LAYOUT_INDEXED,
+  kPositional = NS_RIG_LAYOUT_POSITIONAL
+};
+
+// ns_context_attr with named setters; each setter also sets its comp_mask bit.
+class ContextAttr {
+ public:
+  ContextAttr() = default;
+  ContextAttr& transport(ns_transport t) {
+    return set(NS_CTX_ATTR_TRANSPORT, a_.transport, int{t});
+  }
+  ContextAttr& units(int client, int server) {
+    a_.num_server_units = server;
+    return set(NS_CTX_ATTR_UNITS, a_.num_client_units, client);
+  }
+  ContextAttr& progress(ns_progress_mode m) {
+    return set(NS_CTX_ATTR_PROGRESS, a_.progress_mode, int{m});
+  }
+  ContextAttr& packet_bytes(std::uint32_t b) { return set(NS_CTX_ATTR_PACKET, a_.packet_bytes, b); }
+  ContextAttr& concat_delay(std::chrono::nanoseconds d) {
+    return set(NS_CTX_ATTR_DELAY, a_.concat_delay_ns, static_cast<std::uint64_t>(d.count()));
+  }
+  ContextAttr& pending_entries(std::uint32_t n) {
+    return set(NS_CTX_ATTR_PENDING, a_.pending_entries, n);
+  }
+  ContextAttr& watchdog(std::chrono::milliseconds ms) {
+    return set(NS_CTX_ATTR_WATCHDOG, a_.watchdog_ms, static_cast<std::uint32_t>(ms.count()));
+  }
+  ContextAttr& flags(std::uint32_t f) { return set(NS_CTX_ATTR_FLAGS, a_.flags, f); }
+  ContextAttr& idx_chunk(std::uint32_t n) { return set(NS_CTX_ATTR_BATCH, a_.idx_chunk, n); }
+  ContextAttr& virtual_queues(bool on) {
+    return set(NS_CTX_ATTR_VIRTUAL_QUEUES, a_.virtual_queues, on ? 1 : 0);
+  }
+  const ns_context_attr* get() const noexcept { return &a_; }
+
+ private:
+  template <class F, class V>
+  ContextAttr& set(std::uint64_t bit, F& field, V value) {
+    field = static_cast<F>(value);
+    a_.comp_mask |= bit;
+    return *this;
+  }
+  ns_context_attr a_{};
+};
+
+// An in-process fabric of N nodes (threads of this process).
+class Fabric {
+ public:
+  explicit Fabric(int nodes) {
+    ns_fabric* f = nullptr;
+    detail::check(ns_fabric_create(nodes, &f), "ns_fabric_create");
+    h_ = Handle(f);
+  }
+  void kill(int node, bool reported = false) {
+    detail::check(
+        reported ? ns_fabric_kill_node_reported(get(), node) : ns_fabric_kill_node(get(), node),
+        "ns_fabric_kill_node");
+  }
+  ns_fabric* get() const noexcept { return h_.get(); }
+
+ private:
+  using Handle = detail::Handle<ns_fabric, detail::destroy_fabric>;
+  Handle h_;
+};
+
+class Context {
+ public:
+  Context() = default;
+  explicit Context(ns_context* adopt) noexcept : h_(adopt) {}
+  static Context inproc(Fabric& fabric, int node, const ContextAttr& attr = ContextAttr{}) {
+    ns_context* c = nullptr;
+    detail::check(ns_open_inproc(fabric.get(), node, attr.get(), &c), "ns_open_inproc");
+    return Context(c);
+  }
+  int rank() const noexcept { return ns_rank(get()); }
+  int size() const noexcept { return ns_size(get()); }
+  std::string transport_name() const { return ns_transport_name(get()); }
+  int progress() {
+    const int r = ns_progress(get());
+    detail::check(r < 0 ? r : 0, "ns_progress");
+    return r;
+  }
+  // false on timeout.
+  bool quiesce(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) {
+    const ns_status_t s = ns_quiesce(get(), static_cast<int>(timeout.count()));
+    if (s == NS_ERR_TIMEOUT) return false;
+    detail::check(s, "ns_quiesce");
+    return true;
+  }
+  std::uint64_t stat(ns_stat which) const noexcept { return ns_stat_get(get(), which); }
+  double prs_per_packet() const noexcept { return ns_stat_prs_per_packet(get()); }
+  void stats_reset() noexcept { ns_stats_reset(get()); }
+  std::string stats_json() const {
+    const int n = ns_stats_json(get(), nullptr, 0);
+    detail::check(n < 0 ? n : 0, "ns_stats_json");
+    std::string s(static_cast<std::size_t>(n) + 1, '\0');
+    ns_stats_json(get(), s.data(), s.size());
+    s.resize(static_cast<std::size_t>(n));
+    return s;
+  }
+  void close() { h_.close("ns_close"); }
+  ns_context* get() const noexcept { return h_.get(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(h_); }
+
+ private:
+  detail::Handle<ns_context, ns_close> h_;
+};
+
+// The registered local block of the distributed property array (collective).
+class PropertyRegion {
+ public:
+  PropertyRegion() = default;
+  PropertyRegion(Context& ctx, void* base, std::uint64_t local_rows, std::uint32_t prop_bytes,
+                 std::span<const std::uint64_t> row_offsets) {
+    if (row_offsets.size() != static_cast<std::size_t>(ctx.size()) + 1) {
+      throw Error(NS_ERR_INVALID, "PropertyRegion: row_offsets needs size() + 1 entries");
+    }
+    ns_mr* m = nullptr;
+    detail::check(ns_reg_props(ctx.get(), base, local_rows, prop_bytes, row_offsets.data(), &m),
+                  "ns_reg_props");
+    h_ = Handle(m);
+  }
+  // Rows of `row_elems` elements of T each (e.g. K floats).
+  template <class T>
+  PropertyRegion(Context& ctx, std::span<T> local, std::size_t row_elems,
+                 std::span<const std::uint64_t> row_offsets)
+      : PropertyRegion(ctx, local.data(), row_elems == 0 ? 0 : local.size() / row_elems,
+                       static_cast<std::uint32_t>(row_elems * sizeof(T)), row_offsets) {}
+  std::uint32_t prop_bytes() const noexcept { return ns_mr_prop_bytes(get()); }
+  std::uint64_t total_rows() const noexcept { return ns_mr_total_rows(get()); }
+  void close() { h_.close("ns_dereg_props"); }
+  ns_mr* get() const noexcept { return h_.get(); }
+
+ private:
+  using Handle = detail::Handle<ns_mr, ns_dereg_props>;
+  Handle h_;
+};
+
+class Cq {
+ public:
+  Cq() = default;
+  Cq(Context& ctx, int cqe) {
+    ns_cq* c = nullptr;
+    detail::check(ns_create_cq(ctx.get(), cqe, &c), "ns_create_cq");
+    h_ = Handle(c);
+  }
+  // Completions written into wc; returns how many (never blocks).
+  std::size_t poll(std::span<ns_wc> wc) {
+    const int n = ns_poll_cq(get(), static_cast<int>(wc.size()), wc.data());
+    detail::check(n < 0 ? n : 0, "ns_poll_cq");
+    return static_cast<std::size_t>(n);
+  }
+  // Waits (backing off) up to timeout for at least one completion; 0 = timed out.
+  std::size_t wait(std::span<ns_wc> wc,
+                   std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) {
+    const int n = ns_cq_wait(get(), static_cast<int>(wc.size()), wc.data(),
+                             static_cast<int>(timeout.count()));
+    detail::check(n < 0 ? n : 0, "ns_cq_wait");
+    return static_cast<std::size_t>(n);
+  }
+  void close() { h_.close("ns_destroy_cq"); }
+  ns_cq* get() const noexcept { return h_.get(); }
+
+ private:
+  using Handle = detail::Handle<ns_cq, ns_destroy_cq>;
+  Handle h_;
+};
+
+// Work-request builders (fill the union member of the opcode; chain with .next).
+inline ns_send_wr rig_wr(std::uint64_t wr_id, const PropertyRegion& mr,
+                         std::span<const std::uint64_t> idx, void* out, Layout layout,
+                         std::uint64_t window_base = 0, std::uint64_t window_len = 0,
+                         unsigned send_flags = NS_SEND_SIGNALED) {
+  ns_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = NS_WR_RIG;
+  wr.send_flags = send_flags;
+  wr.wr.rig.mr = mr.get();
+  wr.wr.rig.idx = idx.data();
+  wr.wr.rig.count = idx.size();
+  wr.wr.rig.out = out;
+  wr.wr.rig.layout = static_cast<int>(layout);
+  wr.wr.rig.window_base = window_base;
+  wr.wr.rig.window_len = window_len;
+  return wr;
+}
+inline ns_send_wr rdma_read_wr(std::uint64_t wr_id, const PropertyRegion& mr, std::uint64_t idx,
+                               void* out, unsigned send_flags = NS_SEND_SIGNALED) {
+  ns_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = NS_WR_RDMA_READ;
+  wr.send_flags = send_flags;
+  wr.wr.rdma_read.mr = mr.get();
+  wr.wr.rdma_read.idx = idx;
+  wr.wr.rdma_read.out = out;
+  return wr;
+}
+
+class Qp {
+ public:
+  Qp() = default;
+  Qp(Context& ctx, Cq& cq, int max_send_wr) {
+    ns_qp* q = nullptr;
+    detail::check(ns_create_qp(ctx.get(), cq.get(), max_send_wr, &q), "ns_create_qp");
+    h_ = Handle(q);
+  }
+  // Posts a chain. Returns NS_OK, or NS_ERR_NO_RESOURCE with *bad_wr set (the queue is full:
+  // poll and retry from *bad_wr). Throws on invalid work requests.
+  ns_status_t try_post(ns_send_wr& first, ns_send_wr** bad_wr) {
+    const ns_status_t s = ns_post_send(get(), &first, bad_wr);
+    if (s == NS_ERR_NO_RESOURCE) return s;
+    detail::check(s, "ns_post_send");
+    return s;
+  }
+  // Posts a chain or throws (also when the queue is full).
+  void post(ns_send_wr& first) {
+    ns_send_wr* bad = nullptr;
+    detail::check(ns_post_send(get(), &first, &bad), "ns_post_send");
+  }
+  void close() { h_.close("ns_destroy_qp"); }
+  ns_qp* get() const noexcept { return h_.get(); }
+
+ private:
+  using Handle = detail::Handle<ns_qp, ns_destroy_qp>;
+  Handle h_;
+};
+
+}  // namespace netsparse

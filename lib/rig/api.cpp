@@ -1,0 +1,478 @@
+// The C API of netsparse.h over the RIG engine. Every entry point validates its arguments,
+// catches every exception (none crosses the C boundary) and records the reason of a failure for
+// ns_last_error().
+#include <cinttypes>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "netsparse/config.h"
+#include "netsparse/netsparse.h"
+#include "rig/engine.hpp"
+#include "transport/transport.hpp"
+
+using netsparse::rig::Backoff;
+using netsparse::rig::Config;
+using netsparse::rig::Engine;
+using netsparse::rig::set_last_error;
+
+namespace netsparse::rig {
+namespace {
+thread_local std::string t_last_error;
+}
+void set_last_error(const std::string& what) {
+  t_last_error = what;
+}
+}  // namespace netsparse::rig
+
+struct ns_fabric {
+  explicit ns_fabric(int nodes) : fabric(nodes), opened(static_cast<std::size_t>(nodes)) {}
+  netsparse::transport::InprocFabric fabric;
+  std::vector<std::atomic<bool>> opened;
+};
+
+namespace {
+
+// Runs f, turning exceptions into a status plus ns_last_error().
+template <class F>
+ns_status_t guarded(const char* call, F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    set_last_error(std::string(call) + ": out of memory");
+    return NS_ERR_NO_MEMORY;
+  } catch (const std::invalid_argument& e) {
+    set_last_error(std::string(call) + ": " + e.what());
+    return NS_ERR_INVALID;
+  } catch (const std::length_error& e) {
+    set_last_error(std::string(call) + ": " + e.what());
+    return NS_ERR_UNSUPPORTED;
+  } catch (const std::logic_error& e) {
+    set_last_error(std::string(call) + ": " + e.what());
+    return NS_ERR_STATE;
+  } catch (const std::exception& e) {
+    set_last_error(std::string(call) + ": " + e.what());
+    return NS_ERR_TRANSPORT;
+  } catch (...) {
+    set_last_error(std::string(call) + ": unknown exception");
+    return NS_ERR_TRANSPORT;
+  }
+}
+
+ns_status_t invalid(const char* call, const char* why) {
+  set_last_error(std::string(call) + ": " + why);
+  return NS_ERR_INVALID;
+}
+
+}  // namespace
+
+// ---- strings -------------------------------------------------------------------------------
+extern "C" const char* ns_status_str(ns_status_t s) {
+  switch (s) {
+    case NS_OK:
+      return "success";
+    case NS_INPROGRESS:
+      return "in progress";
+    case NS_ERR_INVALID:
+      return "invalid argument";
+    case NS_ERR_NO_MEMORY:
+      return "out of memory";
+    case NS_ERR_NO_RESOURCE:
+      return "no resource (queue full): progress and retry";
+    case NS_ERR_TRANSPORT:
+      return "transport error";
+    case NS_ERR_TIMEOUT:
+      return "timed out";
+    case NS_ERR_UNSUPPORTED:
+      return "not supported";
+    case NS_ERR_MPI_THREAD_LEVEL:
+      return "insufficient MPI thread level";
+    case NS_ERR_NOT_REGISTERED:
+      return "no property region registered";
+    case NS_ERR_STATE:
+      return "invalid state";
+    default:
+      return "unknown status";
+  }
+}
+
+extern "C" const char* ns_last_error(void) {
+  return netsparse::rig::t_last_error.c_str();
+}
+
+extern "C" const char* ns_wc_status_str(int status) {
+  static const char* const kText[] = {
+      "success",
+      "watchdog timeout (output invalid)",
+      "remote invalid request (idx outside the owner's rows)",
+      "transport error",
+      "work request flushed",
+      "local invalid request (idx outside the window)",
+  };
+  if (status < 0 || status >= static_cast<int>(sizeof kText / sizeof kText[0])) {
+    return "unknown status";
+  }
+  return kText[status];
+}
+
+extern "C" const char* ns_wr_opcode_str(int opcode) {
+  switch (opcode) {
+    case NS_WR_RIG:
+      return "RIG";
+    case NS_WR_RDMA_READ:
+      return "RDMA_READ";
+    default:
+      return "unknown opcode";
+  }
+}
+
+// ---- fabric --------------------------------------------------------------------------------
+extern "C" ns_status_t ns_fabric_create(int nodes, ns_fabric** out) {
+  if (out == nullptr) return invalid("ns_fabric_create", "out is NULL");
+  if (nodes < 1 || nodes > 4096) return invalid("ns_fabric_create", "nodes must be in 1..4096");
+  return guarded("ns_fabric_create", [&]() -> ns_status_t {
+    *out = new ns_fabric(nodes);
+    return NS_OK;
+  });
+}
+
+extern "C" void ns_fabric_destroy(ns_fabric* fabric) {
+  delete fabric;
+}
+
+static ns_status_t kill_node(ns_fabric* fabric, int node, bool reported) {
+  if (fabric == nullptr) return invalid("ns_fabric_kill_node", "fabric is NULL");
+  if (node < 0 || node >= fabric->fabric.nodes())
+    return invalid("ns_fabric_kill_node", "no such node");
+  return guarded("ns_fabric_kill_node", [&]() -> ns_status_t {
+    fabric->fabric.kill(node, reported ? netsparse::transport::FailureVisibility::kReported
+                                       : netsparse::transport::FailureVisibility::kSilent);
+    return NS_OK;
+  });
+}
+extern "C" ns_status_t ns_fabric_kill_node(ns_fabric* fabric, int node) {
+  return kill_node(fabric, node, false);
+}
+extern "C" ns_status_t ns_fabric_kill_node_reported(ns_fabric* fabric, int node) {
+  return kill_node(fabric, node, true);
+}
+
+// ---- context -------------------------------------------------------------------------------
+extern "C" ns_status_t ns_open_inproc(ns_fabric* fabric, int node, const ns_context_attr* attr,
+                                      ns_context** out) {
+  if (fabric == nullptr || out == nullptr)
+    return invalid("ns_open_inproc", "fabric or out is NULL");
+  if (node < 0 || node >= fabric->fabric.nodes()) return invalid("ns_open_inproc", "no such node");
+  return guarded("ns_open_inproc", [&]() -> ns_status_t {
+    const Config cfg = Config::from_attr(attr);
+    if (cfg.transport != NS_TRANSPORT_AUTO && cfg.transport != NS_TRANSPORT_INPROC) {
+      return invalid("ns_open_inproc", "an in-process fabric only has the inproc transport");
+    }
+    if (fabric->opened[static_cast<std::size_t>(node)].exchange(true)) {
+      set_last_error("ns_open_inproc: node " + std::to_string(node) + " is already open");
+      return NS_ERR_STATE;
+    }
+    *out = new ns_context(fabric->fabric.endpoint(node), cfg);
+    return NS_OK;
+  });
+}
+
+extern "C" ns_status_t ns_close(ns_context* ctx) {
+  if (ctx == nullptr) return NS_OK;
+  if (ctx->live_objects() != 0) {
+    set_last_error("ns_close: destroy the queue pairs and completion queues first");
+    return NS_ERR_STATE;
+  }
+  return guarded("ns_close", [&]() -> ns_status_t {
+    if (netsparse::rig::Region* r = ctx->region()) {
+      const ns_status_t s = ctx->deregister_region(r);
+      if (s < 0) return s;
+    }
+    delete ctx;
+    return NS_OK;
+  });
+}
+
+extern "C" int ns_rank(const ns_context* ctx) {
+  return ctx == nullptr ? -1 : ctx->rank();
+}
+extern "C" int ns_size(const ns_context* ctx) {
+  return ctx == nullptr ? -1 : ctx->size();
+}
+extern "C" const char* ns_transport_name(const ns_context* ctx) {
+  return ctx == nullptr ? "none" : ctx->transport_name();
+}
+
+extern "C" int ns_progress(ns_context* ctx) {
+  if (ctx == nullptr) return invalid("ns_progress", "ctx is NULL");
+  return guarded("ns_progress", [&]() -> ns_status_t { return ctx->progress_inline(); });
+}
+
+extern "C" ns_status_t ns_quiesce(ns_context* ctx, int timeout_ms) {
+  if (ctx == nullptr) return invalid("ns_quiesce", "ctx is NULL");
+  return guarded("ns_quiesce", [&]() -> ns_status_t { return ctx->quiesce(timeout_ms); });
+}
+
+// ---- region --------------------------------------------------------------------------------
+extern "C" ns_status_t ns_reg_props(ns_context* ctx, void* base, uint64_t local_rows,
+                                    uint32_t prop_bytes, const uint64_t* row_offsets, ns_mr** out) {
+  if (ctx == nullptr || out == nullptr) return invalid("ns_reg_props", "ctx or out is NULL");
+  return guarded("ns_reg_props", [&]() -> ns_status_t {
+    *out = static_cast<ns_mr*>(ctx->register_region(base, local_rows, prop_bytes, row_offsets));
+    return NS_OK;
+  });
+}
+
+extern "C" ns_status_t ns_dereg_props(ns_mr* mr) {
+  if (mr == nullptr) return invalid("ns_dereg_props", "mr is NULL");
+  return guarded("ns_dereg_props",
+                 [&]() -> ns_status_t { return mr->engine().deregister_region(mr); });
+}
+
+extern "C" uint32_t ns_mr_prop_bytes(const ns_mr* mr) {
+  return mr == nullptr ? 0 : mr->prop_bytes;
+}
+extern "C" uint64_t ns_mr_total_rows(const ns_mr* mr) {
+  return mr == nullptr ? 0 : mr->solver.total_rows();
+}
+
+// ---- queues --------------------------------------------------------------------------------
+extern "C" ns_status_t ns_create_cq(ns_context* ctx, int cqe, ns_cq** out) {
+  if (ctx == nullptr || out == nullptr) return invalid("ns_create_cq", "ctx or out is NULL");
+  if (cqe < 1 || cqe > (1 << 24)) return invalid("ns_create_cq", "cqe must be in 1..2^24");
+  return guarded("ns_create_cq", [&]() -> ns_status_t {
+    *out = static_cast<ns_cq*>(ctx->create_cq(static_cast<std::uint32_t>(cqe)));
+    return NS_OK;
+  });
+}
+
+extern "C" ns_status_t ns_destroy_cq(ns_cq* cq) {
+  if (cq == nullptr) return invalid("ns_destroy_cq", "cq is NULL");
+  return guarded("ns_destroy_cq", [&]() -> ns_status_t { return cq->engine().destroy_cq(cq); });
+}
+
+extern "C" ns_status_t ns_create_qp(ns_context* ctx, ns_cq* send_cq, int max_send_wr, ns_qp** out) {
+  if (ctx == nullptr || send_cq == nullptr || out == nullptr) {
+    return invalid("ns_create_qp", "ctx, send_cq or out is NULL");
+  }
+  if (&send_cq->engine() != ctx)
+    return invalid("ns_create_qp", "send_cq belongs to another context");
+  if (max_send_wr < 1 || max_send_wr > (1 << 20)) {
+    return invalid("ns_create_qp", "max_send_wr must be in 1..2^20");
+  }
+  return guarded("ns_create_qp", [&]() -> ns_status_t {
+    *out = static_cast<ns_qp*>(ctx->create_qp(*send_cq, static_cast<std::uint32_t>(max_send_wr)));
+    return NS_OK;
+  });
+}
+
+extern "C" ns_status_t ns_destroy_qp(ns_qp* qp) {
+  if (qp == nullptr) return invalid("ns_destroy_qp", "qp is NULL");
+  return guarded("ns_destroy_qp", [&]() -> ns_status_t { return qp->engine().destroy_qp(qp); });
+}
+
+// ---- work requests and completions ---------------------------------------------------------
+extern "C" ns_status_t ns_post_send(ns_qp* qp, ns_send_wr* wr, ns_send_wr** bad_wr) {
+  if (qp == nullptr) return invalid("ns_post_send", "qp is NULL");
+  if (wr == nullptr) return NS_OK;
+  return guarded("ns_post_send", [&]() -> ns_status_t { return qp->post(wr, bad_wr); });
+}
+
+extern "C" int ns_poll_cq(ns_cq* cq, int num_entries, ns_wc* wc) {
+  if (cq == nullptr || num_entries < 0 || (num_entries > 0 && wc == nullptr)) {
+    return invalid("ns_poll_cq", "cq is NULL, num_entries < 0 or wc is NULL");
+  }
+  return guarded("ns_poll_cq", [&]() -> ns_status_t {
+    int n = cq->poll(num_entries, wc);
+    if (n == 0 && cq->engine().inline_mode()) {
+      cq->engine().progress_inline();
+      n = cq->poll(num_entries, wc);
+    }
+    return n;
+  });
+}
+
+extern "C" int ns_cq_wait(ns_cq* cq, int num_entries, ns_wc* wc, int timeout_ms) {
+  if (cq == nullptr || num_entries <= 0 || wc == nullptr) {
+    return invalid("ns_cq_wait", "cq is NULL, num_entries <= 0 or wc is NULL");
+  }
+  return guarded("ns_cq_wait", [&]() -> ns_status_t {
+    Engine& e = cq->engine();
+    const std::uint64_t deadline =
+        timeout_ms < 0 ? UINT64_MAX
+                       : netsparse::rig::now_ns() + std::uint64_t(timeout_ms) * 1'000'000;
+    Backoff backoff;
+    for (;;) {
+      int n = cq->poll(num_entries, wc);
+      if (n > 0) return n;
+      if (e.inline_mode() && e.progress_inline() > 0) {
+        backoff.reset();
+        n = cq->poll(num_entries, wc);
+        if (n > 0) return n;
+      }
+      if (netsparse::rig::now_ns() >= deadline) return 0;
+      if (!backoff.pause()) continue;
+      // INLINE: nobody else drives the engine, so only yield-length naps. THREAD: the progress
+      // thread notifies the CQ when it writes a completion.
+      const auto cap =
+          e.inline_mode() ? std::chrono::microseconds(20) : std::chrono::microseconds(1000);
+      if (e.inline_mode()) {
+        std::this_thread::sleep_for(backoff.sleep_for(cap));
+      } else {
+        cq->sleep(backoff.sleep_for(cap));
+      }
+    }
+  });
+}
+
+// ---- statistics ----------------------------------------------------------------------------
+namespace {
+const char* const kStatNames[NS_STAT__COUNT] = {
+    "prs_requested", "prs_filtered",     "prs_coalesced", "prs_local",      "prs_sent",
+    "read_packets",  "response_packets", "read_bytes",    "response_bytes", "header_bytes",
+    "payload_bytes", "wire_bytes",       "stalls",        "expirations",    "timeouts",
+    "rdma_reads",    "server_prs",       "invalid_prs",   "malformed",      "stale_responses",
+};
+
+std::uint64_t stat_of(const Engine::Snapshot& s, int which) {
+  const auto& c = s.concat;
+  const std::uint64_t upper = netsparse::concat::kUpperLayerBytes * (c.packets[0] + c.packets[1]);
+  switch (which) {
+    case NS_STAT_PRS_REQUESTED:
+      return s.client.requested;
+    case NS_STAT_PRS_FILTERED:
+      return s.client.filtered;
+    case NS_STAT_PRS_COALESCED:
+      return s.client.coalesced;
+    case NS_STAT_PRS_LOCAL:
+      return s.client.local;
+    case NS_STAT_PRS_SENT:
+      return s.client.sent;
+    case NS_STAT_READ_PACKETS:
+      return c.packets[0];
+    case NS_STAT_RESPONSE_PACKETS:
+      return c.packets[1];
+    case NS_STAT_READ_BYTES:
+      return c.wire_bytes[0];
+    case NS_STAT_RESPONSE_BYTES:
+      return c.wire_bytes[1];
+    case NS_STAT_HEADER_BYTES:
+      return c.header_bytes[0] + c.header_bytes[1] + upper;
+    case NS_STAT_PAYLOAD_BYTES:
+      return c.payload_bytes[0] + c.payload_bytes[1];
+    case NS_STAT_WIRE_BYTES:
+      return c.wire_bytes[0] + c.wire_bytes[1];
+    case NS_STAT_STALLS:
+      return s.client.stalls;
+    case NS_STAT_EXPIRATIONS:
+      return c.flushes[static_cast<int>(netsparse::concat::FlushCause::kExpired)];
+    case NS_STAT_TIMEOUTS:
+      return s.timeouts;
+    case NS_STAT_RDMA_READS:
+      return s.rdma_reads;
+    case NS_STAT_SERVER_PRS:
+      return s.server.answered;
+    case NS_STAT_INVALID_PRS:
+      return s.server.invalid;
+    case NS_STAT_MALFORMED:
+      return s.malformed_packets + s.server.malformed_prs;
+    case NS_STAT_STALE_RESPONSES:
+      return s.client.stale_responses;
+    default:
+      return 0;
+  }
+}
+
+double prs_per_packet(const Engine::Snapshot& s) {
+  const auto& c = s.concat;
+  const std::uint64_t packets = c.packets[0] + c.packets[1];
+  return packets == 0 ? 0.0
+                      : static_cast<double>(c.prs[0] + c.prs[1]) / static_cast<double>(packets);
+}
+}  // namespace
+
+extern "C" const char* ns_stat_name(int which) {
+  if (which < 0 || which >= NS_STAT__COUNT) return nullptr;
+  return kStatNames[which];
+}
+
+extern "C" uint64_t ns_stat_get(const ns_context* ctx, int which) {
+  if (ctx == nullptr || which < 0 || which >= NS_STAT__COUNT) return 0;
+  try {
+    return stat_of(ctx->snapshot(), which);
+  } catch (...) {
+    return 0;
+  }
+}
+
+extern "C" double ns_stat_prs_per_packet(const ns_context* ctx) {
+  if (ctx == nullptr) return 0.0;
+  try {
+    return prs_per_packet(ctx->snapshot());
+  } catch (...) {
+    return 0.0;
+  }
+}
+
+extern "C" void ns_stats_reset(ns_context* ctx) {
+  if (ctx == nullptr) return;
+  try {
+    ctx->reset_stats();
+  } catch (...) {
+  }
+}
+
+extern "C" int ns_stats_json(const ns_context* ctx, char* buf, size_t len) {
+  if (ctx == nullptr || (buf == nullptr && len != 0)) {
+    return invalid("ns_stats_json", "ctx is NULL or buf is NULL with len > 0");
+  }
+  return guarded("ns_stats_json", [&]() -> int {
+    const Engine::Snapshot s = ctx->snapshot();
+    const Config& cfg = ctx->config();
+    std::string j;
+    char tmp[256];
+    auto add = [&](const char* fmt, auto... args) {
+      std::snprintf(tmp, sizeof tmp, fmt, args...);
+      j += tmp;
+    };
+    add("{\"version\":\"%s\",\"rank\":%d,\"size\":%d,\"transport\":\"%s\",",
+        NETSPARSE_VERSION_STRING, ctx->rank(), ctx->size(), ctx->transport_name());
+    add("\"config\":{\"client_units\":%d,\"server_units\":%d,\"progress\":\"%s\",",
+        cfg.client_units, cfg.server_units,
+        cfg.progress_mode == NS_PROGRESS_INLINE ? "inline" : "thread");
+    add("\"packet_bytes\":%u,\"concat_delay_ns\":%" PRIu64 ",\"pending_entries\":%u,",
+        cfg.packet_bytes, cfg.delay_ns, cfg.pending_entries);
+    add("\"watchdog_ms\":%u,\"idx_chunk\":%u,\"filter\":%s,\"coalesce\":%s,\"concat\":%s,",
+        cfg.watchdog_ms, cfg.idx_chunk, cfg.filter_on() ? "true" : "false",
+        cfg.coalesce_on() ? "true" : "false", cfg.concat_on() ? "true" : "false");
+    add("\"virtual_queues\":%s},\"stats\":{", cfg.virtual_queues ? "true" : "false");
+    for (int k = 0; k < NS_STAT__COUNT; ++k) {
+      add("%s\"%s\":%" PRIu64, k == 0 ? "" : ",", kStatNames[k], stat_of(s, k));
+    }
+    add("},\"prs_per_packet\":%.4f,", prs_per_packet(s));
+    add("\"read_prs_per_packet\":%.4f,\"response_prs_per_packet\":%.4f,",
+        s.concat.prs_per_packet(0), s.concat.prs_per_packet(1));
+    const std::uint64_t req = s.client.requested;
+    add("\"fc_rate\":%.6f,",
+        req == 0 ? 0.0 : double(s.client.filtered + s.client.coalesced) / double(req));
+    add("\"flushes\":{\"full\":%" PRIu64 ",\"expired\":%" PRIu64 ",\"explicit\":%" PRIu64
+        ",\"pool_pressure\":%" PRIu64 "},",
+        s.concat.flushes[0], s.concat.flushes[1], s.concat.flushes[2], s.concat.flushes[3]);
+    add("\"engine\":{\"completions\":%" PRIu64 ",\"packets_in\":%" PRIu64
+        ",\"backlogged_packets\":%" PRIu64 ",\"dropped_packets\":%" PRIu64 ",",
+        s.completions, s.packets_in, s.backlog_packets, s.dropped_packets);
+    add("\"control_prs\":%" PRIu64 ",\"retried_prs\":%" PRIu64 ",\"stale_waiters\":%" PRIu64
+        ",\"transport_bytes_sent\":%" PRIu64 "}}",
+        s.control_prs, s.client.retried, s.client.stale_waiters, s.tx_bytes);
+    if (len > 0) {
+      const std::size_t n = std::min(len - 1, j.size());
+      std::memcpy(buf, j.data(), n);
+      buf[n] = '\0';
+    }
+    return static_cast<int>(j.size());
+  });
+}

@@ -1,0 +1,99 @@
+// ns_open_mpi: a context over an MPI communicator, on the transport chosen by the attribute or
+// NETSPARSE_TRANSPORT, with the MPI thread level checked up front (netsparse_mpi.h).
+#include <exception>
+#include <stdexcept>
+#include <string>
+
+#include "netsparse/netsparse_mpi.h"
+#include "rig/engine.hpp"
+#include "transport/transport.hpp"
+
+namespace {
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
+    default:
+      return "an unknown thread level";
+  }
+}
+
+ns_status_t fail(ns_status_t s, const std::string& why) {
+  netsparse::rig::set_last_error("ns_open_mpi: " + why);
+  return s;
+}
+
+}  // namespace
+
+extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, ns_context** out) {
+  namespace tr = netsparse::transport;
+  if (out == nullptr) return fail(NS_ERR_INVALID, "out is NULL");
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    return fail(NS_ERR_STATE, "MPI is not initialized (or already finalized)");
+  if (comm == MPI_COMM_NULL) return fail(NS_ERR_INVALID, "comm is MPI_COMM_NULL");
+  netsparse::rig::Config cfg;
+  try {
+    cfg = netsparse::rig::Config::from_attr(attr);
+  } catch (const std::exception& e) {
+    return fail(NS_ERR_INVALID, e.what());
+  }
+  const bool threaded = cfg.progress_mode == NS_PROGRESS_THREAD;
+  if (threaded) {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_MULTIPLE) {
+      return fail(NS_ERR_MPI_THREAD_LEVEL,
+                  std::string("the progress thread needs MPI_THREAD_MULTIPLE but MPI provides ") +
+                      thread_level_name(provided) +
+                      "; initialize MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) or use "
+                      "NS_PROGRESS_INLINE");
+    }
+  }
+  tr::TransportKind kind = tr::TransportKind::kMpi;
+  try {
+    switch (cfg.transport) {
+      case NS_TRANSPORT_AUTO:
+        kind = tr::transport_from_env();
+        break;
+      case NS_TRANSPORT_MPI:
+        kind = tr::TransportKind::kMpi;
+        break;
+      case NS_TRANSPORT_VERBS:
+        kind = tr::TransportKind::kVerbs;
+        break;
+      case NS_TRANSPORT_INPROC:
+        kind = tr::TransportKind::kInproc;
+        break;
+    }
+  } catch (const std::exception& e) {
+    return fail(NS_ERR_INVALID, e.what());
+  }
+  if (kind == tr::TransportKind::kVerbs && !tr::verbs_device_available()) {
+    return fail(NS_ERR_UNSUPPORTED,
+                tr::verbs_compiled_in()
+                    ? "verbs transport requested but no RDMA device has an active port"
+                    : "verbs transport requested but this build has no verbs support");
+  }
+  try {
+    tr::TransportOptions options;
+    options.need_thread_multiple = threaded;
+    *out = new ns_context(tr::make_transport(kind, comm, options), cfg);
+    return NS_OK;
+  } catch (const std::bad_alloc&) {
+    return fail(NS_ERR_NO_MEMORY, "out of memory");
+  } catch (const std::invalid_argument& e) {
+    return fail(NS_ERR_INVALID, e.what());
+  } catch (const std::exception& e) {
+    return fail(NS_ERR_TRANSPORT, e.what());
+  }
+}

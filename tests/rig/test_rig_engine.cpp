@@ -1,0 +1,204 @@
+// Engine internals: destination solver, SPSC ring, and the server/client validation of packets
+// forged by a raw transport endpoint (out-of-region idxs, wrong headers, forged responses).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "concat/protocol.hpp"
+#include "rig/destination.hpp"
+#include "rig/engine.hpp"
+#include "rig/spsc_ring.hpp"
+#include "rig_test_util.hpp"
+#include "transport/transport.hpp"
+
+namespace rig = netsparse::rig;
+namespace cc = netsparse::concat;
+namespace tr = netsparse::transport;
+
+TEST(Destination, EqualBlocksAndPowerOfTwo) {
+  const std::vector<std::uint64_t> off = {0, 100, 200, 300, 350};
+  rig::DestinationSolver s(off);
+  EXPECT_TRUE(s.equal_blocks());
+  for (std::uint64_t r = 0; r < 350; ++r) {
+    EXPECT_EQ(s.owner(r), static_cast<int>(r / 100)) << r;
+  }
+  EXPECT_EQ(s.owner(350), 3);  // beyond the end: last node (which rejects it)
+  EXPECT_EQ(s.owner(UINT64_MAX), 3);
+  const std::vector<std::uint64_t> pow2 = {0, 64, 128, 192};
+  rig::DestinationSolver t(pow2);
+  EXPECT_TRUE(t.equal_blocks());
+  for (std::uint64_t r = 0; r < 192; ++r) EXPECT_EQ(t.owner(r), static_cast<int>(r / 64));
+}
+
+TEST(Destination, UnevenAndEmptyBlocksUseBinarySearch) {
+  const std::vector<std::uint64_t> off = {0, 10, 10, 45, 46, 100};
+  rig::DestinationSolver s(off);
+  EXPECT_FALSE(s.equal_blocks());
+  for (std::uint64_t r = 0; r < 100; ++r) {
+    int want = 0;
+    while (
+        !(off[static_cast<std::size_t>(want)] <= r && r < off[static_cast<std::size_t>(want) + 1]))
+      ++want;
+    EXPECT_EQ(s.owner(r), want) << r;
+  }
+  // Equal blocks followed by empty ones (fewer rows than nodes).
+  const std::vector<std::uint64_t> few = {0, 1, 2, 3, 3, 3};
+  rig::DestinationSolver f(few);
+  EXPECT_EQ(f.owner(0), 0);
+  EXPECT_EQ(f.owner(2), 2);
+  EXPECT_THROW(rig::DestinationSolver(std::vector<std::uint64_t>{0, 5, 3}), std::invalid_argument);
+  EXPECT_THROW(rig::DestinationSolver(std::vector<std::uint64_t>{1, 5}), std::invalid_argument);
+}
+
+TEST(SpscRing, InOrderAcrossThreadsWithBatchedPublish) {
+  rig::SpscRing<std::uint64_t> ring(64);
+  constexpr std::uint64_t kN = 200000;
+  std::thread producer([&] {
+    std::uint64_t next = 0;
+    while (next < kN) {
+      const std::size_t room = ring.free_space();
+      const std::size_t n = std::min<std::uint64_t>({room, kN - next, 5});
+      for (std::size_t k = 0; k < n; ++k) ring.write(k, next + k);
+      ring.publish(n);
+      next += n;
+      if (n == 0) std::this_thread::yield();
+    }
+  });
+  std::uint64_t expect = 0;
+  while (expect < kN) {
+    std::uint64_t v;
+    if (ring.pop(v)) {
+      ASSERT_EQ(v, expect);
+      ++expect;
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  producer.join();
+  EXPECT_TRUE(ring.empty());
+}
+
+namespace {
+
+std::vector<std::byte> packet(cc::PrType type, std::uint32_t dest, std::uint32_t prop_len,
+                              const std::vector<cc::PrHeader>& prs, std::uint8_t fill = 0) {
+  std::vector<std::byte> p(
+      cc::packet_bytes(type, prop_len, static_cast<std::uint32_t>(prs.size())));
+  std::size_t at = cc::encode_concat_header(
+      p.data(), {type, dest, prop_len, static_cast<std::uint32_t>(prs.size())});
+  std::vector<std::byte> payload(prop_len, std::byte{fill});
+  for (const auto& h : prs) {
+    at += cc::encode_pr(p.data() + at, h, type == cc::PrType::kResponse ? payload.data() : nullptr,
+                        type == cc::PrType::kResponse ? prop_len : 0);
+  }
+  return p;
+}
+
+}  // namespace
+
+// Node 1 is a real engine owning rows [100, 200); node 0 is a raw endpoint that forges packets.
+TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
+  constexpr std::uint32_t P = 24;
+  tr::InprocFabric fabric(2);
+  auto raw = fabric.endpoint(0);
+  rig::Config cfg;
+  cfg.progress_mode = NS_PROGRESS_INLINE;
+  cfg.delay_ns = 0;  // answer at once
+  ns_context engine(fabric.endpoint(1), cfg);
+  const std::vector<std::uint64_t> offsets = {0, 100, 200};
+  auto block = rigtest::make_block(100, 200, P);
+  int raw_region = -1;
+  std::thread peer([&] {
+    raw_region = raw->register_memory(nullptr, 0);
+    raw->barrier();
+  });
+  rig::Region* mr = engine.register_region(block.data(), 100, P, offsets.data());
+  peer.join();
+  ASSERT_NE(mr, nullptr);
+
+  auto drive = [&] {
+    for (int k = 0; k < 50; ++k) engine.progress_inline();
+  };
+  const std::uint32_t me = 0;
+  // Reads: one valid, three outside node 0's rows (below, above, huge), one claiming to come
+  // from node 0 itself, one control-looking unit with the invalid flag.
+  raw->send(1, packet(cc::PrType::kRead, 1, P,
+                      {{me, 3, 150, 11},
+                       {me, 3, 50, 12},
+                       {me, 3, 200, 13},
+                       {me, 3, UINT64_MAX, 14},
+                       {1, 3, 120, 15},
+                       {me, 0x8003, 120, 16}}));
+  // Malformed packets: wrong destination, wrong property length, truncated, unknown type.
+  raw->send(1, packet(cc::PrType::kRead, 0, P, {{me, 0, 150, 1}}));
+  raw->send(1, packet(cc::PrType::kRead, 1, P + 1, {{me, 0, 150, 1}}));
+  auto truncated = packet(cc::PrType::kRead, 1, P, {{me, 0, 150, 1}, {me, 0, 151, 2}});
+  truncated.pop_back();
+  raw->send(1, truncated);
+  auto unknown = packet(cc::PrType::kRead, 1, P, {{me, 0, 150, 1}});
+  unknown[0] = std::byte{9};
+  raw->send(1, unknown);
+  // Forged responses: nothing is pending (stale), and a unit that does not exist (malformed).
+  raw->send(1, packet(cc::PrType::kResponse, 1, P, {{me, 0, 150, 0}}, 0xAB));
+  raw->send(1, packet(cc::PrType::kResponse, 1, P, {{me, 999, 150, 0}}, 0xAB));
+  drive();
+
+  std::map<std::uint32_t, std::pair<bool, std::vector<std::uint8_t>>>
+      answers;  // req_id -> (invalid, payload)
+  for (int k = 0; k < 100 && answers.size() < 4; ++k) {
+    drive();
+    raw->poll(
+        [&](const tr::ReceivedPacket& p) {
+          cc::PacketView v;
+          ASSERT_EQ(cc::decode_packet(p.bytes, 0, P, &v), cc::DecodeError::kOk);
+          ASSERT_EQ(v.header().type, cc::PrType::kResponse);
+          for (std::uint32_t i = 0; i < v.size(); ++i) {
+            const auto h = v.pr(i);
+            EXPECT_EQ(h.src_node, 1u);
+            const auto* b = reinterpret_cast<const std::uint8_t*>(v.payload(i));
+            answers[h.req_id] = {(h.src_unit & rig::kInvalidResponseFlag) != 0,
+                                 std::vector<std::uint8_t>(b, b + P)};
+            EXPECT_EQ(h.src_unit & 0x7FFF, 3);
+          }
+        },
+        16);
+  }
+  ASSERT_EQ(answers.size(), 4u) << "one answer per well-formed read PR from node 0";
+  ASSERT_TRUE(answers.count(11));
+  EXPECT_FALSE(answers[11].first);
+  EXPECT_EQ(rigtest::check_prop(answers[11].second.data(), 150, P), "");
+  for (std::uint32_t id : {12u, 13u, 14u}) {
+    ASSERT_TRUE(answers.count(id)) << id;
+    EXPECT_TRUE(answers[id].first) << "idx outside rows [100,200) must be answered invalid";
+    EXPECT_EQ(answers[id].second, std::vector<std::uint8_t>(P, 0)) << "no byte of any row leaks";
+  }
+  const auto s = engine.snapshot();
+  EXPECT_EQ(s.server.answered, 4u);
+  EXPECT_EQ(s.server.invalid, 3u);
+  EXPECT_EQ(s.server.malformed_prs, 2u);    // src_node == self, invalid flag on a read
+  EXPECT_EQ(s.malformed_packets, 4u + 1u);  // four bad packets + the response for unit 999
+  EXPECT_EQ(s.client.stale_responses, 1u);
+
+  // Teardown: node 0 declares itself done (a control PR), then both run the collectives.
+  raw->send(1, packet(cc::PrType::kRead, 1, P, {{me, rig::kControlUnit, 1, 0}}));
+  std::thread peer_down([&] {
+    bool got_done = false;
+    while (!got_done) {
+      raw->poll(
+          [&](const tr::ReceivedPacket& p) {
+            cc::PacketView v;
+            if (cc::decode_packet(p.bytes, 0, P, &v) != cc::DecodeError::kOk) return;
+            for (std::uint32_t i = 0; i < v.size(); ++i) {
+              if (v.pr(i).src_unit == rig::kControlUnit) got_done = true;
+            }
+          },
+          16);
+      std::this_thread::yield();
+    }
+    raw->barrier();
+    raw->deregister_memory(raw_region);
+  });
+  EXPECT_EQ(engine.deregister_region(mr), NS_OK) << ns_last_error();
+  peer_down.join();
+}

@@ -1,0 +1,785 @@
+// RIG engine on in-process fabrics (2..16 nodes = threads): correctness of every byte under all
+// ablations and both layouts, error completions, watchdog and dead peers, chained posts,
+// RDMA_READ, statistics and their JSON form.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "netsparse/netsparse.h"
+#include "rig_test_util.hpp"
+
+using namespace rigtest;
+
+namespace {
+
+struct Node {
+  int rank = 0;
+  int nodes = 0;
+  std::uint32_t P = 0;
+  std::uint64_t total = 0;
+  std::vector<std::uint64_t> offsets;
+  std::vector<std::uint8_t> block;
+  ns_context* ctx = nullptr;
+  ns_mr* mr = nullptr;
+  ns_cq* cq = nullptr;
+  ns_qp* qp = nullptr;
+  std::barrier<>* sync = nullptr;
+};
+
+struct ClusterOptions {
+  int nodes = 2;
+  std::uint32_t P = 8;
+  std::vector<std::uint64_t> offsets;  // empty: equal blocks of 200 rows per node
+  ns_context_attr attr{};
+  int qp_depth = 64;
+  int cqe = 256;
+};
+
+// Runs fn on every node, each in its own thread, between open/register and teardown.
+void run_cluster(const ClusterOptions& o, const std::function<void(Node&)>& fn,
+                 ns_fabric** fabric_out = nullptr,
+                 const std::function<void(ns_fabric*)>& on_fabric = {}) {
+  ns_fabric* fabric = nullptr;
+  ASSERT_EQ(ns_fabric_create(o.nodes, &fabric), NS_OK);
+  if (fabric_out != nullptr) *fabric_out = fabric;
+  if (on_fabric) on_fabric(fabric);
+  const std::vector<std::uint64_t> offsets =
+      o.offsets.empty() ? equal_offsets(o.nodes, 200ull * static_cast<std::uint64_t>(o.nodes))
+                        : o.offsets;
+  std::barrier<> sync(o.nodes);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < o.nodes; ++r) {
+    threads.emplace_back([&, r] {
+      Node n;
+      n.rank = r;
+      n.nodes = o.nodes;
+      n.P = o.P;
+      n.offsets = offsets;
+      n.total = offsets.back();
+      n.sync = &sync;
+      n.block = make_block(offsets[r], offsets[r + 1], o.P);
+      ns_status_t s = ns_open_inproc(fabric, r, &o.attr, &n.ctx);
+      EXPECT_EQ(s, NS_OK) << ns_last_error();
+      if (s != NS_OK) return;
+      s = ns_reg_props(n.ctx, n.block.data(), offsets[r + 1] - offsets[r], o.P, offsets.data(),
+                       &n.mr);
+      EXPECT_EQ(s, NS_OK) << ns_last_error();
+      EXPECT_EQ(ns_create_cq(n.ctx, o.cqe, &n.cq), NS_OK) << ns_last_error();
+      EXPECT_EQ(ns_create_qp(n.ctx, n.cq, o.qp_depth, &n.qp), NS_OK) << ns_last_error();
+      fn(n);
+      EXPECT_EQ(ns_destroy_qp(n.qp), NS_OK) << ns_last_error();
+      EXPECT_EQ(ns_destroy_cq(n.cq), NS_OK) << ns_last_error();
+      EXPECT_EQ(ns_close(n.ctx), NS_OK) << ns_last_error();
+    });
+  }
+  for (auto& t : threads) t.join();
+  ns_fabric_destroy(fabric);
+}
+
+ns_send_wr rig(std::uint64_t id, ns_mr* mr, const std::vector<std::uint64_t>& idx, void* out,
+               int layout, std::uint64_t base = 0, std::uint64_t len = 0,
+               unsigned flags = NS_SEND_SIGNALED) {
+  ns_send_wr w{};
+  w.wr_id = id;
+  w.opcode = NS_WR_RIG;
+  w.send_flags = flags;
+  w.wr.rig.mr = mr;
+  w.wr.rig.idx = idx.data();
+  w.wr.rig.count = idx.size();
+  w.wr.rig.out = out;
+  w.wr.rig.layout = layout;
+  w.wr.rig.window_base = base;
+  w.wr.rig.window_len = len;
+  return w;
+}
+
+void chain(std::vector<ns_send_wr>& wrs) {
+  for (std::size_t k = 0; k + 1 < wrs.size(); ++k) wrs[k].next = &wrs[k + 1];
+  if (!wrs.empty()) wrs.back().next = nullptr;
+}
+
+constexpr std::uint8_t kSentinel = 0xEE;
+
+// Checks an INDEXED output (window [base, base+len)): requested rows hold their property,
+// every other row still holds the sentinel (nothing was written out of place).
+void check_indexed(const std::vector<std::uint8_t>& out, std::uint64_t base, std::uint64_t len,
+                   const std::set<std::uint64_t>& rows, std::uint32_t P, int rank) {
+  int errors = 0;
+  for (std::uint64_t r = base; r < base + len && errors < 5; ++r) {
+    const std::uint8_t* p = out.data() + (r - base) * P;
+    if (rows.count(r) != 0) {
+      const std::string e = check_prop(p, r, P);
+      if (!e.empty()) {
+        ADD_FAILURE() << "node " << rank << ": " << e;
+        ++errors;
+      }
+    } else {
+      for (std::uint32_t b = 0; b < P; ++b) {
+        if (p[b] != kSentinel) {
+          ADD_FAILURE() << "node " << rank << ": row " << r << " not requested but written";
+          ++errors;
+          break;
+        }
+      }
+    }
+  }
+}
+
+void check_positional(const std::vector<std::uint8_t>& out, const std::vector<std::uint64_t>& idx,
+                      std::uint32_t P, int rank) {
+  int errors = 0;
+  for (std::size_t j = 0; j < idx.size() && errors < 5; ++j) {
+    const std::string e = check_prop(out.data() + j * P, idx[j], P);
+    if (!e.empty()) {
+      ADD_FAILURE() << "node " << rank << " position " << j << ": " << e;
+      ++errors;
+    }
+  }
+}
+
+ns_context_attr make_attr(int progress, std::uint32_t flags) {
+  ns_context_attr a{};
+  a.comp_mask = NS_CTX_ATTR_PROGRESS | NS_CTX_ATTR_FLAGS | NS_CTX_ATTR_WATCHDOG;
+  a.progress_mode = progress;
+  a.flags = flags;
+  a.watchdog_ms = 20000;  // generous: a loaded CI machine must not time out a healthy gather
+  return a;
+}
+
+// Stats identities that hold on every node, and across nodes after everyone quiesced.
+void check_stats_after_quiesce(std::vector<ns_context*>& ctxs, std::uint32_t flags) {
+  std::uint64_t sent = 0, served = 0;
+  for (ns_context* c : ctxs) {
+    const auto req = stat(c, NS_STAT_PRS_REQUESTED);
+    EXPECT_EQ(req, stat(c, NS_STAT_PRS_FILTERED) + stat(c, NS_STAT_PRS_COALESCED) +
+                       stat(c, NS_STAT_PRS_LOCAL) + stat(c, NS_STAT_PRS_SENT));
+    EXPECT_EQ(stat(c, NS_STAT_HEADER_BYTES) + stat(c, NS_STAT_PAYLOAD_BYTES),
+              stat(c, NS_STAT_WIRE_BYTES));
+    EXPECT_EQ(stat(c, NS_STAT_READ_BYTES) + stat(c, NS_STAT_RESPONSE_BYTES),
+              stat(c, NS_STAT_WIRE_BYTES));
+    EXPECT_EQ(stat(c, NS_STAT_INVALID_PRS), 0u);
+    EXPECT_EQ(stat(c, NS_STAT_MALFORMED), 0u);
+    EXPECT_EQ(stat(c, NS_STAT_TIMEOUTS), 0u);
+    if (flags & NS_CTX_NO_FILTER) {
+      EXPECT_EQ(stat(c, NS_STAT_PRS_FILTERED), 0u);
+    }
+    if (flags & NS_CTX_NO_COALESCE) {
+      EXPECT_EQ(stat(c, NS_STAT_PRS_COALESCED), 0u);
+    }
+    if (flags & NS_CTX_NO_CONCAT) {
+      EXPECT_DOUBLE_EQ(ns_stat_prs_per_packet(c), 1.0);
+    }
+    sent += stat(c, NS_STAT_PRS_SENT);
+    served += stat(c, NS_STAT_SERVER_PRS);
+  }
+  EXPECT_EQ(sent, served) << "read PRs sent must equal read PRs answered, summed over nodes";
+}
+
+}  // namespace
+
+// ---- random batches with heavy duplication --------------------------------------------------
+struct GatherCase {
+  const char* name;
+  int nodes;
+  std::uint32_t P;
+  int layout;
+  std::uint32_t flags;
+  int progress;
+  bool uneven;
+  bool virtual_queues;
+};
+
+class Gather : public ::testing::TestWithParam<GatherCase> {};
+
+TEST_P(Gather, RandomBatchesEveryByte) {
+  const GatherCase gc = GetParam();
+  ClusterOptions o;
+  o.nodes = gc.nodes;
+  o.P = gc.P;
+  o.attr = make_attr(gc.progress, gc.flags);
+  if (gc.virtual_queues) {
+    o.attr.comp_mask |= NS_CTX_ATTR_VIRTUAL_QUEUES;
+    o.attr.virtual_queues = 1;
+  }
+  const std::uint64_t total = 150ull * static_cast<std::uint64_t>(gc.nodes) + 7;
+  o.offsets = gc.uneven ? uneven_offsets(gc.nodes, total, 99) : equal_offsets(gc.nodes, total);
+  const int kWrs = 5;
+  const std::size_t kCount = gc.nodes >= 8 ? 600 : 1500;
+  std::vector<ns_context*> ctxs(static_cast<std::size_t>(gc.nodes));
+  run_cluster(o, [&](Node& n) {
+    std::vector<std::vector<std::uint64_t>> idx(kWrs);
+    std::vector<std::vector<std::uint8_t>> out(kWrs);
+    std::vector<ns_send_wr> wrs;
+    for (int k = 0; k < kWrs; ++k) {
+      idx[k] =
+          dup_heavy_idx(n.total, kCount, 16,
+                        1000u * static_cast<std::uint64_t>(n.rank) + static_cast<std::uint64_t>(k));
+      if (gc.layout == NS_RIG_LAYOUT_INDEXED) {
+        out[k].assign(n.total * n.P, kSentinel);
+        wrs.push_back(
+            rig(static_cast<std::uint64_t>(k), n.mr, idx[k], out[k].data(), gc.layout, 0, n.total));
+      } else {
+        out[k].assign(idx[k].size() * n.P, kSentinel);
+        wrs.push_back(rig(static_cast<std::uint64_t>(k), n.mr, idx[k], out[k].data(), gc.layout));
+      }
+    }
+    chain(wrs);
+    ns_send_wr* bad = nullptr;
+    ASSERT_EQ(ns_post_send(n.qp, wrs.data(), &bad), NS_OK) << ns_last_error();
+    auto wcs = wait_completions(n.cq, kWrs);
+    std::set<std::uint64_t> ids;
+    for (const ns_wc& wc : wcs) {
+      EXPECT_EQ(wc.status, NS_WC_SUCCESS) << ns_wc_status_str(wc.status);
+      EXPECT_EQ(wc.opcode, NS_WR_RIG);
+      EXPECT_EQ(wc.count, kCount);
+      ids.insert(wc.wr_id);
+    }
+    EXPECT_EQ(ids.size(), static_cast<std::size_t>(kWrs));
+    for (int k = 0; k < kWrs; ++k) {
+      if (gc.layout == NS_RIG_LAYOUT_INDEXED) {
+        check_indexed(out[k], 0, n.total, std::set<std::uint64_t>(idx[k].begin(), idx[k].end()),
+                      n.P, n.rank);
+      } else {
+        check_positional(out[k], idx[k], n.P, n.rank);
+      }
+    }
+    EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_REQUESTED), kWrs * kCount);
+    if ((gc.flags & (NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE)) !=
+        (NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE)) {
+      // 16 hot rows requested hundreds of times: filtering or coalescing must drop some.
+      EXPECT_GT(stat(n.ctx, NS_STAT_PRS_FILTERED) + stat(n.ctx, NS_STAT_PRS_COALESCED), 0u);
+    }
+    EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
+    ctxs[static_cast<std::size_t>(n.rank)] = n.ctx;
+    n.sync->arrive_and_wait();
+    if (n.rank == 0) check_stats_after_quiesce(ctxs, gc.flags);
+    n.sync->arrive_and_wait();
+  });
+}
+
+constexpr std::uint32_t kAll = NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE | NS_CTX_NO_CONCAT;
+INSTANTIATE_TEST_SUITE_P(
+    Inproc, Gather,
+    ::testing::Values(
+        GatherCase{"n2_K1_pos", 2, 4, NS_RIG_LAYOUT_POSITIONAL, 0, NS_PROGRESS_THREAD, false,
+                   false},
+        GatherCase{"n3_K16_idx", 3, 64, NS_RIG_LAYOUT_INDEXED, 0, NS_PROGRESS_THREAD, false, false},
+        GatherCase{"n4_odd_pos_nofilter_inline", 4, 100, NS_RIG_LAYOUT_POSITIONAL, NS_CTX_NO_FILTER,
+                   NS_PROGRESS_INLINE, false, false},
+        GatherCase{"n5_idx_nocoalesce", 5, 64, NS_RIG_LAYOUT_INDEXED, NS_CTX_NO_COALESCE,
+                   NS_PROGRESS_THREAD, false, false},
+        GatherCase{"n8_idx_noconcat_inline", 8, 16, NS_RIG_LAYOUT_INDEXED, NS_CTX_NO_CONCAT,
+                   NS_PROGRESS_INLINE, false, false},
+        GatherCase{"n16_pos", 16, 8, NS_RIG_LAYOUT_POSITIONAL, 0, NS_PROGRESS_THREAD, false, false},
+        GatherCase{"n2_K256_idx_all_off", 2, 1024, NS_RIG_LAYOUT_INDEXED, kAll, NS_PROGRESS_THREAD,
+                   false, false},
+        GatherCase{"n4_uneven_idx_inline", 4, 12, NS_RIG_LAYOUT_INDEXED, 0, NS_PROGRESS_INLINE,
+                   true, false},
+        GatherCase{"n5_uneven_pos", 5, 32, NS_RIG_LAYOUT_POSITIONAL, 0, NS_PROGRESS_THREAD, true,
+                   false},
+        GatherCase{"n3_pos_nofilter_nocoalesce", 3, 64, NS_RIG_LAYOUT_POSITIONAL,
+                   NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE, NS_PROGRESS_THREAD, false, false},
+        GatherCase{"n3_virtual_queues", 3, 64, NS_RIG_LAYOUT_POSITIONAL, 0, NS_PROGRESS_THREAD,
+                   false, true}),
+    [](const ::testing::TestParamInfo<GatherCase>& i) { return std::string(i.param.name); });
+
+// ---- the same requests give byte-identical outputs whatever mechanism is switched off ---------
+TEST(Ablation, IdenticalOutputsWithEachMechanismOnOrOff) {
+  const std::uint32_t variants[] = {0, NS_CTX_NO_FILTER, NS_CTX_NO_COALESCE, NS_CTX_NO_CONCAT,
+                                    kAll};
+  std::map<std::uint32_t, std::vector<std::vector<std::uint8_t>>> outputs;
+  for (std::uint32_t flags : variants) {
+    ClusterOptions o;
+    o.nodes = 3;
+    o.P = 24;
+    o.attr = make_attr(NS_PROGRESS_THREAD, flags);
+    auto& node_out = outputs[flags];
+    node_out.resize(3);
+    run_cluster(o, [&](Node& n) {
+      const auto idx = dup_heavy_idx(n.total, 3000, 8, 77 + static_cast<std::uint64_t>(n.rank));
+      std::vector<std::uint8_t> pos(idx.size() * n.P, kSentinel), ind(n.total * n.P, kSentinel);
+      std::vector<ns_send_wr> w{rig(1, n.mr, idx, pos.data(), NS_RIG_LAYOUT_POSITIONAL),
+                                rig(2, n.mr, idx, ind.data(), NS_RIG_LAYOUT_INDEXED, 0, n.total)};
+      chain(w);
+      ASSERT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK);
+      for (const ns_wc& wc : wait_completions(n.cq, 2)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+      pos.insert(pos.end(), ind.begin(), ind.end());
+      node_out[static_cast<std::size_t>(n.rank)] = std::move(pos);
+      n.sync->arrive_and_wait();
+    });
+  }
+  for (std::uint32_t flags : variants) {
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_TRUE(outputs[flags][static_cast<std::size_t>(r)] ==
+                  outputs[0][static_cast<std::size_t>(r)])
+          << "flags " << flags << " node " << r;
+    }
+  }
+}
+
+// ---- INDEXED windows (column panels), filter epochs ------------------------------------------
+TEST(Indexed, PanelWindowsAndFilterEpochs) {
+  ClusterOptions o;
+  o.nodes = 2;
+  o.P = 16;
+  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  run_cluster(o, [&](Node& n) {
+    if (n.rank == 0) {
+      // Panel [150, 250) straddles both nodes' blocks [0,200) and [200,400).
+      const std::uint64_t base = 150, len = 100;
+      std::vector<std::uint64_t> idx;
+      for (int rep = 0; rep < 3; ++rep)
+        for (std::uint64_t r = base; r < base + len; r += 3) idx.push_back(r);
+      std::set<std::uint64_t> rows(idx.begin(), idx.end());
+      std::vector<std::uint8_t> out(len * n.P, kSentinel);
+      auto w1 = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_INDEXED, base, len);
+      ASSERT_EQ(ns_post_send(n.qp, &w1, nullptr), NS_OK) << ns_last_error();
+      for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+      check_indexed(out, base, len, rows, n.P, n.rank);
+      // Same panel and buffer again: everything is already there, nothing is sent.
+      const auto sent_before = stat(n.ctx, NS_STAT_PRS_SENT);
+      const auto filtered_before = stat(n.ctx, NS_STAT_PRS_FILTERED);
+      auto w2 = rig(2, n.mr, idx, out.data(), NS_RIG_LAYOUT_INDEXED, base, len);
+      ASSERT_EQ(ns_post_send(n.qp, &w2, nullptr), NS_OK);
+      for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+      EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_SENT), sent_before);
+      EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_FILTERED) - filtered_before, idx.size());
+      // A new epoch forgets: the (cleared) buffer is refilled.
+      std::fill(out.begin(), out.end(), kSentinel);
+      auto w3 = rig(3, n.mr, idx, out.data(), NS_RIG_LAYOUT_INDEXED, base, len,
+                    NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH);
+      ASSERT_EQ(ns_post_send(n.qp, &w3, nullptr), NS_OK);
+      for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+      check_indexed(out, base, len, rows, n.P, n.rank);
+      EXPECT_GT(stat(n.ctx, NS_STAT_PRS_SENT), sent_before);
+      // Another buffer in the same epoch maps idx -> address differently: it bypasses the filter
+      // (correct data, nothing wrongly "filtered").
+      std::vector<std::uint8_t> other(len * n.P, kSentinel);
+      auto w4 = rig(4, n.mr, idx, other.data(), NS_RIG_LAYOUT_INDEXED, base, len);
+      ASSERT_EQ(ns_post_send(n.qp, &w4, nullptr), NS_OK);
+      for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+      check_indexed(other, base, len, rows, n.P, n.rank);
+    }
+    n.sync->arrive_and_wait();
+  });
+}
+
+// ---- error completions -----------------------------------------------------------------------
+TEST(Errors, OutOfRangeIdxGivesRemoteInvalidRequest) {
+  ClusterOptions o;
+  o.nodes = 3;
+  o.P = 40;
+  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  run_cluster(o, [&](Node& n) {
+    // Node 0 asks a remote owner (the last node) to check; the last node checks itself locally.
+    if (n.rank == 0 || n.rank == n.nodes - 1) {
+      const std::vector<std::uint64_t> good = {1, n.total - 1, 250, 3};
+      const std::vector<std::uint64_t> past = {5, n.total, 7};
+      const std::vector<std::uint64_t> huge = {UINT64_MAX - 1, 2};
+      const std::vector<std::uint64_t> window = {160, 170, 149};  // 149 outside [150, 200)
+      std::vector<std::uint8_t> o1(good.size() * n.P), o2(past.size() * n.P), o3(huge.size() * n.P),
+          o4(50 * n.P), o5(good.size() * n.P);
+      std::vector<ns_send_wr> w{rig(1, n.mr, good, o1.data(), NS_RIG_LAYOUT_POSITIONAL),
+                                rig(2, n.mr, past, o2.data(), NS_RIG_LAYOUT_POSITIONAL),
+                                rig(3, n.mr, huge, o3.data(), NS_RIG_LAYOUT_POSITIONAL),
+                                rig(4, n.mr, window, o4.data(), NS_RIG_LAYOUT_INDEXED, 150, 50),
+                                rig(5, n.mr, good, o5.data(), NS_RIG_LAYOUT_POSITIONAL)};
+      chain(w);
+      ASSERT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK);
+      std::map<std::uint64_t, ns_wc> by_id;
+      for (const ns_wc& wc : wait_completions(n.cq, 5)) by_id[wc.wr_id] = wc;
+      EXPECT_EQ(by_id[1].status, NS_WC_SUCCESS);
+      EXPECT_EQ(by_id[2].status, NS_WC_REM_INV_REQ) << ns_wc_status_str(by_id[2].status);
+      EXPECT_EQ(by_id[3].status, NS_WC_REM_INV_REQ) << ns_wc_status_str(by_id[3].status);
+      EXPECT_EQ(by_id[4].status, NS_WC_LOC_INV_REQ) << ns_wc_status_str(by_id[4].status);
+      EXPECT_EQ(by_id[4].count, 2u) << "position of the offending idx";
+      EXPECT_EQ(by_id[5].status, NS_WC_SUCCESS);
+      check_positional(o1, good, n.P, n.rank);
+      check_positional(o5, good, n.P, n.rank);
+      if (n.rank == 0) {
+        EXPECT_EQ(stat(n.ctx, NS_STAT_INVALID_PRS), 0u);
+      }
+    }
+    n.sync->arrive_and_wait();
+    if (n.rank == n.nodes - 1) {
+      // The last node's server rejected node 0's out-of-range idxs (never reading outside).
+      EXPECT_GE(stat(n.ctx, NS_STAT_INVALID_PRS), 2u);
+    }
+    n.sync->arrive_and_wait();
+  });
+}
+
+// ---- chained posts, bad_wr, queue full, unsignaled ------------------------------------------
+TEST(Post, ChainStopsAtFirstBadWr) {
+  ClusterOptions o;
+  o.nodes = 2;
+  o.P = 8;
+  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  o.qp_depth = 2;
+  run_cluster(o, [&](Node& n) {
+    if (n.rank == 0) {
+      const std::vector<std::uint64_t> idx = {1, 300, 2, 399};
+      std::vector<std::uint8_t> a(idx.size() * n.P), b(idx.size() * n.P), c(idx.size() * n.P);
+      std::vector<ns_send_wr> w{rig(1, n.mr, idx, a.data(), NS_RIG_LAYOUT_POSITIONAL),
+                                rig(2, n.mr, idx, b.data(), 7 /* no such layout */),
+                                rig(3, n.mr, idx, c.data(), NS_RIG_LAYOUT_POSITIONAL)};
+      chain(w);
+      ns_send_wr* bad = nullptr;
+      EXPECT_EQ(ns_post_send(n.qp, w.data(), &bad), NS_ERR_INVALID);
+      EXPECT_EQ(bad, &w[1]);
+      EXPECT_NE(std::string(ns_last_error()).find("layout"), std::string::npos) << ns_last_error();
+      auto wcs = wait_completions(n.cq, 1);
+      ASSERT_EQ(wcs.size(), 1u);
+      EXPECT_EQ(wcs[0].wr_id, 1u);
+      check_positional(a, idx, n.P, 0);
+      // Depth 2: a chain of 3 posts two, then NO_RESOURCE at the third.
+      w[1] = rig(2, n.mr, idx, b.data(), NS_RIG_LAYOUT_POSITIONAL);
+      chain(w);
+      EXPECT_EQ(ns_post_send(n.qp, w.data(), &bad), NS_ERR_NO_RESOURCE);
+      EXPECT_EQ(bad, &w[2]);
+      EXPECT_EQ(wait_completions(n.cq, 2).size(), 2u);
+      // Unsignaled successes produce no completion; a signaled one after them does.
+      std::vector<ns_send_wr> u{rig(10, n.mr, idx, a.data(), NS_RIG_LAYOUT_POSITIONAL, 0, 0, 0),
+                                rig(11, n.mr, idx, b.data(), NS_RIG_LAYOUT_POSITIONAL)};
+      chain(u);
+      ASSERT_EQ(ns_post_send(n.qp, u.data(), &bad), NS_OK);
+      auto last = wait_completions(n.cq, 1);
+      ASSERT_EQ(last.size(), 1u);
+      EXPECT_EQ(last[0].wr_id, 11u);
+      ns_wc extra;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      EXPECT_EQ(ns_poll_cq(n.cq, 1, &extra), 0);
+      // Errors on unsignaled WRs still complete.
+      const std::vector<std::uint64_t> oob = {n.total + 1};
+      auto e = rig(12, n.mr, oob, a.data(), NS_RIG_LAYOUT_POSITIONAL, 0, 0, 0);
+      ASSERT_EQ(ns_post_send(n.qp, &e, &bad), NS_OK);
+      auto err = wait_completions(n.cq, 1);
+      ASSERT_EQ(err.size(), 1u);
+      EXPECT_EQ(err[0].wr_id, 12u);
+      EXPECT_EQ(err[0].status, NS_WC_REM_INV_REQ);
+      // Invalid arguments.
+      ns_send_wr z = rig(13, nullptr, idx, a.data(), NS_RIG_LAYOUT_POSITIONAL);
+      EXPECT_EQ(ns_post_send(n.qp, &z, &bad), NS_ERR_INVALID);
+      z = rig(14, n.mr, idx, a.data(), NS_RIG_LAYOUT_INDEXED, 0, 0);  // empty window
+      EXPECT_EQ(ns_post_send(n.qp, &z, &bad), NS_ERR_INVALID);
+      z.opcode = 42;
+      EXPECT_EQ(ns_post_send(n.qp, &z, &bad), NS_ERR_INVALID);
+      EXPECT_EQ(bad, &z);
+      // Zero idxs: valid, completes at once.
+      const std::vector<std::uint64_t> none;
+      z = rig(15, n.mr, none, nullptr, NS_RIG_LAYOUT_POSITIONAL);
+      ASSERT_EQ(ns_post_send(n.qp, &z, &bad), NS_OK);
+      auto zero = wait_completions(n.cq, 1);
+      ASSERT_EQ(zero.size(), 1u);
+      EXPECT_EQ(zero[0].status, NS_WC_SUCCESS);
+    }
+    n.sync->arrive_and_wait();
+  });
+}
+
+// ---- the vanilla SA path -----------------------------------------------------------------------
+TEST(RdmaRead, SingleReadsEveryByte) {
+  ClusterOptions o;
+  o.nodes = 4;
+  o.P = 36;
+  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  o.qp_depth = 256;
+  run_cluster(o, [&](Node& n) {
+    std::mt19937_64 rng(5 + static_cast<std::uint64_t>(n.rank));
+    const int kReads = 200;
+    std::vector<std::uint64_t> rows(kReads);
+    std::vector<std::uint8_t> out(kReads * n.P);
+    std::vector<ns_send_wr> w(kReads);
+    for (int k = 0; k < kReads; ++k) {
+      rows[k] = rng() % n.total;
+      w[k] = ns_send_wr{};
+      w[k].wr_id = static_cast<std::uint64_t>(k);
+      w[k].opcode = NS_WR_RDMA_READ;
+      w[k].send_flags = NS_SEND_SIGNALED;
+      w[k].wr.rdma_read.mr = n.mr;
+      w[k].wr.rdma_read.idx = rows[k];
+      w[k].wr.rdma_read.out = out.data() + k * n.P;
+    }
+    chain(w);
+    ASSERT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK) << ns_last_error();
+    for (const ns_wc& wc : wait_completions(n.cq, kReads)) {
+      EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+      EXPECT_EQ(wc.opcode, NS_WR_RDMA_READ);
+    }
+    check_positional(out, rows, n.P, n.rank);
+    EXPECT_EQ(stat(n.ctx, NS_STAT_RDMA_READS), static_cast<std::uint64_t>(kReads));
+    ns_send_wr bad_read = w[0];
+    bad_read.next = nullptr;
+    bad_read.wr.rdma_read.idx = n.total;
+    ASSERT_EQ(ns_post_send(n.qp, &bad_read, nullptr), NS_OK);
+    auto e = wait_completions(n.cq, 1);
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].status, NS_WC_REM_INV_REQ);
+    n.sync->arrive_and_wait();
+  });
+}
+
+// ---- watchdog and failures ---------------------------------------------------------------------
+TEST(Failure, KilledPeerGivesTimeoutsAndSurvivorsGoOn) {
+  ClusterOptions o;
+  o.nodes = 3;
+  o.P = 16;
+  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  o.attr.watchdog_ms = 200;
+  ns_fabric* fabric = nullptr;
+  run_cluster(
+      o,
+      [&](Node& n) {
+        n.sync->arrive_and_wait();
+        if (n.rank == 2) {
+          ASSERT_EQ(ns_fabric_kill_node(fabric, 2), NS_OK);
+        }
+        n.sync->arrive_and_wait();
+        if (n.rank == 2) {  // dead: does nothing more (but its thread keeps the barrier count)
+          n.sync->arrive_and_wait();
+          return;
+        }
+        // Rows of the dead node (400..599) in every WR but the last; the last needs only the
+        // other survivor.
+        const int other = 1 - n.rank;
+        std::vector<std::uint64_t> dead_rows, live_rows;
+        for (std::uint64_t r = 400; r < 600; r += 5) dead_rows.push_back(r);
+        for (std::uint64_t r = 200ull * other; r < 200ull * other + 200; r += 3)
+          live_rows.push_back(r);
+        std::vector<std::uint64_t> mixed = live_rows;
+        mixed.insert(mixed.end(), dead_rows.begin(), dead_rows.end());
+        std::vector<std::uint8_t> a(mixed.size() * n.P), b(dead_rows.size() * n.P),
+            c(live_rows.size() * n.P);
+        std::vector<ns_send_wr> w{rig(1, n.mr, mixed, a.data(), NS_RIG_LAYOUT_POSITIONAL),
+                                  rig(2, n.mr, dead_rows, b.data(), NS_RIG_LAYOUT_POSITIONAL),
+                                  rig(3, n.mr, live_rows, c.data(), NS_RIG_LAYOUT_POSITIONAL)};
+        chain(w);
+        const auto t0 = std::chrono::steady_clock::now();
+        ASSERT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK);
+        std::map<std::uint64_t, int> status;
+        for (const ns_wc& wc : wait_completions(n.cq, 3, 10000)) status[wc.wr_id] = wc.status;
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - t0)
+                            .count();
+        RecordProperty("timeout_completion_ms_node" + std::to_string(n.rank), static_cast<int>(ms));
+        EXPECT_EQ(status[1], NS_WC_WATCHDOG_TIMEOUT);
+        EXPECT_EQ(status[2], NS_WC_WATCHDOG_TIMEOUT);
+        EXPECT_EQ(status[3], NS_WC_SUCCESS);
+        check_positional(c, live_rows, n.P, n.rank);
+        EXPECT_GE(stat(n.ctx, NS_STAT_TIMEOUTS), 2u);
+        // After the timeouts the engine still works with the survivor.
+        std::vector<std::uint8_t> d(live_rows.size() * n.P);
+        auto again = rig(4, n.mr, live_rows, d.data(), NS_RIG_LAYOUT_POSITIONAL);
+        ASSERT_EQ(ns_post_send(n.qp, &again, nullptr), NS_OK);
+        auto wc = wait_completions(n.cq, 1, 10000);
+        ASSERT_EQ(wc.size(), 1u);
+        EXPECT_EQ(wc[0].status, NS_WC_SUCCESS);
+        check_positional(d, live_rows, n.P, n.rank);
+        // After a failure teardown is local (no more serving): leave together.
+        n.sync->arrive_and_wait();
+      },
+      &fabric);
+}
+
+TEST(Failure, ReportedDeadPeerGivesTransportError) {
+  ClusterOptions o;
+  o.nodes = 2;
+  o.P = 8;
+  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  o.attr.watchdog_ms = 300;
+  ns_fabric* fabric = nullptr;
+  run_cluster(
+      o,
+      [&](Node& n) {
+        n.sync->arrive_and_wait();
+        if (n.rank == 1) {
+          ASSERT_EQ(ns_fabric_kill_node_reported(fabric, 1), NS_OK);
+        }
+        n.sync->arrive_and_wait();
+        if (n.rank == 1) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the watchdog tick see it
+        const std::vector<std::uint64_t> rows = {250, 260, 5};
+        std::vector<std::uint8_t> out(rows.size() * n.P);
+        auto w = rig(1, n.mr, rows, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+        ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK);
+        auto wc = wait_completions(n.cq, 1, 10000);
+        ASSERT_EQ(wc.size(), 1u);
+        EXPECT_EQ(wc[0].status, NS_WC_TRANSPORT_ERR) << ns_wc_status_str(wc[0].status);
+      },
+      &fabric);
+}
+
+// ---- resources: small tables stall but stay correct; unit counts
+// ---------------------------------
+TEST(Resources, TinyPendingTableStallsButStaysCorrect) {
+  ClusterOptions o;
+  o.nodes = 3;
+  o.P = 8;
+  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  o.attr.comp_mask |= NS_CTX_ATTR_PENDING | NS_CTX_ATTR_UNITS | NS_CTX_ATTR_BATCH;
+  o.attr.pending_entries = 4;
+  o.attr.num_client_units = 3;
+  o.attr.num_server_units = 1;
+  o.attr.idx_chunk = 7;
+  run_cluster(o, [&](Node& n) {
+    std::vector<std::uint64_t> idx(2000);
+    std::mt19937_64 rng(n.rank);
+    for (auto& i : idx) i = rng() % n.total;
+    std::vector<std::uint8_t> out(idx.size() * n.P);
+    auto w = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+    ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK);
+    for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+    check_positional(out, idx, n.P, n.rank);
+    EXPECT_GT(stat(n.ctx, NS_STAT_STALLS), 0u);
+    n.sync->arrive_and_wait();
+  });
+}
+
+// ---- INLINE mode: ns_cq_wait drives the engine; quiesce keeps serving peers --------------------
+TEST(Inline, CompletionsAndQuiesceWithoutProgressThread) {
+  ClusterOptions o;
+  o.nodes = 4;
+  o.P = 64;
+  o.attr = make_attr(NS_PROGRESS_INLINE, 0);
+  run_cluster(o, [&](Node& n) {
+    // Uneven work: node 0 gathers much more, so the others finish first and must keep serving
+    // it from inside ns_quiesce.
+    const std::size_t count = n.rank == 0 ? 20000 : 100;
+    const auto idx = dup_heavy_idx(n.total, count, 32, 9 + static_cast<std::uint64_t>(n.rank));
+    std::vector<std::uint8_t> out(idx.size() * n.P);
+    auto w = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+    ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK);
+    for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+    check_positional(out, idx, n.P, n.rank);
+    EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
+    n.sync->arrive_and_wait();
+  });
+}
+
+// ---- statistics: JSON
+// ------------------------------------------------------------------------------
+TEST(Stats, JsonParsesAndNamesEveryCounter) {
+  ClusterOptions o;
+  o.nodes = 2;
+  o.P = 64;
+  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  run_cluster(o, [&](Node& n) {
+    const auto idx = dup_heavy_idx(n.total, 500, 4, 3);
+    std::vector<std::uint8_t> out(idx.size() * n.P);
+    auto w = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+    ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK);
+    wait_completions(n.cq, 1);
+    const int need = ns_stats_json(n.ctx, nullptr, 0);
+    ASSERT_GT(need, 0);
+    std::string s(static_cast<std::size_t>(need) + 1, '\0');
+    EXPECT_EQ(ns_stats_json(n.ctx, s.data(), s.size()), need);
+    s.resize(static_cast<std::size_t>(need));
+    EXPECT_TRUE(JsonValidator(s).valid()) << s;
+    for (int k = 0; k < NS_STAT__COUNT; ++k) {
+      const std::string key =
+          std::string("\"") + ns_stat_name(k) + "\":" + std::to_string(stat(n.ctx, k));
+      // Counters keep moving while peers are served, so only the name is checked everywhere.
+      EXPECT_NE(s.find(std::string("\"") + ns_stat_name(k) + "\":"), std::string::npos) << key;
+    }
+    char small[16];
+    EXPECT_EQ(ns_stats_json(n.ctx, small, sizeof small), need);
+    EXPECT_EQ(std::strlen(small), sizeof small - 1);
+    EXPECT_EQ(ns_stat_name(NS_STAT__COUNT), nullptr);
+    ns_stats_reset(n.ctx);
+    EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_REQUESTED), 0u);
+    n.sync->arrive_and_wait();
+  });
+}
+
+// ---- concurrency: several application threads on one context ----------------------------------
+TEST(Threads, ConcurrentPostersOnSeparateQueuePairs) {
+  ClusterOptions o;
+  o.nodes = 2;
+  o.P = 16;
+  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  run_cluster(o, [&](Node& n) {
+    auto worker = [&](int t) {
+      ns_cq* cq = nullptr;
+      ns_qp* qp = nullptr;
+      ASSERT_EQ(ns_create_cq(n.ctx, 64, &cq), NS_OK);
+      ASSERT_EQ(ns_create_qp(n.ctx, cq, 8, &qp), NS_OK);
+      for (int round = 0; round < 20; ++round) {
+        const auto idx = dup_heavy_idx(n.total, 300, 8,
+                                       static_cast<std::uint64_t>(round * 31 + t + 100 * n.rank));
+        std::vector<std::uint8_t> out(idx.size() * n.P);
+        auto w =
+            rig(static_cast<std::uint64_t>(round), n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+        ASSERT_EQ(ns_post_send(qp, &w, nullptr), NS_OK);
+        for (const ns_wc& wc : wait_completions(cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+        check_positional(out, idx, n.P, n.rank);
+      }
+      EXPECT_EQ(ns_destroy_qp(qp), NS_OK);
+      EXPECT_EQ(ns_destroy_cq(cq), NS_OK);
+    };
+    std::thread a(worker, 1), b(worker, 2);
+    a.join();
+    b.join();
+    EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK);
+    n.sync->arrive_and_wait();
+  });
+}
+
+// ---- object lifetime errors
+// ----------------------------------------------------------------------
+TEST(Lifetime, BusyObjectsRefuseDestruction) {
+  ns_fabric* fabric = nullptr;
+  ASSERT_EQ(ns_fabric_create(1, &fabric), NS_OK);
+  ns_context* ctx = nullptr;
+  ASSERT_EQ(ns_open_inproc(fabric, 0, nullptr, &ctx), NS_OK);
+  EXPECT_EQ(ns_size(ctx), 1);
+  EXPECT_STREQ(ns_transport_name(ctx), "inproc");
+  ns_context* twice = nullptr;
+  EXPECT_EQ(ns_open_inproc(fabric, 0, nullptr, &twice), NS_ERR_STATE);
+  ns_cq* cq = nullptr;
+  ns_qp* qp = nullptr;
+  ASSERT_EQ(ns_create_cq(ctx, 4, &cq), NS_OK);
+  ASSERT_EQ(ns_create_qp(ctx, cq, 4, &qp), NS_OK);
+  EXPECT_EQ(ns_destroy_cq(cq), NS_ERR_STATE);
+  EXPECT_EQ(ns_close(ctx), NS_ERR_STATE);
+  EXPECT_EQ(ns_quiesce(ctx, 10), NS_ERR_NOT_REGISTERED);
+  std::vector<std::uint8_t> block(10 * 4);
+  const std::uint64_t bad_offsets[] = {0, 11};
+  ns_mr* mr = nullptr;
+  EXPECT_EQ(ns_reg_props(ctx, block.data(), 10, 4, bad_offsets, &mr), NS_ERR_INVALID);
+  EXPECT_NE(std::string(ns_last_error()).find("local_rows"), std::string::npos) << ns_last_error();
+  const std::uint64_t offsets[] = {0, 10};
+  ASSERT_EQ(ns_reg_props(ctx, block.data(), 10, 4, offsets, &mr), NS_OK) << ns_last_error();
+  EXPECT_EQ(ns_reg_props(ctx, block.data(), 10, 4, offsets, &mr), NS_ERR_STATE);
+  EXPECT_EQ(ns_mr_total_rows(mr), 10u);
+  EXPECT_EQ(ns_destroy_qp(qp), NS_OK);
+  EXPECT_EQ(ns_destroy_cq(cq), NS_OK);
+  EXPECT_EQ(ns_dereg_props(mr), NS_OK);
+  EXPECT_EQ(ns_close(ctx), NS_OK);
+  ns_fabric_destroy(fabric);
+  ns_context_attr bad{};
+  bad.comp_mask = NS_CTX_ATTR_UNITS;
+  bad.num_client_units = 0;
+  bad.num_server_units = 1;
+  ASSERT_EQ(ns_fabric_create(1, &fabric), NS_OK);
+  EXPECT_EQ(ns_open_inproc(fabric, 0, &bad, &ctx), NS_ERR_INVALID);
+  ns_fabric_destroy(fabric);
+}
+
+TEST(Strings, StatusAndCompletionTextHaveFallbacks) {
+  EXPECT_STREQ(ns_status_str(NS_OK), "success");
+  EXPECT_STREQ(ns_status_str(12345), "unknown status");
+  EXPECT_STREQ(ns_wc_status_str(NS_WC_SUCCESS), "success");
+  EXPECT_STREQ(ns_wc_status_str(-3), "unknown status");
+  EXPECT_STREQ(ns_wc_status_str(99), "unknown status");
+  EXPECT_STREQ(ns_wr_opcode_str(NS_WR_RIG), "RIG");
+  EXPECT_STREQ(ns_wr_opcode_str(17), "unknown opcode");
+  EXPECT_NE(std::string(ns_wc_status_str(NS_WC_WATCHDOG_TIMEOUT)).find("watchdog"),
+            std::string::npos);
+}
