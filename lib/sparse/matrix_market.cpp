@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sparse/coo_assembly.hpp"
 #include "sparse/mapped_file.hpp"
 #include "sparse/text_scan.hpp"
 
@@ -29,6 +30,8 @@ namespace netsparse {
 
 namespace {
 
+using sparse_detail::assemble_csr;
+using sparse_detail::CompactTriplet;
 using sparse_detail::count_lines;
 using sparse_detail::count_newlines;
 using sparse_detail::is_blank;
@@ -304,15 +307,22 @@ class EntryParser {
     return header_.field == MatrixMarketField::pattern ? "" : " value";
   }
 
-  // Parses a 1-based index in [1, dimension] and advances q past it.
-  gidx_t parse_index(const char*& q, const char* eol, const char* line_start, const char* what,
-                     gidx_t dimension) const {
+  // Parses a 1-based index in [1, dimension] and advances q past it. Inlined: it runs twice
+  // per entry; the error path is out of line.
+  [[gnu::always_inline]] gidx_t parse_index(const char*& q, const char* eol, const char* line_start,
+                                            const char* what, gidx_t dimension) const {
     const auto parsed = parse_integer(q, eol, /*allow_negative=*/false);
     if (parsed.status == NumberStatus::ok && parsed.value >= 1 && parsed.value <= dimension)
         [[likely]] {
       q = parsed.next;
       return parsed.value;
     }
+    index_error(parsed, q, eol, line_start, what, dimension);
+  }
+
+  [[noreturn, gnu::cold, gnu::noinline]] void index_error(
+      const sparse_detail::ParsedInteger& parsed, const char* q, const char* eol,
+      const char* line_start, const char* what, gidx_t dimension) const {
     const std::string token = quoted_token(q, eol);
     switch (parsed.status) {
       case NumberStatus::negative:
@@ -429,28 +439,69 @@ size_t estimate_triplets(std::string_view bytes, const MatrixMarketHeader& heade
   return static_cast<size_t>(lines * 1.05) + 16;
 }
 
-// Parses [range) of a mapped file into a chunk, keeping rows in [keep_begin, keep_end).
-MatrixMarketChunk parse_range(std::string_view bytes, const MatrixMarketHeader& header,
-                              const std::string& path, std::uint64_t byte_begin,
-                              std::uint64_t byte_end, gidx_t keep_begin, gidx_t keep_end) {
-  MatrixMarketChunk chunk;
-  chunk.triplets.reserve(
-      estimate_triplets(bytes, header, byte_begin, byte_end, keep_begin, keep_end));
+// Parses [byte_begin, byte_end) of a mapped file into records (Triplet or CompactTriplet),
+// keeping rows in [keep_begin, keep_end). Returns the number of entry lines parsed.
+template <class Record>
+std::int64_t parse_range(std::string_view bytes, const MatrixMarketHeader& header,
+                         const std::string& path, std::uint64_t byte_begin, std::uint64_t byte_end,
+                         gidx_t keep_begin, gidx_t keep_end, std::vector<Record>& out) {
+  out.reserve(estimate_triplets(bytes, header, byte_begin, byte_end, keep_begin, keep_end));
   const EntryParser parser(bytes, header, path);
+  using Index = decltype(Record::row);
   if (keep_begin <= 0 && keep_end >= header.n_rows) {
-    chunk.n_entries = parser.parse(byte_begin, byte_end, [&](gidx_t r, gidx_t c, float v) {
-      chunk.triplets.push_back({r, c, v});
-    });
-  } else {
-    chunk.n_entries = parser.parse(byte_begin, byte_end, [&](gidx_t r, gidx_t c, float v) {
-      if (r >= keep_begin && r < keep_end) chunk.triplets.push_back({r, c, v});
+    return parser.parse(byte_begin, byte_end, [&](gidx_t r, gidx_t c, float v) {
+      out.push_back({static_cast<Index>(r), static_cast<Index>(c), v});
     });
   }
-  return chunk;
+  return parser.parse(byte_begin, byte_end, [&](gidx_t r, gidx_t c, float v) {
+    if (r >= keep_begin && r < keep_end) {
+      out.push_back({static_cast<Index>(r), static_cast<Index>(c), v});
+    }
+  });
 }
 
 // Files below this size are parsed by one thread.
 constexpr std::uint64_t kParallelBytes = std::uint64_t{1} << 20;
+
+// Parses the whole file in parallel byte ranges and assembles rows [row_begin, row_end).
+template <class Record>
+CsrMatrix parse_and_assemble(std::string_view bytes, const MatrixMarketHeader& header,
+                             const std::string& path, gidx_t row_begin, gidx_t row_end) {
+  const std::uint64_t data_bytes = bytes.size() - header.data_offset;
+  const int n_threads = data_bytes >= kParallelBytes ? omp_get_max_threads() : 1;
+  // A few ranges per thread balance uneven line lengths and comment blocks.
+  const int n_ranges = n_threads == 1 ? 1 : 4 * n_threads;
+  std::vector<std::vector<Record>> records(static_cast<size_t>(n_ranges));
+  std::vector<std::int64_t> entries(static_cast<size_t>(n_ranges), 0);
+  std::optional<ParseError> first_error;
+  std::exception_ptr other_error;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
+  for (int k = 0; k < n_ranges; ++k) {
+    const std::uint64_t b = header.data_offset + data_bytes * k / n_ranges;
+    const std::uint64_t e = header.data_offset + data_bytes * (k + 1) / n_ranges;
+    try {
+      entries[k] = parse_range(bytes, header, path, b, e, row_begin, row_end, records[k]);
+    } catch (const ParseError& error) {
+      // Report the error a serial reader would have met first.
+#pragma omp critical(netsparse_mm_error)
+      if (!first_error || error.line() < first_error->line()) first_error = error;
+    } catch (...) {
+#pragma omp critical(netsparse_mm_error)
+      other_error = std::current_exception();
+    }
+  }
+  if (first_error) throw *first_error;
+  if (other_error) std::rethrow_exception(other_error);
+
+  std::int64_t entries_found = 0;
+  for (const std::int64_t n : entries) entries_found += n;
+  check_entry_count(bytes, header, path, entries_found);
+
+  std::vector<std::span<const Record>> parts(records.begin(), records.end());
+  // The parser has checked every index against the matrix and kept only the block's rows.
+  return assemble_csr(std::span<const std::span<const Record>>(parts), header.n_rows, header.n_cols,
+                      row_begin, row_end, /*trusted=*/true);
+}
 
 CsrMatrix read_rows(const std::string& path, std::optional<std::pair<gidx_t, gidx_t>> rows) {
   const MappedFile file(path);
@@ -467,39 +518,12 @@ CsrMatrix read_rows(const std::string& path, std::optional<std::pair<gidx_t, gid
     }
   }
 
-  const std::uint64_t data_bytes = bytes.size() - header.data_offset;
-  const int n_threads = data_bytes >= kParallelBytes ? omp_get_max_threads() : 1;
-  // A few ranges per thread balance uneven line lengths and comment blocks.
-  const int n_ranges = n_threads == 1 ? 1 : 4 * n_threads;
-  std::vector<MatrixMarketChunk> chunks(static_cast<size_t>(n_ranges));
-  std::optional<ParseError> first_error;
-  std::exception_ptr other_error;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
-  for (int k = 0; k < n_ranges; ++k) {
-    const std::uint64_t b = header.data_offset + data_bytes * k / n_ranges;
-    const std::uint64_t e = header.data_offset + data_bytes * (k + 1) / n_ranges;
-    try {
-      chunks[k] = parse_range(bytes, header, path, b, e, row_begin, row_end);
-    } catch (const ParseError& error) {
-      // Report the error a serial reader would have met first.
-#pragma omp critical(netsparse_mm_error)
-      if (!first_error || error.line() < first_error->line()) first_error = error;
-    } catch (...) {
-#pragma omp critical(netsparse_mm_error)
-      other_error = std::current_exception();
-    }
-  }
-  if (first_error) throw *first_error;
-  if (other_error) std::rethrow_exception(other_error);
-
-  std::int64_t entries_found = 0;
-  for (const auto& chunk : chunks) entries_found += chunk.n_entries;
-  check_entry_count(bytes, header, path, entries_found);
-
-  std::vector<std::span<const Triplet>> parts;
-  parts.reserve(chunks.size());
-  for (const auto& chunk : chunks) parts.emplace_back(chunk.triplets);
-  CsrMatrix matrix = coo_to_csr(parts, header.n_rows, header.n_cols, row_begin, row_end);
+  // Matrices up to 2^32 x 2^32 are parsed into half-size records.
+  const gidx_t compact_limit = gidx_t{1} << 32;
+  CsrMatrix matrix =
+      header.n_rows <= compact_limit && header.n_cols <= compact_limit
+          ? parse_and_assemble<CompactTriplet>(bytes, header, path, row_begin, row_end)
+          : parse_and_assemble<Triplet>(bytes, header, path, row_begin, row_end);
   // A pattern is a structure: a repeated entry is still one nonzero of value 1.
   if (header.field == MatrixMarketField::pattern) {
     std::fill(matrix.values.begin(), matrix.values.end(), 1.0f);
@@ -572,8 +596,10 @@ MatrixMarketChunk parse_matrix_market_entries(const std::string& path,
   if (file.bytes().size() != header.file_size) {
     throw ParseError(path, 0, "file changed size since its header was read");
   }
-  return parse_range(file.bytes(), header, path, range.byte_begin, range.byte_end,
-                     range.keep_row_begin, range.keep_row_end);
+  MatrixMarketChunk chunk;
+  chunk.n_entries = parse_range(file.bytes(), header, path, range.byte_begin, range.byte_end,
+                                range.keep_row_begin, range.keep_row_end, chunk.triplets);
+  return chunk;
 }
 
 void check_matrix_market_entry_count(const std::string& path, const MatrixMarketHeader& header,

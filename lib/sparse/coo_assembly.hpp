@@ -1,0 +1,46 @@
+// COO -> CSR assembly over any triplet record type (internal to the sparse component).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "netsparse/coo.hpp"
+#include "netsparse/csr.hpp"
+
+namespace netsparse::sparse_detail {
+
+// A triplet whose indices fit 32 bits: half the bytes of a Triplet, for readers that know the
+// matrix is at most 2^32 x 2^32 before they parse (less memory to fault in and stream).
+struct CompactTriplet {
+  std::uint32_t row;
+  std::uint32_t col;
+  float value;
+};
+
+inline gidx_t row_of(const Triplet& t) noexcept {
+  return t.row;
+}
+inline gidx_t col_of(const Triplet& t) noexcept {
+  return t.col;
+}
+inline float value_of(const Triplet& t) noexcept {
+  return t.value;
+}
+inline gidx_t row_of(const CompactTriplet& t) noexcept {
+  return t.row;
+}
+inline gidx_t col_of(const CompactTriplet& t) noexcept {
+  return t.col;
+}
+inline float value_of(const CompactTriplet& t) noexcept {
+  return t.value;
+}
+
+// coo_to_csr for Record = Triplet or CompactTriplet. `trusted`: the caller guarantees every
+// record lies in the block and the column range (a reader that validated while parsing), so
+// the validation pass is skipped.
+template <class Record>
+CsrMatrix assemble_csr(std::span<const std::span<const Record>> parts, gidx_t n_rows_global,
+                       gidx_t n_cols, gidx_t row_begin, gidx_t row_end, bool trusted);
+
+}  // namespace netsparse::sparse_detail
