@@ -1,0 +1,463 @@
+// Local kernel benchmark: tiled SpMM / SDDMM / SpMV (autotuned and SPADE-Base configurations)
+// against Eigen's sparse x dense product, on real and generated matrices, with a STREAM triad
+// measured in the same run as the bandwidth yardstick. Prints a table; not a test.
+//
+//   bench_local_kernels [--data-dir DIR] [--matrices LIST] [--ks LIST] [--kernels LIST]
+//                       [--tune-budget SECONDS] [--min-time SECONDS] [--stencil N]
+//                       [--kron-scale S]
+//
+// Defaults: matrices NotreDame_www, mdual, kron18, stencil; K 1,16,128; kernels spmm,sddmm,spmv
+// (SpMV once per matrix). Matrix files come from ${NETSPARSE_DATA_DIR:-~/.cache/netsparse/
+// matrices} (scripts/fetch-matrices.sh fills it); a missing file is reported and skipped.
+//
+// Byte model of "effective GB/s" (compulsory traffic, the same for every implementation so GB/s
+// ratios equal speed ratios): A = 8 B per nonzero (32-bit index + fp32 value) + 4 B per row;
+// SpMM: + 4K B per distinct column touched (B) + 4K B per row (C, written once);
+// SDDMM: + 4K B per row (X) + 4K B per distinct column (Y) + 4 B per nonzero (output);
+// SpMV: + 4 B per distinct column (x) + 4 B per row (y). FLOPs: 2 nnz K (SpMV: 2 nnz).
+// Triad: a[i] = b[i] + s c[i] over doubles, 24 B per element (STREAM's convention: no
+// write-allocate traffic counted), arrays 8x the last-level cache or more.
+#include <omp.h>
+#include <sys/mman.h>
+
+#include <Eigen/Core>
+#include <Eigen/SparseCore>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "netsparse/autotune.hpp"
+#include "netsparse/generators.hpp"
+#include "netsparse/local_kernels.hpp"
+#include "netsparse/matrix_market.hpp"
+#include "netsparse/metis.hpp"
+#include "netsparse/tiled.hpp"
+
+#ifndef NETSPARSE_BENCH_ARCH
+#define NETSPARSE_BENCH_ARCH ""
+#endif
+
+namespace {
+
+using namespace netsparse;
+using Clock = std::chrono::steady_clock;
+using EigenCsr = Eigen::SparseMatrix<float, Eigen::RowMajor, int>;
+using EigenDense = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using DenseMap = Eigen::Map<EigenDense, Eigen::Aligned64>;
+using VectorMap = Eigen::Map<Eigen::VectorXf, Eigen::Aligned64>;
+
+// Dense operands live on 2 MiB pages where the kernel allows it (madvise): B and Y rows are
+// read at random, and with 4 KiB pages a 100+ MiB operand costs a TLB miss per row. Eigen
+// gets the very same buffers, so the comparison stays fair.
+class DenseBuffer {
+ public:
+  explicit DenseBuffer(std::size_t floats) : floats_(floats) {
+    constexpr std::size_t kPage = std::size_t{2} << 20;
+    const std::size_t bytes = std::max<std::size_t>(kPage, (floats * sizeof(float) + kPage - 1) / kPage * kPage);
+    data_ = static_cast<float*>(std::aligned_alloc(kPage, bytes));
+    if (data_ == nullptr) throw std::bad_alloc();
+    madvise(data_, bytes, MADV_HUGEPAGE);  // advisory: ignored where THP is off
+  }
+  ~DenseBuffer() { std::free(data_); }
+  DenseBuffer(const DenseBuffer&) = delete;
+  DenseBuffer& operator=(const DenseBuffer&) = delete;
+  [[nodiscard]] float* data() const noexcept { return data_; }
+  [[nodiscard]] std::size_t size() const noexcept { return floats_; }
+
+ private:
+  float* data_ = nullptr;
+  std::size_t floats_ = 0;
+};
+
+struct Options {
+  std::string data_dir;
+  std::vector<std::string> matrices{"NotreDame_www", "mdual", "kron18", "stencil"};
+  std::vector<int> ks{1, 16, 128};
+  std::vector<std::string> kernels{"spmm", "sddmm", "spmv"};
+  double tune_budget = 4.0;  // seconds per autotune search
+  double min_time = 0.3;     // seconds of timed runs per implementation and case (at least 3)
+  gidx_t stencil_n = 70;     // 70^3 points x 3 dof = 1.03 M rows
+  int kron_scale = 18;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+[[noreturn]] void usage(const char* msg) {
+  std::fprintf(stderr,
+               "bench_local_kernels: %s\nusage: bench_local_kernels [--data-dir DIR] "
+               "[--matrices NotreDame_www,mdual,kron18,stencil] [--ks 1,16,128] "
+               "[--kernels spmm,sddmm,spmv] [--tune-budget S] [--min-time S] [--stencil N] "
+               "[--kron-scale S]\n",
+               msg);
+  std::exit(2);
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  if (const char* env = std::getenv("NETSPARSE_DATA_DIR"); env && *env) {
+    o.data_dir = env;
+  } else if (const char* home = std::getenv("HOME")) {
+    o.data_dir = std::string(home) + "/.cache/netsparse/matrices";
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(("missing value after " + arg).c_str());
+      return argv[++i];
+    };
+    try {
+      if (arg == "--data-dir") {
+        o.data_dir = value();
+      } else if (arg == "--matrices") {
+        o.matrices = split(value());
+      } else if (arg == "--ks") {
+        o.ks.clear();
+        for (const std::string& k : split(value())) o.ks.push_back(std::stoi(k));
+      } else if (arg == "--kernels") {
+        o.kernels = split(value());
+      } else if (arg == "--tune-budget") {
+        o.tune_budget = std::stod(value());
+      } else if (arg == "--min-time") {
+        o.min_time = std::stod(value());
+      } else if (arg == "--stencil") {
+        o.stencil_n = std::stoll(value());
+      } else if (arg == "--kron-scale") {
+        o.kron_scale = std::stoi(value());
+      } else {
+        usage(("unknown argument " + arg).c_str());
+      }
+    } catch (const std::logic_error&) {
+      usage(("bad value for " + arg).c_str());
+    }
+  }
+  for (const int k : o.ks)
+    if (k < 1) usage("K must be >= 1");
+  return o;
+}
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Best time of repeated runs after one warm-up; at least 3 runs and about min_time in total.
+double time_best(const std::function<void()>& run, double min_time) {
+  Clock::time_point t0 = Clock::now();
+  run();
+  const double first = seconds_since(t0);
+  const int reps = std::clamp(static_cast<int>(min_time / std::max(first, 1e-6)), 3, 50);
+  double best = first;
+  for (int r = 0; r < reps; ++r) {
+    t0 = Clock::now();
+    run();
+    best = std::min(best, seconds_since(t0));
+  }
+  return best;
+}
+
+double stream_triad_gbs() {
+  const std::size_t n = std::size_t{1} << 24;  // 3 arrays x 128 MiB: 12x a 32 MiB L3
+  std::unique_ptr<double[]> a(new double[n]), b(new double[n]), c(new double[n]);
+#pragma omp parallel for schedule(static)
+  for (std::size_t i = 0; i < n; ++i) {  // first touch by the threads that use the pages
+    a[i] = 0.0;
+    b[i] = 1.0;
+    c[i] = 2.0;
+  }
+  const double s = 3.0;
+  double best = 1e30;
+  for (int rep = 0; rep < 10; ++rep) {
+    const Clock::time_point t0 = Clock::now();
+#pragma omp parallel for schedule(static)
+    for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+    best = std::min(best, seconds_since(t0));
+  }
+  if (a[n / 2] != 7.0) std::fprintf(stderr, "triad: wrong result %g\n", a[n / 2]);
+  return 24.0 * static_cast<double>(n) / best / 1e9;
+}
+
+EigenCsr to_eigen(const CsrMatrix& m) {
+  if (m.n_cols > std::numeric_limits<int>::max() || m.nnz() > std::numeric_limits<int>::max())
+    throw std::runtime_error("matrix too large for Eigen's 32-bit indices");
+  EigenCsr e(m.n_rows, m.n_cols);
+  e.resizeNonZeros(m.nnz());
+  for (gidx_t r = 0; r <= m.n_rows; ++r) e.outerIndexPtr()[r] = static_cast<int>(m.row_ptr[r]);
+  for (std::int64_t j = 0; j < m.nnz(); ++j) {
+    e.innerIndexPtr()[j] = static_cast<int>(m.col_idx[j]);
+    e.valuePtr()[j] = m.values[j];
+  }
+  return e;
+}
+
+void fill(float* p, std::size_t n, unsigned seed) {
+#pragma omp parallel for schedule(static)
+  for (std::size_t i = 0; i < n; ++i)
+    p[i] = static_cast<float>((i * 2654435761u + seed) % 1024) / 1024.0f - 0.5f;
+}
+
+// Largest |x - y| / (|y| + 1e-3 * max|y|): a sanity check that the timed runs computed the
+// right thing, not a test.
+double max_rel_diff(const float* x, const float* y, std::size_t n) {
+  double scale = 0;
+  for (std::size_t i = 0; i < n; ++i) scale = std::max(scale, double{std::abs(y[i])});
+  double worst = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    worst = std::max(worst, std::abs(double{x[i]} - y[i]) / (std::abs(y[i]) + 1e-3 * scale));
+  return worst;
+}
+
+struct NamedMatrix {
+  std::string name;
+  CsrMatrix csr;
+};
+
+std::optional<NamedMatrix> load(const std::string& name, const Options& o) {
+  const Clock::time_point t0 = Clock::now();
+  NamedMatrix m{name, {}};
+  if (name == "NotreDame_www") {
+    const std::string path = o.data_dir + "/NotreDame_www.mtx";
+    if (!std::ifstream(path)) {
+      std::printf("!!! MISSING %s: run scripts/fetch-matrices.sh (or set NETSPARSE_DATA_DIR); "
+                  "skipping NotreDame_www\n",
+                  path.c_str());
+      return std::nullopt;
+    }
+    m.csr = read_matrix_market(path);
+  } else if (name == "mdual") {
+    const std::string path = o.data_dir + "/mdual.graph";
+    if (!std::ifstream(path)) {
+      std::printf("!!! MISSING %s: run scripts/fetch-matrices.sh (or set NETSPARSE_DATA_DIR); "
+                  "skipping mdual\n",
+                  path.c_str());
+      return std::nullopt;
+    }
+    m.csr = read_metis_graph(path).adjacency;
+  } else if (name == "kron18" || name.rfind("kron", 0) == 0) {
+    KroneckerParams p;
+    p.scale = o.kron_scale;
+    m.name = "kron" + std::to_string(o.kron_scale);
+    m.csr = generate_kronecker(p, 0, gidx_t{1} << p.scale);
+  } else if (name == "stencil") {
+    StencilParams p{o.stencil_n, o.stencil_n, o.stencil_n, 3};
+    m.name = "stencil27_" + std::to_string(o.stencil_n) + "^3x3";
+    m.csr = generate_stencil27(p, 0, o.stencil_n * o.stencil_n * o.stencil_n * 3);
+  } else {
+    std::printf("!!! unknown matrix '%s' (known: NotreDame_www, mdual, kron18, stencil)\n",
+                name.c_str());
+    return std::nullopt;
+  }
+  std::printf("# %s: %lld x %lld, %lld nonzeros (%.1f per row), loaded in %.2f s\n",
+              m.name.c_str(), static_cast<long long>(m.csr.n_rows),
+              static_cast<long long>(m.csr.n_cols), static_cast<long long>(m.csr.nnz()),
+              m.csr.n_rows ? static_cast<double>(m.csr.nnz()) / m.csr.n_rows : 0.0,
+              seconds_since(t0));
+  std::fflush(stdout);
+  return m;
+}
+
+struct Row {
+  std::string impl;
+  std::string config;
+  double seconds;
+};
+
+class Reporter {
+ public:
+  explicit Reporter(double triad) : triad_(triad) {
+    std::printf("%-18s %-6s %4s %-10s %-34s %9s %8s %8s %7s %8s %8s\n", "matrix", "kernel", "K",
+                "impl", "config", "ms", "GFLOP/s", "effGB/s", "%triad", "xEigen1", "xEigen2");
+  }
+  void print(const std::string& matrix, const char* kernel, int k, double flops, double bytes,
+             const std::vector<Row>& rows, double eigen1, double eigen2) const {
+    for (const Row& r : rows) {
+      const double gbs = bytes / r.seconds / 1e9;
+      std::printf("%-18s %-6s %4d %-10s %-34s %9.3f %8.2f %8.2f %6.1f%% %8.2f %8.2f\n",
+                  matrix.c_str(), kernel, k, r.impl.c_str(), r.config.c_str(), r.seconds * 1e3,
+                  flops / r.seconds / 1e9, gbs, 100.0 * gbs / triad_,
+                  eigen1 > 0 ? eigen1 / r.seconds : 0.0, eigen2 > 0 ? eigen2 / r.seconds : 0.0);
+    }
+    std::fflush(stdout);
+  }
+
+ private:
+  double triad_;
+};
+
+bool wants(const std::vector<std::string>& list, const char* item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+void run_matrix(const NamedMatrix& m, const Options& o, const Reporter& rep, int threads) {
+  const CsrMatrix& a = m.csr;
+  const EigenCsr ea = to_eigen(a);
+  const double nnz = static_cast<double>(a.nnz());
+  const double rows = static_cast<double>(a.n_rows);
+  const TiledMatrix base_layout(a, base_config());
+  const double distinct_cols = static_cast<double>(base_layout.panel_columns(0).size());
+  const double a_bytes = 8.0 * nnz + 4.0 * rows;
+
+  const auto tuned_layout = [&](KernelKind kind, int k) {
+    AutotuneOptions opt;
+    opt.time_budget_seconds = o.tune_budget;
+    opt.timed_runs = 1;
+    const AutotuneResult r = autotune(a, kind, k, opt);
+    std::printf("#   autotune %s K=%d: %s\n", to_string(kind), k, summary(r).c_str());
+    return TiledMatrix(a, r.best);
+  };
+
+  for (const int k : o.ks) {
+    const DenseConstView col_view_full{nullptr, 0, k, a.n_cols};
+    if (wants(o.kernels, "spmm")) {
+      DenseBuffer b_buf(a.n_cols * k), c_buf(a.n_rows * k), c_ref_buf(a.n_rows * k);
+      DenseMap b(b_buf.data(), a.n_cols, k);
+      DenseMap c(c_buf.data(), a.n_rows, k);
+      DenseMap c_ref(c_ref_buf.data(), a.n_rows, k);
+      fill(b.data(), b.size(), 1);
+      fill(c.data(), c.size(), 0);
+      fill(c_ref.data(), c_ref.size(), 0);
+      DenseConstView bv = col_view_full;
+      bv.data = b.data();
+      std::vector<Row> rows_out;
+      const TiledMatrix tuned = tuned_layout(KernelKind::spmm, k);
+      for (const auto* layout : {&tuned, &base_layout}) {
+        const double t =
+            time_best([&] { spmm(*layout, bv, c.data(), k, k, false); }, o.min_time);
+        rows_out.push_back({layout == &tuned ? "tuned" : "base", to_string(layout->config()), t});
+      }
+      double eigen[2] = {0, 0};
+      for (const int et : {1, threads}) {
+        Eigen::setNbThreads(et);
+        const double t = time_best([&] { c_ref.noalias() = ea * b; }, o.min_time);
+        eigen[et == 1 ? 0 : 1] = t;
+        rows_out.push_back({"eigen-" + std::to_string(et) + "t", "CSR x dense (RowMajor)", t});
+        if (threads == 1) break;
+      }
+      if (threads == 1) eigen[1] = eigen[0];
+      const double err = max_rel_diff(c.data(), c_ref.data(), c.size());
+      if (err > 1e-3) std::printf("!!! SpMM result differs from Eigen: max rel diff %.3g\n", err);
+      const double bytes = a_bytes + 4.0 * k * (distinct_cols + rows);
+      rep.print(m.name, "SpMM", k, 2.0 * nnz * k, bytes, rows_out, eigen[0], eigen[1]);
+    }
+    if (wants(o.kernels, "sddmm")) {
+      DenseBuffer x_buf(a.n_rows * k), y_buf(a.n_cols * k);
+      DenseMap x(x_buf.data(), a.n_rows, k);
+      DenseMap y(y_buf.data(), a.n_cols, k);
+      fill(x.data(), x.size(), 2);
+      fill(y.data(), y.size(), 3);
+      std::vector<float> out(a.nnz());
+      std::vector<float> out_ref(a.nnz());
+      DenseConstView yv = col_view_full;
+      yv.data = y.data();
+      std::vector<Row> rows_out;
+      const TiledMatrix tuned = tuned_layout(KernelKind::sddmm, k);
+      for (const auto* layout : {&tuned, &base_layout}) {
+        const double t =
+            time_best([&] { sddmm(*layout, x.data(), k, yv, k, out.data()); }, o.min_time);
+        rows_out.push_back({layout == &tuned ? "tuned" : "base", to_string(layout->config()), t});
+      }
+      // Eigen has no SDDMM: the baseline is a CSR row loop using Eigen's dot product,
+      // OpenMP-parallel over rows like Eigen's own products.
+      double eigen[2] = {0, 0};
+      for (const int et : {1, threads}) {
+        const auto run = [&] {
+#pragma omp parallel for schedule(dynamic, 256) num_threads(et)
+          for (Eigen::Index r = 0; r < ea.outerSize(); ++r)
+            for (int j = ea.outerIndexPtr()[r]; j < ea.outerIndexPtr()[r + 1]; ++j)
+              out_ref[j] = ea.valuePtr()[j] * x.row(r).dot(y.row(ea.innerIndexPtr()[j]));
+        };
+        const double t = time_best(run, o.min_time);
+        eigen[et == 1 ? 0 : 1] = t;
+        rows_out.push_back({"eigen-" + std::to_string(et) + "t", "CSR loop + Eigen dot", t});
+        if (threads == 1) break;
+      }
+      if (threads == 1) eigen[1] = eigen[0];
+      const double err = max_rel_diff(out.data(), out_ref.data(), out.size());
+      if (err > 1e-3) std::printf("!!! SDDMM result differs from reference: %.3g\n", err);
+      const double bytes = a_bytes + 4.0 * k * (rows + distinct_cols) + 4.0 * nnz;
+      rep.print(m.name, "SDDMM", k, 2.0 * nnz * k, bytes, rows_out, eigen[0], eigen[1]);
+    }
+  }
+  if (wants(o.kernels, "spmv")) {
+    DenseBuffer x_buf(a.n_cols), y_buf(a.n_rows), y_ref_buf(a.n_rows);
+    VectorMap x(x_buf.data(), a.n_cols);
+    VectorMap y(y_buf.data(), a.n_rows);
+    VectorMap y_ref(y_ref_buf.data(), a.n_rows);
+    fill(x.data(), x.size(), 4);
+    fill(y.data(), y.size(), 0);
+    fill(y_ref.data(), y_ref.size(), 0);
+    const DenseConstView xv{x.data(), 0, 1, a.n_cols};
+    std::vector<Row> rows_out;
+    const TiledMatrix tuned = tuned_layout(KernelKind::spmv, 1);
+    for (const auto* layout : {&tuned, &base_layout}) {
+      const double t = time_best([&] { spmv(*layout, xv, y.data(), false); }, o.min_time);
+      rows_out.push_back({layout == &tuned ? "tuned" : "base", to_string(layout->config()), t});
+    }
+    double eigen[2] = {0, 0};
+    for (const int et : {1, threads}) {
+      Eigen::setNbThreads(et);
+      const double t = time_best([&] { y_ref.noalias() = ea * x; }, o.min_time);
+      eigen[et == 1 ? 0 : 1] = t;
+      rows_out.push_back({"eigen-" + std::to_string(et) + "t", "CSR x vector", t});
+      if (threads == 1) break;
+    }
+    if (threads == 1) eigen[1] = eigen[0];
+    const double err = max_rel_diff(y.data(), y_ref.data(), y.size());
+    if (err > 1e-3) std::printf("!!! SpMV result differs from Eigen: %.3g\n", err);
+    const double bytes = a_bytes + 4.0 * (distinct_cols + rows);
+    rep.print(m.name, "SpMV", 1, 2.0 * nnz, bytes, rows_out, eigen[0], eigen[1]);
+  }
+  Eigen::setNbThreads(threads);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse_options(argc, argv);
+  const int threads = omp_get_max_threads();
+  const Clock::time_point t0 = Clock::now();
+  std::printf("# bench_local_kernels: %d OpenMP threads, kernel ISA %s, -march=%s, Eigen %d.%d.%d "
+              "(SIMD: %s, OpenMP: %s), data dir %s\n",
+              threads, active_kernel_isa().c_str(),
+              *NETSPARSE_BENCH_ARCH ? NETSPARSE_BENCH_ARCH : "(compiler default)",
+              EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
+              Eigen::SimdInstructionSetsInUse(),
+#ifdef EIGEN_HAS_OPENMP
+              "yes",
+#else
+              "no",
+#endif
+              o.data_dir.c_str());
+  const double triad = stream_triad_gbs();
+  std::printf("# STREAM triad (%d threads, 3 x 128 MiB doubles): %.2f GB/s\n", threads, triad);
+  std::printf("# timings: best of >= 3 runs after a warm-up; xEigenN = Eigen (N threads) time / "
+              "this time\n");
+  const Reporter rep(triad);
+  int failures = 0;
+  for (const std::string& name : o.matrices) {
+    try {
+      std::optional<NamedMatrix> m = load(name, o);
+      if (m) run_matrix(*m, o, rep, threads);
+    } catch (const std::exception& e) {
+      std::printf("!!! %s failed: %s\n", name.c_str(), e.what());
+      ++failures;
+    }
+  }
+  std::printf("# total %.1f s\n", seconds_since(t0));
+  return failures == 0 ? 0 : 1;
+}
