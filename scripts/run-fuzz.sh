@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Bounded libFuzzer run of the NetSparse packet decoder under ASan + UBSan.
-#   scripts/run-fuzz.sh [SECONDS]     (default 30, at most 60)
+#   scripts/run-fuzz.sh [SECONDS] [TARGET]   SECONDS: default 30, at most 60
+#                                            TARGET: decoder (default) or concat_point
 # Configures a separate clang build (build-fuzz, or $NETSPARSE_FUZZ_BUILD_DIR) with
-# -DNETSPARSE_FUZZ=ON, builds only the fuzz target and its seed writer, seeds a fresh corpus
-# with valid packets, and fuzzes. Exits non-zero on any crash, sanitizer report or build error.
+# -DNETSPARSE_FUZZ=ON, builds only that fuzz target (and, for the decoder, its seed writer),
+# seeds a fresh corpus with valid packets, and fuzzes. Exits non-zero on any crash, sanitizer
+# report or build error.
 set -euo pipefail
 
 seconds="${1:-30}"
@@ -11,6 +13,11 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || ((seconds < 1 || seconds > 60)); then
   echo "run-fuzz: SECONDS must be an integer in [1, 60], got '$seconds'" >&2
   exit 2
 fi
+target="${2:-decoder}"
+case "$target" in
+  decoder | concat_point) ;;
+  *) echo "run-fuzz: TARGET must be decoder or concat_point, got '$target'" >&2; exit 2 ;;
+esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${NETSPARSE_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 jobs="${NETSPARSE_JOBS:-2}"
@@ -21,17 +28,20 @@ done
 
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DNETSPARSE_FUZZ=ON -DNETSPARSE_BUILD_BENCH=OFF -DNETSPARSE_BUILD_EXAMPLES=OFF >/dev/null
-ninja -C "$build" -j"$jobs" fuzz_decoder fuzz_seed_writer
-
-corpus="$build/fuzz-corpus"
-artifacts="$build/fuzz-artifacts"
+corpus="$build/fuzz-corpus-$target"
+artifacts="$build/fuzz-artifacts-$target"
 rm -rf "$corpus" "$artifacts"
 mkdir -p "$corpus" "$artifacts"
-"$build/tests/fuzz/fuzz_seed_writer" "$corpus"
+if [[ $target == decoder ]]; then
+  ninja -C "$build" -j"$jobs" fuzz_decoder fuzz_seed_writer
+  "$build/tests/fuzz/fuzz_seed_writer" "$corpus"
+else
+  ninja -C "$build" -j"$jobs" fuzz_concat_point  # op streams: an empty corpus is a fine start
+fi
 
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:${UBSAN_OPTIONS:-}"
 # libFuzzer exits non-zero on a crash, a sanitizer report, a leak or a timeout of one input.
-"$build/tests/fuzz/fuzz_decoder" -max_total_time="$seconds" -timeout=10 -max_len=4096 \
+"$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -max_len=4096 \
   -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus"
-echo "run-fuzz: ${seconds}s, no crash"
+echo "run-fuzz: fuzz_$target ran ${seconds}s, no crash"
