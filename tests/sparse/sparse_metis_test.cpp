@@ -110,6 +110,7 @@ const BadGraph kBadGraphs[] = {
      "declares m = 3 edges (2m = 6 adjacency entries) but the vertex "
      "lines hold 2"},
     {"asymmetric.graph", 4, "edge 1-2 has no reverse: vertex 2 does not list 1"},
+    {"asymmetric_lower.graph", 4, "edge 2-1 has no reverse: vertex 1 does not list 2"},
     {"weight_mismatch.graph", 2, "edge 1-2 has weight 5 but its reverse has weight 6"},
     {"missing_edge_weight.graph", 2, "missing edge weight after neighbour 2"},
     {"zero_edge_weight.graph", 2, "edge weight '0' for neighbour 2 is not a positive integer"},
