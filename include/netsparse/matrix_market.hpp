@@ -8,8 +8,9 @@
 // summed; explicit zeros are kept; pattern entries get the value 1.0f (a repeated pattern entry
 // is still one nonzero of value 1.0f: a pattern is a structure). Rejected with a
 // ParseError ("FILE:LINE: reason"): everything else, including the array format and complex or
-// hermitian matrices, out-of-range or non-numeric indices, values outside the float range,
-// missing or extra tokens, and an entry count that differs from the size line.
+// hermitian matrices, out-of-range or non-numeric indices, values whose magnitude exceeds the
+// float range (tiny magnitudes round to zero or a subnormal, as any float conversion does),
+// inf and nan, missing or extra tokens, and an entry count that differs from the size line.
 //
 // Reading is parallel (OpenMP) over byte ranges of a memory-mapped file. A byte range is parsed
 // independently of the rest, so a distributed reader can give each rank its own range:
@@ -18,6 +19,7 @@
 //   total  = allreduce(chunk.n_entries);
 //   check_matrix_market_entry_count(path, header, total);     // throws the right error
 //   ... redistribute chunk.triplets to their row owners, then coo_to_csr(...)
+//   ... and for a pattern file set the values to 1.0f (read_matrix_market does the same)
 #pragma once
 
 #include <cstdint>

@@ -34,7 +34,6 @@ using sparse_detail::assemble_csr;
 using sparse_detail::CompactTriplet;
 using sparse_detail::count_lines;
 using sparse_detail::count_newlines;
-using sparse_detail::is_blank;
 using sparse_detail::line_end;
 using sparse_detail::MappedFile;
 using sparse_detail::NumberStatus;
@@ -533,27 +532,28 @@ CsrMatrix read_rows(const std::string& path, std::optional<std::pair<gidx_t, gid
 
 // ---- writer -------------------------------------------------------------------------------
 
-// Appends "row col[ value]\n" lines for rows [r0, r1) of m to out.
-void format_rows(const CsrMatrix& m, gidx_t r0, gidx_t r1, bool pattern, std::string& out) {
-  // 20 digits per index, 16 per shortest float, separators.
-  constexpr size_t kMaxLine = 20 + 1 + 20 + 1 + 16 + 1;
-  out.resize(static_cast<size_t>(m.row_ptr[r1] - m.row_ptr[r0]) * kMaxLine);
-  char* p = out.data();
-  char* const end = out.data() + out.size();
+// The most bytes format_rows writes per nonzero: two 20-digit indices, a shortest float (at
+// most 15 characters, e.g. "-1.17549435e-38"), separators.
+constexpr size_t kMaxLineBytes = 20 + 1 + 20 + 1 + 16 + 1;
+
+// Writes "row col[ value]\n" lines for rows [r0, r1) of m to out, which has room for
+// kMaxLineBytes per nonzero; returns the end of what was written.
+char* format_rows(const CsrMatrix& m, gidx_t r0, gidx_t r1, bool pattern, char* out,
+                  char* const out_end) {
   for (gidx_t r = r0; r < r1; ++r) {
     const gidx_t row_label = m.row_begin + r + 1;
     for (std::int64_t k = m.row_ptr[r]; k < m.row_ptr[r + 1]; ++k) {
-      p = std::to_chars(p, end, row_label).ptr;
-      *p++ = ' ';
-      p = std::to_chars(p, end, m.col_idx[k] + 1).ptr;
+      out = std::to_chars(out, out_end, row_label).ptr;
+      *out++ = ' ';
+      out = std::to_chars(out, out_end, m.col_idx[k] + 1).ptr;
       if (!pattern) {
-        *p++ = ' ';
-        p = std::to_chars(p, end, m.values[k]).ptr;  // shortest round-trip form
+        *out++ = ' ';
+        out = std::to_chars(out, out_end, m.values[k]).ptr;  // shortest round-trip form
       }
-      *p++ = '\n';
+      *out++ = '\n';
     }
   }
-  out.resize(static_cast<size_t>(p - out.data()));
+  return out;
 }
 
 void validate_for_writing(const CsrMatrix& m) {
@@ -637,6 +637,7 @@ void write_matrix_market(const std::string& path, const CsrMatrix& matrix, bool 
   constexpr std::int64_t kBatchEntries = std::int64_t{1} << 20;
   const int n_threads = matrix.nnz() >= kBatchEntries ? omp_get_max_threads() : 1;
   std::vector<std::string> buffers(static_cast<size_t>(n_threads));
+  std::vector<size_t> lengths(static_cast<size_t>(n_threads));
   std::vector<gidx_t> cuts(static_cast<size_t>(n_threads) + 1);
   gidx_t row = 0;
   while (row < matrix.n_rows) {
@@ -648,11 +649,21 @@ void write_matrix_market(const std::string& path, const CsrMatrix& matrix, bool 
           std::lower_bound(matrix.row_ptr.begin() + cuts[t - 1] + 1, matrix.row_ptr.end(), target);
       cuts[t] = std::min<gidx_t>(static_cast<gidx_t>(it - matrix.row_ptr.begin()), matrix.n_rows);
     }
+    // Sized here: nothing inside the parallel region may throw.
+    for (int t = 0; t < n_threads; ++t) {
+      const std::int64_t entries = matrix.row_ptr[cuts[t + 1]] - matrix.row_ptr[cuts[t]];
+      buffers[t].resize(static_cast<size_t>(entries) * kMaxLineBytes);
+      lengths[t] = 0;
+    }
 #pragma omp parallel for schedule(static, 1) num_threads(n_threads)
-    for (int t = 0; t < n_threads; ++t)
-      format_rows(matrix, cuts[t], cuts[t + 1], pattern, buffers[t]);
-    for (const std::string& buffer : buffers) {
-      if (std::fwrite(buffer.data(), 1, buffer.size(), file.get()) != buffer.size()) {
+    for (int t = 0; t < n_threads; ++t) {
+      char* const begin = buffers[t].data();
+      lengths[t] = static_cast<size_t>(
+          format_rows(matrix, cuts[t], cuts[t + 1], pattern, begin, begin + buffers[t].size()) -
+          begin);
+    }
+    for (int t = 0; t < n_threads; ++t) {
+      if (std::fwrite(buffers[t].data(), 1, lengths[t], file.get()) != lengths[t]) {
         throw io_error("write");
       }
     }
