@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <ostream>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -204,6 +205,11 @@ struct BadFile {
   std::int64_t line;
   const char* reason;  // a substring of the expected reason
 };
+
+// Names the case in test listings instead of dumping its bytes.
+void PrintTo(const BadFile& bad, std::ostream* os) {
+  *os << bad.name;
+}
 
 class MatrixMarketBadFile : public ::testing::TestWithParam<BadFile> {};
 

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,11 @@ struct BadGraph {
   std::int64_t line;
   const char* reason;
 };
+
+// Names the case in test listings instead of dumping its bytes.
+void PrintTo(const BadGraph& bad, std::ostream* os) {
+  *os << bad.name;
+}
 
 class MetisBadFile : public ::testing::TestWithParam<BadGraph> {};
 
