@@ -119,13 +119,17 @@ class MpiTransport final : public Transport {
         send_base_(recv_count_),
         request_ring_base_(send_base_ + send_count_),
         response_base_(request_ring_base_ + request_ring_count_),
-        read_capacity_(static_cast<std::size_t>(options.max_outstanding_reads)) {
+        read_capacity_(static_cast<std::size_t>(options.max_outstanding_reads)),
+        per_peer_cap_(options.max_in_flight_per_peer > 0
+                          ? options.max_in_flight_per_peer
+                          : std::max(1, options.send_ring - options.send_ring / 4)) {
     // Collective on the user's communicator; from here on only our dup is used.
     check_mpi(MPI_Comm_dup(user_comm, &comm_), "MPI_Comm_dup");
     check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     failed_.assign(static_cast<std::size_t>(size_), 0);
+    in_flight_to_.assign(static_cast<std::size_t>(size_), 0);
 
     const auto total = static_cast<std::size_t>(response_base_ + response_count_);
     requests_.assign(total, MPI_REQUEST_NULL);
@@ -167,10 +171,11 @@ class MpiTransport final : public Transport {
     if (dest < 0 || dest >= size_ || packet.empty() || packet.size() > packet_bytes_) {
       return TxStatus::kError;
     }
-    if (failed_[static_cast<std::size_t>(dest)]) return TxStatus::kPeerFailed;
-    if (send_free_.empty()) {
+    const auto d = static_cast<std::size_t>(dest);
+    if (failed_[d]) return TxStatus::kPeerFailed;
+    if (send_free_.empty() || in_flight_to_[d] >= per_peer_cap_) {
       progress();
-      if (send_free_.empty()) return TxStatus::kNoResource;
+      if (send_free_.empty() || in_flight_to_[d] >= per_peer_cap_) return TxStatus::kNoResource;
     }
     const int slot = send_free_.back();
     std::byte* buffer = send_slab_.data() + static_cast<std::size_t>(slot) * packet_bytes_;
@@ -184,6 +189,7 @@ class MpiTransport final : public Transport {
     }
     send_free_.pop_back();
     send_dest_[static_cast<std::size_t>(slot)] = dest;
+    ++in_flight_to_[d];
     bytes_sent_ += packet.size();
     return TxStatus::kOk;
   }
@@ -461,7 +467,9 @@ class MpiTransport final : public Transport {
           }
         } else if (index < request_ring_base_) {
           const int slot = index - send_base_;
-          if (!ok) mark_failed(send_dest_[static_cast<std::size_t>(slot)]);
+          const int dest = send_dest_[static_cast<std::size_t>(slot)];
+          if (!ok) mark_failed(dest);
+          --in_flight_to_[static_cast<std::size_t>(dest)];
           send_free_.push_back(slot);
         } else {
           const int slot = index - response_base_;
@@ -636,6 +644,7 @@ class MpiTransport final : public Transport {
   const int request_ring_base_;
   const int response_base_;
   const std::size_t read_capacity_;
+  const int per_peer_cap_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 0;
@@ -652,6 +661,7 @@ class MpiTransport final : public Transport {
   int recv_head_ = 0;
   std::vector<int> send_free_;
   std::vector<int> send_dest_;
+  std::vector<int> in_flight_to_;  // send buffers held per destination
   std::vector<RingSlot> request_slots_;
   std::vector<ReadRequestMessage> request_msgs_;
   int request_head_ = 0;

@@ -159,6 +159,10 @@ struct MpiOptions {
   std::size_t max_packet_bytes = 4096;
   int recv_ring = 64;  // pre-posted MPI_Irecv
   int send_ring = 64;  // MPI_Isend buffers in flight; full -> kNoResource
+  // Send buffers one destination may hold (0: three quarters of send_ring). Open MPI never
+  // completes sends to a dead process and reports no error, so without a cap one dead (or
+  // stalled) peer would take the whole ring and block traffic to everyone else.
+  int max_in_flight_per_peer = 0;
   int max_outstanding_reads = 512;
   MpiReadMode read_mode = MpiReadMode::kAuto;
   int read_request_ring = 64;   // kMessages: pre-posted receives for peers' read requests
