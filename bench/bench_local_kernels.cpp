@@ -16,7 +16,8 @@
 // SDDMM: + 4K B per row (X) + 4K B per distinct column (Y) + 4 B per nonzero (output);
 // SpMV: + 4 B per distinct column (x) + 4 B per row (y). FLOPs: 2 nnz K (SpMV: 2 nnz).
 // Triad: a[i] = b[i] + s c[i] over doubles, 24 B per element (STREAM's convention: no
-// write-allocate traffic counted), arrays 8x the last-level cache or more.
+// write-allocate traffic counted), 3 arrays of 128 MiB (12x a 32 MiB L3), best of 10.
+// Timing: implementations of a case run interleaved, round-robin, best time of >= 3 rounds.
 #include <omp.h>
 #include <sys/mman.h>
 
@@ -64,7 +65,8 @@ class DenseBuffer {
  public:
   explicit DenseBuffer(std::size_t floats) : floats_(floats) {
     constexpr std::size_t kPage = std::size_t{2} << 20;
-    const std::size_t bytes = std::max<std::size_t>(kPage, (floats * sizeof(float) + kPage - 1) / kPage * kPage);
+    const std::size_t bytes =
+        std::max<std::size_t>(kPage, (floats * sizeof(float) + kPage - 1) / kPage * kPage);
     data_ = static_cast<float*>(std::aligned_alloc(kPage, bytes));
     if (data_ == nullptr) throw std::bad_alloc();
     madvise(data_, bytes, MADV_HUGEPAGE);  // advisory: ignored where THP is off
@@ -156,19 +158,29 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Best time of repeated runs after one warm-up; at least 3 runs and about min_time in total.
-double time_best(const std::function<void()>& run, double min_time) {
-  Clock::time_point t0 = Clock::now();
-  run();
-  const double first = seconds_since(t0);
-  const int reps = std::clamp(static_cast<int>(min_time / std::max(first, 1e-6)), 3, 50);
-  double best = first;
-  for (int r = 0; r < reps; ++r) {
-    t0 = Clock::now();
-    run();
-    best = std::min(best, seconds_since(t0));
+// One implementation of a case: a label, its configuration text, and one run.
+struct Impl {
+  std::string name;
+  std::string config;
+  std::function<void()> run;
+  double best = 1e30;
+};
+
+// Runs the implementations round-robin (one run each per round, after a warm-up round) and
+// keeps each one's best time. Interleaving matters on a shared machine: load from other
+// processes then hits every implementation alike instead of whichever ran during a burst.
+// At least 3 rounds, and about min_time seconds per implementation.
+void measure_interleaved(std::vector<Impl>& impls, double min_time) {
+  for (Impl& impl : impls) impl.run();  // warm-up: page faults, caches, thread teams
+  const Clock::time_point t0 = Clock::now();
+  for (int round = 0; round < 50; ++round) {
+    for (Impl& impl : impls) {
+      const Clock::time_point r0 = Clock::now();
+      impl.run();
+      impl.best = std::min(impl.best, seconds_since(r0));
+    }
+    if (round >= 2 && seconds_since(t0) >= min_time * static_cast<double>(impls.size())) break;
   }
-  return best;
 }
 
 double stream_triad_gbs() {
@@ -233,18 +245,20 @@ std::optional<NamedMatrix> load(const std::string& name, const Options& o) {
   if (name == "NotreDame_www") {
     const std::string path = o.data_dir + "/NotreDame_www.mtx";
     if (!std::ifstream(path)) {
-      std::printf("!!! MISSING %s: run scripts/fetch-matrices.sh (or set NETSPARSE_DATA_DIR); "
-                  "skipping NotreDame_www\n",
-                  path.c_str());
+      std::printf(
+          "!!! MISSING %s: run scripts/fetch-matrices.sh (or set NETSPARSE_DATA_DIR); "
+          "skipping NotreDame_www\n",
+          path.c_str());
       return std::nullopt;
     }
     m.csr = read_matrix_market(path);
   } else if (name == "mdual") {
     const std::string path = o.data_dir + "/mdual.graph";
     if (!std::ifstream(path)) {
-      std::printf("!!! MISSING %s: run scripts/fetch-matrices.sh (or set NETSPARSE_DATA_DIR); "
-                  "skipping mdual\n",
-                  path.c_str());
+      std::printf(
+          "!!! MISSING %s: run scripts/fetch-matrices.sh (or set NETSPARSE_DATA_DIR); "
+          "skipping mdual\n",
+          path.c_str());
       return std::nullopt;
     }
     m.csr = read_metis_graph(path).adjacency;
@@ -262,35 +276,32 @@ std::optional<NamedMatrix> load(const std::string& name, const Options& o) {
                 name.c_str());
     return std::nullopt;
   }
-  std::printf("# %s: %lld x %lld, %lld nonzeros (%.1f per row), loaded in %.2f s\n",
-              m.name.c_str(), static_cast<long long>(m.csr.n_rows),
-              static_cast<long long>(m.csr.n_cols), static_cast<long long>(m.csr.nnz()),
+  std::printf("# %s: %lld x %lld, %lld nonzeros (%.1f per row), loaded in %.2f s\n", m.name.c_str(),
+              static_cast<long long>(m.csr.n_rows), static_cast<long long>(m.csr.n_cols),
+              static_cast<long long>(m.csr.nnz()),
               m.csr.n_rows ? static_cast<double>(m.csr.nnz()) / m.csr.n_rows : 0.0,
               seconds_since(t0));
   std::fflush(stdout);
   return m;
 }
 
-struct Row {
-  std::string impl;
-  std::string config;
-  double seconds;
-};
-
 class Reporter {
  public:
   explicit Reporter(double triad) : triad_(triad) {
     std::printf("%-18s %-6s %4s %-10s %-34s %9s %8s %8s %7s %8s %8s\n", "matrix", "kernel", "K",
-                "impl", "config", "ms", "GFLOP/s", "effGB/s", "%triad", "xEigen1", "xEigen2");
+                "impl", "config", "ms", "GFLOP/s", "effGB/s", "%triad", "xEigen1", "xEigenN");
   }
+  // impls: tuned, base, then the baseline with 1 thread and (if threads > 1) with all threads.
   void print(const std::string& matrix, const char* kernel, int k, double flops, double bytes,
-             const std::vector<Row>& rows, double eigen1, double eigen2) const {
-    for (const Row& r : rows) {
-      const double gbs = bytes / r.seconds / 1e9;
+             const std::vector<Impl>& impls) const {
+    const double eigen1 = impls[2].best;
+    const double eigen_n = impls.back().best;
+    for (const Impl& r : impls) {
+      const double gbs = bytes / r.best / 1e9;
       std::printf("%-18s %-6s %4d %-10s %-34s %9.3f %8.2f %8.2f %6.1f%% %8.2f %8.2f\n",
-                  matrix.c_str(), kernel, k, r.impl.c_str(), r.config.c_str(), r.seconds * 1e3,
-                  flops / r.seconds / 1e9, gbs, 100.0 * gbs / triad_,
-                  eigen1 > 0 ? eigen1 / r.seconds : 0.0, eigen2 > 0 ? eigen2 / r.seconds : 0.0);
+                  matrix.c_str(), kernel, k, r.name.c_str(), r.config.c_str(), r.best * 1e3,
+                  flops / r.best / 1e9, gbs, 100.0 * gbs / triad_, eigen1 / r.best,
+                  eigen_n / r.best);
     }
     std::fflush(stdout);
   }
@@ -315,14 +326,26 @@ void run_matrix(const NamedMatrix& m, const Options& o, const Reporter& rep, int
   const auto tuned_layout = [&](KernelKind kind, int k) {
     AutotuneOptions opt;
     opt.time_budget_seconds = o.tune_budget;
-    opt.timed_runs = 1;
     const AutotuneResult r = autotune(a, kind, k, opt);
     std::printf("#   autotune %s K=%d: %s\n", to_string(kind), k, summary(r).c_str());
     return TiledMatrix(a, r.best);
   };
+  // The baseline at 1 thread, and at `threads` threads when that differs.
+  const auto add_baseline = [&](std::vector<Impl>& impls, const std::string& config,
+                                const std::function<void(int)>& run) {
+    for (const int t : {1, threads}) {
+      impls.push_back({"eigen-" + std::to_string(t) + "t", config, [run, t] { run(t); }});
+      if (threads == 1) break;
+    }
+  };
+  const auto tiled_impls = [&](const TiledMatrix& tuned,
+                               const std::function<void(const TiledMatrix&)>& run) {
+    return std::vector<Impl>{
+        {"tuned", to_string(tuned.config()), [&tuned, run] { run(tuned); }},
+        {"base", to_string(base_layout.config()), [&, run] { run(base_layout); }}};
+  };
 
   for (const int k : o.ks) {
-    const DenseConstView col_view_full{nullptr, 0, k, a.n_cols};
     if (wants(o.kernels, "spmm")) {
       DenseBuffer b_buf(a.n_cols * k), c_buf(a.n_rows * k), c_ref_buf(a.n_rows * k);
       DenseMap b(b_buf.data(), a.n_cols, k);
@@ -331,66 +354,47 @@ void run_matrix(const NamedMatrix& m, const Options& o, const Reporter& rep, int
       fill(b.data(), b.size(), 1);
       fill(c.data(), c.size(), 0);
       fill(c_ref.data(), c_ref.size(), 0);
-      DenseConstView bv = col_view_full;
-      bv.data = b.data();
-      std::vector<Row> rows_out;
+      const DenseConstView bv{b.data(), 0, k, a.n_cols};
       const TiledMatrix tuned = tuned_layout(KernelKind::spmm, k);
-      for (const auto* layout : {&tuned, &base_layout}) {
-        const double t =
-            time_best([&] { spmm(*layout, bv, c.data(), k, k, false); }, o.min_time);
-        rows_out.push_back({layout == &tuned ? "tuned" : "base", to_string(layout->config()), t});
-      }
-      double eigen[2] = {0, 0};
-      for (const int et : {1, threads}) {
-        Eigen::setNbThreads(et);
-        const double t = time_best([&] { c_ref.noalias() = ea * b; }, o.min_time);
-        eigen[et == 1 ? 0 : 1] = t;
-        rows_out.push_back({"eigen-" + std::to_string(et) + "t", "CSR x dense (RowMajor)", t});
-        if (threads == 1) break;
-      }
-      if (threads == 1) eigen[1] = eigen[0];
+      std::vector<Impl> impls =
+          tiled_impls(tuned, [&](const TiledMatrix& t) { spmm(t, bv, c.data(), k, k, false); });
+      add_baseline(impls, "Eigen CSR x dense (RowMajor)", [&](int t) {
+        Eigen::setNbThreads(t);
+        c_ref.noalias() = ea * b;
+      });
+      measure_interleaved(impls, o.min_time);
       const double err = max_rel_diff(c.data(), c_ref.data(), c.size());
       if (err > 1e-3) std::printf("!!! SpMM result differs from Eigen: max rel diff %.3g\n", err);
       const double bytes = a_bytes + 4.0 * k * (distinct_cols + rows);
-      rep.print(m.name, "SpMM", k, 2.0 * nnz * k, bytes, rows_out, eigen[0], eigen[1]);
+      rep.print(m.name, "SpMM", k, 2.0 * nnz * k, bytes, impls);
     }
     if (wants(o.kernels, "sddmm")) {
-      DenseBuffer x_buf(a.n_rows * k), y_buf(a.n_cols * k);
+      DenseBuffer x_buf(a.n_rows * k), y_buf(a.n_cols * k), out_buf(a.nnz()), ref_buf(a.nnz());
       DenseMap x(x_buf.data(), a.n_rows, k);
       DenseMap y(y_buf.data(), a.n_cols, k);
       fill(x.data(), x.size(), 2);
       fill(y.data(), y.size(), 3);
-      std::vector<float> out(a.nnz());
-      std::vector<float> out_ref(a.nnz());
-      DenseConstView yv = col_view_full;
-      yv.data = y.data();
-      std::vector<Row> rows_out;
+      fill(out_buf.data(), out_buf.size(), 0);
+      fill(ref_buf.data(), ref_buf.size(), 0);
+      float* out = out_buf.data();
+      float* out_ref = ref_buf.data();
+      const DenseConstView yv{y.data(), 0, k, a.n_cols};
       const TiledMatrix tuned = tuned_layout(KernelKind::sddmm, k);
-      for (const auto* layout : {&tuned, &base_layout}) {
-        const double t =
-            time_best([&] { sddmm(*layout, x.data(), k, yv, k, out.data()); }, o.min_time);
-        rows_out.push_back({layout == &tuned ? "tuned" : "base", to_string(layout->config()), t});
-      }
+      std::vector<Impl> impls =
+          tiled_impls(tuned, [&](const TiledMatrix& t) { sddmm(t, x.data(), k, yv, k, out); });
       // Eigen has no SDDMM: the baseline is a CSR row loop using Eigen's dot product,
       // OpenMP-parallel over rows like Eigen's own products.
-      double eigen[2] = {0, 0};
-      for (const int et : {1, threads}) {
-        const auto run = [&] {
-#pragma omp parallel for schedule(dynamic, 256) num_threads(et)
-          for (Eigen::Index r = 0; r < ea.outerSize(); ++r)
-            for (int j = ea.outerIndexPtr()[r]; j < ea.outerIndexPtr()[r + 1]; ++j)
-              out_ref[j] = ea.valuePtr()[j] * x.row(r).dot(y.row(ea.innerIndexPtr()[j]));
-        };
-        const double t = time_best(run, o.min_time);
-        eigen[et == 1 ? 0 : 1] = t;
-        rows_out.push_back({"eigen-" + std::to_string(et) + "t", "CSR loop + Eigen dot", t});
-        if (threads == 1) break;
-      }
-      if (threads == 1) eigen[1] = eigen[0];
-      const double err = max_rel_diff(out.data(), out_ref.data(), out.size());
+      add_baseline(impls, "CSR loop + Eigen dot", [&](int t) {
+#pragma omp parallel for schedule(dynamic, 256) num_threads(t)
+        for (Eigen::Index r = 0; r < ea.outerSize(); ++r)
+          for (int j = ea.outerIndexPtr()[r]; j < ea.outerIndexPtr()[r + 1]; ++j)
+            out_ref[j] = ea.valuePtr()[j] * x.row(r).dot(y.row(ea.innerIndexPtr()[j]));
+      });
+      measure_interleaved(impls, o.min_time);
+      const double err = max_rel_diff(out, out_ref, a.nnz());
       if (err > 1e-3) std::printf("!!! SDDMM result differs from reference: %.3g\n", err);
       const double bytes = a_bytes + 4.0 * k * (rows + distinct_cols) + 4.0 * nnz;
-      rep.print(m.name, "SDDMM", k, 2.0 * nnz * k, bytes, rows_out, eigen[0], eigen[1]);
+      rep.print(m.name, "SDDMM", k, 2.0 * nnz * k, bytes, impls);
     }
   }
   if (wants(o.kernels, "spmv")) {
@@ -402,25 +406,18 @@ void run_matrix(const NamedMatrix& m, const Options& o, const Reporter& rep, int
     fill(y.data(), y.size(), 0);
     fill(y_ref.data(), y_ref.size(), 0);
     const DenseConstView xv{x.data(), 0, 1, a.n_cols};
-    std::vector<Row> rows_out;
     const TiledMatrix tuned = tuned_layout(KernelKind::spmv, 1);
-    for (const auto* layout : {&tuned, &base_layout}) {
-      const double t = time_best([&] { spmv(*layout, xv, y.data(), false); }, o.min_time);
-      rows_out.push_back({layout == &tuned ? "tuned" : "base", to_string(layout->config()), t});
-    }
-    double eigen[2] = {0, 0};
-    for (const int et : {1, threads}) {
-      Eigen::setNbThreads(et);
-      const double t = time_best([&] { y_ref.noalias() = ea * x; }, o.min_time);
-      eigen[et == 1 ? 0 : 1] = t;
-      rows_out.push_back({"eigen-" + std::to_string(et) + "t", "CSR x vector", t});
-      if (threads == 1) break;
-    }
-    if (threads == 1) eigen[1] = eigen[0];
+    std::vector<Impl> impls =
+        tiled_impls(tuned, [&](const TiledMatrix& t) { spmv(t, xv, y.data(), false); });
+    add_baseline(impls, "Eigen CSR x vector", [&](int t) {
+      Eigen::setNbThreads(t);
+      y_ref.noalias() = ea * x;
+    });
+    measure_interleaved(impls, o.min_time);
     const double err = max_rel_diff(y.data(), y_ref.data(), y.size());
     if (err > 1e-3) std::printf("!!! SpMV result differs from Eigen: %.3g\n", err);
     const double bytes = a_bytes + 4.0 * (distinct_cols + rows);
-    rep.print(m.name, "SpMV", 1, 2.0 * nnz, bytes, rows_out, eigen[0], eigen[1]);
+    rep.print(m.name, "SpMV", 1, 2.0 * nnz, bytes, impls);
   }
   Eigen::setNbThreads(threads);
 }
@@ -431,24 +428,28 @@ int main(int argc, char** argv) {
   const Options o = parse_options(argc, argv);
   const int threads = omp_get_max_threads();
   const Clock::time_point t0 = Clock::now();
-  std::printf("# bench_local_kernels: %d OpenMP threads, kernel ISA %s, -march=%s, Eigen %d.%d.%d "
-              "(SIMD: %s, OpenMP: %s), data dir %s\n",
-              threads, active_kernel_isa().c_str(),
-              *NETSPARSE_BENCH_ARCH ? NETSPARSE_BENCH_ARCH : "(compiler default)",
-              EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
-              Eigen::SimdInstructionSetsInUse(),
+  std::printf(
+      "# bench_local_kernels: %d OpenMP threads, kernel ISA %s, -march=%s, Eigen %d.%d.%d "
+      "(SIMD: %s, OpenMP: %s), data dir %s\n",
+      threads, active_kernel_isa().c_str(),
+      *NETSPARSE_BENCH_ARCH ? NETSPARSE_BENCH_ARCH : "(compiler default)", EIGEN_WORLD_VERSION,
+      EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, Eigen::SimdInstructionSetsInUse(),
 #ifdef EIGEN_HAS_OPENMP
-              "yes",
+      "yes",
 #else
-              "no",
+      "no",
 #endif
-              o.data_dir.c_str());
-  const double triad = stream_triad_gbs();
-  std::printf("# STREAM triad (%d threads, 3 x 128 MiB doubles): %.2f GB/s\n", threads, triad);
-  std::printf("# timings: best of >= 3 runs after a warm-up; xEigenN = Eigen (N threads) time / "
-              "this time\n");
-  const Reporter rep(triad);
+      o.data_dir.c_str());
+  // The triad is measured before the kernels (the %triad column) and again after them, so a
+  // reader can see whether the machine's bandwidth changed during the run.
+  const double triad_before = stream_triad_gbs();
+  std::printf("# STREAM triad before (%d threads, 3 x 128 MiB doubles): %.2f GB/s\n", threads,
+              triad_before);
+  std::printf(
+      "# timings: best of >= 3 interleaved rounds after a warm-up; xEigenN = baseline time "
+      "with N threads / this time\n");
   int failures = 0;
+  const Reporter rep(triad_before);
   for (const std::string& name : o.matrices) {
     try {
       std::optional<NamedMatrix> m = load(name, o);
@@ -458,6 +459,9 @@ int main(int argc, char** argv) {
       ++failures;
     }
   }
+  const double triad_after = stream_triad_gbs();
+  std::printf("# STREAM triad after: %.2f GB/s (%%triad above used %.2f GB/s)\n", triad_after,
+              triad_before);
   std::printf("# total %.1f s\n", seconds_since(t0));
   return failures == 0 ? 0 : 1;
 }
