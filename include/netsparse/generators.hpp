@@ -25,8 +25,8 @@ namespace netsparse {
 // out-degree is drawn as Binomial(M, p(u)) -- exactly (by CDF inversion) when M p(u) < 32,
 // else by the normal approximation N(M p, M p (1 - p)) rounded and clamped to [0, M]. Each
 // destination then descends the levels with P(dst bit = 1 | src bit) = b / (a + b) or
-// d / (c + d). Degrees are independent across rows, so the total edge count is M only in
-// expectation (its standard deviation is below sqrt(M)).
+// d / (c + d) (as 16-bit thresholds). Degrees are independent across rows, so the total edge count
+// is M only in expectation (its standard deviation is below sqrt(M)).
 struct KroneckerParams {
   int scale = 16;
   int edge_factor = 16;

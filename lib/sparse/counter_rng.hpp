@@ -65,7 +65,8 @@ class KeyedPermutation {
   }
 
  private:
-  static constexpr int kRounds = 6;
+  // Four rounds: Luby and Rackoff's bound for a strong pseudo-random permutation.
+  static constexpr int kRounds = 4;
 
   [[nodiscard]] std::uint64_t round_function(int r, std::uint64_t half) const noexcept {
     return mix64(round_keys_[r] ^ half) & half_mask_;

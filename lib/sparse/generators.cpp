@@ -33,10 +33,9 @@ void check_rows(const char* generator, gidx_t row_begin, gidx_t row_end, gidx_t 
   }
 }
 
-void exclusive_to_inclusive_prefix(std::vector<std::int64_t>& counts_at_plus_one) {
-  for (size_t r = 1; r < counts_at_plus_one.size(); ++r) {
-    counts_at_plus_one[r] += counts_at_plus_one[r - 1];
-  }
+// Row r's count, held at ptr[r + 1] (ptr[0] == 0), becomes the offset of row r + 1.
+void counts_to_row_ptr(std::vector<std::int64_t>& ptr) {
+  for (size_t r = 1; r < ptr.size(); ++r) ptr[r] += ptr[r - 1];
 }
 
 CsrMatrix empty_block(gidx_t n_rows_global, gidx_t n_cols, gidx_t row_begin, gidx_t row_end) {
@@ -71,10 +70,11 @@ class KroneckerModel {
     n_ = gidx_t{1} << p.scale;
     edges_ = static_cast<std::int64_t>(p.edge_factor) * n_;
     p_source_one_ = p.c + d;
-    // P(destination bit = 1 | source bit) as 32-bit thresholds.
-    dst_one_threshold_[0] = static_cast<std::uint64_t>(p.b / (p.a + p.b) * 0x1.0p32);
-    dst_one_threshold_[1] = static_cast<std::uint64_t>(d / (p.c + d) * 0x1.0p32);
-    words_per_edge_ = (p.scale + 1) / 2;
+    // P(destination bit = 1 | source bit) as 16-bit thresholds (resolution 2^-16, far below
+    // anything the initiator's two decimals express); four levels per 64-bit random word.
+    dst_one_threshold_[0] = static_cast<std::uint64_t>(std::lround(p.b / (p.a + p.b) * 0x1.0p16));
+    dst_one_threshold_[1] = static_cast<std::uint64_t>(std::lround(d / (p.c + d) * 0x1.0p16));
+    words_per_edge_ = static_cast<std::uint64_t>((p.scale + 3) / 4);
   }
 
   [[nodiscard]] gidx_t n() const noexcept { return n_; }
@@ -112,19 +112,20 @@ class KroneckerModel {
   }
 
   // Destination (pre-permutation) of u's k-th edge: descend the levels, most significant bit
-  // first, two levels per random word.
+  // first, four levels per random word.
   [[nodiscard]] std::uint64_t destination(const CounterRng& rng, std::uint64_t u,
                                           std::int64_t k) const noexcept {
     const int s = params_.scale;
     std::uint64_t v = 0;
     std::uint64_t word = 0;
     for (int level = 0; level < s; ++level) {
-      if ((level & 1) == 0) {
-        word = rng.word(static_cast<std::uint64_t>(k) * words_per_edge_ + level / 2);
+      if ((level & 3) == 0) {
+        word = rng.word(static_cast<std::uint64_t>(k) * words_per_edge_ + level / 4);
       }
       const std::uint64_t src_bit = (u >> (s - 1 - level)) & 1;
-      const std::uint64_t r32 = (level & 1) == 0 ? (word & 0xffffffffULL) : (word >> 32);
-      v = (v << 1) | static_cast<std::uint64_t>(r32 < dst_one_threshold_[src_bit]);
+      const std::uint64_t r16 = word & 0xffff;
+      word >>= 16;
+      v = (v << 1) | static_cast<std::uint64_t>(r16 < dst_one_threshold_[src_bit]);
     }
     return v;
   }
@@ -228,7 +229,7 @@ CsrMatrix generate_kronecker(const KroneckerParams& params, gidx_t row_begin, gi
     source[r] = perm.inverse(static_cast<std::uint64_t>(row_begin + r));
     raw_start[r + 1] = model.degree(source[r]);
   }
-  exclusive_to_inclusive_prefix(raw_start);
+  counts_to_row_ptr(raw_start);
 
   // 2. Draw, relabel, sort and merge each row's destinations in place.
   std::unique_ptr<gidx_t[]> raw(new gidx_t[static_cast<size_t>(raw_start[n_rows])]);
@@ -245,7 +246,7 @@ CsrMatrix generate_kronecker(const KroneckerParams& params, gidx_t row_begin, gi
     std::sort(first, first + degree);
     m.row_ptr[r + 1] = std::unique(first, first + degree) - first;
   }
-  exclusive_to_inclusive_prefix(m.row_ptr);
+  counts_to_row_ptr(m.row_ptr);
 
   // 3. Compact.
   m.col_idx.resize(static_cast<size_t>(m.nnz()));
@@ -294,7 +295,7 @@ CsrMatrix generate_stencil27(const StencilParams& p, gidx_t row_begin, gidx_t ro
     m.row_ptr[r + 1] =
         (nb.x.hi - nb.x.lo + 1) * (nb.y.hi - nb.y.lo + 1) * (nb.z.hi - nb.z.lo + 1) * dof;
   }
-  exclusive_to_inclusive_prefix(m.row_ptr);
+  counts_to_row_ptr(m.row_ptr);
   m.col_idx.resize(static_cast<size_t>(m.nnz()));
   m.values.resize(static_cast<size_t>(m.nnz()));
 #pragma omp parallel for schedule(static) if (parallel)
@@ -333,7 +334,7 @@ CsrMatrix generate_road(const RoadParams& params, gidx_t row_begin, gidx_t row_e
     partner[r] = model.long_edge_partner(perm, pair_rng, row_begin + r);
     m.row_ptr[r + 1] = model.neighbours(row_begin + r, partner[r], scratch);
   }
-  exclusive_to_inclusive_prefix(m.row_ptr);
+  counts_to_row_ptr(m.row_ptr);
   m.col_idx.resize(static_cast<size_t>(m.nnz()));
 #pragma omp parallel for schedule(static) if (parallel)
   for (gidx_t r = 0; r < n_rows; ++r) {
