@@ -1,0 +1,224 @@
+// Distributed SpMM, SDDMM and SpMV over a 1D row-distributed sparse matrix (dist_matrix.hpp),
+// with NetSparse's Remote Indexed Gather and every baseline it is measured against, in one
+// library so that one run compares them side by side.
+//
+//   DistMatrix a = load_distributed_matrix(MPI_COMM_WORLD, "gen:kron:16");
+//   DistOptions opt;  opt.mode = CommMode::netsparse;
+//   DistKernel spmm(a, KernelKind::spmm, /*k=*/16, opt);       // collective: setup
+//   spmm.spmm(b_local, c_local);                               // collective: C = A * B
+//
+// Operands are this rank's blocks, row-major, leading dimension K (see dist_matrix.hpp):
+//   b_local / y_local / x_local : a.cols().size(rank) x K   (column-indexed operand)
+//   c_local / x_local(SDDMM)    : a.rows().size(rank) x K   (row-indexed operand)
+//   SDDMM output                : one value per local nonzero, in CSR order of a.local()
+// Results equal a single-process run of the same kernel up to floating-point summation order.
+//
+// Communication modes (CommMode):
+//   netsparse          RIG work requests (NS_WR_RIG, INDEXED layout) per column panel of the
+//                      remote part of A, into a panel window buffer; local rows of B are used in
+//                      place; the next panel's gather is in flight while the current computes.
+//   su                 MPI_Allgatherv of the whole column-indexed operand, then compute.
+//   su-panel           MPI_Iallgatherv of one column panel of it at a time, the next panel's
+//                      collective in flight while the current panel computes.
+//   sa-vanilla         one NS_WR_RDMA_READ through the RIG engine per remote NONZERO (no
+//                      de-duplication, no aggregation): vanilla sparsity-aware.
+//   sa-conveyors       Conveyors-style aggregation (request and reply conveyors, MPI
+//                      Isend/Irecv/Testsome): one request per remote nonzero.
+//   sa-opt             sa-conveyors with a free perfect prefilter: each remote column once.
+//   inspector-executor PETSc/Tpetra-style: a setup computes the ghost rows and builds a
+//                      distributed-graph communicator; each run packs and exchanges them with
+//                      MPI_Ineighbor_alltoallv, overlapped with the local block's compute.
+//   ideal              no communication: every rank holds all of the operand (replicate()).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "netsparse/autotune.hpp"
+#include "netsparse/dist_matrix.hpp"
+#include "netsparse/netsparse.h"
+#include "netsparse/tiled.hpp"
+
+namespace netsparse {
+
+enum class CommMode {
+  netsparse,
+  su,
+  su_panel,
+  sa_vanilla,
+  sa_conveyors,
+  sa_opt,
+  inspector_executor,
+  ideal
+};
+[[nodiscard]] const char* to_string(CommMode mode) noexcept;  // "netsparse", "su-panel", ...
+// Throws std::invalid_argument naming the accepted names.
+[[nodiscard]] CommMode parse_comm_mode(std::string_view name);
+[[nodiscard]] std::span<const CommMode> all_comm_modes() noexcept;
+// True for the modes that need the RIG engine (netsparse, sa-vanilla).
+[[nodiscard]] bool uses_rig_engine(CommMode mode) noexcept;
+
+// The RIG engine's knobs (ns_context_attr); 0 / defaults mean "the engine's default".
+struct EngineOptions {
+  int transport = NS_TRANSPORT_AUTO;
+  int client_units = 0;               // 0: engine default
+  int server_units = 0;               // 0: engine default
+  int progress = NS_PROGRESS_THREAD;  // ns_progress_mode
+  std::uint32_t packet_bytes = 0;     // 0: engine default (1500)
+  std::int64_t delay_ns = -1;         // < 0: engine default
+  std::uint32_t pending_entries = 0;  // 0: engine default
+  std::uint32_t idx_chunk = 0;        // 0: engine default
+  std::uint32_t flags = 0;            // NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE | NS_CTX_NO_CONCAT
+  std::uint32_t watchdog_ms = 0;      // 0: engine default
+};
+
+// One open RIG engine (ns_context over MPI) with a completion queue and a queue pair, shared
+// by the DistKernels that use it. Collective to create and to destroy (every rank of the
+// communicator). The property region is registered on demand by the kernels (collectively, when
+// the operand's address, K or partition change). Needs MPI_THREAD_MULTIPLE for THREAD progress.
+class RigEngine {
+ public:
+  RigEngine(MPI_Comm comm, const EngineOptions& options);
+  ~RigEngine();
+  RigEngine(const RigEngine&) = delete;
+  RigEngine& operator=(const RigEngine&) = delete;
+
+  [[nodiscard]] const EngineOptions& options() const noexcept;
+  [[nodiscard]] std::string transport_name() const;
+  // Engine counters (ns_stat_get), and all of them as JSON (ns_stats_json).
+  [[nodiscard]] std::uint64_t stat(int which) const;
+  [[nodiscard]] double prs_per_packet() const;
+  [[nodiscard]] std::string stats_json() const;
+  void reset_stats();
+
+  struct Impl;
+  [[nodiscard]] Impl& impl() noexcept { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Which idxs a netsparse RIG work request carries.
+enum class RigIdxSource {
+  unique_columns,  // the distinct remote columns of the panel (TiledMatrix::panel_columns)
+  nonzeros         // one idx per remote nonzero, in tile order: the NIC's Idx Filter and
+                   // coalescing remove the repeats (the paper's setting; for ablations)
+};
+
+struct DistOptions {
+  CommMode mode = CommMode::netsparse;
+  // Tiling of the local computation (row panel, barriers). Its col_panel is the width of the
+  // column panels of the remote part (the gather window); 0 = automatic: windows of at most
+  // 16 MiB, at least 4 panels across the matrix.
+  TileConfig tiling{};
+  // netsparse: idxs per RIG work request (the paper's batch size).
+  std::uint64_t batch = 8192;
+  RigIdxSource rig_idx = RigIdxSource::unique_columns;
+  // sa-vanilla: RDMA READ work requests in flight at most.
+  int max_outstanding_reads = 4096;
+  // Engine used when no RigEngine is passed to the kernel (netsparse, sa-vanilla).
+  EngineOptions engine{};
+  // sa-conveyors / sa-opt: bytes per link buffer and buffers per link (bale's defaults).
+  std::size_t conveyor_buffer_bytes = 10000;
+  int conveyor_buffers_per_link = 2;
+  // inspector-executor: point-to-point Isend/Irecv instead of the neighbourhood collective.
+  bool ie_point_to_point = false;
+};
+
+// Communication counters of one rank (run_stats) or summed over calls (total_stats).
+// "Wire" bytes follow the NetSparse paper's accounting: message payload plus 50 B of
+// upper-layer headers per message; for the RIG modes they are the engine's own counters
+// (concatenation and PR headers included).
+struct CommStats {
+  std::uint64_t runs = 0;
+  std::uint64_t bytes_sent = 0;        // wire bytes this rank sent
+  std::uint64_t payload_bytes_in = 0;  // property bytes this rank received (useful or not)
+  std::uint64_t messages_sent = 0;     // messages / packets this rank sent
+  std::uint64_t requests = 0;          // property requests this rank issued (SA-style modes)
+  double wait_seconds = 0;             // time blocked waiting for communication
+};
+
+// The communication volume a pattern needs, independent of the mode (collective to compute).
+struct PatternVolume {
+  std::uint64_t remote_nonzeros = 0;     // nonzeros of this rank in columns it does not own
+  std::uint64_t unique_remote_cols = 0;  // distinct such columns
+  std::uint64_t remote_rows_total = 0;   // columns owned by other ranks (what SU receives)
+  std::vector<std::uint64_t> unique_remote_per_owner;  // distinct remote columns per owner rank
+};
+
+class DistKernel {
+ public:
+  // Collective. Builds the tiled local structures and runs the mode's setup (inspector-executor:
+  // its exchange plan; netsparse / sa-vanilla: the panel idx lists). k >= 1; SpMV needs k == 1.
+  // `engine` may be null for the RIG modes: one is then created from options.engine.
+  DistKernel(const DistMatrix& a, KernelKind kernel, int k, const DistOptions& options,
+             std::shared_ptr<RigEngine> engine = {});
+  ~DistKernel();
+  DistKernel(DistKernel&&) noexcept;
+  DistKernel& operator=(DistKernel&&) noexcept;
+
+  // Changing sparsity: the rows of this rank get a new pattern (same rows, same partition, e.g.
+  // sample_rows of the original). Collective; redoes the setup, whose time is setup_seconds().
+  void set_pattern(const CsrMatrix& local_rows);
+
+  // C = A * B. Collective.
+  void spmm(std::span<const float> b_local, std::span<float> c_local);
+  // out[i] = a_i * dot(X[r_i], Y[c_i]) for the local nonzeros i, CSR order. Collective.
+  void sddmm(std::span<const float> x_local, std::span<const float> y_local, std::span<float> out);
+  // y = A * x. Collective.
+  void spmv(std::span<const float> x_local, std::span<float> y_local);
+
+  // ideal mode: every rank receives the whole column-indexed operand now (MPI_Allgatherv),
+  // outside of any timed run; runs then use that copy and communicate nothing. Collective.
+  // Calling it in another mode is an error (std::logic_error).
+  void replicate(std::span<const float> operand_local);
+
+  [[nodiscard]] CommMode mode() const noexcept;
+  [[nodiscard]] KernelKind kernel() const noexcept;
+  [[nodiscard]] int k() const noexcept;
+  // Seconds of the last setup (constructor or set_pattern) on this rank.
+  [[nodiscard]] double setup_seconds() const noexcept;
+  [[nodiscard]] const CommStats& last_run_stats() const noexcept;
+  [[nodiscard]] const CommStats& total_stats() const noexcept;
+  void reset_stats() noexcept;
+  // The current pattern's communication volume (local; computed on first use, no
+  // communication).
+  [[nodiscard]] PatternVolume volume() const;
+  // Width of the remote part's column panels (the gather window), in columns.
+  [[nodiscard]] gidx_t window_columns() const noexcept;
+  [[nodiscard]] const std::shared_ptr<RigEngine>& engine() const noexcept;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The paper's minimum traffic for a pattern: every unique remote property once, requested and
+// answered with perfectly concatenated NetSparse packets of `packet_bytes`:
+//   per (requester, owner) pair with u unique properties of prop_bytes:
+//     u * (prop_bytes + 2 * 18) + 64 * (read packets + response packets)
+// (18 B per PR record, 14 B concatenation header + 50 B upper layers per packet). Local,
+// computed from this rank's pattern (u per owner); sum it over ranks for the total.
+struct MinimumTraffic {
+  std::uint64_t property_bytes = 0;  // unique remote properties * prop_bytes
+  std::uint64_t wire_bytes = 0;      // with the concatenated headers, both directions
+  std::uint64_t packets = 0;
+};
+[[nodiscard]] MinimumTraffic minimum_traffic(const DistKernel& kernel,
+                                             std::uint32_t packet_bytes = 1500);
+
+// Large-message bandwidth between ranks (bytes / second, one direction), measured with an MPI
+// ping-pong of `bytes` between rank 0 and rank P-1 (their link is as far as any), best of
+// `reps` round trips. Collective; every rank gets the value. The line rate goodput and line
+// utilization are divided by.
+[[nodiscard]] double measure_line_rate(MPI_Comm comm, std::size_t bytes = std::size_t{8} << 20,
+                                       int reps = 10);
+
+}  // namespace netsparse

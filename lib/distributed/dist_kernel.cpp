@@ -1,0 +1,590 @@
+// DistKernel: pattern tiling, the compute helpers, mode dispatch, and the volume / minimum
+// traffic / line-rate measurements.
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "distributed/kernel_impl.hpp"
+#include "distributed/mpi_util.hpp"
+#include "netsparse/distributed.hpp"
+
+namespace netsparse {
+
+using dist::check_mpi;
+
+// ---- modes -----------------------------------------------------------------------------------
+
+namespace {
+constexpr std::array<CommMode, 8> kAllModes = {
+    CommMode::netsparse,    CommMode::su,     CommMode::su_panel,           CommMode::sa_vanilla,
+    CommMode::sa_conveyors, CommMode::sa_opt, CommMode::inspector_executor, CommMode::ideal};
+}  // namespace
+
+const char* to_string(CommMode mode) noexcept {
+  switch (mode) {
+    case CommMode::netsparse:
+      return "netsparse";
+    case CommMode::su:
+      return "su";
+    case CommMode::su_panel:
+      return "su-panel";
+    case CommMode::sa_vanilla:
+      return "sa-vanilla";
+    case CommMode::sa_conveyors:
+      return "sa-conveyors";
+    case CommMode::sa_opt:
+      return "sa-opt";
+    case CommMode::inspector_executor:
+      return "inspector-executor";
+    case CommMode::ideal:
+      return "ideal";
+  }
+  return "unknown";
+}
+
+CommMode parse_comm_mode(std::string_view name) {
+  for (CommMode m : kAllModes) {
+    if (name == to_string(m)) return m;
+  }
+  if (name == "ie") return CommMode::inspector_executor;
+  std::string names;
+  for (CommMode m : kAllModes) names += std::string(names.empty() ? "" : ", ") + to_string(m);
+  throw std::invalid_argument("unknown communication mode '" + std::string(name) +
+                              "' (accepted: " + names + ")");
+}
+
+std::span<const CommMode> all_comm_modes() noexcept {
+  return kAllModes;
+}
+
+bool uses_rig_engine(CommMode mode) noexcept {
+  return mode == CommMode::netsparse || mode == CommMode::sa_vanilla;
+}
+
+// ---- compute helpers -------------------------------------------------------------------------
+
+namespace dist {
+
+void Exchange::replicate(const RunContext&, std::span<const float>) {
+  throw std::logic_error("DistKernel::replicate is only for the ideal mode");
+}
+
+void Compute::whole(const Pattern& pat, const RunContext& rc, const Operands& ops,
+                    DenseConstView view) {
+  const TiledMatrix& a = pat.whole;
+  switch (rc.kernel) {
+    case KernelKind::spmm:
+      if (a.n_rows() == 0) return;
+      if (a.nnz() == 0) {
+        std::fill_n(ops.out, a.n_rows() * rc.k, 0.0f);
+        return;
+      }
+      spmm(a, view, ops.out, rc.k, rc.k, false);
+      return;
+    case KernelKind::spmv:
+      if (a.n_rows() == 0) return;
+      if (a.nnz() == 0) {
+        std::fill_n(ops.out, a.n_rows(), 0.0f);
+        return;
+      }
+      spmv(a, view, ops.out, false);
+      return;
+    case KernelKind::sddmm:
+      if (a.nnz() == 0) return;
+      sddmm(a, ops.x, rc.k, view, rc.k, ops.out);
+      return;
+  }
+}
+
+void Compute::local(const Pattern& pat, const RunContext& rc, const Operands& ops) {
+  const TiledMatrix& a = pat.local_part;
+  const DenseConstView view{ops.b, pat.col_begin, rc.k, pat.col_end - pat.col_begin};
+  switch (rc.kernel) {
+    case KernelKind::spmm:
+      if (a.n_rows() == 0) return;
+      if (a.nnz() == 0) {
+        std::fill_n(ops.out, a.n_rows() * rc.k, 0.0f);
+        return;
+      }
+      spmm(a, view, ops.out, rc.k, rc.k, false);
+      return;
+    case KernelKind::spmv:
+      if (a.n_rows() == 0) return;
+      if (a.nnz() == 0) {
+        std::fill_n(ops.out, a.n_rows(), 0.0f);
+        return;
+      }
+      spmv(a, view, ops.out, false);
+      return;
+    case KernelKind::sddmm:
+      local_out_.resize(static_cast<std::size_t>(a.nnz()));
+      remote_out_.resize(static_cast<std::size_t>(pat.remote_part.nnz()));
+      if (a.nnz() == 0) return;
+      sddmm(a, ops.x, rc.k, view, rc.k, local_out_.data());
+      return;
+  }
+}
+
+void Compute::remote_panel(const Pattern& pat, const RunContext& rc, const Operands& ops, int panel,
+                           DenseConstView view) {
+  const TiledMatrix& a = pat.remote_part;
+  switch (rc.kernel) {
+    case KernelKind::spmm:
+      spmm_col_panel(a, panel, view, ops.out, rc.k, rc.k);
+      return;
+    case KernelKind::spmv:
+      spmv_col_panel(a, panel, view, ops.out);
+      return;
+    case KernelKind::sddmm:
+      sddmm_col_panel(a, panel, ops.x, rc.k, view, rc.k, remote_out_.data());
+      return;
+  }
+}
+
+void Compute::remote_all(const TiledMatrix& a, const RunContext& rc, const Operands& ops,
+                         DenseConstView view) {
+  if (a.nnz() == 0) return;
+  switch (rc.kernel) {
+    case KernelKind::spmm:
+      spmm(a, view, ops.out, rc.k, rc.k, true);
+      return;
+    case KernelKind::spmv:
+      spmv(a, view, ops.out, true);
+      return;
+    case KernelKind::sddmm:
+      sddmm(a, ops.x, rc.k, view, rc.k, remote_out_.data());
+      return;
+  }
+}
+
+void Compute::finish(const Pattern& pat, const RunContext& rc, const Operands& ops) {
+  if (rc.kernel != KernelKind::sddmm) return;
+  // Within a row the columns are sorted and the local range is contiguous, so the row's CSR
+  // entries are [remote left | local | remote right]: three copies per row, no index array.
+  const auto n_rows = static_cast<std::int64_t>(pat.row_ptr.size()) - 1;
+  const float* loc = local_out_.data();
+  const float* rem = remote_out_.data();
+  float* out = ops.out;
+#pragma omp parallel for schedule(static) if (n_rows > 4096)
+  for (std::int64_t r = 0; r < n_rows; ++r) {
+    const std::int64_t o = pat.row_ptr[r];
+    const std::int64_t rb = pat.remote_row_ptr[r];
+    const std::int64_t re = pat.remote_row_ptr[r + 1];
+    const std::int64_t lb = pat.local_row_ptr[r];
+    const std::int64_t le = pat.local_row_ptr[r + 1];
+    const std::int64_t left = pat.remote_left[r];
+    std::copy(rem + rb, rem + rb + left, out + o);
+    std::copy(loc + lb, loc + le, out + o + left);
+    std::copy(rem + rb + left, rem + re, out + o + left + (le - lb));
+  }
+}
+
+}  // namespace dist
+
+// ---- DistKernel ------------------------------------------------------------------------------
+
+struct DistKernel::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, nranks = 1;
+  RowPartition rows = RowPartition::equal_blocks(0, 1);
+  RowPartition cols = RowPartition::equal_blocks(0, 1);
+  KernelKind kernel = KernelKind::spmm;
+  int k = 1;
+  DistOptions options;
+  std::shared_ptr<RigEngine> engine;
+  CsrMatrix csr;  // the current pattern (for the volume and SDDMM's row pointer)
+  dist::Pattern pattern;
+  dist::Compute compute;
+  std::unique_ptr<dist::Exchange> exchange;
+  MPI_Datatype row_type = MPI_DATATYPE_NULL;
+  double setup_seconds = 0;
+  CommStats last, total;
+  mutable bool volume_known = false;
+  mutable PatternVolume volume;
+
+  ~Impl() {
+    exchange.reset();  // before the datatype and the engine it may use
+    if (row_type != MPI_DATATYPE_NULL) MPI_Type_free(&row_type);
+  }
+
+  dist::RunContext run_context() const {
+    dist::RunContext rc;
+    rc.comm = comm;
+    rc.rank = rank;
+    rc.nranks = nranks;
+    rc.rows = &rows;
+    rc.cols = &cols;
+    rc.kernel = kernel;
+    rc.k = k;
+    rc.row_type = row_type;
+    rc.options = &options;
+    return rc;
+  }
+
+  void build_pattern();
+  void compute_volume() const;
+  void run(const dist::Operands& ops);
+};
+
+namespace {
+
+// Window (remote column panel) width: the option, or windows of at most 16 MiB with at least
+// 4 panels per rank across the columns, so that each rank's remote columns span several
+// panels and the pipeline has something to overlap.
+gidx_t choose_window(gidx_t n_cols, int k, int nranks, gidx_t requested) {
+  if (requested > 0) return std::min(requested, TiledMatrix::kMaxColPanelWidth);
+  const gidx_t by_bytes = std::max<gidx_t>(1, (gidx_t{16} << 20) / (gidx_t{4} * k));
+  const gidx_t panels = gidx_t{4} * nranks;
+  const gidx_t by_count = std::max<gidx_t>(1, (n_cols + panels - 1) / panels);
+  return std::min({by_bytes, by_count, TiledMatrix::kMaxColPanelWidth});
+}
+
+}  // namespace
+
+void DistKernel::Impl::build_pattern() {
+  dist::Pattern& pat = pattern;
+  pat = dist::Pattern{};
+  pat.split = exchange->split();
+  pat.col_begin = cols.begin(rank);
+  pat.col_end = cols.end(rank);
+  pat.window = choose_window(cols.n_rows(), k, nranks, options.tiling.col_panel);
+  TileConfig local_config = options.tiling;
+  local_config.col_panel = 0;
+  local_config.barriers = false;
+  if (!pat.split) {
+    pat.whole = TiledMatrix(csr, local_config);
+    return;
+  }
+  // Split the rows at the local column range (sorted columns: one contiguous range per row).
+  const gidx_t cb = pat.col_begin, ce = pat.col_end;
+  const gidx_t n = csr.n_rows;
+  pat.row_ptr = csr.row_ptr;
+  pat.local_row_ptr.assign(static_cast<std::size_t>(n) + 1, 0);
+  pat.remote_row_ptr.assign(static_cast<std::size_t>(n) + 1, 0);
+  pat.remote_left.assign(static_cast<std::size_t>(n), 0);
+#pragma omp parallel for schedule(static) if (n > 4096)
+  for (gidx_t r = 0; r < n; ++r) {
+    const gidx_t* b = csr.col_idx.data() + csr.row_ptr[r];
+    const gidx_t* e = csr.col_idx.data() + csr.row_ptr[r + 1];
+    const gidx_t* lb = std::lower_bound(b, e, cb);
+    const gidx_t* le = std::lower_bound(lb, e, ce);
+    pat.remote_left[r] = lb - b;
+    pat.local_row_ptr[r + 1] = le - lb;
+    pat.remote_row_ptr[r + 1] = (lb - b) + (e - le);
+  }
+  for (gidx_t r = 0; r < n; ++r) {
+    pat.local_row_ptr[r + 1] += pat.local_row_ptr[r];
+    pat.remote_row_ptr[r + 1] += pat.remote_row_ptr[r];
+  }
+  CsrMatrix local_csr, remote_csr;
+  for (CsrMatrix* m : {&local_csr, &remote_csr}) {
+    m->n_rows_global = csr.n_rows_global;
+    m->n_cols = csr.n_cols;
+    m->row_begin = csr.row_begin;
+    m->n_rows = csr.n_rows;
+  }
+  local_csr.row_ptr = pat.local_row_ptr;
+  remote_csr.row_ptr = pat.remote_row_ptr;
+  local_csr.col_idx.resize(static_cast<std::size_t>(local_csr.row_ptr.back()));
+  local_csr.values.resize(local_csr.col_idx.size());
+  remote_csr.col_idx.resize(static_cast<std::size_t>(remote_csr.row_ptr.back()));
+  remote_csr.values.resize(remote_csr.col_idx.size());
+#pragma omp parallel for schedule(static) if (n > 4096)
+  for (gidx_t r = 0; r < n; ++r) {
+    const std::int64_t b = csr.row_ptr[r], e = csr.row_ptr[r + 1];
+    const std::int64_t left = pat.remote_left[r];
+    const std::int64_t n_local = pat.local_row_ptr[r + 1] - pat.local_row_ptr[r];
+    std::int64_t ro = pat.remote_row_ptr[r], lo = pat.local_row_ptr[r];
+    for (std::int64_t i = b; i < e; ++i) {
+      const bool is_local = i >= b + left && i < b + left + n_local;
+      if (is_local) {
+        local_csr.col_idx[lo] = csr.col_idx[i];
+        local_csr.values[lo++] = csr.values[i];
+      } else {
+        remote_csr.col_idx[ro] = csr.col_idx[i];
+        remote_csr.values[ro++] = csr.values[i];
+      }
+    }
+  }
+  pat.local_part = TiledMatrix(local_csr, local_config);
+  TileConfig remote_config = local_config;
+  remote_config.col_panel = pat.window;
+  pat.remote_part = TiledMatrix(remote_csr, remote_config);
+  pat.remote_csr = std::move(remote_csr);
+  for (int p = 0; p < pat.remote_part.n_col_panels(); ++p) {
+    if (!pat.remote_part.panel_columns(p).empty()) pat.remote_panels.push_back(p);
+  }
+}
+
+void DistKernel::Impl::compute_volume() const {
+  // A bitmap over the columns: distinct remote columns, and how many per owner.
+  const gidx_t n_cols = cols.n_rows();
+  const gidx_t cb = cols.begin(rank), ce = cols.end(rank);
+  std::vector<std::uint64_t> bits(static_cast<std::size_t>((n_cols + 63) / 64), 0);
+  std::uint64_t remote_nnz = 0;
+  for (const gidx_t c : csr.col_idx) {
+    if (c >= cb && c < ce) continue;
+    ++remote_nnz;
+    bits[c >> 6] |= std::uint64_t{1} << (c & 63);
+  }
+  std::vector<std::uint64_t>& unique_per_owner = volume.unique_remote_per_owner;
+  unique_per_owner.assign(static_cast<std::size_t>(nranks), 0);
+  std::uint64_t unique = 0;
+  for (int q = 0; q < nranks; ++q) {
+    std::uint64_t count = 0;
+    for (gidx_t c = cols.begin(q); c < cols.end(q);) {
+      // Whole words where possible.
+      if ((c & 63) == 0 && c + 64 <= cols.end(q)) {
+        count += static_cast<std::uint64_t>(std::popcount(bits[c >> 6]));
+        c += 64;
+      } else {
+        count += (bits[c >> 6] >> (c & 63)) & 1;
+        ++c;
+      }
+    }
+    unique_per_owner[q] = count;
+    unique += count;
+  }
+  volume.remote_nonzeros = remote_nnz;
+  volume.unique_remote_cols = unique;
+  volume.remote_rows_total = static_cast<std::uint64_t>(n_cols - (ce - cb));
+  volume_known = true;
+}
+
+void DistKernel::Impl::run(const dist::Operands& ops) {
+  last = CommStats{};
+  exchange->run(pattern, run_context(), ops, compute, last);
+  last.runs = 1;
+  total.runs += 1;
+  total.bytes_sent += last.bytes_sent;
+  total.payload_bytes_in += last.payload_bytes_in;
+  total.messages_sent += last.messages_sent;
+  total.requests += last.requests;
+  total.wait_seconds += last.wait_seconds;
+}
+
+DistKernel::DistKernel(const DistMatrix& a, KernelKind kernel, int k, const DistOptions& options,
+                       std::shared_ptr<RigEngine> engine)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  // Arguments are the same on every rank, so every rank throws the same error here.
+  if (k < 1) throw std::invalid_argument("DistKernel: K must be >= 1, got " + std::to_string(k));
+  if (kernel == KernelKind::spmv && k != 1) {
+    throw std::invalid_argument("DistKernel: SpMV needs K == 1, got " + std::to_string(k));
+  }
+  if (options.batch < 1) throw std::invalid_argument("DistKernel: batch must be >= 1");
+  if (options.max_outstanding_reads < 1) {
+    throw std::invalid_argument("DistKernel: max_outstanding_reads must be >= 1");
+  }
+  s.comm = a.comm();
+  s.rank = a.rank();
+  s.nranks = a.nranks();
+  s.rows = a.rows();
+  s.cols = a.cols();
+  s.kernel = kernel;
+  s.k = k;
+  s.options = options;
+  check_mpi(MPI_Type_contiguous(k, MPI_FLOAT, &s.row_type), "MPI_Type_contiguous");
+  check_mpi(MPI_Type_commit(&s.row_type), "MPI_Type_commit");
+  switch (options.mode) {
+    case CommMode::netsparse:
+    case CommMode::sa_vanilla:
+      if (!engine) engine = std::make_shared<RigEngine>(s.comm, options.engine);
+      s.engine = engine;
+      s.exchange = dist::make_rig_exchange(engine, options.mode == CommMode::sa_vanilla);
+      break;
+    case CommMode::su:
+      s.exchange = dist::make_su_exchange();
+      break;
+    case CommMode::su_panel:
+      s.exchange = dist::make_su_panel_exchange();
+      break;
+    case CommMode::sa_conveyors:
+      s.exchange = dist::make_conveyor_exchange(false);
+      break;
+    case CommMode::sa_opt:
+      s.exchange = dist::make_conveyor_exchange(true);
+      break;
+    case CommMode::inspector_executor:
+      s.exchange = dist::make_ie_exchange();
+      break;
+    case CommMode::ideal:
+      s.exchange = dist::make_ideal_exchange();
+      break;
+  }
+  set_pattern(a.local());
+}
+
+DistKernel::~DistKernel() = default;
+DistKernel::DistKernel(DistKernel&&) noexcept = default;
+DistKernel& DistKernel::operator=(DistKernel&&) noexcept = default;
+
+void DistKernel::set_pattern(const CsrMatrix& local_rows) {
+  Impl& s = *impl_;
+  const double t0 = dist::now_seconds();
+  dist::collective_call(s.comm, [&] {
+    if (local_rows.row_begin != s.rows.begin(s.rank) || local_rows.n_rows != s.rows.size(s.rank) ||
+        local_rows.n_rows_global != s.rows.n_rows() || local_rows.n_cols != s.cols.n_rows()) {
+      throw std::invalid_argument(
+          "DistKernel::set_pattern: the rows must be this rank's block of the matrix (rows [" +
+          std::to_string(s.rows.begin(s.rank)) + ", " + std::to_string(s.rows.end(s.rank)) +
+          ") of " + std::to_string(s.rows.n_rows()) + " x " + std::to_string(s.cols.n_rows()) +
+          ")");
+    }
+    s.csr = local_rows;
+    s.volume_known = false;
+    s.build_pattern();
+  });
+  s.exchange->setup(s.pattern, s.run_context());
+  s.setup_seconds = dist::now_seconds() - t0;
+}
+
+namespace {
+void check_size(const char* call, const char* what, std::size_t got, std::uint64_t want) {
+  if (got != want) {
+    throw std::invalid_argument(std::string("DistKernel::") + call + ": " + what + " has " +
+                                std::to_string(got) + " floats, this rank's block needs " +
+                                std::to_string(want));
+  }
+}
+}  // namespace
+
+void DistKernel::spmm(std::span<const float> b_local, std::span<float> c_local) {
+  Impl& s = *impl_;
+  dist::collective_call(s.comm, [&] {
+    if (s.kernel != KernelKind::spmm)
+      throw std::logic_error("DistKernel::spmm: not an SpMM kernel");
+    check_size("spmm", "B", b_local.size(), std::uint64_t(s.cols.size(s.rank)) * s.k);
+    check_size("spmm", "C", c_local.size(), std::uint64_t(s.rows.size(s.rank)) * s.k);
+  });
+  s.run({b_local.data(), nullptr, c_local.data()});
+}
+
+void DistKernel::sddmm(std::span<const float> x_local, std::span<const float> y_local,
+                       std::span<float> out) {
+  Impl& s = *impl_;
+  dist::collective_call(s.comm, [&] {
+    if (s.kernel != KernelKind::sddmm) {
+      throw std::logic_error("DistKernel::sddmm: not an SDDMM kernel");
+    }
+    check_size("sddmm", "X", x_local.size(), std::uint64_t(s.rows.size(s.rank)) * s.k);
+    check_size("sddmm", "Y", y_local.size(), std::uint64_t(s.cols.size(s.rank)) * s.k);
+    check_size("sddmm", "out", out.size(), static_cast<std::uint64_t>(s.csr.nnz()));
+  });
+  s.run({y_local.data(), x_local.data(), out.data()});
+}
+
+void DistKernel::spmv(std::span<const float> x_local, std::span<float> y_local) {
+  Impl& s = *impl_;
+  dist::collective_call(s.comm, [&] {
+    if (s.kernel != KernelKind::spmv)
+      throw std::logic_error("DistKernel::spmv: not an SpMV kernel");
+    check_size("spmv", "x", x_local.size(), static_cast<std::uint64_t>(s.cols.size(s.rank)));
+    check_size("spmv", "y", y_local.size(), static_cast<std::uint64_t>(s.rows.size(s.rank)));
+  });
+  s.run({x_local.data(), nullptr, y_local.data()});
+}
+
+void DistKernel::replicate(std::span<const float> operand_local) {
+  Impl& s = *impl_;
+  dist::collective_call(s.comm, [&] {
+    if (s.options.mode != CommMode::ideal) {
+      throw std::logic_error("DistKernel::replicate is only for the ideal mode");
+    }
+    check_size("replicate", "the operand", operand_local.size(),
+               std::uint64_t(s.cols.size(s.rank)) * s.k);
+  });
+  s.exchange->replicate(s.run_context(), operand_local);
+}
+
+CommMode DistKernel::mode() const noexcept {
+  return impl_->options.mode;
+}
+KernelKind DistKernel::kernel() const noexcept {
+  return impl_->kernel;
+}
+int DistKernel::k() const noexcept {
+  return impl_->k;
+}
+double DistKernel::setup_seconds() const noexcept {
+  return impl_->setup_seconds;
+}
+const CommStats& DistKernel::last_run_stats() const noexcept {
+  return impl_->last;
+}
+const CommStats& DistKernel::total_stats() const noexcept {
+  return impl_->total;
+}
+void DistKernel::reset_stats() noexcept {
+  impl_->last = {};
+  impl_->total = {};
+}
+PatternVolume DistKernel::volume() const {
+  if (!impl_->volume_known) impl_->compute_volume();
+  return impl_->volume;
+}
+gidx_t DistKernel::window_columns() const noexcept {
+  return impl_->pattern.window;
+}
+const std::shared_ptr<RigEngine>& DistKernel::engine() const noexcept {
+  return impl_->engine;
+}
+
+// ---- minimum traffic and line rate --------------------------------------------------------
+
+MinimumTraffic minimum_traffic(const DistKernel& kernel, std::uint32_t packet_bytes) {
+  constexpr std::uint64_t kPrRecord = 18, kConcatHeader = 14, kPerPacket = 14 + 50;
+  const PatternVolume volume = kernel.volume();
+  const std::uint64_t prop = std::uint64_t{4} * static_cast<std::uint64_t>(kernel.k());
+  const std::uint64_t room = packet_bytes > kConcatHeader ? packet_bytes - kConcatHeader : 1;
+  const std::uint64_t reads_per_packet = std::max<std::uint64_t>(1, room / kPrRecord);
+  const std::uint64_t responses_per_packet = std::max<std::uint64_t>(1, room / (kPrRecord + prop));
+  MinimumTraffic m;
+  for (const std::uint64_t u : volume.unique_remote_per_owner) {  // 0 for this rank itself
+    if (u == 0) continue;
+    const std::uint64_t packets = (u + reads_per_packet - 1) / reads_per_packet +
+                                  (u + responses_per_packet - 1) / responses_per_packet;
+    m.property_bytes += u * prop;
+    m.wire_bytes += u * (prop + 2 * kPrRecord) + kPerPacket * packets;
+    m.packets += packets;
+  }
+  return m;
+}
+
+double measure_line_rate(MPI_Comm comm, std::size_t bytes, int reps) {
+  const int rank = dist::comm_rank(comm);
+  const int nranks = dist::comm_size(comm);
+  double rate = 0;
+  if (nranks > 1 && bytes > 0 && reps > 0) {
+    const int peer_a = 0, peer_b = nranks - 1;
+    std::vector<std::byte> buffer;
+    if (rank == peer_a || rank == peer_b) buffer.assign(bytes, std::byte{1});
+    const int count = dist::to_mpi_count(bytes, "measure_line_rate");
+    double best = 1e30;
+    for (int rep = 0; rep <= reps; ++rep) {  // rep 0 warms up (registration, page faults)
+      check_mpi(MPI_Barrier(comm), "MPI_Barrier");
+      const double t0 = MPI_Wtime();
+      if (rank == peer_a) {
+        check_mpi(MPI_Send(buffer.data(), count, MPI_BYTE, peer_b, 7, comm), "MPI_Send");
+        check_mpi(MPI_Recv(buffer.data(), count, MPI_BYTE, peer_b, 7, comm, MPI_STATUS_IGNORE),
+                  "MPI_Recv");
+      } else if (rank == peer_b) {
+        check_mpi(MPI_Recv(buffer.data(), count, MPI_BYTE, peer_a, 7, comm, MPI_STATUS_IGNORE),
+                  "MPI_Recv");
+        check_mpi(MPI_Send(buffer.data(), count, MPI_BYTE, peer_a, 7, comm), "MPI_Send");
+      }
+      const double dt = MPI_Wtime() - t0;
+      if (rep > 0) best = std::min(best, dt);
+    }
+    if (rank == peer_a) rate = 2.0 * static_cast<double>(bytes) / best;
+  }
+  check_mpi(MPI_Bcast(&rate, 1, MPI_DOUBLE, 0, comm), "MPI_Bcast");
+  return rate;
+}
+
+}  // namespace netsparse

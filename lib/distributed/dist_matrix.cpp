@@ -1,0 +1,498 @@
+// Building distributed matrices: partitions, the parallel Matrix Market reader, generators,
+// specification strings and neighbour sampling.
+#include "netsparse/dist_matrix.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <charconv>
+#include <climits>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "distributed/mpi_util.hpp"
+#include "netsparse/coo.hpp"
+#include "netsparse/matrix_market.hpp"
+#include "netsparse/metis.hpp"
+
+namespace netsparse {
+
+using dist::check_mpi;
+using dist::collective_call;
+
+const char* to_string(PartitionKind kind) noexcept {
+  switch (kind) {
+    case PartitionKind::equal_rows:
+      return "equal-rows";
+    case PartitionKind::balanced_nnz:
+      return "balanced-nnz";
+  }
+  return "unknown";
+}
+
+DistMatrix::DistMatrix(MPI_Comm comm, CsrMatrix local, RowPartition rows, RowPartition cols,
+                       std::string name)
+    : comm_(comm),
+      rank_(dist::comm_rank(comm)),
+      nranks_(dist::comm_size(comm)),
+      local_(std::move(local)),
+      rows_(std::move(rows)),
+      cols_(std::move(cols)),
+      name_(std::move(name)) {
+  // Checked on every rank and agreed on, so a bad block on one rank cannot strand the others
+  // in the collective below.
+  collective_call(comm_, [&] {
+    const auto fail = [&](const std::string& why) {
+      throw std::invalid_argument("DistMatrix (rank " + std::to_string(rank_) + "): " + why);
+    };
+    if (rows_.nparts() != nranks_ || cols_.nparts() != nranks_) {
+      fail("the row and column partitions need one part per rank");
+    }
+    if (local_.n_rows_global != rows_.n_rows() || local_.n_cols != cols_.n_rows()) {
+      fail("the local block's shape " + std::to_string(local_.n_rows_global) + " x " +
+           std::to_string(local_.n_cols) + " differs from the partitions' " +
+           std::to_string(rows_.n_rows()) + " x " + std::to_string(cols_.n_rows()));
+    }
+    if (local_.row_begin != rows_.begin(rank_) || local_.n_rows != rows_.size(rank_)) {
+      fail("the local block holds rows [" + std::to_string(local_.row_begin) + ", " +
+           std::to_string(local_.row_end()) + "), the partition gives this rank [" +
+           std::to_string(rows_.begin(rank_)) + ", " + std::to_string(rows_.end(rank_)) + ")");
+    }
+    if (local_.row_ptr.size() != static_cast<std::size_t>(local_.n_rows) + 1 ||
+        local_.col_idx.size() != static_cast<std::size_t>(local_.nnz()) ||
+        local_.values.size() != static_cast<std::size_t>(local_.nnz())) {
+      fail("inconsistent CSR arrays (row_ptr / col_idx / values sizes)");
+    }
+  });
+  std::int64_t nnz = local_.nnz();
+  check_mpi(MPI_Allreduce(&nnz, &nnz_global_, 1, MPI_INT64_T, MPI_SUM, comm_), "MPI_Allreduce");
+}
+
+namespace {
+
+// ---- balanced partition without gathering the row pointer ------------------------------------
+// Each rank holds the nonzero counts of the rows of its EQUAL block. Boundary p is the row whose
+// global prefix is nearest p * nnz / P, with RowPartition::balanced_by_nnz's tie rule (the first
+// prefix >= target, unless the last prefix < target is strictly nearer), so the result equals
+// balanced_by_nnz of the whole row pointer.
+RowPartition balanced_from_equal_block_counts(MPI_Comm comm, gidx_t n_rows,
+                                              const std::vector<std::int64_t>& row_counts) {
+  const int nranks = dist::comm_size(comm);
+  const RowPartition equal = RowPartition::equal_blocks(n_rows, nranks);
+  const int rank = dist::comm_rank(comm);
+  const gidx_t eb = equal.begin(rank);
+  std::int64_t my_total = 0;
+  for (std::int64_t c : row_counts) my_total += c;
+  std::int64_t my_offset = 0, total = 0;
+  check_mpi(MPI_Exscan(&my_total, &my_offset, 1, MPI_INT64_T, MPI_SUM, comm), "MPI_Exscan");
+  if (rank == 0) my_offset = 0;
+  check_mpi(MPI_Allreduce(&my_total, &total, 1, MPI_INT64_T, MPI_SUM, comm), "MPI_Allreduce");
+  if (total == 0 || nranks == 1) return equal;
+
+  // key = 2 * |prefix - target| + (prefix < target); the smallest key wins. Among rows with the
+  // winning key, side 0 takes the smallest row and side 1 the largest: one MIN over +-row.
+  const int nb = nranks - 1;
+  std::vector<std::int64_t> best_key(nb, std::numeric_limits<std::int64_t>::max());
+  std::vector<std::int64_t> best_row(nb, std::numeric_limits<std::int64_t>::max());
+  std::vector<std::int64_t> targets(nb);
+  for (int p = 1; p < nranks; ++p) {
+    targets[p - 1] = static_cast<std::int64_t>(static_cast<__int128>(total) * p / nranks);
+  }
+  const auto visit = [&](gidx_t row, std::int64_t prefix) {
+    for (int b = 0; b < nb; ++b) {
+      const std::int64_t t = targets[b];
+      const bool below = prefix < t;
+      const std::int64_t key = 2 * (below ? t - prefix : prefix - t) + (below ? 1 : 0);
+      const std::int64_t signed_row = below ? -row : row;
+      if (key < best_key[b] || (key == best_key[b] && signed_row < best_row[b])) {
+        best_key[b] = key;
+        best_row[b] = signed_row;
+      }
+    }
+  };
+  // Only boundaries near a target can win; visiting every boundary of the block costs
+  // O(rows * P), fine for the P this runs at, and is obviously correct.
+  std::int64_t prefix = my_offset;
+  visit(eb, prefix);
+  for (std::size_t i = 0; i < row_counts.size(); ++i) {
+    prefix += row_counts[i];
+    visit(eb + static_cast<gidx_t>(i) + 1, prefix);
+  }
+  std::vector<std::int64_t> global_key(nb);
+  check_mpi(MPI_Allreduce(best_key.data(), global_key.data(), nb, MPI_INT64_T, MPI_MIN, comm),
+            "MPI_Allreduce");
+  for (int b = 0; b < nb; ++b) {
+    if (best_key[b] != global_key[b]) best_row[b] = std::numeric_limits<std::int64_t>::max();
+  }
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, best_row.data(), nb, MPI_INT64_T, MPI_MIN, comm),
+            "MPI_Allreduce");
+  std::vector<gidx_t> offsets(static_cast<std::size_t>(nranks) + 1);
+  offsets[0] = 0;
+  offsets[nranks] = n_rows;
+  for (int p = 1; p < nranks; ++p) {
+    const std::int64_t r = best_row[p - 1] < 0 ? -best_row[p - 1] : best_row[p - 1];
+    offsets[p] = std::max(offsets[p - 1], r);
+  }
+  return RowPartition::from_offsets(std::move(offsets));
+}
+
+std::vector<std::int64_t> row_counts_of(const CsrMatrix& m) {
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(m.n_rows));
+  for (gidx_t r = 0; r < m.n_rows; ++r) counts[r] = m.row_ptr[r + 1] - m.row_ptr[r];
+  return counts;
+}
+
+RowPartition column_partition_for(const RowPartition& rows, gidx_t n_rows, gidx_t n_cols,
+                                  int nranks) {
+  // B and C split the same way when they can (square A): C of one SpMM is then the B of the
+  // next. A rectangular A splits B's rows evenly.
+  if (n_rows == n_cols) return rows;
+  return RowPartition::equal_blocks(n_cols, nranks);
+}
+
+std::string base_name(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Sends triplets to the owners of their rows.
+std::vector<Triplet> redistribute(MPI_Comm comm, const std::vector<Triplet>& triplets,
+                                  const RowPartition& rows) {
+  const int nranks = dist::comm_size(comm);
+  std::vector<std::vector<Triplet>> send(static_cast<std::size_t>(nranks));
+  for (const Triplet& t : triplets) send[rows.owner(t.row)].push_back(t);
+  return dist::exchange_all_to_all(comm, send);
+}
+
+// Generic generator driver: gen(row_begin, row_end) makes a row block.
+template <class Gen>
+DistMatrix generate_with(MPI_Comm comm, gidx_t n, PartitionKind partition, const Gen& gen,
+                         std::string name) {
+  const int nranks = dist::comm_size(comm);
+  const int rank = dist::comm_rank(comm);
+  RowPartition rows = RowPartition::equal_blocks(n, nranks);
+  CsrMatrix local = collective_call(comm, [&] { return gen(rows.begin(rank), rows.end(rank)); });
+  if (partition == PartitionKind::balanced_nnz) {
+    rows = balanced_from_equal_block_counts(comm, n, row_counts_of(local));
+    local = collective_call(comm, [&] { return gen(rows.begin(rank), rows.end(rank)); });
+  }
+  RowPartition cols = column_partition_for(rows, n, n, nranks);
+  return DistMatrix(comm, std::move(local), std::move(rows), std::move(cols), std::move(name));
+}
+
+}  // namespace
+
+DistMatrix read_distributed_matrix_market(MPI_Comm comm, const std::string& path,
+                                          PartitionKind partition) {
+  const int nranks = dist::comm_size(comm);
+  const int rank = dist::comm_rank(comm);
+  // Every rank reads the header itself (a few hundred bytes): no broadcast needed, and a
+  // header error is met by every rank at once.
+  const MatrixMarketHeader header =
+      collective_call(comm, [&] { return read_matrix_market_header(path); });
+
+  // Byte ranges of the data part, one per rank. A range owns the lines that START in it.
+  const std::uint64_t data_bytes = header.file_size - header.data_offset;
+  MatrixMarketEntryRange range;
+  range.byte_begin = header.data_offset + data_bytes * static_cast<std::uint64_t>(rank) / nranks;
+  range.byte_end =
+      header.data_offset + data_bytes * (static_cast<std::uint64_t>(rank) + 1) / nranks;
+  MatrixMarketChunk chunk =
+      collective_call(comm, [&] { return parse_matrix_market_entries(path, header, range); });
+  std::int64_t entries = 0;
+  check_mpi(MPI_Allreduce(&chunk.n_entries, &entries, 1, MPI_INT64_T, MPI_SUM, comm),
+            "MPI_Allreduce");
+  collective_call(comm, [&] { check_matrix_market_entry_count(path, header, entries); });
+
+  RowPartition rows = RowPartition::equal_blocks(header.n_rows, nranks);
+  std::vector<Triplet> mine = redistribute(comm, chunk.triplets, rows);
+  chunk.triplets = {};
+  if (partition == PartitionKind::balanced_nnz) {
+    // Row counts need the merged duplicates, so assemble the equal block first.
+    CsrMatrix block =
+        coo_to_csr(mine, header.n_rows, header.n_cols, rows.begin(rank), rows.end(rank));
+    rows = balanced_from_equal_block_counts(comm, header.n_rows, row_counts_of(block));
+    mine = redistribute(comm, mine, rows);
+  }
+  CsrMatrix local = collective_call(comm, [&] {
+    return coo_to_csr(mine, header.n_rows, header.n_cols, rows.begin(rank), rows.end(rank));
+  });
+  // A pattern is a structure: a repeated entry is still one nonzero of value 1 (as the serial
+  // reader does).
+  if (header.field == MatrixMarketField::pattern) {
+    std::fill(local.values.begin(), local.values.end(), 1.0f);
+  }
+  RowPartition cols = column_partition_for(rows, header.n_rows, header.n_cols, nranks);
+  return DistMatrix(comm, std::move(local), std::move(rows), std::move(cols), base_name(path));
+}
+
+DistMatrix read_distributed_metis(MPI_Comm comm, const std::string& path, PartitionKind partition) {
+  const int nranks = dist::comm_size(comm);
+  const int rank = dist::comm_rank(comm);
+  MetisGraph graph = collective_call(comm, [&] { return read_metis_graph(path); });
+  const CsrMatrix& whole = graph.adjacency;
+  RowPartition rows = partition == PartitionKind::balanced_nnz
+                          ? RowPartition::balanced_by_nnz(whole, nranks)
+                          : RowPartition::equal_blocks(whole.n_rows, nranks);
+  CsrMatrix local;
+  local.n_rows_global = whole.n_rows_global;
+  local.n_cols = whole.n_cols;
+  local.row_begin = rows.begin(rank);
+  local.n_rows = rows.size(rank);
+  const std::int64_t first = whole.row_ptr[local.row_begin];
+  const std::int64_t last = whole.row_ptr[local.row_end()];
+  local.row_ptr.resize(static_cast<std::size_t>(local.n_rows) + 1);
+  for (gidx_t r = 0; r <= local.n_rows; ++r) {
+    local.row_ptr[r] = whole.row_ptr[local.row_begin + r] - first;
+  }
+  local.col_idx.assign(whole.col_idx.begin() + first, whole.col_idx.begin() + last);
+  local.values.assign(whole.values.begin() + first, whole.values.begin() + last);
+  const gidx_t n = whole.n_rows;
+  graph = {};
+  RowPartition cols = column_partition_for(rows, n, n, nranks);
+  return DistMatrix(comm, std::move(local), std::move(rows), std::move(cols), base_name(path));
+}
+
+DistMatrix generate_distributed(MPI_Comm comm, const KroneckerParams& params,
+                                PartitionKind partition) {
+  if (params.scale < 1 || params.scale > 40) {
+    throw std::invalid_argument("generate_distributed: Kronecker scale must be in [1, 40], got " +
+                                std::to_string(params.scale));
+  }
+  const gidx_t n = gidx_t{1} << params.scale;
+  return generate_with(
+      comm, n, partition, [&](gidx_t b, gidx_t e) { return generate_kronecker(params, b, e); },
+      "kron:" + std::to_string(params.scale));
+}
+
+DistMatrix generate_distributed(MPI_Comm comm, const StencilParams& params,
+                                PartitionKind partition) {
+  if (params.nx < 1 || params.ny < 1 || params.nz < 1 || params.dof < 1) {
+    throw std::invalid_argument("generate_distributed: stencil sizes must be positive");
+  }
+  const gidx_t n = params.nx * params.ny * params.nz * params.dof;
+  return generate_with(
+      comm, n, partition, [&](gidx_t b, gidx_t e) { return generate_stencil27(params, b, e); },
+      "stencil:" + std::to_string(params.nx) + "x" + std::to_string(params.ny) + "x" +
+          std::to_string(params.nz) + "x" + std::to_string(params.dof));
+}
+
+DistMatrix generate_distributed(MPI_Comm comm, const RoadParams& params, PartitionKind partition) {
+  if (params.width < 1 || params.height < 1) {
+    throw std::invalid_argument("generate_distributed: road grid sizes must be positive");
+  }
+  const gidx_t n = params.width * params.height;
+  return generate_with(
+      comm, n, partition, [&](gidx_t b, gidx_t e) { return generate_road(params, b, e); },
+      "road:" + std::to_string(params.width) + "x" + std::to_string(params.height));
+}
+
+// ---- specification strings ----------------------------------------------------------------
+
+std::string matrix_spec_help() {
+  return "  PATH.mtx                                     Matrix Market file (each rank parses\n"
+         "                                               a byte range; MPI_Alltoallv to owners)\n"
+         "  PATH.graph | PATH.metis                      METIS graph file\n"
+         "  gen:kron:SCALE[:EDGE_FACTOR[:SEED]]          Graph500 Kronecker, 2^SCALE rows,\n"
+         "                                               edge factor 16, seed 1 by default\n"
+         "  gen:stencil:NX:NY:NZ[:DOF]                   3D 27-point stencil, DOF 1 default\n"
+         "  gen:road:WIDTH:HEIGHT[:LONG_FRACTION[:SEED]] road-like grid + long edges (0.01)\n";
+}
+
+namespace {
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t pos = s.find(sep, start);
+    parts.emplace_back(s.substr(start, pos == std::string_view::npos ? s.npos : pos - start));
+    if (pos == std::string_view::npos) break;
+    start = pos + 1;
+  }
+  return parts;
+}
+
+template <class T>
+T parse_number(std::string_view spec, const std::string& field, const char* what) {
+  T value{};
+  const char* b = field.data();
+  const char* e = field.data() + field.size();
+  const auto [ptr, ec] = std::from_chars(b, e, value);
+  if (field.empty() || ec != std::errc() || ptr != e) {
+    throw std::invalid_argument("matrix specification '" + std::string(spec) + "': " + what + " '" +
+                                field + "' is not a valid number");
+  }
+  return value;
+}
+
+[[noreturn]] void bad_spec(std::string_view spec, const std::string& why) {
+  throw std::invalid_argument("matrix specification '" + std::string(spec) + "': " + why +
+                              "\naccepted forms:\n" + matrix_spec_help());
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+}  // namespace
+
+DistMatrix load_distributed_matrix(MPI_Comm comm, std::string_view spec, PartitionKind partition) {
+  if (spec.rfind("gen:", 0) == 0) {
+    const std::vector<std::string> f = split(spec, ':');
+    const std::string& kind = f.size() > 1 ? f[1] : std::string();
+    const auto arity = [&](std::size_t lo, std::size_t hi) {
+      if (f.size() < lo || f.size() > hi) {
+        bad_spec(spec, "gen:" + kind + " takes " + std::to_string(lo - 2) + " to " +
+                           std::to_string(hi - 2) + " parameters");
+      }
+    };
+    if (kind == "kron") {
+      arity(3, 5);
+      KroneckerParams p;
+      p.scale = parse_number<int>(spec, f[2], "SCALE");
+      if (f.size() > 3) p.edge_factor = parse_number<int>(spec, f[3], "EDGE_FACTOR");
+      if (f.size() > 4) p.seed = parse_number<std::uint64_t>(spec, f[4], "SEED");
+      if (p.scale < 1 || p.scale > 40) bad_spec(spec, "SCALE must be in [1, 40]");
+      if (p.edge_factor < 1) bad_spec(spec, "EDGE_FACTOR must be >= 1");
+      return generate_distributed(comm, p, partition);
+    }
+    if (kind == "stencil") {
+      arity(5, 6);
+      StencilParams p;
+      p.nx = parse_number<gidx_t>(spec, f[2], "NX");
+      p.ny = parse_number<gidx_t>(spec, f[3], "NY");
+      p.nz = parse_number<gidx_t>(spec, f[4], "NZ");
+      if (f.size() > 5) p.dof = parse_number<int>(spec, f[5], "DOF");
+      if (p.nx < 1 || p.ny < 1 || p.nz < 1 || p.dof < 1) bad_spec(spec, "sizes must be >= 1");
+      return generate_distributed(comm, p, partition);
+    }
+    if (kind == "road") {
+      arity(4, 6);
+      RoadParams p;
+      p.width = parse_number<gidx_t>(spec, f[2], "WIDTH");
+      p.height = parse_number<gidx_t>(spec, f[3], "HEIGHT");
+      if (f.size() > 4) p.long_edge_fraction = parse_number<double>(spec, f[4], "LONG_FRACTION");
+      if (f.size() > 5) p.seed = parse_number<std::uint64_t>(spec, f[5], "SEED");
+      if (p.width < 1 || p.height < 1) bad_spec(spec, "sizes must be >= 1");
+      if (!(p.long_edge_fraction >= 0 && p.long_edge_fraction <= 1)) {
+        bad_spec(spec, "LONG_FRACTION must be in [0, 1]");
+      }
+      return generate_distributed(comm, p, partition);
+    }
+    bad_spec(spec, "unknown generator '" + kind + "'");
+  }
+  const std::string path(spec);
+  if (path.empty()) bad_spec(spec, "empty");
+  if (ends_with(path, ".graph") || ends_with(path, ".metis")) {
+    return read_distributed_metis(comm, path, partition);
+  }
+  if (ends_with(path, ".mtx")) return read_distributed_matrix_market(comm, path, partition);
+  // Unknown extension: Matrix Market files announce themselves in their first bytes.
+  const bool is_mm = collective_call(comm, [&] {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw ParseError(path, 0, "cannot open the file");
+    char banner[14] = {};
+    in.read(banner, sizeof banner);
+    return std::string_view(banner, static_cast<std::size_t>(in.gcount())) == "%%MatrixMarket";
+  });
+  return is_mm ? read_distributed_matrix_market(comm, path, partition)
+               : read_distributed_metis(comm, path, partition);
+}
+
+// ---- neighbour sampling -----------------------------------------------------------------------
+
+namespace {
+
+constexpr std::uint64_t mix64(std::uint64_t z) noexcept {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// A hash of (seed, row, column) with full avalanche in each argument.
+inline std::uint64_t sample_hash(std::uint64_t seed, gidx_t row, gidx_t col) noexcept {
+  std::uint64_t h = mix64(seed + 0x9e3779b97f4a7c15ULL);
+  h = mix64(h ^ (static_cast<std::uint64_t>(row) * 0xd1b54a32d192ed03ULL));
+  return mix64(h ^ (static_cast<std::uint64_t>(col) * 0x8cb92ba72f3d8dd7ULL));
+}
+
+}  // namespace
+
+CsrMatrix sample_rows(const CsrMatrix& rows, const SamplingParams& params, std::uint64_t seed) {
+  if (!(params.keep_fraction >= 0.0 && params.keep_fraction <= 1.0)) {
+    throw std::invalid_argument("sample_rows: keep_fraction must be in [0, 1], got " +
+                                std::to_string(params.keep_fraction));
+  }
+  if (params.max_per_row < 0) {
+    throw std::invalid_argument("sample_rows: max_per_row must be >= 0");
+  }
+  // A nonzero is kept when its hash is below the threshold (exactly all for fraction 1).
+  const bool keep_all = params.keep_fraction >= 1.0;
+  const auto threshold =
+      static_cast<std::uint64_t>(params.keep_fraction * 18446744073709551616.0 /* 2^64 */);
+  const auto cap = static_cast<std::size_t>(params.max_per_row);
+
+  CsrMatrix out;
+  out.n_rows_global = rows.n_rows_global;
+  out.n_cols = rows.n_cols;
+  out.row_begin = rows.row_begin;
+  out.n_rows = rows.n_rows;
+  out.row_ptr.assign(static_cast<std::size_t>(rows.n_rows) + 1, 0);
+
+  // Selects the kept positions of row r into `kept` (column order). With a cap, the kept
+  // nonzeros with the smallest hashes survive; ties are impossible in practice and broken by
+  // column.
+  const auto select = [&](gidx_t r, std::vector<std::pair<std::uint64_t, std::int64_t>>& scratch,
+                          std::vector<std::int64_t>& kept) {
+    kept.clear();
+    scratch.clear();
+    const gidx_t grow = rows.row_begin + r;
+    for (std::int64_t i = rows.row_ptr[r]; i < rows.row_ptr[r + 1]; ++i) {
+      const std::uint64_t h = sample_hash(seed, grow, rows.col_idx[i]);
+      if (keep_all || h < threshold) scratch.emplace_back(h, i);
+    }
+    if (cap > 0 && scratch.size() > cap) {
+      std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(cap),
+                       scratch.end());
+      scratch.resize(cap);
+    }
+    for (const auto& [h, i] : scratch) kept.push_back(i);
+    std::sort(kept.begin(), kept.end());
+  };
+
+#pragma omp parallel
+  {
+    std::vector<std::pair<std::uint64_t, std::int64_t>> scratch;
+    std::vector<std::int64_t> kept;
+#pragma omp for schedule(dynamic, 1024)
+    for (gidx_t r = 0; r < rows.n_rows; ++r) {
+      select(r, scratch, kept);
+      out.row_ptr[r + 1] = static_cast<std::int64_t>(kept.size());
+    }
+  }
+  for (gidx_t r = 0; r < rows.n_rows; ++r) out.row_ptr[r + 1] += out.row_ptr[r];
+  out.col_idx.resize(static_cast<std::size_t>(out.row_ptr.back()));
+  out.values.resize(static_cast<std::size_t>(out.row_ptr.back()));
+#pragma omp parallel
+  {
+    std::vector<std::pair<std::uint64_t, std::int64_t>> scratch;
+    std::vector<std::int64_t> kept;
+#pragma omp for schedule(dynamic, 1024)
+    for (gidx_t r = 0; r < rows.n_rows; ++r) {
+      select(r, scratch, kept);
+      std::int64_t o = out.row_ptr[r];
+      for (std::int64_t i : kept) {
+        out.col_idx[o] = rows.col_idx[i];
+        out.values[o] = rows.values[i];
+        ++o;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace netsparse

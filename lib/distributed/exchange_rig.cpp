@@ -1,0 +1,346 @@
+// The RIG engine modes: netsparse (NS_WR_RIG per column panel, INDEXED into a panel window,
+// double-buffered) and sa-vanilla (one NS_WR_RDMA_READ per remote nonzero), plus RigEngine.
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "distributed/kernel_impl.hpp"
+#include "distributed/mpi_util.hpp"
+#include "distributed/panel_stream.hpp"
+#include "netsparse/netsparse_mpi.h"
+
+namespace netsparse {
+
+// ---- RigEngine -------------------------------------------------------------------------------
+
+struct RigEngine::Impl {
+  static constexpr int kQpDepth = 4096;
+  static constexpr int kQuiesceTimeoutMs = 120000;
+  static constexpr int kWaitTimeoutMs = 120000;
+
+  MPI_Comm comm = MPI_COMM_NULL;
+  EngineOptions options;
+  Context ctx;
+  Cq cq;
+  Qp qp;
+  PropertyRegion region;
+  const void* reg_base = nullptr;
+  std::uint32_t reg_prop_bytes = 0;
+  std::uint64_t reg_rows = 0;
+  std::vector<std::uint64_t> reg_offsets;
+
+  // Registers the operand's local block as the property region unless it already is. The
+  // decision is agreed on by every rank (registration is collective).
+  void ensure_region(const float* base, std::uint64_t rows, std::uint32_t prop_bytes,
+                     const RowPartition& cols) {
+    std::vector<std::uint64_t> offsets(cols.offsets().begin(), cols.offsets().end());
+    int stale = (region.get() != nullptr && reg_base == base && reg_prop_bytes == prop_bytes &&
+                 reg_rows == rows && reg_offsets == offsets)
+                    ? 0
+                    : 1;
+    dist::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &stale, 1, MPI_INT, MPI_MAX, comm),
+                    "MPI_Allreduce");
+    if (!stale) return;
+    if (region.get() != nullptr) region.close();
+    // The engine only reads the region (peers' requests); the API takes a void*.
+    region = PropertyRegion(ctx, const_cast<float*>(base), rows, prop_bytes, offsets);
+    reg_base = base;
+    reg_prop_bytes = prop_bytes;
+    reg_rows = rows;
+    reg_offsets = std::move(offsets);
+  }
+
+  void quiesce() {
+    if (!ctx.quiesce(std::chrono::milliseconds(kQuiesceTimeoutMs))) {
+      throw std::runtime_error("RIG engine: ns_quiesce timed out after " +
+                               std::to_string(kQuiesceTimeoutMs) + " ms (a peer stopped serving?)");
+    }
+  }
+};
+
+RigEngine::RigEngine(MPI_Comm comm, const EngineOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.comm = comm;
+  s.options = options;
+  ContextAttr attr;
+  attr.transport(static_cast<ns_transport>(options.transport));
+  if (options.client_units > 0 || options.server_units > 0) {
+    attr.units(options.client_units > 0 ? options.client_units : 2,
+               options.server_units > 0 ? options.server_units : 2);
+  }
+  attr.progress(static_cast<ns_progress_mode>(options.progress));
+  if (options.packet_bytes > 0) attr.packet_bytes(options.packet_bytes);
+  if (options.delay_ns >= 0) attr.concat_delay(std::chrono::nanoseconds(options.delay_ns));
+  if (options.pending_entries > 0) attr.pending_entries(options.pending_entries);
+  if (options.idx_chunk > 0) attr.idx_chunk(options.idx_chunk);
+  if (options.watchdog_ms > 0) attr.watchdog(std::chrono::milliseconds(options.watchdog_ms));
+  attr.flags(options.flags);
+  // Opening is collective; a failure on one rank must not leave the others waiting.
+  std::exception_ptr error;
+  try {
+    s.ctx = open_mpi(comm, attr);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  dist::agree_on_failure(comm, error);
+  s.cq = Cq(s.ctx, 2 * Impl::kQpDepth);
+  s.qp = Qp(s.ctx, s.cq, Impl::kQpDepth);
+}
+
+RigEngine::~RigEngine() {
+  Impl& s = *impl_;
+  // Teardown order: region (collective), queue pair, completion queue, context.
+  try {
+    if (s.region.get() != nullptr) s.region.close();
+    s.qp.close();
+    s.cq.close();
+    s.ctx.close();
+  } catch (...) {
+    // Destructors must not throw; the handles' own destructors release what is left.
+  }
+}
+
+const EngineOptions& RigEngine::options() const noexcept {
+  return impl_->options;
+}
+std::string RigEngine::transport_name() const {
+  return impl_->ctx.transport_name();
+}
+std::uint64_t RigEngine::stat(int which) const {
+  return impl_->ctx.stat(static_cast<ns_stat>(which));
+}
+double RigEngine::prs_per_packet() const {
+  return impl_->ctx.prs_per_packet();
+}
+std::string RigEngine::stats_json() const {
+  return impl_->ctx.stats_json();
+}
+void RigEngine::reset_stats() {
+  impl_->ctx.stats_reset();
+}
+
+namespace dist {
+
+namespace {
+
+struct EngineCounters {
+  std::uint64_t wire = 0, packets = 0, prs_sent = 0, rdma_reads = 0;
+  static EngineCounters read(const RigEngine& e) {
+    EngineCounters c;
+    c.wire = e.stat(NS_STAT_WIRE_BYTES);
+    c.packets = e.stat(NS_STAT_READ_PACKETS) + e.stat(NS_STAT_RESPONSE_PACKETS);
+    c.prs_sent = e.stat(NS_STAT_PRS_SENT);
+    c.rdma_reads = e.stat(NS_STAT_RDMA_READS);
+    return c;
+  }
+};
+
+[[noreturn]] void throw_wc(const ns_wc& wc, const char* mode) {
+  throw std::runtime_error(
+      std::string(mode) + ": work request " + std::to_string(wc.wr_id) + " (" +
+      ns_wr_opcode_str(wc.opcode) + ") failed: " + ns_wc_status_str(wc.status) +
+      (wc.vendor_err != 0 ? " (vendor_err " + std::to_string(wc.vendor_err) + ")" : std::string()));
+}
+
+class RigExchange final : public Exchange {
+ public:
+  RigExchange(std::shared_ptr<RigEngine> engine, bool vanilla)
+      : engine_(std::move(engine)), vanilla_(vanilla) {}
+
+  void setup(const Pattern& pat, const RunContext& rc) override {
+    const std::size_t window_floats = static_cast<std::size_t>(pat.window) * rc.k;
+    for (auto& w : window_) w.resize(window_floats);
+    nonzero_idx_.clear();
+    nonzero_ptr_.assign(1, 0);
+    if (!vanilla_ && rc.options->rig_idx == RigIdxSource::nonzeros) {
+      // The per-nonzero idx stream of each remote panel, in tile order (what the paper's host
+      // posts: the NIC filters and coalesces the repeats).
+      for (int j : pat.remote_panels) {
+        for (PanelIdxStream s(pat.remote_part, j, false); s.valid(); s.next()) {
+          nonzero_idx_.push_back(static_cast<std::uint64_t>(s.idx()));
+        }
+        nonzero_ptr_.push_back(nonzero_idx_.size());
+      }
+    }
+  }
+
+  void run(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
+           CommStats& stats) override {
+    RigEngine::Impl& e = engine_->impl();
+    const auto prop_bytes = static_cast<std::uint32_t>(4 * rc.k);
+    e.ensure_region(ops.b, static_cast<std::uint64_t>(rc.cols->size(rc.rank)), prop_bytes,
+                    *rc.cols);
+    const EngineCounters before = EngineCounters::read(*engine_);
+    if (vanilla_) {
+      run_vanilla(pat, rc, ops, compute, stats);
+    } else {
+      run_rig(pat, rc, ops, compute, stats);
+    }
+    const double t0 = now_seconds();
+    // Peers may still be reading this rank's block: nobody returns (and lets the caller change
+    // its operand) before every rank is done.
+    e.quiesce();
+    stats.wait_seconds += now_seconds() - t0;
+    const EngineCounters after = EngineCounters::read(*engine_);
+    if (vanilla_) {
+      // RDMA READs leave the engine's packet counters alone; model each as the paper's lone PR:
+      // a 78 B request packet and a 78 B + property response packet.
+      const std::uint64_t reads = after.rdma_reads - before.rdma_reads;
+      stats.requests += reads;
+      stats.messages_sent += 2 * reads;
+      stats.bytes_sent += reads * (2 * 78 + prop_bytes);
+      stats.payload_bytes_in += reads * prop_bytes;
+    } else {
+      stats.bytes_sent += after.wire - before.wire;
+      stats.messages_sent += after.packets - before.packets;
+      stats.requests += after.prs_sent - before.prs_sent;
+      stats.payload_bytes_in += (after.prs_sent - before.prs_sent) * prop_bytes;
+    }
+  }
+
+ private:
+  // Handles completions already in the CQ (or waits up to the timeout for one when `block`).
+  void drain(bool block, const char* mode) {
+    RigEngine::Impl& e = engine_->impl();
+    ns_wc wc[64];
+    const std::size_t n =
+        block ? e.cq.wait(wc, std::chrono::milliseconds(RigEngine::Impl::kWaitTimeoutMs))
+              : e.cq.poll(wc);
+    if (block && n == 0) {
+      throw std::runtime_error(std::string(mode) + ": no completion within " +
+                               std::to_string(RigEngine::Impl::kWaitTimeoutMs) + " ms");
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (wc[i].status != NS_WC_SUCCESS) throw_wc(wc[i], mode);
+      --pending_[wc[i].wr_id & 1];
+    }
+  }
+
+  // Posts a chain, polling completions while the queue is full.
+  void post_chain(ns_send_wr* first, const char* mode) {
+    RigEngine::Impl& e = engine_->impl();
+    ns_send_wr* next = first;
+    while (next != nullptr) {
+      ns_send_wr* bad = nullptr;
+      const ns_status_t st = e.qp.try_post(*next, &bad);
+      if (st == NS_OK) return;
+      drain(true, mode);  // NS_ERR_NO_RESOURCE: the queue pair is full
+      next = bad;
+    }
+  }
+
+  void post_panel(const Pattern& pat, const RunContext& rc, std::size_t slot_j, int panel_pos,
+                  bool new_epoch) {
+    RigEngine::Impl& e = engine_->impl();
+    const int panel = pat.remote_panels[panel_pos];
+    std::span<const std::uint64_t> idx;
+    if (rc.options->rig_idx == RigIdxSource::nonzeros) {
+      idx = std::span<const std::uint64_t>(nonzero_idx_)
+                .subspan(nonzero_ptr_[panel_pos],
+                         nonzero_ptr_[panel_pos + 1] - nonzero_ptr_[panel_pos]);
+    } else {
+      const auto cols = pat.remote_part.panel_columns(panel);
+      // Column ids are non-negative, so their int64 and uint64 representations agree.
+      idx = {reinterpret_cast<const std::uint64_t*>(cols.data()), cols.size()};
+    }
+    const IndexRange w = pat.remote_part.col_panel_range(panel);
+    const std::uint64_t batch = rc.options->batch;
+    std::vector<ns_send_wr>& wrs = wrs_[slot_j & 1];
+    wrs.clear();
+    for (std::uint64_t off = 0; off < idx.size(); off += batch) {
+      const std::uint64_t n = std::min<std::uint64_t>(batch, idx.size() - off);
+      wrs.push_back(rig_wr(slot_j, e.region, idx.subspan(off, n), window_[slot_j & 1].data(),
+                           Layout::kIndexed, static_cast<std::uint64_t>(w.begin),
+                           static_cast<std::uint64_t>(w.size())));
+    }
+    if (wrs.empty()) return;
+    for (std::size_t i = 0; i + 1 < wrs.size(); ++i) wrs[i].next = &wrs[i + 1];
+    if (new_epoch) wrs.front().send_flags |= NS_SEND_NEW_EPOCH;
+    pending_[slot_j & 1] += static_cast<std::int64_t>(wrs.size());
+    post_chain(wrs.data(), "netsparse");
+  }
+
+  void run_rig(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
+               CommStats& stats) {
+    const auto n = pat.remote_panels.size();
+    // The operand may have changed since the last run: a new Idx Filter epoch at the start.
+    // With per-nonzero idxs every panel starts its own epoch, so the filter (whose entries
+    // must share one output mapping) serves each panel's window; distinct panels never share
+    // a column, so nothing is lost.
+    const bool epoch_per_panel = rc.options->rig_idx == RigIdxSource::nonzeros;
+    pending_[0] = pending_[1] = 0;
+    if (n > 0) post_panel(pat, rc, 0, 0, true);
+    compute.local(pat, rc, ops);
+    for (std::size_t j = 0; j < n; ++j) {
+      if (j + 1 < n) post_panel(pat, rc, j + 1, static_cast<int>(j + 1), epoch_per_panel);
+      const double t0 = now_seconds();
+      while (pending_[j & 1] > 0) drain(true, "netsparse");
+      stats.wait_seconds += now_seconds() - t0;
+      const int panel = pat.remote_panels[j];
+      const IndexRange w = pat.remote_part.col_panel_range(panel);
+      compute.remote_panel(pat, rc, ops, panel,
+                           DenseConstView{window_[j & 1].data(), w.begin, rc.k, w.size()});
+    }
+    compute.finish(pat, rc, ops);
+  }
+
+  void run_vanilla(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
+                   CommStats& stats) {
+    RigEngine::Impl& e = engine_->impl();
+    const std::int64_t max_out = rc.options->max_outstanding_reads;
+    constexpr std::size_t kChain = 64;  // reads per doorbell
+    std::vector<ns_send_wr>& chain = wrs_[0];
+    compute.local(pat, rc, ops);
+    pending_[0] = pending_[1] = 0;
+    float* window = window_[0].data();
+    const std::size_t k = static_cast<std::size_t>(rc.k);
+    for (int panel : pat.remote_panels) {
+      const gidx_t wbase = pat.remote_part.col_panel_range(panel).begin;
+      const double t0 = now_seconds();
+      PanelIdxStream s(pat.remote_part, panel, false);
+      while (s.valid()) {
+        chain.clear();
+        while (s.valid() && chain.size() < kChain &&
+               pending_[0] + static_cast<std::int64_t>(chain.size()) < max_out) {
+          const gidx_t idx = s.idx();
+          chain.push_back(rdma_read_wr(0, e.region, static_cast<std::uint64_t>(idx),
+                                       window + static_cast<std::size_t>(idx - wbase) * k));
+          s.next();
+        }
+        if (chain.empty()) {
+          drain(true, "sa-vanilla");  // max_out reads in flight
+          continue;
+        }
+        for (std::size_t i = 0; i + 1 < chain.size(); ++i) chain[i].next = &chain[i + 1];
+        pending_[0] += static_cast<std::int64_t>(chain.size());
+        post_chain(chain.data(), "sa-vanilla");
+        drain(false, "sa-vanilla");
+      }
+      while (pending_[0] > 0) drain(true, "sa-vanilla");
+      stats.wait_seconds += now_seconds() - t0;
+      const IndexRange w = pat.remote_part.col_panel_range(panel);
+      compute.remote_panel(pat, rc, ops, panel, DenseConstView{window, w.begin, rc.k, w.size()});
+    }
+    compute.finish(pat, rc, ops);
+  }
+
+  std::shared_ptr<RigEngine> engine_;
+  const bool vanilla_;
+  std::vector<float> window_[2];
+  std::vector<ns_send_wr> wrs_[2];
+  std::int64_t pending_[2] = {0, 0};  // work requests in flight per window
+  std::vector<std::uint64_t> nonzero_idx_;
+  std::vector<std::size_t> nonzero_ptr_;
+};
+
+}  // namespace
+
+std::unique_ptr<Exchange> make_rig_exchange(std::shared_ptr<RigEngine> engine, bool vanilla) {
+  return std::make_unique<RigExchange>(std::move(engine), vanilla);
+}
+
+}  // namespace dist
+}  // namespace netsparse

@@ -1,0 +1,107 @@
+// Internals of DistKernel: the tiled pattern shared by all modes and the per-mode exchange
+// strategies (one class per communication mode, chosen once at construction).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "netsparse/distributed.hpp"
+#include "netsparse/local_kernels.hpp"
+
+namespace netsparse::dist {
+
+// The local rows' pattern, tiled the way the mode computes it.
+//   whole:  one TiledMatrix of all local nonzeros (ideal, su: the whole operand is present).
+//   split:  local_part = nonzeros in columns this rank owns (computed in place on the local block
+//           of the operand), remote_part = the others, tiled in column panels of `window` columns
+//           (the unit of gathering). For SDDMM the split outputs are scattered back to CSR order.
+struct Pattern {
+  bool split = false;
+  gidx_t window = 0;                  // column panel width of remote_part
+  gidx_t col_begin = 0, col_end = 0;  // columns (operand rows) this rank owns
+  TiledMatrix whole;
+  TiledMatrix local_part;
+  TiledMatrix remote_part;
+  CsrMatrix remote_csr;  // remote_part's nonzeros in CSR order (inspector-executor renumbers it)
+  // SDDMM scatter: CSR row pointers of the original rows and of the two parts, and per row the
+  // number of remote nonzeros left of the local column range.
+  std::vector<std::int64_t> row_ptr, local_row_ptr, remote_row_ptr, remote_left;
+  std::vector<int> remote_panels;  // column panels of remote_part holding nonzeros, in order
+};
+
+// Everything a run needs besides the pattern.
+struct RunContext {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int nranks = 1;
+  const RowPartition* rows = nullptr;
+  const RowPartition* cols = nullptr;
+  KernelKind kernel = KernelKind::spmm;
+  int k = 1;
+  MPI_Datatype row_type = MPI_DATATYPE_NULL;  // K contiguous floats
+  const DistOptions* options = nullptr;
+};
+
+// One run's operands: b = this rank's block of the column-indexed operand; x = SDDMM's
+// row-indexed operand; out = C / y (rows x K) or SDDMM's per-nonzero output (CSR order).
+struct Operands {
+  const float* b = nullptr;
+  const float* x = nullptr;
+  float* out = nullptr;
+};
+
+// Compute helpers shared by the modes (kernel dispatch + the SDDMM scatter buffers).
+class Compute {
+ public:
+  // Whole pattern with a view covering every column the pattern reads.
+  void whole(const Pattern& pat, const RunContext& rc, const Operands& ops, DenseConstView view);
+  // The local part, in place on the operand's local block (first call of a split run: it
+  // initializes the output).
+  void local(const Pattern& pat, const RunContext& rc, const Operands& ops);
+  // One column panel of remote_part with a view of the gathered rows (accumulates).
+  void remote_panel(const Pattern& pat, const RunContext& rc, const Operands& ops, int panel,
+                    DenseConstView view);
+  // All of a (renumbered) remote matrix at once (inspector-executor's compact ghost matrix).
+  void remote_all(const TiledMatrix& remote, const RunContext& rc, const Operands& ops,
+                  DenseConstView view);
+  // Last call of a split run (SDDMM: scatters the two parts into CSR order).
+  void finish(const Pattern& pat, const RunContext& rc, const Operands& ops);
+
+ private:
+  std::vector<float> local_out_, remote_out_;  // SDDMM outputs of the split parts
+};
+
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  // Whether the mode computes on the split pattern.
+  [[nodiscard]] virtual bool split() const noexcept { return true; }
+  // The pattern changed (collective).
+  virtual void setup(const Pattern& pat, const RunContext& rc) = 0;
+  // One collective run; adds to `stats`.
+  virtual void run(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
+                   CommStats& stats) = 0;
+  // ideal only.
+  virtual void replicate(const RunContext& rc, std::span<const float> operand_local);
+};
+
+std::unique_ptr<Exchange> make_su_exchange();
+std::unique_ptr<Exchange> make_su_panel_exchange();
+std::unique_ptr<Exchange> make_ideal_exchange();
+std::unique_ptr<Exchange> make_ie_exchange();
+std::unique_ptr<Exchange> make_conveyor_exchange(bool prefilter);
+std::unique_ptr<Exchange> make_rig_exchange(std::shared_ptr<RigEngine> engine, bool vanilla);
+
+// Wire-byte model of MPI messages (the paper's 50 B of upper-layer headers per message).
+inline constexpr std::uint64_t kUpperLayerBytes = 50;
+
+// Seconds since an arbitrary origin (MPI_Wtime).
+inline double now_seconds() {
+  return MPI_Wtime();
+}
+
+}  // namespace netsparse::dist

@@ -1,0 +1,110 @@
+// Small MPI helpers of the distributed component (internal).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace netsparse::dist {
+
+// Throws std::runtime_error naming the call and MPI's error text when rc is not MPI_SUCCESS.
+// (MPI's default handler aborts before we get here; this matters with MPI_ERRORS_RETURN.)
+void check_mpi(int rc, const char* call);
+
+[[nodiscard]] int comm_rank(MPI_Comm comm);
+[[nodiscard]] int comm_size(MPI_Comm comm);
+
+// Collective error agreement. Every rank passes the exception it caught (or null). If any rank
+// failed, every rank throws, so no rank is left waiting in the next collective: a failing rank
+// rethrows its own exception, the others throw a copy of the lowest failing rank's (the same
+// kind -- ParseError with the same file / line / reason, std::invalid_argument,
+// std::overflow_error, std::logic_error, else std::runtime_error -- and the same text).
+// Returns normally when no rank failed.
+void agree_on_failure(MPI_Comm comm, std::exception_ptr error);
+
+// Runs f() on every rank and agrees on failure (see above).
+template <class F>
+auto collective_call(MPI_Comm comm, F&& f) -> decltype(f()) {
+  std::exception_ptr error;
+  if constexpr (std::is_void_v<decltype(f())>) {
+    try {
+      f();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    agree_on_failure(comm, error);
+  } else {
+    decltype(f()) result{};
+    try {
+      result = f();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    agree_on_failure(comm, error);
+    return result;
+  }
+}
+
+// An int count for an MPI call, or std::overflow_error naming what overflowed.
+[[nodiscard]] inline int to_mpi_count(std::uint64_t n, const char* what) {
+  if (n > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
+    throw std::overflow_error(std::string(what) + ": " + std::to_string(n) +
+                              " elements exceed an MPI count (2^31 - 1)");
+  }
+  return static_cast<int>(n);
+}
+
+// A contiguous MPI datatype of `bytes` bytes, freed with the object.
+class ByteBlockType {
+ public:
+  explicit ByteBlockType(std::size_t bytes);
+  ~ByteBlockType();
+  ByteBlockType(const ByteBlockType&) = delete;
+  ByteBlockType& operator=(const ByteBlockType&) = delete;
+  [[nodiscard]] MPI_Datatype get() const noexcept { return type_; }
+
+ private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
+
+// Sends items of type T (trivially copyable) to their destination ranks: send[p] goes to p.
+// Returns what every rank sent here, concatenated in rank order. Collective.
+template <class T>
+std::vector<T> exchange_all_to_all(MPI_Comm comm, const std::vector<std::vector<T>>& send) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  const int nranks = comm_size(comm);
+  std::vector<int> send_counts(nranks), recv_counts(nranks), send_displs(nranks + 1, 0),
+      recv_displs(nranks + 1, 0);
+  std::uint64_t send_total = 0;
+  for (int p = 0; p < nranks; ++p) {
+    send_counts[p] = to_mpi_count(send[p].size(), "exchange_all_to_all");
+    send_total += send[p].size();
+  }
+  check_mpi(MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm),
+            "MPI_Alltoall");
+  std::uint64_t recv_total = 0;
+  for (int p = 0; p < nranks; ++p) {
+    send_displs[p + 1] = to_mpi_count(send_displs[p] + std::uint64_t(send_counts[p]),
+                                      "exchange_all_to_all send displacement");
+    recv_displs[p + 1] = to_mpi_count(recv_displs[p] + std::uint64_t(recv_counts[p]),
+                                      "exchange_all_to_all receive displacement");
+    recv_total += static_cast<std::uint64_t>(recv_counts[p]);
+  }
+  std::vector<T> packed;
+  packed.reserve(send_total);
+  for (const auto& part : send) packed.insert(packed.end(), part.begin(), part.end());
+  std::vector<T> received(recv_total);
+  ByteBlockType item(sizeof(T));
+  check_mpi(
+      MPI_Alltoallv(packed.data(), send_counts.data(), send_displs.data(), item.get(),
+                    received.data(), recv_counts.data(), recv_displs.data(), item.get(), comm),
+      "MPI_Alltoallv");
+  return received;
+}
+
+}  // namespace netsparse::dist

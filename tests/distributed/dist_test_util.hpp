@@ -1,0 +1,125 @@
+// Helpers of the distributed tests: deterministic operands, single-process reference kernels in
+// double precision, and the comparison of one rank's block against the reference.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "netsparse/csr.hpp"
+#include "netsparse/dist_matrix.hpp"
+
+namespace netsparse::test {
+
+inline int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+inline int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+inline std::string data_path(const std::string& rel) {
+  return std::string(NETSPARSE_TEST_DATA_DIR) + "/" + rel;
+}
+
+// Value of element (global row, j) of dense operand `which`: in [-1, 1), not a simple pattern.
+inline float operand_value(int which, gidx_t row, int j) {
+  std::uint64_t z = static_cast<std::uint64_t>(row) * 0x9e3779b97f4a7c15ULL +
+                    static_cast<std::uint64_t>(j) * 0xc2b2ae3d27d4eb4fULL +
+                    static_cast<std::uint64_t>(which) * 0x165667b19e3779f9ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return static_cast<float>(static_cast<double>(z >> 40) / double(1 << 23) - 1.0);
+}
+
+// Rows [begin, end) of an operand with k columns.
+inline std::vector<float> operand_block(int which, gidx_t begin, gidx_t end, int k) {
+  std::vector<float> v(static_cast<std::size_t>(end - begin) * k);
+  for (gidx_t r = begin; r < end; ++r) {
+    for (int j = 0; j < k; ++j) v[(r - begin) * k + j] = operand_value(which, r, j);
+  }
+  return v;
+}
+
+// C = A * B for the rows of `a` (a row block with global columns), B(c, j) = operand_value(1..).
+inline std::vector<double> reference_spmm(const CsrMatrix& a, int k, int which_b) {
+  std::vector<double> c(static_cast<std::size_t>(a.n_rows) * k, 0.0);
+  for (gidx_t r = 0; r < a.n_rows; ++r) {
+    for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i) {
+      for (int j = 0; j < k; ++j) {
+        c[r * k + j] += double(a.values[i]) * operand_value(which_b, a.col_idx[i], j);
+      }
+    }
+  }
+  return c;
+}
+
+// out_i = a_i * dot(X[row_i], Y[col_i]), X rows are global rows of `a`.
+inline std::vector<double> reference_sddmm(const CsrMatrix& a, int k, int which_x, int which_y) {
+  std::vector<double> out(static_cast<std::size_t>(a.nnz()), 0.0);
+  for (gidx_t r = 0; r < a.n_rows; ++r) {
+    for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i) {
+      double dot = 0;
+      for (int j = 0; j < k; ++j) {
+        dot += double(operand_value(which_x, a.row_begin + r, j)) *
+               operand_value(which_y, a.col_idx[i], j);
+      }
+      out[i] = double(a.values[i]) * dot;
+    }
+  }
+  return out;
+}
+
+// max |got - want| / max(max |want|, 1e-30): normwise relative error.
+inline double max_relative_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double scale = 0, err = 0;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  const std::size_t n = std::min(got.size(), want.size());
+  for (std::size_t i = 0; i < n; ++i) err = std::max(err, std::abs(double(got[i]) - want[i]));
+  if (got.size() != want.size()) return INFINITY;
+  return err / std::max(scale, 1e-30);
+}
+
+// Rows [b, e) of a whole matrix as a block (global columns).
+inline CsrMatrix row_block(const CsrMatrix& whole, gidx_t b, gidx_t e) {
+  CsrMatrix m;
+  m.n_rows_global = whole.n_rows_global;
+  m.n_cols = whole.n_cols;
+  m.row_begin = b;
+  m.n_rows = e - b;
+  const std::int64_t first = whole.row_ptr[b], last = whole.row_ptr[e];
+  for (gidx_t r = b; r <= e; ++r) m.row_ptr.push_back(whole.row_ptr[r] - first);
+  m.col_idx.assign(whole.col_idx.begin() + first, whole.col_idx.begin() + last);
+  m.values.assign(whole.values.begin() + first, whole.values.begin() + last);
+  return m;
+}
+
+inline void expect_same_block(const CsrMatrix& got, const CsrMatrix& want,
+                              const std::string& what) {
+  EXPECT_EQ(got.n_rows_global, want.n_rows_global) << what;
+  EXPECT_EQ(got.n_cols, want.n_cols) << what;
+  EXPECT_EQ(got.row_begin, want.row_begin) << what;
+  EXPECT_EQ(got.n_rows, want.n_rows) << what;
+  EXPECT_EQ(got.row_ptr, want.row_ptr) << what;
+  EXPECT_EQ(got.col_idx, want.col_idx) << what;
+  EXPECT_EQ(got.values, want.values) << what;
+}
+
+// True on every rank if `ok` is true on every rank (for decisions that must agree).
+inline bool all_ranks(bool ok) {
+  int v = ok ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return v != 0;
+}
+
+}  // namespace netsparse::test

@@ -1,0 +1,312 @@
+// Every communication mode x kernel x K gives the single-process result (double-precision
+// reference on the whole matrix, fp tolerance), on generated matrices and Matrix Market
+// fixtures (square and rectangular), across repeated runs whose operand changes in place, with
+// changing sparsity, with the engine's ablation switches and inline progress; plus the traffic
+// each RIG configuration must generate and the API's error reporting.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist_test_util.hpp"
+#include "netsparse/distributed.hpp"
+#include "netsparse/matrix_market.hpp"
+
+namespace netsparse {
+namespace {
+
+using test::max_relative_error;
+using test::operand_block;
+using test::row_block;
+using test::world_rank;
+using test::world_size;
+
+constexpr double kTolerance = 2e-5;  // fp32 sums of a few hundred terms vs a double reference
+
+// A matrix both distributed (under test) and whole (for the reference).
+struct Fixture {
+  std::string name;
+  DistMatrix dm;
+  CsrMatrix whole;
+};
+
+Fixture make_fixture(const std::string& spec) {
+  Fixture f;
+  f.name = spec;
+  f.dm = load_distributed_matrix(MPI_COMM_WORLD, spec);
+  // The whole matrix, built by one rank alone (the loaders are tested against the serial
+  // readers and generators in test_dist_matrix).
+  f.whole = load_distributed_matrix(MPI_COMM_SELF, spec).local();
+  return f;
+}
+
+std::vector<Fixture>& fixtures() {
+  static std::vector<Fixture> all = [] {
+    std::vector<Fixture> v;
+    for (const std::string& spec :
+         {std::string("gen:kron:8"), std::string("gen:stencil:6:5:4:2"),
+          std::string("gen:road:17:13:0.05"), test::data_path("distributed/small_symmetric.mtx"),
+          test::data_path("distributed/rect_general.mtx")}) {
+      v.push_back(make_fixture(spec));
+    }
+    return v;
+  }();
+  return all;
+}
+
+std::shared_ptr<RigEngine>& shared_engine() {
+  static std::shared_ptr<RigEngine> engine =
+      std::make_shared<RigEngine>(MPI_COMM_WORLD, EngineOptions{});
+  return engine;
+}
+
+// Runs `kernel` in `mode` twice (the operand changes in place between the runs, as in an
+// iterative method) and returns the worst relative error against the reference.
+double run_and_compare(const Fixture& f, KernelKind kernel, int k, const DistOptions& options,
+                       std::shared_ptr<RigEngine> engine, const CsrMatrix* pattern = nullptr,
+                       DistKernel* reuse = nullptr) {
+  const DistMatrix& dm = f.dm;
+  const int r = world_rank();
+  const CsrMatrix& local = pattern != nullptr ? *pattern : dm.local();
+  std::unique_ptr<DistKernel> own;
+  if (reuse == nullptr) {
+    own = std::make_unique<DistKernel>(dm, kernel, k, options, engine);
+    if (pattern != nullptr) own->set_pattern(*pattern);
+    reuse = own.get();
+  }
+  DistKernel& kern = *reuse;
+  const gidx_t cb = dm.cols().begin(r), ce = dm.cols().end(r);
+  const gidx_t rb = dm.rows().begin(r), re = dm.rows().end(r);
+  // The reference rows: this rank's block of the (possibly sampled) whole matrix.
+  CsrMatrix ref_rows = local;
+  double worst = 0;
+  std::vector<float> b(static_cast<std::size_t>(ce - cb) * k);
+  for (int which : {1, 3}) {
+    const std::vector<float> values = operand_block(which, cb, ce, k);
+    std::copy(values.begin(), values.end(), b.begin());  // same buffer, new values
+    if (options.mode == CommMode::ideal) kern.replicate(b);
+    switch (kernel) {
+      case KernelKind::spmm: {
+        std::vector<float> c(static_cast<std::size_t>(re - rb) * k, -7.0f);
+        kern.spmm(b, c);
+        worst = std::max(worst, max_relative_error(c, test::reference_spmm(ref_rows, k, which)));
+        break;
+      }
+      case KernelKind::spmv: {
+        std::vector<float> y(static_cast<std::size_t>(re - rb), -7.0f);
+        kern.spmv(b, y);
+        worst = std::max(worst, max_relative_error(y, test::reference_spmm(ref_rows, 1, which)));
+        break;
+      }
+      case KernelKind::sddmm: {
+        const std::vector<float> x = operand_block(which + 1, rb, re, k);
+        std::vector<float> out(static_cast<std::size_t>(local.nnz()), -7.0f);
+        kern.sddmm(x, b, out);
+        worst = std::max(
+            worst, max_relative_error(out, test::reference_sddmm(ref_rows, k, which + 1, which)));
+        break;
+      }
+    }
+  }
+  return worst;
+}
+
+struct KernelK {
+  KernelKind kernel;
+  int k;
+};
+const KernelK kKernelKs[] = {{KernelKind::spmm, 1},   {KernelKind::spmm, 5},
+                             {KernelKind::spmm, 16},  {KernelKind::sddmm, 3},
+                             {KernelKind::sddmm, 16}, {KernelKind::spmv, 1}};
+
+DistOptions options_for(CommMode mode) {
+  DistOptions o;
+  o.mode = mode;
+  o.batch = 37;                   // several work requests per panel
+  o.tiling.row_panel = 16;        // several row panels even on small matrices
+  o.max_outstanding_reads = 16;   // sa-vanilla hits its limit
+  o.conveyor_buffer_bytes = 100;  // conveyors refuse pushes
+  o.conveyor_buffers_per_link = 1;
+  return o;
+}
+
+TEST(DistKernels, EveryModeKernelAndKMatchesTheReference) {
+  for (const Fixture& f : fixtures()) {
+    for (const KernelK& kk : kKernelKs) {
+      for (CommMode mode : all_comm_modes()) {
+        // Small windows: several column panels per rank, double buffering in use.
+        DistOptions o = options_for(mode);
+        o.tiling.col_panel = std::max<gidx_t>(1, f.dm.n_cols() / 7);
+        const double err = run_and_compare(f, kk.kernel, kk.k, o, shared_engine());
+        EXPECT_LE(err, kTolerance)
+            << f.name << " " << to_string(kk.kernel) << " K=" << kk.k << " " << to_string(mode);
+      }
+    }
+  }
+}
+
+TEST(DistKernels, AutomaticWindowAndPointToPointInspectorExecutor) {
+  for (const Fixture& f : fixtures()) {
+    for (CommMode mode : {CommMode::netsparse, CommMode::su_panel, CommMode::inspector_executor,
+                          CommMode::sa_opt}) {
+      DistOptions o;
+      o.mode = mode;
+      o.ie_point_to_point = true;
+      const double err = run_and_compare(f, KernelKind::spmm, 16, o, shared_engine());
+      EXPECT_LE(err, kTolerance) << f.name << " " << to_string(mode);
+    }
+  }
+}
+
+TEST(DistKernels, RigIdxStreamsAndAblationsAgree) {
+  // The per-nonzero idx stream (filter and coalescing remove the repeats) with every mechanism
+  // switched off one by one, and inline progress: all must give the same result.
+  const std::uint32_t flag_sets[] = {0, NS_CTX_NO_FILTER, NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE,
+                                     NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE | NS_CTX_NO_CONCAT};
+  const Fixture& f = fixtures()[0];
+  for (std::uint32_t flags : flag_sets) {
+    for (int progress : {NS_PROGRESS_THREAD, NS_PROGRESS_INLINE}) {
+      EngineOptions eo;
+      eo.flags = flags;
+      eo.progress = progress;
+      eo.client_units = 3;
+      auto engine = std::make_shared<RigEngine>(MPI_COMM_WORLD, eo);
+      for (RigIdxSource source : {RigIdxSource::nonzeros, RigIdxSource::unique_columns}) {
+        DistOptions o = options_for(CommMode::netsparse);
+        o.rig_idx = source;
+        o.tiling.col_panel = 40;
+        for (const KernelK& kk : {KernelK{KernelKind::spmm, 16}, KernelK{KernelKind::sddmm, 5}}) {
+          const double err = run_and_compare(f, kk.kernel, kk.k, o, engine);
+          EXPECT_LE(err, kTolerance) << "flags " << flags << " progress " << progress << " source "
+                                     << static_cast<int>(source);
+        }
+      }
+      DistOptions vanilla = options_for(CommMode::sa_vanilla);
+      EXPECT_LE(run_and_compare(f, KernelKind::spmm, 5, vanilla, engine), kTolerance)
+          << "sa-vanilla, flags " << flags << " progress " << progress;
+    }
+  }
+}
+
+// Sum over ranks.
+std::uint64_t total(std::uint64_t v) {
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  return v;
+}
+
+TEST(DistKernels, RequestCountsFollowTheMechanisms) {
+  const Fixture& f = fixtures()[0];  // Kronecker: many repeated remote columns
+  const int k = 4;
+  const auto requests_of = [&](CommMode mode, RigIdxSource source, std::uint32_t flags) {
+    EngineOptions eo;
+    eo.flags = flags;
+    auto engine = std::make_shared<RigEngine>(MPI_COMM_WORLD, eo);
+    DistOptions o = options_for(mode);
+    o.rig_idx = source;
+    DistKernel kern(f.dm, KernelKind::spmm, k, o, engine);
+    std::vector<float> b =
+        operand_block(1, f.dm.cols().begin(world_rank()), f.dm.cols().end(world_rank()), k);
+    std::vector<float> c(static_cast<std::size_t>(f.dm.rows().size(world_rank())) * k);
+    kern.spmm(b, c);
+    return std::make_pair(kern.last_run_stats().requests, kern.volume());
+  };
+  const auto [unique_reqs, vol] = requests_of(CommMode::netsparse, RigIdxSource::unique_columns, 0);
+  const auto [raw_reqs, vol2] =
+      requests_of(CommMode::netsparse, RigIdxSource::nonzeros,
+                  NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE | NS_CTX_NO_CONCAT);
+  const auto [filtered_reqs, vol3] = requests_of(CommMode::netsparse, RigIdxSource::nonzeros, 0);
+  const auto [vanilla_reqs, vol4] = requests_of(CommMode::sa_vanilla, RigIdxSource::nonzeros, 0);
+  const auto [opt_reqs, vol5] = requests_of(CommMode::sa_opt, RigIdxSource::nonzeros, 0);
+  const auto [conv_reqs, vol6] = requests_of(CommMode::sa_conveyors, RigIdxSource::nonzeros, 0);
+  // Unique columns: each distinct remote column once. No filter / coalescing: every remote
+  // nonzero. Filter + coalescing: in between (coalescing works per client unit only).
+  EXPECT_EQ(unique_reqs, vol.unique_remote_cols);
+  EXPECT_EQ(raw_reqs, vol.remote_nonzeros);
+  EXPECT_GE(filtered_reqs, vol.unique_remote_cols);
+  EXPECT_LE(filtered_reqs, vol.remote_nonzeros);
+  EXPECT_EQ(vanilla_reqs, vol.remote_nonzeros);
+  EXPECT_EQ(conv_reqs, vol.remote_nonzeros);
+  EXPECT_EQ(opt_reqs, vol.unique_remote_cols);
+  // The volume against the whole matrix: distinct remote columns counted independently.
+  const int r = world_rank();
+  const gidx_t cb = f.dm.cols().begin(r), ce = f.dm.cols().end(r);
+  const CsrMatrix mine = row_block(f.whole, f.dm.rows().begin(r), f.dm.rows().end(r));
+  std::vector<gidx_t> remote;
+  for (gidx_t c : mine.col_idx) {
+    if (c < cb || c >= ce) remote.push_back(c);
+  }
+  const std::uint64_t remote_nnz = remote.size();
+  std::sort(remote.begin(), remote.end());
+  remote.erase(std::unique(remote.begin(), remote.end()), remote.end());
+  EXPECT_EQ(vol.remote_nonzeros, remote_nnz);
+  EXPECT_EQ(vol.unique_remote_cols, remote.size());
+  if (world_size() > 1) {
+    // Kronecker rows repeat columns: the mechanisms have something to remove.
+    EXPECT_LT(total(vol.unique_remote_cols), total(vol.remote_nonzeros));
+    const MinimumTraffic m =
+        minimum_traffic(DistKernel(f.dm, KernelKind::spmm, k, options_for(CommMode::su)), 1500);
+    EXPECT_EQ(m.property_bytes, vol.unique_remote_cols * 4 * k);
+    EXPECT_GT(total(m.wire_bytes), total(m.property_bytes));
+  }
+}
+
+TEST(DistKernels, ChangingSparsityEveryMode) {
+  const Fixture& f = fixtures()[0];
+  const SamplingParams sampling{0.6, 5};
+  for (CommMode mode : all_comm_modes()) {
+    for (const KernelK& kk : {KernelK{KernelKind::spmm, 8}, KernelK{KernelKind::sddmm, 4}}) {
+      DistOptions o = options_for(mode);
+      DistKernel kern(f.dm, kk.kernel, kk.k, o, uses_rig_engine(mode) ? shared_engine() : nullptr);
+      for (std::uint64_t iteration = 0; iteration < 3; ++iteration) {
+        const CsrMatrix sampled = sample_rows(f.dm.local(), sampling, iteration);
+        kern.set_pattern(sampled);
+        EXPECT_GE(kern.setup_seconds(), 0.0);
+        const double err = run_and_compare(f, kk.kernel, kk.k, o, nullptr, &sampled, &kern);
+        EXPECT_LE(err, kTolerance) << to_string(mode) << " iteration " << iteration;
+      }
+    }
+  }
+}
+
+TEST(DistKernels, ErrorsAreReportedOnEveryRank) {
+  const Fixture& f = fixtures()[1];
+  const int r = world_rank();
+  const gidx_t nb = f.dm.cols().size(r), nc = f.dm.rows().size(r);
+  DistOptions ideal;
+  ideal.mode = CommMode::ideal;
+  DistKernel kern(f.dm, KernelKind::spmm, 4, ideal);
+  std::vector<float> b(static_cast<std::size_t>(nb) * 4), c(static_cast<std::size_t>(nc) * 4);
+  EXPECT_THROW(kern.spmm(b, c), std::logic_error);          // ideal needs replicate() first
+  std::vector<float> short_b(b.size() + (r == 0 ? 1 : 0));  // wrong on rank 0 only
+  EXPECT_THROW(kern.spmm(short_b, c), std::invalid_argument);
+  EXPECT_THROW(kern.sddmm(c, b, c), std::logic_error);  // an SpMM kernel
+  DistOptions su;
+  su.mode = CommMode::su;
+  DistKernel su_kern(f.dm, KernelKind::spmm, 4, su);
+  EXPECT_THROW(su_kern.replicate(b), std::logic_error);
+  EXPECT_THROW(DistKernel(f.dm, KernelKind::spmm, 0, su), std::invalid_argument);
+  EXPECT_THROW(DistKernel(f.dm, KernelKind::spmv, 2, su), std::invalid_argument);
+  CsrMatrix other_rows = f.dm.local();
+  if (r == world_size() - 1) other_rows.row_begin += 1;  // wrong on one rank only
+  EXPECT_THROW(su_kern.set_pattern(other_rows), std::invalid_argument);
+  EXPECT_THROW((void)parse_comm_mode("rdma"), std::invalid_argument);
+  EXPECT_EQ(parse_comm_mode("su-panel"), CommMode::su_panel);
+  EXPECT_EQ(parse_comm_mode("ie"), CommMode::inspector_executor);
+  for (CommMode m : all_comm_modes()) EXPECT_EQ(parse_comm_mode(to_string(m)), m);
+}
+
+}  // namespace
+}  // namespace netsparse
+
+// The shared engine must close before MPI_Finalize (collective teardown): a global test
+// environment releases it after the last test.
+namespace {
+class ReleaseSharedEngine : public testing::Environment {
+ public:
+  void TearDown() override { netsparse::shared_engine().reset(); }
+};
+const testing::Environment* const kRelease =
+    testing::AddGlobalTestEnvironment(new ReleaseSharedEngine);
+}  // namespace
