@@ -1,0 +1,915 @@
+// Index gather (the pattern of bale's `ig`): every rank holds n_per_rank rows of K floats of a
+// distributed table and fetches `requests` rows at uniformly random global indices into a dense
+// output (out[j] = table[idx[j]]). One run measures, side by side on the same data:
+//   rig            NS_WR_RIG with every mechanism (filter, coalesce, concatenation)
+//   rig-nofilter / rig-nocoalesce / rig-noconcat   ablations
+//   vanilla        one NS_WR_RDMA_READ per index (sparsity-aware without aggregation)
+//   conveyors      a Conveyors-style software aggregation baseline written here: per-destination
+//                  double buffers, separate request and reply channels, MPI_Isend/Irecv/Testsome
+//                  porters, a non-blocking push that refuses when the link's buffers are busy
+//   line           the transport's large-message bandwidth (MPI point-to-point, 4 MiB messages,
+//                  every rank sending and receiving at once): the "line rate" below
+// Figures per rank: rows/s, goodput (distinct remote property bytes / s / line rate) and line
+// utilization (bytes on the wire / s / line rate, with the paper's 50 B upper-layer header per
+// packet/message). Run with mpirun; --help lists the options.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "netsparse/netsparse_mpi.h"
+
+namespace {
+
+// ---- options -------------------------------------------------------------------------------
+struct Options {
+  std::vector<int> K = {1, 16, 128, 256};
+  std::uint64_t n_per_rank = 1u << 18;
+  std::uint64_t requests = 1u << 19;
+  std::uint64_t max_out_bytes = 128ull << 20;  // caps requests for large K (memory)
+  std::uint64_t vanilla_requests = 1u << 17;
+  bool unique = false;
+  std::vector<std::string> modes = {"rig", "rig-nofilter", "rig-nocoalesce", "rig-noconcat",
+                                    "vanilla", "conveyors", "line"};
+  std::vector<int> progress = {NS_PROGRESS_THREAD, NS_PROGRESS_INLINE};
+  std::uint64_t batch = 8192;        // idxs per RIG work request
+  int inflight = 8;                  // RIG work requests in flight
+  std::uint32_t packet_bytes = 0;    // 0: engine default
+  std::int64_t delay_ns = -1;        // -1: engine default
+  int client_units = 0, server_units = 0;  // 0: engine default
+  std::size_t conveyor_buffer = 10000;     // bytes per link buffer (bale's default)
+  int reps = 1;
+  std::string json;
+  std::uint64_t seed = 12345;
+};
+
+[[noreturn]] void usage(int rank, int code) {
+  if (rank == 0) {
+    std::printf(
+        "usage: mpirun -np N bench_index_gather [options]\n"
+        "  --K LIST              properties of K floats, comma separated (default 1,16,128,256)\n"
+        "  --n-per-rank N        table rows per rank (default 262144)\n"
+        "  --requests N          indices gathered per rank (default 524288; capped so the output\n"
+        "                        stays <= --max-out-mb)\n"
+        "  --max-out-mb N        output buffer cap per mode in MiB (default 128)\n"
+        "  --vanilla-requests N  indices for the vanilla mode (default 131072; it is slow)\n"
+        "  --unique              draw each rank's indices without repetition (no filtering help)\n"
+        "  --modes LIST          rig,rig-nofilter,rig-nocoalesce,rig-noconcat,vanilla,conveyors,line\n"
+        "  --progress MODE       thread | inline | both (default both)\n"
+        "  --batch N             idxs per RIG work request (default 8192)\n"
+        "  --inflight N          RIG work requests in flight (default 8)\n"
+        "  --packet-bytes N      NetSparse packet size (default: engine default, 1500)\n"
+        "  --delay-ns N          concatenation delay (default: engine default)\n"
+        "  --units C,S           client and server units (default: engine default 2,2)\n"
+        "  --conveyor-buffer N   bytes per conveyor link buffer (default 10000)\n"
+        "  --reps N              repetitions per mode, best time reported (default 1)\n"
+        "  --seed N              index seed (default 12345)\n"
+        "  --json FILE           also write every row as JSON\n"
+        "  --help\n");
+  }
+  MPI_Finalize();
+  std::exit(code);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::uint64_t parse_u64(const char* flag, const char* v, int rank) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long x = std::strtoull(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0') {
+    if (rank == 0) std::fprintf(stderr, "bench_index_gather: %s: not a number: '%s'\n", flag, v);
+    usage(rank, 2);
+  }
+  return x;
+}
+
+Options parse(int argc, char** argv, int rank) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        if (rank == 0) std::fprintf(stderr, "bench_index_gather: %s needs a value\n", a.c_str());
+        usage(rank, 2);
+      }
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      usage(rank, 0);
+    } else if (a == "--K") {
+      o.K.clear();
+      for (const auto& k : split(next())) o.K.push_back(static_cast<int>(parse_u64("--K", k.c_str(), rank)));
+    } else if (a == "--n-per-rank") {
+      o.n_per_rank = parse_u64("--n-per-rank", next(), rank);
+    } else if (a == "--requests") {
+      o.requests = parse_u64("--requests", next(), rank);
+    } else if (a == "--max-out-mb") {
+      o.max_out_bytes = parse_u64("--max-out-mb", next(), rank) << 20;
+    } else if (a == "--vanilla-requests") {
+      o.vanilla_requests = parse_u64("--vanilla-requests", next(), rank);
+    } else if (a == "--unique") {
+      o.unique = true;
+    } else if (a == "--modes") {
+      o.modes = split(next());
+    } else if (a == "--progress") {
+      const std::string p = next();
+      if (p == "thread") {
+        o.progress = {NS_PROGRESS_THREAD};
+      } else if (p == "inline") {
+        o.progress = {NS_PROGRESS_INLINE};
+      } else if (p == "both") {
+        o.progress = {NS_PROGRESS_THREAD, NS_PROGRESS_INLINE};
+      } else {
+        if (rank == 0) std::fprintf(stderr, "bench_index_gather: --progress thread|inline|both\n");
+        usage(rank, 2);
+      }
+    } else if (a == "--batch") {
+      o.batch = parse_u64("--batch", next(), rank);
+    } else if (a == "--inflight") {
+      o.inflight = static_cast<int>(parse_u64("--inflight", next(), rank));
+    } else if (a == "--packet-bytes") {
+      o.packet_bytes = static_cast<std::uint32_t>(parse_u64("--packet-bytes", next(), rank));
+    } else if (a == "--delay-ns") {
+      o.delay_ns = static_cast<std::int64_t>(parse_u64("--delay-ns", next(), rank));
+    } else if (a == "--units") {
+      const auto u = split(next());
+      if (u.size() != 2) usage(rank, 2);
+      o.client_units = static_cast<int>(parse_u64("--units", u[0].c_str(), rank));
+      o.server_units = static_cast<int>(parse_u64("--units", u[1].c_str(), rank));
+    } else if (a == "--conveyor-buffer") {
+      o.conveyor_buffer = parse_u64("--conveyor-buffer", next(), rank);
+    } else if (a == "--reps") {
+      o.reps = std::max(1, static_cast<int>(parse_u64("--reps", next(), rank)));
+    } else if (a == "--seed") {
+      o.seed = parse_u64("--seed", next(), rank);
+    } else if (a == "--json") {
+      o.json = next();
+    } else {
+      if (rank == 0) std::fprintf(stderr, "bench_index_gather: unknown option %s\n", a.c_str());
+      usage(rank, 2);
+    }
+  }
+  for (const auto& m : o.modes) {
+    static const char* const kKnown[] = {"rig", "rig-nofilter", "rig-nocoalesce", "rig-noconcat",
+                                         "vanilla", "conveyors", "line"};
+    if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return m == k; }) ==
+        std::end(kKnown)) {
+      if (rank == 0) std::fprintf(stderr, "bench_index_gather: unknown mode %s\n", m.c_str());
+      usage(rank, 2);
+    }
+  }
+  if (o.K.empty() || o.n_per_rank == 0 || o.requests == 0 || o.batch == 0 || o.inflight < 1) usage(rank, 2);
+  return o;
+}
+
+bool has_mode(const Options& o, const char* m) {
+  return std::find(o.modes.begin(), o.modes.end(), m) != o.modes.end();
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+[[noreturn]] void die(const char* what, int status) {
+  std::fprintf(stderr, "bench_index_gather: %s: %s (%s)\n", what, ns_status_str(status), ns_last_error());
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+// ---- the data ------------------------------------------------------------------------------
+inline float table_value(std::uint64_t row, int k) {
+  return static_cast<float>((row * 31 + static_cast<std::uint64_t>(k)) % 16777213u);
+}
+
+struct Data {
+  int rank = 0, size = 1, K = 1;
+  std::uint32_t P = 4;
+  std::uint64_t n_total = 0, row_begin = 0, n_local = 0;
+  std::vector<std::uint64_t> offsets;
+  std::vector<float> table;       // local rows
+  std::vector<std::uint64_t> idx;  // this rank's requests
+  std::uint64_t distinct_remote = 0;
+};
+
+Data make_data(const Options& o, int K, std::uint64_t requests, int rank, int size) {
+  Data d;
+  d.rank = rank;
+  d.size = size;
+  d.K = K;
+  d.P = static_cast<std::uint32_t>(K) * 4;
+  d.n_local = o.n_per_rank;
+  d.n_total = o.n_per_rank * static_cast<std::uint64_t>(size);
+  d.row_begin = o.n_per_rank * static_cast<std::uint64_t>(rank);
+  d.offsets.resize(static_cast<std::size_t>(size) + 1);
+  for (int p = 0; p <= size; ++p) d.offsets[static_cast<std::size_t>(p)] = o.n_per_rank * static_cast<std::uint64_t>(p);
+  d.table.resize(d.n_local * static_cast<std::uint64_t>(K));
+  for (std::uint64_t r = 0; r < d.n_local; ++r) {
+    for (int k = 0; k < K; ++k) d.table[r * static_cast<std::uint64_t>(K) + static_cast<std::uint64_t>(k)] = table_value(d.row_begin + r, k);
+  }
+  std::mt19937_64 rng(o.seed * 7919 + static_cast<std::uint64_t>(rank));
+  d.idx.resize(requests);
+  if (o.unique) {
+    // Partial Fisher-Yates over [0, n_total): `requests` distinct rows in random order.
+    std::vector<std::uint64_t> all(d.n_total);
+    std::iota(all.begin(), all.end(), 0);
+    for (std::uint64_t j = 0; j < requests; ++j) {
+      const std::uint64_t pick = j + rng() % (d.n_total - j);
+      std::swap(all[j], all[pick]);
+      d.idx[j] = all[j];
+    }
+  } else {
+    for (auto& i : d.idx) i = rng() % d.n_total;
+  }
+  std::vector<std::uint64_t> remote;
+  for (std::uint64_t i : d.idx) {
+    if (i < d.row_begin || i >= d.row_begin + d.n_local) remote.push_back(i);
+  }
+  std::sort(remote.begin(), remote.end());
+  d.distinct_remote = static_cast<std::uint64_t>(std::unique(remote.begin(), remote.end()) - remote.begin());
+  return d;
+}
+
+// Every byte of the output against the table formula.
+std::uint64_t count_errors(const Data& d, const std::vector<std::uint64_t>& idx, const float* out) {
+  std::uint64_t bad = 0;
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    for (int k = 0; k < d.K; ++k) {
+      const float want = table_value(idx[j], k);
+      if (std::memcmp(&out[j * static_cast<std::size_t>(d.K) + static_cast<std::size_t>(k)], &want, 4) != 0) {
+        ++bad;
+        break;
+      }
+    }
+  }
+  return bad;
+}
+
+// ---- results -------------------------------------------------------------------------------
+struct Row {
+  int K = 0;
+  std::string mode, progress;
+  std::uint64_t requests = 0;
+  double seconds = 0;       // max over ranks
+  double rows_per_s = 0;    // per rank
+  double goodput = 0;       // fraction of line rate, mean over ranks
+  double line_util = 0;     // fraction of line rate, mean over ranks
+  double prs_per_packet = 0;
+  double fc_rate = 0;
+  std::uint64_t errors = 0;  // summed over ranks
+};
+
+double max_over_ranks(double v) {
+  double m = 0;
+  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
+double mean_over_ranks(double v) {
+  double s = 0;
+  int n = 1;
+  MPI_Allreduce(&v, &s, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return s / n;
+}
+std::uint64_t sum_over_ranks(std::uint64_t v) {
+  std::uint64_t s = 0;
+  MPI_Allreduce(&v, &s, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  return s;
+}
+
+// ---- line rate -----------------------------------------------------------------------------
+// Every rank streams 4 MiB messages to its partner (rank ^ 1) while receiving from it, window 4.
+double measure_line_rate(int rank, int size) {
+  const int partner = (rank ^ 1) < size ? (rank ^ 1) : rank;
+  constexpr std::size_t kBytes = 4u << 20;
+  constexpr int kWindow = 4, kIters = 24;
+  std::vector<char> sbuf(kBytes * kWindow, 1), rbuf(kBytes * kWindow);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = now_s();
+    for (int it = 0; it < kIters; it += kWindow) {
+      MPI_Request reqs[2 * kWindow];
+      for (int w = 0; w < kWindow; ++w) {
+        MPI_Irecv(rbuf.data() + w * kBytes, static_cast<int>(kBytes), MPI_CHAR, partner, 7, MPI_COMM_WORLD, &reqs[w]);
+        MPI_Isend(sbuf.data() + w * kBytes, static_cast<int>(kBytes), MPI_CHAR, partner, 7, MPI_COMM_WORLD,
+                  &reqs[kWindow + w]);
+      }
+      MPI_Waitall(2 * kWindow, reqs, MPI_STATUSES_IGNORE);
+    }
+    const double dt = max_over_ranks(now_s() - t0);
+    best = std::max(best, static_cast<double>(kBytes) * kIters / dt);
+  }
+  return best;  // bytes/s each rank sends (and receives) at once
+}
+
+// ---- RIG and vanilla through the public API ------------------------------------------------
+ns_context_attr rig_attr(const Options& o, int progress, std::uint32_t flags) {
+  ns_context_attr a{};
+  a.comp_mask = NS_CTX_ATTR_PROGRESS | NS_CTX_ATTR_FLAGS | NS_CTX_ATTR_WATCHDOG;
+  a.progress_mode = progress;
+  a.flags = flags;
+  a.watchdog_ms = 60000;
+  if (o.packet_bytes != 0) {
+    a.comp_mask |= NS_CTX_ATTR_PACKET;
+    a.packet_bytes = o.packet_bytes;
+  }
+  if (o.delay_ns >= 0) {
+    a.comp_mask |= NS_CTX_ATTR_DELAY;
+    a.concat_delay_ns = static_cast<std::uint64_t>(o.delay_ns);
+  }
+  if (o.client_units > 0) {
+    a.comp_mask |= NS_CTX_ATTR_UNITS;
+    a.num_client_units = o.client_units;
+    a.num_server_units = o.server_units;
+  }
+  return a;
+}
+
+struct Engine {
+  ns_context* ctx = nullptr;
+  ns_mr* mr = nullptr;
+  ns_cq* cq = nullptr;
+  ns_qp* qp = nullptr;
+  Engine(const ns_context_attr& attr, Data& d, int depth) {
+    ns_status_t s = ns_open_mpi(MPI_COMM_WORLD, &attr, &ctx);
+    if (s != NS_OK) die("ns_open_mpi", s);
+    s = ns_reg_props(ctx, d.table.data(), d.n_local, d.P, d.offsets.data(), &mr);
+    if (s != NS_OK) die("ns_reg_props", s);
+    if ((s = ns_create_cq(ctx, depth * 2, &cq)) != NS_OK) die("ns_create_cq", s);
+    if ((s = ns_create_qp(ctx, cq, depth, &qp)) != NS_OK) die("ns_create_qp", s);
+  }
+  ~Engine() {
+    ns_destroy_qp(qp);
+    ns_destroy_cq(cq);
+    const ns_status_t s = ns_close(ctx);
+    if (s != NS_OK) die("ns_close", s);
+  }
+};
+
+// Posts RIG work requests of `batch` idxs, `inflight` at a time; returns seconds until all done.
+double run_rig(Engine& e, const Data& d, const Options& o, float* out) {
+  const std::uint64_t n = d.idx.size();
+  const std::uint64_t nwr = (n + o.batch - 1) / o.batch;
+  std::uint64_t posted = 0, done = 0;
+  ns_wc wc[16];
+  const double t0 = now_s();
+  while (done < nwr) {
+    while (posted < nwr && posted - done < static_cast<std::uint64_t>(o.inflight)) {
+      ns_send_wr w{};
+      const std::uint64_t begin = posted * o.batch;
+      w.wr_id = posted;
+      w.opcode = NS_WR_RIG;
+      w.send_flags = NS_SEND_SIGNALED;
+      w.wr.rig.mr = e.mr;
+      w.wr.rig.idx = d.idx.data() + begin;
+      w.wr.rig.count = std::min(o.batch, n - begin);
+      w.wr.rig.out = out + begin * static_cast<std::uint64_t>(d.K);
+      w.wr.rig.layout = NS_RIG_LAYOUT_POSITIONAL;
+      ns_send_wr* bad = nullptr;
+      const ns_status_t s = ns_post_send(e.qp, &w, &bad);
+      if (s == NS_ERR_NO_RESOURCE) break;
+      if (s != NS_OK) die("ns_post_send", s);
+      ++posted;
+    }
+    const int got = ns_cq_wait(e.cq, 16, wc, 60000);
+    if (got <= 0) die("ns_cq_wait (no completion in 60 s)", got == 0 ? NS_ERR_TIMEOUT : got);
+    for (int k = 0; k < got; ++k) {
+      if (wc[k].status != NS_WC_SUCCESS) {
+        std::fprintf(stderr, "RIG completion: %s\n", ns_wc_status_str(wc[k].status));
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+    }
+    done += static_cast<std::uint64_t>(got);
+  }
+  return now_s() - t0;
+}
+
+// One NS_WR_RDMA_READ per index, posted in chains of 64 (one doorbell per chain).
+double run_vanilla(Engine& e, const Data& d, const std::vector<std::uint64_t>& idx, int depth, float* out) {
+  constexpr int kChain = 64;
+  std::vector<ns_send_wr> w(kChain);
+  const std::uint64_t n = idx.size();
+  std::uint64_t posted = 0, done = 0;
+  std::vector<ns_wc> wc(256);
+  const double t0 = now_s();
+  while (done < n) {
+    while (posted < n && posted - done + kChain <= static_cast<std::uint64_t>(depth)) {
+      const int c = static_cast<int>(std::min<std::uint64_t>(kChain, n - posted));
+      for (int k = 0; k < c; ++k) {
+        const std::uint64_t j = posted + static_cast<std::uint64_t>(k);
+        w[k] = ns_send_wr{};
+        w[k].wr_id = j;
+        w[k].opcode = NS_WR_RDMA_READ;
+        w[k].send_flags = NS_SEND_SIGNALED;
+        w[k].wr.rdma_read.mr = e.mr;
+        w[k].wr.rdma_read.idx = idx[j];
+        w[k].wr.rdma_read.out = out + j * static_cast<std::uint64_t>(d.K);
+        w[k].next = k + 1 < c ? &w[k + 1] : nullptr;
+      }
+      ns_send_wr* bad = nullptr;
+      const ns_status_t s = ns_post_send(e.qp, w.data(), &bad);
+      if (s != NS_OK) die("ns_post_send (vanilla)", s);
+      posted += static_cast<std::uint64_t>(c);
+    }
+    const int got = ns_cq_wait(e.cq, static_cast<int>(wc.size()), wc.data(), 60000);
+    if (got <= 0) die("ns_cq_wait (vanilla)", got == 0 ? NS_ERR_TIMEOUT : got);
+    for (int k = 0; k < got; ++k) {
+      if (wc[static_cast<std::size_t>(k)].status != NS_WC_SUCCESS) {
+        std::fprintf(stderr, "RDMA_READ completion: %s\n", ns_wc_status_str(wc[static_cast<std::size_t>(k)].status));
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+    }
+    done += static_cast<std::uint64_t>(got);
+  }
+  return now_s() - t0;
+}
+
+// ---- Conveyors-style aggregation baseline --------------------------------------------------
+// Requests (local row u32, position u32) and replies (position u32, K floats) travel in
+// per-destination buffers of `capacity` bytes on two separate channels (tags). Each link has two
+// buffers: one filling, one in flight; push() refuses when the filling one is full and the other
+// has not finished sending. Receives: two pre-posted buffers per (source, channel). One
+// MPI_Testsome per progress() call reaps sends and receives. Local rows are copied directly.
+// Termination: counts exchanged up front (MPI_Alltoall), so each rank knows how many requests
+// it must answer; it is done when it has its replies and has answered everybody.
+class Conveyors {
+ public:
+  Conveyors(const Data& d, std::size_t capacity)
+      : d_(d),
+        P_(d.P),
+        cap_(std::max<std::size_t>(capacity, 4 + d.P + 8)),
+        req_item_(8),
+        rep_item_(4 + d.P),
+        links_(static_cast<std::size_t>(d.size)),
+        rx_(static_cast<std::size_t>(d.size)),
+        rep_owed_(static_cast<std::size_t>(d.size), false) {
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);  // its own matching space: nothing leaks between runs
+    for (auto* side : {&links_, &rx_}) {
+      for (auto& l : *side) {
+        for (auto& ch : l.ch) {
+          for (auto& b : ch.buf) b.data.resize(cap_);
+        }
+      }
+    }
+  }
+  ~Conveyors() {
+    for (auto& l : rx_) {
+      for (auto& ch : l.ch) {
+        for (auto& b : ch.buf) {
+          if (b.req != MPI_REQUEST_NULL) {
+            MPI_Cancel(&b.req);
+            MPI_Wait(&b.req, MPI_STATUS_IGNORE);
+          }
+        }
+      }
+    }
+    MPI_Comm_free(&comm_);
+  }
+  Conveyors(const Conveyors&) = delete;
+  Conveyors& operator=(const Conveyors&) = delete;
+
+  double run(float* out) {
+    const int me = d_.rank, np = d_.size;
+    out_ = out;
+    const double t0 = now_s();
+    // The endgame: every rank learns how many requests it will have to answer.
+    std::vector<std::uint64_t> to(static_cast<std::size_t>(np), 0), from(static_cast<std::size_t>(np), 0);
+    for (std::uint64_t i : d_.idx) to[static_cast<std::size_t>(owner(i))]++;
+    to[static_cast<std::size_t>(me)] = 0;
+    MPI_Alltoall(to.data(), 1, MPI_UINT64_T, from.data(), 1, MPI_UINT64_T, comm_);
+    const std::uint64_t to_answer = std::accumulate(from.begin(), from.end(), std::uint64_t{0});
+    const std::uint64_t replies_due = std::accumulate(to.begin(), to.end(), std::uint64_t{0});
+    for (int p = 0; p < np; ++p) {
+      if (p == me) continue;
+      for (int c = 0; c < 2; ++c) {
+        for (int b = 0; b < 2; ++b) post_recv(p, c, b);
+      }
+    }
+    std::uint64_t next = 0;
+    const std::uint64_t n = d_.idx.size();
+    const std::uint64_t K = static_cast<std::uint64_t>(d_.K);
+    for (;;) {
+      // Push requests until one is refused (the link's buffers are all busy).
+      while (next < n) {
+        const std::uint64_t i = d_.idx[next];
+        const int o = owner(i);
+        if (o == me) {
+          std::memcpy(out + next * K, d_.table.data() + (i - d_.row_begin) * K, P_);
+          ++next;
+          continue;
+        }
+        std::uint8_t item[8];
+        const auto local = static_cast<std::uint32_t>(i - d_.offsets[static_cast<std::size_t>(o)]);
+        const auto pos = static_cast<std::uint32_t>(next);
+        std::memcpy(item, &local, 4);
+        std::memcpy(item + 4, &pos, 4);
+        if (!push(o, kReq, item, req_item_)) break;
+        ++next;
+      }
+      bool idle_links = true;
+      for (int p = 0; p < np; ++p) {
+        if (p == me) continue;
+        if (next == n) send_filling(p, kReq);  // all pushed: flush the partial buffers
+        if (rep_owed_[static_cast<std::size_t>(p)] && send_filling(p, kRep)) rep_owed_[static_cast<std::size_t>(p)] = false;
+        const Link& l = links_[static_cast<std::size_t>(p)];
+        if (l.ch[kReq].fill_bytes() != 0 || l.ch[kRep].fill_bytes() != 0) idle_links = false;
+      }
+      progress();
+      serve_and_receive();
+      if (next == n && replies_ == replies_due && answered_ == to_answer && pending_sends_ == 0 && idle_links) break;
+    }
+    return now_s() - t0;
+  }
+
+  std::uint64_t messages_sent() const { return messages_; }
+  std::uint64_t bytes_sent() const { return bytes_; }
+
+ private:
+  static constexpr int kReq = 0, kRep = 1;
+  struct Buffer {
+    std::vector<std::uint8_t> data;
+    std::size_t used = 0;  // send side: bytes filled
+    MPI_Request req = MPI_REQUEST_NULL;
+    bool busy = false;         // send in flight, or receive posted and not yet consumed
+    bool ready = false;        // receive side: arrived, waiting to be processed
+    std::size_t len = 0;       // receive side: bytes received
+    std::size_t consumed = 0;  // receive side: bytes processed (the rest waits when refused)
+  };
+  struct Channel {
+    Buffer buf[2];
+    int filling = 0;
+    std::size_t fill_bytes() const { return buf[filling].used; }
+  };
+  struct Link {
+    Channel ch[2];
+  };
+
+  int owner(std::uint64_t i) const { return static_cast<int>(i / d_.n_local); }
+
+  // Sends the filling buffer if the other one is free; true if nothing is left to send.
+  bool send_filling(int p, int c) {
+    Channel& ch = links_[static_cast<std::size_t>(p)].ch[c];
+    Buffer& b = ch.buf[ch.filling];
+    if (b.used == 0) return true;
+    Buffer& other = ch.buf[1 - ch.filling];
+    if (other.busy) return false;
+    MPI_Isend(b.data.data(), static_cast<int>(b.used), MPI_BYTE, p, c, comm_, &b.req);
+    b.busy = true;
+    ++pending_sends_;
+    ++messages_;
+    bytes_ += b.used + 50;  // the paper's upper-layer header per message
+    ch.filling = 1 - ch.filling;
+    other.used = 0;
+    return true;
+  }
+
+  // Non-blocking push: false when the filling buffer is full and the other one still in flight.
+  bool push(int p, int c, const void* item, std::size_t bytes) {
+    Channel& ch = links_[static_cast<std::size_t>(p)].ch[c];
+    if (ch.buf[ch.filling].used + bytes > cap_ && !send_filling(p, c)) return false;
+    Buffer& b = ch.buf[ch.filling];
+    std::memcpy(b.data.data() + b.used, item, bytes);
+    b.used += bytes;
+    return true;
+  }
+
+  void post_recv(int p, int c, int b) {
+    Buffer& r = rx_[static_cast<std::size_t>(p)].ch[c].buf[b];
+    MPI_Irecv(r.data.data(), static_cast<int>(cap_), MPI_BYTE, p, c, comm_, &r.req);
+    r.busy = true;
+    r.ready = false;
+    r.consumed = 0;
+  }
+
+  // The porter: one MPI_Testsome over every send and receive in flight.
+  void progress() {
+    reqs_.clear();
+    bufs_.clear();
+    for (int p = 0; p < d_.size; ++p) {
+      if (p == d_.rank) continue;
+      for (int c = 0; c < 2; ++c) {
+        for (int b = 0; b < 2; ++b) {
+          Buffer& s = links_[static_cast<std::size_t>(p)].ch[c].buf[b];
+          if (s.busy) {
+            reqs_.push_back(s.req);
+            bufs_.push_back({&s, false});
+          }
+          Buffer& r = rx_[static_cast<std::size_t>(p)].ch[c].buf[b];
+          if (r.busy && !r.ready) {
+            reqs_.push_back(r.req);
+            bufs_.push_back({&r, true});
+          }
+        }
+      }
+    }
+    if (reqs_.empty()) return;
+    int outcount = 0;
+    idx_.resize(reqs_.size());
+    stat_.resize(reqs_.size());
+    MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &outcount, idx_.data(), stat_.data());
+    for (int k = 0; k < outcount; ++k) {
+      const std::size_t at = static_cast<std::size_t>(idx_[static_cast<std::size_t>(k)]);
+      auto [buf, is_recv] = bufs_[at];
+      buf->req = MPI_REQUEST_NULL;
+      if (is_recv) {
+        int len = 0;
+        MPI_Get_count(&stat_[static_cast<std::size_t>(k)], MPI_BYTE, &len);
+        buf->len = static_cast<std::size_t>(len);
+        buf->ready = true;
+      } else {
+        buf->busy = false;
+        --pending_sends_;
+      }
+    }
+  }
+
+  // Serves received request buffers (a refused reply leaves the rest of the buffer for later:
+  // the "unpull") and writes received replies into the output.
+  void serve_and_receive() {
+    const std::uint64_t K = static_cast<std::uint64_t>(d_.K);
+    for (int p = 0; p < d_.size; ++p) {
+      if (p == d_.rank) continue;
+      for (int b = 0; b < 2; ++b) {
+        Buffer& r = rx_[static_cast<std::size_t>(p)].ch[kReq].buf[b];
+        if (!r.ready) continue;
+        bool refused = false;
+        while (r.consumed + req_item_ <= r.len) {
+          std::uint32_t local, pos;
+          std::memcpy(&local, r.data.data() + r.consumed, 4);
+          std::memcpy(&pos, r.data.data() + r.consumed + 4, 4);
+          std::uint8_t* dst = reply_slot(p);
+          if (dst == nullptr) {
+            refused = true;
+            break;
+          }
+          std::memcpy(dst, &pos, 4);
+          std::memcpy(dst + 4, d_.table.data() + std::uint64_t{local} * K, P_);
+          r.consumed += req_item_;
+          ++answered_;
+        }
+        if (!refused) {
+          rep_owed_[static_cast<std::size_t>(p)] = true;  // answer this buffer promptly
+          post_recv(p, kReq, b);
+        }
+      }
+      for (int b = 0; b < 2; ++b) {
+        Buffer& r = rx_[static_cast<std::size_t>(p)].ch[kRep].buf[b];
+        if (!r.ready) continue;
+        for (std::size_t at = 0; at + rep_item_ <= r.len; at += rep_item_) {
+          std::uint32_t pos;
+          std::memcpy(&pos, r.data.data() + at, 4);
+          std::memcpy(out_ + std::uint64_t{pos} * K, r.data.data() + at + 4, P_);
+          ++replies_;
+        }
+        post_recv(p, kRep, b);
+      }
+    }
+  }
+
+  // Room for one reply in p's reply buffer (push without an intermediate copy), or nullptr.
+  std::uint8_t* reply_slot(int p) {
+    Channel& ch = links_[static_cast<std::size_t>(p)].ch[kRep];
+    if (ch.buf[ch.filling].used + rep_item_ > cap_ && !send_filling(p, kRep)) return nullptr;
+    Buffer& b = ch.buf[ch.filling];
+    std::uint8_t* dst = b.data.data() + b.used;
+    b.used += rep_item_;
+    return dst;
+  }
+
+  const Data& d_;
+  const std::uint32_t P_;
+  const std::size_t cap_;
+  const std::size_t req_item_, rep_item_;
+  std::vector<Link> links_;  // send side, per destination
+  std::vector<Link> rx_;     // receive side, per source
+  std::vector<bool> rep_owed_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  float* out_ = nullptr;
+  std::uint64_t replies_ = 0, answered_ = 0, messages_ = 0, bytes_ = 0;
+  int pending_sends_ = 0;
+  std::vector<MPI_Request> reqs_;
+  std::vector<std::pair<Buffer*, bool>> bufs_;
+  std::vector<int> idx_;
+  std::vector<MPI_Status> stat_;
+};
+
+// ---- driver --------------------------------------------------------------------------------
+const char* progress_name(int p) { return p == NS_PROGRESS_INLINE ? "inline" : "thread"; }
+
+void print_row(const Row& r) {
+  std::printf("%-15s %-8s %9" PRIu64 " %10.2f %13.3f %8.2f%% %8.2f%% %8.2f %6.1f%% %s\n", r.mode.c_str(),
+              r.progress.c_str(), r.requests, r.seconds * 1e3, r.rows_per_s / 1e6, r.goodput * 100,
+              r.line_util * 100, r.prs_per_packet, r.fc_rate * 100, r.errors == 0 ? "ok" : "WRONG");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const Options o = parse(argc, argv, rank);
+  std::vector<int> progress = o.progress;
+  if (provided < MPI_THREAD_MULTIPLE) {
+    if (rank == 0) std::printf("note: MPI lacks MPI_THREAD_MULTIPLE; only inline progress is measured\n");
+    progress = {NS_PROGRESS_INLINE};
+  }
+  const double line = measure_line_rate(rank, size);
+  std::vector<Row> rows;
+  if (rank == 0) {
+    std::printf("index gather: np=%d, n_per_rank=%" PRIu64 ", %s indices, batch=%" PRIu64 ", inflight=%d\n", size,
+                o.n_per_rank, o.unique ? "unique" : "uniform random", o.batch, o.inflight);
+    std::printf("line rate (MPI, 4 MiB messages, all ranks sending at once): %.2f GB/s per rank\n", line / 1e9);
+  }
+  for (int K : o.K) {
+    const std::uint64_t requests =
+        std::max<std::uint64_t>(1, std::min<std::uint64_t>(o.requests, o.max_out_bytes / (4ull * static_cast<std::uint64_t>(K))));
+    if (o.unique && requests > o.n_per_rank * static_cast<std::uint64_t>(size)) {
+      if (rank == 0) std::fprintf(stderr, "--unique needs --requests <= n_per_rank * np\n");
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    Data d = make_data(o, K, requests, rank, size);
+    std::vector<float> out(requests * static_cast<std::uint64_t>(K));
+    if (rank == 0) {
+      std::printf("\nK=%d (%u B properties), %" PRIu64 " requests per rank\n", K, d.P, requests);
+      std::printf("%-15s %-8s %9s %10s %13s %9s %9s %8s %7s %s\n", "mode", "progress", "requests", "time_ms",
+                  "Mrows/s/rank", "goodput", "line_util", "PRs/pkt", "F+C", "check");
+    }
+    auto record = [&](Row r) {
+      r.K = K;
+      if (rank == 0) print_row(r);
+      rows.push_back(r);
+    };
+    struct RigMode {
+      const char* name;
+      std::uint32_t flags;
+    };
+    const RigMode rig_modes[] = {{"rig", 0},
+                                 {"rig-nofilter", NS_CTX_NO_FILTER},
+                                 {"rig-nocoalesce", NS_CTX_NO_COALESCE},
+                                 {"rig-noconcat", NS_CTX_NO_CONCAT}};
+    for (const RigMode& m : rig_modes) {
+      if (!has_mode(o, m.name)) continue;
+      for (int p : progress) {
+        Row r;
+        r.mode = m.name;
+        r.progress = progress_name(p);
+        r.requests = requests;
+        double best = 1e300;
+        double wire = 0, ppp = 0, fc = 0;
+        std::uint64_t errors = 0;
+        for (int rep = 0; rep < o.reps; ++rep) {
+          std::fill(out.begin(), out.end(), -1.0f);
+          Engine e(rig_attr(o, p, m.flags), d, 2 * o.inflight);
+          MPI_Barrier(MPI_COMM_WORLD);
+          const double mine = run_rig(e, d, o, out.data());
+          // Serve the peers until they are done too (INLINE mode: nobody else would), and only
+          // then block in an MPI collective.
+          if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce", NS_ERR_TIMEOUT);
+          const double t = max_over_ranks(mine);
+          if (t < best) {
+            best = t;
+            wire = static_cast<double>(ns_stat_get(e.ctx, NS_STAT_WIRE_BYTES));
+            ppp = ns_stat_prs_per_packet(e.ctx);
+            const double req = static_cast<double>(ns_stat_get(e.ctx, NS_STAT_PRS_REQUESTED));
+            fc = req == 0 ? 0
+                          : static_cast<double>(ns_stat_get(e.ctx, NS_STAT_PRS_FILTERED) +
+                                                ns_stat_get(e.ctx, NS_STAT_PRS_COALESCED)) / req;
+          }
+          errors += count_errors(d, d.idx, out.data());
+          MPI_Barrier(MPI_COMM_WORLD);
+        }
+        r.seconds = best;
+        r.rows_per_s = static_cast<double>(requests) / best;
+        r.goodput = mean_over_ranks(static_cast<double>(d.distinct_remote) * d.P / best / line);
+        r.line_util = mean_over_ranks(wire / best / line);
+        r.prs_per_packet = mean_over_ranks(ppp);
+        r.fc_rate = mean_over_ranks(fc);
+        r.errors = sum_over_ranks(errors);
+        record(r);
+      }
+    }
+    if (has_mode(o, "vanilla")) {
+      const std::uint64_t nv = std::min<std::uint64_t>(o.vanilla_requests, requests);
+      const std::vector<std::uint64_t> vidx(d.idx.begin(), d.idx.begin() + static_cast<std::ptrdiff_t>(nv));
+      for (int p : progress) {
+        Row r;
+        r.mode = "vanilla";
+        r.progress = progress_name(p);
+        r.requests = nv;
+        std::fill(out.begin(), out.end(), -1.0f);
+        const int depth = 1024;
+        Engine e(rig_attr(o, p, 0), d, depth);
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double mine = run_vanilla(e, d, vidx, depth, out.data());
+        if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce", NS_ERR_TIMEOUT);
+        const double t = max_over_ranks(mine);
+        std::uint64_t remote = 0;
+        for (std::uint64_t i : vidx) remote += (i < d.row_begin || i >= d.row_begin + d.n_local) ? 1 : 0;
+        // Wire model per remote read: a request packet (50 B header) and a response (50 B + P).
+        const double wire = static_cast<double>(remote) * (100.0 + d.P);
+        r.seconds = t;
+        r.rows_per_s = static_cast<double>(nv) / t;
+        r.goodput = mean_over_ranks(static_cast<double>(remote) * d.P / t / line);
+        r.line_util = mean_over_ranks(wire / t / line);
+        r.prs_per_packet = 1;
+        r.errors = sum_over_ranks(count_errors(d, vidx, out.data()));
+        record(r);
+      }
+    }
+    if (has_mode(o, "conveyors")) {
+      Row r;
+      r.mode = "conveyors";
+      r.progress = "-";
+      r.requests = requests;
+      double best = 1e300, wire = 0, ppm = 0;
+      std::uint64_t errors = 0;
+      for (int rep = 0; rep < o.reps; ++rep) {
+        std::fill(out.begin(), out.end(), -1.0f);
+        Conveyors c(d, o.conveyor_buffer);
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t = max_over_ranks(c.run(out.data()));
+        if (t < best) {
+          best = t;
+          wire = static_cast<double>(c.bytes_sent());
+          ppm = c.messages_sent() == 0 ? 0 : static_cast<double>(2 * d.idx.size()) / static_cast<double>(c.messages_sent());
+        }
+        errors += count_errors(d, d.idx, out.data());
+        MPI_Barrier(MPI_COMM_WORLD);
+      }
+      r.seconds = best;
+      r.rows_per_s = static_cast<double>(requests) / best;
+      r.goodput = mean_over_ranks(static_cast<double>(d.distinct_remote) * d.P / best / line);
+      r.line_util = mean_over_ranks(wire / best / line);
+      r.prs_per_packet = mean_over_ranks(ppm);  // items per message (requests + replies)
+      r.errors = sum_over_ranks(errors);
+      record(r);
+    }
+    if (rank == 0) {
+      auto find = [&](const char* mode, const char* prog) -> const Row* {
+        for (const Row& r : rows) {
+          if (r.K == K && r.mode == mode && (prog == nullptr || r.progress == prog)) return &r;
+        }
+        return nullptr;
+      };
+      const Row* conv = find("conveyors", nullptr);
+      for (int p : progress) {
+        const Row* rig = find("rig", progress_name(p));
+        const Row* van = find("vanilla", progress_name(p));
+        if (rig == nullptr) continue;
+        if (conv != nullptr) {
+          std::printf("ratio rig(%s) / conveyors = %.2f\n", progress_name(p), rig->rows_per_s / conv->rows_per_s);
+        }
+        if (van != nullptr) {
+          std::printf("ratio rig(%s) / vanilla   = %.2f\n", progress_name(p), rig->rows_per_s / van->rows_per_s);
+        }
+      }
+    }
+  }
+  if (rank == 0 && !o.json.empty()) {
+    FILE* f = std::fopen(o.json.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "bench_index_gather: cannot write %s: %s\n", o.json.c_str(), std::strerror(errno));
+    } else {
+      std::fprintf(f, "{\"np\":%d,\"n_per_rank\":%" PRIu64 ",\"unique\":%s,\"batch\":%" PRIu64
+                      ",\"line_rate_bytes_per_s\":%.6g,\"rows\":[",
+                   size, o.n_per_rank, o.unique ? "true" : "false", o.batch, line);
+      for (std::size_t k = 0; k < rows.size(); ++k) {
+        const Row& r = rows[k];
+        std::fprintf(f,
+                     "%s{\"K\":%d,\"mode\":\"%s\",\"progress\":\"%s\",\"requests\":%" PRIu64
+                     ",\"seconds\":%.6g,\"rows_per_s_per_rank\":%.6g,\"goodput\":%.6g,\"line_util\":%.6g,"
+                     "\"prs_per_packet\":%.6g,\"fc_rate\":%.6g,\"errors\":%" PRIu64 "}",
+                     k == 0 ? "" : ",", r.K, r.mode.c_str(), r.progress.c_str(), r.requests, r.seconds,
+                     r.rows_per_s, r.goodput, r.line_util, r.prs_per_packet, r.fc_rate, r.errors);
+      }
+      std::fprintf(f, "]}\n");
+      std::fclose(f);
+    }
+  }
+  std::uint64_t wrong = 0;
+  for (const Row& r : rows) wrong += r.errors;
+  MPI_Finalize();
+  return wrong == 0 ? 0 : 1;
+}
