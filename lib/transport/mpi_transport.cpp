@@ -443,9 +443,13 @@ class MpiTransport final : public Transport {
 
   // One MPI_Testsome over every request the engine owns: progresses MPI and reaps all of them.
   void progress() {
+    // Read requests only arrive while some region is served by messages (every rank agrees on a
+    // region's mode), so otherwise the read part of the array is left out of the scan.
+    const int active =
+        messages_regions_ > 0 ? static_cast<int>(requests_.size()) : request_ring_base_;
     int count = 0;
-    const int rc = MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &count,
-                                indices_.data(), statuses_.data());
+    const int rc =
+        MPI_Testsome(active, requests_.data(), &count, indices_.data(), statuses_.data());
     if (count != MPI_UNDEFINED) {
       for (int k = 0; k < count; ++k) {
         const int index = indices_[static_cast<std::size_t>(k)];
@@ -479,7 +483,7 @@ class MpiTransport final : public Transport {
         }
       }
     }
-    serve_read_requests();
+    if (messages_regions_ > 0) serve_read_requests();
   }
 
   // Answers peers' read requests in ring order (= per-source arrival order, which is what the
