@@ -132,6 +132,67 @@ for e in "${envs[@]}"; do
   [[ $e =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die $exit_usage "--env needs NAME=VALUE, got '$e'"
 done
 
+# ---- shares and working directory (checked before anything slow) ------------------------
+absolute_dir() {
+  [[ -d $1 ]] || die $exit_usage "$2 '$1' is not a directory"
+  (cd "$1" && pwd -P)
+}
+
+# A share is mounted over the guest's own tree at the same path: it must not cover the
+# guest's system directories (a new directory such as /var/lib/ci/workspace is fine).
+check_shareable() {
+  local system
+  case $1 in
+    / | /var | /var/lib | /var/cache | /var/log)
+      die $exit_usage "cannot share $1: it would cover the guest's own system directories" ;;
+  esac
+  for system in /bin /boot /dev /etc /lib /lib32 /lib64 /libx32 /proc /run /sbin /sys /usr; do
+    if [[ $1 == "$system" || $1 == "$system"/* ]]; then
+      die $exit_usage "cannot share $1: it would cover the guest's $system"
+    fi
+  done
+}
+
+share_dirs=("$(cd "$repo_root" && pwd -P)")
+if [[ -n $build_dir ]]; then
+  build_dir=$(absolute_dir "$build_dir" --build-dir)
+  share_dirs+=("$build_dir")
+  if [[ -f $build_dir/CMakeCache.txt ]]; then
+    source_dir=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build_dir/CMakeCache.txt")
+    [[ -n $source_dir && -d $source_dir ]] && share_dirs+=("$(cd "$source_dir" && pwd -P)")
+    if grep -Eq -- '-march=native|^NETSPARSE_ARCH:[A-Z]+=native' "$build_dir/CMakeCache.txt"; then
+      say "WARNING: $build_dir was configured with -march=native; its binaries may die with"
+      say "WARNING: SIGILL in the guest (no AVX-512 there). Configure it with NETSPARSE_ARCH empty."
+    fi
+  fi
+fi
+for dir in "${shares[@]}"; do share_dirs+=("$(absolute_dir "$dir" --share)"); done
+if [[ -z $workdir ]]; then
+  workdir=${build_dir:-$PWD}
+fi
+workdir=$(absolute_dir "$workdir" --workdir)
+
+# Drop shares inside other shares (they are visible through the outer one).
+mapfile -t share_dirs < <(printf '%s\n' "${share_dirs[@]}" | LC_ALL=C sort -u)
+mounts=()
+for dir in "${share_dirs[@]}"; do
+  [[ $dir != *$'\t'* && $dir != *$'\n'* ]] || die $exit_usage "cannot share a path with a tab or newline: $dir"
+  check_shareable "$dir"
+  inside=0
+  for outer in "${mounts[@]}"; do
+    [[ $dir == "$outer" || $dir == "$outer"/* ]] && inside=1
+  done
+  ((inside)) || mounts+=("$dir")
+done
+workdir_shared=0
+for dir in "${mounts[@]}"; do
+  [[ $workdir == "$dir" || $workdir == "$dir"/* ]] && workdir_shared=1
+done
+if ((!workdir_shared)); then
+  [[ -n $build_dir || $workdir != "$PWD" ]] && die $exit_usage "--workdir $workdir is not inside a shared directory"
+  workdir=${mounts[0]}
+fi
+
 # ---- host packages -----------------------------------------------------------------------
 if ((install_deps)); then
   "$repo_root/scripts/install-deps.sh" --vm >&2 || die $exit_harness "scripts/install-deps.sh --vm failed"
@@ -234,7 +295,7 @@ if [[ $mode == build-only ]]; then
   exit 0
 fi
 
-# ---- the run's control directory and shares ---------------------------------------------
+# ---- the run's control directory ---------------------------------------------------------
 ctl=$(mktemp -d "${TMPDIR:-/tmp}/netsparse-vm.XXXXXX")
 # shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
@@ -245,50 +306,6 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
-
-absolute_dir() {
-  [[ -d $1 ]] || die $exit_usage "$2 '$1' is not a directory"
-  (cd "$1" && pwd -P)
-}
-
-share_dirs=("$(cd "$repo_root" && pwd -P)")
-if [[ -n $build_dir ]]; then
-  build_dir=$(absolute_dir "$build_dir" --build-dir)
-  share_dirs+=("$build_dir")
-  if [[ -f $build_dir/CMakeCache.txt ]]; then
-    source_dir=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build_dir/CMakeCache.txt")
-    [[ -n $source_dir && -d $source_dir ]] && share_dirs+=("$(cd "$source_dir" && pwd -P)")
-    if grep -Eq -- '-march=native|^NETSPARSE_ARCH:[A-Z]+=native' "$build_dir/CMakeCache.txt"; then
-      say "WARNING: $build_dir was configured with -march=native; its binaries may die with"
-      say "WARNING: SIGILL in the guest (no AVX-512 there). Configure it with NETSPARSE_ARCH empty."
-    fi
-  fi
-fi
-for dir in "${shares[@]}"; do share_dirs+=("$(absolute_dir "$dir" --share)"); done
-if [[ -z $workdir ]]; then
-  workdir=${build_dir:-$PWD}
-fi
-workdir=$(absolute_dir "$workdir" --workdir)
-
-# Drop shares inside other shares (they are visible through the outer one).
-mapfile -t share_dirs < <(printf '%s\n' "${share_dirs[@]}" | LC_ALL=C sort -u)
-mounts=()
-for dir in "${share_dirs[@]}"; do
-  [[ $dir != *$'\t'* && $dir != *$'\n'* ]] || die $exit_usage "cannot share a path with a tab or newline: $dir"
-  inside=0
-  for outer in "${mounts[@]}"; do
-    [[ $outer == / || $dir == "$outer" || $dir == "$outer"/* ]] && inside=1
-  done
-  ((inside)) || mounts+=("$dir")
-done
-workdir_shared=0
-for dir in "${mounts[@]}"; do
-  [[ $dir == / || $workdir == "$dir" || $workdir == "$dir"/* ]] && workdir_shared=1
-done
-if ((!workdir_shared)); then
-  [[ -n $build_dir || $workdir != "$PWD" ]] && die $exit_usage "--workdir $workdir is not inside a shared directory"
-  workdir=${mounts[0]}
-fi
 
 if [[ $mode == self-test ]]; then
   command -v mpicc >/dev/null || die $exit_harness "mpicc not found; run scripts/install-deps.sh"
