@@ -75,7 +75,8 @@ stage ctest-tsan env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   run_ctest "$root/build/tsan" -L threads -E "\\.mpi"
 
 # 4. Bounded fuzzing of the packet decoder.
-stage fuzz-decoder bash scripts/run-fuzz.sh "${NETSPARSE_FUZZ_SECONDS:-30}"
+stage fuzz-decoder bash scripts/run-fuzz.sh "${NETSPARSE_FUZZ_SECONDS:-30}" decoder
+stage fuzz-concat-point bash scripts/run-fuzz.sh "${NETSPARSE_FUZZ_SECONDS:-30}" concat_point
 
 # 5. The installed package: install, then build the examples out of tree against it.
 stage install-package cmake --install "$root/build/release"
