@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <ostream>
 #include <random>
@@ -417,6 +419,76 @@ TEST(MatrixMarketLarge, TooManyEntriesFoundAcrossChunks) {
     EXPECT_EQ(e.line(), line) << e.what();
     EXPECT_NE(e.reason().find("too many entries"), std::string::npos) << e.what();
   }
+}
+
+// ---- robustness: mutated files either parse or raise ParseError --------------------------
+
+// Random edits (replace, insert, delete) with characters that matter to the grammar.
+std::string mutate(std::string text, size_t first_mutable, std::mt19937_64& rng) {
+  static constexpr char kAlphabet[] = "0123456789 -+.eE%\n\r\tx";
+  std::uniform_int_distribution<int> edits(1, 4);
+  std::uniform_int_distribution<int> kind(0, 2);
+  std::uniform_int_distribution<size_t> pick(0, sizeof kAlphabet - 2);
+  for (int e = edits(rng); e > 0 && text.size() > first_mutable; --e) {
+    std::uniform_int_distribution<size_t> where(first_mutable, text.size() - 1);
+    const size_t at = where(rng);
+    switch (kind(rng)) {
+      case 0:
+        text[at] = kAlphabet[pick(rng)];
+        break;
+      case 1:
+        text.insert(at, 1, kAlphabet[pick(rng)]);
+        break;
+      default:
+        text.erase(at, 1);
+        break;
+    }
+  }
+  return text;
+}
+
+TEST(MatrixMarketRobustness, MutatedEntriesParseOrRaiseParseError) {
+  std::mt19937_64 rng(99);
+  int parsed = 0;
+  int rejected = 0;
+  for (const char* name : {"general_real.mtx", "symmetric_real.mtx", "skew_real.mtx",
+                           "pattern_general.mtx", "integer_symmetric.mtx", "crlf.mtx"}) {
+    std::ifstream in(data_path(std::string("mm/") + name), std::ios::binary);
+    const std::string original((std::istreambuf_iterator<char>(in)), {});
+    // Entry lines only: a mutated size line could declare a matrix too large to allocate.
+    const MatrixMarketHeader h = read_matrix_market_header(data_path(std::string("mm/") + name));
+    for (int trial = 0; trial < 400; ++trial) {
+      const TempFile f("mutant", mutate(original, h.data_offset, rng));
+      try {
+        const CsrMatrix m = read_matrix_market(f.path());
+        expect_valid_csr(m);
+        ++parsed;
+      } catch (const ParseError& e) {
+        EXPECT_GE(e.line(), 1) << e.what();
+        ++rejected;
+      }
+    }
+  }
+  // Both outcomes occur, so the mutations exercise the error paths and the happy path.
+  EXPECT_GT(parsed, 0);
+  EXPECT_GT(rejected, 0);
+}
+
+TEST(MatrixMarketRobustness, MutatedHeadersParseOrRaiseParseError) {
+  std::mt19937_64 rng(7);
+  std::ifstream in(data_path("mm/layout.mtx"), std::ios::binary);
+  const std::string original((std::istreambuf_iterator<char>(in)), {});
+  int rejected = 0;
+  for (int trial = 0; trial < 1000; ++trial) {
+    const TempFile f("mutant_header", mutate(original, 0, rng));
+    try {
+      (void)read_matrix_market_header(f.path());
+    } catch (const ParseError& e) {
+      EXPECT_GE(e.line(), 1) << e.what();
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 0);
 }
 
 // ---- writer ---------------------------------------------------------------------------------
