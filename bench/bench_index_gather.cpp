@@ -39,13 +39,13 @@ struct Options {
   std::uint64_t max_out_bytes = 128ull << 20;  // caps requests for large K (memory)
   std::uint64_t vanilla_requests = 1u << 17;
   bool unique = false;
-  std::vector<std::string> modes = {"rig", "rig-nofilter", "rig-nocoalesce", "rig-noconcat",
-                                    "vanilla", "conveyors", "line"};
+  std::vector<std::string> modes = {
+      "rig", "rig-nofilter", "rig-nocoalesce", "rig-noconcat", "vanilla", "conveyors", "line"};
   std::vector<int> progress = {NS_PROGRESS_THREAD, NS_PROGRESS_INLINE};
-  std::uint64_t batch = 8192;        // idxs per RIG work request
-  int inflight = 8;                  // RIG work requests in flight
-  std::uint32_t packet_bytes = 0;    // 0: engine default
-  std::int64_t delay_ns = -1;        // -1: engine default
+  std::uint64_t batch = 8192;              // idxs per RIG work request
+  int inflight = 8;                        // RIG work requests in flight
+  std::uint32_t packet_bytes = 0;          // 0: engine default
+  std::int64_t delay_ns = -1;              // -1: engine default
   int client_units = 0, server_units = 0;  // 0: engine default
   std::size_t conveyor_buffer = 10000;     // bytes per link buffer (bale's default)
   int reps = 1;
@@ -64,7 +64,8 @@ struct Options {
         "  --max-out-mb N        output buffer cap per mode in MiB (default 128)\n"
         "  --vanilla-requests N  indices for the vanilla mode (default 131072; it is slow)\n"
         "  --unique              draw each rank's indices without repetition (no filtering help)\n"
-        "  --modes LIST          rig,rig-nofilter,rig-nocoalesce,rig-noconcat,vanilla,conveyors,line\n"
+        "  --modes LIST          "
+        "rig,rig-nofilter,rig-nocoalesce,rig-noconcat,vanilla,conveyors,line\n"
         "  --progress MODE       thread | inline | both (default both)\n"
         "  --batch N             idxs per RIG work request (default 8192)\n"
         "  --inflight N          RIG work requests in flight (default 8)\n"
@@ -117,7 +118,8 @@ Options parse(int argc, char** argv, int rank) {
       usage(rank, 0);
     } else if (a == "--K") {
       o.K.clear();
-      for (const auto& k : split(next())) o.K.push_back(static_cast<int>(parse_u64("--K", k.c_str(), rank)));
+      for (const auto& k : split(next()))
+        o.K.push_back(static_cast<int>(parse_u64("--K", k.c_str(), rank)));
     } else if (a == "--n-per-rank") {
       o.n_per_rank = parse_u64("--n-per-rank", next(), rank);
     } else if (a == "--requests") {
@@ -169,15 +171,16 @@ Options parse(int argc, char** argv, int rank) {
     }
   }
   for (const auto& m : o.modes) {
-    static const char* const kKnown[] = {"rig", "rig-nofilter", "rig-nocoalesce", "rig-noconcat",
-                                         "vanilla", "conveyors", "line"};
+    static const char* const kKnown[] = {
+        "rig", "rig-nofilter", "rig-nocoalesce", "rig-noconcat", "vanilla", "conveyors", "line"};
     if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return m == k; }) ==
         std::end(kKnown)) {
       if (rank == 0) std::fprintf(stderr, "bench_index_gather: unknown mode %s\n", m.c_str());
       usage(rank, 2);
     }
   }
-  if (o.K.empty() || o.n_per_rank == 0 || o.requests == 0 || o.batch == 0 || o.inflight < 1) usage(rank, 2);
+  if (o.K.empty() || o.n_per_rank == 0 || o.requests == 0 || o.batch == 0 || o.inflight < 1)
+    usage(rank, 2);
   return o;
 }
 
@@ -190,7 +193,8 @@ double now_s() {
 }
 
 [[noreturn]] void die(const char* what, int status) {
-  std::fprintf(stderr, "bench_index_gather: %s: %s (%s)\n", what, ns_status_str(status), ns_last_error());
+  std::fprintf(stderr, "bench_index_gather: %s: %s (%s)\n", what, ns_status_str(status),
+               ns_last_error());
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::exit(1);
 }
@@ -205,7 +209,7 @@ struct Data {
   std::uint32_t P = 4;
   std::uint64_t n_total = 0, row_begin = 0, n_local = 0;
   std::vector<std::uint64_t> offsets;
-  std::vector<float> table;       // local rows
+  std::vector<float> table;        // local rows
   std::vector<std::uint64_t> idx;  // this rank's requests
   std::uint64_t distinct_remote = 0;
 };
@@ -220,10 +224,13 @@ Data make_data(const Options& o, int K, std::uint64_t requests, int rank, int si
   d.n_total = o.n_per_rank * static_cast<std::uint64_t>(size);
   d.row_begin = o.n_per_rank * static_cast<std::uint64_t>(rank);
   d.offsets.resize(static_cast<std::size_t>(size) + 1);
-  for (int p = 0; p <= size; ++p) d.offsets[static_cast<std::size_t>(p)] = o.n_per_rank * static_cast<std::uint64_t>(p);
+  for (int p = 0; p <= size; ++p)
+    d.offsets[static_cast<std::size_t>(p)] = o.n_per_rank * static_cast<std::uint64_t>(p);
   d.table.resize(d.n_local * static_cast<std::uint64_t>(K));
   for (std::uint64_t r = 0; r < d.n_local; ++r) {
-    for (int k = 0; k < K; ++k) d.table[r * static_cast<std::uint64_t>(K) + static_cast<std::uint64_t>(k)] = table_value(d.row_begin + r, k);
+    for (int k = 0; k < K; ++k)
+      d.table[r * static_cast<std::uint64_t>(K) + static_cast<std::uint64_t>(k)] =
+          table_value(d.row_begin + r, k);
   }
   std::mt19937_64 rng(o.seed * 7919 + static_cast<std::uint64_t>(rank));
   d.idx.resize(requests);
@@ -244,7 +251,8 @@ Data make_data(const Options& o, int K, std::uint64_t requests, int rank, int si
     if (i < d.row_begin || i >= d.row_begin + d.n_local) remote.push_back(i);
   }
   std::sort(remote.begin(), remote.end());
-  d.distinct_remote = static_cast<std::uint64_t>(std::unique(remote.begin(), remote.end()) - remote.begin());
+  d.distinct_remote =
+      static_cast<std::uint64_t>(std::unique(remote.begin(), remote.end()) - remote.begin());
   return d;
 }
 
@@ -254,7 +262,8 @@ std::uint64_t count_errors(const Data& d, const std::vector<std::uint64_t>& idx,
   for (std::size_t j = 0; j < idx.size(); ++j) {
     for (int k = 0; k < d.K; ++k) {
       const float want = table_value(idx[j], k);
-      if (std::memcmp(&out[j * static_cast<std::size_t>(d.K) + static_cast<std::size_t>(k)], &want, 4) != 0) {
+      if (std::memcmp(&out[j * static_cast<std::size_t>(d.K) + static_cast<std::size_t>(k)], &want,
+                      4) != 0) {
         ++bad;
         break;
       }
@@ -268,10 +277,10 @@ struct Row {
   int K = 0;
   std::string mode, progress;
   std::uint64_t requests = 0;
-  double seconds = 0;       // max over ranks
-  double rows_per_s = 0;    // per rank
-  double goodput = 0;       // fraction of line rate, mean over ranks
-  double line_util = 0;     // fraction of line rate, mean over ranks
+  double seconds = 0;     // max over ranks
+  double rows_per_s = 0;  // per rank
+  double goodput = 0;     // fraction of line rate, mean over ranks
+  double line_util = 0;   // fraction of line rate, mean over ranks
   double prs_per_packet = 0;
   double fc_rate = 0;
   std::uint64_t errors = 0;  // summed over ranks
@@ -309,9 +318,10 @@ double measure_line_rate(int rank, int size) {
     for (int it = 0; it < kIters; it += kWindow) {
       MPI_Request reqs[2 * kWindow];
       for (int w = 0; w < kWindow; ++w) {
-        MPI_Irecv(rbuf.data() + w * kBytes, static_cast<int>(kBytes), MPI_CHAR, partner, 7, MPI_COMM_WORLD, &reqs[w]);
-        MPI_Isend(sbuf.data() + w * kBytes, static_cast<int>(kBytes), MPI_CHAR, partner, 7, MPI_COMM_WORLD,
-                  &reqs[kWindow + w]);
+        MPI_Irecv(rbuf.data() + w * kBytes, static_cast<int>(kBytes), MPI_CHAR, partner, 7,
+                  MPI_COMM_WORLD, &reqs[w]);
+        MPI_Isend(sbuf.data() + w * kBytes, static_cast<int>(kBytes), MPI_CHAR, partner, 7,
+                  MPI_COMM_WORLD, &reqs[kWindow + w]);
       }
       MPI_Waitall(2 * kWindow, reqs, MPI_STATUSES_IGNORE);
     }
@@ -404,7 +414,8 @@ double run_rig(Engine& e, const Data& d, const Options& o, float* out) {
 }
 
 // One NS_WR_RDMA_READ per index, posted in chains of 64 (one doorbell per chain).
-double run_vanilla(Engine& e, const Data& d, const std::vector<std::uint64_t>& idx, int depth, float* out) {
+double run_vanilla(Engine& e, const Data& d, const std::vector<std::uint64_t>& idx, int depth,
+                   float* out) {
   constexpr int kChain = 64;
   std::vector<ns_send_wr> w(kChain);
   const std::uint64_t n = idx.size();
@@ -434,7 +445,8 @@ double run_vanilla(Engine& e, const Data& d, const std::vector<std::uint64_t>& i
     if (got <= 0) die("ns_cq_wait (vanilla)", got == 0 ? NS_ERR_TIMEOUT : got);
     for (int k = 0; k < got; ++k) {
       if (wc[static_cast<std::size_t>(k)].status != NS_WC_SUCCESS) {
-        std::fprintf(stderr, "RDMA_READ completion: %s\n", ns_wc_status_str(wc[static_cast<std::size_t>(k)].status));
+        std::fprintf(stderr, "RDMA_READ completion: %s\n",
+                     ns_wc_status_str(wc[static_cast<std::size_t>(k)].status));
         MPI_Abort(MPI_COMM_WORLD, 1);
       }
     }
@@ -492,7 +504,8 @@ class Conveyors {
     out_ = out;
     const double t0 = now_s();
     // The endgame: every rank learns how many requests it will have to answer.
-    std::vector<std::uint64_t> to(static_cast<std::size_t>(np), 0), from(static_cast<std::size_t>(np), 0);
+    std::vector<std::uint64_t> to(static_cast<std::size_t>(np), 0),
+        from(static_cast<std::size_t>(np), 0);
     for (std::uint64_t i : d_.idx) to[static_cast<std::size_t>(owner(i))]++;
     to[static_cast<std::size_t>(me)] = 0;
     MPI_Alltoall(to.data(), 1, MPI_UINT64_T, from.data(), 1, MPI_UINT64_T, comm_);
@@ -529,13 +542,16 @@ class Conveyors {
       for (int p = 0; p < np; ++p) {
         if (p == me) continue;
         if (next == n) send_filling(p, kReq);  // all pushed: flush the partial buffers
-        if (rep_owed_[static_cast<std::size_t>(p)] && send_filling(p, kRep)) rep_owed_[static_cast<std::size_t>(p)] = false;
+        if (rep_owed_[static_cast<std::size_t>(p)] && send_filling(p, kRep))
+          rep_owed_[static_cast<std::size_t>(p)] = false;
         const Link& l = links_[static_cast<std::size_t>(p)];
         if (l.ch[kReq].fill_bytes() != 0 || l.ch[kRep].fill_bytes() != 0) idle_links = false;
       }
       progress();
       serve_and_receive();
-      if (next == n && replies_ == replies_due && answered_ == to_answer && pending_sends_ == 0 && idle_links) break;
+      if (next == n && replies_ == replies_due && answered_ == to_answer && pending_sends_ == 0 &&
+          idle_links)
+        break;
     }
     return now_s() - t0;
   }
@@ -625,7 +641,8 @@ class Conveyors {
     int outcount = 0;
     idx_.resize(reqs_.size());
     stat_.resize(reqs_.size());
-    MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &outcount, idx_.data(), stat_.data());
+    MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &outcount, idx_.data(),
+                 stat_.data());
     for (int k = 0; k < outcount; ++k) {
       const std::size_t at = static_cast<std::size_t>(idx_[static_cast<std::size_t>(k)]);
       auto [buf, is_recv] = bufs_[at];
@@ -713,12 +730,15 @@ class Conveyors {
 };
 
 // ---- driver --------------------------------------------------------------------------------
-const char* progress_name(int p) { return p == NS_PROGRESS_INLINE ? "inline" : "thread"; }
+const char* progress_name(int p) {
+  return p == NS_PROGRESS_INLINE ? "inline" : "thread";
+}
 
 void print_row(const Row& r) {
-  std::printf("%-15s %-8s %9" PRIu64 " %10.2f %13.3f %8.2f%% %8.2f%% %8.2f %6.1f%% %s\n", r.mode.c_str(),
-              r.progress.c_str(), r.requests, r.seconds * 1e3, r.rows_per_s / 1e6, r.goodput * 100,
-              r.line_util * 100, r.prs_per_packet, r.fc_rate * 100, r.errors == 0 ? "ok" : "WRONG");
+  std::printf("%-15s %-8s %9" PRIu64 " %10.2f %13.3f %8.2f%% %8.2f%% %8.2f %6.1f%% %s\n",
+              r.mode.c_str(), r.progress.c_str(), r.requests, r.seconds * 1e3, r.rows_per_s / 1e6,
+              r.goodput * 100, r.line_util * 100, r.prs_per_packet, r.fc_rate * 100,
+              r.errors == 0 ? "ok" : "WRONG");
 }
 
 }  // namespace
@@ -732,19 +752,23 @@ int main(int argc, char** argv) {
   const Options o = parse(argc, argv, rank);
   std::vector<int> progress = o.progress;
   if (provided < MPI_THREAD_MULTIPLE) {
-    if (rank == 0) std::printf("note: MPI lacks MPI_THREAD_MULTIPLE; only inline progress is measured\n");
+    if (rank == 0)
+      std::printf("note: MPI lacks MPI_THREAD_MULTIPLE; only inline progress is measured\n");
     progress = {NS_PROGRESS_INLINE};
   }
   const double line = measure_line_rate(rank, size);
   std::vector<Row> rows;
   if (rank == 0) {
-    std::printf("index gather: np=%d, n_per_rank=%" PRIu64 ", %s indices, batch=%" PRIu64 ", inflight=%d\n", size,
-                o.n_per_rank, o.unique ? "unique" : "uniform random", o.batch, o.inflight);
-    std::printf("line rate (MPI, 4 MiB messages, all ranks sending at once): %.2f GB/s per rank\n", line / 1e9);
+    std::printf("index gather: np=%d, n_per_rank=%" PRIu64 ", %s indices, batch=%" PRIu64
+                ", inflight=%d\n",
+                size, o.n_per_rank, o.unique ? "unique" : "uniform random", o.batch, o.inflight);
+    std::printf("line rate (MPI, 4 MiB messages, all ranks sending at once): %.2f GB/s per rank\n",
+                line / 1e9);
   }
   for (int K : o.K) {
-    const std::uint64_t requests =
-        std::max<std::uint64_t>(1, std::min<std::uint64_t>(o.requests, o.max_out_bytes / (4ull * static_cast<std::uint64_t>(K))));
+    const std::uint64_t requests = std::max<std::uint64_t>(
+        1, std::min<std::uint64_t>(o.requests,
+                                   o.max_out_bytes / (4ull * static_cast<std::uint64_t>(K))));
     if (o.unique && requests > o.n_per_rank * static_cast<std::uint64_t>(size)) {
       if (rank == 0) std::fprintf(stderr, "--unique needs --requests <= n_per_rank * np\n");
       MPI_Abort(MPI_COMM_WORLD, 2);
@@ -753,8 +777,8 @@ int main(int argc, char** argv) {
     std::vector<float> out(requests * static_cast<std::uint64_t>(K));
     if (rank == 0) {
       std::printf("\nK=%d (%u B properties), %" PRIu64 " requests per rank\n", K, d.P, requests);
-      std::printf("%-15s %-8s %9s %10s %13s %9s %9s %8s %7s %s\n", "mode", "progress", "requests", "time_ms",
-                  "Mrows/s/rank", "goodput", "line_util", "PRs/pkt", "F+C", "check");
+      std::printf("%-15s %-8s %9s %10s %13s %9s %9s %8s %7s %s\n", "mode", "progress", "requests",
+                  "time_ms", "Mrows/s/rank", "goodput", "line_util", "PRs/pkt", "F+C", "check");
     }
     auto record = [&](Row r) {
       r.K = K;
@@ -795,7 +819,8 @@ int main(int argc, char** argv) {
             const double req = static_cast<double>(ns_stat_get(e.ctx, NS_STAT_PRS_REQUESTED));
             fc = req == 0 ? 0
                           : static_cast<double>(ns_stat_get(e.ctx, NS_STAT_PRS_FILTERED) +
-                                                ns_stat_get(e.ctx, NS_STAT_PRS_COALESCED)) / req;
+                                                ns_stat_get(e.ctx, NS_STAT_PRS_COALESCED)) /
+                                req;
           }
           errors += count_errors(d, d.idx, out.data());
           MPI_Barrier(MPI_COMM_WORLD);
@@ -812,7 +837,8 @@ int main(int argc, char** argv) {
     }
     if (has_mode(o, "vanilla")) {
       const std::uint64_t nv = std::min<std::uint64_t>(o.vanilla_requests, requests);
-      const std::vector<std::uint64_t> vidx(d.idx.begin(), d.idx.begin() + static_cast<std::ptrdiff_t>(nv));
+      const std::vector<std::uint64_t> vidx(d.idx.begin(),
+                                            d.idx.begin() + static_cast<std::ptrdiff_t>(nv));
       for (int p : progress) {
         Row r;
         r.mode = "vanilla";
@@ -826,7 +852,8 @@ int main(int argc, char** argv) {
         if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce", NS_ERR_TIMEOUT);
         const double t = max_over_ranks(mine);
         std::uint64_t remote = 0;
-        for (std::uint64_t i : vidx) remote += (i < d.row_begin || i >= d.row_begin + d.n_local) ? 1 : 0;
+        for (std::uint64_t i : vidx)
+          remote += (i < d.row_begin || i >= d.row_begin + d.n_local) ? 1 : 0;
         // Wire model per remote read: a request packet (50 B header) and a response (50 B + P).
         const double wire = static_cast<double>(remote) * (100.0 + d.P);
         r.seconds = t;
@@ -853,7 +880,9 @@ int main(int argc, char** argv) {
         if (t < best) {
           best = t;
           wire = static_cast<double>(c.bytes_sent());
-          ppm = c.messages_sent() == 0 ? 0 : static_cast<double>(2 * d.idx.size()) / static_cast<double>(c.messages_sent());
+          ppm = c.messages_sent() == 0 ? 0
+                                       : static_cast<double>(2 * d.idx.size()) /
+                                             static_cast<double>(c.messages_sent());
         }
         errors += count_errors(d, d.idx, out.data());
         MPI_Barrier(MPI_COMM_WORLD);
@@ -879,10 +908,12 @@ int main(int argc, char** argv) {
         const Row* van = find("vanilla", progress_name(p));
         if (rig == nullptr) continue;
         if (conv != nullptr) {
-          std::printf("ratio rig(%s) / conveyors = %.2f\n", progress_name(p), rig->rows_per_s / conv->rows_per_s);
+          std::printf("ratio rig(%s) / conveyors = %.2f\n", progress_name(p),
+                      rig->rows_per_s / conv->rows_per_s);
         }
         if (van != nullptr) {
-          std::printf("ratio rig(%s) / vanilla   = %.2f\n", progress_name(p), rig->rows_per_s / van->rows_per_s);
+          std::printf("ratio rig(%s) / vanilla   = %.2f\n", progress_name(p),
+                      rig->rows_per_s / van->rows_per_s);
         }
       }
     }
@@ -890,19 +921,22 @@ int main(int argc, char** argv) {
   if (rank == 0 && !o.json.empty()) {
     FILE* f = std::fopen(o.json.c_str(), "w");
     if (f == nullptr) {
-      std::fprintf(stderr, "bench_index_gather: cannot write %s: %s\n", o.json.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "bench_index_gather: cannot write %s: %s\n", o.json.c_str(),
+                   std::strerror(errno));
     } else {
-      std::fprintf(f, "{\"np\":%d,\"n_per_rank\":%" PRIu64 ",\"unique\":%s,\"batch\":%" PRIu64
-                      ",\"line_rate_bytes_per_s\":%.6g,\"rows\":[",
+      std::fprintf(f,
+                   "{\"np\":%d,\"n_per_rank\":%" PRIu64 ",\"unique\":%s,\"batch\":%" PRIu64
+                   ",\"line_rate_bytes_per_s\":%.6g,\"rows\":[",
                    size, o.n_per_rank, o.unique ? "true" : "false", o.batch, line);
       for (std::size_t k = 0; k < rows.size(); ++k) {
         const Row& r = rows[k];
-        std::fprintf(f,
-                     "%s{\"K\":%d,\"mode\":\"%s\",\"progress\":\"%s\",\"requests\":%" PRIu64
-                     ",\"seconds\":%.6g,\"rows_per_s_per_rank\":%.6g,\"goodput\":%.6g,\"line_util\":%.6g,"
-                     "\"prs_per_packet\":%.6g,\"fc_rate\":%.6g,\"errors\":%" PRIu64 "}",
-                     k == 0 ? "" : ",", r.K, r.mode.c_str(), r.progress.c_str(), r.requests, r.seconds,
-                     r.rows_per_s, r.goodput, r.line_util, r.prs_per_packet, r.fc_rate, r.errors);
+        std::fprintf(
+            f,
+            "%s{\"K\":%d,\"mode\":\"%s\",\"progress\":\"%s\",\"requests\":%" PRIu64
+            ",\"seconds\":%.6g,\"rows_per_s_per_rank\":%.6g,\"goodput\":%.6g,\"line_util\":%.6g,"
+            "\"prs_per_packet\":%.6g,\"fc_rate\":%.6g,\"errors\":%" PRIu64 "}",
+            k == 0 ? "" : ",", r.K, r.mode.c_str(), r.progress.c_str(), r.requests, r.seconds,
+            r.rows_per_s, r.goodput, r.line_util, r.prs_per_packet, r.fc_rate, r.errors);
       }
       std::fprintf(f, "]}\n");
       std::fclose(f);

@@ -196,6 +196,10 @@ struct GatherCase {
   bool virtual_queues;
 };
 
+void PrintTo(const GatherCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
 class Gather : public ::testing::TestWithParam<GatherCase> {};
 
 TEST_P(Gather, RandomBatchesEveryByte) {

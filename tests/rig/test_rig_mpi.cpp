@@ -138,6 +138,10 @@ struct MpiCase {
   std::uint32_t P;
   bool uneven;
 };
+void PrintTo(const MpiCase& c, std::ostream* os) {
+  *os << (c.progress == NS_PROGRESS_INLINE ? "inline" : "thread") << " flags " << c.flags
+      << " layout " << c.layout << " P " << c.P << (c.uneven ? " uneven" : "");
+}
 class MpiGather : public ::testing::TestWithParam<MpiCase> {};
 
 TEST_P(MpiGather, EveryByteAndStatsAcrossRanks) {
