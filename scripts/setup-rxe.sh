@@ -56,11 +56,10 @@ if [[ -z $netdev ]]; then
   [[ -n $netdev ]] || die "no default route to pick an interface from; name one: $0 NETDEV"
   say "using $netdev, the interface of the default route"
 fi
-ip link show dev "$netdev" >/dev/null 2>&1 || die "no network interface named '$netdev' (see: ip link)"
-if ! ip -o link show dev "$netdev" | grep -q -E '[<,]UP[,>]'; then
-  die "$netdev is down; bring it up first (ip link set $netdev up)"
-fi
-if ! ip -o -4 addr show dev "$netdev" | grep -q inet; then
+# (Few processes on purpose: under emulation every fork costs tens of milliseconds.)
+link=$(ip -o link show dev "$netdev" 2>/dev/null) || die "no network interface named '$netdev' (see: ip link)"
+[[ $link =~ [\<,]UP[,\>] ]] || die "$netdev is down; bring it up first (ip link set $netdev up)"
+if [[ $(ip -o -4 addr show dev "$netdev") != *inet* ]]; then
   say "WARNING: $netdev has no IPv4 address: there will be no IPv4-mapped RoCE v2 GID"
 fi
 
@@ -73,8 +72,8 @@ if [[ ! -d /sys/module/rdma_rxe ]]; then
     die "modprobe rdma_rxe failed: kernel $(uname -r) has no rdma_rxe module (CONFIG_RDMA_RXE); use scripts/softroce-vm.sh"
 fi
 # User-space verbs access; rdma_ucm only for librdmacm users (rping, rdma_cm based codes).
-modprobe ib_uverbs 2>/dev/null || [[ -d /sys/module/ib_uverbs ]] || die "cannot load ib_uverbs"
-modprobe rdma_ucm 2>/dev/null || [[ -d /sys/module/rdma_ucm ]] ||
+[[ -d /sys/module/ib_uverbs ]] || modprobe ib_uverbs 2>/dev/null || die "cannot load ib_uverbs"
+[[ -d /sys/module/rdma_ucm ]] || modprobe rdma_ucm 2>/dev/null ||
   say "WARNING: rdma_ucm not available: librdmacm (rping) will not work; plain verbs will"
 
 # `rdma link show` lines look like: "link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0".
@@ -83,7 +82,7 @@ existing=$(awk -v nd="$netdev" '{ for (i = 1; i < NF; ++i) if ($i == "netdev" &&
 if [[ -n $existing ]]; then
   # Only an rxe device counts (a RoCE NIC's own device is bound to its netdev too); rxe
   # reports the vendor id 0xffffff.
-  if ibv_devinfo -d "$existing" 2>/dev/null | grep -q 'vendor_id:[[:space:]]*0xffffff'; then
+  if [[ $(ibv_devinfo -d "$existing" 2>/dev/null) =~ vendor_id:[[:space:]]*0xffffff ]]; then
     say "$existing already exists on $netdev; keeping it"
     device=$existing
   else
@@ -105,10 +104,10 @@ fi
 show_gids() {
   local port_dir=/sys/class/infiniband/$1/ports/1 index gid type hex address
   roce_v2_ipv4_index=
-  for index in $(seq 0 15); do
-    gid=$(cat "$port_dir/gids/$index" 2>/dev/null) || break
+  for index in {0..15}; do
+    read -r gid 2>/dev/null <"$port_dir/gids/$index" || break
     [[ $gid == 0000:0000:0000:0000:0000:0000:0000:0000 ]] && continue
-    type=$(cat "$port_dir/gid_attrs/types/$index" 2>/dev/null || echo unknown)
+    read -r type 2>/dev/null <"$port_dir/gid_attrs/types/$index" || type=unknown
     if [[ $gid == 0000:0000:0000:0000:0000:ffff:* ]]; then
       hex=${gid:30:4}${gid:35:4}
       printf -v address '%d.%d.%d.%d' "0x${hex:0:2}" "0x${hex:2:2}" "0x${hex:4:2}" "0x${hex:6:2}"
@@ -120,8 +119,8 @@ show_gids() {
 }
 
 # The port turns ACTIVE asynchronously after the link is added.
-for _ in $(seq 50); do
-  if ibv_devinfo -d "$device" 2>/dev/null | grep -q 'state:[[:space:]]*PORT_ACTIVE'; then
+for _ in {1..50}; do
+  if [[ $(ibv_devinfo -d "$device" 2>/dev/null) =~ state:[[:space:]]*PORT_ACTIVE ]]; then
     say "$device port 1 is PORT_ACTIVE on $netdev"
     show_gids "$device"
     if [[ -n $roce_v2_ipv4_index ]]; then
