@@ -1,0 +1,909 @@
+// netsparse_bench: distributed SpMM / SDDMM / SpMV with NetSparse's RIG engine and every
+// baseline, measured side by side in one run, with the NetSparse paper's Table 7 columns.
+//
+//   mpirun -np 2 netsparse_bench                       # the default comparison (~1 minute)
+//   mpirun -np 4 netsparse_bench --matrix gen:kron:18 --K 16,128 --json out.json
+//   netsparse_bench --help
+//
+// For every (kernel, K) it runs each mode for --warmup + --iters iterations (a barrier before
+// each; an iteration's time is the slowest rank's), checks each mode's result against the
+// ideal mode's, and prints time per iteration, speedup over su, fraction of ideal and the
+// traffic statistics. Exit code: 0 if every mode agreed with ideal, 1 if one did not, 2 for bad
+// usage or a failure.
+#include <mpi.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "netsparse/distributed.hpp"
+
+namespace {
+
+using namespace netsparse;
+
+// ---- options ---------------------------------------------------------------------------------
+
+struct Options {
+  std::string matrix = "gen:kron:16";
+  PartitionKind partition = PartitionKind::equal_rows;
+  std::vector<KernelKind> kernels = {KernelKind::spmm};
+  std::vector<int> ks = {16, 128};
+  std::vector<std::string> modes;  // empty = all (+ ablation variants with --ablation)
+  bool ablation = false;
+  int iters = 5;
+  int warmup = 1;
+  bool changing = false;
+  SamplingParams sampling{0.5, 0};
+  DistOptions dist;
+  double tolerance = 1e-4;
+  std::string json;
+  std::size_t line_rate_bytes = std::size_t{8} << 20;
+  bool progress = true;
+};
+
+const char* kHelp =
+    R"(netsparse_bench: distributed SpMM / SDDMM / SpMV, NetSparse's Remote Indexed Gather
+against every baseline, side by side in one run.
+
+usage: mpirun -np P netsparse_bench [options]
+
+Workload
+  --matrix SPEC          the sparse matrix A (default gen:kron:16). SPEC is one of
+%s  --partition equal|balanced
+                         1D row partition: equal row blocks (default) or ~nnz/P per rank
+  --kernel LIST          spmm, sddmm, spmv, comma-separated (default spmm). SpMV always runs
+                         with K = 1.
+  --K LIST               dense widths K (properties of 4K bytes), comma-separated
+                         (default 16,128)
+  --iters N              timed iterations per mode (default 5)
+  --warmup N             untimed iterations before them (default 1)
+  --changing-sparsity    A's pattern changes every iteration (GNN-style neighbour sampling,
+                         seed = iteration): every mode redoes its setup inside the timed
+                         iteration (inspector-executor: its whole exchange plan)
+  --sample-fraction F    fraction of each row's nonzeros kept per iteration (default 0.5)
+  --sample-max N         at most N nonzeros per row per iteration (default 0: no cap)
+
+Modes
+  --modes LIST           comma-separated, default all:
+                           netsparse          RIG work requests per column panel (the engine)
+                           su                 MPI_Allgatherv of the whole operand
+                           su-panel           MPI_Iallgatherv per column panel, pipelined
+                           sa-vanilla         one NS_WR_RDMA_READ per remote nonzero
+                           sa-conveyors       Conveyors-style aggregation, one request per
+                                              remote nonzero
+                           sa-opt             the same with a free perfect prefilter (SAOpt)
+                           inspector-executor precomputed ghost exchange
+                                              (MPI_Ineighbor_alltoallv), setup separate
+                           ideal              no communication (the compute-only bound)
+                         and the ablation variants below. ideal always runs (it is the
+                         reference every result is checked against).
+  --ablation             also run the paper's Table 8 ladder on the per-nonzero idx stream:
+                           rig          no filter, no coalescing, no concatenation
+                           rig+filter   + Idx Filter
+                           rig+filter+coalesce
+                           rig+all      + concatenation (everything on)
+
+NetSparse engine (RIG) knobs
+  --batch N              idxs per RIG work request (default 8192)
+  --rig-idx unique|nonzeros
+                         what a netsparse work request carries: the distinct remote columns
+                         of the panel (default), or one idx per remote nonzero (the engine's
+                         filter and coalescing then remove the repeats, as in the paper)
+  --window COLS          column panel (gather window) width; 0 = automatic (default)
+  --row-panel N          row panel height of the local tiles (default 256)
+  --delay-ns N           concatenation delay (expiration time) in ns (engine default 2000)
+  --packet-bytes N       concatenation queue capacity = packet size (engine default 1500)
+  --client-units N       RIG client units (engine default 2)
+  --server-units N       RIG server units (engine default 2)
+  --pending N            Pending PR Table entries per client unit (engine default 256)
+  --idx-chunk N          idxs a client unit takes at once (engine default 512)
+  --progress thread|inline
+                         a progress thread per rank (the emulated NIC, default) or progress
+                         only inside the application's calls
+  --transport auto|mpi|verbs
+                         the engine's transport (default auto: verbs if a device, else MPI)
+  --no-filter            switch the Idx Filter off
+  --no-coalesce          switch coalescing off
+  --no-concat            one PR per packet
+  --max-outstanding N    sa-vanilla: RDMA READs in flight (default 4096)
+
+Baseline knobs
+  --conveyor-buffer N    bytes per Conveyors link buffer (default 10000)
+  --conveyor-buffers N   buffers per link (default 2)
+  --ie-p2p               inspector-executor with Isend/Irecv instead of the neighbourhood
+                         collective
+
+Output
+  --json FILE            also write every measurement as JSON (rank 0)
+  --tolerance X          max relative error against ideal still counted correct (default 1e-4)
+  --line-rate-bytes N    message size of the line-rate ping-pong (default 8388608)
+  --no-progress          no progress line on a terminal
+  --help                 this text
+
+Columns
+  time/it    median over the timed iterations of the slowest rank's time per iteration
+  setup      setup of the mode (max over ranks; with --changing-sparsity per iteration and
+             already included in time/it)
+  vs su      su's time / this mode's time;  of ideal: ideal's time / this mode's time
+  err        max |x - ideal| / max |ideal| over every rank's result ('correct' if <= tolerance)
+  F+C        fraction of the remote nonzeros' property requests that were not sent
+             (filtered, coalesced or never generated)
+  PR/pkt     property requests (and responses) per packet / message
+  goodput    useful bytes (distinct remote properties of the tail rank) per second / line rate
+  util       wire bytes the tail rank sent per second / line rate
+  vs SU      su's total bytes / this mode's total bytes
+  PRs vs SA  sa-vanilla's requests (one per remote nonzero) / this mode's requests
+  The line rate is measured in the same run: an MPI ping-pong of --line-rate-bytes between
+  rank 0 and rank P-1. Wire bytes follow the paper: payload + 50 B per message; for the RIG
+  modes the engine's own counters (concatenation and PR headers included).
+)";
+
+[[noreturn]] void usage_error(const std::string& what) {
+  throw std::invalid_argument(what + " (see --help)");
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+long long parse_int(const std::string& opt, const std::string& v, long long lo, long long hi) {
+  try {
+    std::size_t pos = 0;
+    const long long x = std::stoll(v, &pos);
+    if (pos != v.size() || x < lo || x > hi) throw std::out_of_range("");
+    return x;
+  } catch (const std::exception&) {
+    usage_error(opt + " needs an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                "], got '" + v + "'");
+  }
+}
+
+double parse_double(const std::string& opt, const std::string& v, double lo, double hi) {
+  try {
+    std::size_t pos = 0;
+    const double x = std::stod(v, &pos);
+    if (pos != v.size() || !(x >= lo && x <= hi)) throw std::out_of_range("");
+    return x;
+  } catch (const std::exception&) {
+    usage_error(opt + " needs a number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                "], got '" + v + "'");
+  }
+}
+
+const std::vector<std::string>& ablation_labels() {
+  static const std::vector<std::string> labels = {"rig", "rig+filter", "rig+filter+coalesce",
+                                                  "rig+all"};
+  return labels;
+}
+
+bool is_known_mode(const std::string& m) {
+  if (std::find(ablation_labels().begin(), ablation_labels().end(), m) != ablation_labels().end()) {
+    return true;
+  }
+  try {
+    (void)parse_comm_mode(m);
+    return true;
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+}
+
+std::optional<Options> parse_args(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") return std::nullopt;
+    if (a == "--matrix") {
+      o.matrix = value();
+    } else if (a == "--partition") {
+      const std::string v = value();
+      if (v == "equal") {
+        o.partition = PartitionKind::equal_rows;
+      } else if (v == "balanced") {
+        o.partition = PartitionKind::balanced_nnz;
+      } else {
+        usage_error("--partition takes equal or balanced");
+      }
+    } else if (a == "--kernel") {
+      o.kernels.clear();
+      for (const std::string& k : split_list(value())) {
+        if (k == "spmm") {
+          o.kernels.push_back(KernelKind::spmm);
+        } else if (k == "sddmm") {
+          o.kernels.push_back(KernelKind::sddmm);
+        } else if (k == "spmv") {
+          o.kernels.push_back(KernelKind::spmv);
+        } else {
+          usage_error("unknown kernel '" + k + "' (spmm, sddmm, spmv)");
+        }
+      }
+      if (o.kernels.empty()) usage_error("--kernel needs at least one kernel");
+    } else if (a == "--K") {
+      o.ks.clear();
+      for (const std::string& k : split_list(value())) {
+        o.ks.push_back(static_cast<int>(parse_int("--K", k, 1, 4096)));
+      }
+      if (o.ks.empty()) usage_error("--K needs at least one width");
+    } else if (a == "--modes") {
+      o.modes = split_list(value());
+      for (const std::string& m : o.modes) {
+        if (!is_known_mode(m)) usage_error("unknown mode '" + m + "'");
+      }
+    } else if (a == "--ablation") {
+      o.ablation = true;
+    } else if (a == "--iters") {
+      o.iters = static_cast<int>(parse_int(a, value(), 1, 1000000));
+    } else if (a == "--warmup") {
+      o.warmup = static_cast<int>(parse_int(a, value(), 0, 1000000));
+    } else if (a == "--changing-sparsity") {
+      o.changing = true;
+    } else if (a == "--sample-fraction") {
+      o.sampling.keep_fraction = parse_double(a, value(), 0.0, 1.0);
+    } else if (a == "--sample-max") {
+      o.sampling.max_per_row = static_cast<int>(parse_int(a, value(), 0, 1 << 30));
+    } else if (a == "--batch") {
+      o.dist.batch = static_cast<std::uint64_t>(parse_int(a, value(), 1, 1LL << 40));
+    } else if (a == "--rig-idx") {
+      const std::string v = value();
+      if (v == "unique") {
+        o.dist.rig_idx = RigIdxSource::unique_columns;
+      } else if (v == "nonzeros") {
+        o.dist.rig_idx = RigIdxSource::nonzeros;
+      } else {
+        usage_error("--rig-idx takes unique or nonzeros");
+      }
+    } else if (a == "--window") {
+      o.dist.tiling.col_panel = parse_int(a, value(), 0, 1LL << 32);
+    } else if (a == "--row-panel") {
+      o.dist.tiling.row_panel = static_cast<int>(parse_int(a, value(), 1, 1 << 30));
+    } else if (a == "--delay-ns") {
+      o.dist.engine.delay_ns = parse_int(a, value(), 0, 1LL << 40);
+    } else if (a == "--packet-bytes") {
+      o.dist.engine.packet_bytes = static_cast<std::uint32_t>(parse_int(a, value(), 64, 1 << 24));
+    } else if (a == "--client-units") {
+      o.dist.engine.client_units = static_cast<int>(parse_int(a, value(), 1, 1024));
+    } else if (a == "--server-units") {
+      o.dist.engine.server_units = static_cast<int>(parse_int(a, value(), 1, 1024));
+    } else if (a == "--pending") {
+      o.dist.engine.pending_entries = static_cast<std::uint32_t>(parse_int(a, value(), 1, 1 << 24));
+    } else if (a == "--idx-chunk") {
+      o.dist.engine.idx_chunk = static_cast<std::uint32_t>(parse_int(a, value(), 1, 1 << 24));
+    } else if (a == "--progress") {
+      const std::string v = value();
+      if (v == "thread") {
+        o.dist.engine.progress = NS_PROGRESS_THREAD;
+      } else if (v == "inline") {
+        o.dist.engine.progress = NS_PROGRESS_INLINE;
+      } else {
+        usage_error("--progress takes thread or inline");
+      }
+    } else if (a == "--transport") {
+      const std::string v = value();
+      if (v == "auto") {
+        o.dist.engine.transport = NS_TRANSPORT_AUTO;
+      } else if (v == "mpi") {
+        o.dist.engine.transport = NS_TRANSPORT_MPI;
+      } else if (v == "verbs") {
+        o.dist.engine.transport = NS_TRANSPORT_VERBS;
+      } else {
+        usage_error("--transport takes auto, mpi or verbs");
+      }
+    } else if (a == "--no-filter") {
+      o.dist.engine.flags |= NS_CTX_NO_FILTER;
+    } else if (a == "--no-coalesce") {
+      o.dist.engine.flags |= NS_CTX_NO_COALESCE;
+    } else if (a == "--no-concat") {
+      o.dist.engine.flags |= NS_CTX_NO_CONCAT;
+    } else if (a == "--max-outstanding") {
+      o.dist.max_outstanding_reads = static_cast<int>(parse_int(a, value(), 1, 1 << 20));
+    } else if (a == "--conveyor-buffer") {
+      o.dist.conveyor_buffer_bytes = static_cast<std::size_t>(parse_int(a, value(), 16, 1 << 26));
+    } else if (a == "--conveyor-buffers") {
+      o.dist.conveyor_buffers_per_link = static_cast<int>(parse_int(a, value(), 1, 1024));
+    } else if (a == "--ie-p2p") {
+      o.dist.ie_point_to_point = true;
+    } else if (a == "--json") {
+      o.json = value();
+    } else if (a == "--tolerance") {
+      o.tolerance = parse_double(a, value(), 0.0, 1.0);
+    } else if (a == "--line-rate-bytes") {
+      o.line_rate_bytes = static_cast<std::size_t>(parse_int(a, value(), 1, 1LL << 30));
+    } else if (a == "--no-progress") {
+      o.progress = false;
+    } else {
+      usage_error("unknown option '" + a + "'");
+    }
+  }
+  return o;
+}
+
+// ---- variants: a library mode plus the engine options it runs with --------------------------
+
+struct Variant {
+  std::string label;
+  DistOptions options;
+};
+
+std::vector<Variant> make_variants(const Options& o) {
+  std::vector<std::string> labels = o.modes;
+  if (labels.empty()) {
+    for (CommMode m : all_comm_modes()) labels.emplace_back(to_string(m));
+  }
+  if (o.ablation) {
+    for (const std::string& l : ablation_labels()) {
+      if (std::find(labels.begin(), labels.end(), l) == labels.end()) labels.push_back(l);
+    }
+  }
+  // ideal runs first: it is the reference.
+  labels.erase(std::remove(labels.begin(), labels.end(), std::string("ideal")), labels.end());
+  labels.insert(labels.begin(), "ideal");
+  std::vector<Variant> out;
+  for (const std::string& l : labels) {
+    Variant v{l, o.dist};
+    const auto ladder = std::find(ablation_labels().begin(), ablation_labels().end(), l);
+    if (ladder != ablation_labels().end()) {
+      v.options.mode = CommMode::netsparse;
+      v.options.rig_idx = RigIdxSource::nonzeros;
+      const std::uint32_t all_off = NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE | NS_CTX_NO_CONCAT;
+      const std::uint32_t flags[] = {all_off, NS_CTX_NO_COALESCE | NS_CTX_NO_CONCAT,
+                                     NS_CTX_NO_CONCAT, 0};
+      v.options.engine.flags = flags[ladder - ablation_labels().begin()];
+    } else {
+      v.options.mode = parse_comm_mode(l);
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+// ---- measurement -----------------------------------------------------------------------------
+
+struct Result {
+  std::string label;
+  CommMode mode{};
+  std::vector<double> times;        // per timed iteration, slowest rank
+  std::vector<double> setup_times;  // changing sparsity: per iteration; else one entry
+  double err = 0;
+  bool correct = true;
+  // Sums over ranks (per iteration) and tail (max over ranks) of the per-rank values.
+  double bytes_total = 0, bytes_tail = 0, requests_total = 0, messages_total = 0;
+  double useful_tail = 0, wait_tail = 0;
+  double engine_fc = -1;  // engine's own (filtered + coalesced) / requested, RIG modes
+  double engine_prs_per_packet = -1;
+  std::string engine_json;
+  std::string error;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double allreduce(double v, MPI_Op op) {
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
+  return v;
+}
+
+// Pattern-wide numbers of one (matrix, kernel, K), summed over ranks or max over ranks.
+struct Volume {
+  double remote_nnz_total = 0, unique_total = 0, unique_tail = 0;
+  double min_wire_total = 0, min_wire_tail = 0, min_property_tail = 0;
+};
+
+bool stderr_is_tty() {
+  return isatty(fileno(stderr)) != 0;
+}
+
+class Progress {
+ public:
+  Progress(bool on, int rank) : on_(on && rank == 0 && stderr_is_tty()) {}
+  void show(const std::string& what) {
+    if (!on_) return;
+    std::fprintf(stderr, "\r\033[K%s", what.c_str());
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  void clear() {
+    if (on_ && shown_) std::fprintf(stderr, "\r\033[K");
+    shown_ = false;
+  }
+
+ private:
+  bool on_;
+  bool shown_ = false;
+};
+
+struct Workload {
+  const DistMatrix* a = nullptr;
+  KernelKind kernel{};
+  int k = 1;
+  int rank = 0;
+  std::vector<float> b, x, out;          // operand blocks and output
+  std::vector<CsrMatrix> patterns;       // changing sparsity: one per timed iteration
+  std::vector<CsrMatrix> warm_patterns;  // ... and per warm-up iteration
+};
+
+std::vector<float> make_block(int which, gidx_t begin, gidx_t end, int k) {
+  std::vector<float> v(static_cast<std::size_t>(end - begin) * k);
+  for (gidx_t r = begin; r < end; ++r) {
+    for (int j = 0; j < k; ++j) {
+      std::uint64_t z = static_cast<std::uint64_t>(r) * 0x9e3779b97f4a7c15ULL +
+                        static_cast<std::uint64_t>(j + 1) * 0xc2b2ae3d27d4eb4fULL +
+                        static_cast<std::uint64_t>(which) * 0x165667b19e3779f9ULL;
+      z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ULL;
+      z ^= z >> 29;
+      v[(r - begin) * k + j] = static_cast<float>(static_cast<double>(z >> 40) / (1 << 23) - 1.0);
+    }
+  }
+  return v;
+}
+
+void run_once(DistKernel& kern, Workload& w) {
+  switch (w.kernel) {
+    case KernelKind::spmm:
+      kern.spmm(w.b, w.out);
+      break;
+    case KernelKind::sddmm:
+      kern.sddmm(w.x, w.b, w.out);
+      break;
+    case KernelKind::spmv:
+      kern.spmv(w.b, w.out);
+      break;
+  }
+}
+
+std::size_t out_size(const Workload& w, const CsrMatrix& pattern) {
+  return w.kernel == KernelKind::sddmm ? static_cast<std::size_t>(pattern.nnz())
+                                       : static_cast<std::size_t>(w.a->rows().size(w.rank)) * w.k;
+}
+
+Result measure(const Variant& v, Workload& w, const Options& o, const std::vector<float>* ref,
+               Progress& progress, const std::string& tag) {
+  Result res;
+  res.label = v.label;
+  res.mode = v.options.mode;
+  const double t_setup0 = MPI_Wtime();
+  std::shared_ptr<RigEngine> engine;
+  if (uses_rig_engine(v.options.mode))
+    engine = std::make_shared<RigEngine>(MPI_COMM_WORLD, v.options.engine);
+  DistKernel kern(*w.a, w.kernel, w.k, v.options, engine);
+  if (!o.changing) res.setup_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
+  if (v.options.mode == CommMode::ideal) kern.replicate(w.b);
+
+  const auto iteration = [&](const CsrMatrix* pattern) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    double setup = 0;
+    if (pattern != nullptr) {
+      kern.set_pattern(*pattern);
+      setup = MPI_Wtime() - t0;
+    }
+    run_once(kern, w);
+    const double t = MPI_Wtime() - t0;
+    return std::make_pair(allreduce(t, MPI_MAX), allreduce(setup, MPI_MAX));
+  };
+  for (int i = 0; i < o.warmup; ++i) {
+    progress.show(tag + " " + v.label + ": warm-up " + std::to_string(i + 1));
+    const CsrMatrix* p = o.changing ? &w.warm_patterns[i] : nullptr;
+    if (p != nullptr) w.out.assign(out_size(w, *p), 0.0f);
+    iteration(p);
+  }
+  kern.reset_stats();
+  if (engine) engine->reset_stats();
+  for (int i = 0; i < o.iters; ++i) {
+    progress.show(tag + " " + v.label + ": iteration " + std::to_string(i + 1) + "/" +
+                  std::to_string(o.iters));
+    const CsrMatrix* p = o.changing ? &w.patterns[i] : nullptr;
+    if (p != nullptr) w.out.assign(out_size(w, *p), 0.0f);
+    const auto [t, setup] = iteration(p);
+    res.times.push_back(t);
+    if (o.changing) res.setup_times.push_back(setup);
+  }
+  // Result check against ideal (the last iteration's pattern is the same for every mode).
+  if (ref != nullptr) {
+    double scale = 0, err = 0;
+    for (float r : *ref) scale = std::max(scale, static_cast<double>(std::abs(r)));
+    const bool same_size = ref->size() == w.out.size();
+    for (std::size_t i = 0; same_size && i < ref->size(); ++i) {
+      const double d = std::abs(static_cast<double>(w.out[i]) - (*ref)[i]);
+      err = std::isnan(d) ? INFINITY : std::max(err, d);
+    }
+    if (!same_size) err = INFINITY;
+    scale = allreduce(scale, MPI_MAX);
+    err = allreduce(err, MPI_MAX);
+    res.err = scale > 0 ? err / scale : err;
+    res.correct = res.err <= o.tolerance;
+  }
+  const CommStats& s = kern.total_stats();
+  const double iters = o.iters;
+  const double bytes = static_cast<double>(s.bytes_sent) / iters;
+  res.bytes_total = allreduce(bytes, MPI_SUM);
+  res.bytes_tail = allreduce(bytes, MPI_MAX);
+  res.requests_total = allreduce(static_cast<double>(s.requests) / iters, MPI_SUM);
+  res.messages_total = allreduce(static_cast<double>(s.messages_sent) / iters, MPI_SUM);
+  res.wait_tail = allreduce(s.wait_seconds / iters, MPI_MAX);
+  if (engine) {
+    const double requested = allreduce(double(engine->stat(NS_STAT_PRS_REQUESTED)), MPI_SUM);
+    const double dropped = allreduce(
+        double(engine->stat(NS_STAT_PRS_FILTERED) + engine->stat(NS_STAT_PRS_COALESCED)), MPI_SUM);
+    res.engine_fc = requested > 0 ? dropped / requested : 0;
+    res.engine_prs_per_packet = allreduce(engine->prs_per_packet(), MPI_MAX);
+    if (w.rank == 0) res.engine_json = engine->stats_json();
+  }
+  return res;
+}
+
+// ---- output ----------------------------------------------------------------------------------
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string human_bytes(double b) {
+  const char* unit[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4) {
+    b /= 1000;
+    ++u;
+  }
+  return fmt(u == 0 ? "%.0f" : "%.1f", b) + unit[u];
+}
+
+std::string human_count(double n) {
+  const char* unit[] = {"", "K", "M", "G", "T"};
+  int u = 0;
+  while (n >= 1000 && u < 4) {
+    n /= 1000;
+    ++u;
+  }
+  return fmt(u == 0 ? "%.0f" : "%.1f", n) + unit[u];
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt("\\u%04.0f", static_cast<double>(static_cast<unsigned char>(c)));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+struct Derived {
+  double t = 0, setup = 0, vs_su = 0, of_ideal = 0, fc = -1, prs_per_packet = -1, goodput = 0,
+         util = 0, traffic_vs_su = 0, prs_vs_sa = 0;
+};
+
+bool request_based(CommMode m) {
+  return m == CommMode::netsparse || m == CommMode::sa_vanilla || m == CommMode::sa_conveyors ||
+         m == CommMode::sa_opt;
+}
+
+Derived derive(const Result& r, const std::map<std::string, const Result*>& by_label,
+               const Volume& vol, double line_rate) {
+  Derived d;
+  d.t = median(r.times);
+  d.setup = median(r.setup_times);
+  const auto time_of = [&](const char* label) {
+    const auto it = by_label.find(label);
+    return it == by_label.end() ? 0.0 : median(it->second->times);
+  };
+  if (const double su = time_of("su"); su > 0 && d.t > 0) d.vs_su = su / d.t;
+  if (const double ideal = time_of("ideal"); ideal > 0 && d.t > 0) d.of_ideal = ideal / d.t;
+  if (request_based(r.mode) && vol.remote_nnz_total > 0) {
+    d.fc = 1.0 - r.requests_total / vol.remote_nnz_total;
+    if (r.messages_total > 0) d.prs_per_packet = 2.0 * r.requests_total / r.messages_total;
+  }
+  if (r.mode != CommMode::ideal && line_rate > 0 && d.t > 0) {
+    d.goodput = vol.min_property_tail / d.t / line_rate;
+    d.util = r.bytes_tail / d.t / line_rate;
+  }
+  if (const auto su = by_label.find("su"); su != by_label.end() && r.bytes_total > 0) {
+    d.traffic_vs_su = su->second->bytes_total / r.bytes_total;
+  }
+  if (request_based(r.mode) && r.requests_total > 0)
+    d.prs_vs_sa = vol.remote_nnz_total / r.requests_total;
+  return d;
+}
+
+void print_table(const std::string& title, const std::vector<Result>& results, const Volume& vol,
+                 double line_rate, bool changing) {
+  std::map<std::string, const Result*> by_label;
+  for (const Result& r : results) by_label[r.label] = &r;
+  std::printf("\n== %s\n", title.c_str());
+  std::printf(
+      "   remote nonzeros %s, distinct remote properties %s (tail rank %s), minimum traffic "
+      "%s (tail %s)\n",
+      human_count(vol.remote_nnz_total).c_str(), human_count(vol.unique_total).c_str(),
+      human_count(vol.unique_tail).c_str(), human_bytes(vol.min_wire_total).c_str(),
+      human_bytes(vol.min_wire_tail).c_str());
+  std::printf("%-20s %10s %10s %7s %8s %9s %6s %7s %8s %7s %8s %9s %10s\n", "mode", "time/it",
+              changing ? "setup/it" : "setup", "vs su", "of ideal", "err", "F+C", "PR/pkt",
+              "goodput", "util", "vs SU", "PRs vs SA", "bytes/it");
+  for (const Result& r : results) {
+    if (!r.error.empty()) {
+      std::printf("%-20s FAILED: %s\n", r.label.c_str(), r.error.c_str());
+      continue;
+    }
+    const Derived d = derive(r, by_label, vol, line_rate);
+    const auto opt = [](double v, const char* f) { return v < 0 ? std::string("-") : fmt(f, v); };
+    std::printf(
+        "%-20s %8.3fms %8.3fms %6.2fx %7.1f%% %9.1e %6s %7s %7.1f%% %6.1f%% %7s %9s %10s%s\n",
+        r.label.c_str(), d.t * 1e3, d.setup * 1e3, d.vs_su, 100 * d.of_ideal, r.err,
+        opt(d.fc * 100, "%.0f%%").c_str(), opt(d.prs_per_packet, "%.1f").c_str(), 100 * d.goodput,
+        100 * d.util, r.mode == CommMode::ideal ? "-" : fmt("%.1fx", d.traffic_vs_su).c_str(),
+        d.prs_vs_sa > 0 ? fmt("%.1fx", d.prs_vs_sa).c_str() : "-",
+        human_bytes(r.bytes_total).c_str(), r.correct ? "" : "   *** WRONG RESULT ***");
+  }
+  // The goals of the benchmark, for the netsparse mode.
+  const auto ns = by_label.find("netsparse");
+  if (ns == by_label.end() || !ns->second->error.empty()) return;
+  const Result& n = *ns->second;
+  const double t_ns = median(n.times);
+  std::printf(
+      "   netsparse: traffic %s = %.2fx the minimum; %.1fx less than su\n",
+      human_bytes(n.bytes_total).c_str(),
+      vol.min_wire_total > 0 ? n.bytes_total / vol.min_wire_total : 0,
+      by_label.count("su") ? by_label.at("su")->bytes_total / std::max(1.0, n.bytes_total) : 0);
+  if (by_label.count("ideal") && line_rate > 0) {
+    const double bound =
+        std::max(median(by_label.at("ideal")->times), vol.min_wire_tail / line_rate);
+    std::printf(
+        "   netsparse: %.3f ms = %.2fx max(ideal %.3f ms, minimum bytes / line rate %.3f ms)\n",
+        t_ns * 1e3, t_ns / bound, median(by_label.at("ideal")->times) * 1e3,
+        vol.min_wire_tail / line_rate * 1e3);
+  }
+  double best_other = 0;
+  std::string best_label;
+  for (const Result& r : results) {
+    if (r.label == "netsparse" || r.mode == CommMode::ideal || !r.error.empty()) continue;
+    if (std::find(ablation_labels().begin(), ablation_labels().end(), r.label) !=
+        ablation_labels().end()) {
+      continue;
+    }
+    const double t = median(r.times);
+    if (best_label.empty() || t < best_other) {
+      best_other = t;
+      best_label = r.label;
+    }
+  }
+  if (!best_label.empty()) {
+    std::printf("   netsparse vs the best other mode (%s): %.2fx%s\n", best_label.c_str(),
+                best_other / t_ns,
+                changing && by_label.count("inspector-executor")
+                    ? fmt("; vs inspector-executor incl. its setup: %.2fx",
+                          median(by_label.at("inspector-executor")->times) / t_ns)
+                          .c_str()
+                    : "");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0, nranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  int exit_code = 0;
+  try {
+    std::optional<Options> parsed;
+    try {
+      parsed = parse_args(argc, argv);
+    } catch (const std::invalid_argument& e) {
+      if (rank == 0) std::fprintf(stderr, "netsparse_bench: %s\n", e.what());
+      MPI_Finalize();
+      return 2;
+    }
+    if (!parsed) {
+      if (rank == 0) std::printf(kHelp, matrix_spec_help().c_str());
+      MPI_Finalize();
+      return 0;
+    }
+    Options& o = *parsed;
+    // One OpenMP thread per core share unless the user chose: ranks on one node split its cores.
+    if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+      MPI_Comm node;
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+      int local = 1;
+      MPI_Comm_size(node, &local);
+      MPI_Comm_free(&node);
+      const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      omp_set_num_threads(std::max(1, cores / local));
+    }
+    Progress progress(o.progress, rank);
+    const double t_load = MPI_Wtime();
+    progress.show("loading " + o.matrix);
+    const DistMatrix a = load_distributed_matrix(MPI_COMM_WORLD, o.matrix, o.partition);
+    const double load_s = allreduce(MPI_Wtime() - t_load, MPI_MAX);
+    progress.show("measuring the line rate");
+    const double line_rate = measure_line_rate(MPI_COMM_WORLD, o.line_rate_bytes);
+    progress.clear();
+    const std::vector<Variant> variants = make_variants(o);
+    if (rank == 0) {
+      std::printf(
+          "netsparse_bench: %s (%lld x %lld, %lld nonzeros, %s partition, loaded in %.2f s)\n",
+          a.name().c_str(), static_cast<long long>(a.n_rows()), static_cast<long long>(a.n_cols()),
+          static_cast<long long>(a.nnz_global()), to_string(o.partition), load_s);
+      std::printf(
+          "  %d ranks x %d OpenMP threads; line rate %.2f GB/s (MPI ping-pong of %s); "
+          "%d timed iterations after %d warm-up%s\n",
+          nranks, omp_get_max_threads(), line_rate / 1e9,
+          human_bytes(static_cast<double>(o.line_rate_bytes)).c_str(), o.iters, o.warmup,
+          o.changing ? "; CHANGING SPARSITY (setup inside every iteration)" : "");
+      std::printf(
+          "  engine: batch %llu idxs, %s idxs, window %s, progress %s%s%s%s\n",
+          static_cast<unsigned long long>(o.dist.batch),
+          o.dist.rig_idx == RigIdxSource::unique_columns ? "unique" : "per-nonzero",
+          o.dist.tiling.col_panel > 0 ? std::to_string(o.dist.tiling.col_panel).c_str() : "auto",
+          o.dist.engine.progress == NS_PROGRESS_INLINE ? "inline" : "thread",
+          (o.dist.engine.flags & NS_CTX_NO_FILTER) ? ", no filter" : "",
+          (o.dist.engine.flags & NS_CTX_NO_COALESCE) ? ", no coalescing" : "",
+          (o.dist.engine.flags & NS_CTX_NO_CONCAT) ? ", no concatenation" : "");
+    }
+
+    std::ostringstream json;
+    json << "{\n  \"matrix\": \"" << json_escape(a.name()) << "\", \"spec\": \""
+         << json_escape(o.matrix) << "\", \"rows\": " << a.n_rows() << ", \"cols\": " << a.n_cols()
+         << ", \"nnz\": " << a.nnz_global() << ", \"ranks\": " << nranks
+         << ", \"omp_threads\": " << omp_get_max_threads() << ", \"line_rate\": " << line_rate
+         << ", \"partition\": \"" << to_string(o.partition) << "\", \"iters\": " << o.iters
+         << ", \"warmup\": " << o.warmup
+         << ", \"changing_sparsity\": " << (o.changing ? "true" : "false")
+         << ", \"batch\": " << o.dist.batch << ", \"delay_ns\": " << o.dist.engine.delay_ns
+         << ", \"packet_bytes\": " << o.dist.engine.packet_bytes << ", \"rig_idx\": \""
+         << (o.dist.rig_idx == RigIdxSource::unique_columns ? "unique" : "nonzeros")
+         << "\", \"time\": " << std::time(nullptr) << ",\n  \"results\": [";
+    bool first_record = true;
+
+    for (KernelKind kernel : o.kernels) {
+      std::vector<int> ks = kernel == KernelKind::spmv ? std::vector<int>{1} : o.ks;
+      for (int k : ks) {
+        Workload w;
+        w.a = &a;
+        w.kernel = kernel;
+        w.k = k;
+        w.rank = rank;
+        w.b = make_block(1, a.cols().begin(rank), a.cols().end(rank), k);
+        if (kernel == KernelKind::sddmm)
+          w.x = make_block(2, a.rows().begin(rank), a.rows().end(rank), k);
+        if (o.changing) {
+          for (int i = 0; i < o.warmup; ++i) {
+            w.warm_patterns.push_back(sample_rows(a.local(), o.sampling, 1000003u + i));
+          }
+          for (int i = 0; i < o.iters; ++i) {
+            w.patterns.push_back(sample_rows(a.local(), o.sampling, static_cast<std::uint64_t>(i)));
+          }
+        }
+        w.out.assign(out_size(w, a.local()), 0.0f);
+        const std::string tag = std::string(to_string(kernel)) + " K=" + std::to_string(k);
+
+        // The pattern's volume (of the last timed pattern when it changes).
+        Volume vol;
+        {
+          DistOptions su;
+          su.mode = CommMode::su;
+          DistKernel probe(a, kernel, k, su);
+          if (o.changing) probe.set_pattern(w.patterns.back());
+          const PatternVolume pv = probe.volume();
+          const MinimumTraffic mt = minimum_traffic(
+              probe, o.dist.engine.packet_bytes > 0 ? o.dist.engine.packet_bytes : 1500);
+          vol.remote_nnz_total = allreduce(double(pv.remote_nonzeros), MPI_SUM);
+          vol.unique_total = allreduce(double(pv.unique_remote_cols), MPI_SUM);
+          vol.unique_tail = allreduce(double(pv.unique_remote_cols), MPI_MAX);
+          vol.min_wire_total = allreduce(double(mt.wire_bytes), MPI_SUM);
+          vol.min_wire_tail = allreduce(double(mt.wire_bytes), MPI_MAX);
+          vol.min_property_tail = allreduce(double(mt.property_bytes), MPI_MAX);
+        }
+
+        std::vector<Result> results;
+        std::vector<float> reference;
+        for (const Variant& v : variants) {
+          Result r;
+          try {
+            r = measure(v, w, o, v.options.mode == CommMode::ideal ? nullptr : &reference, progress,
+                        tag);
+          } catch (const std::exception& e) {
+            // A failure is collective in the library (every rank throws); report and go on.
+            r.label = v.label;
+            r.mode = v.options.mode;
+            r.error = e.what();
+            r.correct = false;
+          }
+          if (v.options.mode == CommMode::ideal) reference = w.out;
+          if (!r.correct) exit_code = 1;
+          results.push_back(std::move(r));
+        }
+        progress.clear();
+        if (rank == 0) {
+          print_table(a.name() + ": " + tag + (o.changing ? " (changing sparsity)" : ""), results,
+                      vol, line_rate, o.changing);
+          std::map<std::string, const Result*> by_label;
+          for (const Result& r : results) by_label[r.label] = &r;
+          for (const Result& r : results) {
+            const Derived d = derive(r, by_label, vol, line_rate);
+            json << (first_record ? "\n" : ",\n") << "    {\"kernel\": \"" << to_string(kernel)
+                 << "\", \"K\": " << k << ", \"mode\": \"" << json_escape(r.label)
+                 << "\", \"comm_mode\": \"" << to_string(r.mode) << "\", \"error\": \""
+                 << json_escape(r.error) << "\", \"time_s\": " << d.t << ", \"times_s\": [";
+            for (std::size_t i = 0; i < r.times.size(); ++i) json << (i ? ", " : "") << r.times[i];
+            json << "], \"setup_s\": " << d.setup << ", \"speedup_vs_su\": " << d.vs_su
+                 << ", \"fraction_of_ideal\": " << d.of_ideal
+                 << ", \"max_rel_err\": " << (std::isfinite(r.err) ? r.err : 1e300)
+                 << ", \"correct\": " << (r.correct ? "true" : "false")
+                 << ", \"bytes_total\": " << r.bytes_total << ", \"bytes_tail\": " << r.bytes_tail
+                 << ", \"requests_total\": " << r.requests_total
+                 << ", \"messages_total\": " << r.messages_total
+                 << ", \"wait_tail_s\": " << r.wait_tail << ", \"fc_rate\": " << d.fc
+                 << ", \"prs_per_packet\": " << d.prs_per_packet << ", \"goodput\": " << d.goodput
+                 << ", \"line_util\": " << d.util << ", \"traffic_vs_su\": " << d.traffic_vs_su
+                 << ", \"prs_vs_sa\": " << d.prs_vs_sa << ", \"engine_fc_rate\": " << r.engine_fc
+                 << ", \"engine_prs_per_packet\": " << r.engine_prs_per_packet
+                 << ", \"remote_nnz_total\": " << vol.remote_nnz_total
+                 << ", \"unique_remote_total\": " << vol.unique_total
+                 << ", \"min_wire_total\": " << vol.min_wire_total
+                 << ", \"min_wire_tail\": " << vol.min_wire_tail
+                 << ", \"min_property_tail\": " << vol.min_property_tail
+                 << ", \"engine_stats\": " << (r.engine_json.empty() ? "null" : r.engine_json)
+                 << "}";
+            first_record = false;
+          }
+          std::fflush(stdout);
+        }
+      }
+    }
+    json << "\n  ]\n}\n";
+    if (rank == 0) {
+      if (!o.json.empty()) {
+        std::ofstream out(o.json);
+        out << json.str();
+        if (!out) throw std::runtime_error("cannot write " + o.json);
+        std::printf("\nwrote %s\n", o.json.c_str());
+      }
+      if (exit_code != 0) {
+        std::printf("\n*** SOME MODES DISAGREE WITH ideal OR FAILED (see above) ***\n");
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "netsparse_bench (rank %d): %s\n", rank, e.what());
+    exit_code = 2;
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+  }
+  MPI_Finalize();
+  return exit_code;
+}
