@@ -502,6 +502,15 @@ CsrMatrix parse_and_assemble(std::string_view bytes, const MatrixMarketHeader& h
                       row_begin, row_end, /*trusted=*/true);
 }
 
+// A well-formed header can still declare more rows than this machine can index (the row
+// pointer alone needs 8 bytes per row): say so at the size line instead of a bare bad_alloc.
+[[noreturn]] void throw_too_large(const std::string& path, const MatrixMarketHeader& header,
+                                  gidx_t rows) {
+  throw ParseError(path, header.size_line,
+                   "cannot allocate the matrix: " + std::to_string(rows) + " rows and " +
+                       std::to_string(header.n_entries) + " entries do not fit in memory");
+}
+
 CsrMatrix read_rows(const std::string& path, std::optional<std::pair<gidx_t, gidx_t>> rows) {
   const MappedFile file(path);
   const std::string_view bytes = file.bytes();
@@ -519,10 +528,16 @@ CsrMatrix read_rows(const std::string& path, std::optional<std::pair<gidx_t, gid
 
   // Matrices up to 2^32 x 2^32 are parsed into half-size records.
   const gidx_t compact_limit = gidx_t{1} << 32;
-  CsrMatrix matrix =
-      header.n_rows <= compact_limit && header.n_cols <= compact_limit
-          ? parse_and_assemble<CompactTriplet>(bytes, header, path, row_begin, row_end)
-          : parse_and_assemble<Triplet>(bytes, header, path, row_begin, row_end);
+  CsrMatrix matrix;
+  try {
+    matrix = header.n_rows <= compact_limit && header.n_cols <= compact_limit
+                 ? parse_and_assemble<CompactTriplet>(bytes, header, path, row_begin, row_end)
+                 : parse_and_assemble<Triplet>(bytes, header, path, row_begin, row_end);
+  } catch (const std::bad_alloc&) {
+    throw_too_large(path, header, row_end - row_begin);
+  } catch (const std::length_error&) {
+    throw_too_large(path, header, row_end - row_begin);
+  }
   // A pattern is a structure: a repeated entry is still one nonzero of value 1.
   if (header.field == MatrixMarketField::pattern) {
     std::fill(matrix.values.begin(), matrix.values.end(), 1.0f);

@@ -275,6 +275,7 @@ const BadFile kBadFiles[] = {
     {"symmetric_upper.mtx", 4, "entry (1, 3) is above the diagonal"},
     {"crlf_error.mtx", 8, "column index 4 is out of range [1, 3]"},
     {"binary_garbage.mtx", 3, "non-numeric row index"},
+    {"dims_too_large.mtx", 2, "cannot allocate the matrix: 100000000000000 rows"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MatrixMarketBadFile, ::testing::ValuesIn(kBadFiles),
