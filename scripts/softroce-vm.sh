@@ -197,7 +197,7 @@ fi
 if ((install_deps)); then
   "$repo_root/scripts/install-deps.sh" --vm >&2 || die $exit_harness "scripts/install-deps.sh --vm failed"
 fi
-for tool in qemu-system-x86_64 mmdebstrap cpio depmod zstd timeout flock; do
+for tool in qemu-system-x86_64 mmdebstrap cpio depmod xz timeout flock; do
   command -v "$tool" >/dev/null || die $exit_harness "$tool not found; run scripts/install-deps.sh --vm"
 done
 
@@ -211,8 +211,9 @@ kernel_package_candidate() {
     echo "$NETSPARSE_VM_KERNEL"
     return
   fi
+  # (|| true: apt-cache fails for an unknown package, or dies of SIGPIPE after awk's exit.)
   apt-cache depends linux-image-amd64 2>/dev/null |
-    awk '$1 ~ /Depends:/ && $2 ~ /^linux-image-[0-9]/ { print $2; exit }'
+    awk '$1 ~ /Depends:/ && $2 ~ /^linux-image-[0-9]/ { print $2; exit }' || true
 }
 
 resolve_kernel() {
@@ -224,7 +225,7 @@ resolve_kernel() {
   fi
   kernel_version=
   if [[ -n $kernel_package ]]; then
-    kernel_version=$(apt-cache policy "$kernel_package" 2>/dev/null | awk '/Candidate:/ { print $2 }')
+    kernel_version=$(apt-cache policy "$kernel_package" 2>/dev/null | awk '$1 == "Candidate:" && $2 != "(none)" { print $2 }' || true)
   fi
 }
 
@@ -247,8 +248,10 @@ ensure_guest() {
   mkdir -p "$cache_dir" || die $exit_harness "cannot create the cache directory $cache_dir"
   resolve_kernel
   if [[ -z $kernel_package || -z $kernel_version ]]; then
+    [[ -z ${NETSPARSE_VM_KERNEL:-} ]] ||
+      die $exit_harness "apt has no candidate for NETSPARSE_VM_KERNEL=$NETSPARSE_VM_KERNEL"
     # Without apt metadata, a cached guest is still better than nothing.
-    guest_dir=$(ls -1td "$cache_dir"/guest-*/ 2>/dev/null | head -n 1)
+    guest_dir=$(ls -1td "$cache_dir"/guest-*/ 2>/dev/null | head -n 1 || true)
     guest_dir=${guest_dir%/}
     [[ -n $guest_dir && -f $guest_dir/stamp ]] ||
       die $exit_harness "cannot resolve Debian's linux-image-amd64 with apt, and no cached guest in $cache_dir"

@@ -107,7 +107,7 @@ cp "$kernel_tree/boot/vmlinuz-$kver" "$work/vmlinuz"
 extract_vmlinux() {
   local offset
   grep -q '^CONFIG_PVH=y' "$kernel_tree/boot/config-$kver" || return 1
-  offset=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$work/vmlinuz" | head -n 1 | cut -d: -f1)
+  offset=$(LC_ALL=C grep -m 1 -obUaP '\xfd7zXZ\x00' "$work/vmlinuz" | head -n 1 | cut -d: -f1)
   [[ -n $offset ]] || return 1
   # xz stops after the first stream (tail would die of SIGPIPE in a pipefail pipeline).
   xz -dc --single-stream < <(tail -c +$((offset + 1)) "$work/vmlinuz") >"$work/vmlinux" 2>/dev/null ||
