@@ -20,7 +20,7 @@ and Open MPI. Host directories are shared read-write at the same absolute paths,
 tree (and its RPATHs) works unchanged. Binaries must be built portably: the guest CPU has
 no AVX-512, so -march=native binaries from this host die with SIGILL.
 
-The guest (kernel + initramfs, ~300 MB) is built on first use and cached; it is rebuilt
+The guest (kernel + initramfs, ~240 MB) is built on first use and cached; it is rebuilt
 only when its package list, module list, init or build script, the Debian kernel version or
 the host's versions of the guest's packages change. Building needs root and the Debian
 archive; booting does not.
