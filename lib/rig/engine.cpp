@@ -354,7 +354,12 @@ std::size_t ServerUnit::serve(std::uint64_t now) {
     const auto self = static_cast<std::uint32_t>(engine_.rank());
     const auto nodes = static_cast<std::uint32_t>(engine_.size());
     const std::uint32_t P = r->prop_bytes;
+    constexpr std::uint32_t kPrefetch = 4;  // rows are read at random: overlap the misses
     for (std::uint32_t i = 0; i < v.size(); ++i) {
+      if (i + kPrefetch < v.size()) {
+        const std::uint64_t ahead = v.pr(i + kPrefetch).idx - r->row_begin;
+        if (ahead < r->local_rows) __builtin_prefetch(r->base + ahead * P);
+      }
       const concat::PrHeader pr = v.pr(i);
       if (pr.src_node >= nodes || pr.src_node == self) {
         ++counters.malformed_prs;
