@@ -74,31 +74,14 @@ void Exchange::replicate(const RunContext&, std::span<const float>) {
   throw std::logic_error("DistKernel::replicate is only for the ideal mode");
 }
 
-void Compute::whole(const Pattern& pat, const RunContext& rc, const Operands& ops,
-                    DenseConstView view) {
-  const TiledMatrix& a = pat.whole;
-  switch (rc.kernel) {
-    case KernelKind::spmm:
-      if (a.n_rows() == 0) return;
-      if (a.nnz() == 0) {
-        std::fill_n(ops.out, a.n_rows() * rc.k, 0.0f);
-        return;
-      }
-      spmm(a, view, ops.out, rc.k, rc.k, false);
-      return;
-    case KernelKind::spmv:
-      if (a.n_rows() == 0) return;
-      if (a.nnz() == 0) {
-        std::fill_n(ops.out, a.n_rows(), 0.0f);
-        return;
-      }
-      spmv(a, view, ops.out, false);
-      return;
-    case KernelKind::sddmm:
-      if (a.nnz() == 0) return;
-      sddmm(a, ops.x, rc.k, view, rc.k, ops.out);
-      return;
-  }
+void Compute::all_present(const Pattern& pat, const RunContext& rc, const Operands& ops,
+                          const float* full) {
+  Operands from_full = ops;
+  from_full.b = full + pat.col_begin * rc.k;
+  local(pat, rc, from_full);
+  const DenseConstView view{full, 0, rc.k, rc.cols->n_rows()};
+  for (int panel : pat.remote_panels) remote_panel(pat, rc, ops, panel, view);
+  finish(pat, rc, ops);
 }
 
 void Compute::local(const Pattern& pat, const RunContext& rc, const Operands& ops) {
@@ -249,17 +232,12 @@ gidx_t choose_window(gidx_t n_cols, int k, int nranks, gidx_t requested) {
 void DistKernel::Impl::build_pattern() {
   dist::Pattern& pat = pattern;
   pat = dist::Pattern{};
-  pat.split = exchange->split();
   pat.col_begin = cols.begin(rank);
   pat.col_end = cols.end(rank);
   pat.window = choose_window(cols.n_rows(), k, nranks, options.tiling.col_panel);
   TileConfig local_config = options.tiling;
   local_config.col_panel = 0;
   local_config.barriers = false;
-  if (!pat.split) {
-    pat.whole = TiledMatrix(csr, local_config);
-    return;
-  }
   // Split the rows at the local column range (sorted columns: one contiguous range per row).
   const gidx_t cb = pat.col_begin, ce = pat.col_end;
   const gidx_t n = csr.n_rows;

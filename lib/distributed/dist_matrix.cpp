@@ -158,6 +158,22 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// coo_to_csr of this rank's rows; a header that declares more rows than memory holds is a
+// ParseError at the size line (as in the serial reader), not a bare bad_alloc.
+CsrMatrix assemble_block(const std::string& path, const MatrixMarketHeader& header,
+                         const std::vector<Triplet>& triplets, gidx_t row_begin, gidx_t row_end) {
+  try {
+    return coo_to_csr(triplets, header.n_rows, header.n_cols, row_begin, row_end);
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  throw ParseError(path, header.size_line,
+                   "cannot allocate the matrix: this rank's " +
+                       std::to_string(row_end - row_begin) + " of the " +
+                       std::to_string(header.n_rows) + " rows and " +
+                       std::to_string(triplets.size()) + " entries do not fit in memory");
+}
+
 // Sends triplets to the owners of their rows.
 std::vector<Triplet> redistribute(MPI_Comm comm, const std::vector<Triplet>& triplets,
                                   const RowPartition& rows) {
@@ -217,9 +233,8 @@ DistMatrix read_distributed_matrix_market(MPI_Comm comm, const std::string& path
     rows = balanced_from_equal_block_counts(comm, header.n_rows, row_counts_of(block));
     mine = redistribute(comm, mine, rows);
   }
-  CsrMatrix local = collective_call(comm, [&] {
-    return coo_to_csr(mine, header.n_rows, header.n_cols, rows.begin(rank), rows.end(rank));
-  });
+  CsrMatrix local = collective_call(
+      comm, [&] { return assemble_block(path, header, mine, rows.begin(rank), rows.end(rank)); });
   // A pattern is a structure: a repeated entry is still one nonzero of value 1 (as the serial
   // reader does).
   if (header.field == MatrixMarketField::pattern) {

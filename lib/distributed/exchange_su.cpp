@@ -21,10 +21,9 @@ void block_counts(const RowPartition& cols, std::vector<int>& counts, std::vecto
   }
 }
 
-// ---- su: MPI_Allgatherv of the whole operand, then the whole pattern --------------------------
+// ---- su: MPI_Allgatherv of the whole operand, then the whole pattern -------------------------
 class SuExchange final : public Exchange {
  public:
-  bool split() const noexcept override { return false; }
   void setup(const Pattern&, const RunContext& rc) override {
     block_counts(*rc.cols, counts_, displs_);
     full_.resize(static_cast<std::size_t>(rc.cols->n_rows()) * rc.k);
@@ -42,7 +41,7 @@ class SuExchange final : public Exchange {
     stats.bytes_sent += (rc.nranks - 1) * (mine * row_bytes + kUpperLayerBytes);
     stats.messages_sent += static_cast<std::uint64_t>(rc.nranks - 1);
     stats.payload_bytes_in += others * row_bytes;
-    compute.whole(pat, rc, ops, DenseConstView{full_.data(), 0, rc.k, rc.cols->n_rows()});
+    compute.all_present(pat, rc, ops, full_.data());
   }
 
  private:
@@ -121,7 +120,6 @@ class SuPanelExchange final : public Exchange {
 // ---- ideal: every rank holds the whole operand; no communication in a run --------------------
 class IdealExchange final : public Exchange {
  public:
-  bool split() const noexcept override { return false; }
   void setup(const Pattern&, const RunContext&) override {}
   void replicate(const RunContext& rc, std::span<const float> operand_local) override {
     std::vector<int> counts, displs;
@@ -139,7 +137,7 @@ class IdealExchange final : public Exchange {
           "DistKernel (ideal): call replicate(operand) before running: the ideal mode assumes "
           "every rank already holds the whole operand");
     }
-    compute.whole(pat, rc, ops, DenseConstView{full_.data(), 0, rc.k, rc.cols->n_rows()});
+    compute.all_present(pat, rc, ops, full_.data());
   }
 
  private:

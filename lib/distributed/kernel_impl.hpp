@@ -57,8 +57,10 @@ struct Operands {
 // Compute helpers shared by the modes (kernel dispatch + the SDDMM scatter buffers).
 class Compute {
  public:
-  // Whole pattern with a view covering every column the pattern reads.
-  void whole(const Pattern& pat, const RunContext& rc, const Operands& ops, DenseConstView view);
+  // Everything at once when every operand row is at hand (`full` holds all n_cols rows): the
+  // same computation as the gathering modes, without communication (ideal, su).
+  void all_present(const Pattern& pat, const RunContext& rc, const Operands& ops,
+                   const float* full);
   // The local part, in place on the operand's local block (first call of a split run: it
   // initializes the output).
   void local(const Pattern& pat, const RunContext& rc, const Operands& ops);
@@ -78,8 +80,6 @@ class Compute {
 class Exchange {
  public:
   virtual ~Exchange() = default;
-  // Whether the mode computes on the split pattern.
-  [[nodiscard]] virtual bool split() const noexcept { return true; }
   // The pattern changed (collective).
   virtual void setup(const Pattern& pat, const RunContext& rc) = 0;
   // One collective run; adds to `stats`.
