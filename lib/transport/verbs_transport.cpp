@@ -101,6 +101,7 @@ Slab allocate_slab(std::size_t bytes) {
 struct ConnInfo {
   std::uint32_t qpn;
   std::uint32_t psn;
+  std::uint32_t max_packet;  // receive buffer size: must be the same everywhere
   std::uint16_t lid;
   std::uint8_t mtu;  // enum ibv_mtu of the sender's port
   std::uint8_t pad;
@@ -332,11 +333,13 @@ class VerbsTransport final : public Transport {
               src, std::span<const std::byte>(recv_slab_.get() + slot * options_.max_packet_bytes,
                                               wc.byte_len)});
           ++delivered;
-        } else if (wc.status != IBV_WC_WR_FLUSH_ERR) {
+        } else {
+          // A flushed receive only says that its QP went to the error state (the send side
+          // reports why); the buffer belongs to the shared queue and is reposted either way.
           mark_failed(peer_of_qpn(wc.qp_num),
                       std::string("receive completion: ") + ibv_wc_status_str(wc.status));
         }
-        if (wc.status != IBV_WC_WR_FLUSH_ERR) add_recv(repost++, slot);
+        add_recv(repost++, slot);
       }
       post_recvs(repost);
       if (n < want) break;
@@ -654,6 +657,7 @@ class VerbsTransport final : public Transport {
       c.psn = random() & 0xffffffu;
       c.lid = port_.port_attr.lid;
       c.mtu = static_cast<std::uint8_t>(port_.port_attr.active_mtu);
+      c.max_packet = static_cast<std::uint32_t>(options_.max_packet_bytes);
       std::memcpy(c.gid, port_.gid.raw, 16);
     }
     if (MPI_Alltoall(out.data(), sizeof(ConnInfo), MPI_BYTE, in.data(), sizeof(ConnInfo), MPI_BYTE,
@@ -668,6 +672,14 @@ class VerbsTransport final : public Transport {
     for (int r = 0; r < size_ && error.empty(); ++r) {
       if (r == rank_) continue;
       const ConnInfo& remote = in[static_cast<std::size_t>(r)];
+      if (remote.max_packet != options_.max_packet_bytes) {
+        // A packet larger than the receiver's buffers would break the connection on arrival.
+        error = "netsparse verbs transport: max_packet_bytes differs between ranks (" +
+                std::to_string(options_.max_packet_bytes) + " here, " +
+                std::to_string(remote.max_packet) + " on rank " + std::to_string(r) +
+                "); set the same NETSPARSE_IB_MAX_PACKET everywhere";
+        break;
+      }
       ibv_qp* qp = peers_[static_cast<std::size_t>(r)].qp.get();
       ibv_qp_attr rtr{};
       rtr.qp_state = IBV_QPS_RTR;
