@@ -106,7 +106,7 @@ void Compute::local(const Pattern& pat, const RunContext& rc, const Operands& op
       return;
     case KernelKind::sddmm:
       local_out_.resize(static_cast<std::size_t>(a.nnz()));
-      remote_out_.resize(static_cast<std::size_t>(pat.remote_part.nnz()));
+      remote_out_.resize(pat.remote_csr.col_idx.size());
       if (a.nnz() == 0) return;
       sddmm(a, ops.x, rc.k, view, rc.k, local_out_.data());
       return;
@@ -292,11 +292,13 @@ void DistKernel::Impl::build_pattern() {
   pat.local_part = TiledMatrix(local_csr, local_config);
   TileConfig remote_config = local_config;
   remote_config.col_panel = pat.window;
-  pat.remote_part = TiledMatrix(remote_csr, remote_config);
-  pat.remote_csr = std::move(remote_csr);
-  for (int p = 0; p < pat.remote_part.n_col_panels(); ++p) {
-    if (!pat.remote_part.panel_columns(p).empty()) pat.remote_panels.push_back(p);
+  if (exchange->needs_remote_panels()) {
+    pat.remote_part = TiledMatrix(remote_csr, remote_config);
+    for (int p = 0; p < pat.remote_part.n_col_panels(); ++p) {
+      if (!pat.remote_part.panel_columns(p).empty()) pat.remote_panels.push_back(p);
+    }
   }
+  pat.remote_csr = std::move(remote_csr);
 }
 
 void DistKernel::Impl::compute_volume() const {

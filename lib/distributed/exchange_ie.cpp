@@ -6,6 +6,7 @@
 // Isend/Irecv), overlapped with the local block's compute as PETSc's MatMult does
 // (VecScatterBegin; diagonal block; VecScatterEnd; off-diagonal block).
 #include <algorithm>
+#include <bit>
 #include <stdexcept>
 #include <vector>
 
@@ -20,27 +21,40 @@ class IeExchange final : public Exchange {
  public:
   ~IeExchange() override { free_graph(); }
 
+  // The remote part is renumbered onto the compact ghost buffer and tiled once, as one matrix
+  // (PETSc's off-diagonal block with its column map): no column panels needed.
+  bool needs_remote_panels() const noexcept override { return false; }
+
   void setup(const Pattern& pat, const RunContext& rc) override {
     const int p = rc.nranks;
-    // 1. Ghosts: the distinct remote columns, sorted (panels are increasing column ranges with
-    //    sorted distinct columns, so their concatenation is sorted and distinct), hence grouped
-    //    by owner in rank order.
-    ghosts_.clear();
-    for (int j : pat.remote_panels) {
-      const auto cols = pat.remote_part.panel_columns(j);
-      ghosts_.insert(ghosts_.end(), cols.begin(), cols.end());
+    // 1. Ghosts: the distinct remote columns, sorted (hence grouped by owner in rank order),
+    //    from a bitmap over the columns; a column's ghost index is the number of marked columns
+    //    before it (per-word prefix counts + popcount), so renumbering is O(1) per nonzero.
+    const CsrMatrix& remote = pat.remote_csr;
+    const std::size_t words = static_cast<std::size_t>((rc.cols->n_rows() + 63) / 64);
+    bits_.assign(words, 0);
+    for (const gidx_t c : remote.col_idx) bits_[c >> 6] |= std::uint64_t{1} << (c & 63);
+    word_prefix_.resize(words + 1);
+    word_prefix_[0] = 0;
+    for (std::size_t w = 0; w < words; ++w) {
+      word_prefix_[w + 1] = word_prefix_[w] + std::popcount(bits_[w]);
+    }
+    ghosts_.resize(static_cast<std::size_t>(word_prefix_[words]));
+    for (std::size_t w = 0, g = 0; w < words; ++w) {
+      for (std::uint64_t m = bits_[w]; m != 0; m &= m - 1) {
+        ghosts_[g++] = static_cast<gidx_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(m)));
+      }
     }
     std::vector<std::vector<gidx_t>> requests(static_cast<std::size_t>(p));
     for (gidx_t c : ghosts_) requests[rc.cols->owner(c)].push_back(c);
 
     // 2. Tell the owners: they learn which of their rows go to whom.
-    std::vector<gidx_t> asked = exchange_all_to_all(rc.comm, requests);
-    std::vector<int> recv_rows(static_cast<std::size_t>(p)), send_rows(static_cast<std::size_t>(p));
+    std::vector<int> send_rows;
+    std::vector<gidx_t> asked = exchange_all_to_all(rc.comm, requests, &send_rows);
+    std::vector<int> recv_rows(static_cast<std::size_t>(p));
     for (int q = 0; q < p; ++q) {
       recv_rows[q] = to_mpi_count(requests[q].size(), "inspector-executor ghost rows");
     }
-    check_mpi(MPI_Alltoall(recv_rows.data(), 1, MPI_INT, send_rows.data(), 1, MPI_INT, rc.comm),
-              "MPI_Alltoall");
     const gidx_t cb = rc.cols->begin(rc.rank);
     send_local_.resize(asked.size());
     for (std::size_t i = 0; i < asked.size(); ++i) {
@@ -84,13 +98,14 @@ class IeExchange final : public Exchange {
 
     // 4. The remote part renumbered onto the compact ghost buffer (column c -> its position in
     //    ghosts_; monotone, so rows stay sorted).
-    CsrMatrix compact = pat.remote_csr;
+    CsrMatrix compact = remote;
     compact.n_cols = static_cast<gidx_t>(ghosts_.size());
     const auto nnz = static_cast<std::int64_t>(compact.col_idx.size());
 #pragma omp parallel for schedule(static) if (nnz > 65536)
     for (std::int64_t i = 0; i < nnz; ++i) {
-      const auto it = std::lower_bound(ghosts_.begin(), ghosts_.end(), compact.col_idx[i]);
-      compact.col_idx[i] = it - ghosts_.begin();
+      const gidx_t c = compact.col_idx[i];
+      const std::uint64_t below = bits_[c >> 6] & ((std::uint64_t{1} << (c & 63)) - 1);
+      compact.col_idx[i] = word_prefix_[c >> 6] + std::popcount(below);
     }
     TileConfig config = pat.local_part.config();
     config.col_panel = 0;
@@ -150,8 +165,10 @@ class IeExchange final : public Exchange {
     if (graph_ != MPI_COMM_NULL) MPI_Comm_free(&graph_);
   }
 
-  std::vector<gidx_t> ghosts_;      // distinct remote columns, sorted
-  std::vector<gidx_t> send_local_;  // local rows to send, grouped by destination
+  std::vector<std::uint64_t> bits_;  // remote columns, one bit each
+  std::vector<gidx_t> word_prefix_;  // marked columns before each 64-column word
+  std::vector<gidx_t> ghosts_;       // distinct remote columns, sorted
+  std::vector<gidx_t> send_local_;   // local rows to send, grouped by destination
   std::vector<int> sources_, dests_;
   std::vector<int> recv_counts_, recv_displs_, send_counts_, send_displs_;  // in rows
   MPI_Comm graph_ = MPI_COMM_NULL;

@@ -171,9 +171,11 @@ class RigExchange final : public Exchange {
            CommStats& stats) override {
     RigEngine::Impl& e = engine_->impl();
     const auto prop_bytes = static_cast<std::uint32_t>(4 * rc.k);
+    // Counters first: ensure_region's collective keeps every peer from posting (and this rank's
+    // server units from answering) this run's requests before the snapshot.
+    const EngineCounters before = EngineCounters::read(*engine_);
     e.ensure_region(ops.b, static_cast<std::uint64_t>(rc.cols->size(rc.rank)), prop_bytes,
                     *rc.cols);
-    const EngineCounters before = EngineCounters::read(*engine_);
     if (vanilla_) {
       run_vanilla(pat, rc, ops, compute, stats);
     } else {

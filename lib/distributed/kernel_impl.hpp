@@ -25,8 +25,8 @@ struct Pattern {
   gidx_t col_begin = 0, col_end = 0;  // columns (operand rows) this rank owns
   TiledMatrix whole;
   TiledMatrix local_part;
-  TiledMatrix remote_part;
-  CsrMatrix remote_csr;  // remote_part's nonzeros in CSR order (inspector-executor renumbers it)
+  TiledMatrix remote_part;  // empty when the mode does not need it (needs_remote_panels)
+  CsrMatrix remote_csr;     // the remote nonzeros in CSR order (inspector-executor renumbers it)
   // SDDMM scatter: CSR row pointers of the original rows and of the two parts, and per row the
   // number of remote nonzeros left of the local column range.
   std::vector<std::int64_t> row_ptr, local_row_ptr, remote_row_ptr, remote_left;
@@ -80,6 +80,9 @@ class Compute {
 class Exchange {
  public:
   virtual ~Exchange() = default;
+  // Whether the mode computes the remote part panel by panel (remote_part / remote_panels);
+  // otherwise only remote_csr is built and the mode tiles it its own way.
+  [[nodiscard]] virtual bool needs_remote_panels() const noexcept { return true; }
   // The pattern changed (collective).
   virtual void setup(const Pattern& pat, const RunContext& rc) = 0;
   // One collective run; adds to `stats`.

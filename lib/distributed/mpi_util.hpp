@@ -73,9 +73,11 @@ class ByteBlockType {
 };
 
 // Sends items of type T (trivially copyable) to their destination ranks: send[p] goes to p.
-// Returns what every rank sent here, concatenated in rank order. Collective.
+// Returns what every rank sent here, concatenated in rank order; `from_counts`, if given,
+// receives how many came from each rank. Collective.
 template <class T>
-std::vector<T> exchange_all_to_all(MPI_Comm comm, const std::vector<std::vector<T>>& send) {
+std::vector<T> exchange_all_to_all(MPI_Comm comm, const std::vector<std::vector<T>>& send,
+                                   std::vector<int>* from_counts = nullptr) {
   static_assert(std::is_trivially_copyable_v<T>);
   const int nranks = comm_size(comm);
   std::vector<int> send_counts(nranks), recv_counts(nranks), send_displs(nranks + 1, 0),
@@ -104,6 +106,7 @@ std::vector<T> exchange_all_to_all(MPI_Comm comm, const std::vector<std::vector<
       MPI_Alltoallv(packed.data(), send_counts.data(), send_displs.data(), item.get(),
                     received.data(), recv_counts.data(), recv_displs.data(), item.get(), comm),
       "MPI_Alltoallv");
+  if (from_counts != nullptr) *from_counts = std::move(recv_counts);
   return received;
 }
 
