@@ -791,14 +791,13 @@ int main(int argc, char** argv) {
       std::printf("note: MPI lacks MPI_THREAD_MULTIPLE; only inline progress is measured\n");
     progress = {NS_PROGRESS_INLINE};
   }
-  const double line = measure_line_rate(rank, size);
+  double line = measure_line_rate(rank, size);
   std::vector<Row> rows;
   if (rank == 0) {
     std::printf("index gather: np=%d, n_per_rank=%" PRIu64 ", %s indices, batch=%" PRIu64
                 ", inflight=%d\n",
                 size, o.n_per_rank, o.unique ? "unique" : "uniform random", o.batch, o.inflight);
-    std::printf("line rate (MPI, 4 MiB messages, all ranks sending at once): %.2f GB/s per rank\n",
-                line / 1e9);
+    std::printf("%d interleaved round(s) per K; each figure is the best round\n", o.reps);
   }
   for (int K : o.K) {
     const std::uint64_t requests = std::max<std::uint64_t>(
@@ -810,129 +809,143 @@ int main(int argc, char** argv) {
     }
     Data d = make_data(o, K, requests, rank, size);
     std::vector<float> out(requests * static_cast<std::uint64_t>(K));
-    if (rank == 0) {
-      std::printf("\nK=%d (%u B properties), %" PRIu64 " requests per rank\n", K, d.P, requests);
-      std::printf("%-15s %-8s %9s %10s %13s %9s %9s %8s %7s %s\n", "mode", "progress", "requests",
-                  "time_ms", "Mrows/s/rank", "goodput", "line_util", "PRs/pkt", "F+C", "check");
-    }
-    auto record = [&](Row r) {
-      r.K = K;
-      if (rank == 0) print_row(r);
-      rows.push_back(r);
+    // Every variant runs once per round, rounds repeated --reps times (interleaved, so a noisy
+    // neighbour on a shared machine hits all variants alike); the best round is reported.
+    struct Variant {
+      std::string mode, progress;
+      int kind = 0;  // 0 RIG, 1 vanilla, 2 conveyors
+      int progress_mode = NS_PROGRESS_THREAD;
+      std::uint32_t flags = 0;
+      std::size_t conveyor_buffer = 0;
+      int conveyor_nbuf = 0;
+      std::uint64_t requests = 0;
+      double best = 1e300, wire = 0, ppp = 0, fc = 0;
+      std::uint64_t errors = 0, remote = 0;
     };
-    struct RigMode {
-      const char* name;
-      std::uint32_t flags;
-    };
-    const RigMode rig_modes[] = {{"rig", 0},
-                                 {"rig-nofilter", NS_CTX_NO_FILTER},
-                                 {"rig-nocoalesce", NS_CTX_NO_COALESCE},
-                                 {"rig-noconcat", NS_CTX_NO_CONCAT}};
-    for (const RigMode& m : rig_modes) {
-      if (!has_mode(o, m.name)) continue;
+    std::vector<Variant> variants;
+    const std::pair<const char*, std::uint32_t> rig_modes[] = {
+        {"rig", 0},
+        {"rig-nofilter", NS_CTX_NO_FILTER},
+        {"rig-nocoalesce", NS_CTX_NO_COALESCE},
+        {"rig-noconcat", NS_CTX_NO_CONCAT}};
+    for (const auto& [name, flags] : rig_modes) {
+      if (!has_mode(o, name)) continue;
       for (int p : progress) {
-        Row r;
-        r.mode = m.name;
-        r.progress = progress_name(p);
-        r.requests = requests;
-        double best = 1e300;
-        double wire = 0, ppp = 0, fc = 0;
-        std::uint64_t errors = 0;
-        for (int rep = 0; rep < o.reps; ++rep) {
-          std::fill(out.begin(), out.end(), -1.0f);
-          Engine e(rig_attr(o, p, m.flags), d, 2 * o.inflight);
-          MPI_Barrier(MPI_COMM_WORLD);
-          const double mine = run_rig(e, d, o, out.data());
-          // Serve the peers until they are done too (INLINE mode: nobody else would), and only
-          // then block in an MPI collective.
-          if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce", NS_ERR_TIMEOUT);
-          const double t = max_over_ranks(mine);
-          if (t < best) {
-            best = t;
-            wire = static_cast<double>(ns_stat_get(e.ctx, NS_STAT_WIRE_BYTES));
-            ppp = ns_stat_prs_per_packet(e.ctx);
-            const double req = static_cast<double>(ns_stat_get(e.ctx, NS_STAT_PRS_REQUESTED));
-            fc = req == 0 ? 0
-                          : static_cast<double>(ns_stat_get(e.ctx, NS_STAT_PRS_FILTERED) +
-                                                ns_stat_get(e.ctx, NS_STAT_PRS_COALESCED)) /
-                                req;
-          }
-          errors += count_errors(d, d.idx, out.data());
-          MPI_Barrier(MPI_COMM_WORLD);
-        }
-        r.seconds = best;
-        r.rows_per_s = static_cast<double>(requests) / best;
-        r.goodput = mean_over_ranks(static_cast<double>(d.distinct_remote) * d.P / best / line);
-        r.line_util = mean_over_ranks(wire / best / line);
-        r.prs_per_packet = mean_over_ranks(ppp);
-        r.fc_rate = mean_over_ranks(fc);
-        r.errors = sum_over_ranks(errors);
-        record(r);
+        Variant v;
+        v.mode = name;
+        v.progress = progress_name(p);
+        v.progress_mode = p;
+        v.flags = flags;
+        v.requests = requests;
+        variants.push_back(v);
       }
     }
+    const std::uint64_t nv = std::min<std::uint64_t>(o.vanilla_requests, requests);
+    const std::vector<std::uint64_t> vidx(d.idx.begin(),
+                                          d.idx.begin() + static_cast<std::ptrdiff_t>(nv));
     if (has_mode(o, "vanilla")) {
-      const std::uint64_t nv = std::min<std::uint64_t>(o.vanilla_requests, requests);
-      const std::vector<std::uint64_t> vidx(d.idx.begin(),
-                                            d.idx.begin() + static_cast<std::ptrdiff_t>(nv));
       for (int p : progress) {
-        Row r;
-        r.mode = "vanilla";
-        r.progress = progress_name(p);
-        r.requests = nv;
-        std::fill(out.begin(), out.end(), -1.0f);
-        const int depth = 1024;
-        Engine e(rig_attr(o, p, 0), d, depth);
-        MPI_Barrier(MPI_COMM_WORLD);
-        const double mine = run_vanilla(e, d, vidx, depth, out.data());
-        if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce", NS_ERR_TIMEOUT);
-        const double t = max_over_ranks(mine);
-        std::uint64_t remote = 0;
+        Variant v;
+        v.mode = "vanilla";
+        v.progress = progress_name(p);
+        v.kind = 1;
+        v.progress_mode = p;
+        v.requests = nv;
         for (std::uint64_t i : vidx)
-          remote += (i < d.row_begin || i >= d.row_begin + d.n_local) ? 1 : 0;
-        // Wire model per remote read: a request packet (50 B header) and a response (50 B + P).
-        const double wire = static_cast<double>(remote) * (100.0 + d.P);
-        r.seconds = t;
-        r.rows_per_s = static_cast<double>(nv) / t;
-        r.goodput = mean_over_ranks(static_cast<double>(remote) * d.P / t / line);
-        r.line_util = mean_over_ranks(wire / t / line);
-        r.prs_per_packet = 1;
-        r.errors = sum_over_ranks(count_errors(d, vidx, out.data()));
-        record(r);
+          v.remote += (i < d.row_begin || i >= d.row_begin + d.n_local) ? 1 : 0;
+        variants.push_back(v);
       }
     }
     if (has_mode(o, "conveyors")) {
       for (std::size_t cb : o.conveyor_buffers) {
         for (int nb : o.conveyor_nbufs) {
-          Row r;
-          r.mode = "conveyors";
-          r.progress = std::to_string(cb) + "x" + std::to_string(nb);
-          r.requests = requests;
-          double best = 1e300, wire = 0, ppm = 0;
-          std::uint64_t errors = 0;
-          for (int rep = 0; rep < o.reps; ++rep) {
-            std::fill(out.begin(), out.end(), -1.0f);
-            Conveyors c(d, cb, nb);
-            MPI_Barrier(MPI_COMM_WORLD);
-            const double t = max_over_ranks(c.run(out.data()));
-            if (t < best) {
-              best = t;
-              wire = static_cast<double>(c.bytes_sent());
-              ppm = c.messages_sent() == 0 ? 0
-                                           : static_cast<double>(2 * d.idx.size()) /
-                                                 static_cast<double>(c.messages_sent());
-            }
-            errors += count_errors(d, d.idx, out.data());
-            MPI_Barrier(MPI_COMM_WORLD);
-          }
-          r.seconds = best;
-          r.rows_per_s = static_cast<double>(requests) / best;
-          r.goodput = mean_over_ranks(static_cast<double>(d.distinct_remote) * d.P / best / line);
-          r.line_util = mean_over_ranks(wire / best / line);
-          r.prs_per_packet = mean_over_ranks(ppm);  // items per message (requests + replies)
-          r.errors = sum_over_ranks(errors);
-          record(r);
+          Variant v;
+          v.mode = "conveyors";
+          v.progress = std::to_string(cb) + "x" + std::to_string(nb);
+          v.kind = 2;
+          v.conveyor_buffer = cb;
+          v.conveyor_nbuf = nb;
+          v.requests = requests;
+          variants.push_back(v);
         }
       }
+    }
+    for (int rep = 0; rep < o.reps; ++rep) {
+      if (has_mode(o, "line")) line = std::max(line, measure_line_rate(rank, size));
+      for (Variant& v : variants) {
+        std::fill(out.begin(), out.end(), -1.0f);
+        double t = 0, wire = 0, ppp = 0, fc = 0;
+        if (v.kind == 0) {
+          Engine e(rig_attr(o, v.progress_mode, v.flags), d, 2 * o.inflight);
+          MPI_Barrier(MPI_COMM_WORLD);
+          const double mine = run_rig(e, d, o, out.data());
+          // Serve the peers until they are done too (INLINE mode: nobody else would), and only
+          // then block in an MPI collective.
+          if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce", NS_ERR_TIMEOUT);
+          t = max_over_ranks(mine);
+          wire = static_cast<double>(ns_stat_get(e.ctx, NS_STAT_WIRE_BYTES));
+          ppp = ns_stat_prs_per_packet(e.ctx);
+          const double req = static_cast<double>(ns_stat_get(e.ctx, NS_STAT_PRS_REQUESTED));
+          fc = req == 0 ? 0
+                        : static_cast<double>(ns_stat_get(e.ctx, NS_STAT_PRS_FILTERED) +
+                                              ns_stat_get(e.ctx, NS_STAT_PRS_COALESCED)) /
+                              req;
+          v.errors += count_errors(d, d.idx, out.data());
+        } else if (v.kind == 1) {
+          const int depth = 1024;
+          Engine e(rig_attr(o, v.progress_mode, 0), d, depth);
+          MPI_Barrier(MPI_COMM_WORLD);
+          const double mine = run_vanilla(e, d, vidx, depth, out.data());
+          if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce", NS_ERR_TIMEOUT);
+          t = max_over_ranks(mine);
+          // Wire model per remote read: a request packet (50 B header), a response (50 B + P).
+          wire = static_cast<double>(v.remote) * (100.0 + d.P);
+          ppp = 1;
+          v.errors += count_errors(d, vidx, out.data());
+        } else {
+          Conveyors c(d, v.conveyor_buffer, v.conveyor_nbuf);
+          MPI_Barrier(MPI_COMM_WORLD);
+          t = max_over_ranks(c.run(out.data()));
+          wire = static_cast<double>(c.bytes_sent());
+          // Items (requests + replies) per message.
+          ppp = c.messages_sent() == 0 ? 0
+                                       : 2.0 * static_cast<double>(d.idx.size()) /
+                                             static_cast<double>(c.messages_sent());
+          v.errors += count_errors(d, d.idx, out.data());
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (t < v.best) {
+          v.best = t;
+          v.wire = wire;
+          v.ppp = ppp;
+          v.fc = fc;
+        }
+      }
+    }
+    if (rank == 0) {
+      std::printf("\nK=%d (%u B properties), %" PRIu64
+                  " requests per rank; line rate %.2f GB/s per rank\n",
+                  K, d.P, requests, line / 1e9);
+      std::printf("%-15s %-8s %9s %10s %13s %9s %9s %8s %7s %s\n", "mode", "progress", "requests",
+                  "time_ms", "Mrows/s/rank", "goodput", "line_util", "PRs/pkt", "F+C", "check");
+    }
+    for (Variant& v : variants) {
+      Row r;
+      r.K = K;
+      r.mode = v.mode;
+      r.progress = v.progress;
+      r.requests = v.requests;
+      r.seconds = v.best;
+      r.rows_per_s = static_cast<double>(v.requests) / v.best;
+      const double useful =
+          v.kind == 1 ? static_cast<double>(v.remote) : static_cast<double>(d.distinct_remote);
+      r.goodput = mean_over_ranks(useful * d.P / v.best / line);
+      r.line_util = mean_over_ranks(v.wire / v.best / line);
+      r.prs_per_packet = mean_over_ranks(v.ppp);
+      r.fc_rate = mean_over_ranks(v.fc);
+      r.errors = sum_over_ranks(v.errors);
+      if (rank == 0) print_row(r);
+      rows.push_back(r);
     }
     if (rank == 0) {
       const Row* conv = nullptr;  // the strongest baseline configuration

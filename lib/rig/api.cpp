@@ -305,7 +305,7 @@ extern "C" int ns_cq_wait(ns_cq* cq, int num_entries, ns_wc* wc, int timeout_ms)
     const std::uint64_t deadline =
         timeout_ms < 0 ? UINT64_MAX
                        : netsparse::rig::now_ns() + std::uint64_t(timeout_ms) * 1'000'000;
-    Backoff backoff;
+    Backoff backoff(e.inline_mode() ? 64 : 8, e.inline_mode() ? 64 : 16);
     for (;;) {
       int n = cq->poll(num_entries, wc);
       if (n > 0) return n;

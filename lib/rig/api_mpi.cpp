@@ -87,6 +87,13 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
   try {
     tr::TransportOptions options;
     options.need_thread_multiple = threaded;
+    // A context asking for packets larger than the transports' default receive buffers gets
+    // larger buffers (one concatenation queue = one packet); smaller requests keep the default.
+    if (cfg.packet_bytes > options.mpi.max_packet_bytes)
+      options.mpi.max_packet_bytes = cfg.packet_bytes;
+    if (cfg.packet_bytes > options.verbs.max_packet_bytes) {
+      options.verbs.max_packet_bytes = cfg.packet_bytes;
+    }
     *out = new ns_context(tr::make_transport(kind, comm, options), cfg);
     return NS_OK;
   } catch (const std::bad_alloc&) {

@@ -22,21 +22,24 @@ inline void cpu_relax() noexcept {
 class Backoff {
  public:
   enum class Action { kSpin, kYield, kSleep };
-  static constexpr int kSpins = 64;
-  static constexpr int kYields = 64;
   static constexpr std::chrono::microseconds kFirstSleep{5};
+
+  // The progress thread spins longest (a response is often microseconds away); an application
+  // thread waiting for completions spins less, since every cycle it burns is taken from the
+  // progress threads when cores are scarce.
+  explicit Backoff(int spins = 64, int yields = 64) noexcept : spins_(spins), yields_(yields) {}
 
   void reset() noexcept { idle_ = 0; }
   // What the next idle iteration should do; sleep_for() says how long for kSleep.
   Action next() noexcept {
     ++idle_;
-    if (idle_ <= kSpins) return Action::kSpin;
-    if (idle_ <= kSpins + kYields) return Action::kYield;
+    if (idle_ <= spins_) return Action::kSpin;
+    if (idle_ <= spins_ + yields_) return Action::kYield;
     return Action::kSleep;
   }
   // Doubles from kFirstSleep up to cap.
   std::chrono::microseconds sleep_for(std::chrono::microseconds cap) const noexcept {
-    const int doublings = std::min(idle_ - kSpins - kYields - 1, 20);
+    const int doublings = std::min(idle_ - spins_ - yields_ - 1, 20);
     const auto d = kFirstSleep * (std::int64_t{1} << std::max(doublings, 0));
     return std::min(d, cap);
   }
@@ -56,6 +59,8 @@ class Backoff {
   }
 
  private:
+  int spins_;
+  int yields_;
   int idle_ = 0;
 };
 

@@ -12,37 +12,37 @@
 namespace netsparse::rig {
 
 // ---- PositionMap ---------------------------------------------------------------------------
-void PositionMap::begin_command(std::uint64_t count) {
+bool PositionMap::begin_command(std::uint64_t count) {
+  if (count > UINT32_MAX) return false;
   const std::size_t want = std::clamp<std::size_t>(
       std::bit_ceil(static_cast<std::size_t>(std::min<std::uint64_t>(count, kMaxSlots)) * 2), 1024,
       kMaxSlots);
-  if (slots_.size() < want) {
+  if (slots_.size() < want) {  // grows only; generation tags make old contents stale
     slots_.assign(want, Slot{0, 0, 0});
-    mask_ = want - 1;
-    shift_ = 64 - std::countr_zero(want);
+    bloom_.assign(want * 4 / 64, 0);
     gen_ = 0;
   }
-  if (++gen_ == 0) {  // wrapped: really clear once every 2^32 commands
+  // This command uses a prefix of the table sized to it, so clearing its Bloom bits is O(count).
+  mask_ = want - 1;
+  shift_ = 64 - std::countr_zero(want);
+  bloom_shift_ = shift_ - 2;  // 4 Bloom bits per slot
+  if (++gen_ == 0) {          // wrapped: really clear once every 2^32 commands
     for (Slot& s : slots_) s.gen = 0;
     gen_ = 1;
   }
+  std::fill_n(bloom_.begin(), want * 4 / 64, 0);
   used_ = 0;
-}
-
-std::uint64_t PositionMap::find(std::uint64_t idx) const noexcept {
-  for (std::size_t h = home(idx);; h = (h + 1) & mask_) {
-    const Slot& s = slots_[h];
-    if (s.gen != gen_) return UINT64_MAX;
-    if (s.idx == idx) return s.pos;
-  }
+  return true;
 }
 
 void PositionMap::insert(std::uint64_t idx, std::uint64_t pos) noexcept {
-  if (2 * (used_ + 1) > slots_.size()) return;  // keep probes short; a miss only costs filtering
+  if (2 * (used_ + 1) > mask_ + 1) return;  // keep probes short; a miss only costs filtering
+  const std::uint64_t b = bloom_bit(idx);
+  bloom_[b >> 6] |= std::uint64_t{1} << (b & 63);
   for (std::size_t h = home(idx);; h = (h + 1) & mask_) {
     Slot& s = slots_[h];
     if (s.gen != gen_) {
-      s = Slot{idx, pos, gen_};
+      s = Slot{idx, static_cast<std::uint32_t>(pos), gen_};
       ++used_;
       return;
     }
@@ -73,9 +73,8 @@ void ClientUnit::take(Command& cmd) {
   chunk_len_ = 0;
   chunk_pos_ = 0;
   stalled_ = false;
-  if (cmd.layout == NS_RIG_LAYOUT_POSITIONAL && config_.filter_on()) {
-    positions_.begin_command(cmd.count);
-  }
+  dedup_ = cmd.layout == NS_RIG_LAYOUT_POSITIONAL && config_.filter_on() &&
+           positions_.begin_command(cmd.count);
 }
 
 std::size_t ClientUnit::generate(std::uint64_t now) {
@@ -126,7 +125,7 @@ bool ClientUnit::run_chunk(std::uint64_t now) {
   const std::uint64_t total = r.solver.total_rows();
   const int self = engine_.rank();
   const bool indexed = c.layout == NS_RIG_LAYOUT_INDEXED;
-  const bool dedup = !indexed && config_.filter_on();
+  const bool dedup = dedup_;
   const bool coalesce = config_.coalesce_on();
   ClientCounters& k = counters;
   // Rows of this node are read from host memory at random: prefetch a few idxs ahead so the

@@ -189,28 +189,44 @@ struct ServerCounters {
 };
 
 // Open addressing map idx -> first position, for positional-layout de-duplication inside one
-// work request. Generation-tagged slots make "clear" O(1); bounded size (a full table simply
-// stops recording, which only costs some filtering).
+// work request. Generation-tagged slots make "clear" O(1); a bounded size (a full table simply
+// stops recording, which only costs some filtering). A small Bloom bit array (4 bits per slot,
+// cleared per command in O(count)) answers most misses from L1 without touching the slots, so
+// requests without repeats pay little for the mechanism.
 class PositionMap {
  public:
-  void begin_command(std::uint64_t count);
+  // False (and nothing recorded) for commands too long to de-duplicate.
+  bool begin_command(std::uint64_t count);
   // Position recorded for idx, or UINT64_MAX.
-  std::uint64_t find(std::uint64_t idx) const noexcept;
+  std::uint64_t find(std::uint64_t idx) const noexcept {
+    const std::uint64_t b = bloom_bit(idx);
+    if (((bloom_[b >> 6] >> (b & 63)) & 1) == 0) return UINT64_MAX;
+    for (std::size_t h = home(idx);; h = (h + 1) & mask_) {
+      const Slot& s = slots_[h];
+      if (s.gen != gen_) return UINT64_MAX;
+      if (s.idx == idx) return s.pos;
+    }
+  }
   void insert(std::uint64_t idx, std::uint64_t pos) noexcept;
 
  private:
   static constexpr std::size_t kMaxSlots = std::size_t{1} << 21;
-  struct Slot {
+  struct Slot {  // 16 bytes: four per cache line
     std::uint64_t idx;
-    std::uint64_t pos;
+    std::uint32_t pos;  // commands of 2^32 idxs or more are not de-duplicated
     std::uint32_t gen;
   };
   std::size_t home(std::uint64_t idx) const noexcept {
     return static_cast<std::size_t>((idx * 0x9E3779B97F4A7C15ull) >> shift_);
   }
+  std::uint64_t bloom_bit(std::uint64_t idx) const noexcept {
+    return (idx * 0xC2B2AE3D27D4EB4Full) >> bloom_shift_;
+  }
   std::vector<Slot> slots_;
-  std::size_t mask_ = 0;
+  std::vector<std::uint64_t> bloom_;
+  std::size_t mask_ = 0;  // this command's table size - 1 (a prefix of slots_)
   int shift_ = 64;
+  int bloom_shift_ = 64;
   std::size_t used_ = 0;
   std::uint32_t gen_ = 0;
 };
@@ -262,6 +278,7 @@ class ClientUnit {
   std::size_t chunk_len_ = 0;
   std::size_t chunk_pos_ = 0;
   bool stalled_ = false;
+  bool dedup_ = false;  // positional de-duplication active for the current command
   PositionMap positions_;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> retry_;  // (idx, waiter) after a drain
 };

@@ -328,6 +328,42 @@ TEST(Ablation, IdenticalOutputsWithEachMechanismOnOrOff) {
   }
 }
 
+// ---- POSITIONAL: repeats inside one work request are filled from the first position ----------
+TEST(Positional, RepeatsAreFilledLocallyFromTheFirstPosition) {
+  for (std::uint32_t flags : {0u, static_cast<std::uint32_t>(NS_CTX_NO_FILTER)}) {
+    ClusterOptions o;
+    o.nodes = 2;
+    o.P = 20;
+    o.attr = make_attr(NS_PROGRESS_THREAD, flags);
+    // One unit with a one-entry table: every remote idx waits for its response before the next
+    // is generated, so which repeats are filtered (rather than coalesced) is deterministic.
+    o.attr.comp_mask |= NS_CTX_ATTR_PENDING | NS_CTX_ATTR_UNITS;
+    o.attr.pending_entries = 1;
+    o.attr.num_client_units = 1;
+    o.attr.num_server_units = 1;
+    run_cluster(o, [&](Node& n) {
+      if (n.rank == 0) {
+        const std::vector<std::uint64_t> idx = {300, 301, 302, 300, 303, 301, 5, 5, 300};
+        std::vector<std::uint8_t> out(idx.size() * n.P, kSentinel);
+        auto w = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+        ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK);
+        for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+        check_positional(out, idx, n.P, n.rank);
+        EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_LOCAL), 2u);
+        EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_COALESCED), 0u);
+        if (flags == 0) {
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_SENT), 4u);      // 300, 301, 302, 303
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_FILTERED), 3u);  // 300, 301, 300 again
+        } else {
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_SENT), 7u);
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_FILTERED), 0u);
+        }
+      }
+      n.sync->arrive_and_wait();
+    });
+  }
+}
+
 // ---- INDEXED windows (column panels), filter epochs ------------------------------------------
 TEST(Indexed, PanelWindowsAndFilterEpochs) {
   ClusterOptions o;
