@@ -50,7 +50,6 @@ namespace {
 constexpr int kPacketTag = 0x4e53;
 constexpr int kReadRequestTag = 0x4e54;
 constexpr int kReadResponseTag = 0x4e55;
-constexpr int kTeardownTimeoutMs = 10000;
 
 const char* thread_level_name(int level) {
   switch (level) {
@@ -120,6 +119,7 @@ class MpiTransport final : public Transport {
         request_ring_base_(send_base_ + send_count_),
         response_base_(request_ring_base_ + request_ring_count_),
         read_capacity_(static_cast<std::size_t>(options.max_outstanding_reads)),
+        teardown_timeout_ms_(options.teardown_timeout_ms),
         per_peer_cap_(options.max_in_flight_per_peer > 0
                           ? options.max_in_flight_per_peer
                           : std::max(1, options.send_ring - options.send_ring / 4)) {
@@ -570,16 +570,16 @@ class MpiTransport final : public Transport {
   // Teardown is collective (like MPI_Comm_free). With healthy peers: finish our sends while
   // still receiving and serving (a peer may wait for us to match its last packets or answer
   // its reads), then agree with an Ibarrier that everyone is done, then cancel the receive
-  // rings. With a failed peer, or after kTeardownTimeoutMs, hand the requests back to MPI
-  // without waiting (never hang); the windows and the dup are then leaked on purpose, because
+  // rings. With a failed peer, or after MpiOptions::teardown_timeout_ms, hand the requests back to
+  // MPI without waiting (never hang); the windows and the dup are then leaked on purpose, because
   // freeing them synchronizes with the dead peer.
   void shutdown() noexcept {
     int finalized = 1;
     MPI_Finalized(&finalized);
     if (finalized) return;  // too late to clean up; MPI_Finalize released everything
     using clock = std::chrono::steady_clock;
-    const auto deadline = clock::now() + std::chrono::milliseconds(kTeardownTimeoutMs);
-    bool clean = !any_failed();
+    const auto deadline = clock::now() + std::chrono::milliseconds(teardown_timeout_ms_);
+    bool clean = !any_failed() && teardown_timeout_ms_ > 0;
     if (clean) {
       MPI_Request barrier = MPI_REQUEST_NULL;
       bool barrier_started = false;
@@ -648,6 +648,7 @@ class MpiTransport final : public Transport {
   const int request_ring_base_;
   const int response_base_;
   const std::size_t read_capacity_;
+  const int teardown_timeout_ms_;
   const int per_peer_cap_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;

@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -50,7 +51,6 @@ namespace {
 
 constexpr int kPeerShift = 40;  // send wr_id = peer << 40 | sequence number on that QP
 constexpr std::uint64_t kSeqMask = (std::uint64_t{1} << kPeerShift) - 1;
-constexpr int kTeardownTimeoutMs = 10000;
 
 std::string errno_text(int err) {
   return std::string(std::strerror(err));
@@ -102,6 +102,8 @@ struct ConnInfo {
   std::uint32_t qpn;
   std::uint32_t psn;
   std::uint32_t max_packet;  // receive buffer size: must be the same everywhere
+  std::uint32_t flush_rkey;
+  std::uint64_t flush_addr;
   std::uint16_t lid;
   std::uint8_t mtu;  // enum ibv_mtu of the sender's port
   std::uint8_t pad;
@@ -506,7 +508,9 @@ class VerbsTransport final : public Transport {
     std::uint64_t completed = 0;  // WRs with a smaller sequence number are retired
     int unsignaled = 0;           // unsignalled WRs since the last signalled one
     bool failed = false;
-    std::vector<SqEntry> ring;  // outstanding WRs, indexed by sequence % depth
+    std::vector<SqEntry> ring;     // outstanding WRs, indexed by sequence % depth
+    std::uint64_t flush_addr = 0;  // the peer's flush word (see post_flush)
+    std::uint32_t flush_rkey = 0;
   };
   struct ReadSlot {
     void* local = nullptr;
@@ -590,7 +594,10 @@ class VerbsTransport final : public Transport {
         pd_.get(), bounce_slab_.get(),
         static_cast<std::size_t>(options_.max_outstanding_reads) * options_.read_slot_bytes,
         IBV_ACCESS_LOCAL_WRITE));
-    if (!recv_mr_ || !send_mr_ || !bounce_mr_) {
+    flush_slab_ = allocate_slab(64);
+    flush_mr_.reset(ibv_reg_mr(pd_.get(), flush_slab_.get(), 64,
+                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ));
+    if (!recv_mr_ || !send_mr_ || !bounce_mr_ || !flush_mr_) {
       throw std::runtime_error("netsparse verbs transport: ibv_reg_mr of the slabs: " +
                                errno_text(errno));
     }
@@ -658,6 +665,8 @@ class VerbsTransport final : public Transport {
       c.lid = port_.port_attr.lid;
       c.mtu = static_cast<std::uint8_t>(port_.port_attr.active_mtu);
       c.max_packet = static_cast<std::uint32_t>(options_.max_packet_bytes);
+      c.flush_addr = reinterpret_cast<std::uintptr_t>(flush_slab_.get());
+      c.flush_rkey = flush_mr_->rkey;
       std::memcpy(c.gid, port_.gid.raw, 16);
     }
     if (MPI_Alltoall(out.data(), sizeof(ConnInfo), MPI_BYTE, in.data(), sizeof(ConnInfo), MPI_BYTE,
@@ -672,6 +681,8 @@ class VerbsTransport final : public Transport {
     for (int r = 0; r < size_ && error.empty(); ++r) {
       if (r == rank_) continue;
       const ConnInfo& remote = in[static_cast<std::size_t>(r)];
+      peers_[static_cast<std::size_t>(r)].flush_addr = remote.flush_addr;
+      peers_[static_cast<std::size_t>(r)].flush_rkey = remote.flush_rkey;
       if (remote.max_packet != options_.max_packet_bytes) {
         // A packet larger than the receiver's buffers would break the connection on arrival.
         error = "netsparse verbs transport: max_packet_bytes differs between ranks (" +
@@ -838,6 +849,9 @@ class VerbsTransport final : public Transport {
     if (!p.failed) {
       p.failed = true;
       last_error_ = "peer " + std::to_string(peer) + ": " + why;
+      // Once per peer and rare: worth a line on stderr, the engine only sees peer_failed().
+      std::fprintf(stderr, "netsparse verbs transport: rank %d: peer %d failed (%s)\n", rank_, peer,
+                   why.c_str());
     }
   }
 
@@ -850,25 +864,71 @@ class VerbsTransport final : public Transport {
     recv_mr_.reset();
     send_mr_.reset();
     bounce_mr_.reset();
+    flush_mr_.reset();
     pd_.reset();
     port_.context.reset();
   }
 
+  // A signalled 8-byte RDMA READ of the peer's flush word: its completion retires every earlier
+  // WR of the QP (completions are in order), so "posted == completed" becomes reachable even
+  // when the last sends were unsignalled. False when the send queue is full.
+  bool post_flush(int dest) {
+    Peer& peer = peers_[static_cast<std::size_t>(dest)];
+    if (peer.posted - peer.completed >= sq_depth_) return false;
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<std::uintptr_t>(flush_slab_.get() + 8);
+    sge.length = 8;
+    sge.lkey = flush_mr_->lkey;
+    const std::uint64_t seq = peer.posted;
+    ibv_send_wr wr{};
+    wr.wr_id = (static_cast<std::uint64_t>(dest) << kPeerShift) | (seq & kSeqMask);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = peer.flush_addr;
+    wr.wr.rdma.rkey = peer.flush_rkey;
+    ibv_send_wr* bad = nullptr;
+    if (ibv_post_send(peer.qp.get(), &wr, &bad) != 0) return false;
+    peer.ring[seq % sq_depth_] = SqEntry{};
+    peer.unsignaled = 0;
+    ++peer.posted;
+    return true;
+  }
+
+  bool live_peers_drained() const {
+    for (const Peer& p : peers_) {
+      if (p.qp && !p.failed && p.posted != p.completed) return false;
+    }
+    return true;
+  }
+
+  // Teardown, bounded by teardown_timeout_ms: (1) flush every live QP, so that our last packets
+  // have been acknowledged before the QPs go (a failed peer does not stop this); (2) unless a
+  // peer failed (it would never arrive), wait in an Ibarrier until every rank tears down, so
+  // that peers never see our QPs vanish while they still talk. While waiting we keep receiving
+  // (and discarding), otherwise peers flushing towards us would stall on RNR.
   void shutdown() noexcept {
     int finalized = 1;
     MPI_Finalized(&finalized);
-    const bool any_failed =
-        std::any_of(peers_.begin(), peers_.end(), [](const Peer& p) { return p.failed; });
-    if (!finalized && !any_failed) {
-      // Collective teardown, bounded: peers must not see our QPs vanish while they still talk.
+    if (options_.teardown_timeout_ms > 0 && pd_) {
+      using clock = std::chrono::steady_clock;
+      const auto deadline = clock::now() + std::chrono::milliseconds(options_.teardown_timeout_ms);
+      auto discard = [](const ReceivedPacket&) {};
+      for (int r = 0; r < size_; ++r) {
+        Peer& p = peers_[static_cast<std::size_t>(r)];
+        if (!p.qp || p.failed || p.posted == p.completed) continue;
+        while (!post_flush(r) && !p.failed && clock::now() < deadline) poll(discard, 64);
+      }
+      while (!live_peers_drained() && clock::now() < deadline) poll(discard, 64);
+      const bool any_failed =
+          std::any_of(peers_.begin(), peers_.end(), [](const Peer& p) { return p.failed; });
       MPI_Request request = MPI_REQUEST_NULL;
-      if (MPI_Ibarrier(comm_, &request) == MPI_SUCCESS) {
-        const auto deadline =
-            std::chrono::steady_clock::now() + std::chrono::milliseconds(kTeardownTimeoutMs);
+      if (!finalized && !any_failed && MPI_Ibarrier(comm_, &request) == MPI_SUCCESS) {
         int done = 0;
         while (!done && MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
-               std::chrono::steady_clock::now() < deadline) {
-          poll_send_cq();
+               clock::now() < deadline) {
+          poll(discard, 64);
         }
         if (!done) MPI_Request_free(&request);
       }
@@ -896,6 +956,8 @@ class VerbsTransport final : public Transport {
   Mr recv_mr_;
   Mr send_mr_;
   Mr bounce_mr_;
+  Slab flush_slab_;  // [0, 8): the word peers read to flush; [8, 16): where our flushes land
+  Mr flush_mr_;
   std::vector<Region> regions_;
   std::vector<Peer> peers_;
 

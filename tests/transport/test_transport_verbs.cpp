@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -102,6 +103,83 @@ TEST_F(VerbsLive, RdmaReadsExactAndBoundsChecked) {
   EXPECT_EQ(t->read(0, id, 0, big.data(), big.size(), 1), TxStatus::kError)
       << "reads above max_read_bytes() are refused";
   t->deregister_memory(id);
+}
+
+// The last rank destroys its transport without the collective teardown: its queue pairs vanish,
+// exactly what its peers see when the process dies. The survivors' next sends and reads to it
+// exhaust the RC retries (peer_timeout_ms) and complete in error: peer_failed() turns true,
+// send()/read() return kPeerFailed, every read issued to it completes (ok=false once it is
+// gone) and traffic between survivors is unaffected. Nothing may hang.
+TEST_F(VerbsLive, DeadPeerIsDetectedAndDoesNotBlockOthers) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int victim = size - 1;
+  VerbsOptions options = VerbsOptions::from_env();
+  options.peer_timeout_ms = 200;
+  options.retry_count = 3;
+  if (rank == victim) options.teardown_timeout_ms = 0;
+  auto t = make_verbs_transport(MPI_COMM_WORLD, options);
+  std::vector<std::byte> region(4096, std::byte{7});
+  const int id = t->register_memory(region.data(), region.size());
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::string error;
+  if (rank == victim) {
+    t.reset();  // "dies"
+  } else {
+    using clock = std::chrono::steady_clock;
+    const auto start = clock::now();
+    const auto deadline = start + std::chrono::seconds(60);  // a hang guard, not a timing check
+    const std::vector<std::byte> packet(256, std::byte{1});
+    std::vector<std::byte> out(8 * 64);
+    ReadCompletion c[16];
+    int issued = 0, completed = 0, failed_reads = 0;
+    // Survivors that finish first already send their hello (below): count it wherever it lands.
+    int from_survivors = 0;
+    auto count = [&](const ReceivedPacket& p) { from_survivors += p.src != victim ? 1 : 0; };
+    double detected_after = -1;
+    while (clock::now() < deadline && (detected_after < 0 || completed < issued)) {
+      const TxStatus st = t->send(victim, packet);
+      if (st != TxStatus::kOk && st != TxStatus::kNoResource && st != TxStatus::kPeerFailed) {
+        error = std::string("send to the dead peer returned ") + to_string(st);
+        break;
+      }
+      if (issued - completed < 64 && detected_after < 0) {
+        if (t->read(victim, id, 0, out.data() + (issued % 64) * 8, 8, issued) == TxStatus::kOk) {
+          ++issued;
+        }
+      }
+      t->poll(count, 16);
+      const int k = t->poll_reads(c, 16);
+      for (int i = 0; i < k; ++i) failed_reads += c[i].ok ? 0 : 1;
+      completed += k;
+      if (detected_after < 0 && t->peer_failed(victim)) {
+        detected_after = std::chrono::duration<double>(clock::now() - start).count();
+      }
+    }
+    std::printf(
+        "rank %d: dead peer detected after %.3f s (configured %d ms); %d reads issued, "
+        "%d completed, %d with ok=false\n",
+        rank, detected_after, options.peer_timeout_ms, issued, completed, failed_reads);
+    if (detected_after < 0) error = "the dead peer was never reported (60 s)";
+    if (error.empty() && completed != issued) error = "reads to the dead peer never completed";
+    if (error.empty() && failed_reads == 0) error = "no read to the dead peer failed";
+    if (error.empty() && t->send(victim, packet) != TxStatus::kPeerFailed) {
+      error = "send to a failed peer is not refused with kPeerFailed";
+    }
+    if (error.empty() && t->read(victim, id, 0, out.data(), 8, 0) != TxStatus::kPeerFailed) {
+      error = "read from a failed peer is not refused with kPeerFailed";
+    }
+    // Survivors still talk to each other (and to themselves).
+    for (int r = 0; r < victim && error.empty(); ++r) {
+      if (t->peer_failed(r)) error = "live peer " + std::to_string(r) + " reported failed";
+      while (t->send(r, packet) == TxStatus::kNoResource) t->poll(count, 16);
+    }
+    while (error.empty() && from_survivors < victim && clock::now() < deadline) t->poll(count, 16);
+    if (error.empty() && from_survivors != victim) error = "survivors' packets did not arrive";
+    t.reset();  // must not wait for the dead peer
+  }
+  EXPECT_TRUE(on_every_rank(error));
 }
 
 TEST(VerbsSetup, FailsCleanlyOnEveryRank) {
