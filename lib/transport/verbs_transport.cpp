@@ -89,6 +89,12 @@ using Mr = std::unique_ptr<ibv_mr, MrDeleter>;
 using Qp = std::unique_ptr<ibv_qp, QpDeleter>;
 using Slab = std::unique_ptr<std::byte, FreeDeleter>;
 
+// ibv_reg_mr is a macro that ORs `access` with another enum type; passing an int keeps that
+// expression well-formed C++20 (clang warns about enum-enum arithmetic otherwise).
+ibv_mr* register_region(ibv_pd* pd, void* addr, std::size_t length, int access) {
+  return ibv_reg_mr(pd, addr, length, access);
+}
+
 Slab allocate_slab(std::size_t bytes) {
   const std::size_t rounded = std::max<std::size_t>((bytes + 4095) / 4096 * 4096, 4096);
   void* p = std::aligned_alloc(4096, rounded);
@@ -361,7 +367,7 @@ class VerbsTransport final : public Transport {
     RegionInfo mine{reinterpret_cast<std::uintptr_t>(base), bytes, 0, 1};
     std::string error;
     if (bytes > 0) {
-      region.mr.reset(ibv_reg_mr(pd_.get(), base, bytes, IBV_ACCESS_REMOTE_READ));
+      region.mr.reset(register_region(pd_.get(), base, bytes, IBV_ACCESS_REMOTE_READ));
       if (!region.mr) {
         mine.ok = 0;
         error = "ibv_reg_mr(" + std::to_string(bytes) + " bytes) failed: " + errno_text(errno);
@@ -586,17 +592,18 @@ class VerbsTransport final : public Transport {
     send_slab_ = allocate_slab(static_cast<std::size_t>(options_.send_buffers) * pkt);
     bounce_slab_ = allocate_slab(static_cast<std::size_t>(options_.max_outstanding_reads) *
                                  options_.read_slot_bytes);
-    recv_mr_.reset(ibv_reg_mr(pd_.get(), recv_slab_.get(), static_cast<std::size_t>(recv_wrs) * pkt,
-                              IBV_ACCESS_LOCAL_WRITE));
-    send_mr_.reset(ibv_reg_mr(pd_.get(), send_slab_.get(),
-                              static_cast<std::size_t>(options_.send_buffers) * pkt, 0));
+    recv_mr_.reset(register_region(pd_.get(), recv_slab_.get(),
+                                   static_cast<std::size_t>(recv_wrs) * pkt,
+                                   IBV_ACCESS_LOCAL_WRITE));
+    send_mr_.reset(register_region(pd_.get(), send_slab_.get(),
+                                   static_cast<std::size_t>(options_.send_buffers) * pkt, 0));
     bounce_mr_.reset(ibv_reg_mr(
         pd_.get(), bounce_slab_.get(),
         static_cast<std::size_t>(options_.max_outstanding_reads) * options_.read_slot_bytes,
         IBV_ACCESS_LOCAL_WRITE));
     flush_slab_ = allocate_slab(64);
-    flush_mr_.reset(ibv_reg_mr(pd_.get(), flush_slab_.get(), 64,
-                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ));
+    flush_mr_.reset(register_region(pd_.get(), flush_slab_.get(), 64,
+                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ));
     if (!recv_mr_ || !send_mr_ || !bounce_mr_ || !flush_mr_) {
       throw std::runtime_error("netsparse verbs transport: ibv_reg_mr of the slabs: " +
                                errno_text(errno));
