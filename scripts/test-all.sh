@@ -43,8 +43,9 @@ configure_build() {  # configure_build DIR [cmake args...] -- [targets...]
   while (($#)) && [[ $1 != -- ]]; do args+=("$1"); shift; done
   (($#)) && shift
   targets=("$@")
-  cmake -S "$root" -B "$dir" -G Ninja "${args[@]}" >"$dir.configure.log" 2>&1 ||
-    { cat "$dir.configure.log"; return 1; }
+  mkdir -p "$dir"
+  cmake -S "$root" -B "$dir" -G Ninja "${args[@]}" >"$dir/configure.log" 2>&1 ||
+    { cat "$dir/configure.log"; return 1; }
   ninja -C "$dir" -j "$jobs" "${targets[@]}"
 }
 
