@@ -597,7 +597,7 @@ class VerbsTransport final : public Transport {
                                    IBV_ACCESS_LOCAL_WRITE));
     send_mr_.reset(register_region(pd_.get(), send_slab_.get(),
                                    static_cast<std::size_t>(options_.send_buffers) * pkt, 0));
-    bounce_mr_.reset(ibv_reg_mr(
+    bounce_mr_.reset(register_region(
         pd_.get(), bounce_slab_.get(),
         static_cast<std::size_t>(options_.max_outstanding_reads) * options_.read_slot_bytes,
         IBV_ACCESS_LOCAL_WRITE));
