@@ -399,7 +399,7 @@ struct Result {
   bool correct = true;
   // Sums over ranks (per iteration) and tail (max over ranks) of the per-rank values.
   double bytes_total = 0, bytes_tail = 0, requests_total = 0, messages_total = 0;
-  double useful_tail = 0, wait_tail = 0;
+  double useful_tail = 0, wait_tail = 0, sync_tail = 0;
   double engine_fc = -1;  // engine's own (filtered + coalesced) / requested, RIG modes
   double engine_prs_per_packet = -1;
   std::string engine_json;
@@ -556,6 +556,7 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   res.requests_total = allreduce(static_cast<double>(s.requests) / iters, MPI_SUM);
   res.messages_total = allreduce(static_cast<double>(s.messages_sent) / iters, MPI_SUM);
   res.wait_tail = allreduce(s.wait_seconds / iters, MPI_MAX);
+  res.sync_tail = allreduce(s.sync_seconds / iters, MPI_MAX);
   if (engine) {
     const double requested = allreduce(double(engine->stat(NS_STAT_PRS_REQUESTED)), MPI_SUM);
     const double dropped = allreduce(
@@ -883,10 +884,11 @@ int main(int argc, char** argv) {
                  << ", \"bytes_total\": " << r.bytes_total << ", \"bytes_tail\": " << r.bytes_tail
                  << ", \"requests_total\": " << r.requests_total
                  << ", \"messages_total\": " << r.messages_total
-                 << ", \"wait_tail_s\": " << r.wait_tail << ", \"fc_rate\": " << d.fc
-                 << ", \"prs_per_packet\": " << d.prs_per_packet << ", \"goodput\": " << d.goodput
-                 << ", \"line_util\": " << d.util << ", \"traffic_vs_su\": " << d.traffic_vs_su
-                 << ", \"prs_vs_sa\": " << d.prs_vs_sa << ", \"engine_fc_rate\": " << r.engine_fc
+                 << ", \"wait_tail_s\": " << r.wait_tail << ", \"sync_tail_s\": " << r.sync_tail
+                 << ", \"fc_rate\": " << d.fc << ", \"prs_per_packet\": " << d.prs_per_packet
+                 << ", \"goodput\": " << d.goodput << ", \"line_util\": " << d.util
+                 << ", \"traffic_vs_su\": " << d.traffic_vs_su << ", \"prs_vs_sa\": " << d.prs_vs_sa
+                 << ", \"engine_fc_rate\": " << r.engine_fc
                  << ", \"engine_prs_per_packet\": " << r.engine_prs_per_packet
                  << ", \"remote_nnz_total\": " << vol.remote_nnz_total
                  << ", \"unique_remote_total\": " << vol.unique_total

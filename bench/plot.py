@@ -59,7 +59,7 @@ def load(results_dir):
 def records(run, kernel=None, k=None, mode=None):
     out = []
     for r in run["results"]:
-        if kernel is not None and r["kernel"] != kernel:
+        if kernel is not None and r["kernel"].lower() != kernel.lower():
             continue
         if k is not None and r["K"] != k:
             continue
@@ -93,7 +93,7 @@ def fig12(runs, out_dir):
                 label = f"{run['matrix']}\n{kernel} K={k}"
                 groups.append((label, sp, sp.get("ideal", 0)))
     modes = [m for m in MODE_ORDER if m != "su" and any(m in g[1] for g in groups)]
-    fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(groups) + 2), 4.8))
+    fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(groups) + 2), 5.4))
     width = 0.8 / max(1, len(modes))
     for i, m in enumerate(modes):
         xs = [g + (i - (len(modes) - 1) / 2) * width for g in range(len(groups))]
@@ -110,7 +110,7 @@ def fig12(runs, out_dir):
     ax.set_ylabel("speedup over su (time per iteration)")
     ax.set_title("Speedup over sparsity-unaware (su) per matrix and K\n"
                  + subtitle(next(iter(files.values()))), fontsize=10)
-    ax.legend(fontsize=7, ncol=4, loc="upper left")
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     ax.grid(axis="y", which="both", alpha=0.3)
     fig.tight_layout()
     path = os.path.join(out_dir, "fig12_speedups.png")

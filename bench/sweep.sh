@@ -64,8 +64,10 @@ for m in $SWEEP_MATRICES; do
         run "table8_$n.json" --matrix "$m" --K 16,128 --modes su,netsparse --ablation
         ;;
       fig15)
+        # A batch is a run of nonzeros, as in the paper (the per-nonzero idx stream).
         for b in 256 1024 4096 16384 65536; do
-          run "fig15_${n}_b$b.json" --matrix "$m" --K 16 --modes netsparse,su --batch "$b"
+          run "fig15_${n}_b$b.json" --matrix "$m" --K 16 --modes netsparse,su --batch "$b" \
+            --rig-idx nonzeros
         done
         ;;
       fig17)

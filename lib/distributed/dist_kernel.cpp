@@ -346,6 +346,7 @@ void DistKernel::Impl::run(const dist::Operands& ops) {
   total.messages_sent += last.messages_sent;
   total.requests += last.requests;
   total.wait_seconds += last.wait_seconds;
+  total.sync_seconds += last.sync_seconds;
 }
 
 DistKernel::DistKernel(const DistMatrix& a, KernelKind kernel, int k, const DistOptions& options,

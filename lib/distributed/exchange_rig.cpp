@@ -185,7 +185,7 @@ class RigExchange final : public Exchange {
     // Peers may still be reading this rank's block: nobody returns (and lets the caller change
     // its operand) before every rank is done.
     e.quiesce();
-    stats.wait_seconds += now_seconds() - t0;
+    stats.sync_seconds += now_seconds() - t0;
     const EngineCounters after = EngineCounters::read(*engine_);
     if (vanilla_) {
       // RDMA READs leave the engine's packet counters alone; model each as the paper's lone PR:
