@@ -560,20 +560,25 @@ class Conveyors {
         if (!push(o, kReq, item, req_item_)) break;
         ++next;
       }
+      progress();
+      serve_and_receive();
+      // Send what is owed (partial request buffers once everything is pushed, replies to every
+      // request buffer served), then stop only when nothing is buffered or in flight: replies
+      // pushed by the serve above must leave before this rank stops progressing.
       bool idle_links = true;
       for (int p = 0; p < np; ++p) {
         if (p == me) continue;
-        if (next == n) send_filling(p, kReq);  // all pushed: flush the partial buffers
-        if (rep_owed_[static_cast<std::size_t>(p)] && send_filling(p, kRep))
+        if (next == n) send_filling(p, kReq);
+        if (rep_owed_[static_cast<std::size_t>(p)] && send_filling(p, kRep)) {
           rep_owed_[static_cast<std::size_t>(p)] = false;
+        }
         const Link& l = links_[static_cast<std::size_t>(p)];
         if (l.ch[kReq].fill_bytes() != 0 || l.ch[kRep].fill_bytes() != 0) idle_links = false;
       }
-      progress();
-      serve_and_receive();
       if (next == n && replies_ == replies_due && answered_ == to_answer && pending_sends_ == 0 &&
-          idle_links)
+          idle_links) {
         break;
+      }
     }
     return now_s() - t0;
   }
