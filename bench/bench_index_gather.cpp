@@ -42,8 +42,9 @@ struct Options {
   std::vector<std::string> modes = {
       "rig", "rig-nofilter", "rig-nocoalesce", "rig-noconcat", "vanilla", "conveyors", "line"};
   std::vector<int> progress = {NS_PROGRESS_THREAD, NS_PROGRESS_INLINE};
-  std::uint64_t batch = 8192;              // idxs per RIG work request
-  int inflight = 8;                        // RIG work requests in flight
+  bool indexed = false;        // RIG output: positional (bale ig) or a replica of the whole table
+  std::uint64_t batch = 8192;  // idxs per RIG work request
+  int inflight = 8;            // RIG work requests in flight
   std::uint32_t packet_bytes = 0;          // 0: engine default
   std::int64_t delay_ns = -1;              // -1: engine default
   int client_units = 0, server_units = 0;  // 0: engine default
@@ -72,6 +73,9 @@ struct Options {
         "rig,rig-nofilter,rig-nocoalesce,rig-noconcat,vanilla,conveyors,line\n"
         "  --progress MODE       thread | inline | both (default both)\n"
         "  --batch N             idxs per RIG work request (default 8192)\n"
+        "  --layout L            RIG output: positional (out[j] = row idx[j], default) or indexed\n"
+        "                        (a replica of the whole table, row i at out[i]: repeats across\n"
+        "                        work requests are dropped by the Idx Filter)\n"
         "  --inflight N          RIG work requests in flight (default 8)\n"
         "  --packet-bytes N      NetSparse packet size (default: engine default, 1500)\n"
         "  --delay-ns N          concatenation delay (default: engine default)\n"
@@ -151,6 +155,13 @@ Options parse(int argc, char** argv, int rank) {
         if (rank == 0) std::fprintf(stderr, "bench_index_gather: --progress thread|inline|both\n");
         usage(rank, 2);
       }
+    } else if (a == "--layout") {
+      const std::string l = next();
+      if (l != "positional" && l != "indexed") {
+        if (rank == 0) std::fprintf(stderr, "bench_index_gather: --layout positional|indexed\n");
+        usage(rank, 2);
+      }
+      o.indexed = l == "indexed";
     } else if (a == "--batch") {
       o.batch = parse_u64("--batch", next(), rank);
     } else if (a == "--inflight") {
@@ -288,6 +299,22 @@ std::uint64_t count_errors(const Data& d, const std::vector<std::uint64_t>& idx,
   return bad;
 }
 
+// INDEXED replica: row idx[j] at out[idx[j]].
+std::uint64_t count_errors_indexed(const Data& d, const float* out) {
+  std::uint64_t bad = 0;
+  for (std::uint64_t i : d.idx) {
+    for (int k = 0; k < d.K; ++k) {
+      const float want = table_value(i, k);
+      if (std::memcmp(&out[i * static_cast<std::uint64_t>(d.K) + static_cast<std::uint64_t>(k)],
+                      &want, 4) != 0) {
+        ++bad;
+        break;
+      }
+    }
+  }
+  return bad;
+}
+
 // ---- results -------------------------------------------------------------------------------
 struct Row {
   int K = 0;
@@ -412,8 +439,15 @@ double run_rig(Engine& e, const Data& d, const Options& o, float* out) {
       w.wr.rig.mr = e.mr;
       w.wr.rig.idx = d.idx.data() + begin;
       w.wr.rig.count = std::min(o.batch, n - begin);
-      w.wr.rig.out = out + begin * static_cast<std::uint64_t>(d.K);
-      w.wr.rig.layout = NS_RIG_LAYOUT_POSITIONAL;
+      if (o.indexed) {  // `out` is a replica of the whole table
+        w.wr.rig.out = out;
+        w.wr.rig.layout = NS_RIG_LAYOUT_INDEXED;
+        w.wr.rig.window_base = 0;
+        w.wr.rig.window_len = d.n_total;
+      } else {
+        w.wr.rig.out = out + begin * static_cast<std::uint64_t>(d.K);
+        w.wr.rig.layout = NS_RIG_LAYOUT_POSITIONAL;
+      }
       ns_send_wr* bad = nullptr;
       const ns_status_t s = ns_post_send(e.qp, &w, &bad);
       if (s == NS_ERR_NO_RESOURCE) break;
@@ -799,9 +833,17 @@ int main(int argc, char** argv) {
   double line = measure_line_rate(rank, size);
   std::vector<Row> rows;
   if (rank == 0) {
-    std::printf("index gather: np=%d, n_per_rank=%" PRIu64 ", %s indices, batch=%" PRIu64
-                ", inflight=%d\n",
-                size, o.n_per_rank, o.unique ? "unique" : "uniform random", o.batch, o.inflight);
+    std::printf("index gather: np=%d, n_per_rank=%" PRIu64
+                ", %s indices, RIG layout %s, batch=%" PRIu64 ", inflight=%d\n",
+                size, o.n_per_rank, o.unique ? "unique" : "uniform random",
+                o.indexed ? "indexed (replica)" : "positional", o.batch, o.inflight);
+    std::printf(
+        "engine: packet_bytes %s, pending entries/unit %s, units %s\n",
+        o.packet_bytes ? std::to_string(o.packet_bytes).c_str() : "default(1500)",
+        o.pending ? std::to_string(o.pending).c_str() : "default(256)",
+        o.client_units
+            ? (std::to_string(o.client_units) + "," + std::to_string(o.server_units)).c_str()
+            : "default(2,2)");
     std::printf("%d interleaved round(s) per K; each figure is the best round\n", o.reps);
   }
   for (int K : o.K) {
@@ -814,6 +856,7 @@ int main(int argc, char** argv) {
     }
     Data d = make_data(o, K, requests, rank, size);
     std::vector<float> out(requests * static_cast<std::uint64_t>(K));
+    std::vector<float> replica(o.indexed ? d.n_total * static_cast<std::uint64_t>(K) : 0);
     // Every variant runs once per round, rounds repeated --reps times (interleaved, so a noisy
     // neighbour on a shared machine hits all variants alike); the best round is reported.
     struct Variant {
@@ -883,7 +926,9 @@ int main(int argc, char** argv) {
         if (v.kind == 0) {
           Engine e(rig_attr(o, v.progress_mode, v.flags), d, 2 * o.inflight);
           MPI_Barrier(MPI_COMM_WORLD);
-          const double mine = run_rig(e, d, o, out.data());
+          float* target = o.indexed ? replica.data() : out.data();
+          if (o.indexed) std::fill(replica.begin(), replica.end(), -1.0f);
+          const double mine = run_rig(e, d, o, target);
           // Serve the peers until they are done too (INLINE mode: nobody else would), and only
           // then block in an MPI collective.
           if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce", NS_ERR_TIMEOUT);
@@ -895,7 +940,8 @@ int main(int argc, char** argv) {
                         : static_cast<double>(ns_stat_get(e.ctx, NS_STAT_PRS_FILTERED) +
                                               ns_stat_get(e.ctx, NS_STAT_PRS_COALESCED)) /
                               req;
-          v.errors += count_errors(d, d.idx, out.data());
+          v.errors += o.indexed ? count_errors_indexed(d, replica.data())
+                                : count_errors(d, d.idx, out.data());
         } else if (v.kind == 1) {
           const int depth = 1024;
           Engine e(rig_attr(o, v.progress_mode, 0), d, depth);
