@@ -62,6 +62,14 @@ void sddmm_col_panel(const TiledMatrix& a, int col_panel, const float* x, std::i
 void spmv(const TiledMatrix& a, DenseConstView x, float* y, bool accumulate = true);
 void spmv_col_panel(const TiledMatrix& a, int col_panel, DenseConstView x, float* y);
 
+// C = A * B (spmm on the whole matrix with accumulate = false) writes C with streaming,
+// cache-bypassing stores when C holds at least this many bytes and its rows are aligned to the
+// vector width: SPADE's "rMatrix bypass". Such a C cannot stay cached anyway, and the stores then
+// skip reading every line of C first. Default: twice the last-level cache; a negative value
+// restores the default, 0 streams whenever alignment allows.
+[[nodiscard]] std::int64_t spmm_streaming_threshold_bytes();
+void set_spmm_streaming_threshold_bytes(std::int64_t bytes);
+
 // Instruction-set variants of the kernels. The best variant the CPU supports is used, unless
 // the environment variable NETSPARSE_KERNEL_ISA names another one (read at first use) or
 // set_kernel_isa() is called. Names: "baseline" (the compiler's target, always present),

@@ -20,6 +20,9 @@ struct SpmmCall {
   std::int64_t ldc;
   int k;
   bool accumulate;
+  // C = A * B may be written with streaming (cache-bypassing) stores where C's rows are
+  // vector-aligned: SPADE's rMatrix bypass, chosen by size (see local_kernels.cpp).
+  bool stream_output;
 };
 
 struct SddmmCall {

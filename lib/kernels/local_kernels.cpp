@@ -2,8 +2,12 @@
 // chosen for this CPU (kernels_impl.inc holds the loops).
 #include "netsparse/local_kernels.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 
@@ -145,12 +149,44 @@ void set_kernel_isa(std::string_view name) {
 
 namespace {
 
+// Size of the largest cache, read once: sysfs first (in a VM, sysconf can report a made-up
+// figure -- 320 MiB for a 32 MiB L3 on the development machine), then sysconf, then 32 MiB.
+std::int64_t last_level_cache_bytes() {
+  static const std::int64_t bytes = [] {
+    std::int64_t best = 0;
+    for (int index = 0; index < 8; ++index) {
+      std::ifstream size_file("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) +
+                              "/size");
+      std::int64_t kib = 0;
+      char unit = 0;
+      if (size_file >> kib >> unit && unit == 'K') best = std::max(best, kib * 1024);
+    }
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+    if (best == 0) best = std::max<std::int64_t>(0, sysconf(_SC_LEVEL3_CACHE_SIZE));
+#endif
+    return best > 0 ? best : std::int64_t{32} << 20;
+  }();
+  return bytes;
+}
+
+std::atomic<std::int64_t> g_stream_threshold{-1};  // < 0: the default
+
+// C = A * B on the whole matrix writes every row of C once; when C is large it cannot stay
+// cached anyway, so its lines are written with streaming stores instead of being read for
+// ownership first.
+bool stream_spmm_output(const TiledMatrix& a, int col_panel, int k, bool accumulate) {
+  return !accumulate && col_panel < 0 &&
+         a.n_rows() * std::int64_t{k} * std::int64_t{sizeof(float)} >=
+             spmm_streaming_threshold_bytes();
+}
+
 void spmm_checked(const char* fn, const TiledMatrix& a, int col_panel, DenseConstView b, float* c,
                   std::int64_t ldc, int k, bool accumulate) {
   check_k(fn, k);
   check_col_view(fn, "B", b, needed_columns(fn, a, col_panel), k);
   check_row_operand(fn, "C", c, ldc, k, a.n_rows() > 0);
-  active_variant().spmm({&a, col_panel, b.data, b.row_base, b.ld, c, ldc, k, accumulate});
+  active_variant().spmm({&a, col_panel, b.data, b.row_base, b.ld, c, ldc, k, accumulate,
+                         stream_spmm_output(a, col_panel, k, accumulate)});
 }
 
 void sddmm_checked(const char* fn, const TiledMatrix& a, int col_panel, const float* x,
@@ -171,6 +207,15 @@ void spmv_checked(const char* fn, const TiledMatrix& a, int col_panel, DenseCons
 }
 
 }  // namespace
+
+std::int64_t spmm_streaming_threshold_bytes() {
+  const std::int64_t t = g_stream_threshold.load(std::memory_order_relaxed);
+  return t >= 0 ? t : 2 * last_level_cache_bytes();
+}
+
+void set_spmm_streaming_threshold_bytes(std::int64_t bytes) {
+  g_stream_threshold.store(bytes < 0 ? -1 : bytes, std::memory_order_relaxed);
+}
 
 void spmm(const TiledMatrix& a, DenseConstView b, float* c, std::int64_t ldc, int k,
           bool accumulate) {

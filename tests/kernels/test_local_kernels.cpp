@@ -8,6 +8,7 @@
 #include <Eigen/Sparse>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <tuple>
 
 #include "netsparse/autotune.hpp"
@@ -318,6 +319,48 @@ INSTANTIATE_TEST_SUITE_P(Threads, SpmvVsReference, ::testing::Values(1, 2),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return "threads" + std::to_string(info.param);
                          });
+
+// C = A * B with streaming stores (forced by a zero threshold): rows aligned to 64 bytes
+// stream, others fall back to plain stores; both must give the reference result.
+TEST(KernelsStreaming, StreamedOutputMatchesReference) {
+  const std::int64_t default_threshold = spmm_streaming_threshold_bytes();
+  EXPECT_GT(default_threshold, 0);
+  set_spmm_streaming_threshold_bytes(0);
+  ASSERT_EQ(spmm_streaming_threshold_bytes(), 0);
+  omp_set_num_threads(2);
+  const CsrMatrix& csr = problems()[0].csr;
+  const SparseD a = to_eigen(csr);
+  for (const std::string& isa : supported_kernel_isas()) {
+    set_kernel_isa(isa);
+    for (const int k : {1, 16, 17, 32, 64, 128, 256}) {
+      const std::vector<float> b = random_dense(csr.n_cols * k, 81);
+      const RowMajorD bd = to_eigen_dense(b, csr.n_cols, k, k);
+      const RowMajorD ref = a * bd;
+      const RowMajorD mag = a.cwiseAbs() * bd.cwiseAbs();
+      // ldc a multiple of 16 floats on a 64-byte-aligned buffer: every row is aligned.
+      const std::int64_t ldc = (k + 15) / 16 * 16;
+      const std::size_t bytes = static_cast<std::size_t>(csr.n_rows * ldc) * sizeof(float);
+      std::unique_ptr<float, decltype(&std::free)> c(
+          static_cast<float*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)), &std::free);
+      ASSERT_NE(c, nullptr);
+      for (const TileConfig& config : {TileConfig{}, TileConfig{64, 0, false, 1}}) {
+        const TiledMatrix t(csr, config);
+        std::fill_n(c.get(), csr.n_rows * ldc, 7.0f);
+        spmm(t, DenseConstView{b.data(), 0, k, csr.n_cols}, c.get(), ldc, k, false);
+        expect_close(c.get(), ldc, ref, mag, 1e-5,
+                     isa + " aligned " + to_string(config) + " K=" + std::to_string(k));
+        // The same call into a misaligned C (offset by one float) stores normally.
+        std::vector<float> c2(csr.n_rows * ldc + 1, 7.0f);
+        spmm(t, DenseConstView{b.data(), 0, k, csr.n_cols}, c2.data() + 1, ldc, k, false);
+        expect_close(c2.data() + 1, ldc, ref, mag, 1e-5,
+                     isa + " misaligned " + to_string(config) + " K=" + std::to_string(k));
+      }
+    }
+  }
+  set_kernel_isa(supported_kernel_isas().front());
+  set_spmm_streaming_threshold_bytes(-1);
+  EXPECT_EQ(spmm_streaming_threshold_bytes(), default_threshold);
+}
 
 // Every instruction-set variant this CPU runs gives the reference result for every K class.
 TEST(KernelIsaVariants, AllSupportedVariantsAgree) {
