@@ -49,6 +49,13 @@ configure_build() {  # configure_build DIR [cmake args...] -- [targets...]
   ninja -C "$dir" -j "$jobs" "${targets[@]}"
 }
 
+with_env() {  # with_env NAME=VALUE... COMMAND... : COMMAND (a function too) with extra variables
+  (
+    while [[ $# -gt 0 && $1 == *=* ]]; do export "${1?}"; shift; done
+    "$@"
+  )
+}
+
 run_ctest() {  # run_ctest DIR [ctest args...]
   local dir=$1
   shift
@@ -66,13 +73,13 @@ stage ctest-release run_ctest "$root/build/release"
 # 2. ASan + UBSan: everything that parses untrusted bytes or indexes remote memory.
 stage build-asan configure_build "$root/build/asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DNETSPARSE_SANITIZE_ADDRESS=ON -DNETSPARSE_BUILD_BENCH=OFF -DNETSPARSE_BUILD_EXAMPLES=OFF --
-stage ctest-asan env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp \
+stage ctest-asan with_env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest "$root/build/asan" -L sanitize
 
 # 3. TSan: the shared Idx Filter and the engine's threads.
 stage build-tsan configure_build "$root/build/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DNETSPARSE_SANITIZE_THREAD=ON -DNETSPARSE_BUILD_BENCH=OFF -DNETSPARSE_BUILD_EXAMPLES=OFF --
-stage ctest-tsan env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+stage ctest-tsan with_env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   run_ctest "$root/build/tsan" -L threads -E "\\.mpi"
 
 # 4. Bounded fuzzing of the packet decoder.
