@@ -73,7 +73,7 @@ stage ctest-release run_ctest "$root/build/release"
 # 2. ASan + UBSan: everything that parses untrusted bytes or indexes remote memory.
 stage build-asan configure_build "$root/build/asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DNETSPARSE_SANITIZE_ADDRESS=ON -DNETSPARSE_BUILD_BENCH=OFF -DNETSPARSE_BUILD_EXAMPLES=OFF --
-stage ctest-asan with_env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp \
+stage ctest-asan with_env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp:fast_unwind_on_malloc=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest "$root/build/asan" -L sanitize
 
 # 3. TSan: the shared Idx Filter and the engine's threads.
