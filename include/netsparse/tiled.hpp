@@ -116,6 +116,18 @@ class TiledMatrix {
   [[nodiscard]] std::span<const std::int64_t> row_panel_tile_ptr() const noexcept {
     return row_panel_tile_ptr_;
   }
+  // The barrier schedule (empty without barriers): barrier group g owns the segments
+  // [barrier_group_segment_ptr()[g], [g + 1]); segment s is one row panel's tiles of that group,
+  // in column order: barrier_tile_ids()[barrier_segment_ptr()[s] .. barrier_segment_ptr()[s + 1]).
+  [[nodiscard]] std::span<const std::int64_t> barrier_group_segment_ptr() const noexcept {
+    return barrier_group_segment_ptr_;
+  }
+  [[nodiscard]] std::span<const std::int64_t> barrier_segment_ptr() const noexcept {
+    return barrier_segment_ptr_;
+  }
+  [[nodiscard]] std::span<const std::int64_t> barrier_tile_ids() const noexcept {
+    return barrier_tile_ids_;
+  }
 
   // Bytes SpMM/SpMV stream from this layout (nonzeros, runs, tile metadata); SDDMM also reads
   // the runs' CSR positions (sddmm_stream_bytes).
@@ -125,6 +137,7 @@ class TiledMatrix {
  private:
   void build_col_panel_index();
   void build_panel_columns();
+  void build_barrier_schedule();
 
   TileConfig config_{};
   gidx_t n_rows_global_ = 0;
@@ -142,6 +155,9 @@ class TiledMatrix {
   std::vector<std::int64_t> row_panel_tile_ptr_{0};
   std::vector<std::int64_t> col_panel_tile_ptr_{0, 0};
   std::vector<std::int64_t> col_panel_tile_ids_;
+  std::vector<std::int64_t> barrier_group_segment_ptr_;
+  std::vector<std::int64_t> barrier_segment_ptr_;
+  std::vector<std::int64_t> barrier_tile_ids_;
   std::vector<std::int64_t> panel_col_ptr_{0, 0};
   std::vector<gidx_t> panel_cols_;
 

@@ -237,6 +237,7 @@ TiledMatrix::TiledMatrix(const CsrMatrix& csr, const TileConfig& config) : confi
   row_panel_tile_ptr_ = std::move(tile_base);
   build_col_panel_index();
   build_panel_columns();
+  build_barrier_schedule();
 }
 
 void TiledMatrix::build_col_panel_index() {
@@ -248,6 +249,30 @@ void TiledMatrix::build_col_panel_index() {
   // Tiles are in row-panel order, so each column panel's list comes out in row-panel order.
   for (std::int64_t t = 0; t < std::ssize(tiles_); ++t)
     col_panel_tile_ids_[next[tiles_[t].col_panel]++] = t;
+}
+
+void TiledMatrix::build_barrier_schedule() {
+  if (n_barrier_groups_ <= 1) return;
+  // Tiles are in (row panel, column panel) order; a stable sort by group keeps that order
+  // inside each group, so every row panel's tiles of a group are adjacent: one segment.
+  barrier_tile_ids_.resize(tiles_.size());
+  std::vector<std::int64_t> group_count(n_barrier_groups_ + 1, 0);
+  for (const Tile& t : tiles_) ++group_count[t.col_panel / barrier_group_size_ + 1];
+  for (int g = 0; g < n_barrier_groups_; ++g) group_count[g + 1] += group_count[g];
+  std::vector<std::int64_t> next(group_count.begin(), group_count.end() - 1);
+  for (std::int64_t t = 0; t < std::ssize(tiles_); ++t)
+    barrier_tile_ids_[next[tiles_[t].col_panel / barrier_group_size_]++] = t;
+  barrier_group_segment_ptr_.assign(1, 0);
+  barrier_segment_ptr_.clear();
+  for (int g = 0; g < n_barrier_groups_; ++g) {
+    for (std::int64_t i = group_count[g]; i < group_count[g + 1]; ++i) {
+      if (i == group_count[g] ||
+          tiles_[barrier_tile_ids_[i]].row_panel != tiles_[barrier_tile_ids_[i - 1]].row_panel)
+        barrier_segment_ptr_.push_back(i);
+    }
+    barrier_group_segment_ptr_.push_back(std::ssize(barrier_segment_ptr_));
+  }
+  barrier_segment_ptr_.push_back(std::ssize(barrier_tile_ids_));
 }
 
 void TiledMatrix::build_panel_columns() {

@@ -99,6 +99,38 @@ void expect_layout_matches(const CsrMatrix& csr, const TiledMatrix& t) {
     }
   }
   EXPECT_EQ(covered, csr.n_cols);
+
+  // Barrier schedule: every tile once; a segment is one row panel's tiles of one group, in
+  // column order; a group's segments are distinct row panels in increasing order.
+  if (t.n_barrier_groups() > 1) {
+    const auto group_seg = t.barrier_group_segment_ptr();
+    const auto seg = t.barrier_segment_ptr();
+    const auto ids = t.barrier_tile_ids();
+    ASSERT_EQ(std::ssize(group_seg), t.n_barrier_groups() + 1);
+    ASSERT_EQ(ids.size(), tiles.size());
+    std::vector<int> scheduled(tiles.size(), 0);
+    for (int g = 0; g < t.n_barrier_groups(); ++g) {
+      int prev_rp = -1;
+      for (std::int64_t s = group_seg[g]; s < group_seg[g + 1]; ++s) {
+        ASSERT_LT(seg[s], seg[s + 1]) << "empty segment";
+        const int rp = tiles[ids[seg[s]]].row_panel;
+        ASSERT_GT(rp, prev_rp);
+        prev_rp = rp;
+        int prev_cp = -1;
+        for (std::int64_t i = seg[s]; i < seg[s + 1]; ++i) {
+          const Tile& tile = tiles[ids[i]];
+          ASSERT_EQ(tile.row_panel, rp);
+          ASSERT_EQ(tile.col_panel / t.barrier_group_size(), g);
+          ASSERT_GT(tile.col_panel, prev_cp);
+          prev_cp = tile.col_panel;
+          ++scheduled[ids[i]];
+        }
+      }
+    }
+    for (std::size_t i = 0; i < tiles.size(); ++i) ASSERT_EQ(scheduled[i], 1) << "tile " << i;
+  } else {
+    EXPECT_TRUE(t.barrier_tile_ids().empty());
+  }
 }
 
 class TiledLayout : public ::testing::TestWithParam<std::tuple<int, gidx_t>> {};
@@ -119,6 +151,8 @@ TEST_P(TiledLayout, EveryNonzeroOnceInItsTile) {
     const TiledMatrix t(csr, TileConfig{rp, cp, false, 1});
     SCOPED_TRACE(to_string(t.config()) + ", " + std::to_string(threads) + " threads");
     expect_layout_matches(csr, t);
+    for (const int group : {1, 3})
+      expect_layout_matches(csr, TiledMatrix(csr, {rp, cp, true, group}));
     const gidx_t width = cp == 0 ? spec.n_cols : std::min(cp, spec.n_cols);
     EXPECT_EQ(t.col_panel_width(), width);
     EXPECT_EQ(t.n_col_panels(), (spec.n_cols + width - 1) / width);
