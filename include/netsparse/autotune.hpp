@@ -8,7 +8,8 @@
 //                (a width >= n_cols is "all columns"), plus all columns
 //   barriers     on / off (on only where there is more than one column panel)
 // with duplicates removed. The base configuration (RP 256, CP all, no barriers; SPADE Base) is
-// always timed first, so a search cut short by its time budget still has a fair reference.
+// always timed first, so a search cut short by its time budget still has a fair reference; then
+// the column-panel variants at RP 256, then RP 1024, then RP 64.
 #pragma once
 
 #include <string>
@@ -51,8 +52,10 @@ struct AutotuneResult {
 };
 
 // Times every grid configuration of `kernel` at width k on `a` (C = A*B for SpMM, y = A*x for
-// SpMV) with operands it allocates itself: the rows of B the matrix touches, C or X (n_rows x
-// k) and, for SDDMM, the nnz outputs. Threads: as the kernels (OpenMP).
+// SpMV) with operands it allocates itself, as an application would a large one (64-byte
+// aligned, 2 MiB pages advised): the rows of B the matrix touches, C or X (n_rows x k) and, for
+// SDDMM, the nnz outputs. Threads: as the kernels (OpenMP). The search stops starting new
+// candidates once the budget is spent, so it can overrun by one candidate's build and runs.
 [[nodiscard]] AutotuneResult autotune(const CsrMatrix& a, KernelKind kernel, int k,
                                       const AutotuneOptions& options = {});
 
