@@ -7,6 +7,7 @@
 #include "netsparse/matrix_market.hpp"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -528,6 +529,15 @@ CsrMatrix read_rows(const std::string& path, std::optional<std::pair<gidx_t, gid
 
   // Matrices up to 2^32 x 2^32 are parsed into half-size records.
   const gidx_t compact_limit = gidx_t{1} << 32;
+  // Refuse before allocating: the row pointer alone needs 8 bytes per row, and a request far
+  // beyond physical memory must not reach the allocator (sanitizers abort on it).
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_bytes = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page_bytes > 0 &&
+      (static_cast<double>(row_end - row_begin) + 1.0) * sizeof(std::int64_t) >
+          static_cast<double>(pages) * static_cast<double>(page_bytes)) {
+    throw_too_large(path, header, row_end - row_begin);
+  }
   CsrMatrix matrix;
   try {
     matrix = header.n_rows <= compact_limit && header.n_cols <= compact_limit
