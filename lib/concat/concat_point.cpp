@@ -17,12 +17,14 @@ const char* to_string(FlushCause c) noexcept {
       return "explicit";
     case FlushCause::kPoolPressure:
       return "pool-pressure";
+    case FlushCause::kUnqueued:
+      return "unqueued";
   }
   return "unknown";
 }
 
 void ConcatStats::merge(const ConcatStats& o) {
-  for (int t = 0; t < 2; ++t) {
+  for (int t = 0; t < kNumPrTypes; ++t) {
     packets[t] += o.packets[t];
     prs[t] += o.prs[t];
     header_bytes[t] += o.header_bytes[t];
@@ -34,7 +36,7 @@ void ConcatStats::merge(const ConcatStats& o) {
 }
 
 double ConcatStats::prs_per_packet(int type) const {
-  if (type < 0 || type > 1 || packets[type] == 0) return 0.0;
+  if (type < 0 || type >= kNumPrTypes || packets[type] == 0) return 0.0;
   return static_cast<double>(prs[type]) / static_cast<double>(packets[type]);
 }
 
@@ -57,13 +59,15 @@ ConcatPoint::ConcatPoint(const ConcatConfig& config, PacketSink& sink)
   }
   const std::size_t response_record = pr_record_bytes(PrType::kResponse, config.prop_len);
   if (response_record > 0xFFFFFFFFu) bad_config("prop_len too large");
-  for (PrType t : {PrType::kRead, PrType::kResponse}) {
+  for (int ti = 0; ti < kNumPrTypes; ++ti) {
+    const PrType t = type_at(ti);
     const std::size_t rec = pr_record_bytes(t, config.prop_len);
-    const int ti = type_index(t);
     record_bytes_[ti] = static_cast<std::uint32_t>(rec);
     // A record that does not fit a packet on its own still travels, alone.
-    max_prs_[ti] = static_cast<std::uint32_t>(
-        std::max<std::size_t>(1, (config.packet_bytes - kConcatHeaderBytes) / rec));
+    const bool queued = t == PrType::kRead || t == PrType::kResponse;
+    max_prs_[ti] = queued ? static_cast<std::uint32_t>(std::max<std::size_t>(
+                                1, (config.packet_bytes - kConcatHeaderBytes) / rec))
+                          : 1;
   }
   queue_capacity_ = std::max(packet_bytes(PrType::kRead, config.prop_len, max_prs_[0]),
                              packet_bytes(PrType::kResponse, config.prop_len, max_prs_[1]));
@@ -107,6 +111,10 @@ void ConcatPoint::push(PrType type, std::uint32_t dest, const PrHeader& pr, cons
   if (dest >= config_.num_nodes) {
     throw std::out_of_range("ConcatPoint::push: destination " + std::to_string(dest) +
                             " >= num_nodes " + std::to_string(config_.num_nodes));
+  }
+  if (type == PrType::kInvalid || type == PrType::kControl) {
+    send_unqueued(type, dest, pr);
+    return;
   }
   const bool response = type == PrType::kResponse;
   if (response && payload == nullptr && config_.prop_len != 0) {
@@ -265,13 +273,23 @@ void ConcatPoint::flush_queue(std::uint32_t q, FlushCause cause) {
   sink_->on_packet(dest, type, std::span<const std::byte>(packet, bytes), cause);
 }
 
+void ConcatPoint::send_unqueued(PrType type, std::uint32_t dest, const PrHeader& pr) {
+  static_assert(sizeof(unqueued_) == packet_bytes(PrType::kInvalid, 0, 1));
+  static_assert(sizeof(unqueued_) == packet_bytes(PrType::kControl, 0, 1));
+  encode_concat_header(unqueued_, ConcatHeader{type, dest, config_.prop_len, 1});
+  encode_pr(unqueued_ + kConcatHeaderBytes, pr, nullptr, 0);
+  account(type, 1, sizeof(unqueued_), FlushCause::kUnqueued);
+  sink_->on_packet(dest, type, std::span<const std::byte>(unqueued_, sizeof(unqueued_)),
+                   FlushCause::kUnqueued);
+}
+
 void ConcatPoint::account(PrType type, std::uint32_t n, std::size_t bytes,
                           FlushCause cause) noexcept {
   const int ti = type_index(type);
   stats_.packets[ti] += 1;
   stats_.prs[ti] += n;
   stats_.header_bytes[ti] += kConcatHeaderBytes + std::uint64_t{n} * kPrHeaderBytes;
-  stats_.payload_bytes[ti] += type == PrType::kResponse ? std::uint64_t{n} * config_.prop_len : 0;
+  stats_.payload_bytes[ti] += carries_payload(type) ? std::uint64_t{n} * config_.prop_len : 0;
   stats_.wire_bytes[ti] += bytes + kUpperLayerBytes;
   stats_.flushes[static_cast<int>(cause)] += 1;
   stats_.prs_per_packet_hist[std::min<std::uint32_t>(n, 64)] += 1;

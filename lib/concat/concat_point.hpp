@@ -2,9 +2,10 @@
 // Concatenation Queue (CQ) until it is full or its Expiration Time (ET = arrival of its first
 // PR + delay) passes, then leave together as one NetSparse packet.
 //
-// * One CQ per (type, destination), looked up by array index. A CQ holds as many PR records as
-//   fit in `packet_bytes` (14 B header included); a CQ that reaches that count is flushed at
-//   once (cause kFull), so a full CQ never waits for its ET.
+// * One CQ per (type, destination) for the two concatenated types, kRead and kResponse, looked
+//   up by array index. A CQ holds as many PR records as fit in `packet_bytes` (14 B header
+//   included); a CQ that reaches that count is flushed at once (cause kFull), so a full CQ
+//   never waits for its ET.
 // * An Expiration Time Queue (EQ): a circular array of {CQ, ET} in arrival order. ETs are
 //   non-decreasing (time never goes back, the delay is constant), so only the head is checked.
 //   A CQ flushed because it filled clears its EQ entry (a tombstone skipped at the head; the
@@ -13,6 +14,12 @@
 //   on demand into per-(type, destination) virtual CQs; memory is the pool plus a 16-byte head
 //   per CQ. When the pool runs dry the CQ at the EQ head (the oldest) is flushed early
 //   (cause kPoolPressure).
+//
+// * kInvalid and kControl PRs are never queued: each leaves at once in its own 32-byte packet
+//   (cause kUnqueued). They are rare (a refused idx is an application bug; control is one PR
+//   per peer per quiesce round), so queues for them would only cost memory: 2·N more packet
+//   buffers, or 2·N more virtual-CQ heads. An unqueued PR overtakes the PRs still queued for
+//   its destination; a caller that needs order flushes first.
 //
 // Cost: O(1) per PR and no allocation after construction; flushing is O(bytes of the packet).
 // Not thread-safe: one ConcatPoint per producer thread (the paper's NIC has one per port).
@@ -27,8 +34,15 @@
 
 namespace netsparse::concat {
 
-enum class FlushCause : int { kFull = 0, kExpired = 1, kExplicit = 2, kPoolPressure = 3 };
-inline constexpr int kNumFlushCauses = 4;
+// kUnqueued: a kInvalid or kControl PR, sent alone as soon as it is pushed.
+enum class FlushCause : int {
+  kFull = 0,
+  kExpired = 1,
+  kExplicit = 2,
+  kPoolPressure = 3,
+  kUnqueued = 4
+};
+inline constexpr int kNumFlushCauses = 5;
 const char* to_string(FlushCause c) noexcept;
 
 // Receives finished packets. The span is valid only during the call (the sink copies it).
@@ -55,17 +69,20 @@ struct ConcatConfig {
                                      // EQ head (cause kPoolPressure)
 };
 
-struct ConcatStats {  // all per type index [0]=read, [1]=response
-  std::uint64_t packets[2] = {};
-  std::uint64_t prs[2] = {};
-  std::uint64_t header_bytes[2] = {};           // 14 + 18 per PR
-  std::uint64_t payload_bytes[2] = {};          // prop_len per response PR
-  std::uint64_t wire_bytes[2] = {};             // packet bytes + 50 B upper layer per packet
-  std::uint64_t flushes[kNumFlushCauses] = {};  // by FlushCause
-  std::uint64_t prs_per_packet_hist[65] = {};   // bucket n = packets with n PRs (64 = 64 or more)
+// Per-type arrays are indexed by type_index: [0] read, [1] response, [2] invalid, [3] control.
+// [0] and [1] are the paper's read and response packets (Table 7): since the invalid and control
+// types exist they count property traffic only.
+struct ConcatStats {
+  std::uint64_t packets[kNumPrTypes] = {};
+  std::uint64_t prs[kNumPrTypes] = {};
+  std::uint64_t header_bytes[kNumPrTypes] = {};   // 14 + 18 per PR
+  std::uint64_t payload_bytes[kNumPrTypes] = {};  // prop_len per response PR
+  std::uint64_t wire_bytes[kNumPrTypes] = {};     // packet bytes + 50 B upper layer per packet
+  std::uint64_t flushes[kNumFlushCauses] = {};    // by FlushCause
+  std::uint64_t prs_per_packet_hist[65] = {};     // bucket n = packets with n PRs (64 = 64 or more)
 
   void merge(const ConcatStats& other);
-  // Mean PRs per packet of type index `type` (0 read, 1 response); 0 if no packet was sent.
+  // Mean PRs per packet of type index `type` (see type_index); 0 if no packet was sent.
   double prs_per_packet(int type) const;
 };
 
@@ -77,9 +94,10 @@ class ConcatPoint {
   ConcatPoint(const ConcatPoint&) = delete;
   ConcatPoint& operator=(const ConcatPoint&) = delete;
 
-  // Appends one PR (payload == nullptr for reads; prop_len bytes for responses) to the queue of
-  // (type, dest). O(1); no allocation. Emits the packet through the sink when the queue becomes
-  // full or, with delay_ns == 0, immediately. now_ns must not decrease between calls.
+  // Appends one PR (prop_len bytes of payload for responses; payload is ignored for the other
+  // types) to the queue of (type, dest). O(1); no allocation. Emits the packet through the sink
+  // when the queue becomes full or, with delay_ns == 0, immediately; kInvalid and kControl PRs
+  // are emitted at once, alone (kUnqueued). now_ns must not decrease between calls.
   // Throws std::out_of_range for dest >= num_nodes, std::invalid_argument for an unknown type or
   // a response without payload.
   void push(PrType type, std::uint32_t dest, const PrHeader& pr, const void* payload,
@@ -98,7 +116,7 @@ class ConcatPoint {
   std::size_t memory_bytes() const noexcept;
 
   const ConcatConfig& config() const noexcept { return config_; }
-  // Most PRs one packet of this type carries (>= 1).
+  // Most PRs one packet of this type carries (>= 1; 1 for the unqueued types).
   std::uint32_t max_prs_per_packet(PrType t) const noexcept { return max_prs_[type_index(t)]; }
   std::uint32_t buffered_prs() const noexcept { return buffered_prs_; }
   // Virtualized mode: chunks currently free in the pool.
@@ -119,6 +137,7 @@ class ConcatPoint {
     std::uint32_t queue;  // kNone = tombstone (the queue filled and was flushed first)
   };
 
+  // Queues exist for kRead (index 0) and kResponse (index 1) only.
   std::uint32_t queue_index(PrType t, std::uint32_t dest) const noexcept {
     return static_cast<std::uint32_t>(type_index(t)) * config_.num_nodes + dest;
   }
@@ -136,12 +155,13 @@ class ConcatPoint {
   void eq_compact();
   void eq_drop_tombstones() noexcept;
   void flush_queue(std::uint32_t q, FlushCause cause);
+  void send_unqueued(PrType type, std::uint32_t dest, const PrHeader& pr);
   void account(PrType type, std::uint32_t n_prs, std::size_t bytes, FlushCause cause) noexcept;
 
   ConcatConfig config_;
   PacketSink* sink_;
-  std::uint32_t record_bytes_[2];  // read, response
-  std::uint32_t max_prs_[2];
+  std::uint32_t record_bytes_[kNumPrTypes];  // by type_index
+  std::uint32_t max_prs_[kNumPrTypes];
   std::size_t queue_capacity_;  // bytes of one (non-virtual) packet buffer / the staging buffer
 
   std::vector<Queue> queues_;        // 2 * num_nodes
@@ -152,6 +172,7 @@ class ConcatPoint {
   std::uint32_t free_chunks_ = 0;
   std::vector<std::byte> staging_;  // virtualized: one packet assembled from chunks
   std::vector<std::byte> scratch_;  // virtualized: one record that straddles chunks
+  std::byte unqueued_[kConcatHeaderBytes + kPrHeaderBytes];  // one kInvalid/kControl packet
 
   std::vector<EqEntry> ring_;  // power-of-two capacity
   std::uint64_t eq_head_ = 0;  // monotonically increasing positions; index = pos & mask

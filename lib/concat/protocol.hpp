@@ -4,6 +4,10 @@
 //   concatenation header (14 B): type 2 | dest 4 | prop_len 4 | n_prs 4
 //   PR record (18 B [+ prop_len]): src_node 4 | src_unit 2 | idx 8 | req_id 4 | payload (responses)
 //
+// Four PR types (docs/protocol.md): the paper's read and response, plus two header-only types
+// the RIG engine needs and that used to be smuggled into src_unit: kInvalid (the owner refused
+// the idx) and kControl (engine control messages, e.g. quiesce).
+//
 // Every multi-byte field is little-endian (docs/protocol.md). On little-endian hosts encoding
 // and decoding are plain memcpy; big-endian hosts byte-swap. Nothing here allocates, and the
 // decoder never reads a byte it has not first proven to be inside the buffer.
@@ -17,7 +21,14 @@
 
 namespace netsparse::concat {
 
-enum class PrType : std::uint16_t { kRead = 1, kResponse = 2 };
+// Every packet carries PRs of one type. Only kResponse records carry a payload.
+//   kRead      ask the owner (dest) for property `idx`; req_id is echoed in the answer
+//   kResponse  the property of `idx` (prop_len bytes), answering a kRead
+//   kInvalid   answers a kRead whose idx the owner refused (outside its rows); no payload
+//   kControl   a message between engines, not about a property; idx and req_id are defined by
+//              the control message (quiesce: idx = round, req_id = 0; docs/protocol.md)
+enum class PrType : std::uint16_t { kRead = 1, kResponse = 2, kInvalid = 3, kControl = 4 };
+inline constexpr int kNumPrTypes = 4;
 
 inline constexpr std::size_t kConcatHeaderBytes = 14;  // type 2 | dest 4 | prop_len 4 | n_prs 4
 inline constexpr std::size_t kPrHeaderBytes = 18;      // src_node 4 | src_unit 2 | idx 8 | req_id 4
@@ -51,18 +62,25 @@ struct PrHeader {
   std::uint32_t req_id;
 };
 
-// 0 for reads, 1 for responses: the index used by every per-type statistic.
-constexpr int type_index(PrType t) noexcept {
-  return t == PrType::kRead ? 0 : 1;
-}
 constexpr bool is_known_type(std::uint16_t raw) noexcept {
-  return raw == static_cast<std::uint16_t>(PrType::kRead) ||
-         raw == static_cast<std::uint16_t>(PrType::kResponse);
+  return raw >= static_cast<std::uint16_t>(PrType::kRead) &&
+         raw <= static_cast<std::uint16_t>(PrType::kControl);
+}
+// The index used by every per-type array (statistics, queues): 0 read, 1 response, 2 invalid,
+// 3 control. Defined for known types only.
+constexpr int type_index(PrType t) noexcept {
+  return static_cast<int>(t) - 1;
+}
+constexpr PrType type_at(int index) noexcept {
+  return static_cast<PrType>(index + 1);
+}
+constexpr bool carries_payload(PrType t) noexcept {
+  return t == PrType::kResponse;
 }
 
 // Bytes of one PR record: its 18 B header plus, in responses only, the property.
 constexpr std::size_t pr_record_bytes(PrType t, std::uint32_t prop_len) {
-  return kPrHeaderBytes + (t == PrType::kResponse ? std::size_t{prop_len} : 0);
+  return kPrHeaderBytes + (carries_payload(t) ? std::size_t{prop_len} : 0);
 }
 // Bytes of a NetSparse packet (concatenation header + records); the RDMA payload.
 constexpr std::size_t packet_bytes(PrType t, std::uint32_t prop_len, std::uint32_t n_prs) {
@@ -108,7 +126,8 @@ inline std::size_t encode_concat_header(std::byte* dst, const ConcatHeader& h) n
 }
 
 // Writes one PR record at dst: the 18-byte PR header, then payload_len bytes of payload
-// (payload may be null only when payload_len == 0, i.e. for reads). Returns the bytes written.
+// (payload may be null only when payload_len == 0: every type but kResponse). Returns the bytes
+// written.
 inline std::size_t encode_pr(std::byte* dst, const PrHeader& h, const void* payload,
                              std::uint32_t payload_len) noexcept {
   wire::store<std::uint32_t>(dst + kOffSrcNode, h.src_node);
@@ -127,7 +146,7 @@ inline PrHeader decode_pr_header(const std::byte* src) noexcept {
 
 // Why a packet was rejected. Checked in this order, so each malformed packet maps to one error:
 //   kTruncated        shorter than the 14-byte header, or the records after it end mid-record
-//   kUnknownType      type is neither kRead nor kResponse
+//   kUnknownType      type is not one of the four PrType values (1..4)
 //   kPropLenMismatch  prop_len differs from the one configured for this kernel
 //   kWrongDestination dest is not this node
 //   kCountMismatch    the buffer holds a whole number of records, but not n_prs of them
@@ -162,9 +181,9 @@ class PacketView {
   }
   // PR header i (i < size()).
   PrHeader pr(std::uint32_t i) const noexcept { return decode_pr_header(record(i)); }
-  // Payload of PR i: prop_len bytes for responses, nullptr for reads.
+  // Payload of PR i: prop_len bytes for responses, nullptr for every other type.
   const std::byte* payload(std::uint32_t i) const noexcept {
-    return header_.type == PrType::kResponse ? record(i) + kPrHeaderBytes : nullptr;
+    return carries_payload(header_.type) ? record(i) + kPrHeaderBytes : nullptr;
   }
   // Start of PR record i (its header, then its payload).
   const std::byte* record(std::uint32_t i) const noexcept {

@@ -1,4 +1,5 @@
-// Concatenation point: flush on full / expiry / explicit / pool pressure, expiration ordering,
+// Concatenation point: flush on full / expiry / explicit / pool pressure, unqueued (invalid and
+// control) PRs, expiration ordering,
 // the EQ's tombstones, statistics, and the virtualized (chunk pool) mode.
 #include <gtest/gtest.h>
 
@@ -107,6 +108,71 @@ TEST(ConcatPoint, ZeroDelaySendsEveryPrAtOnce) {
   EXPECT_EQ(sink.view(3).pr(0).idx, 3u);
   EXPECT_EQ(point.next_expiry_ns(), UINT64_MAX);
   EXPECT_EQ(point.stats().prs_per_packet_hist[1], 5u);
+}
+
+// kInvalid and kControl PRs never wait: each leaves at once in its own 32-byte packet, in both
+// modes, without touching the queues, the expiration queue or the chunk pool.
+TEST(ConcatPoint, InvalidAndControlPrsLeaveAloneAtOnce) {
+  for (bool virtualized : {false, true}) {
+    RecordingSink sink(8);
+    ConcatPoint point(config(4, 8, 100, virtualized), sink);
+    const std::size_t memory = point.memory_bytes();
+    const std::uint32_t free_chunks = point.free_chunks();
+    EXPECT_EQ(point.max_prs_per_packet(PrType::kInvalid), 1u);
+    EXPECT_EQ(point.max_prs_per_packet(PrType::kControl), 1u);
+    point.push(PrType::kRead, 2, {0, 1, 40, 9}, nullptr, 0);  // waits until 100
+    const std::byte ignored[8] = {std::byte{0x77}};
+    point.push(PrType::kInvalid, 2, {3, 5, 41, 10}, ignored, 1);  // payload is not sent
+    point.push(PrType::kControl, 1, {3, 0, 7, 0}, nullptr, 2);
+    ASSERT_EQ(sink.packets.size(), 2u) << "virtualized " << virtualized;
+    EXPECT_EQ(point.buffered_prs(), 1u);
+    EXPECT_EQ(point.next_expiry_ns(), 100u) << "the read's ET is untouched";
+    if (virtualized) {
+      EXPECT_EQ(point.free_chunks(), free_chunks - 1);  // the read's chunk only
+    }
+    EXPECT_EQ(point.memory_bytes(), memory);
+    const PrType types[2] = {PrType::kInvalid, PrType::kControl};
+    const std::uint32_t dests[2] = {2, 1};
+    for (std::size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(sink.packets[k].type, types[k]);
+      EXPECT_EQ(sink.packets[k].dest, dests[k]);
+      EXPECT_EQ(sink.packets[k].cause, FlushCause::kUnqueued);
+      EXPECT_EQ(sink.packets[k].bytes.size(), 14u + 18);
+      const PacketView v = sink.view(k);
+      EXPECT_EQ(v.header().type, types[k]);
+      ASSERT_EQ(v.size(), 1u);
+      EXPECT_EQ(v.payload(0), nullptr);
+    }
+    const PacketView inv = sink.view(0);
+    EXPECT_EQ(inv.pr(0).src_node, 3u);
+    EXPECT_EQ(inv.pr(0).src_unit, 5u);
+    EXPECT_EQ(inv.pr(0).idx, 41u);
+    EXPECT_EQ(inv.pr(0).req_id, 10u);
+    EXPECT_EQ(sink.view(1).pr(0).idx, 7u);
+    point.flush_all();
+    ASSERT_EQ(sink.packets.size(), 3u);
+    EXPECT_EQ(sink.packets[2].type, PrType::kRead);
+
+    const ConcatStats& s = point.stats();
+    for (PrType t : types) {
+      const int ti = type_index(t);
+      EXPECT_EQ(s.packets[ti], 1u);
+      EXPECT_EQ(s.prs[ti], 1u);
+      EXPECT_EQ(s.header_bytes[ti], 14u + 18);
+      EXPECT_EQ(s.payload_bytes[ti], 0u);
+      EXPECT_EQ(s.wire_bytes[ti], 50u + 14 + 18);
+      EXPECT_DOUBLE_EQ(s.prs_per_packet(ti), 1.0);
+    }
+    // Read and response counts (the paper's Table 7) see only property traffic.
+    EXPECT_EQ(s.packets[type_index(PrType::kRead)], 1u);
+    EXPECT_EQ(s.packets[type_index(PrType::kResponse)], 0u);
+    EXPECT_EQ(s.flushes[static_cast<int>(FlushCause::kUnqueued)], 2u);
+    EXPECT_EQ(s.flushes[static_cast<int>(FlushCause::kExplicit)], 1u);
+    ConcatStats twice = s;
+    twice.merge(s);
+    EXPECT_EQ(twice.packets[type_index(PrType::kControl)], 2u);
+    EXPECT_EQ(twice.flushes[static_cast<int>(FlushCause::kUnqueued)], 4u);
+  }
 }
 
 TEST(ConcatPoint, FullQueueFlushesExactlyAtCapacity) {
@@ -290,7 +356,7 @@ TEST(ConcatPoint, TombstonesNeverOverflowTheExpirationQueue) {
 // exactly once, FIFO per (type, dest), packets within capacity, expiry never early, and after
 // poll_expired(now) nothing waiting has ET <= now.
 struct Op {
-  bool response;
+  PrType type;
   std::uint32_t dest;
   std::uint64_t idx;
   std::uint64_t now;
@@ -303,7 +369,13 @@ std::vector<Op> random_ops(std::uint32_t nodes, int n, std::uint64_t seed) {
   std::uint64_t now = 0;
   for (int i = 0; i < n; ++i) {
     now += rng() % 7;
-    Op op{rng() % 3 == 0,
+    // Mostly reads and responses; now and then a PR of the two unqueued types.
+    const std::uint64_t pick = rng() % 60;
+    const PrType type = pick < 20    ? PrType::kResponse
+                        : pick == 20 ? PrType::kInvalid
+                        : pick == 21 ? PrType::kControl
+                                     : PrType::kRead;
+    Op op{type,
           static_cast<std::uint32_t>(rng() % nodes),
           static_cast<std::uint64_t>(i),
           now,
@@ -320,8 +392,8 @@ void check_stream(const ConcatConfig& cfg, const std::vector<Op>& ops, Recording
   std::map<std::uint64_t, std::uint64_t> arrival;  // idx -> push time
   for (const Op& op : ops) {
     const auto pl = payload_for(op.idx, cfg.prop_len);
-    point.push(op.response ? PrType::kResponse : PrType::kRead, op.dest,
-               {op.dest, 1, op.idx, static_cast<std::uint32_t>(op.idx)}, pl.data(), op.now);
+    point.push(op.type, op.dest, {op.dest, 1, op.idx, static_cast<std::uint32_t>(op.idx)},
+               pl.data(), op.now);
     arrival[op.idx] = op.now;
     if (op.poll) {
       const std::size_t before = sink.packets.size();
@@ -354,7 +426,11 @@ void check_stream(const ConcatConfig& cfg, const std::vector<Op>& ops, Recording
       ++seen[h.idx];
       EXPECT_EQ(ops[h.idx].dest, h.src_node);
       EXPECT_EQ(ops[h.idx].dest, v.header().dest);
-      EXPECT_EQ(ops[h.idx].response, v.header().type == PrType::kResponse);
+      EXPECT_EQ(ops[h.idx].type, v.header().type);
+      if (v.header().type == PrType::kInvalid || v.header().type == PrType::kControl) {
+        EXPECT_EQ(sink.packets[k].cause, FlushCause::kUnqueued);
+        EXPECT_EQ(v.size(), 1u);
+      }
       if (v.header().type == PrType::kResponse) {
         EXPECT_TRUE(payload_is(v.payload(i), h.idx, cfg.prop_len)) << h.idx;
       }
@@ -368,7 +444,9 @@ void check_stream(const ConcatConfig& cfg, const std::vector<Op>& ops, Recording
   }
   EXPECT_EQ(total, ops.size());
   EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int s) { return s == 1; }));
-  EXPECT_EQ(point.stats().prs[0] + point.stats().prs[1], ops.size());
+  std::uint64_t counted = 0;
+  for (int t = 0; t < kNumPrTypes; ++t) counted += point.stats().prs[t];
+  EXPECT_EQ(counted, ops.size());
 }
 
 TEST(ConcatPoint, RandomStreamKeepsEveryInvariant) {

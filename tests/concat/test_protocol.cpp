@@ -33,7 +33,7 @@ std::vector<std::byte> make_packet(PrType type, std::uint32_t dest, std::uint32_
   for (std::uint32_t i = 0; i < n; ++i) {
     for (std::uint32_t j = 0; j < prop_len; ++j) payload[j] = std::byte(i * 31 + j);
     const PrHeader h{100 + i, static_cast<std::uint16_t>(7 + i), 1000000007ull * (i + 1), 50 + i};
-    const bool resp = type == PrType::kResponse;
+    const bool resp = carries_payload(type);
     off += encode_pr(b.data() + off, h, resp ? payload.data() : nullptr, resp ? prop_len : 0);
   }
   EXPECT_EQ(off, b.size());
@@ -59,6 +59,26 @@ TEST(Protocol, SizesFollowFigure6) {
   EXPECT_EQ(packet_bytes(PrType::kRead, 64, 3), 14u + 3 * 18);
   EXPECT_EQ(packet_bytes(PrType::kResponse, 64, 3), 14u + 3 * 82);
   EXPECT_EQ(wire_bytes(PrType::kResponse, 4, 2), 50u + 14 + 2 * 22);
+}
+
+TEST(Protocol, InvalidAndControlAreHeaderOnlyTypes3And4) {
+  EXPECT_EQ(static_cast<std::uint16_t>(PrType::kInvalid), 3u);
+  EXPECT_EQ(static_cast<std::uint16_t>(PrType::kControl), 4u);
+  for (PrType t : {PrType::kInvalid, PrType::kControl}) {
+    EXPECT_EQ(pr_record_bytes(t, 64), 18u);
+    EXPECT_EQ(packet_bytes(t, 64, 3), 14u + 3 * 18);
+    EXPECT_EQ(wire_bytes(t, 64, 1), 50u + 14 + 18);
+  }
+  // Per-type arrays are indexed 0..3, one slot per type, read and response keeping 0 and 1.
+  std::set<int> indices;
+  for (int i = 0; i < kNumPrTypes; ++i) {
+    EXPECT_EQ(type_index(type_at(i)), i);
+    EXPECT_TRUE(is_known_type(static_cast<std::uint16_t>(type_at(i))));
+    indices.insert(type_index(type_at(i)));
+  }
+  EXPECT_EQ(indices.size(), 4u);
+  EXPECT_EQ(type_index(PrType::kRead), 0);
+  EXPECT_EQ(type_index(PrType::kResponse), 1);
 }
 
 TEST(Protocol, ConcatHeaderFieldsAreLittleEndianAtTheirOffsets) {
@@ -92,7 +112,7 @@ TEST(Protocol, ReadRecordHasNoPayload) {
 }
 
 TEST(Protocol, DecodeRoundTripsEveryField) {
-  for (PrType type : {PrType::kRead, PrType::kResponse}) {
+  for (PrType type : {PrType::kRead, PrType::kResponse, PrType::kInvalid, PrType::kControl}) {
     const auto b = make_packet(type, 9, 12, 5);
     PacketView v;
     ASSERT_EQ(decode(b, 9, 12, &v), DecodeError::kOk);
@@ -107,8 +127,9 @@ TEST(Protocol, DecodeRoundTripsEveryField) {
       EXPECT_EQ(h.src_unit, 7 + i);
       EXPECT_EQ(h.idx, 1000000007ull * (i + 1));
       EXPECT_EQ(h.req_id, 50 + i);
-      if (type == PrType::kRead) {
-        EXPECT_EQ(v.payload(i), nullptr);
+      EXPECT_EQ(v.record(i), b.data() + 14 + i * pr_record_bytes(type, 12));
+      if (type != PrType::kResponse) {
+        EXPECT_EQ(v.payload(i), nullptr) << "only responses carry a payload";
       } else {
         ASSERT_NE(v.payload(i), nullptr);
         for (std::uint32_t j = 0; j < 12; ++j) EXPECT_EQ(v.payload(i)[j], std::byte(i * 31 + j));
@@ -167,6 +188,30 @@ TEST(Protocol, CountThatDoesNotFitTheLength) {
             DecodeError::kCountMismatch);
 }
 
+// A kInvalid or kControl packet whose length is that of payload-bearing records: the decoder
+// sizes its records as 18 B, so the length is either not a whole number of them (kTruncated)
+// or a different count of them (kCountMismatch). Never accepted as n_prs records.
+TEST(Protocol, HeaderOnlyTypeWithPayloadBearingLength) {
+  for (PrType t : {PrType::kInvalid, PrType::kControl}) {
+    // prop_len 18: one 36 B response record = exactly two 18 B records, but n_prs says 1.
+    auto b = make_packet(PrType::kResponse, 1, 18, 1);
+    b[kOffType] = std::byte(static_cast<std::uint16_t>(t));
+    EXPECT_EQ(decode(b, 1, 18), DecodeError::kCountMismatch) << static_cast<int>(t);
+    // prop_len 8: 9 response records of 26 B = 13 records of 18 B.
+    b = make_packet(PrType::kResponse, 1, 8, 9);
+    b[kOffType] = std::byte(static_cast<std::uint16_t>(t));
+    EXPECT_EQ(decode(b, 1, 8), DecodeError::kCountMismatch) << static_cast<int>(t);
+    // prop_len 8, 2 records: 52 B is not a multiple of 18.
+    b = make_packet(PrType::kResponse, 1, 8, 2);
+    b[kOffType] = std::byte(static_cast<std::uint16_t>(t));
+    EXPECT_EQ(decode(b, 1, 8), DecodeError::kTruncated) << static_cast<int>(t);
+  }
+  // And the reverse: a header-only packet relabelled as a response is never read past its end.
+  auto b = make_packet(PrType::kInvalid, 1, 8, 4);
+  b[kOffType] = std::byte(static_cast<std::uint16_t>(PrType::kResponse));
+  EXPECT_EQ(decode(b, 1, 8), DecodeError::kTruncated);  // 72 B is not a multiple of 26
+}
+
 TEST(Protocol, HugeCountTimesHugePropLenDoesNotOverflow) {
   // n_prs * record would be ~2^64 and could wrap to the real body length if multiplied.
   std::vector<std::byte> b(kConcatHeaderBytes + 18);
@@ -176,7 +221,7 @@ TEST(Protocol, HugeCountTimesHugePropLenDoesNotOverflow) {
 
 TEST(Protocol, UnknownType) {
   auto b = make_packet(PrType::kRead, 1, 8, 1);
-  for (std::uint16_t t : {0, 3, 0x100, 0xFFFF}) {
+  for (std::uint16_t t : {0, 5, 6, 0x100, 0x103, 0xFFFF}) {
     b[0] = std::byte(t & 0xFF);
     b[1] = std::byte(t >> 8);
     EXPECT_EQ(decode(b, 1, 8), DecodeError::kUnknownType) << t;

@@ -1,8 +1,9 @@
 // libFuzzer target for the concatenation point: the input picks a configuration (dedicated or
-// virtualized queues, packet and chunk sizes, delay) and then a stream of pushes, polls and
-// explicit flushes. Every packet must decode, stay within the packet size, keep PRs of its
-// queue in FIFO order, and never leave before its ET on expiry; at the end every PR has been
-// delivered exactly once and the chunk pool is whole again. Violations abort.
+// virtualized queues, packet and chunk sizes, delay) and then a stream of pushes (all four PR
+// types), polls and explicit flushes. Every packet must decode, stay within the packet size,
+// keep PRs of its queue in FIFO order, and never leave before its ET on expiry; kInvalid and
+// kControl PRs leave alone and at once (kUnqueued), nothing else does; at the end every PR has
+// been delivered exactly once and the chunk pool is whole again. Violations abort.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -45,6 +46,9 @@ struct CheckingSink final : PacketSink {
     PacketView v;
     if (decode_packet(packet, dest, cfg.prop_len, &v) != DecodeError::kOk) fail("undecodable");
     if (v.header().type != type) fail("type mismatch");
+    const bool unqueued_type = type == PrType::kInvalid || type == PrType::kControl;
+    if (unqueued_type != (cause == FlushCause::kUnqueued)) fail("wrong cause for the type");
+    if (unqueued_type && v.size() != 1) fail("an unqueued PR shared its packet");
     std::int64_t& last = last_id[type_index(type) * cfg.num_nodes + dest];
     for (std::uint32_t i = 0; i < v.size(); ++i) {
       const PrHeader h = v.pr(i);
@@ -55,6 +59,7 @@ struct CheckingSink final : PacketSink {
       if (h.src_node != dest || h.req_id != static_cast<std::uint32_t>(h.idx * 7)) {
         fail("PR header corrupted");
       }
+      if ((v.payload(i) != nullptr) != (type == PrType::kResponse)) fail("payload presence");
       if (type == PrType::kResponse) {
         for (std::uint32_t j = 0; j < cfg.prop_len; ++j) {
           if (v.payload(i)[j] != std::byte((h.idx + j) & 0xFF)) fail("payload corrupted");
@@ -84,15 +89,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       (std::max<std::size_t>(cfg.packet_bytes, max_record) + cfg.chunk_bytes - 1) / cfg.chunk_bytes;
   cfg.pool_chunks = static_cast<std::uint32_t>(per_packet + in.next() % 16);
   ConcatPoint point(cfg, sink);
-  sink.last_id.assign(2 * cfg.num_nodes, -1);
+  sink.last_id.assign(std::size_t{kNumPrTypes} * cfg.num_nodes, -1);
 
   std::vector<std::byte> payload(cfg.prop_len);
   std::uint64_t id = 0;
   while (in.n != 0 && id < 4096) {
     const std::uint8_t op = in.next();
     if (op < 200) {  // push
-      const PrType type = (op & 1) ? PrType::kResponse : PrType::kRead;
-      const std::uint32_t dest = (op >> 1) % cfg.num_nodes;
+      // Low 3 bits: 0-2 read, 3-5 response, 6 invalid, 7 control.
+      const std::uint8_t kind = op & 7;
+      const PrType type = kind < 3    ? PrType::kRead
+                          : kind < 6  ? PrType::kResponse
+                          : kind == 6 ? PrType::kInvalid
+                                      : PrType::kControl;
+      const std::uint32_t dest = (op >> 3) % cfg.num_nodes;
       for (std::uint32_t j = 0; j < cfg.prop_len; ++j) payload[j] = std::byte((id + j) & 0xFF);
       sink.arrival.push_back(sink.now);
       sink.delivered.push_back(0);
@@ -114,6 +124,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (cfg.virtualized && point.free_chunks() != cfg.pool_chunks) fail("chunks leaked");
   const ConcatStats& s = point.stats();
-  if (s.prs[0] + s.prs[1] != id) fail("statistics disagree");
+  std::uint64_t counted = 0;
+  for (int t = 0; t < kNumPrTypes; ++t) counted += s.prs[t];
+  if (counted != id) fail("statistics disagree");
   return 0;
 }

@@ -62,9 +62,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Re-encode from the decoded fields only.
   std::vector<std::byte> again(len);
   std::size_t off = encode_concat_header(again.data(), h);
+  if (!is_known_type(static_cast<std::uint16_t>(h.type))) fail("accepted an unknown type");
+  // Only responses carry a payload; kRead, kInvalid and kControl records are 18 B headers.
   const std::uint32_t payload_len = h.type == PrType::kResponse ? h.prop_len : 0;
+  if (view.record_bytes() != kPrHeaderBytes + payload_len) fail("record size");
   for (std::uint32_t i = 0; i < view.size(); ++i) {
-    if ((view.payload(i) == nullptr) != (h.type == PrType::kRead)) fail("payload presence");
+    if ((view.payload(i) == nullptr) != (h.type != PrType::kResponse)) fail("payload presence");
     if (off + kPrHeaderBytes + payload_len > len) fail("records overrun the packet");
     off += encode_pr(again.data() + off, view.pr(i), view.payload(i), payload_len);
   }

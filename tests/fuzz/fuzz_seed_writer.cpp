@@ -1,5 +1,5 @@
 // Writes a small corpus of valid decoder inputs (8-byte expectation prefix + packet) for
-// fuzz_decoder into the directory given as argv[1]: reads and responses, several sizes.
+// fuzz_decoder into the directory given as argv[1]: all four PR types, several sizes.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   int written = 0;
-  for (PrType type : {PrType::kRead, PrType::kResponse}) {
+  for (PrType type : {PrType::kRead, PrType::kResponse, PrType::kInvalid, PrType::kControl}) {
     for (std::uint32_t prop_len : {0u, 4u, 8u, 64u}) {
       for (std::uint32_t n : {1u, 2u, 5u}) {
         const std::uint32_t dest = 3 + n;
@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
         std::vector<std::byte> payload(prop_len);
         for (std::uint32_t i = 0; i < n; ++i) {
           for (std::uint32_t j = 0; j < prop_len; ++j) payload[j] = std::byte(i + j);
-          const bool resp = type == PrType::kResponse;
+          const bool resp = carries_payload(type);
           off += encode_pr(in.data() + off, {i, static_cast<std::uint16_t>(i * 3), 1000ull * i, i},
                            resp ? payload.data() : nullptr, resp ? prop_len : 0);
         }
