@@ -338,6 +338,8 @@ const char* const kStatNames[NS_STAT__COUNT] = {
     "rdma_reads",    "server_prs",       "invalid_prs",   "malformed",      "stale_responses",
 };
 
+// The NS_STAT_* byte and packet counters are the paper's Table 7: read and response (property)
+// traffic, type indices 0 and 1. Invalid and control packets are reported apart (ns_stats_json).
 std::uint64_t stat_of(const Engine::Snapshot& s, int which) {
   const auto& c = s.concat;
   const std::uint64_t upper = netsparse::concat::kUpperLayerBytes * (c.packets[0] + c.packets[1]);
@@ -460,8 +462,16 @@ extern "C" int ns_stats_json(const ns_context* ctx, char* buf, size_t len) {
     add("\"fc_rate\":%.6f,",
         req == 0 ? 0.0 : double(s.client.filtered + s.client.coalesced) / double(req));
     add("\"flushes\":{\"full\":%" PRIu64 ",\"expired\":%" PRIu64 ",\"explicit\":%" PRIu64
-        ",\"pool_pressure\":%" PRIu64 "},",
-        s.concat.flushes[0], s.concat.flushes[1], s.concat.flushes[2], s.concat.flushes[3]);
+        ",\"pool_pressure\":%" PRIu64 ",\"unqueued\":%" PRIu64 "},",
+        s.concat.flushes[0], s.concat.flushes[1], s.concat.flushes[2], s.concat.flushes[3],
+        s.concat.flushes[4]);
+    static_assert(netsparse::concat::kNumFlushCauses == 5, "one JSON field per flush cause");
+    const int inv = netsparse::concat::type_index(netsparse::concat::PrType::kInvalid);
+    const int ctl = netsparse::concat::type_index(netsparse::concat::PrType::kControl);
+    add("\"signals\":{\"invalid_packets\":%" PRIu64 ",\"invalid_bytes\":%" PRIu64
+        ",\"control_packets\":%" PRIu64 ",\"control_bytes\":%" PRIu64 "},",
+        s.concat.packets[inv], s.concat.wire_bytes[inv], s.concat.packets[ctl],
+        s.concat.wire_bytes[ctl]);
     add("\"engine\":{\"completions\":%" PRIu64 ",\"packets_in\":%" PRIu64
         ",\"backlogged_packets\":%" PRIu64 ",\"dropped_packets\":%" PRIu64 ",",
         s.completions, s.packets_in, s.backlog_packets, s.dropped_packets);

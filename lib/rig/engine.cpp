@@ -361,34 +361,20 @@ std::size_t ServerUnit::serve(std::uint64_t now) {
         if (ahead < r->local_rows) __builtin_prefetch(r->base + ahead * P);
       }
       const concat::PrHeader pr = v.pr(i);
-      if (pr.src_node >= nodes || pr.src_node == self) {
+      // No engine has a unit >= kMaxUnits: such a read is forged, answering it is pointless.
+      if (pr.src_node >= nodes || pr.src_node == self || pr.src_unit >= kMaxUnits) {
         ++counters.malformed_prs;
         continue;
       }
-      if (pr.src_unit == kControlUnit) {
-        auto& done = engine_.done_from_[pr.src_node];
-        if (pr.idx > done.load(std::memory_order_relaxed)) {
-          done.store(pr.idx, std::memory_order_release);
-        }
-        ++engine_.control_prs_;
-        continue;
-      }
-      if ((pr.src_unit & kInvalidResponseFlag) != 0) {
-        ++counters.malformed_prs;
-        continue;
-      }
-      concat::PrHeader resp{self, pr.src_unit, pr.idx, pr.req_id};
+      const concat::PrHeader resp{self, pr.src_unit, pr.idx, pr.req_id};
       const std::uint64_t off = pr.idx - r->row_begin;  // wraps for idx < row_begin
-      const void* payload;
       if (pr.idx >= r->row_begin && off < r->local_rows) {
-        payload = r->base + off * P;
+        engine_.concat().push(concat::PrType::kResponse, pr.src_node, resp, r->base + off * P, now);
       } else {
-        // Never read outside the registered region: answer "invalid" with a zero payload.
-        resp.src_unit = static_cast<std::uint16_t>(pr.src_unit | kInvalidResponseFlag);
-        payload = engine_.zeros_.data();
+        // Never read outside the registered region: refuse the idx (a payload-free PR).
+        engine_.concat().push(concat::PrType::kInvalid, pr.src_node, resp, nullptr, now);
         ++counters.invalid;
       }
-      engine_.concat().push(concat::PrType::kResponse, pr.src_node, resp, payload, now);
       ++counters.answered;
       ++answered;
     }
@@ -460,7 +446,6 @@ Region* Engine::register_region(void* base, std::uint64_t local_rows, std::uint3
   cc.delay_ns = config_.concat_on() ? config_.delay_ns : 0;
   cc.virtualized = config_.virtual_queues;
   auto cp = std::make_unique<concat::ConcatPoint>(cc, *outbox_);
-  zeros_.assign(prop_bytes, std::byte{0});
   r->tx_region = tx_->register_memory(base, local_rows * prop_bytes);  // collective
   concat_ = std::move(cp);
   region_owner_ = std::move(r);
@@ -683,7 +668,12 @@ void Engine::on_packet(const transport::ReceivedPacket& p) {
     ++decode_errors_[static_cast<int>(err) & 7];
     return;
   }
-  if (v.header().type == concat::PrType::kRead) {
+  const concat::PrType type = v.header().type;
+  if (type == concat::PrType::kControl) {
+    on_control(v);
+    return;
+  }
+  if (type == concat::PrType::kRead) {
     // Q control: the server unit with the shortest queue takes the packet.
     ServerUnit* best = servers_[next_server_ % servers_.size()].get();
     next_server_++;
@@ -696,14 +686,32 @@ void Engine::on_packet(const transport::ReceivedPacket& p) {
     best->inbox.push_back(in);
     return;
   }
+  // kResponse or kInvalid: both answer one of our reads.
+  const bool invalid = type == concat::PrType::kInvalid;
   for (std::uint32_t i = 0; i < v.size(); ++i) {
     const concat::PrHeader pr = v.pr(i);
-    const std::uint16_t unit = pr.src_unit & static_cast<std::uint16_t>(~kInvalidResponseFlag);
-    if (unit >= clients_.size()) {
+    if (pr.src_unit >= clients_.size()) {
       ++malformed_packets_;
       continue;
     }
-    clients_[unit]->on_response(pr, v.payload(i), (pr.src_unit & kInvalidResponseFlag) != 0);
+    clients_[pr.src_unit]->on_response(pr, v.payload(i), invalid);
+  }
+}
+
+void Engine::on_control(const concat::PacketView& v) {
+  const auto self = static_cast<std::uint32_t>(rank_);
+  for (std::uint32_t i = 0; i < v.size(); ++i) {
+    const concat::PrHeader pr = v.pr(i);
+    if (pr.src_node >= static_cast<std::uint32_t>(size_) || pr.src_node == self ||
+        pr.req_id != kControlQuiesceDone) {
+      ++malformed_packets_;
+      continue;
+    }
+    auto& done = done_from_[pr.src_node];
+    if (pr.idx > done.load(std::memory_order_relaxed)) {
+      done.store(pr.idx, std::memory_order_release);
+    }
+    ++control_prs_;
   }
 }
 
@@ -875,13 +883,16 @@ void Engine::run_watchdog(std::uint64_t now) {
 }
 
 void Engine::send_quiesce_round(std::uint64_t round, std::uint64_t now) {
+  // Control PRs are never queued and would overtake what is still queued: flush that first, so
+  // "done" reaches each peer after everything this node sent it before.
+  concat_->flush_all();
   for (int p = 0; p < size_; ++p) {
     if (p == rank_ || peer_dead(p)) continue;
-    concat_->push(concat::PrType::kRead, static_cast<std::uint32_t>(p),
-                  concat::PrHeader{static_cast<std::uint32_t>(rank_), kControlUnit, round, 0},
-                  nullptr, now);
+    concat_->push(
+        concat::PrType::kControl, static_cast<std::uint32_t>(p),
+        concat::PrHeader{static_cast<std::uint32_t>(rank_), 0, round, kControlQuiesceDone}, nullptr,
+        now);
   }
-  concat_->flush_all();
   quiesce_sent_.store(round, std::memory_order_release);
 }
 

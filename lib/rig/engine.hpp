@@ -38,13 +38,12 @@
 
 namespace netsparse::rig {
 
-// ---- wire conventions on top of docs/protocol.md (documented in docs/api.md) ---------------
-// A response PR whose src_unit has this bit set says "the owner rejected this idx" (outside its
-// registered rows); its payload is zero-filled and never written anywhere.
-inline constexpr std::uint16_t kInvalidResponseFlag = 0x8000;
-// A read PR from this unit id is a control message, not a property request: idx = quiesce round.
-inline constexpr std::uint16_t kControlUnit = 0x7FFF;
-inline constexpr int kMaxUnits = 1024;
+// ---- control messages (concat::PrType::kControl, docs/protocol.md) --------------------------
+// A control PR's req_id says which message it is and idx carries its argument; src_unit is 0.
+// kControlQuiesceDone: src_node has finished quiesce round `idx` (no work request in flight,
+// everything it queued before has been flushed). Any other req_id is malformed.
+inline constexpr std::uint32_t kControlQuiesceDone = 0;
+inline constexpr int kMaxUnits = 1024;  // also the bound on a PR's src_unit
 
 // A waiter (what the Pending PR Table records per requester) packs the client unit's command
 // slot, that slot's reuse epoch and the idx position inside the work request.
@@ -386,6 +385,7 @@ class Engine {
   void lock_admin();  // acquire progress_mu_ against a spinning progress thread
   std::size_t poll_transport();
   void on_packet(const transport::ReceivedPacket& p);
+  void on_control(const concat::PacketView& v);  // a validated kControl packet
   std::size_t dispatch(std::uint64_t now);
   bool dispatch_one(Command& cmd, std::uint64_t now);  // false: cannot start it yet
   std::size_t poll_reads();
@@ -435,7 +435,6 @@ class Engine {
   std::vector<transport::ReadCompletion> read_completions_;
   std::function<void(const transport::ReceivedPacket&)> handler_;
   concat::ConcatStats concat_retired_;  // statistics of concatenation points already destroyed
-  std::vector<std::byte> zeros_;        // payload of invalid responses
   bool in_handler_ = false;             // inside the transport's poll handler: no sends
 
   // Quiesce protocol: rounds requested by the application, sent by the engine, received per peer.

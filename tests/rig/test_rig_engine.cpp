@@ -122,14 +122,14 @@ TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
   };
   const std::uint32_t me = 0;
   // Reads: one valid, three outside node 0's rows (below, above, huge), one claiming to come
-  // from node 0 itself, one control-looking unit with the invalid flag.
+  // from node 0 itself, one from a unit no engine can have (>= kMaxUnits).
   raw->send(1, packet(cc::PrType::kRead, 1, P,
                       {{me, 3, 150, 11},
                        {me, 3, 50, 12},
                        {me, 3, 200, 13},
                        {me, 3, UINT64_MAX, 14},
                        {1, 3, 120, 15},
-                       {me, 0x8003, 120, 16}}));
+                       {me, rig::kMaxUnits, 120, 16}}));
   // Malformed packets: wrong destination, wrong property length, truncated, unknown type.
   raw->send(1, packet(cc::PrType::kRead, 0, P, {{me, 0, 150, 1}}));
   raw->send(1, packet(cc::PrType::kRead, 1, P + 1, {{me, 0, 150, 1}}));
@@ -139,49 +139,64 @@ TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
   auto unknown = packet(cc::PrType::kRead, 1, P, {{me, 0, 150, 1}});
   unknown[0] = std::byte{9};
   raw->send(1, unknown);
-  // Forged responses: nothing is pending (stale), and a unit that does not exist (malformed).
+  // Forged answers: nothing is pending (stale), and a unit that does not exist (malformed), for
+  // both answer types.
   raw->send(1, packet(cc::PrType::kResponse, 1, P, {{me, 0, 150, 0}}, 0xAB));
   raw->send(1, packet(cc::PrType::kResponse, 1, P, {{me, 999, 150, 0}}, 0xAB));
+  raw->send(1, packet(cc::PrType::kInvalid, 1, P, {{me, 0, 150, 0}}));
+  raw->send(1, packet(cc::PrType::kInvalid, 1, P, {{me, 999, 150, 0}}));
+  // Forged control PRs: from this very node, and an unknown control message.
+  raw->send(1, packet(cc::PrType::kControl, 1, P, {{1, 0, 7, rig::kControlQuiesceDone}}));
+  raw->send(1, packet(cc::PrType::kControl, 1, P, {{me, 0, 7, rig::kControlQuiesceDone + 1}}));
   drive();
 
-  std::map<std::uint32_t, std::pair<bool, std::vector<std::uint8_t>>>
-      answers;  // req_id -> (invalid, payload)
+  std::map<std::uint32_t, std::pair<cc::PrType, std::vector<std::uint8_t>>>
+      answers;  // req_id -> (type, payload)
   for (int k = 0; k < 100 && answers.size() < 4; ++k) {
     drive();
     raw->poll(
         [&](const tr::ReceivedPacket& p) {
           cc::PacketView v;
           ASSERT_EQ(cc::decode_packet(p.bytes, 0, P, &v), cc::DecodeError::kOk);
-          ASSERT_EQ(v.header().type, cc::PrType::kResponse);
+          const cc::PrType type = v.header().type;
+          ASSERT_TRUE(type == cc::PrType::kResponse || type == cc::PrType::kInvalid);
           for (std::uint32_t i = 0; i < v.size(); ++i) {
             const auto h = v.pr(i);
             EXPECT_EQ(h.src_node, 1u);
+            EXPECT_EQ(h.src_unit, 3);
             const auto* b = reinterpret_cast<const std::uint8_t*>(v.payload(i));
-            answers[h.req_id] = {(h.src_unit & rig::kInvalidResponseFlag) != 0,
-                                 std::vector<std::uint8_t>(b, b + P)};
-            EXPECT_EQ(h.src_unit & 0x7FFF, 3);
+            ASSERT_EQ(b == nullptr, type == cc::PrType::kInvalid) << "only responses carry data";
+            answers[h.req_id] = {type, b == nullptr ? std::vector<std::uint8_t>()
+                                                    : std::vector<std::uint8_t>(b, b + P)};
           }
         },
         16);
   }
   ASSERT_EQ(answers.size(), 4u) << "one answer per well-formed read PR from node 0";
   ASSERT_TRUE(answers.count(11));
-  EXPECT_FALSE(answers[11].first);
+  EXPECT_EQ(answers[11].first, cc::PrType::kResponse);
   EXPECT_EQ(rigtest::check_prop(answers[11].second.data(), 150, P), "");
   for (std::uint32_t id : {12u, 13u, 14u}) {
     ASSERT_TRUE(answers.count(id)) << id;
-    EXPECT_TRUE(answers[id].first) << "idx outside rows [100,200) must be answered invalid";
-    EXPECT_EQ(answers[id].second, std::vector<std::uint8_t>(P, 0)) << "no byte of any row leaks";
+    EXPECT_EQ(answers[id].first, cc::PrType::kInvalid)
+        << "idx outside rows [100,200) must be refused";
   }
   const auto s = engine.snapshot();
   EXPECT_EQ(s.server.answered, 4u);
   EXPECT_EQ(s.server.invalid, 3u);
-  EXPECT_EQ(s.server.malformed_prs, 2u);    // src_node == self, invalid flag on a read
-  EXPECT_EQ(s.malformed_packets, 4u + 1u);  // four bad packets + the response for unit 999
-  EXPECT_EQ(s.client.stale_responses, 1u);
+  EXPECT_EQ(s.server.malformed_prs, 2u);  // src_node == self, src_unit >= kMaxUnits
+  // Four bad packets + the response and the invalid for unit 999 + the two forged control PRs.
+  EXPECT_EQ(s.malformed_packets, 4u + 2u + 2u);
+  EXPECT_EQ(s.client.stale_responses, 2u);
+  EXPECT_EQ(s.control_prs, 0u);
+  const int inv = cc::type_index(cc::PrType::kInvalid);
+  EXPECT_EQ(s.concat.prs[inv], 3u);
+  EXPECT_EQ(s.concat.packets[inv], 3u) << "each refused idx leaves in its own packet";
+  EXPECT_EQ(s.concat.payload_bytes[inv], 0u);
+  EXPECT_EQ(s.concat.prs[cc::type_index(cc::PrType::kResponse)], 1u);
 
   // Teardown: node 0 declares itself done (a control PR), then both run the collectives.
-  raw->send(1, packet(cc::PrType::kRead, 1, P, {{me, rig::kControlUnit, 1, 0}}));
+  raw->send(1, packet(cc::PrType::kControl, 1, P, {{me, 0, 1, rig::kControlQuiesceDone}}));
   std::thread peer_down([&] {
     bool got_done = false;
     while (!got_done) {
@@ -189,8 +204,12 @@ TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
           [&](const tr::ReceivedPacket& p) {
             cc::PacketView v;
             if (cc::decode_packet(p.bytes, 0, P, &v) != cc::DecodeError::kOk) return;
+            if (v.header().type != cc::PrType::kControl) return;
             for (std::uint32_t i = 0; i < v.size(); ++i) {
-              if (v.pr(i).src_unit == rig::kControlUnit) got_done = true;
+              const auto h = v.pr(i);
+              if (h.src_node == 1 && h.req_id == rig::kControlQuiesceDone && h.idx == 1) {
+                got_done = true;
+              }
             }
           },
           16);
