@@ -48,6 +48,7 @@ struct Options {
   bool ablation = false;
   int iters = 5;
   int warmup = 1;
+  int rounds = 1;
   bool changing = false;
   SamplingParams sampling{0.5, 0};
   DistOptions dist;
@@ -73,6 +74,9 @@ Workload
                          (default 16,128)
   --iters N              timed iterations per mode (default 5)
   --warmup N             untimed iterations before them (default 1)
+  --rounds N             run the whole list of modes N times, one after another, and pool
+                         each mode's iterations (default 1): on a busy machine, load drifts
+                         then hit every mode alike
   --changing-sparsity    A's pattern changes every iteration (GNN-style neighbour sampling,
                          seed = iteration): every mode redoes its setup inside the timed
                          iteration (inspector-executor: its whole exchange plan)
@@ -141,7 +145,8 @@ Output
   --help                 this text
 
 Columns
-  time/it    median over the timed iterations of the slowest rank's time per iteration
+  time/it    median over the timed iterations (of all rounds) of the slowest rank's time per
+             iteration
   setup      setup of the mode (max over ranks; with --changing-sparsity per iteration and
              already included in time/it)
   vs su      su's time / this mode's time;  of ideal: ideal's time / this mode's time
@@ -263,6 +268,8 @@ std::optional<Options> parse_args(int argc, char** argv) {
       o.ablation = true;
     } else if (a == "--iters") {
       o.iters = static_cast<int>(parse_int(a, value(), 1, 1000000));
+    } else if (a == "--rounds") {
+      o.rounds = static_cast<int>(parse_int(a, value(), 1, 1000));
     } else if (a == "--warmup") {
       o.warmup = static_cast<int>(parse_int(a, value(), 0, 1000000));
     } else if (a == "--changing-sparsity") {
@@ -395,6 +402,10 @@ struct Result {
   CommMode mode{};
   std::vector<double> times;        // per timed iteration, slowest rank
   std::vector<double> setup_times;  // changing sparsity: per iteration; else one entry
+  std::vector<double> plan_times;   // the mode's own part of the setup (DistKernel::plan_seconds)
+  // Changing sparsity: time per iteration without the setup every mode shares (splitting the
+  // rows and tiling the local part), i.e. the mode's communication plan + its run.
+  std::vector<double> own_times;
   double err = 0;
   bool correct = true;
   // Sums over ranks (per iteration) and tail (max over ranks) of the per-rank values.
@@ -501,20 +512,28 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   if (uses_rig_engine(v.options.mode))
     engine = std::make_shared<RigEngine>(MPI_COMM_WORLD, v.options.engine);
   DistKernel kern(*w.a, w.kernel, w.k, v.options, engine);
-  if (!o.changing) res.setup_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
+  if (!o.changing) {
+    res.setup_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
+    res.plan_times.push_back(allreduce(kern.plan_seconds(), MPI_MAX));
+  }
   if (v.options.mode == CommMode::ideal) kern.replicate(w.b);
 
   const auto iteration = [&](const CsrMatrix* pattern) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
-    double setup = 0;
+    double setup = 0, shared = 0;
     if (pattern != nullptr) {
       kern.set_pattern(*pattern);
       setup = MPI_Wtime() - t0;
+      shared = setup - kern.plan_seconds();
     }
     run_once(kern, w);
     const double t = MPI_Wtime() - t0;
-    return std::make_pair(allreduce(t, MPI_MAX), allreduce(setup, MPI_MAX));
+    struct Times {
+      double t, setup, plan, own;
+    };
+    return Times{allreduce(t, MPI_MAX), allreduce(setup, MPI_MAX),
+                 allreduce(setup - shared, MPI_MAX), allreduce(t - shared, MPI_MAX)};
   };
   for (int i = 0; i < o.warmup; ++i) {
     progress.show(tag + " " + v.label + ": warm-up " + std::to_string(i + 1));
@@ -529,9 +548,13 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
                   std::to_string(o.iters));
     const CsrMatrix* p = o.changing ? &w.patterns[i] : nullptr;
     if (p != nullptr) w.out.assign(out_size(w, *p), 0.0f);
-    const auto [t, setup] = iteration(p);
-    res.times.push_back(t);
-    if (o.changing) res.setup_times.push_back(setup);
+    const auto times = iteration(p);
+    res.times.push_back(times.t);
+    if (o.changing) {
+      res.setup_times.push_back(times.setup);
+      res.plan_times.push_back(times.plan);
+      res.own_times.push_back(times.own);
+    }
   }
   // Result check against ideal (the last iteration's pattern is the same for every mode).
   if (ref != nullptr) {
@@ -612,8 +635,8 @@ std::string json_escape(const std::string& s) {
 }
 
 struct Derived {
-  double t = 0, setup = 0, vs_su = 0, of_ideal = 0, fc = -1, prs_per_packet = -1, goodput = 0,
-         util = 0, traffic_vs_su = 0, prs_vs_sa = 0;
+  double t = 0, setup = 0, plan = 0, own = 0, vs_su = 0, of_ideal = 0, fc = -1, prs_per_packet = -1,
+         goodput = 0, util = 0, traffic_vs_su = 0, prs_vs_sa = 0;
 };
 
 bool request_based(CommMode m) {
@@ -626,6 +649,8 @@ Derived derive(const Result& r, const std::map<std::string, const Result*>& by_l
   Derived d;
   d.t = median(r.times);
   d.setup = median(r.setup_times);
+  d.plan = median(r.plan_times);
+  d.own = median(r.own_times);
   const auto time_of = [&](const char* label) {
     const auto it = by_label.find(label);
     return it == by_label.end() ? 0.0 : median(it->second->times);
@@ -710,13 +735,15 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
     }
   }
   if (!best_label.empty()) {
-    std::printf("   netsparse vs the best other mode (%s): %.2fx%s\n", best_label.c_str(),
-                best_other / t_ns,
-                changing && by_label.count("inspector-executor")
-                    ? fmt("; vs inspector-executor incl. its setup: %.2fx",
-                          median(by_label.at("inspector-executor")->times) / t_ns)
-                          .c_str()
-                    : "");
+    std::printf("   netsparse vs the best other mode (%s): %.2fx\n", best_label.c_str(),
+                best_other / t_ns);
+  }
+  if (changing && by_label.count("inspector-executor")) {
+    const Result& ie = *by_label.at("inspector-executor");
+    std::printf(
+        "   changing sparsity: inspector-executor incl. its setup / netsparse: %.2fx; "
+        "without the re-tiling every mode shares (plan + run only): %.2fx\n",
+        median(ie.times) / t_ns, median(ie.own_times) / std::max(1e-12, median(n.own_times)));
   }
 }
 
@@ -746,7 +773,14 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (!parsed) {
-      if (rank == 0) std::printf(kHelp, matrix_spec_help().c_str());
+      if (rank == 0) {
+        // The library's list of specification forms, indented under --matrix.
+        std::string forms;
+        std::istringstream lines(matrix_spec_help());
+        for (std::string line; std::getline(lines, line);)
+          forms += "                   " + line + "\n";
+        std::printf(kHelp, forms.c_str());
+      }
       MPI_Finalize();
       return 0;
     }
@@ -777,9 +811,9 @@ int main(int argc, char** argv) {
           static_cast<long long>(a.nnz_global()), to_string(o.partition), load_s);
       std::printf(
           "  %d ranks x %d OpenMP threads; line rate %.2f GB/s (MPI ping-pong of %s); "
-          "%d timed iterations after %d warm-up%s\n",
+          "%d timed iterations after %d warm-up, %d round(s)%s\n",
           nranks, omp_get_max_threads(), line_rate / 1e9,
-          human_bytes(static_cast<double>(o.line_rate_bytes)).c_str(), o.iters, o.warmup,
+          human_bytes(static_cast<double>(o.line_rate_bytes)).c_str(), o.iters, o.warmup, o.rounds,
           o.changing ? "; CHANGING SPARSITY (setup inside every iteration)" : "");
       std::printf(
           "  engine: batch %llu idxs, %s idxs, window %s, progress %s%s%s%s\n",
@@ -798,7 +832,7 @@ int main(int argc, char** argv) {
          << ", \"nnz\": " << a.nnz_global() << ", \"ranks\": " << nranks
          << ", \"omp_threads\": " << omp_get_max_threads() << ", \"line_rate\": " << line_rate
          << ", \"partition\": \"" << to_string(o.partition) << "\", \"iters\": " << o.iters
-         << ", \"warmup\": " << o.warmup
+         << ", \"warmup\": " << o.warmup << ", \"rounds\": " << o.rounds
          << ", \"changing_sparsity\": " << (o.changing ? "true" : "false")
          << ", \"batch\": " << o.dist.batch << ", \"delay_ns\": " << o.dist.engine.delay_ns
          << ", \"packet_bytes\": " << o.dist.engine.packet_bytes << ", \"rig_idx\": \""
@@ -848,21 +882,41 @@ int main(int argc, char** argv) {
 
         std::vector<Result> results;
         std::vector<float> reference;
-        for (const Variant& v : variants) {
-          Result r;
-          try {
-            r = measure(v, w, o, v.options.mode == CommMode::ideal ? nullptr : &reference, progress,
-                        tag);
-          } catch (const std::exception& e) {
-            // A failure is collective in the library (every rank throws); report and go on.
-            r.label = v.label;
-            r.mode = v.options.mode;
-            r.error = e.what();
-            r.correct = false;
+        // Rounds: every mode once per round, so slow drifts of the machine's load (other jobs)
+        // spread over all modes instead of biasing the ones measured last.
+        for (int round = 0; round < o.rounds; ++round) {
+          for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+            const Variant& v = variants[vi];
+            Result r;
+            try {
+              r = measure(v, w, o, v.options.mode == CommMode::ideal ? nullptr : &reference,
+                          progress,
+                          o.rounds > 1 ? tag + " round " + std::to_string(round + 1) : tag);
+            } catch (const std::exception& e) {
+              // A failure is collective in the library (every rank throws); report and go on.
+              r.label = v.label;
+              r.mode = v.options.mode;
+              r.error = e.what();
+              r.correct = false;
+            }
+            if (v.options.mode == CommMode::ideal) reference = w.out;
+            if (!r.correct) exit_code = 1;
+            if (round == 0) {
+              results.push_back(std::move(r));
+            } else {
+              Result& acc = results[vi];  // same pattern, same traffic: merge the timings
+              acc.times.insert(acc.times.end(), r.times.begin(), r.times.end());
+              acc.setup_times.insert(acc.setup_times.end(), r.setup_times.begin(),
+                                     r.setup_times.end());
+              acc.plan_times.insert(acc.plan_times.end(), r.plan_times.begin(), r.plan_times.end());
+              acc.own_times.insert(acc.own_times.end(), r.own_times.begin(), r.own_times.end());
+              acc.err = std::max(acc.err, r.err);
+              acc.correct = acc.correct && r.correct;
+              if (acc.error.empty()) acc.error = r.error;
+              acc.wait_tail = (acc.wait_tail * round + r.wait_tail) / (round + 1);
+              acc.sync_tail = (acc.sync_tail * round + r.sync_tail) / (round + 1);
+            }
           }
-          if (v.options.mode == CommMode::ideal) reference = w.out;
-          if (!r.correct) exit_code = 1;
-          results.push_back(std::move(r));
         }
         progress.clear();
         if (rank == 0) {
@@ -877,8 +931,9 @@ int main(int argc, char** argv) {
                  << "\", \"comm_mode\": \"" << to_string(r.mode) << "\", \"error\": \""
                  << json_escape(r.error) << "\", \"time_s\": " << d.t << ", \"times_s\": [";
             for (std::size_t i = 0; i < r.times.size(); ++i) json << (i ? ", " : "") << r.times[i];
-            json << "], \"setup_s\": " << d.setup << ", \"speedup_vs_su\": " << d.vs_su
-                 << ", \"fraction_of_ideal\": " << d.of_ideal
+            json << "], \"setup_s\": " << d.setup << ", \"plan_s\": " << d.plan
+                 << ", \"time_without_shared_setup_s\": " << d.own
+                 << ", \"speedup_vs_su\": " << d.vs_su << ", \"fraction_of_ideal\": " << d.of_ideal
                  << ", \"max_rel_err\": " << (std::isfinite(r.err) ? r.err : 1e300)
                  << ", \"correct\": " << (r.correct ? "true" : "false")
                  << ", \"bytes_total\": " << r.bytes_total << ", \"bytes_tail\": " << r.bytes_tail

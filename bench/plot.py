@@ -11,6 +11,7 @@ Reads every *.json in RESULTS_DIR and writes, for the files it finds:
   fig17_delay.png      speedup vs concatenation delay, over no concatenation    (paper Fig. 17)
   changing.png         changing sparsity: time per iteration incl. setup
   table7.md            the paper's Table 7 columns for netsparse (K = 16)
+  goals.md             issue 5's goals for every run with netsparse, ideal and su
 Needs only Debian's python3-matplotlib.
 """
 import glob
@@ -283,6 +284,53 @@ def table7(runs, out_dir):
     return path
 
 
+def goals(runs, out_dir):
+    """The issue-5 goals for every (file, kernel, K) that ran netsparse beside ideal and su."""
+    lines = []
+    for name, run in sorted(runs.items()):
+        for kernel in sorted({r["kernel"] for r in run["results"]}):
+            for k in sorted({r["K"] for r in run["results"] if r["kernel"] == kernel}):
+                rs = {r["mode"]: r for r in records(run, kernel=kernel, k=k)}
+                ns, ideal, su = rs.get("netsparse"), rs.get("ideal"), rs.get("su")
+                if not (ns and ideal and su):
+                    continue
+                bound = max(ideal["time_s"], ns["min_wire_tail"] / run["line_rate"])
+                others = {m: r["time_s"] for m, r in rs.items()
+                          if m not in ("netsparse", "ideal") and m not in LADDER}
+                best_mode = min(others, key=others.get)
+                sparse_enough = ns["min_wire_total"] < 0.5 * su["bytes_total"]
+                ratio_best = others[best_mode] / ns["time_s"]
+                if sparse_enough:
+                    verdict = "met" if ratio_best > 1 else f"missed ({ratio_best:.2f}x)"
+                else:
+                    verdict = "met" if ratio_best >= 1 / 1.1 else f"missed ({ratio_best:.2f}x)"
+                ie = rs.get("inspector-executor")
+                changing = ""
+                if run.get("changing_sparsity") and ie:
+                    changing = f"{ie['time_s'] / ns['time_s']:.2f}x"
+                    own_ie = ie.get("time_without_shared_setup_s", 0)
+                    own_ns = ns.get("time_without_shared_setup_s", 0)
+                    if own_ie > 0 and own_ns > 0:
+                        changing += f" ({own_ie / own_ns:.2f}x without the shared re-tiling)"
+                lines.append(
+                    f"| {name} | {run['matrix']} | {run['ranks']} | {kernel} | {k} | "
+                    f"{ns['bytes_total'] / max(ns['min_wire_total'], 1):.3f} | "
+                    f"{ns['traffic_vs_su']:.1f}x | {ns['time_s'] / bound:.2f} | "
+                    f"{'yes' if sparse_enough else 'no'} | {best_mode} {ratio_best:.2f}x | "
+                    f"{verdict} | {changing} |")
+    if not lines:
+        return None
+    text = ("| run | matrix | P | kernel | K | bytes / minimum (goal <= 1.10) | traffic vs su | "
+            "time / max(ideal, min bytes / line rate) (goal <= 1.3) | min bytes < su / 2 | "
+            "best other mode: its time / netsparse's | speed goal | changing sparsity: IE / "
+            "netsparse (goal >= 2) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+            + "\n".join(lines) + "\n")
+    path = os.path.join(out_dir, "goals.md")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def main():
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
         print(__doc__)
@@ -295,7 +343,8 @@ def main():
         print(f"plot.py: no JSON files in {results_dir}", file=sys.stderr)
         return 1
     made = [p for p in (fig12(runs, out_dir), table8(runs, out_dir), fig15(runs, out_dir),
-                        fig17(runs, out_dir), changing(runs, out_dir), table7(runs, out_dir)) if p]
+                        fig17(runs, out_dir), changing(runs, out_dir), table7(runs, out_dir),
+                        goals(runs, out_dir)) if p]
     for p in made:
         print(p)
     return 0 if made else 1

@@ -183,8 +183,12 @@ class DistKernel {
   [[nodiscard]] CommMode mode() const noexcept;
   [[nodiscard]] KernelKind kernel() const noexcept;
   [[nodiscard]] int k() const noexcept;
-  // Seconds of the last setup (constructor or set_pattern) on this rank.
+  // Seconds of the last setup (constructor or set_pattern) on this rank, and the part of it that
+  // is the mode's own communication plan: tiling the remote part its way plus the exchange
+  // setup (inspector-executor: ghosts, index exchange, graph communicator, compact matrix). The
+  // rest -- splitting the rows and tiling the local part -- is the same for every mode.
   [[nodiscard]] double setup_seconds() const noexcept;
+  [[nodiscard]] double plan_seconds() const noexcept;
   [[nodiscard]] const CommStats& last_run_stats() const noexcept;
   [[nodiscard]] const CommStats& total_stats() const noexcept;
   void reset_stats() noexcept;

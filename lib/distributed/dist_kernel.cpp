@@ -186,6 +186,8 @@ struct DistKernel::Impl {
   std::unique_ptr<dist::Exchange> exchange;
   MPI_Datatype row_type = MPI_DATATYPE_NULL;
   double setup_seconds = 0;
+  double plan_seconds = 0;
+  double remote_tiling_seconds = 0;  // part of build_pattern that belongs to the plan
   CommStats last, total;
   mutable bool volume_known = false;
   mutable PatternVolume volume;
@@ -293,7 +295,9 @@ void DistKernel::Impl::build_pattern() {
   TileConfig remote_config = local_config;
   remote_config.col_panel = pat.window;
   if (exchange->needs_remote_panels()) {
+    const double t0 = dist::now_seconds();
     pat.remote_part = TiledMatrix(remote_csr, remote_config);
+    remote_tiling_seconds = dist::now_seconds() - t0;
     for (int p = 0; p < pat.remote_part.n_col_panels(); ++p) {
       if (!pat.remote_part.panel_columns(p).empty()) pat.remote_panels.push_back(p);
     }
@@ -419,10 +423,14 @@ void DistKernel::set_pattern(const CsrMatrix& local_rows) {
     }
     s.csr = local_rows;
     s.volume_known = false;
+    s.remote_tiling_seconds = 0;
     s.build_pattern();
   });
+  const double t_plan = dist::now_seconds();
   s.exchange->setup(s.pattern, s.run_context());
-  s.setup_seconds = dist::now_seconds() - t0;
+  const double t1 = dist::now_seconds();
+  s.setup_seconds = t1 - t0;
+  s.plan_seconds = s.remote_tiling_seconds + (t1 - t_plan);
 }
 
 namespace {
@@ -491,6 +499,9 @@ KernelKind DistKernel::kernel() const noexcept {
 }
 int DistKernel::k() const noexcept {
   return impl_->k;
+}
+double DistKernel::plan_seconds() const noexcept {
+  return impl_->plan_seconds;
 }
 double DistKernel::setup_seconds() const noexcept {
   return impl_->setup_seconds;
