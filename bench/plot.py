@@ -124,30 +124,33 @@ def table8(runs, out_dir):
     files = {n: r for n, r in runs.items() if n.startswith("table8_")}
     if not files:
         return None
-    panels = []
-    for name, run in files.items():
-        for k in sorted({r["K"] for r in run["results"]}):
-            panels.append((run, k))
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels) + 1, 4.2), squeeze=False)
-    for ax, (run, k) in zip(axes[0], panels):
-        ys, labels, traffic = [], [], []
-        for m in LADDER:
-            r = one(run, k=k, mode=m)
-            if r is None:
-                continue
-            ys.append(r["speedup_vs_su"])
-            traffic.append(r["traffic_vs_su"])
-            labels.append(LADDER_NAMES[m])
-        bars = ax.bar(range(len(ys)), ys, color="#c0392b", edgecolor="black", linewidth=0.4)
-        for b, t in zip(bars, traffic):
-            ax.annotate(f"-Trfc {t:.1f}x", (b.get_x() + b.get_width() / 2, b.get_height()),
-                        ha="center", va="bottom", fontsize=7)
-        ax.axhline(1.0, color="gray", linewidth=0.8)
-        ax.set_xticks(range(len(labels)))
-        ax.set_xticklabels(labels, fontsize=8, rotation=20)
-        ax.set_title(f"{run['matrix']}, K={k}", fontsize=9)
-        ax.set_ylim(0, max(ys + [1.0]) * 1.25)
-    axes[0][0].set_ylabel("speedup over su")
+    names = sorted(files)
+    ks = sorted({r["K"] for n in names for r in files[n]["results"]})
+    fig, axes = plt.subplots(len(names), len(ks), figsize=(3.4 * len(ks) + 0.6, 2.9 * len(names)),
+                             squeeze=False)
+    for row, name in enumerate(names):
+        run = files[name]
+        for col, k in enumerate(ks):
+            ax = axes[row][col]
+            ys, labels, traffic = [], [], []
+            for m in LADDER:
+                r = one(run, k=k, mode=m)
+                if r is None:
+                    continue
+                ys.append(r["speedup_vs_su"])
+                traffic.append(r["traffic_vs_su"])
+                labels.append(LADDER_NAMES[m])
+            bars = ax.bar(range(len(ys)), ys, color="#c0392b", edgecolor="black", linewidth=0.4)
+            for b, t in zip(bars, traffic):
+                ax.annotate(f"-Trfc {t:.1f}x", (b.get_x() + b.get_width() / 2, b.get_height()),
+                            ha="center", va="bottom", fontsize=7)
+            ax.axhline(1.0, color="gray", linewidth=0.8)
+            ax.set_xticks(range(len(labels)))
+            ax.set_xticklabels(labels, fontsize=8)
+            ax.set_title(f"{run['matrix']}, K={k}", fontsize=9)
+            ax.set_ylim(0, max(ys + [1.0]) * 1.25)
+            if col == 0:
+                ax.set_ylabel("speedup over su", fontsize=8)
     fig.suptitle("Cumulative ablation (per-nonzero idx stream): speedup and traffic reduction "
                  "vs su", fontsize=10)
     fig.tight_layout()
