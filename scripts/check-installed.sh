@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs tests/install/consumer against an installed NetSparse (prefix = $1), first
-# through find_package(NetSparse), then through pkg-config, as a downstream user would.
+# through find_package(NetSparse), then through pkg-config, as a downstream user would; then
+# builds examples/ standalone against the install and runs each example on 2 ranks.
 set -euo pipefail
 prefix=$(cd "$1" && pwd)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,4 +16,13 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgco
 g++ -std=c++20 "$root/tests/install/consumer/main.cpp" -o "$work/pc-consumer" \
   $(pkg-config --cflags --libs netsparse) $(pkg-config --cflags --libs ompi)
 LD_LIBRARY_PATH="$prefix/lib:${LD_LIBRARY_PATH:-}" "$work/pc-consumer"
-echo "installed package OK (find_package and pkg-config)"
+# The real examples, built standalone against the install and run as a user would.
+cmake -S "$root/examples" -B "$work/examples" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+ninja -C "$work/examples" >/dev/null
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+for example in spmm_distributed rig_gather; do
+  echo "--- example $example (mpirun -np 2, against the installed package)"
+  LD_LIBRARY_PATH="$prefix/lib:${LD_LIBRARY_PATH:-}" \
+    mpirun --oversubscribe --bind-to none -np 2 "$work/examples/$example"
+done
+echo "installed package OK (find_package, pkg-config, examples)"
