@@ -115,7 +115,7 @@ struct DistOptions {
   CommMode mode = CommMode::netsparse;
   // Tiling of the local computation (row panel, barriers). Its col_panel is the width of the
   // column panels of the remote part (the gather window); 0 = automatic: windows of at most
-  // 16 MiB, at least 4 panels across the matrix.
+  // 16 MiB and at least 4 panels per rank across the columns.
   TileConfig tiling{};
   // netsparse: idxs per RIG work request (the paper's batch size).
   std::uint64_t batch = 8192;
