@@ -3,6 +3,7 @@
 #include "netsparse/dist_matrix.hpp"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -158,20 +159,32 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// coo_to_csr of this rank's rows; a header that declares more rows than memory holds is a
-// ParseError at the size line (as in the serial reader), not a bare bad_alloc.
+// coo_to_csr of this rank's rows. A header that declares more rows than memory holds is a
+// ParseError at the size line (as in the serial reader), refused before allocating: a request
+// far beyond physical memory must not reach the allocator (sanitizers abort on it), and
+// bad_alloc / length_error from a merely too large one are reported the same way.
 CsrMatrix assemble_block(const std::string& path, const MatrixMarketHeader& header,
                          const std::vector<Triplet>& triplets, gidx_t row_begin, gidx_t row_end) {
+  const auto too_large = [&] {
+    return ParseError(path, header.size_line,
+                      "cannot allocate the matrix: this rank's " +
+                          std::to_string(row_end - row_begin) + " of the " +
+                          std::to_string(header.n_rows) + " rows and " +
+                          std::to_string(triplets.size()) + " entries do not fit in memory");
+  };
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_bytes = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page_bytes > 0 &&
+      (static_cast<double>(row_end - row_begin) + 1.0) * sizeof(std::int64_t) >
+          static_cast<double>(pages) * static_cast<double>(page_bytes)) {
+    throw too_large();
+  }
   try {
     return coo_to_csr(triplets, header.n_rows, header.n_cols, row_begin, row_end);
   } catch (const std::bad_alloc&) {
   } catch (const std::length_error&) {
   }
-  throw ParseError(path, header.size_line,
-                   "cannot allocate the matrix: this rank's " +
-                       std::to_string(row_end - row_begin) + " of the " +
-                       std::to_string(header.n_rows) + " rows and " +
-                       std::to_string(triplets.size()) + " entries do not fit in memory");
+  throw too_large();
 }
 
 // Sends triplets to the owners of their rows.
