@@ -2,4 +2,6 @@
 // the component archives linked whole into libnetsparse.
 #include "netsparse/config.h"
 
-extern "C" const char* ns_version_string(void) { return NETSPARSE_VERSION_STRING; }
+extern "C" const char* ns_version_string(void) {
+  return NETSPARSE_VERSION_STRING;
+}

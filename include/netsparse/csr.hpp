@@ -26,9 +26,7 @@ struct CsrMatrix {
   std::vector<gidx_t> col_idx;        // nnz entries, sorted and unique within each row
   std::vector<float> values;          // nnz entries
 
-  [[nodiscard]] std::int64_t nnz() const noexcept {
-    return row_ptr.empty() ? 0 : row_ptr.back();
-  }
+  [[nodiscard]] std::int64_t nnz() const noexcept { return row_ptr.empty() ? 0 : row_ptr.back(); }
   [[nodiscard]] gidx_t row_end() const noexcept { return row_begin + n_rows; }
 };
 
