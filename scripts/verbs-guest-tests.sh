@@ -28,6 +28,7 @@ check transport ctest --test-dir "$build" -L verbs --output-on-failure --timeout
 # Engine: every byte of every property across ranks (np 2 and 3), out-of-range idx, the
 # vanilla RDMA READ path, a peer that stops answering.
 check engine ctest --test-dir "$build" -R '^rig\.mpi\.np[23]$' --output-on-failure --timeout 300
+check engine-peer-exit ctest --test-dir "$build" -R '^rig\.mpi\.peer_exit' --output-on-failure --timeout 300
 # A figure from real verbs in the log: index gather, RIG vs vanilla RDMA READ vs Conveyors.
 check index-gather "${mpirun[@]}" -np 2 "$build/bench/bench_index_gather" --K 16 \
   --n-per-rank 65536 --requests 65536 --unique

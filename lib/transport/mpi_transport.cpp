@@ -368,7 +368,8 @@ class MpiTransport final : public Transport {
       if (!done) {
         progress();
         if (any_failed()) {
-          MPI_Request_free(&request);
+          // The unfinished Ibarrier is abandoned, not freed: freeing a pending non-blocking
+          // collective is erroneous (Open MPI aborts through the world error handler).
           throw std::runtime_error(
               "netsparse mpi transport: barrier abandoned, a peer is known to have failed");
         }
@@ -602,8 +603,7 @@ class MpiTransport final : public Transport {
           if (done) break;
         }
         if (any_failed() || clock::now() > deadline) {
-          clean = false;
-          if (barrier_started) MPI_Request_free(&barrier);
+          clean = false;  // the pending barrier is abandoned with the communicator (see above)
           break;
         }
       }

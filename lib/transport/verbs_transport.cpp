@@ -916,6 +916,7 @@ class VerbsTransport final : public Transport {
   // that peers never see our QPs vanish while they still talk. While waiting we keep receiving
   // (and discarding), otherwise peers flushing towards us would stall on RNR.
   void shutdown() noexcept {
+    bool abandoned_comm = false;
     int finalized = 1;
     MPI_Finalized(&finalized);
     if (options_.teardown_timeout_ms > 0 && pd_) {
@@ -937,11 +938,14 @@ class VerbsTransport final : public Transport {
                clock::now() < deadline) {
           poll(discard, 64);
         }
-        if (!done) MPI_Request_free(&request);
+        // An unfinished non-blocking collective must not be freed (erroneous in MPI; Open MPI
+        // reports it through the fatal world handler and aborts the survivors of a dead peer).
+        // Abandon it, and with it the communicator it is pending on.
+        if (!done) abandoned_comm = true;
       }
     }
     release_resources();
-    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    if (!finalized && !abandoned_comm && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
 
   VerbsOptions options_;
