@@ -10,21 +10,6 @@
 
 namespace {
 
-const char* thread_level_name(int level) {
-  switch (level) {
-    case MPI_THREAD_SINGLE:
-      return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED:
-      return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED:
-      return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE:
-      return "MPI_THREAD_MULTIPLE";
-    default:
-      return "an unknown thread level";
-  }
-}
-
 ns_status_t fail(ns_status_t s, const std::string& why) {
   netsparse::rig::set_last_error("ns_open_mpi: " + why);
   return s;
@@ -54,7 +39,7 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
     if (provided < MPI_THREAD_MULTIPLE) {
       return fail(NS_ERR_MPI_THREAD_LEVEL,
                   std::string("the progress thread needs MPI_THREAD_MULTIPLE but MPI provides ") +
-                      thread_level_name(provided) +
+                      netsparse::transport::mpi_thread_level_name(provided) +
                       "; initialize MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) or use "
                       "NS_PROGRESS_INLINE");
     }

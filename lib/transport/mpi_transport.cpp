@@ -51,21 +51,6 @@ constexpr int kPacketTag = 0x4e53;
 constexpr int kReadRequestTag = 0x4e54;
 constexpr int kReadResponseTag = 0x4e55;
 
-const char* thread_level_name(int level) {
-  switch (level) {
-    case MPI_THREAD_SINGLE:
-      return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED:
-      return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED:
-      return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE:
-      return "MPI_THREAD_MULTIPLE";
-    default:
-      return "an unknown MPI thread level";
-  }
-}
-
 std::string mpi_error_string(int code) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
@@ -700,6 +685,21 @@ const char* to_string(MpiReadMode mode) noexcept {
   return "unknown";
 }
 
+const char* mpi_thread_level_name(int level) noexcept {
+  switch (level) {
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
+    default:
+      return "an unknown MPI thread level";
+  }
+}
+
 std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_multiple) {
   return make_mpi_transport(comm, need_thread_multiple, MpiOptions{});
 }
@@ -731,7 +731,7 @@ std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_mu
   if (need_thread_multiple && provided < MPI_THREAD_MULTIPLE) {
     throw std::runtime_error(
         std::string("netsparse mpi transport: MPI provides thread level ") +
-        thread_level_name(provided) +
+        mpi_thread_level_name(provided) +
         " but MPI_THREAD_MULTIPLE is required (the progress thread calls MPI concurrently with "
         "the application). Initialize MPI with MPI_Init_thread(&argc, &argv, "
         "MPI_THREAD_MULTIPLE, &provided) and check `provided`, or use inline progress");
@@ -742,7 +742,7 @@ std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_mu
     throw std::runtime_error(
         std::string("netsparse mpi transport: created from a thread other than the main thread "
                     "but MPI provides only ") +
-        thread_level_name(provided) +
+        mpi_thread_level_name(provided) +
         "; MPI_THREAD_SERIALIZED or better is required. Initialize MPI with "
         "MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided)");
   }

@@ -177,6 +177,9 @@ struct MpiOptions {
 // dup, checks the thread level: need_thread_multiple (a progress thread calls MPI concurrently
 // with the application) requires MPI_THREAD_MULTIPLE. Throws std::runtime_error with a clear
 // message (MPI not initialized, insufficient thread level, ...).
+// "MPI_THREAD_MULTIPLE" etc., for error messages that name the thread level.
+const char* mpi_thread_level_name(int level) noexcept;
+
 std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_multiple);
 std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_multiple,
                                               const MpiOptions& options);
