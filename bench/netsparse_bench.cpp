@@ -117,9 +117,10 @@ NetSparse engine (RIG) knobs
   --server-units N       RIG server units (engine default 2)
   --pending N            Pending PR Table entries per client unit (engine default 256)
   --idx-chunk N          idxs a client unit takes at once (engine default 512)
-  --progress thread|inline
-                         a progress thread per rank (the emulated NIC, default) or progress
-                         only inside the application's calls
+  --progress auto|thread|inline
+                         a progress thread per rank (the emulated NIC), or progress driven
+                         by the application (waits, and the kernels between tiles); auto
+                         (default): a thread only where a core is free for it
   --transport auto|mpi|verbs
                          the engine's transport (default auto: verbs if a device, else MPI)
   --no-filter            switch the Idx Filter off
@@ -311,8 +312,10 @@ std::optional<Options> parse_args(int argc, char** argv) {
         o.dist.engine.progress = NS_PROGRESS_THREAD;
       } else if (v == "inline") {
         o.dist.engine.progress = NS_PROGRESS_INLINE;
+      } else if (v == "auto") {
+        o.dist.engine.progress = NS_PROGRESS_AUTO;
       } else {
-        usage_error("--progress takes thread or inline");
+        usage_error("--progress takes auto, thread or inline");
       }
     } else if (a == "--transport") {
       const std::string v = value();
@@ -411,6 +414,7 @@ struct Result {
   // Sums over ranks (per iteration) and tail (max over ranks) of the per-rank values.
   double bytes_total = 0, bytes_tail = 0, requests_total = 0, messages_total = 0;
   double useful_tail = 0, wait_tail = 0, sync_tail = 0;
+  double compute_tail = 0, post_tail = 0, progress_tail = 0;
   double engine_fc = -1;  // engine's own (filtered + coalesced) / requested, RIG modes
   double engine_prs_per_packet = -1;
   std::string engine_json;
@@ -580,6 +584,9 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   res.messages_total = allreduce(static_cast<double>(s.messages_sent) / iters, MPI_SUM);
   res.wait_tail = allreduce(s.wait_seconds / iters, MPI_MAX);
   res.sync_tail = allreduce(s.sync_seconds / iters, MPI_MAX);
+  res.compute_tail = allreduce(s.compute_seconds / iters, MPI_MAX);
+  res.post_tail = allreduce(s.post_seconds / iters, MPI_MAX);
+  res.progress_tail = allreduce(s.progress_seconds / iters, MPI_MAX);
   if (engine) {
     const double requested = allreduce(double(engine->stat(NS_STAT_PRS_REQUESTED)), MPI_SUM);
     const double dropped = allreduce(
@@ -820,7 +827,9 @@ int main(int argc, char** argv) {
           static_cast<unsigned long long>(o.dist.batch),
           o.dist.rig_idx == RigIdxSource::unique_columns ? "unique" : "per-nonzero",
           o.dist.tiling.col_panel > 0 ? std::to_string(o.dist.tiling.col_panel).c_str() : "auto",
-          o.dist.engine.progress == NS_PROGRESS_INLINE ? "inline" : "thread",
+          o.dist.engine.progress == NS_PROGRESS_INLINE   ? "inline"
+          : o.dist.engine.progress == NS_PROGRESS_THREAD ? "thread"
+                                                         : "auto",
           (o.dist.engine.flags & NS_CTX_NO_FILTER) ? ", no filter" : "",
           (o.dist.engine.flags & NS_CTX_NO_COALESCE) ? ", no coalescing" : "",
           (o.dist.engine.flags & NS_CTX_NO_CONCAT) ? ", no concatenation" : "");
@@ -915,6 +924,9 @@ int main(int argc, char** argv) {
               if (acc.error.empty()) acc.error = r.error;
               acc.wait_tail = (acc.wait_tail * round + r.wait_tail) / (round + 1);
               acc.sync_tail = (acc.sync_tail * round + r.sync_tail) / (round + 1);
+              acc.compute_tail = (acc.compute_tail * round + r.compute_tail) / (round + 1);
+              acc.post_tail = (acc.post_tail * round + r.post_tail) / (round + 1);
+              acc.progress_tail = (acc.progress_tail * round + r.progress_tail) / (round + 1);
             }
           }
         }
@@ -940,10 +952,12 @@ int main(int argc, char** argv) {
                  << ", \"requests_total\": " << r.requests_total
                  << ", \"messages_total\": " << r.messages_total
                  << ", \"wait_tail_s\": " << r.wait_tail << ", \"sync_tail_s\": " << r.sync_tail
-                 << ", \"fc_rate\": " << d.fc << ", \"prs_per_packet\": " << d.prs_per_packet
-                 << ", \"goodput\": " << d.goodput << ", \"line_util\": " << d.util
-                 << ", \"traffic_vs_su\": " << d.traffic_vs_su << ", \"prs_vs_sa\": " << d.prs_vs_sa
-                 << ", \"engine_fc_rate\": " << r.engine_fc
+                 << ", \"compute_tail_s\": " << r.compute_tail
+                 << ", \"post_tail_s\": " << r.post_tail
+                 << ", \"progress_tail_s\": " << r.progress_tail << ", \"fc_rate\": " << d.fc
+                 << ", \"prs_per_packet\": " << d.prs_per_packet << ", \"goodput\": " << d.goodput
+                 << ", \"line_util\": " << d.util << ", \"traffic_vs_su\": " << d.traffic_vs_su
+                 << ", \"prs_vs_sa\": " << d.prs_vs_sa << ", \"engine_fc_rate\": " << r.engine_fc
                  << ", \"engine_prs_per_packet\": " << r.engine_prs_per_packet
                  << ", \"remote_nnz_total\": " << vol.remote_nnz_total
                  << ", \"unique_remote_total\": " << vol.unique_total

@@ -69,7 +69,7 @@ struct EngineOptions {
   int transport = NS_TRANSPORT_AUTO;
   int client_units = 0;               // 0: engine default
   int server_units = 0;               // 0: engine default
-  int progress = NS_PROGRESS_THREAD;  // ns_progress_mode
+  int progress = NS_PROGRESS_AUTO;    // ns_progress_mode
   std::uint32_t packet_bytes = 0;     // 0: engine default (1500)
   std::int64_t delay_ns = -1;         // < 0: engine default
   std::uint32_t pending_entries = 0;  // 0: engine default
@@ -81,7 +81,7 @@ struct EngineOptions {
 // One open RIG engine (ns_context over MPI) with a completion queue and a queue pair, shared
 // by the DistKernels that use it. Collective to create and to destroy (every rank of the
 // communicator). The property region is registered on demand by the kernels (collectively, when
-// the operand's address, K or partition change). Needs MPI_THREAD_MULTIPLE for THREAD progress.
+// the operand's address, K or partition change). THREAD progress needs MPI_THREAD_MULTIPLE.
 class RigEngine {
  public:
   RigEngine(MPI_Comm comm, const EngineOptions& options);
@@ -114,8 +114,8 @@ enum class RigIdxSource {
 struct DistOptions {
   CommMode mode = CommMode::netsparse;
   // Tiling of the local computation (row panel, barriers). Its col_panel is the width of the
-  // column panels of the remote part (the gather window); 0 = automatic: windows of at most
-  // 16 MiB and at least 4 panels per rank across the columns.
+  // column panels of the remote part (the gather window); 0 = automatic: the widest window of
+  // at most 64 MiB (one panel whenever the remote part fits).
   TileConfig tiling{};
   // netsparse: idxs per RIG work request (the paper's batch size).
   std::uint64_t batch = 8192;
@@ -143,6 +143,10 @@ struct CommStats {
   std::uint64_t requests = 0;          // property requests this rank issued (SA-style modes)
   double wait_seconds = 0;             // time blocked waiting for data (gathers, exchanges)
   double sync_seconds = 0;             // end-of-run synchronization (RIG modes: ns_quiesce)
+  // Where the rest of a run's time goes (the profile in docs/benchmarks.md):
+  double compute_seconds = 0;   // local kernels (RIG modes: including the progress they drive)
+  double post_seconds = 0;      // RIG modes: ns_post_send of the gather work requests
+  double progress_seconds = 0;  // RIG modes, INLINE: engine steps run from inside the kernels
 };
 
 // The communication volume a pattern needs, independent of the mode (collective to compute).

@@ -62,6 +62,28 @@ void sddmm_col_panel(const TiledMatrix& a, int col_panel, const float* x, std::i
 void spmv(const TiledMatrix& a, DenseConstView x, float* y, bool accumulate = true);
 void spmv_col_panel(const TiledMatrix& a, int col_panel, DenseConstView x, float* y);
 
+// Communication progress while a kernel computes. Inside a ScopedProgressHook, the kernels call
+// hook.fn(hook.arg) between tiles, on the thread that called the kernel only (OpenMP's master),
+// so that a communication engine without a progress thread (ns_progress_mode INLINE) keeps
+// answering its peers while this thread computes instead of making them wait until it polls.
+// The hook should be cheap when there is nothing to do (the distributed layer's hook polls the
+// engine at most every few microseconds). Nests: the innermost scope wins, the outer one is
+// restored on exit.
+struct ProgressHook {
+  void (*fn)(void*) = nullptr;
+  void* arg = nullptr;
+};
+class ScopedProgressHook {
+ public:
+  explicit ScopedProgressHook(ProgressHook hook) noexcept;
+  ~ScopedProgressHook();
+  ScopedProgressHook(const ScopedProgressHook&) = delete;
+  ScopedProgressHook& operator=(const ScopedProgressHook&) = delete;
+
+ private:
+  ProgressHook saved_;
+};
+
 // C = A * B (spmm on the whole matrix with accumulate = false) writes C with streaming,
 // cache-bypassing stores when C holds at least this many bytes and its rows are aligned to the
 // vector width: SPADE's "rMatrix bypass". Such a C cannot stay cached anyway, and the stores then

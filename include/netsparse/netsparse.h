@@ -59,7 +59,11 @@ enum ns_transport {
 };
 enum ns_progress_mode {
   NS_PROGRESS_THREAD = 0, /* a progress thread per context: the emulated NIC */
-  NS_PROGRESS_INLINE = 1  /* no thread: ns_poll_cq / ns_cq_wait / ns_progress drive the engine */
+  NS_PROGRESS_INLINE = 1, /* no thread: ns_poll_cq / ns_cq_wait / ns_progress drive the engine */
+  /* The default: a progress thread only where a core is free for it (cores this rank may use >
+   * OpenMP threads, and MPI_THREAD_MULTIPLE where MPI is the transport), else INLINE. In-process
+   * fabrics (threads of one process) resolve to THREAD. ns_stats_json says what was chosen. */
+  NS_PROGRESS_AUTO = 2
 };
 /* Ablations: switch one mechanism off. */
 enum ns_context_flags {
@@ -86,14 +90,15 @@ struct ns_context_attr {
   int transport;         /* enum ns_transport; AUTO honours NETSPARSE_TRANSPORT */
   int num_client_units;  /* default 2 (1..1024) */
   int num_server_units;  /* default 2 (1..1024) */
-  int progress_mode;     /* enum ns_progress_mode, default THREAD */
+  int progress_mode;     /* enum ns_progress_mode, default AUTO */
   uint32_t packet_bytes; /* concatenation queue capacity, default 1500; capped by the transport */
   uint64_t concat_delay_ns; /* expiration delay of a concatenation queue, default 2000 */
-  uint32_t pending_entries; /* Pending PR Table entries per client unit, default 256 */
+  uint32_t
+      pending_entries; /* Pending PR Table entries (PRs in flight) per client unit, default 8192 */
   uint32_t
       watchdog_ms;    /* per RIG work request, measured from ns_post_send; default 5000; 0 = off */
   uint32_t flags;     /* ns_context_flags (ablations), default 0 */
-  uint32_t idx_chunk; /* idxs a client unit copies into its Idx buffer at once, default 512 */
+  uint32_t idx_chunk; /* idxs a client unit processes per engine step, default 4096 */
   int virtual_queues; /* nonzero: virtualized concatenation queues (paper §7.2), default 0 */
 };
 
@@ -117,6 +122,9 @@ ns_status_t ns_close(ns_context* ctx);
 int ns_rank(const ns_context* ctx);
 int ns_size(const ns_context* ctx);
 const char* ns_transport_name(const ns_context* ctx); /* "inproc", "mpi" or "verbs" */
+/* The progress model the context runs: NS_PROGRESS_THREAD or NS_PROGRESS_INLINE (what AUTO
+ * resolved to); -1 for NULL. */
+int ns_progress_mode_of(const ns_context* ctx);
 
 /* INLINE mode: runs the engine once (poll the transport, step every unit, watchdog). Returns the
  * amount of work done (0 = idle) or a negative ns_status_t. A no-op returning 0 in THREAD mode.
@@ -129,6 +137,11 @@ int ns_progress(ns_context* ctx);
  * MPI_Barrier in INLINE mode). Peers known to have failed are not waited for.
  * NS_ERR_TIMEOUT after timeout_ms (< 0: wait forever). */
 ns_status_t ns_quiesce(ns_context* ctx, int timeout_ms);
+/* Split phase: announces this node's quiesce without waiting (the engine tells the peers as soon
+ * as none of this node's work requests is in flight); the next ns_quiesce waits for that round.
+ * Lets a node that has all its data go on computing while its peers learn it needs nothing
+ * more, so the final ns_quiesce costs no round trip. */
+ns_status_t ns_quiesce_start(ns_context* ctx);
 
 /* ---- property region ----------------------------------------------------------------------- */
 /* Collective. The local property array: local_rows rows of prop_bytes bytes each at base (row r
@@ -237,6 +250,7 @@ enum ns_stat {
   NS_STAT_INVALID_PRS,     /* read PRs answered as invalid (idx outside the registered rows) */
   NS_STAT_MALFORMED,       /* packets or PRs dropped by validation (decode error, bad unit, ...) */
   NS_STAT_STALE_RESPONSES, /* responses that matched no pending entry (dropped) */
+  NS_STAT_FRAMES,          /* transport messages sent: each frames one or more packets */
   NS_STAT__COUNT
 };
 const char* ns_stat_name(int which); /* "prs_requested", ...; NULL if out of range */

@@ -167,11 +167,14 @@ class Context {
   int rank() const noexcept { return ns_rank(get()); }
   int size() const noexcept { return ns_size(get()); }
   std::string transport_name() const { return ns_transport_name(get()); }
+  // NS_PROGRESS_THREAD or NS_PROGRESS_INLINE (what AUTO resolved to).
+  int progress_mode() const noexcept { return ns_progress_mode_of(get()); }
   int progress() {
     const int r = ns_progress(get());
     detail::check(r < 0 ? r : 0, "ns_progress");
     return r;
   }
+  void quiesce_start() { detail::check(ns_quiesce_start(get()), "ns_quiesce_start"); }
   // false on timeout.
   bool quiesce(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) {
     const ns_status_t s = ns_quiesce(get(), static_cast<int>(timeout.count()));

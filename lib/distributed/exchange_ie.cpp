@@ -117,6 +117,7 @@ class IeExchange final : public Exchange {
   void run(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
            CommStats& stats) override {
     const std::size_t k = static_cast<std::size_t>(rc.k);
+    const double tp = now_seconds();
     // Pack the rows every neighbour asked for.
     const auto n_send = static_cast<std::int64_t>(send_local_.size());
 #pragma omp parallel for schedule(static) if (n_send * rc.k > 65536)
@@ -145,14 +146,18 @@ class IeExchange final : public Exchange {
                                         recv_displs_.data(), rc.row_type, graph_, &reqs.back()),
                 "MPI_Ineighbor_alltoallv");
     }
+    const double tc = now_seconds();
+    stats.post_seconds += tc - tp;  // pack + post
     compute.local(pat, rc, ops);
     const double t0 = now_seconds();
     check_mpi(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE),
               "MPI_Waitall");
-    stats.wait_seconds += now_seconds() - t0;
+    const double t1 = now_seconds();
+    stats.wait_seconds += t1 - t0;
     compute.remote_all(compact_, rc, ops,
                        DenseConstView{ghost_.data(), 0, rc.k, static_cast<gidx_t>(ghosts_.size())});
     compute.finish(pat, rc, ops);
+    stats.compute_seconds += (t0 - tc) + (now_seconds() - t1);
 
     const std::uint64_t row_bytes = std::uint64_t{4} * rc.k;
     stats.bytes_sent += send_local_.size() * row_bytes + dests_.size() * kUpperLayerBytes;

@@ -52,6 +52,25 @@ struct RigEngine::Impl {
     reg_offsets = std::move(offsets);
   }
 
+  // Application-driven progress (INLINE engines): the kernels call this between tiles; it steps
+  // the engine at most every kProgressIntervalNs so that an idle engine costs the compute
+  // little (a step polls the transport) while peers still get their answers within microseconds.
+  static constexpr std::uint64_t kProgressIntervalNs = 5000;
+  bool inline_progress = false;
+  std::chrono::steady_clock::time_point last_progress{};
+  double progress_seconds = 0;  // spent in progress_tick's engine steps
+  static void progress_tick(void* self) {
+    auto& s = *static_cast<Impl*>(self);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - s.last_progress < std::chrono::nanoseconds(kProgressIntervalNs)) return;
+    ns_progress(s.ctx.get());
+    s.last_progress = std::chrono::steady_clock::now();
+    s.progress_seconds += std::chrono::duration<double>(s.last_progress - now).count();
+  }
+  ProgressHook hook() noexcept {
+    return inline_progress ? ProgressHook{&Impl::progress_tick, this} : ProgressHook{};
+  }
+
   void quiesce() {
     if (!ctx.quiesce(std::chrono::milliseconds(kQuiesceTimeoutMs))) {
       throw std::runtime_error("RIG engine: ns_quiesce timed out after " +
@@ -88,6 +107,7 @@ RigEngine::RigEngine(MPI_Comm comm, const EngineOptions& options)
   dist::agree_on_failure(comm, error);
   s.cq = Cq(s.ctx, 2 * Impl::kQpDepth);
   s.qp = Qp(s.ctx, s.cq, Impl::kQpDepth);
+  s.inline_progress = s.ctx.progress_mode() == NS_PROGRESS_INLINE;
 }
 
 RigEngine::~RigEngine() {
@@ -151,8 +171,10 @@ class RigExchange final : public Exchange {
       : engine_(std::move(engine)), vanilla_(vanilla) {}
 
   void setup(const Pattern& pat, const RunContext& rc) override {
+    // One window per panel in flight: the second only when there are several panels.
     const std::size_t window_floats = static_cast<std::size_t>(pat.window) * rc.k;
-    for (auto& w : window_) w.resize(window_floats);
+    window_[0].resize(window_floats);
+    window_[1].resize(pat.remote_panels.size() > 1 ? window_floats : 0);
     nonzero_idx_.clear();
     nonzero_ptr_.assign(1, 0);
     if (!vanilla_ && rc.options->rig_idx == RigIdxSource::nonzeros) {
@@ -176,6 +198,7 @@ class RigExchange final : public Exchange {
     const EngineCounters before = EngineCounters::read(*engine_);
     e.ensure_region(ops.b, static_cast<std::uint64_t>(rc.cols->size(rc.rank)), prop_bytes,
                     *rc.cols);
+    e.progress_seconds = 0;
     if (vanilla_) {
       run_vanilla(pat, rc, ops, compute, stats);
     } else {
@@ -186,6 +209,7 @@ class RigExchange final : public Exchange {
     // its operand) before every rank is done.
     e.quiesce();
     stats.sync_seconds += now_seconds() - t0;
+    stats.progress_seconds += e.progress_seconds;
     const EngineCounters after = EngineCounters::read(*engine_);
     if (vanilla_) {
       // RDMA READs leave the engine's packet counters alone; model each as the paper's lone PR:
@@ -267,24 +291,38 @@ class RigExchange final : public Exchange {
 
   void run_rig(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
                CommStats& stats) {
+    RigEngine::Impl& e = engine_->impl();
     const auto n = pat.remote_panels.size();
     // The operand may have changed since the last run: a new Idx Filter epoch at the start.
     // With per-nonzero idxs every panel starts its own epoch, so the filter (whose entries
     // must share one output mapping) serves each panel's window; distinct panels never share
     // a column, so nothing is lost.
     const bool epoch_per_panel = rc.options->rig_idx == RigIdxSource::nonzeros;
+    // Without a progress thread the kernels drive the engine between tiles (see Impl::hook).
+    const ScopedProgressHook progress(engine_->impl().hook());
     pending_[0] = pending_[1] = 0;
+    double t = now_seconds();
     if (n > 0) post_panel(pat, rc, 0, 0, true);
+    stats.post_seconds += now_seconds() - t;
+    t = now_seconds();
     compute.local(pat, rc, ops);
+    stats.compute_seconds += now_seconds() - t;
     for (std::size_t j = 0; j < n; ++j) {
+      t = now_seconds();
       if (j + 1 < n) post_panel(pat, rc, j + 1, static_cast<int>(j + 1), epoch_per_panel);
       const double t0 = now_seconds();
+      stats.post_seconds += t0 - t;
       while (pending_[j & 1] > 0) drain(true, "netsparse");
-      stats.wait_seconds += now_seconds() - t0;
+      // Everything this rank needs has arrived: tell the peers now, so the quiesce at the end
+      // of the run costs no round trip while this rank computes its last panel.
+      if (j + 1 == n) e.ctx.quiesce_start();
+      const double t1 = now_seconds();
+      stats.wait_seconds += t1 - t0;
       const int panel = pat.remote_panels[j];
       const IndexRange w = pat.remote_part.col_panel_range(panel);
       compute.remote_panel(pat, rc, ops, panel,
                            DenseConstView{window_[j & 1].data(), w.begin, rc.k, w.size()});
+      stats.compute_seconds += now_seconds() - t1;
     }
     compute.finish(pat, rc, ops);
   }
@@ -292,6 +330,7 @@ class RigExchange final : public Exchange {
   void run_vanilla(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
                    CommStats& stats) {
     RigEngine::Impl& e = engine_->impl();
+    const ScopedProgressHook progress(e.hook());
     const std::int64_t max_out = rc.options->max_outstanding_reads;
     constexpr std::size_t kChain = 64;  // reads per doorbell
     std::vector<ns_send_wr>& chain = wrs_[0];

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "netsparse/local_kernels.hpp"
 #include "netsparse/tiled.hpp"
 
 namespace netsparse::kernels_detail {
@@ -23,6 +24,7 @@ struct SpmmCall {
   // C = A * B may be written with streaming (cache-bypassing) stores where C's rows are
   // vector-aligned: SPADE's rMatrix bypass, chosen by size (see local_kernels.cpp).
   bool stream_output;
+  const ProgressHook* progress;  // the caller's hook, or nullptr
 };
 
 struct SddmmCall {
@@ -35,6 +37,7 @@ struct SddmmCall {
   std::int64_t ldy;
   int k;
   float* out;
+  const ProgressHook* progress;
 };
 
 struct SpmvCall {
@@ -45,6 +48,7 @@ struct SpmvCall {
   std::int64_t x_stride;
   float* y;
   bool accumulate;
+  const ProgressHook* progress;
 };
 
 struct IsaKernels {

@@ -180,13 +180,19 @@ bool stream_spmm_output(const TiledMatrix& a, int col_panel, int k, bool accumul
              spmm_streaming_threshold_bytes();
 }
 
+thread_local ProgressHook t_progress_hook;
+
+const ProgressHook* current_hook() noexcept {
+  return t_progress_hook.fn == nullptr ? nullptr : &t_progress_hook;
+}
+
 void spmm_checked(const char* fn, const TiledMatrix& a, int col_panel, DenseConstView b, float* c,
                   std::int64_t ldc, int k, bool accumulate) {
   check_k(fn, k);
   check_col_view(fn, "B", b, needed_columns(fn, a, col_panel), k);
   check_row_operand(fn, "C", c, ldc, k, a.n_rows() > 0);
   active_variant().spmm({&a, col_panel, b.data, b.row_base, b.ld, c, ldc, k, accumulate,
-                         stream_spmm_output(a, col_panel, k, accumulate)});
+                         stream_spmm_output(a, col_panel, k, accumulate), current_hook()});
 }
 
 void sddmm_checked(const char* fn, const TiledMatrix& a, int col_panel, const float* x,
@@ -196,14 +202,14 @@ void sddmm_checked(const char* fn, const TiledMatrix& a, int col_panel, const fl
   check_col_view(fn, "Y", y, needed, k);
   check_row_operand(fn, "X", x, ldx, k, needed.size() > 0);
   check_row_operand(fn, "out", out, 1, 1, needed.size() > 0);
-  active_variant().sddmm({&a, col_panel, x, ldx, y.data, y.row_base, y.ld, k, out});
+  active_variant().sddmm({&a, col_panel, x, ldx, y.data, y.row_base, y.ld, k, out, current_hook()});
 }
 
 void spmv_checked(const char* fn, const TiledMatrix& a, int col_panel, DenseConstView x, float* y,
                   bool accumulate) {
   check_col_view(fn, "x", x, needed_columns(fn, a, col_panel), 1);
   check_row_operand(fn, "y", y, 1, 1, a.n_rows() > 0);
-  active_variant().spmv({&a, col_panel, x.data, x.row_base, x.ld, y, accumulate});
+  active_variant().spmv({&a, col_panel, x.data, x.row_base, x.ld, y, accumulate, current_hook()});
 }
 
 }  // namespace
@@ -249,6 +255,13 @@ void spmv_col_panel(const TiledMatrix& a, int col_panel, DenseConstView x, float
   if (col_panel < 0)
     fail("spmv_col_panel", "column panel " + std::to_string(col_panel) + " is negative");
   spmv_checked("spmv_col_panel", a, col_panel, x, y, true);
+}
+
+ScopedProgressHook::ScopedProgressHook(ProgressHook hook) noexcept : saved_(t_progress_hook) {
+  t_progress_hook = hook;
+}
+ScopedProgressHook::~ScopedProgressHook() {
+  t_progress_hook = saved_;
 }
 
 }  // namespace netsparse

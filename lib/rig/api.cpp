@@ -15,10 +15,15 @@
 #include "rig/engine.hpp"
 #include "transport/transport.hpp"
 
+#include "rig/api_error.hpp"
+#include "rig/backoff.hpp"
+
 using netsparse::rig::Backoff;
 using netsparse::rig::Config;
 using netsparse::rig::Engine;
+using netsparse::rig::EngineError;
 using netsparse::rig::set_last_error;
+using netsparse::rig::WrError;
 
 namespace netsparse::rig {
 namespace {
@@ -42,6 +47,9 @@ template <class F>
 ns_status_t guarded(const char* call, F&& f) noexcept {
   try {
     return f();
+  } catch (const EngineError& e) {
+    set_last_error(std::string(call) + ": " + e.what());
+    return e.status();
   } catch (const std::bad_alloc&) {
     set_last_error(std::string(call) + ": out of memory");
     return NS_ERR_NO_MEMORY;
@@ -66,6 +74,46 @@ ns_status_t guarded(const char* call, F&& f) noexcept {
 ns_status_t invalid(const char* call, const char* why) {
   set_last_error(std::string(call) + ": " + why);
   return NS_ERR_INVALID;
+}
+
+const char* wr_error_text(WrError e) {
+  switch (e) {
+    case WrError::kNone:
+      return "no error";
+    case WrError::kUnknownFlags:
+      return "unknown send_flags bits";
+    case WrError::kRigMrNull:
+      return "wr.rig.mr is NULL";
+    case WrError::kRigMrForeign:
+      return "wr.rig.mr is not the region registered on this context";
+    case WrError::kCountTooLarge:
+      return "wr.rig.count must be < 2^40";
+    case WrError::kIdxNull:
+      return "wr.rig.idx is NULL";
+    case WrError::kOutNull:
+      return "wr.rig.out is NULL";
+    case WrError::kWindowLenZero:
+      return "wr.rig.window_len is 0 (INDEXED layout)";
+    case WrError::kWindowOverflow:
+      return "wr.rig window overflows";
+    case WrError::kWindowTooLarge:
+      return "wr.rig window too large";
+    case WrError::kPositionalTooLarge:
+      return "wr.rig.count too large";
+    case WrError::kUnknownLayout:
+      return "wr.rig.layout is neither INDEXED nor POSITIONAL";
+    case WrError::kReadMrNull:
+      return "wr.rdma_read.mr is NULL";
+    case WrError::kReadMrForeign:
+      return "wr.rdma_read.mr is not the region registered on this context";
+    case WrError::kReadOutNull:
+      return "wr.rdma_read.out is NULL";
+    case WrError::kUnknownOpcode:
+      return "unknown opcode";
+    case WrError::kQueueFull:
+      return "send queue full (max_send_wr outstanding)";
+  }
+  return "unknown reason";
 }
 
 }  // namespace
@@ -168,7 +216,11 @@ extern "C" ns_status_t ns_open_inproc(ns_fabric* fabric, int node, const ns_cont
     return invalid("ns_open_inproc", "fabric or out is NULL");
   if (node < 0 || node >= fabric->fabric.nodes()) return invalid("ns_open_inproc", "no such node");
   return guarded("ns_open_inproc", [&]() -> ns_status_t {
-    const Config cfg = Config::from_attr(attr);
+    Config cfg = Config::from_attr(attr);
+    if (cfg.progress_mode == NS_PROGRESS_AUTO) {
+      cfg.progress_mode = NS_PROGRESS_THREAD;
+      cfg.progress_reason = "auto: in-process fabric (its nodes are threads of one process)";
+    }
     if (cfg.transport != NS_TRANSPORT_AUTO && cfg.transport != NS_TRANSPORT_INPROC) {
       return invalid("ns_open_inproc", "an in-process fabric only has the inproc transport");
     }
@@ -188,10 +240,7 @@ extern "C" ns_status_t ns_close(ns_context* ctx) {
     return NS_ERR_STATE;
   }
   return guarded("ns_close", [&]() -> ns_status_t {
-    if (netsparse::rig::Region* r = ctx->region()) {
-      const ns_status_t s = ctx->deregister_region(r);
-      if (s < 0) return s;
-    }
+    if (netsparse::rig::Region* r = ctx->region()) ctx->deregister_region(r);
     delete ctx;
     return NS_OK;
   });
@@ -207,14 +256,29 @@ extern "C" const char* ns_transport_name(const ns_context* ctx) {
   return ctx == nullptr ? "none" : ctx->transport_name();
 }
 
+extern "C" int ns_progress_mode_of(const ns_context* ctx) {
+  return ctx == nullptr ? -1 : ctx->config().progress_mode;
+}
+
 extern "C" int ns_progress(ns_context* ctx) {
   if (ctx == nullptr) return invalid("ns_progress", "ctx is NULL");
   return guarded("ns_progress", [&]() -> ns_status_t { return ctx->progress_inline(); });
 }
 
+extern "C" ns_status_t ns_quiesce_start(ns_context* ctx) {
+  if (ctx == nullptr) return invalid("ns_quiesce_start", "ctx is NULL");
+  return guarded("ns_quiesce_start", [&]() -> ns_status_t {
+    ctx->quiesce_start();
+    return NS_OK;
+  });
+}
+
 extern "C" ns_status_t ns_quiesce(ns_context* ctx, int timeout_ms) {
   if (ctx == nullptr) return invalid("ns_quiesce", "ctx is NULL");
-  return guarded("ns_quiesce", [&]() -> ns_status_t { return ctx->quiesce(timeout_ms); });
+  return guarded("ns_quiesce", [&]() -> ns_status_t {
+    ctx->quiesce(timeout_ms);
+    return NS_OK;
+  });
 }
 
 // ---- region --------------------------------------------------------------------------------
@@ -229,8 +293,10 @@ extern "C" ns_status_t ns_reg_props(ns_context* ctx, void* base, uint64_t local_
 
 extern "C" ns_status_t ns_dereg_props(ns_mr* mr) {
   if (mr == nullptr) return invalid("ns_dereg_props", "mr is NULL");
-  return guarded("ns_dereg_props",
-                 [&]() -> ns_status_t { return mr->engine().deregister_region(mr); });
+  return guarded("ns_dereg_props", [&]() -> ns_status_t {
+    mr->engine.deregister_region(mr);
+    return NS_OK;
+  });
 }
 
 extern "C" uint32_t ns_mr_prop_bytes(const ns_mr* mr) {
@@ -252,7 +318,10 @@ extern "C" ns_status_t ns_create_cq(ns_context* ctx, int cqe, ns_cq** out) {
 
 extern "C" ns_status_t ns_destroy_cq(ns_cq* cq) {
   if (cq == nullptr) return invalid("ns_destroy_cq", "cq is NULL");
-  return guarded("ns_destroy_cq", [&]() -> ns_status_t { return cq->engine().destroy_cq(cq); });
+  return guarded("ns_destroy_cq", [&]() -> ns_status_t {
+    cq->engine().destroy_cq(cq);
+    return NS_OK;
+  });
 }
 
 extern "C" ns_status_t ns_create_qp(ns_context* ctx, ns_cq* send_cq, int max_send_wr, ns_qp** out) {
@@ -272,14 +341,23 @@ extern "C" ns_status_t ns_create_qp(ns_context* ctx, ns_cq* send_cq, int max_sen
 
 extern "C" ns_status_t ns_destroy_qp(ns_qp* qp) {
   if (qp == nullptr) return invalid("ns_destroy_qp", "qp is NULL");
-  return guarded("ns_destroy_qp", [&]() -> ns_status_t { return qp->engine().destroy_qp(qp); });
+  return guarded("ns_destroy_qp", [&]() -> ns_status_t {
+    qp->engine().destroy_qp(qp);
+    return NS_OK;
+  });
 }
 
 // ---- work requests and completions ---------------------------------------------------------
 extern "C" ns_status_t ns_post_send(ns_qp* qp, ns_send_wr* wr, ns_send_wr** bad_wr) {
   if (qp == nullptr) return invalid("ns_post_send", "qp is NULL");
   if (wr == nullptr) return NS_OK;
-  return guarded("ns_post_send", [&]() -> ns_status_t { return qp->post(wr, bad_wr); });
+  return guarded("ns_post_send", [&]() -> ns_status_t {
+    const netsparse::rig::PostResult r = qp->post(wr, bad_wr);
+    if (r.status != NS_OK) set_last_error(std::string("ns_post_send: ") + wr_error_text(r.why));
+    // INLINE: start the work at once (the caller may compute for a while before polling).
+    if (qp->engine().inline_mode()) qp->engine().progress_inline();
+    return r.status;
+  });
 }
 
 extern "C" int ns_poll_cq(ns_cq* cq, int num_entries, ns_wc* wc) {
@@ -336,6 +414,7 @@ const char* const kStatNames[NS_STAT__COUNT] = {
     "read_packets",  "response_packets", "read_bytes",    "response_bytes", "header_bytes",
     "payload_bytes", "wire_bytes",       "stalls",        "expirations",    "timeouts",
     "rdma_reads",    "server_prs",       "invalid_prs",   "malformed",      "stale_responses",
+    "frames",
 };
 
 // The NS_STAT_* byte and packet counters are the paper's Table 7: read and response (property)
@@ -384,6 +463,8 @@ std::uint64_t stat_of(const Engine::Snapshot& s, int which) {
       return s.malformed_packets + s.server.malformed_prs;
     case NS_STAT_STALE_RESPONSES:
       return s.client.stale_responses;
+    case NS_STAT_FRAMES:
+      return s.frames.frames;
     default:
       return 0;
   }
@@ -446,6 +527,7 @@ extern "C" int ns_stats_json(const ns_context* ctx, char* buf, size_t len) {
     add("\"config\":{\"client_units\":%d,\"server_units\":%d,\"progress\":\"%s\",",
         cfg.client_units, cfg.server_units,
         cfg.progress_mode == NS_PROGRESS_INLINE ? "inline" : "thread");
+    j += "\"progress_reason\":\"" + cfg.progress_reason + "\",";
     add("\"packet_bytes\":%u,\"concat_delay_ns\":%" PRIu64 ",\"pending_entries\":%u,",
         cfg.packet_bytes, cfg.delay_ns, cfg.pending_entries);
     add("\"watchdog_ms\":%u,\"idx_chunk\":%u,\"filter\":%s,\"coalesce\":%s,\"concat\":%s,",
@@ -472,12 +554,22 @@ extern "C" int ns_stats_json(const ns_context* ctx, char* buf, size_t len) {
         ",\"control_packets\":%" PRIu64 ",\"control_bytes\":%" PRIu64 "},",
         s.concat.packets[inv], s.concat.wire_bytes[inv], s.concat.packets[ctl],
         s.concat.wire_bytes[ctl]);
-    add("\"engine\":{\"completions\":%" PRIu64 ",\"packets_in\":%" PRIu64
-        ",\"backlogged_packets\":%" PRIu64 ",\"dropped_packets\":%" PRIu64 ",",
-        s.completions, s.packets_in, s.backlog_packets, s.dropped_packets);
-    add("\"control_prs\":%" PRIu64 ",\"retried_prs\":%" PRIu64 ",\"stale_waiters\":%" PRIu64
+    add("\"frames\":{\"sent\":%" PRIu64 ",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64
+        ",\"packets_per_frame\":%.3f,\"retries\":%" PRIu64 ",\"dropped\":%" PRIu64
+        ",\"received\":%" PRIu64 "},",
+        s.frames.frames, s.frames.frame_packets, s.frames.frame_bytes,
+        s.frames.frames == 0 ? 0.0 : double(s.frames.frame_packets) / double(s.frames.frames),
+        s.frames.retries, s.frames.dropped, s.frames_in);
+    if (s.profiled) {
+      add("\"profile\":{\"steps\":%" PRIu64, s.steps);
+      for (int k = 0; k < 5; ++k) add(",\"%s_ns\":%" PRIu64, Engine::kStageNames[k], s.stage_ns[k]);
+      j += "},";
+    }
+    add("\"engine\":{\"completions\":%" PRIu64 ",\"packets_in\":%" PRIu64 ",", s.completions,
+        s.packets_in);
+    add("\"control_prs\":%" PRIu64 ",\"released_prs\":%" PRIu64 ",\"stale_waiters\":%" PRIu64
         ",\"transport_bytes_sent\":%" PRIu64 "}}",
-        s.control_prs, s.client.retried, s.client.stale_waiters, s.tx_bytes);
+        s.control_prs, s.client.released, s.client.stale_waiters, s.tx_bytes);
     if (len > 0) {
       const std::size_t n = std::min(len - 1, j.size());
       std::memcpy(buf, j.data(), n);

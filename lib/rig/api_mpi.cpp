@@ -1,10 +1,13 @@
 // ns_open_mpi: a context over an MPI communicator, on the transport chosen by the attribute or
 // NETSPARSE_TRANSPORT, with the MPI thread level checked up front (netsparse_mpi.h).
+#include <omp.h>
+
 #include <exception>
 #include <stdexcept>
 #include <string>
 
 #include "netsparse/netsparse_mpi.h"
+#include "rig/api_error.hpp"
 #include "rig/engine.hpp"
 #include "transport/transport.hpp"
 
@@ -31,6 +34,24 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
     cfg = netsparse::rig::Config::from_attr(attr);
   } catch (const std::exception& e) {
     return fail(NS_ERR_INVALID, e.what());
+  }
+  if (cfg.progress_mode == NS_PROGRESS_AUTO) {
+    // Collective (ns_open_mpi is): how many ranks share this host, to see whether a core is
+    // free for a progress thread beside the OpenMP threads that compute.
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    int on_host = 1;
+    MPI_Comm host = MPI_COMM_NULL;
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
+      MPI_Comm_size(host, &on_host);
+      MPI_Comm_free(&host);
+    }
+    bool bound = false;
+    const int cores = netsparse::rig::affinity_cores(&bound);
+    const netsparse::rig::ProgressChoice choice = netsparse::rig::choose_progress(
+        cores, bound, on_host, omp_get_max_threads(), provided >= MPI_THREAD_MULTIPLE);
+    cfg.progress_mode = choice.mode;
+    cfg.progress_reason = "auto: " + choice.reason;
   }
   const bool threaded = cfg.progress_mode == NS_PROGRESS_THREAD;
   if (threaded) {

@@ -1,24 +1,35 @@
-// A RIG client unit (MICRO '25 §5.1-5.3): takes RIG commands, copies chunks of idxs into its Idx
-// buffer, filters and coalesces them, solves each owner, registers the PR in its Pending PR
-// Table and pushes it to the concatenation point; writes responses to the host's buffer, sets
-// the filter bits and completes the command when every PR was generated and answered.
+#include "rig/client_unit.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
 
 #include "rig/copy.hpp"
-#include "rig/engine.hpp"
+#include "rig/region.hpp"
 
 namespace netsparse::rig {
 
+void ClientCounters::add(const ClientCounters& o) {
+  requested += o.requested;
+  filtered += o.filtered;
+  coalesced += o.coalesced;
+  local += o.local;
+  sent += o.sent;
+  stalls += o.stalls;
+  stale_responses += o.stale_responses;
+  stale_waiters += o.stale_waiters;
+  released += o.released;
+  invalid_local += o.invalid_local;
+  responses += o.responses;
+}
+
 // ---- PositionMap ---------------------------------------------------------------------------
-bool PositionMap::begin_command(std::uint64_t count) {
-  if (count > UINT32_MAX) return false;
+void PositionMap::begin_command(std::uint64_t count) {
   const std::size_t want = std::clamp<std::size_t>(
       std::bit_ceil(static_cast<std::size_t>(std::min<std::uint64_t>(count, kMaxSlots)) * 2), 1024,
       kMaxSlots);
   if (slots_.size() < want) {  // grows only; generation tags make old contents stale
-    slots_.assign(want, Slot{0, 0, 0});
+    slots_.assign(want, Slot{0, Hit{0, 0}, 0});
     bloom_.assign(want * 4 / 64, 0);
     gen_ = 0;
   }
@@ -32,17 +43,16 @@ bool PositionMap::begin_command(std::uint64_t count) {
   }
   std::fill_n(bloom_.begin(), want * 4 / 64, 0);
   used_ = 0;
-  return true;
 }
 
-void PositionMap::insert(std::uint64_t idx, std::uint64_t pos) noexcept {
+void PositionMap::insert(std::uint64_t idx, std::uint32_t pos, std::uint32_t req) noexcept {
   if (2 * (used_ + 1) > mask_ + 1) return;  // keep probes short; a miss only costs filtering
   const std::uint64_t b = bloom_bit(idx);
   bloom_[b >> 6] |= std::uint64_t{1} << (b & 63);
   for (std::size_t h = home(idx);; h = (h + 1) & mask_) {
     Slot& s = slots_[h];
     if (s.gen != gen_) {
-      s = Slot{idx, static_cast<std::uint32_t>(pos), gen_};
+      s = Slot{idx, Hit{pos, req}, gen_};
       ++used_;
       return;
     }
@@ -51,60 +61,43 @@ void PositionMap::insert(std::uint64_t idx, std::uint64_t pos) noexcept {
 }
 
 // ---- ClientUnit ----------------------------------------------------------------------------
-ClientUnit::ClientUnit(Engine& engine, std::uint16_t id, const Config& config)
-    : engine_(engine),
-      id_(id),
-      config_(config),
-      pending_(config.pending_entries),
-      idx_buf_(config.idx_chunk),
-      slots_(kUnitSlots) {
-  retry_.reserve(4 * std::size_t{config.pending_entries});
+ClientUnit::ClientUnit(const UnitPort& port, std::uint16_t id, const Config& config)
+    : port_(port), id_(id), config_(config), slots_(kUnitSlots) {
+  const std::uint32_t n = config.pending_entries;
+  entries_.assign(n, Entry{0, 0, 0, 0, 0, false});
+  free_.reserve(n);
+  for (std::uint32_t e = n; e-- > 0;) free_.push_back(e);
+  id_bits_ = std::max(1u, static_cast<unsigned>(std::bit_width(n - 1)));
+  id_mask_ = (std::uint32_t{1} << id_bits_) - 1;
+  gen_mask_ = id_bits_ >= 32 ? 0 : (std::uint32_t{0xFFFFFFFFu} >> id_bits_);
 }
 
 void ClientUnit::take(Command& cmd) {
   std::uint32_t s = 0;
   while (slots_[s].cmd != nullptr) ++s;  // can_take() guaranteed a free slot
   slots_[s].cmd = &cmd;
+  slots_[s].copies.clear();
   --free_slots_;
   ++live_;
   current_ = &cmd;
   current_slot_ = s;
-  chunk_start_ = 0;
-  chunk_len_ = 0;
-  chunk_pos_ = 0;
+  next_ = 0;
   stalled_ = false;
-  dedup_ = cmd.layout == NS_RIG_LAYOUT_POSITIONAL && config_.filter_on() &&
-           positions_.begin_command(cmd.count);
+  if (cmd.filter == FilterUse::kPerWr) positions_.begin_command(cmd.count);
 }
 
 std::size_t ClientUnit::generate(std::uint64_t now) {
-  if (!retry_.empty()) {
-    retry_drained(now);
-    // Generation waits until every drained waiter is pending again: the positional
-    // de-duplication relies on "not pending" meaning "already answered".
-    if (!retry_.empty()) return 0;
-  }
   if (current_ == nullptr) return 0;
   Command& c = *current_;
   std::size_t processed = 0;
   if (c.status == NS_WC_SUCCESS) {
-    if (chunk_pos_ == chunk_len_) {
-      // The "DMA" of the next chunk of idxs into the Idx buffer.
-      const std::uint64_t next = chunk_start_ + chunk_len_;
-      const auto n =
-          static_cast<std::size_t>(std::min<std::uint64_t>(idx_buf_.size(), c.count - next));
-      std::memcpy(idx_buf_.data(), c.idx + next, n * sizeof(std::uint64_t));
-      chunk_start_ = next;
-      chunk_len_ = n;
-      chunk_pos_ = 0;
-    }
-    const std::size_t before = chunk_pos_;
-    run_chunk(now);
-    processed = chunk_pos_ - before;
+    const std::uint64_t before = next_;
+    run(c, now, config_.idx_chunk);
+    processed = static_cast<std::size_t>(next_ - before);
   }
-  if (c.status != NS_WC_SUCCESS ||
-      (chunk_pos_ == chunk_len_ && chunk_start_ + chunk_len_ == c.count)) {
+  if (c.status != NS_WC_SUCCESS || next_ == c.count) {
     c.generated = true;
+    c.mr->generated(c);
     current_ = nullptr;
     maybe_finish(current_slot_);
     ++processed;
@@ -112,33 +105,32 @@ std::size_t ClientUnit::generate(std::uint64_t now) {
   return processed;
 }
 
-void ClientUnit::push_read(int owner, std::uint64_t idx, std::uint32_t entry, std::uint64_t now) {
-  engine_.concat().push(
-      concat::PrType::kRead, static_cast<std::uint32_t>(owner),
-      concat::PrHeader{static_cast<std::uint32_t>(engine_.rank()), id_, idx, entry}, nullptr, now);
-}
-
-bool ClientUnit::run_chunk(std::uint64_t now) {
-  Command& c = *current_;
+bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
   Region& r = *c.mr;
+  filter::RowStateFilter& rows = r.rows();
+  concat::ConcatPoint& cp = *port_.concat;
   const std::uint32_t P = r.prop_bytes;
   const std::uint64_t total = r.solver.total_rows();
-  const int self = engine_.rank();
+  const auto self = static_cast<int>(port_.rank);
   const bool indexed = c.layout == NS_RIG_LAYOUT_INDEXED;
-  const bool dedup = dedup_;
-  const bool coalesce = config_.coalesce_on();
+  const FilterUse use = c.filter;
+  const bool filter_on = config_.filter_on();
+  const bool coalesce_on = config_.coalesce_on();
+  const std::uint64_t local_rows = r.local_rows;
+  const std::uint64_t end = std::min(c.count, next_ + budget);
   ClientCounters& k = counters;
+  const std::uint32_t slot = current_slot_;
+  const std::uint8_t slot_epoch = slots_[slot].epoch;
   // Rows of this node are read from host memory at random: prefetch a few idxs ahead so the
   // local copies overlap their cache misses (the remote ones go to the concatenation queue).
-  constexpr std::size_t kPrefetch = 8;
-  const std::uint64_t local_rows = r.local_rows;
-  for (; chunk_pos_ < chunk_len_; ++chunk_pos_) {
-    if (chunk_pos_ + kPrefetch < chunk_len_) {
-      const std::uint64_t ahead = idx_buf_[chunk_pos_ + kPrefetch] - r.row_begin;
+  constexpr std::uint64_t kPrefetch = 8;
+  for (; next_ < end; ++next_) {
+    const std::uint64_t j = next_;
+    if (j + kPrefetch < end) {
+      const std::uint64_t ahead = c.idx[j + kPrefetch] - r.row_begin;
       if (ahead < local_rows) __builtin_prefetch(r.base + ahead * P);
     }
-    const std::uint64_t j = chunk_start_ + chunk_pos_;
-    const std::uint64_t i = idx_buf_[chunk_pos_];
+    const std::uint64_t i = c.idx[j];
     std::byte* dst;
     if (indexed) {
       const std::uint64_t off = i - c.window_base;
@@ -148,13 +140,25 @@ bool ClientUnit::run_chunk(std::uint64_t now) {
         return true;
       }
       dst = c.out + off * P;
-      if (c.use_filter && i < total && r.filter.test(i)) {
+    } else {
+      dst = c.out + j * P;
+    }
+    const bool on_rows = use == FilterUse::kRows && i < total;
+    bool claimed = false;  // this idx turned the row from kNone to kRequested
+    if (on_rows) {
+      const filter::RowState st = rows.claim(i);
+      if (st == filter::kRowPresent && filter_on) {
         ++k.requested;
         ++k.filtered;
         continue;
       }
-    } else {
-      dst = c.out + j * P;
+      if (st == filter::kRowRequested && coalesce_on) {
+        ++k.requested;
+        ++k.coalesced;
+        c.coalesced_any = true;
+        continue;
+      }
+      claimed = st == filter::kRowNone;
     }
     const int owner = r.solver.owner(i);
     if (owner == self) {
@@ -162,62 +166,62 @@ bool ClientUnit::run_chunk(std::uint64_t now) {
       ++k.local;
       if (i >= r.row_end) {  // beyond every row (mapped to the last node, which is us)
         ++k.invalid_local;
+        if (claimed) rows.set(i, filter::kRowNone);
         c.status = NS_WC_REM_INV_REQ;
         return true;
       }
       copy_prop(dst, r.base + (i - r.row_begin) * P, P);
-      if (c.use_filter) r.filter.set(i);
+      if (on_rows) rows.set(i, filter::kRowPresent);
       continue;
     }
-    if (engine_.peer_dead(owner)) {
+    if (port_.peer_dead(static_cast<std::uint32_t>(owner))) {
+      if (claimed) rows.set(i, filter::kRowNone);
       c.status = NS_WC_TRANSPORT_ERR;
       return true;
     }
-    const std::uint64_t w = waiter(current_slot_, j);
-    if (dedup) {
-      const std::uint64_t first = positions_.find(i);
-      if (first != UINT64_MAX) {
-        const filter::PendingResult res = pending_.insert(i, w);
-        if (res.kind == filter::PendingInsert::kFull) break;
-        ++k.requested;
-        if (res.kind == filter::PendingInsert::kNew) {
-          // Nothing pending for idx although an earlier position asked for it: that position
-          // has its property already. Release the entry again and copy locally.
-          pending_.complete(res.entry, [](std::uint64_t) {});
-          copy_prop(dst, c.out + first * P, P);
+    const PositionMap::Hit* first = nullptr;
+    if (use == FilterUse::kPerWr) {
+      first = positions_.find(i);
+      if (first != nullptr) {
+        if (request_live(first->req)) {
+          if (coalesce_on) {
+            ++k.requested;
+            ++k.coalesced;
+            if (!indexed) slots_[slot].copies.emplace_back(j, first->pos);
+            continue;
+          }
+        } else if (filter_on) {
+          ++k.requested;
           ++k.filtered;
+          if (!indexed) copy_prop(dst, c.out + std::uint64_t{first->pos} * P, P);
           continue;
         }
-        ++c.outstanding;
-        if (coalesce) {
-          ++k.coalesced;
-        } else {
-          push_read(owner, i, res.entry, now);
-          ++k.sent;
-        }
-        continue;
       }
     }
-    const filter::PendingResult res = pending_.insert(i, w);
-    if (res.kind == filter::PendingInsert::kFull) break;
-    ++k.requested;
-    ++c.outstanding;
-    if (res.kind == filter::PendingInsert::kNew) {
-      push_read(owner, i, res.entry, now);
-      ++k.sent;
-    } else if (coalesce) {
-      ++k.coalesced;
-    } else {
-      push_read(owner, i, res.entry, now);  // ablation: the duplicate goes on the wire too
-      ++k.sent;
+    if (free_.empty()) {
+      // Pending PR Table full: stop taking idxs from this command until answers free entries.
+      if (claimed) rows.set(i, filter::kRowNone);
+      if (!stalled_) ++k.stalls;
+      stalled_ = true;
+      return false;
     }
-    if (dedup) positions_.insert(i, j);
-  }
-  if (chunk_pos_ < chunk_len_) {
-    // Pending PR Table full: stop taking idxs from this command until responses free entries.
-    if (!stalled_) ++k.stalls;
-    stalled_ = true;
-    return false;
+    const std::uint32_t e = free_.back();
+    free_.pop_back();
+    Entry& entry = entries_[e];
+    entry.idx = i;
+    entry.pos = j;
+    entry.slot = static_cast<std::uint16_t>(slot);
+    entry.slot_epoch = slot_epoch;
+    entry.live = true;
+    const std::uint32_t req = request_id(e);
+    cp.push(concat::PrType::kRead, static_cast<std::uint32_t>(owner),
+            concat::PrHeader{port_.rank, id_, i, req}, nullptr, now);
+    ++k.requested;
+    ++k.sent;
+    ++c.outstanding;
+    if (use == FilterUse::kPerWr && first == nullptr) {
+      positions_.insert(i, static_cast<std::uint32_t>(j), req);
+    }
   }
   stalled_ = false;
   return true;
@@ -225,33 +229,34 @@ bool ClientUnit::run_chunk(std::uint64_t now) {
 
 void ClientUnit::on_response(const concat::PrHeader& pr, const std::byte* payload, bool invalid) {
   ++counters.responses;
-  Region* r = engine_.region();
-  if (r == nullptr || !pending_.matches(pr.req_id, pr.idx)) {
-    ++counters.stale_responses;  // late (after a watchdog drain), duplicate or forged
+  const std::uint32_t e = pr.req_id & id_mask_;
+  if (e >= entries_.size() || !entries_[e].live || entries_[e].gen != (pr.req_id >> id_bits_) ||
+      entries_[e].idx != pr.idx) {
+    ++counters.stale_responses;  // late (after a watchdog), duplicate or forged
     return;
   }
+  const Entry entry = entries_[e];
+  free_entry(e);
   stalled_ = false;
-  const std::uint32_t P = r->prop_bytes;
-  pending_.complete(pr.req_id, [&](std::uint64_t w) {
-    const auto s = static_cast<std::uint32_t>(w >> 48);
-    const auto epoch = static_cast<std::uint8_t>(w >> kWaiterPosBits);
-    const std::uint64_t pos = w & (kMaxWrCount - 1);
-    Slot& slot = slots_[s];
-    if (slot.cmd == nullptr || slot.epoch != epoch) {
-      ++counters.stale_waiters;
-      return;
-    }
-    Command& c = *slot.cmd;
-    if (invalid) {
-      if (c.status == NS_WC_SUCCESS) c.status = NS_WC_REM_INV_REQ;
-    } else if (c.layout == NS_RIG_LAYOUT_INDEXED) {
-      copy_prop(c.out + (pr.idx - c.window_base) * P, payload, P);
-      if (c.use_filter) r->filter.set(pr.idx);
-    } else {
-      copy_prop(c.out + pos * P, payload, P);
-    }
-    if (--c.outstanding == 0 && c.generated) finish_slot(s);
-  });
+  Slot& s = slots_[entry.slot];
+  if (s.cmd == nullptr || s.epoch != entry.slot_epoch) {
+    ++counters.stale_waiters;
+    return;
+  }
+  Command& c = *s.cmd;
+  Region& r = *c.mr;
+  const std::uint32_t P = r.prop_bytes;
+  const bool on_rows = c.filter == FilterUse::kRows && pr.idx < r.solver.total_rows();
+  if (invalid) {
+    if (c.status == NS_WC_SUCCESS) c.status = NS_WC_REM_INV_REQ;
+    if (on_rows) r.rows().set(pr.idx, filter::kRowNone);
+  } else if (c.layout == NS_RIG_LAYOUT_INDEXED) {
+    copy_prop(c.out + (pr.idx - c.window_base) * P, payload, P);
+    if (on_rows) r.rows().set(pr.idx, filter::kRowPresent);
+  } else {
+    copy_prop(c.out + entry.pos * P, payload, P);
+  }
+  if (--c.outstanding == 0 && c.generated) finish_slot(entry.slot);
 }
 
 void ClientUnit::maybe_finish(std::uint32_t slot) {
@@ -260,13 +265,39 @@ void ClientUnit::maybe_finish(std::uint32_t slot) {
 }
 
 void ClientUnit::finish_slot(std::uint32_t slot) {
-  Command* c = slots_[slot].cmd;
-  slots_[slot].cmd = nullptr;
-  ++slots_[slot].epoch;  // waiters still naming this slot are now stale
+  Slot& s = slots_[slot];
+  Command* c = s.cmd;
+  if (c->status == NS_WC_SUCCESS && !s.copies.empty()) {
+    const std::uint32_t P = c->mr->prop_bytes;
+    for (const auto& [pos, from] : s.copies) copy_prop(c->out + pos * P, c->out + from * P, P);
+  }
+  s.copies.clear();
+  s.cmd = nullptr;
+  ++s.epoch;  // entries still naming this slot are now stale
   ++free_slots_;
   --live_;
-  if (current_ == c) current_ = nullptr;
-  engine_.finish(*c);
+  if (current_ == c) {
+    current_ = nullptr;
+    c->generated = true;
+  }
+  c->mr->retire(*c, [this](Command& done) { port_.sink->complete(done); });
+}
+
+void ClientUnit::release_entries(std::uint32_t s) {
+  Command* c = slots_[s].cmd;
+  const std::uint8_t epoch = slots_[s].epoch;
+  for (std::uint32_t e = 0; e < entries_.size(); ++e) {
+    Entry& entry = entries_[e];
+    if (!entry.live || entry.slot != s || entry.slot_epoch != epoch) continue;
+    // Nobody will bring this row now: later commands must ask for it again, not wait for it.
+    if (c != nullptr && c->filter == FilterUse::kRows && entry.idx < c->mr->solver.total_rows()) {
+      c->mr->rows().set(entry.idx, filter::kRowNone);
+    }
+    free_entry(e);
+    ++counters.released;
+  }
+  if (c != nullptr) c->outstanding = 0;
+  stalled_ = false;
 }
 
 int ClientUnit::watchdog(std::uint64_t now) {
@@ -275,57 +306,21 @@ int ClientUnit::watchdog(std::uint64_t now) {
     Command* c = slots_[s].cmd;
     if (c == nullptr || c->deadline_ns > now) continue;
     c->status = NS_WC_WATCHDOG_TIMEOUT;
-    engine_.note_timeout();
+    port_.sink->note_timeout();
+    release_entries(s);
     finish_slot(s);
     ++expired;
   }
-  if (expired > 0 && pending_.size() > 0) {
-    // The expired commands' entries may never be answered (a dead peer): free the whole table
-    // and ask again for what the commands still alive wait for. A late answer to a drained
-    // entry no longer matches (or matches a re-issued entry for the same idx: same property).
-    pending_.drain([&](std::uint64_t idx, std::uint64_t w) {
-      const auto s = static_cast<std::uint32_t>(w >> 48);
-      const auto epoch = static_cast<std::uint8_t>(w >> kWaiterPosBits);
-      if (slots_[s].cmd != nullptr && slots_[s].epoch == epoch) retry_.emplace_back(idx, w);
-    });
-    stalled_ = false;
-  }
   return expired;
-}
-
-void ClientUnit::retry_drained(std::uint64_t now) {
-  Region* r = engine_.region();
-  std::size_t k = 0;
-  for (; k < retry_.size(); ++k) {
-    const auto [idx, w] = retry_[k];
-    const auto s = static_cast<std::uint32_t>(w >> 48);
-    const auto epoch = static_cast<std::uint8_t>(w >> kWaiterPosBits);
-    Command* c = slots_[s].cmd;
-    if (c == nullptr || slots_[s].epoch != epoch || r == nullptr) continue;
-    const int owner = r->solver.owner(idx);
-    if (engine_.peer_dead(owner)) {
-      if (c->status == NS_WC_SUCCESS) c->status = NS_WC_TRANSPORT_ERR;
-      if (--c->outstanding == 0 && c->generated) finish_slot(s);
-      continue;
-    }
-    const filter::PendingResult res = pending_.insert(idx, w);
-    if (res.kind == filter::PendingInsert::kFull) break;
-    if (res.kind == filter::PendingInsert::kNew || !config_.coalesce_on()) {
-      push_read(owner, idx, res.entry, now);
-      ++counters.retried;
-    }
-  }
-  retry_.erase(retry_.begin(), retry_.begin() + static_cast<std::ptrdiff_t>(k));
 }
 
 void ClientUnit::fail_all(int status) {
   for (std::uint32_t s = 0; s < kUnitSlots; ++s) {
     if (slots_[s].cmd == nullptr) continue;
     slots_[s].cmd->status = status;
+    release_entries(s);
     finish_slot(s);
   }
-  pending_.drain([](std::uint64_t, std::uint64_t) {});
-  retry_.clear();
 }
 
 }  // namespace netsparse::rig

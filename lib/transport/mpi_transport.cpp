@@ -746,7 +746,18 @@ std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_mu
         "; MPI_THREAD_SERIALIZED or better is required. Initialize MPI with "
         "MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided)");
   }
-  return std::make_unique<MpiTransport>(comm, options);
+  MpiOptions resolved = options;
+  if (const char* env = std::getenv("NETSPARSE_MPI_MESSAGE_BYTES"); env != nullptr && *env) {
+    // Largest transport message (frame); e.g. below the MPI's eager limit to avoid rendezvous.
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(env, &end, 10);
+    if (end == env || *end != '\0' || v < 64 || v > (1ull << 24)) {
+      throw std::invalid_argument(std::string("NETSPARSE_MPI_MESSAGE_BYTES='") + env +
+                                  "' is not a byte count in 64..16777216");
+    }
+    resolved.max_packet_bytes = static_cast<std::size_t>(v);
+  }
+  return std::make_unique<MpiTransport>(comm, resolved);
 }
 
 }  // namespace netsparse::transport

@@ -154,9 +154,12 @@ enum class MpiReadMode {
 const char* to_string(MpiReadMode mode) noexcept;
 
 struct MpiOptions {
-  // Size of each pre-posted receive buffer = largest packet. At most the shared-memory eager
-  // limit (4 KiB for Open MPI's vader) keeps every packet eager.
-  std::size_t max_packet_bytes = 4096;
+  // Size of each pre-posted receive buffer = largest message. The engine frames several
+  // protocol packets into one message (up to this size): measured on Open MPI 4.1's vader,
+  // streaming 1500 B messages costs ~1 us each (1.6 GB/s) while 64 KiB messages reach 7.7 GB/s
+  // (rendezvous with single-copy), so per-message costs are paid per frame. 4 MiB of receive
+  // and 4 MiB of send buffers per rank at the default rings.
+  std::size_t max_packet_bytes = 65536;
   int recv_ring = 64;  // pre-posted MPI_Irecv
   int send_ring = 64;  // MPI_Isend buffers in flight; full -> kNoResource
   // Send buffers one destination may hold (0: three quarters of send_ring). Open MPI never

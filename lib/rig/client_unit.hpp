@@ -1,0 +1,151 @@
+// A RIG client unit (MICRO '25 §5.1-5.3), software-native: it takes RIG commands and walks
+// their idx lists in chunks, one pass per chunk doing everything the paper's pipeline stages do
+// per PR — window check, Idx Filter / coalescing (one 2-bit lookup in the region's row-state
+// filter, or a per-WR map), owner solve, local copy, Pending PR Table entry, read PR appended to
+// the destination's concatenation queue. Answers find their entry directly by request id (no
+// search); the entry says where the property goes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "concat/protocol.hpp"
+#include "rig/config.hpp"
+#include "rig/port.hpp"
+#include "rig/queues.hpp"
+
+namespace netsparse::rig {
+
+inline constexpr std::uint32_t kUnitSlots = 32;  // commands in flight per client unit
+
+struct ClientCounters {
+  std::uint64_t requested = 0, filtered = 0, coalesced = 0, local = 0, sent = 0;
+  std::uint64_t stalls = 0, stale_responses = 0, stale_waiters = 0, released = 0;
+  std::uint64_t invalid_local = 0, responses = 0;
+  void add(const ClientCounters& o);
+};
+
+// idx -> first position and request of that idx inside one work request, for per-WR
+// de-duplication. Generation-tagged slots make "clear" O(1); bounded size (a full table simply
+// stops recording, which only costs some filtering). A small Bloom bit array (4 bits per slot,
+// cleared per command in O(count)) answers most misses from L1 without touching the slots, so
+// requests without repeats pay little for the mechanism.
+class PositionMap {
+ public:
+  static constexpr std::uint32_t kNoRequest = 0xFFFFFFFFu;
+  struct Hit {
+    std::uint32_t pos;
+    std::uint32_t req;  // kNoRequest: answered locally
+  };
+  void begin_command(std::uint64_t count);
+  // The first occurrence of idx, or nullptr.
+  const Hit* find(std::uint64_t idx) const noexcept {
+    const std::uint64_t b = bloom_bit(idx);
+    if (((bloom_[b >> 6] >> (b & 63)) & 1) == 0) return nullptr;
+    for (std::size_t h = home(idx);; h = (h + 1) & mask_) {
+      const Slot& s = slots_[h];
+      if (s.gen != gen_) return nullptr;
+      if (s.idx == idx) return &s.hit;
+    }
+  }
+  void insert(std::uint64_t idx, std::uint32_t pos, std::uint32_t req) noexcept;
+
+ private:
+  static constexpr std::size_t kMaxSlots = std::size_t{1} << 21;
+  struct Slot {
+    std::uint64_t idx;
+    Hit hit;
+    std::uint32_t gen;
+  };
+  std::size_t home(std::uint64_t idx) const noexcept {
+    return static_cast<std::size_t>((idx * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
+  std::uint64_t bloom_bit(std::uint64_t idx) const noexcept {
+    return (idx * 0xC2B2AE3D27D4EB4Full) >> bloom_shift_;
+  }
+  std::vector<Slot> slots_;
+  std::vector<std::uint64_t> bloom_;
+  std::size_t mask_ = 0;  // this command's table size - 1 (a prefix of slots_)
+  int shift_ = 64;
+  int bloom_shift_ = 64;
+  std::size_t used_ = 0;
+  std::uint32_t gen_ = 0;
+};
+
+class ClientUnit {
+ public:
+  ClientUnit(const UnitPort& port, std::uint16_t id, const Config& config);
+  std::uint16_t id() const noexcept { return id_; }
+  bool can_take() const noexcept { return current_ == nullptr && free_slots_ > 0; }
+  bool busy() const noexcept { return live_ > 0; }
+  void take(Command& cmd);
+  // Processes up to one chunk of idxs of the current command; returns the work done.
+  std::size_t generate(std::uint64_t now);
+  void on_response(const concat::PrHeader& pr, const std::byte* payload, bool invalid);
+  // Completes commands whose deadline passed; returns how many.
+  int watchdog(std::uint64_t now);
+  // Completes every command with `status` (teardown).
+  void fail_all(int status);
+  std::uint32_t entries_in_flight() const noexcept {
+    return static_cast<std::uint32_t>(entries_.size() - free_.size());
+  }
+  ClientCounters counters;
+
+ private:
+  // The software Pending PR Table: one entry per PR in flight, its index = low bits of the PR's
+  // request id (the high bits are a generation, so a late answer to a reused entry is refused).
+  struct Entry {
+    std::uint64_t idx;
+    std::uint64_t pos;  // POSITIONAL: where the property goes
+    std::uint32_t gen;
+    std::uint16_t slot;
+    std::uint8_t slot_epoch;
+    bool live;
+  };
+  struct Slot {
+    Command* cmd = nullptr;
+    std::uint8_t epoch = 0;
+    // POSITIONAL repeats whose first occurrence was in flight: (position, first position),
+    // copied when the command has all its answers.
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> copies;
+  };
+  std::uint32_t request_id(std::uint32_t e) const noexcept {
+    return (entries_[e].gen << id_bits_) | e;
+  }
+  bool request_live(std::uint32_t req) const noexcept {
+    const std::uint32_t e = req & id_mask_;
+    return e < entries_.size() && entries_[e].live && entries_[e].gen == (req >> id_bits_);
+  }
+  void free_entry(std::uint32_t e) noexcept {
+    entries_[e].live = false;
+    entries_[e].gen = (entries_[e].gen + 1) & gen_mask_;
+    free_.push_back(e);
+  }
+  // Walks idxs [next_, next_ + budget) of the current command; false if stalled.
+  bool run(Command& c, std::uint64_t now, std::uint64_t budget);
+  // Frees the entries of slot s (its command failed); their rows become unrequested again.
+  void release_entries(std::uint32_t s);
+  void maybe_finish(std::uint32_t slot);
+  void finish_slot(std::uint32_t slot);
+
+  const UnitPort& port_;
+  const std::uint16_t id_;
+  const Config& config_;
+  std::vector<Entry> entries_;
+  std::vector<std::uint32_t> free_;
+  unsigned id_bits_ = 1;
+  std::uint32_t id_mask_ = 1;
+  std::uint32_t gen_mask_ = 0;
+  std::vector<Slot> slots_;
+  std::uint32_t free_slots_ = kUnitSlots;
+  std::uint32_t live_ = 0;
+  Command* current_ = nullptr;
+  std::uint32_t current_slot_ = 0;
+  std::uint64_t next_ = 0;  // next idx position of the current command
+  bool stalled_ = false;
+  PositionMap positions_;
+};
+
+}  // namespace netsparse::rig

@@ -1,0 +1,106 @@
+#include "rig/config.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+namespace netsparse::rig {
+
+Config Config::from_attr(const ns_context_attr* attr) {
+  Config c;
+  if (attr == nullptr) return c;
+  const std::uint64_t m = attr->comp_mask;
+  constexpr std::uint64_t kKnown = (NS_CTX_ATTR_VIRTUAL_QUEUES << 1) - 1;
+  if ((m & ~kKnown) != 0) throw std::invalid_argument("ns_context_attr: unknown comp_mask bits");
+  if (m & NS_CTX_ATTR_TRANSPORT) {
+    if (attr->transport < NS_TRANSPORT_AUTO || attr->transport > NS_TRANSPORT_INPROC) {
+      throw std::invalid_argument("ns_context_attr.transport: unknown transport " +
+                                  std::to_string(attr->transport));
+    }
+    c.transport = attr->transport;
+  }
+  if (m & NS_CTX_ATTR_UNITS) {
+    if (attr->num_client_units < 1 || attr->num_client_units > kMaxUnits ||
+        attr->num_server_units < 1 || attr->num_server_units > kMaxUnits) {
+      throw std::invalid_argument("ns_context_attr: unit counts must be in 1.." +
+                                  std::to_string(kMaxUnits));
+    }
+    c.client_units = attr->num_client_units;
+    c.server_units = attr->num_server_units;
+  }
+  if (m & NS_CTX_ATTR_PROGRESS) {
+    if (attr->progress_mode != NS_PROGRESS_THREAD && attr->progress_mode != NS_PROGRESS_INLINE &&
+        attr->progress_mode != NS_PROGRESS_AUTO) {
+      throw std::invalid_argument("ns_context_attr.progress_mode: unknown mode " +
+                                  std::to_string(attr->progress_mode));
+    }
+    c.progress_mode = attr->progress_mode;
+  }
+  if (m & NS_CTX_ATTR_PACKET) {
+    if (attr->packet_bytes < 64 || attr->packet_bytes > (1u << 20)) {
+      throw std::invalid_argument("ns_context_attr.packet_bytes must be in 64..1048576");
+    }
+    c.packet_bytes = attr->packet_bytes;
+  }
+  if (m & NS_CTX_ATTR_DELAY) c.delay_ns = attr->concat_delay_ns;
+  if (m & NS_CTX_ATTR_PENDING) {
+    if (attr->pending_entries < 1 || attr->pending_entries > (1u << 20)) {
+      throw std::invalid_argument("ns_context_attr.pending_entries must be in 1..1048576");
+    }
+    c.pending_entries = attr->pending_entries;
+  }
+  if (m & NS_CTX_ATTR_WATCHDOG) c.watchdog_ms = attr->watchdog_ms;
+  if (m & NS_CTX_ATTR_FLAGS) {
+    constexpr std::uint32_t kFlags = NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE | NS_CTX_NO_CONCAT;
+    if ((attr->flags & ~kFlags) != 0)
+      throw std::invalid_argument("ns_context_attr.flags: unknown bits");
+    c.flags = attr->flags;
+  }
+  if (m & NS_CTX_ATTR_BATCH) {
+    if (attr->idx_chunk < 1 || attr->idx_chunk > (1u << 20)) {
+      throw std::invalid_argument("ns_context_attr.idx_chunk must be in 1..1048576");
+    }
+    c.idx_chunk = attr->idx_chunk;
+  }
+  if (m & NS_CTX_ATTR_VIRTUAL_QUEUES) c.virtual_queues = attr->virtual_queues != 0;
+  return c;
+}
+
+std::uint64_t Config::fixed_memory_bytes() const noexcept {
+  // Per client unit: the Pending PR Table (24 B per entry + a 4 B free-list slot) and the
+  // positional de-duplication map (grows with the work requests, not counted here).
+  const std::uint64_t per_unit = std::uint64_t{pending_entries} * 28 + 4096;
+  return per_unit * static_cast<std::uint64_t>(client_units) +
+         std::uint64_t{1024} * static_cast<std::uint64_t>(server_units);
+}
+
+int affinity_cores(bool* bound) noexcept {
+  const long online = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  int cores = static_cast<int>(online);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) cores = std::max(1, CPU_COUNT(&set));
+  if (bound != nullptr) *bound = cores < online;
+  return cores;
+}
+
+ProgressChoice choose_progress(int cores, bool cores_are_private, int ranks_on_host,
+                               int compute_threads, bool multiple_ok) {
+  const int ranks = std::max(1, ranks_on_host);
+  const int per_rank = cores_are_private ? cores : std::max(1, cores / ranks);
+  const int compute = std::max(1, compute_threads);
+  std::string why = std::to_string(per_rank) + (per_rank == 1 ? " core" : " cores") +
+                    " per rank (" + std::to_string(cores) + (cores_are_private ? " bound" : "") +
+                    " on this host, " + std::to_string(ranks) + " ranks), " +
+                    std::to_string(compute) + " compute thread" + (compute == 1 ? "" : "s");
+  if (per_rank <= compute)
+    return {NS_PROGRESS_INLINE, why + ": no free core for a progress thread"};
+  if (!multiple_ok) return {NS_PROGRESS_INLINE, why + ", but MPI lacks MPI_THREAD_MULTIPLE"};
+  return {NS_PROGRESS_THREAD, why + ": a free core runs the progress thread"};
+}
+
+}  // namespace netsparse::rig

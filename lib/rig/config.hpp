@@ -1,0 +1,61 @@
+// The engine's configuration: the context attributes (ns_context_attr) with their defaults,
+// validation, and the choice of progress model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "netsparse/netsparse.h"
+
+namespace netsparse::rig {
+
+inline constexpr int kMaxUnits = 1024;  // also the bound on a PR's src_unit
+
+struct Config {
+  int client_units = 2;
+  int server_units = 2;
+  int progress_mode = NS_PROGRESS_AUTO;  // resolved by the context opener (see choose_progress)
+  std::uint32_t packet_bytes = 1500;     // one protocol packet = the paper's 1500 B NIC packet
+  std::uint64_t delay_ns = 2000;
+  // In-flight PRs per client unit. The paper's hardware table has 256 entries; in software an
+  // entry is 24 bytes of host memory, and a small table only makes the engine wait for round
+  // trips (the profile in docs/benchmarks.md: 2232 stalls per run at 256 entries).
+  std::uint32_t pending_entries = 8192;
+  std::uint32_t watchdog_ms = 5000;
+  std::uint32_t flags = 0;
+  // Idxs a client unit processes per step: large enough that a step's fixed cost (transport
+  // poll, expiry check) is spread over many PRs, small enough that other units and the server
+  // side get their turn.
+  std::uint32_t idx_chunk = 4096;
+  bool virtual_queues = false;
+  int transport = NS_TRANSPORT_AUTO;
+  std::string progress_reason;  // why AUTO chose what it chose (statistics JSON)
+
+  bool filter_on() const noexcept { return (flags & NS_CTX_NO_FILTER) == 0; }
+  bool coalesce_on() const noexcept { return (flags & NS_CTX_NO_COALESCE) == 0; }
+  bool concat_on() const noexcept { return (flags & NS_CTX_NO_CONCAT) == 0; }
+  bool inline_progress() const noexcept { return progress_mode == NS_PROGRESS_INLINE; }
+  // Defaults overridden by the fields attr->comp_mask names; std::invalid_argument on a bad value.
+  static Config from_attr(const ns_context_attr* attr);
+  // Bytes the engine allocates for these settings whatever the traffic (client units' tables,
+  // index buffers), checked against the context memory budget when a context opens.
+  std::uint64_t fixed_memory_bytes() const noexcept;
+};
+
+// The progress model AUTO resolves to: a progress thread only where a core is free for it, i.e.
+// when the cores this rank may use exceed the threads that compute (OpenMP) — otherwise the
+// thread would steal the compute core and both would run at half speed, and the application
+// drives progress instead (ns_poll_cq, waits, the kernels' progress hook). `cores` is what the
+// rank may run on (its affinity mask, shared by `ranks_on_host` ranks when unbound), and a
+// thread also needs MPI_THREAD_MULTIPLE where MPI is the transport (`multiple_ok`).
+struct ProgressChoice {
+  int mode;
+  std::string reason;
+};
+ProgressChoice choose_progress(int cores, bool cores_are_private, int ranks_on_host,
+                               int compute_threads, bool multiple_ok);
+// The cores of this process's affinity mask, and whether the mask is narrower than the machine
+// (the launcher bound the rank: its cores are its own).
+int affinity_cores(bool* bound) noexcept;
+
+}  // namespace netsparse::rig

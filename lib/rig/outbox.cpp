@@ -1,0 +1,81 @@
+#include "rig/outbox.hpp"
+
+#include "concat/frame.hpp"
+
+namespace netsparse::rig {
+
+Outbox::Outbox(transport::Transport& tx, std::atomic<bool>* dead, CommandSink& sink, int nodes)
+    : tx_(tx),
+      dead_(dead),
+      sink_(sink),
+      frame_bytes_(tx.max_packet_bytes()),
+      queues_(static_cast<std::size_t>(nodes)) {}
+
+void Outbox::on_packet(std::uint32_t dest, concat::PrType, std::span<const std::byte> packet,
+                       concat::FlushCause) {
+  std::deque<Frame>& q = queues_[dest];
+  if (q.empty() || q.back().bytes.size() + packet.size() > frame_bytes_ ||
+      q.back().packets == concat::kMaxPacketsPerFrame) {
+    if (q.empty()) dirty_.push_back(dest);
+    Frame f;
+    if (!spare_.empty()) {
+      f.bytes = std::move(spare_.back());
+      spare_.pop_back();
+      f.bytes.clear();
+    }
+    f.bytes.reserve(frame_bytes_);
+    q.push_back(std::move(f));
+    ++queued_frames_;
+  }
+  Frame& f = q.back();
+  f.bytes.insert(f.bytes.end(), packet.begin(), packet.end());
+  ++f.packets;
+}
+
+bool Outbox::try_send(std::uint32_t dest, const Frame& f) {
+  if (dead_[dest].load(std::memory_order_relaxed)) {
+    ++stats_.dropped;
+    return true;
+  }
+  switch (tx_.send(static_cast<int>(dest), f.bytes)) {
+    case transport::TxStatus::kOk:
+      ++stats_.frames;
+      stats_.frame_packets += f.packets;
+      stats_.frame_bytes += f.bytes.size();
+      return true;
+    case transport::TxStatus::kNoResource:
+      ++stats_.retries;
+      return false;
+    case transport::TxStatus::kPeerFailed:
+      dead_[dest].store(true, std::memory_order_relaxed);
+      sink_.note_failure();
+      ++stats_.dropped;
+      return true;
+    case transport::TxStatus::kError:
+      ++stats_.tx_errors;
+      ++stats_.dropped;
+      return true;
+  }
+  return true;
+}
+
+std::size_t Outbox::flush() {
+  std::size_t sent = 0;
+  std::size_t keep = 0;
+  for (std::size_t k = 0; k < dirty_.size(); ++k) {
+    const std::uint32_t d = dirty_[k];
+    std::deque<Frame>& q = queues_[d];
+    while (!q.empty()) {
+      if (!try_send(d, q.front())) break;  // this destination is still busy; keep its order
+      spare_.push_back(std::move(q.front().bytes));
+      q.pop_front();
+      --queued_frames_;
+      ++sent;
+    }
+    if (!q.empty()) dirty_[keep++] = d;
+  }
+  dirty_.resize(keep);
+  return sent;
+}
+
+}  // namespace netsparse::rig

@@ -1,0 +1,65 @@
+// The Concatenation Point's sink and the transport framing (docs/architecture.md): finished
+// protocol packets are appended to a per-destination frame; at the end of each engine step every
+// frame leaves as ONE transport message, so MPI or verbs costs are paid per frame, not per
+// 1500-byte packet. A frame is a concatenation of whole packets (concat/frame.hpp); it closes
+// when the next packet would not fit in the transport's largest message. Frames the transport
+// cannot take yet stay queued, in order, per destination; frames for failed peers are dropped.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+#include "concat/concat_point.hpp"
+#include "rig/port.hpp"
+#include "transport/transport.hpp"
+
+namespace netsparse::rig {
+
+struct OutboxStats {
+  std::uint64_t frames = 0;         // transport messages sent
+  std::uint64_t frame_packets = 0;  // protocol packets in them
+  std::uint64_t frame_bytes = 0;
+  std::uint64_t retries = 0;  // sends refused for lack of resources (kept, retried later)
+  std::uint64_t dropped = 0;  // frames for failed peers
+  std::uint64_t tx_errors = 0;
+};
+
+class Outbox final : public concat::PacketSink {
+ public:
+  // `dead` (size entries) is shared with the engine; a send that finds the peer failed marks it
+  // there and tells `sink`.
+  Outbox(transport::Transport& tx, std::atomic<bool>* dead, CommandSink& sink, int nodes);
+  void on_packet(std::uint32_t dest, concat::PrType type, std::span<const std::byte> packet,
+                 concat::FlushCause cause) override;
+  // Sends every frame (closed or still open), in order per destination, until the transport
+  // refuses; returns frames sent.
+  std::size_t flush();
+  bool empty() const noexcept { return queued_frames_ == 0; }
+  const OutboxStats& stats() const noexcept { return stats_; }
+  void reset_stats() noexcept { stats_ = OutboxStats{}; }
+  std::size_t frame_capacity() const noexcept { return frame_bytes_; }
+
+ private:
+  struct Frame {
+    std::vector<std::byte> bytes;
+    std::uint32_t packets = 0;
+  };
+  // True when the frame left (or was dropped for good); false = keep it and retry.
+  bool try_send(std::uint32_t dest, const Frame& f);
+
+  transport::Transport& tx_;
+  std::atomic<bool>* dead_;
+  CommandSink& sink_;
+  const std::size_t frame_bytes_;
+  std::vector<std::deque<Frame>> queues_;  // per destination; the back one may still grow
+  std::vector<std::uint32_t> dirty_;       // destinations with frames queued
+  std::vector<std::vector<std::byte>> spare_;
+  std::size_t queued_frames_ = 0;
+  OutboxStats stats_;
+};
+
+}  // namespace netsparse::rig

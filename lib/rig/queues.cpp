@@ -1,0 +1,136 @@
+#include "rig/queues.hpp"
+
+#include "rig/clock.hpp"
+#include "rig/region.hpp"
+
+namespace netsparse::rig {
+
+// ---- Cq ------------------------------------------------------------------------------------
+void Cq::notify() noexcept {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_relaxed) == 0) return;
+  {
+    std::lock_guard<std::mutex> lk(sleep_mu_);
+    ++wakeups_;
+  }
+  cv_.notify_all();
+}
+
+int Cq::poll(int n, ns_wc* wc) noexcept {
+  std::lock_guard<std::mutex> lk(consumer_mu_);
+  int got = 0;
+  while (got < n && ring_.pop(wc[got])) ++got;
+  return got;
+}
+
+void Cq::sleep(std::chrono::microseconds d) {
+  sleepers_.fetch_add(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  {
+    std::unique_lock<std::mutex> lk(sleep_mu_);
+    const std::uint64_t seen = wakeups_;
+    if (ring_.empty()) cv_.wait_for(lk, d, [&] { return wakeups_ != seen; });
+  }
+  sleepers_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// ---- validation ----------------------------------------------------------------------------
+WrError validate_wr(const ns_send_wr& w, const Region* reg) noexcept {
+  constexpr unsigned kFlags = NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH;
+  if ((w.send_flags & ~kFlags) != 0) return WrError::kUnknownFlags;
+  if (w.opcode == NS_WR_RIG) {
+    const auto& r = w.wr.rig;
+    if (r.mr == nullptr) return WrError::kRigMrNull;
+    if (static_cast<const Region*>(r.mr) != reg) return WrError::kRigMrForeign;
+    if (r.count >= kMaxWrCount) return WrError::kCountTooLarge;
+    if (r.count == 0) return WrError::kNone;
+    if (r.idx == nullptr) return WrError::kIdxNull;
+    if (r.out == nullptr) return WrError::kOutNull;
+    if (r.layout == NS_RIG_LAYOUT_INDEXED) {
+      if (r.window_len == 0) return WrError::kWindowLenZero;
+      if (r.window_base + r.window_len < r.window_base) return WrError::kWindowOverflow;
+      if (r.window_len > UINT64_MAX / reg->prop_bytes) return WrError::kWindowTooLarge;
+    } else if (r.layout == NS_RIG_LAYOUT_POSITIONAL) {
+      if (r.count > UINT64_MAX / reg->prop_bytes) return WrError::kPositionalTooLarge;
+    } else {
+      return WrError::kUnknownLayout;
+    }
+    return WrError::kNone;
+  }
+  if (w.opcode == NS_WR_RDMA_READ) {
+    const auto& r = w.wr.rdma_read;
+    if (r.mr == nullptr) return WrError::kReadMrNull;
+    if (static_cast<const Region*>(r.mr) != reg) return WrError::kReadMrForeign;
+    if (r.out == nullptr) return WrError::kReadOutNull;
+    return WrError::kNone;
+  }
+  return WrError::kUnknownOpcode;
+}
+
+// ---- Qp ------------------------------------------------------------------------------------
+Qp::Qp(Engine& engine, PostTarget& target, Cq& cq, std::uint32_t depth)
+    : engine_(engine), target_(target), cq_(cq), slots_(depth), submit_(depth), free_(depth) {
+  for (std::uint32_t i = 0; i < depth; ++i) {
+    slots_[i].slot = i;
+    slots_[i].qp = this;
+    free_.push(i);
+  }
+}
+
+PostResult Qp::post(ns_send_wr* wr, ns_send_wr** bad_wr) {
+  std::lock_guard<std::mutex> lk(post_mu_);
+  const std::uint64_t wd = target_.watchdog_ns();
+  const std::uint64_t deadline = wd == 0 ? UINT64_MAX : now_ns() + wd;
+  const Region* registered = target_.registered_region();
+  PostResult result;
+  std::size_t n = 0;
+  Region* reg = nullptr;
+  ns_send_wr* w = wr;
+  for (; w != nullptr; w = w->next) {
+    if (const WrError why = validate_wr(*w, registered); why != WrError::kNone) {
+      result = {NS_ERR_INVALID, why};
+      break;
+    }
+    std::uint32_t slot = 0;
+    if (!free_.pop(slot)) {
+      result = {NS_ERR_NO_RESOURCE, WrError::kQueueFull};
+      break;
+    }
+    Command& c = slots_[slot];
+    c.wr_id = w->wr_id;
+    c.opcode = w->opcode;
+    c.flags = w->send_flags;
+    c.deadline_ns = deadline;
+    if (w->opcode == NS_WR_RIG) {
+      const auto& r = w->wr.rig;
+      reg = static_cast<Region*>(r.mr);
+      c.idx = r.idx;
+      c.count = r.count;
+      c.out = static_cast<std::byte*>(r.out);
+      c.layout = r.layout;
+      c.window_base = r.window_base;
+      c.window_len = r.window_len;
+    } else {
+      const auto& r = w->wr.rdma_read;
+      reg = static_cast<Region*>(r.mr);
+      c.idx = nullptr;
+      c.read_idx = r.idx;
+      c.count = 1;
+      c.out = static_cast<std::byte*>(r.out);
+      c.layout = NS_RIG_LAYOUT_POSITIONAL;
+    }
+    c.mr = reg;
+    submit_.write(n, slot);
+    ++n;
+  }
+  if (n > 0) {
+    outstanding.fetch_add(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
+    target_.count_posted(n, *reg);
+    submit_.publish(n);
+    target_.doorbell();
+  }
+  if (result.status != NS_OK && bad_wr != nullptr) *bad_wr = w;
+  return result;
+}
+
+}  // namespace netsparse::rig

@@ -1,0 +1,69 @@
+// The quiesce protocol (docs/architecture.md): before a node may stop serving (block in a
+// collective, deregister its region), every live node must be done with it. Each node, once it
+// has no work request in flight and has flushed what it queued, sends each peer a control PR
+// "done with round r"; a round is complete on a node when its own "done" has left and every live
+// peer's has arrived. Rounds are numbered so that repeated quiesces (one per kernel run) never
+// mix. The application asks (request), the engine thread sends and receives.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+namespace netsparse::rig {
+
+// A control PR's req_id says which message it is and idx carries its argument; src_unit is 0.
+// kControlQuiesceDone: src_node has finished quiesce round `idx`. Any other req_id is malformed.
+inline constexpr std::uint32_t kControlQuiesceDone = 0;
+
+class Quiesce {
+ public:
+  explicit Quiesce(int nodes) : done_from_(new std::atomic<std::uint64_t>[nodes]), nodes_(nodes) {
+    for (int p = 0; p < nodes; ++p) done_from_[p].store(0);
+  }
+  // Application: starts a round unless one is started and not yet waited for (split phase:
+  // ns_quiesce_start, then ns_quiesce); returns it.
+  std::uint64_t start() noexcept {
+    const std::uint64_t r = requested_.load();
+    if (r > waited_) return r;
+    requested_.store(r + 1, std::memory_order_release);
+    return r + 1;
+  }
+  // Application: the round is complete here (or abandoned by a failure).
+  void waited(std::uint64_t r) noexcept { waited_ = r; }
+  // Engine thread: the round to announce now, or 0.
+  std::uint64_t to_send() const noexcept {
+    const std::uint64_t want = requested_.load(std::memory_order_acquire);
+    return want > sent_.load(std::memory_order_relaxed) ? want : 0;
+  }
+  void sent(std::uint64_t round) noexcept { sent_.store(round, std::memory_order_release); }
+  // Engine thread, once the outbox is empty: our announcements have left.
+  void left() noexcept {
+    const std::uint64_t s = sent_.load(std::memory_order_relaxed);
+    if (s > out_.load(std::memory_order_relaxed)) out_.store(s, std::memory_order_release);
+  }
+  void received(int peer, std::uint64_t round) noexcept {
+    auto& d = done_from_[peer];
+    if (round > d.load(std::memory_order_relaxed)) d.store(round, std::memory_order_release);
+  }
+  // Is round r complete here? `dead(p)` excludes peers known to have failed.
+  template <class Dead>
+  bool complete(std::uint64_t r, int self, Dead&& dead) const {
+    if (out_.load(std::memory_order_acquire) < r) return false;
+    for (int p = 0; p < nodes_; ++p) {
+      if (p == self || dead(p)) continue;
+      if (done_from_[p].load(std::memory_order_acquire) < r) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::atomic<std::uint64_t> requested_{0};
+  std::atomic<std::uint64_t> sent_{0};
+  std::atomic<std::uint64_t> out_{0};  // sent and handed to the transport
+  std::uint64_t waited_ = 0;           // application side (under the engine's quiesce lock)
+  std::unique_ptr<std::atomic<std::uint64_t>[]> done_from_;
+  int nodes_;
+};
+
+}  // namespace netsparse::rig

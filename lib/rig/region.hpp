@@ -1,0 +1,132 @@
+// The registered property region of a context: the local block of the distributed property
+// array, the destination solver for every other block, and the Idx Filter over global rows with
+// its lifecycle (epochs, the output mapping it stands for, the order in which commands that rely
+// on each other's requests complete). Only the thread that drives the engine touches the filter
+// state; `inflight` is also read by the host.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "filter/row_state.hpp"
+#include "rig/config.hpp"
+#include "rig/destination.hpp"
+#include "rig/queues.hpp"
+
+namespace netsparse::rig {
+
+class Engine;
+
+class Region {
+ public:
+  // Validates the arguments (std::invalid_argument naming the field) and sizes the filter over
+  // every global row (std::length_error when it would exceed max_filter_bytes).
+  Region(std::byte* base, std::uint64_t local_rows, std::uint32_t prop_bytes,
+         std::span<const std::uint64_t> row_offsets, int rank, std::uint64_t max_filter_bytes);
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+  std::byte* const base;
+  const std::uint64_t local_rows;
+  const std::uint32_t prop_bytes;
+  const DestinationSolver solver;
+  const std::uint64_t row_begin, row_end;
+  int tx_region = -1;
+  std::atomic<std::uint64_t> inflight{0};  // posted, not completed (for dereg)
+
+  filter::RowStateFilter& rows() noexcept { return rows_; }
+
+  // Decides how a RIG command uses the filter (cmd.filter) when the engine starts it; false =
+  // not now (an epoch change waits for the commands of the old epoch; commands on the row
+  // filter are generated one at a time, in admission order, so that an idx found "requested"
+  // was always requested by an earlier command or by this one). Within an epoch the output
+  // memory the filter vouches for must stay as the engine wrote it (docs/api.md).
+  bool admit(Command& c, const Config& config);
+  // The command generated its last idx.
+  void generated(Command& c) noexcept {
+    if (generating_ == &c) generating_ = nullptr;
+  }
+  // The command has all its own answers (or failed). Commands on the row filter that coalesced
+  // onto another command's request complete only after every earlier such command (the data
+  // they wait for was requested by one of those); a failed one fails those that coalesced after
+  // it in the same epoch, since what they waited for may never come. `complete(Command&)` is
+  // called for every command that completes now, in order.
+  template <class Complete>
+  void retire(Command& c, Complete&& complete);
+  bool idle() const noexcept { return fifo_.empty() && generating_ == nullptr; }
+
+ private:
+  struct FifoEntry {
+    Command* cmd;  // nullptr once completed
+    bool held;
+  };
+  void poison(Command& c) noexcept {
+    if (c.status != NS_WC_SUCCESS) {
+      if (poison_ == NS_WC_SUCCESS) poison_ = c.status;
+    } else if (c.coalesced_any && poison_ != NS_WC_SUCCESS) {
+      c.status = poison_;
+    }
+  }
+  // The epoch's INDEXED mappings idx -> address (out - window_base * prop_bytes), each for the
+  // window of rows it was first used with. A row's filter state vouches for its property at
+  // the address its window's mapping gives, so commands whose windows overlap a window of
+  // another mapping cannot use the row filter; disjoint windows (the column panels of one
+  // kernel run, gathered into alternating buffers) each keep their own mapping.
+  struct Mapping {
+    std::uint64_t begin, end;  // window [begin, end)
+    std::uint64_t mapping;
+  };
+  static constexpr std::size_t kMaxMappings = 64;
+  // The row filter may serve this window with this mapping (recording it if new).
+  bool claim_mapping(std::uint64_t begin, std::uint64_t end, std::uint64_t mapping);
+  filter::RowStateFilter rows_;
+  std::vector<Mapping> mappings_;
+  Command* generating_ = nullptr;
+  std::deque<FifoEntry> fifo_;   // kRows commands of this epoch not yet completed, in order
+  std::uint64_t fifo_base_ = 0;  // sequence number of fifo_.front()
+  int poison_ = NS_WC_SUCCESS;
+};
+
+template <class Complete>
+void Region::retire(Command& c, Complete&& complete) {
+  if (c.filter != FilterUse::kRows) {
+    complete(c);
+    return;
+  }
+  generated(c);
+  poison(c);
+  FifoEntry& e = fifo_[c.fifo_seq - fifo_base_];
+  if (!c.coalesced_any || c.fifo_seq == fifo_base_) {
+    e.cmd = nullptr;
+    complete(c);
+  } else {
+    e.held = true;
+  }
+  while (!fifo_.empty()) {
+    FifoEntry& f = fifo_.front();
+    if (f.cmd != nullptr) {
+      if (!f.held) break;
+      poison(*f.cmd);
+      Command& held = *f.cmd;
+      f.cmd = nullptr;
+      complete(held);
+    }
+    fifo_.pop_front();
+    ++fifo_base_;
+  }
+}
+
+}  // namespace netsparse::rig
+
+// The C handle is the region, plus the engine it belongs to (for ns_dereg_props).
+struct ns_mr final : netsparse::rig::Region {
+  template <class... Args>
+  explicit ns_mr(netsparse::rig::Engine& e, Args&&... args)
+      : Region(std::forward<Args>(args)...), engine(e) {}
+  netsparse::rig::Engine& engine;
+};

@@ -1,0 +1,32 @@
+// A RIG server unit (MICRO '25 §5.4): answers the read PRs of one packet from the registered
+// region, never reading outside it — an idx outside this node's rows is refused with a
+// payload-free kInvalid PR. Each packet is decoded once, by the engine, before it gets here;
+// the unit runs inside the transport's receive handler (responses only go into concatenation
+// queues, the outbox sends later), so received bytes are never copied.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "concat/protocol.hpp"
+#include "rig/port.hpp"
+
+namespace netsparse::rig {
+
+struct ServerCounters {
+  std::uint64_t packets = 0, answered = 0, invalid = 0, malformed_prs = 0;
+  void add(const ServerCounters& o);
+};
+
+class ServerUnit {
+ public:
+  explicit ServerUnit(const UnitPort& port) : port_(port) {}
+  // Answers every PR of a validated kRead packet; returns PRs answered.
+  std::size_t serve(const concat::PacketView& v, std::uint64_t now);
+  ServerCounters counters;
+
+ private:
+  const UnitPort& port_;
+};
+
+}  // namespace netsparse::rig
