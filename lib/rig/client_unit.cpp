@@ -23,40 +23,77 @@ void ClientCounters::add(const ClientCounters& o) {
   responses += o.responses;
 }
 
-// ---- PositionMap ---------------------------------------------------------------------------
-void PositionMap::begin_command(std::uint64_t count) {
+// ---- WrDedup -------------------------------------------------------------------------------
+void WrDedup::begin(std::uint64_t total_rows, std::uint64_t count) {
+  use_bitmap_ = filter::RowStateFilter::bytes_for(total_rows) <= kMaxBitmapBytes;
+  if (use_bitmap_) {
+    if (seen_.size() != total_rows) {
+      seen_.resize(total_rows);
+    } else {
+      seen_.new_epoch();
+    }
+  }
+  firsts_.clear();
+  count_ = count;
+  map_built_ = false;
+  if (!use_bitmap_) build_map();
+}
+
+void WrDedup::build_map() {
+  constexpr std::size_t kMaxSlots = std::size_t{1} << 22;
   const std::size_t want = std::clamp<std::size_t>(
-      std::bit_ceil(static_cast<std::size_t>(std::min<std::uint64_t>(count, kMaxSlots)) * 2), 1024,
-      kMaxSlots);
+      std::bit_ceil(static_cast<std::size_t>(std::min<std::uint64_t>(count_, kMaxSlots / 2)) * 2),
+      1024, kMaxSlots);
   if (slots_.size() < want) {  // grows only; generation tags make old contents stale
     slots_.assign(want, Slot{0, Hit{0, 0}, 0});
-    bloom_.assign(want * 4 / 64, 0);
     gen_ = 0;
   }
-  // This command uses a prefix of the table sized to it, so clearing its Bloom bits is O(count).
   mask_ = want - 1;
   shift_ = 64 - std::countr_zero(want);
-  bloom_shift_ = shift_ - 2;  // 4 Bloom bits per slot
-  if (++gen_ == 0) {          // wrapped: really clear once every 2^32 commands
+  if (++gen_ == 0) {  // wrapped: really clear once every 2^32 builds
     for (Slot& s : slots_) s.gen = 0;
     gen_ = 1;
   }
-  std::fill_n(bloom_.begin(), want * 4 / 64, 0);
   used_ = 0;
+  map_built_ = true;
+  for (const auto& [idx, hit] : firsts_) map_insert(idx, hit);
+  firsts_.clear();
 }
 
-void PositionMap::insert(std::uint64_t idx, std::uint32_t pos, std::uint32_t req) noexcept {
+const WrDedup::Hit* WrDedup::map_find(std::uint64_t idx) const noexcept {
+  for (std::size_t h = home(idx);; h = (h + 1) & mask_) {
+    const Slot& s = slots_[h];
+    if (s.gen != gen_) return nullptr;
+    if (s.idx == idx) return &s.hit;
+  }
+}
+
+void WrDedup::map_insert(std::uint64_t idx, Hit hit) noexcept {
   if (2 * (used_ + 1) > mask_ + 1) return;  // keep probes short; a miss only costs filtering
-  const std::uint64_t b = bloom_bit(idx);
-  bloom_[b >> 6] |= std::uint64_t{1} << (b & 63);
   for (std::size_t h = home(idx);; h = (h + 1) & mask_) {
     Slot& s = slots_[h];
     if (s.gen != gen_) {
-      s = Slot{idx, Hit{pos, req}, gen_};
+      s = Slot{idx, hit, gen_};
       ++used_;
       return;
     }
     if (s.idx == idx) return;
+  }
+}
+
+const WrDedup::Hit* WrDedup::find(std::uint64_t idx) {
+  if (use_bitmap_ && idx < seen_.size()) {
+    if (seen_.claim(idx) == filter::kRowNone) return nullptr;  // first time in this WR
+    if (!map_built_) build_map();
+  }
+  return map_built_ ? map_find(idx) : nullptr;  // idxs beyond the rows are not de-duplicated
+}
+
+void WrDedup::record(std::uint64_t idx, std::uint32_t pos, std::uint32_t req) {
+  if (map_built_) {
+    map_insert(idx, Hit{pos, req});
+  } else {
+    firsts_.emplace_back(idx, Hit{pos, req});
   }
 }
 
@@ -83,7 +120,7 @@ void ClientUnit::take(Command& cmd) {
   current_slot_ = s;
   next_ = 0;
   stalled_ = false;
-  if (cmd.filter == FilterUse::kPerWr) positions_.begin_command(cmd.count);
+  if (cmd.filter == FilterUse::kPerWr) dedup_.begin(cmd.mr->solver.total_rows(), cmd.count);
 }
 
 std::size_t ClientUnit::generate(std::uint64_t now) {
@@ -179,9 +216,9 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
       c.status = NS_WC_TRANSPORT_ERR;
       return true;
     }
-    const PositionMap::Hit* first = nullptr;
+    const WrDedup::Hit* first = nullptr;
     if (use == FilterUse::kPerWr) {
-      first = positions_.find(i);
+      first = dedup_.find(i);
       if (first != nullptr) {
         if (request_live(first->req)) {
           if (coalesce_on) {
@@ -201,6 +238,7 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
     if (free_.empty()) {
       // Pending PR Table full: stop taking idxs from this command until answers free entries.
       if (claimed) rows.set(i, filter::kRowNone);
+      if (use == FilterUse::kPerWr && first == nullptr) dedup_.forget(i);
       if (!stalled_) ++k.stalls;
       stalled_ = true;
       return false;
@@ -220,7 +258,7 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
     ++k.sent;
     ++c.outstanding;
     if (use == FilterUse::kPerWr && first == nullptr) {
-      positions_.insert(i, static_cast<std::uint32_t>(j), req);
+      dedup_.record(i, static_cast<std::uint32_t>(j), req);
     }
   }
   stalled_ = false;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "concat/protocol.hpp"
+#include "filter/row_state.hpp"
 #include "rig/config.hpp"
 #include "rig/port.hpp"
 #include "rig/queues.hpp"
@@ -27,33 +28,30 @@ struct ClientCounters {
   void add(const ClientCounters& o);
 };
 
-// idx -> first position and request of that idx inside one work request, for per-WR
-// de-duplication. Generation-tagged slots make "clear" O(1); bounded size (a full table simply
-// stops recording, which only costs some filtering). A small Bloom bit array (4 bits per slot,
-// cleared per command in O(count)) answers most misses from L1 without touching the slots, so
-// requests without repeats pay little for the mechanism.
-class PositionMap {
+// Per-WR de-duplication: has this idx occurred earlier in the same work request, and if so at
+// which position and with which request? A row-state bitmap over the global rows answers
+// "seen?" with one word access and is cleared per work request in O(1) (epoch bump); the
+// idx -> first occurrence map is built only when a repeat shows up (from the list of first
+// occurrences, once per work request), so a stream without repeats never hashes. Regions whose
+// bitmap would exceed kMaxBitmapBytes use the map from the start.
+class WrDedup {
  public:
   static constexpr std::uint32_t kNoRequest = 0xFFFFFFFFu;
+  static constexpr std::uint64_t kMaxBitmapBytes = std::uint64_t{64} << 20;
   struct Hit {
     std::uint32_t pos;
-    std::uint32_t req;  // kNoRequest: answered locally
+    std::uint32_t req;
   };
-  void begin_command(std::uint64_t count);
-  // The first occurrence of idx, or nullptr.
-  const Hit* find(std::uint64_t idx) const noexcept {
-    const std::uint64_t b = bloom_bit(idx);
-    if (((bloom_[b >> 6] >> (b & 63)) & 1) == 0) return nullptr;
-    for (std::size_t h = home(idx);; h = (h + 1) & mask_) {
-      const Slot& s = slots_[h];
-      if (s.gen != gen_) return nullptr;
-      if (s.idx == idx) return &s.hit;
-    }
+  void begin(std::uint64_t total_rows, std::uint64_t count);
+  // The first occurrence of idx (nullptr if none). A miss marks idx as seen: the caller then
+  // either records() it or forget()s it (it was not sent after all).
+  const Hit* find(std::uint64_t idx);
+  void record(std::uint64_t idx, std::uint32_t pos, std::uint32_t req);
+  void forget(std::uint64_t idx) noexcept {
+    if (use_bitmap_) seen_.set(idx, filter::kRowNone);
   }
-  void insert(std::uint64_t idx, std::uint32_t pos, std::uint32_t req) noexcept;
 
  private:
-  static constexpr std::size_t kMaxSlots = std::size_t{1} << 21;
   struct Slot {
     std::uint64_t idx;
     Hit hit;
@@ -62,14 +60,18 @@ class PositionMap {
   std::size_t home(std::uint64_t idx) const noexcept {
     return static_cast<std::size_t>((idx * 0x9E3779B97F4A7C15ull) >> shift_);
   }
-  std::uint64_t bloom_bit(std::uint64_t idx) const noexcept {
-    return (idx * 0xC2B2AE3D27D4EB4Full) >> bloom_shift_;
-  }
+  const Hit* map_find(std::uint64_t idx) const noexcept;
+  void map_insert(std::uint64_t idx, Hit hit) noexcept;
+  void build_map();
+
+  bool use_bitmap_ = false;
+  bool map_built_ = false;
+  filter::RowStateFilter seen_;
+  std::vector<std::pair<std::uint64_t, Hit>> firsts_;  // first occurrences, before the map
+  std::uint64_t count_ = 0;
   std::vector<Slot> slots_;
-  std::vector<std::uint64_t> bloom_;
-  std::size_t mask_ = 0;  // this command's table size - 1 (a prefix of slots_)
+  std::size_t mask_ = 0;
   int shift_ = 64;
-  int bloom_shift_ = 64;
   std::size_t used_ = 0;
   std::uint32_t gen_ = 0;
 };
@@ -145,7 +147,7 @@ class ClientUnit {
   std::uint32_t current_slot_ = 0;
   std::uint64_t next_ = 0;  // next idx position of the current command
   bool stalled_ = false;
-  PositionMap positions_;
+  WrDedup dedup_;
 };
 
 }  // namespace netsparse::rig
