@@ -79,7 +79,10 @@ Workload
                          then hit every mode alike
   --changing-sparsity    A's pattern changes every iteration (GNN-style neighbour sampling,
                          seed = iteration): every mode redoes its setup inside the timed
-                         iteration (inspector-executor: its whole exchange plan)
+                         iteration (inspector-executor: its whole exchange plan; the tiled
+                         modes: the split and tiling). netsparse computes on the sampled CSR
+                         rows directly (DistOptions::dynamic_pattern): no tiling, no distinct-
+                         column pass, the Idx Filter drops the repeated idxs
   --sample-fraction F    fraction of each row's nonzeros kept per iteration (default 0.5)
   --sample-max N         at most N nonzeros per row per iteration (default 0: no cap)
 
@@ -139,10 +142,10 @@ Output
   --tolerance X          max relative error against ideal still counted correct (default 1e-4)
   --line-rate-bytes N    message size of the line-rate ping-pong (default 8388608)
   --no-progress          no progress line on a terminal
-  --spin                 keep Open MPI's busy polling (by default the benchmark sets
-                         OMPI_MCA_mpi_yield_when_idle=1 unless it is set: ranks, OpenMP and
-                         progress threads share the cores, and a spinning wait starves the
-                         thread it waits for)
+  --spin / --yield       keep Open MPI's busy polling / make idle MPI polls yield the core
+                         (OMPI_MCA_mpi_yield_when_idle=1). Default: yield only when the
+                         ranks' OpenMP and progress threads outnumber the cores, where a
+                         spinning wait starves the thread it waits for
   --help                 this text
 
 Columns
@@ -275,6 +278,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
       o.warmup = static_cast<int>(parse_int(a, value(), 0, 1000000));
     } else if (a == "--changing-sparsity") {
       o.changing = true;
+      o.dist.dynamic_pattern = true;  // netsparse computes on the sampled CSR, no inspector
     } else if (a == "--sample-fraction") {
       o.sampling.keep_fraction = parse_double(a, value(), 0.0, 1.0);
     } else if (a == "--sample-max") {
@@ -348,7 +352,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
       o.tolerance = parse_double(a, value(), 0.0, 1.0);
     } else if (a == "--line-rate-bytes") {
       o.line_rate_bytes = static_cast<std::size_t>(parse_int(a, value(), 1, 1LL << 30));
-    } else if (a == "--spin") {
+    } else if (a == "--spin" || a == "--yield") {
       // handled before MPI_Init
     } else if (a == "--no-progress") {
       o.progress = false;
@@ -754,16 +758,38 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
   }
 }
 
+// Before MPI_Init: do this host's ranks (mpirun's OMPI_COMM_WORLD_LOCAL_SIZE) with their OpenMP
+// threads (OMP_NUM_THREADS, else one per core share as main() sets) and progress threads
+// outnumber the cores?
+bool threads_outnumber_cores(bool thread_progress) {
+  const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const long ranks = local != nullptr ? std::max(1L, std::atol(local)) : 1;
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const long per_rank = omp != nullptr ? std::max(1L, std::atol(omp)) : std::max(1L, cores / ranks);
+  return ranks * (per_rank + (thread_progress ? 1 : 0)) > cores;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Ranks, their OpenMP threads and the engines' progress threads usually outnumber the cores
-  // (2 ranks on a 2-core machine already do): a rank waiting in MPI must give its core to the
-  // thread it waits for, or every wait costs a scheduler time slice. Open MPI reads this before
-  // MPI_Init; --spin keeps MPI's own default. Every mode runs under the same setting.
-  bool spin = false;
-  for (int i = 1; i < argc; ++i) spin = spin || std::strcmp(argv[i], "--spin") == 0;
-  if (!spin) setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+  // When the ranks' threads (OpenMP, and progress threads if asked for) outnumber the cores, a
+  // rank waiting in MPI must give its core to the thread it waits for, or every wait costs a
+  // scheduler time slice: then Open MPI yields when idle (read before MPI_Init). When they do
+  // not (the default: one OpenMP thread per core share, AUTO progress without a thread), a
+  // yield per idle poll only costs system calls. --spin / --yield force either. Every mode
+  // runs under the same setting.
+  bool spin = false, yield = false, thread_progress = false;
+  for (int i = 1; i < argc; ++i) {
+    spin = spin || std::strcmp(argv[i], "--spin") == 0;
+    yield = yield || std::strcmp(argv[i], "--yield") == 0;
+    if (std::strcmp(argv[i], "--progress") == 0 && i + 1 < argc) {
+      thread_progress = std::strcmp(argv[i + 1], "thread") == 0;
+    }
+  }
+  if (!spin && (yield || threads_outnumber_cores(thread_progress))) {
+    setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+  }
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0, nranks = 1;

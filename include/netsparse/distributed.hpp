@@ -119,6 +119,14 @@ struct DistOptions {
   TileConfig tiling{};
   // netsparse: idxs per RIG work request (the paper's batch size).
   std::uint64_t batch = 8192;
+  // The pattern changes every run (GNN neighbour sampling: set_pattern before each run).
+  // netsparse then computes straight on the CSR rows passed to set_pattern — no split into a
+  // local and a remote part, no tiling, no distinct-column pass: the idx stream is the remote
+  // column of every nonzero and the engine's Idx Filter drops the repeats. The rows are
+  // BORROWED: they must stay alive and unchanged until the next set_pattern or the kernel's
+  // destruction. The gather window spans every column (n_cols x K floats). Other modes ignore
+  // it (they redo their setup, which is what a changing pattern costs them).
+  bool dynamic_pattern = false;
   RigIdxSource rig_idx = RigIdxSource::unique_columns;
   // sa-vanilla: RDMA READ work requests in flight at most.
   int max_outstanding_reads = 4096;

@@ -62,6 +62,20 @@ void sddmm_col_panel(const TiledMatrix& a, int col_panel, const float* x, std::i
 void spmv(const TiledMatrix& a, DenseConstView x, float* y, bool accumulate = true);
 void spmv_col_panel(const TiledMatrix& a, int col_panel, DenseConstView x, float* y);
 
+// ---- CSR kernels (no tiling) ----------------------------------------------------------------
+// For patterns that live for one run only (GNN neighbour sampling: a new pattern every
+// iteration), where building the SPADE tiling would cost more than the kernel saves: row-wise
+// loops straight over the CSR arrays, OpenMP over rows. They compute only the nonzeros whose
+// column lies inside [lo, hi) (inside = true) or outside it (inside = false) — the local and
+// the remote part of a distributed row block without splitting it. Columns are sorted per row
+// (CsrMatrix's invariant), so each part is at most two runs per row, found by binary search.
+// C (n_rows x K, ldc) = (or += when accumulate) A_part * B.
+void spmm_csr_columns(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside, DenseConstView b,
+                      float* c, std::int64_t ldc, int k, bool accumulate);
+// out[i] = a_i * dot(X[r_i], Y[c_i]) for the nonzeros i of the part (CSR order; others untouched).
+void sddmm_csr_columns(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside, const float* x,
+                       std::int64_t ldx, DenseConstView y, int k, float* out);
+
 // Communication progress while a kernel computes. Inside a ScopedProgressHook, the kernels call
 // hook.fn(hook.arg) between tiles, on the thread that called the kernel only (OpenMP's master),
 // so that a communication engine without a progress thread (ns_progress_mode INLINE) keeps

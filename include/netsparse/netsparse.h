@@ -174,8 +174,12 @@ enum ns_rig_layout {
   NS_RIG_LAYOUT_POSITIONAL = 1
 };
 enum ns_send_flags {
-  NS_SEND_SIGNALED = 1u << 0, /* a completion also on success (errors always complete) */
-  NS_SEND_NEW_EPOCH = 1u << 1 /* reset the Idx Filter before this WR (waits for earlier WRs) */
+  NS_SEND_SIGNALED = 1u << 0,  /* a completion also on success (errors always complete) */
+  NS_SEND_NEW_EPOCH = 1u << 1, /* reset the Idx Filter before this WR (waits for earlier WRs) */
+  /* RIG: idxs this node owns are skipped (their output is left untouched; the caller reads them
+   * from its own block). Lets a caller post a raw column-index array (e.g. a CSR's) without
+   * first extracting the remote columns. Counted as local PRs. */
+  NS_SEND_REMOTE_ONLY = 1u << 2
 };
 struct ns_send_wr {
   uint64_t wr_id;          /* echoed in the completion */

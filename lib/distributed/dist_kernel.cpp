@@ -180,7 +180,8 @@ struct DistKernel::Impl {
   int k = 1;
   DistOptions options;
   std::shared_ptr<RigEngine> engine;
-  CsrMatrix csr;  // the current pattern (for the volume and SDDMM's row pointer)
+  CsrMatrix csr;  // the current pattern (a copy; direct modes borrow the caller's instead)
+  const CsrMatrix* rows_in_use = &csr;
   dist::Pattern pattern;
   dist::Compute compute;
   std::unique_ptr<dist::Exchange> exchange;
@@ -313,7 +314,7 @@ void DistKernel::Impl::compute_volume() const {
   const gidx_t cb = cols.begin(rank), ce = cols.end(rank);
   std::vector<std::uint64_t> bits(static_cast<std::size_t>((n_cols + 63) / 64), 0);
   std::uint64_t remote_nnz = 0;
-  for (const gidx_t c : csr.col_idx) {
+  for (const gidx_t c : rows_in_use->col_idx) {
     if (c >= cb && c < ce) continue;
     ++remote_nnz;
     bits[c >> 6] |= std::uint64_t{1} << (c & 63);
@@ -386,7 +387,9 @@ DistKernel::DistKernel(const DistMatrix& a, KernelKind kernel, int k, const Dist
     case CommMode::sa_vanilla:
       if (!engine) engine = std::make_shared<RigEngine>(s.comm, options.engine);
       s.engine = engine;
-      s.exchange = dist::make_rig_exchange(engine, options.mode == CommMode::sa_vanilla);
+      s.exchange =
+          dist::make_rig_exchange(engine, options.mode == CommMode::sa_vanilla,
+                                  options.mode == CommMode::netsparse && options.dynamic_pattern);
       break;
     case CommMode::su:
       s.exchange = dist::make_su_exchange();
@@ -426,10 +429,20 @@ void DistKernel::set_pattern(const CsrMatrix& local_rows) {
           ") of " + std::to_string(s.rows.n_rows()) + " x " + std::to_string(s.cols.n_rows()) +
           ")");
     }
-    s.csr = local_rows;
     s.volume_known = false;
     s.remote_tiling_seconds = 0;
-    s.build_pattern();
+    if (s.exchange->direct_csr()) {
+      s.rows_in_use = &local_rows;  // borrowed (DistOptions::dynamic_pattern)
+      s.pattern = dist::Pattern{};
+      s.pattern.direct = &local_rows;
+      s.pattern.col_begin = s.cols.begin(s.rank);
+      s.pattern.col_end = s.cols.end(s.rank);
+      s.pattern.window = s.cols.n_rows();
+    } else {
+      s.csr = local_rows;
+      s.rows_in_use = &s.csr;
+      s.build_pattern();
+    }
   });
   const double t_plan = dist::now_seconds();
   s.exchange->setup(s.pattern, s.run_context());
@@ -468,7 +481,7 @@ void DistKernel::sddmm(std::span<const float> x_local, std::span<const float> y_
     }
     check_size("sddmm", "X", x_local.size(), std::uint64_t(s.rows.size(s.rank)) * s.k);
     check_size("sddmm", "Y", y_local.size(), std::uint64_t(s.cols.size(s.rank)) * s.k);
-    check_size("sddmm", "out", out.size(), static_cast<std::uint64_t>(s.csr.nnz()));
+    check_size("sddmm", "out", out.size(), static_cast<std::uint64_t>(s.rows_in_use->nnz()));
   });
   s.run({y_local.data(), x_local.data(), out.data()});
 }

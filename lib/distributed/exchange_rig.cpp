@@ -167,10 +167,17 @@ struct EngineCounters {
 
 class RigExchange final : public Exchange {
  public:
-  RigExchange(std::shared_ptr<RigEngine> engine, bool vanilla)
-      : engine_(std::move(engine)), vanilla_(vanilla) {}
+  RigExchange(std::shared_ptr<RigEngine> engine, bool vanilla, bool direct)
+      : engine_(std::move(engine)), vanilla_(vanilla), direct_(direct) {}
+
+  bool needs_remote_panels() const noexcept override { return !direct_; }
+  bool direct_csr() const noexcept override { return direct_; }
 
   void setup(const Pattern& pat, const RunContext& rc) override {
+    if (direct_) {
+      setup_direct(pat, rc);
+      return;
+    }
     // One window per panel in flight: the second only when there are several panels.
     const std::size_t window_floats = static_cast<std::size_t>(pat.window) * rc.k;
     window_[0].resize(window_floats);
@@ -201,6 +208,8 @@ class RigExchange final : public Exchange {
     e.progress_seconds = 0;
     if (vanilla_) {
       run_vanilla(pat, rc, ops, compute, stats);
+    } else if (direct_) {
+      run_direct(pat, rc, ops, stats);
     } else {
       run_rig(pat, rc, ops, compute, stats);
     }
@@ -327,6 +336,75 @@ class RigExchange final : public Exchange {
     compute.finish(pat, rc, ops);
   }
 
+  // ---- direct mode (DistOptions::dynamic_pattern) ----
+  // The idx stream is the CSR's own column-index array, posted as it is with
+  // NS_SEND_REMOTE_ONLY: the engine skips this rank's columns and its Idx Filter drops the
+  // repeats. Nothing is prepared per pattern (no extraction, no distinct-column pass).
+  void setup_direct(const Pattern&, const RunContext& rc) {
+    const std::uint64_t window_bytes = std::uint64_t(rc.cols->n_rows()) * 4 * rc.k;
+    constexpr std::uint64_t kMaxWindowBytes = std::uint64_t{2} << 30;
+    if (window_bytes > kMaxWindowBytes) {
+      throw std::length_error(
+          "netsparse with a changing pattern gathers into a window over every "
+          "column: " +
+          std::to_string(window_bytes) +
+          " bytes (n_cols x K x 4) exceeds the 2 GiB limit; use a fixed "
+          "pattern (tiled, windowed) or a smaller K");
+    }
+    window_[0].resize(static_cast<std::size_t>(rc.cols->n_rows()) * rc.k);
+  }
+
+  void run_direct(const Pattern& pat, const RunContext& rc, const Operands& ops, CommStats& stats) {
+    RigEngine::Impl& e = engine_->impl();
+    const CsrMatrix& a = *pat.direct;
+    const ScopedProgressHook progress(e.hook());
+    const int k = rc.k;
+    const gidx_t cb = pat.col_begin, ce = pat.col_end;
+    const gidx_t n_cols = rc.cols->n_rows();
+    // Every request of the run at once, into a window over all columns (a new filter epoch).
+    double t = now_seconds();
+    const std::uint64_t batch = rc.options->batch;
+    std::vector<ns_send_wr>& wrs = wrs_[0];
+    wrs.clear();
+    // Column ids are non-negative, so their int64 and uint64 representations agree.
+    const std::span<const std::uint64_t> idx(
+        reinterpret_cast<const std::uint64_t*>(a.col_idx.data()), a.col_idx.size());
+    for (std::uint64_t off = 0; off < idx.size(); off += batch) {
+      const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
+      wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt), window_[0].data(), Layout::kIndexed,
+                           0, static_cast<std::uint64_t>(n_cols)));
+      wrs.back().send_flags |= NS_SEND_REMOTE_ONLY;
+    }
+    pending_[0] = static_cast<std::int64_t>(wrs.size());
+    if (!wrs.empty()) {
+      for (std::size_t i = 0; i + 1 < wrs.size(); ++i) wrs[i].next = &wrs[i + 1];
+      wrs.front().send_flags |= NS_SEND_NEW_EPOCH;
+      post_chain(wrs.data(), "netsparse");
+    }
+    stats.post_seconds += now_seconds() - t;
+    // The local part while the gather runs (the kernels drive the engine between row chunks).
+    t = now_seconds();
+    const DenseConstView local{ops.b, cb, k, ce - cb};
+    const DenseConstView window{window_[0].data(), 0, k, n_cols};
+    if (rc.kernel == KernelKind::sddmm) {
+      sddmm_csr_columns(a, cb, ce, true, ops.x, k, local, k, ops.out);
+    } else {
+      spmm_csr_columns(a, cb, ce, true, local, ops.out, k, k, false);
+    }
+    const double t0 = now_seconds();
+    stats.compute_seconds += t0 - t;
+    while (pending_[0] > 0) drain(true, "netsparse");
+    e.ctx.quiesce_start();  // everything this rank needs has arrived
+    const double t1 = now_seconds();
+    stats.wait_seconds += t1 - t0;
+    if (rc.kernel == KernelKind::sddmm) {
+      sddmm_csr_columns(a, cb, ce, false, ops.x, k, window, k, ops.out);
+    } else {
+      spmm_csr_columns(a, cb, ce, false, window, ops.out, k, k, true);
+    }
+    stats.compute_seconds += now_seconds() - t1;
+  }
+
   void run_vanilla(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
                    CommStats& stats) {
     RigEngine::Impl& e = engine_->impl();
@@ -370,6 +448,7 @@ class RigExchange final : public Exchange {
 
   std::shared_ptr<RigEngine> engine_;
   const bool vanilla_;
+  const bool direct_;
   std::vector<float> window_[2];
   std::vector<ns_send_wr> wrs_[2];
   std::int64_t pending_[2] = {0, 0};  // work requests in flight per window
@@ -379,8 +458,9 @@ class RigExchange final : public Exchange {
 
 }  // namespace
 
-std::unique_ptr<Exchange> make_rig_exchange(std::shared_ptr<RigEngine> engine, bool vanilla) {
-  return std::make_unique<RigExchange>(std::move(engine), vanilla);
+std::unique_ptr<Exchange> make_rig_exchange(std::shared_ptr<RigEngine> engine, bool vanilla,
+                                            bool direct) {
+  return std::make_unique<RigExchange>(std::move(engine), vanilla, direct);
 }
 
 }  // namespace dist

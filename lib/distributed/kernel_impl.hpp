@@ -20,6 +20,10 @@ namespace netsparse::dist {
 //           of the operand), remote_part = the others, tiled in column panels of `window` columns
 //           (the unit of gathering). For SDDMM the split outputs are scattered back to CSR order.
 struct Pattern {
+  // Direct mode (Exchange::direct_csr): the caller's rows, borrowed, computed with the CSR
+  // kernels; nothing below is built (no split, no tiling: a pattern that changes every run must
+  // not pay an inspector's work).
+  const CsrMatrix* direct = nullptr;
   bool split = false;
   gidx_t window = 0;                  // column panel width of remote_part
   gidx_t col_begin = 0, col_end = 0;  // columns (operand rows) this rank owns
@@ -83,6 +87,8 @@ class Exchange {
   // Whether the mode computes the remote part panel by panel (remote_part / remote_panels);
   // otherwise only remote_csr is built and the mode tiles it its own way.
   [[nodiscard]] virtual bool needs_remote_panels() const noexcept { return true; }
+  // Whether the mode computes on the caller's CSR rows directly (Pattern::direct).
+  [[nodiscard]] virtual bool direct_csr() const noexcept { return false; }
   // The pattern changed (collective).
   virtual void setup(const Pattern& pat, const RunContext& rc) = 0;
   // One collective run; adds to `stats`.
@@ -97,7 +103,8 @@ std::unique_ptr<Exchange> make_su_panel_exchange();
 std::unique_ptr<Exchange> make_ideal_exchange();
 std::unique_ptr<Exchange> make_ie_exchange();
 std::unique_ptr<Exchange> make_conveyor_exchange(bool prefilter);
-std::unique_ptr<Exchange> make_rig_exchange(std::shared_ptr<RigEngine> engine, bool vanilla);
+std::unique_ptr<Exchange> make_rig_exchange(std::shared_ptr<RigEngine> engine, bool vanilla,
+                                            bool direct = false);
 
 // Wire-byte model of MPI messages (the paper's 50 B of upper-layer headers per message).
 inline constexpr std::uint64_t kUpperLayerBytes = 50;

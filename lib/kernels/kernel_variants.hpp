@@ -5,12 +5,16 @@
 
 #include <cstdint>
 
+#include "netsparse/csr.hpp"
 #include "netsparse/local_kernels.hpp"
 #include "netsparse/tiled.hpp"
 
 namespace netsparse::kernels_detail {
 
 // col_panel < 0 means the whole matrix (honouring the barrier configuration).
+// The calling thread's progress hook (ScopedProgressHook), or nullptr.
+const ProgressHook* current_progress_hook() noexcept;
+
 struct SpmmCall {
   const TiledMatrix* a;
   int col_panel;
@@ -51,12 +55,32 @@ struct SpmvCall {
   const ProgressHook* progress;
 };
 
+// Rows [row_begin, row_end) of a CSR block, the nonzeros of one column part (see
+// spmm_csr_columns): C rows = (or +=) A_part * B.
+struct CsrSpmmCall {
+  const CsrMatrix* a;
+  gidx_t lo, hi;
+  bool inside;
+  const float* b;
+  gidx_t b_row_base;
+  std::int64_t ldb;
+  float* c;
+  std::int64_t ldc;
+  int k;
+  bool accumulate;
+  gidx_t row_begin, row_end;
+};
+
 struct IsaKernels {
   const char* name;
   void (*spmm)(const SpmmCall&);
   void (*sddmm)(const SddmmCall&);
   void (*spmv)(const SpmvCall&);
+  void (*csr_spmm_rows)(const CsrSpmmCall&);
 };
+
+// The kernel variant in use (NETSPARSE_KERNEL_ISA / set_kernel_isa / the best the CPU runs).
+const IsaKernels& selected_kernels();
 
 extern const IsaKernels kernels_baseline;
 #if defined(NETSPARSE_KERNELS_X86_VARIANTS)

@@ -264,4 +264,13 @@ ScopedProgressHook::~ScopedProgressHook() {
   t_progress_hook = saved_;
 }
 
+namespace kernels_detail {
+const ProgressHook* current_progress_hook() noexcept {
+  return current_hook();
+}
+const IsaKernels& selected_kernels() {
+  return active_variant();
+}
+}  // namespace kernels_detail
+
 }  // namespace netsparse

@@ -155,9 +155,23 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
   const bool coalesce_on = config_.coalesce_on();
   const std::uint64_t local_rows = r.local_rows;
   const std::uint64_t end = std::min(c.count, next_ + budget);
-  ClientCounters& k = counters;
+  // Counted in registers and added once per call (the loop's stores to the filter words would
+  // otherwise keep the compiler from holding them).
+  struct Tally {
+    ClientCounters& into;
+    std::uint64_t requested = 0, filtered = 0, coalesced = 0, local = 0, sent = 0;
+    ~Tally() {
+      into.requested += requested;
+      into.filtered += filtered;
+      into.coalesced += coalesced;
+      into.local += local;
+      into.sent += sent;
+    }
+  } k{counters};
   const std::uint32_t slot = current_slot_;
   const std::uint8_t slot_epoch = slots_[slot].epoch;
+  const bool remote_only = (c.flags & NS_SEND_REMOTE_ONLY) != 0;
+  const std::uint64_t row_begin = r.row_begin;
   // Rows of this node are read from host memory at random: prefetch a few idxs ahead so the
   // local copies overlap their cache misses (the remote ones go to the concatenation queue).
   constexpr std::uint64_t kPrefetch = 8;
@@ -179,6 +193,11 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
       dst = c.out + off * P;
     } else {
       dst = c.out + j * P;
+    }
+    if (remote_only && i - row_begin < local_rows) {  // ours: the caller reads it itself
+      ++k.requested;
+      ++k.local;
+      continue;
     }
     const bool on_rows = use == FilterUse::kRows && i < total;
     bool claimed = false;  // this idx turned the row from kNone to kRequested
@@ -202,7 +221,7 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
       ++k.requested;
       ++k.local;
       if (i >= r.row_end) {  // beyond every row (mapped to the last node, which is us)
-        ++k.invalid_local;
+        ++counters.invalid_local;
         if (claimed) rows.set(i, filter::kRowNone);
         c.status = NS_WC_REM_INV_REQ;
         return true;
@@ -239,7 +258,7 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
       // Pending PR Table full: stop taking idxs from this command until answers free entries.
       if (claimed) rows.set(i, filter::kRowNone);
       if (use == FilterUse::kPerWr && first == nullptr) dedup_.forget(i);
-      if (!stalled_) ++k.stalls;
+      if (!stalled_) ++counters.stalls;
       stalled_ = true;
       return false;
     }
@@ -295,6 +314,16 @@ void ClientUnit::on_response(const concat::PrHeader& pr, const std::byte* payloa
     copy_prop(c.out + entry.pos * P, payload, P);
   }
   if (--c.outstanding == 0 && c.generated) finish_slot(entry.slot);
+}
+
+void ClientUnit::prefetch_destination(std::uint32_t req_id, std::uint64_t idx) const noexcept {
+  const std::uint32_t e = req_id & id_mask_;
+  if (e >= entries_.size() || !entries_[e].live) return;
+  const Command* c = slots_[entries_[e].slot].cmd;
+  if (c == nullptr) return;
+  const std::uint64_t at =
+      c->layout == NS_RIG_LAYOUT_INDEXED ? idx - c->window_base : entries_[e].pos;
+  __builtin_prefetch(c->out + at * c->mr->prop_bytes, 1);
 }
 
 void ClientUnit::maybe_finish(std::uint32_t slot) {

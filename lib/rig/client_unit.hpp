@@ -86,6 +86,14 @@ class ClientUnit {
   // Processes up to one chunk of idxs of the current command; returns the work done.
   std::size_t generate(std::uint64_t now);
   void on_response(const concat::PrHeader& pr, const std::byte* payload, bool invalid);
+  // Cache hints for an answer a few PRs ahead: its Pending PR Table entry, and (once that entry
+  // is cached) the place its property goes. Answers land at random places in the output, and
+  // each miss would otherwise stall the copy.
+  void prefetch_entry(std::uint32_t req_id) const noexcept {
+    const std::uint32_t e = req_id & id_mask_;
+    if (e < entries_.size()) __builtin_prefetch(&entries_[e]);
+  }
+  void prefetch_destination(std::uint32_t req_id, std::uint64_t idx) const noexcept;
   // Completes commands whose deadline passed; returns how many.
   int watchdog(std::uint64_t now);
   // Completes every command with `status` (teardown).

@@ -368,7 +368,19 @@ void Engine::on_packet(int, std::span<const std::byte> bytes) {
     case concat::PrType::kInvalid: {
       const bool invalid = v.header().type == concat::PrType::kInvalid;
       const std::size_t nc = clients_.size();
-      for (std::uint32_t i = 0; i < v.size(); ++i) {
+      const std::uint32_t n = v.size();
+      // Two-stage prefetch: the entry 8 PRs ahead, the destination 4 ahead (its entry is cached).
+      for (std::uint32_t i = 0; i < n; ++i) {
+        if (i + 8 < n) {
+          const concat::PrHeader ahead = v.pr(i + 8);
+          if (ahead.src_unit < nc) clients_[ahead.src_unit]->prefetch_entry(ahead.req_id);
+        }
+        if (!invalid && i + 4 < n) {
+          const concat::PrHeader ahead = v.pr(i + 4);
+          if (ahead.src_unit < nc) {
+            clients_[ahead.src_unit]->prefetch_destination(ahead.req_id, ahead.idx);
+          }
+        }
         const concat::PrHeader pr = v.pr(i);
         if (pr.src_unit >= nc) {
           ++malformed_packets_;

@@ -36,7 +36,7 @@ void Cq::sleep(std::chrono::microseconds d) {
 
 // ---- validation ----------------------------------------------------------------------------
 WrError validate_wr(const ns_send_wr& w, const Region* reg) noexcept {
-  constexpr unsigned kFlags = NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH;
+  constexpr unsigned kFlags = NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH | NS_SEND_REMOTE_ONLY;
   if ((w.send_flags & ~kFlags) != 0) return WrError::kUnknownFlags;
   if (w.opcode == NS_WR_RIG) {
     const auto& r = w.wr.rig;

@@ -19,12 +19,15 @@ std::size_t ServerUnit::serve(const concat::PacketView& v, std::uint64_t now) {
   const std::uint32_t P = r.prop_bytes;
   ++counters.packets;
   std::size_t answered = 0;
-  constexpr std::uint32_t kPrefetch = 4;  // rows are read at random: overlap the misses
+  constexpr std::uint32_t kPrefetch = 8;  // rows are read at random: overlap the misses
   const std::uint32_t n = v.size();
   for (std::uint32_t i = 0; i < n; ++i) {
     if (i + kPrefetch < n) {
       const std::uint64_t ahead = v.pr(i + kPrefetch).idx - r.row_begin;
-      if (ahead < r.local_rows) __builtin_prefetch(r.base + ahead * P);
+      if (ahead < r.local_rows) {
+        const std::byte* row = r.base + ahead * P;
+        for (std::uint32_t l = 0; l < P; l += 64) __builtin_prefetch(row + l);
+      }
     }
     const concat::PrHeader pr = v.pr(i);
     // No engine has a unit >= kMaxUnits: such a read is forged, answering it is pointless.
