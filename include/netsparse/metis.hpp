@@ -18,10 +18,15 @@
 // size), out-of-range or non-numeric neighbours, self-loops, a neighbour listed twice, missing
 // edge weights, an adjacency count other than 2m, an edge without its reverse edge (or with a
 // different weight), missing or surplus vertex lines.
+//
+// Compressed input: a file whose content starts with the gzip magic bytes (1f 8b), whatever its
+// name, is decompressed into memory first, with the limits and errors matrix_market.hpp
+// describes; line numbers are those of the decompressed text.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "netsparse/csr.hpp"
@@ -39,5 +44,9 @@ struct MetisGraph {
 };
 
 MetisGraph read_metis_graph(const std::string& path);
+
+// The same from bytes in memory (gzip-compressed or not); `name` stands for the file in
+// ParseError messages.
+MetisGraph parse_metis_graph(std::string_view bytes, const std::string& name = "<memory>");
 
 }  // namespace netsparse

@@ -14,15 +14,15 @@
 #include <utility>
 #include <vector>
 
-#include "sparse/mapped_file.hpp"
+#include "sparse/input_bytes.hpp"
 #include "sparse/text_scan.hpp"
 
 namespace netsparse {
 
 namespace {
 
+using sparse_detail::InputBytes;
 using sparse_detail::line_end;
-using sparse_detail::MappedFile;
 using sparse_detail::NumberStatus;
 using sparse_detail::parse_integer;
 using sparse_detail::quoted_token;
@@ -397,8 +397,13 @@ class MetisParser {
 }  // namespace
 
 MetisGraph read_metis_graph(const std::string& path) {
-  const MappedFile file(path);
+  const InputBytes file(path);
   return MetisParser(file.bytes(), path).parse();
+}
+
+MetisGraph parse_metis_graph(std::string_view bytes, const std::string& name) {
+  const InputBytes content(bytes, name);
+  return MetisParser(content.bytes(), name).parse();
 }
 
 }  // namespace netsparse
