@@ -16,12 +16,13 @@
 // size line, before anything is allocated:
 //   - more entries than the bytes after the size line can hold (an entry line takes at least
 //     4 bytes, "1 1\n", or 6 with a value; the last line may lack its '\n');
-//   - a row count whose row pointers (8 bytes per row, + 8) exceed the larger of 256 MiB and
+//   - a row count whose row pointers (8 bytes per row, + 8) exceed the larger of 128 MiB and
 //     64 bytes per byte of the file. The format lets a few bytes declare any shape (a
 //     1e9 x 1 matrix without entries is legal), but CSR keeps a row pointer for every row, even
 //     an empty one: 8 GB for that 61-byte file. The bound is generous for real matrices (it
-//     allows 8 rows per byte of the file, 33 million rows for any file) and stops a tiny file
-//     from costing gigabytes. Columns cost no memory and are not bounded.
+//     allows 8 rows per byte of the file, and 16.7 million rows for any file) and keeps a tiny
+//     file from costing gigabytes (at most about twice the 128 MiB while the rows are
+//     assembled). Columns cost no memory and are not bounded.
 // Entry storage is then bounded by the file's size. Independently, a row block whose row
 // pointers exceed the memory this process can get (physical memory, lowered by RLIMIT_AS /
 // RLIMIT_DATA) is refused ("cannot allocate the matrix") before allocating.

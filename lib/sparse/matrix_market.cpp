@@ -94,7 +94,7 @@ std::string human_bytes(double bytes) {
 // What a file of a given size can justify (see matrix_market.hpp, "Sizes"): row pointers up to
 // max(kRowPointerFloor, kRowPointerPerByte x the file's size) bytes, and no more entry lines
 // than the bytes after the size line can hold.
-constexpr double kRowPointerFloor = 256.0 * 1024 * 1024;
+constexpr double kRowPointerFloor = 128.0 * 1024 * 1024;
 constexpr double kRowPointerPerByte = 64.0;
 
 void check_justified_by_size(const MatrixMarketHeader& header, const std::string& path) {
@@ -119,7 +119,7 @@ void check_justified_by_size(const MatrixMarketHeader& header, const std::string
                          " rows, whose row pointers alone would take " +
                          human_bytes(row_pointer_bytes) + ": more than a " +
                          std::to_string(header.file_size) +
-                         "-byte file can justify (at most the larger of 256 MiB and 64 bytes "
+                         "-byte file can justify (at most the larger of 128 MiB and 64 bytes "
                          "per byte of the file; CSR keeps a row pointer for every row, even an "
                          "empty one)");
   }

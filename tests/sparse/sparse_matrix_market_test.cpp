@@ -285,7 +285,7 @@ const BadFile kBadFiles[] = {
      "TiB: more than a 74-byte file can justify"},
     {"huge_row_count.mtx", 2,
      "the size line declares 1000000000 rows, whose row pointers alone would take 7.5 GiB: more "
-     "than a 61-byte file can justify (at most the larger of 256 MiB and 64 bytes per byte of "
+     "than a 61-byte file can justify (at most the larger of 128 MiB and 64 bytes per byte of "
      "the file"},
     {"huge_entry_count.mtx", 3,
      "the size line declares 1000000000000 entries but the 4 bytes after it can hold at most 1 "
@@ -352,7 +352,7 @@ TEST(MatrixMarketSizes, TinyHostileHeadersFailFastWithoutAllocating) {
   } cases[] = {
       {banner + "1000000000 1 0\n", "1000000000 rows"},
       {banner + "4611686018427387903 4611686018427387903 0\n", "4611686018427387903 rows"},
-      {banner + "33554432 1 0\n", "33554432 rows"},  // just above the 256 MiB floor
+      {banner + "16777216 1 0\n", "16777216 rows"},  // just above the 128 MiB floor
       {banner + "5 5 9223372036854775807\n1 1 1\n", "9223372036854775807 entries"},
       {"%%MatrixMarket matrix coordinate pattern symmetric\n1000000000 1000000000 200000000\n",
        "200000000 entries"},
@@ -406,19 +406,19 @@ TEST(MatrixMarketSizes, LegalShapesWithinTheBoundStillRead) {
                ParseError);
 }
 
-// A resource limit lowers the memory budget: a row count the file justifies (within the 256
+// A resource limit lowers the memory budget: a row count the file justifies (within the 128
 // MiB floor) but the process cannot get is refused before allocating. In a child process, so
 // the limit does not outlive the test.
 TEST(MatrixMarketSizes, RowsBeyondTheMemoryLimitAreRefused) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "sanitizer runtimes map more than the limit this test sets";
 #else
-  const TempFile f("rlimit", "%%MatrixMarket matrix coordinate real general\n20000000 1 0\n");
+  const TempFile f("rlimit", "%%MatrixMarket matrix coordinate real general\n12000000 1 0\n");
   EXPECT_EXIT(
       {
         struct rlimit limit {};
         getrlimit(RLIMIT_DATA, &limit);
-        limit.rlim_cur = rlim_t{128} << 20;  // 128 MiB < 160 MB of row pointers
+        limit.rlim_cur = rlim_t{64} << 20;  // 64 MiB < 96 MB of row pointers
         setrlimit(RLIMIT_DATA, &limit);
         try {
           read_matrix_market(f.path());
@@ -429,7 +429,7 @@ TEST(MatrixMarketSizes, RowsBeyondTheMemoryLimitAreRefused) {
         }
         std::_Exit(2);
       },
-      ::testing::ExitedWithCode(0), "cannot allocate the matrix: 20000000 rows");
+      ::testing::ExitedWithCode(0), "cannot allocate the matrix: 12000000 rows");
 #endif
 }
 
