@@ -10,6 +10,7 @@ pkgs=(
   libibverbs-dev rdma-core ibverbs-providers ibverbs-utils
   libopenmpi-dev openmpi-bin
   libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev
+  zlib1g-dev
   clang clang-format libclang-rt-14-dev libomp-dev
   python3 python3-matplotlib
   xz-utils zstd

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Bounded libFuzzer run of the NetSparse packet decoder under ASan + UBSan.
+# Bounded libFuzzer run of one NetSparse fuzz target under ASan + UBSan.
 #   scripts/run-fuzz.sh [SECONDS] [TARGET]   SECONDS: default 30, at most 60
-#                                            TARGET: decoder (default) or concat_point
+#                                            TARGET: decoder (default), concat_point,
+#                                                    matrix_market or metis
 # Configures a separate clang build (build-fuzz, or $NETSPARSE_FUZZ_BUILD_DIR) with
 # -DNETSPARSE_FUZZ=ON, builds only that fuzz target (and, for the decoder, its seed writer),
-# seeds a fresh corpus with valid packets, and fuzzes. Exits non-zero on any crash, sanitizer
-# report or build error.
+# seeds a fresh corpus (valid packets for the decoder; the readers' test fixtures, valid,
+# malformed and gzip-compressed, for matrix_market and metis, with a dictionary of their
+# grammar's words), and fuzzes. Exits non-zero on any crash, sanitizer report or build error.
 set -euo pipefail
 
 seconds="${1:-30}"
@@ -15,8 +17,11 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || ((seconds < 1 || seconds > 60)); then
 fi
 target="${2:-decoder}"
 case "$target" in
-  decoder | concat_point) ;;
-  *) echo "run-fuzz: TARGET must be decoder or concat_point, got '$target'" >&2; exit 2 ;;
+  decoder | concat_point | matrix_market | metis) ;;
+  *)
+    echo "run-fuzz: TARGET must be decoder, concat_point, matrix_market or metis, got '$target'" >&2
+    exit 2
+    ;;
 esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${NETSPARSE_FUZZ_BUILD_DIR:-$root/build-fuzz}"
@@ -32,16 +37,31 @@ corpus="$build/fuzz-corpus-$target"
 artifacts="$build/fuzz-artifacts-$target"
 rm -rf "$corpus" "$artifacts"
 mkdir -p "$corpus" "$artifacts"
-if [[ $target == decoder ]]; then
-  ninja -C "$build" -j"$jobs" fuzz_decoder fuzz_seed_writer
-  "$build/tests/fuzz/fuzz_seed_writer" "$corpus"
-else
-  ninja -C "$build" -j"$jobs" fuzz_concat_point  # op streams: an empty corpus is a fine start
-fi
+extra=()
+case "$target" in
+  decoder)
+    ninja -C "$build" -j"$jobs" fuzz_decoder fuzz_seed_writer
+    "$build/tests/fuzz/fuzz_seed_writer" "$corpus"
+    ;;
+  concat_point)
+    ninja -C "$build" -j"$jobs" fuzz_concat_point  # op streams: an empty corpus is a fine start
+    ;;
+  matrix_market | metis)
+    ninja -C "$build" -j"$jobs" "fuzz_$target"
+    data="$root/tests/data/$([[ $target == metis ]] && echo metis || echo mm)"
+    n=0
+    while IFS= read -r -d '' f; do
+      cp "$f" "$corpus/seed-$n-$(basename "$f")"
+      n=$((n + 1))
+    done < <(find "$data" -type f -size -4096c -print0)
+    echo "run-fuzz: seeded $n files from ${data#"$root"/}"
+    extra=(-dict="$root/tests/fuzz/$target.dict")
+    ;;
+esac
 
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:${UBSAN_OPTIONS:-}"
 # libFuzzer exits non-zero on a crash, a sanitizer report, a leak or a timeout of one input.
 "$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -max_len=4096 \
-  -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus"
+  -print_final_stats=1 -artifact_prefix="$artifacts/" "${extra[@]}" "$corpus"
 echo "run-fuzz: fuzz_$target ran ${seconds}s, no crash"

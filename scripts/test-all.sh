@@ -4,7 +4,8 @@
 #     1. the release build's ctest suite (unit tests + real `mpirun` multi-rank tests),
 #     2. the ASan/UBSan build's tests (parsers, protocol, filter, engine),
 #     3. the TSan build's concurrency tests (filter, engine on in-process fabrics),
-#     4. a bounded libFuzzer run of the packet decoder (clang),
+#     4. bounded libFuzzer runs of the packet decoder, the concatenation point and the Matrix
+#        Market and METIS readers (clang),
 #     5. an example built against the *installed* package (find_package / pkg-config),
 #     6. the verbs transport on real soft-RoCE (rdma_rxe) inside a QEMU guest.
 # Exits non-zero if anything fails; ends with one line "summary: N passed, N failed".
@@ -82,9 +83,11 @@ stage build-tsan configure_build "$root/build/tsan" -DCMAKE_BUILD_TYPE=RelWithDe
 stage ctest-tsan with_env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   run_ctest "$root/build/tsan" -L threads -E "\\.mpi"
 
-# 4. Bounded fuzzing of the packet decoder.
+# 4. Bounded fuzzing of the packet decoder, the concatenation point and the file readers.
 stage fuzz-decoder bash scripts/run-fuzz.sh "${NETSPARSE_FUZZ_SECONDS:-30}" decoder
 stage fuzz-concat-point bash scripts/run-fuzz.sh "${NETSPARSE_FUZZ_SECONDS:-30}" concat_point
+stage fuzz-matrix-market bash scripts/run-fuzz.sh "${NETSPARSE_FUZZ_SECONDS:-30}" matrix_market
+stage fuzz-metis bash scripts/run-fuzz.sh "${NETSPARSE_FUZZ_SECONDS:-30}" metis
 
 # 5. The installed package: install, then build the examples out of tree against it.
 stage install-package cmake --install "$root/build/release"

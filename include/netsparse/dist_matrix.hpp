@@ -94,6 +94,8 @@ DistMatrix generate_distributed(MPI_Comm comm, const RoadParams& params,
 // A matrix named by a specification string (what netsparse_bench --matrix takes):
 //   PATH.mtx                          Matrix Market file
 //   PATH.graph | PATH.metis           METIS graph file
+//   PATH (any other name)             Matrix Market if the content (decompressed, for gzip
+//                                     data: x.mtx.gz) starts with %%MatrixMarket, else METIS
 //   gen:kron:SCALE[:EDGE_FACTOR[:SEED]]            Graph500 Kronecker, 2^SCALE rows
 //   gen:stencil:NX:NY:NZ[:DOF]                     3D 27-point stencil
 //   gen:road:WIDTH:HEIGHT[:LONG_FRACTION[:SEED]]   road-like grid with long edges

@@ -12,6 +12,29 @@
 // float range (tiny magnitudes round to zero or a subnormal, as any float conversion does),
 // inf and nan, missing or extra tokens, and an entry count that differs from the size line.
 //
+// Sizes: a header cannot make the reader allocate more than the file justifies. Refused at the
+// size line, before anything is allocated:
+//   - more entries than the bytes after the size line can hold (an entry line takes at least
+//     4 bytes, "1 1\n", or 6 with a value; the last line may lack its '\n');
+//   - a row count whose row pointers (8 bytes per row, + 8) exceed the larger of 128 MiB and
+//     64 bytes per byte of the file. The format lets a few bytes declare any shape (a
+//     1e9 x 1 matrix without entries is legal), but CSR keeps a row pointer for every row, even
+//     an empty one: 8 GB for that 61-byte file. The bound is generous for real matrices (it
+//     allows 8 rows per byte of the file, and 16.7 million rows for any file) and keeps a tiny
+//     file from costing gigabytes (at most about twice the 128 MiB while the rows are
+//     assembled). Columns cost no memory and are not bounded.
+// Entry storage is then bounded by the file's size. Independently, a row block whose row
+// pointers exceed the memory this process can get (physical memory, lowered by RLIMIT_AS /
+// RLIMIT_DATA) is refused ("cannot allocate the matrix") before allocating.
+//
+// Compressed input: a file whose content starts with the gzip magic bytes (1f 8b), whatever its
+// name ("x.mtx.gz", "x.mtx"), is decompressed into memory and parsed like any other; line
+// numbers in errors are those of the decompressed text. Concatenated gzip members are one
+// content. Refused with a ParseError naming the file (line 0): corrupt or truncated gzip data,
+// trailing bytes after the last member, and content larger than the memory this process can
+// get. Every call that takes a path decompresses the whole file again (the distributed reader
+// below: each rank, twice), so large inputs are best read uncompressed (memory-mapped).
+//
 // Reading is parallel (OpenMP) over byte ranges of a memory-mapped file. A byte range is parsed
 // independently of the rest, so a distributed reader can give each rank its own range:
 //   header = read_matrix_market_header(path);                 // every rank
@@ -25,6 +48,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "netsparse/coo.hpp"
@@ -44,7 +68,7 @@ struct MatrixMarketHeader {
   std::int64_t n_entries = 0;     // entry lines the size line declares (before expansion)
   std::int64_t size_line = 0;     // 1-based line number of the size line
   std::uint64_t data_offset = 0;  // byte offset of the first line after the size line
-  std::uint64_t file_size = 0;    // bytes
+  std::uint64_t file_size = 0;    // bytes of the content (decompressed, for gzip data)
 };
 
 // Reads the banner, comments and size line. Throws ParseError.
@@ -87,6 +111,17 @@ CsrMatrix read_matrix_market(const std::string& path);
 // is still parsed and validated. Throws std::invalid_argument if the rows are not inside the
 // matrix.
 CsrMatrix read_matrix_market(const std::string& path, gidx_t row_begin, gidx_t row_end);
+
+// The whole matrix from bytes in memory (gzip-compressed or not), parsed exactly as a file with
+// that content; `name` stands for the file in ParseError messages.
+CsrMatrix parse_matrix_market(std::string_view bytes, const std::string& name = "<memory>");
+
+// True if the file's content (decompressed first if it is gzip data) starts with the Matrix
+// Market banner word "%%MatrixMarket" (any case, after optional blanks): how a reader that
+// takes both formats tells them apart without trusting the file's name. Reads (and inflates)
+// only the first bytes. Throws ParseError if the file cannot be opened or its compressed start
+// is corrupt.
+bool is_matrix_market_file(const std::string& path);
 
 // Writes "%%MatrixMarket matrix coordinate {real|pattern} general": the matrix's global shape
 // (n_rows_global x n_cols) with the entries of its row block. Values are written in the

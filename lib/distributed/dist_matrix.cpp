@@ -9,7 +9,6 @@
 #include <charconv>
 #include <climits>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -324,6 +323,9 @@ std::string matrix_spec_help() {
   return "  PATH.mtx                                     Matrix Market file (each rank parses\n"
          "                                               a byte range; MPI_Alltoallv to owners)\n"
          "  PATH.graph | PATH.metis                      METIS graph file\n"
+         "  PATH (any other name)                        Matrix Market if its content starts\n"
+         "                                               with %%MatrixMarket, else METIS\n"
+         "                                               (gzip-compressed files are read too)\n"
          "  gen:kron:SCALE[:EDGE_FACTOR[:SEED]]          Graph500 Kronecker, 2^SCALE rows,\n"
          "                                               edge factor 16, seed 1 by default\n"
          "  gen:stencil:NX:NY:NZ[:DOF]                   3D 27-point stencil, DOF 1 default\n"
@@ -419,14 +421,9 @@ DistMatrix load_distributed_matrix(MPI_Comm comm, std::string_view spec, Partiti
     return read_distributed_metis(comm, path, partition);
   }
   if (ends_with(path, ".mtx")) return read_distributed_matrix_market(comm, path, partition);
-  // Unknown extension: Matrix Market files announce themselves in their first bytes.
-  const bool is_mm = collective_call(comm, [&] {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw ParseError(path, 0, "cannot open the file");
-    char banner[14] = {};
-    in.read(banner, sizeof banner);
-    return std::string_view(banner, static_cast<std::size_t>(in.gcount())) == "%%MatrixMarket";
-  });
+  // Any other name (x.mtx.gz, x.graph.gz, x.dat): Matrix Market files announce themselves in
+  // their first bytes, looked at after decompression for gzip data.
+  const bool is_mm = collective_call(comm, [&] { return is_matrix_market_file(path); });
   return is_mm ? read_distributed_matrix_market(comm, path, partition)
                : read_distributed_metis(comm, path, partition);
 }

@@ -1,13 +1,12 @@
 // Matrix Market reader and writer.
 //
-// Reading: the file is memory-mapped; the header is parsed serially, the entry lines in
-// parallel byte ranges. A range parser counts no lines on the fast path: when it meets an error
-// it counts the newlines before the bad line (a cold path), which gives the same line number a
-// serial reader would report, for any split.
+// Reading: the file is memory-mapped (or, if it is gzip data, decompressed into memory); the
+// header is parsed serially, the entry lines in parallel byte ranges. A range parser counts no
+// lines on the fast path: when it meets an error it counts the newlines before the bad line (a cold
+// path), which gives the same line number a serial reader would report, for any split.
 #include "netsparse/matrix_market.hpp"
 
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -24,7 +23,7 @@
 #include <vector>
 
 #include "sparse/coo_assembly.hpp"
-#include "sparse/mapped_file.hpp"
+#include "sparse/input_bytes.hpp"
 #include "sparse/text_scan.hpp"
 
 namespace netsparse {
@@ -35,8 +34,8 @@ using sparse_detail::assemble_csr;
 using sparse_detail::CompactTriplet;
 using sparse_detail::count_lines;
 using sparse_detail::count_newlines;
+using sparse_detail::InputBytes;
 using sparse_detail::line_end;
-using sparse_detail::MappedFile;
 using sparse_detail::NumberStatus;
 using sparse_detail::parse_float;
 using sparse_detail::parse_integer;
@@ -78,6 +77,52 @@ const char* field_name(MatrixMarketField field) {
       return "pattern";
   }
   return "?";
+}
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024.0 && u < 6) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return buffer;
+}
+
+// What a file of a given size can justify (see matrix_market.hpp, "Sizes"): row pointers up to
+// max(kRowPointerFloor, kRowPointerPerByte x the file's size) bytes, and no more entry lines
+// than the bytes after the size line can hold.
+constexpr double kRowPointerFloor = 128.0 * 1024 * 1024;
+constexpr double kRowPointerPerByte = 64.0;
+
+void check_justified_by_size(const MatrixMarketHeader& header, const std::string& path) {
+  // Shortest entry line: "1 1" (pattern) or "1 1 1", plus its '\n' (the last may lack it).
+  const std::uint64_t min_line = header.field == MatrixMarketField::pattern ? 4 : 6;
+  const std::uint64_t data_bytes = header.file_size - header.data_offset;
+  const std::uint64_t max_entries = (data_bytes + 1) / min_line;
+  if (static_cast<std::uint64_t>(header.n_entries) > max_entries) {
+    throw ParseError(path, header.size_line,
+                     "the size line declares " + std::to_string(header.n_entries) +
+                         " entries but the " + std::to_string(data_bytes) +
+                         " bytes after it can hold at most " + std::to_string(max_entries) +
+                         " (an entry line takes at least " + std::to_string(min_line) +
+                         " bytes; truncated file?)");
+  }
+  const double row_pointer_bytes = (static_cast<double>(header.n_rows) + 1.0) * 8.0;
+  const double justified =
+      std::max(kRowPointerFloor, kRowPointerPerByte * static_cast<double>(header.file_size));
+  if (row_pointer_bytes > justified) {
+    throw ParseError(path, header.size_line,
+                     "the size line declares " + std::to_string(header.n_rows) +
+                         " rows, whose row pointers alone would take " +
+                         human_bytes(row_pointer_bytes) + ": more than a " +
+                         std::to_string(header.file_size) +
+                         "-byte file can justify (at most the larger of 128 MiB and 64 bytes "
+                         "per byte of the file; CSR keeps a row pointer for every row, even an "
+                         "empty one)");
+  }
 }
 
 MatrixMarketHeader parse_header(std::string_view bytes, const std::string& path) {
@@ -221,6 +266,7 @@ MatrixMarketHeader parse_header(std::string_view bytes, const std::string& path)
   header.data_offset =
       static_cast<std::uint64_t>((eol < file_end ? eol + 1 : file_end) - file_begin);
   header.file_size = bytes.size();
+  check_justified_by_size(header, path);
   return header;
 }
 
@@ -512,9 +558,8 @@ CsrMatrix parse_and_assemble(std::string_view bytes, const MatrixMarketHeader& h
                        std::to_string(header.n_entries) + " entries do not fit in memory");
 }
 
-CsrMatrix read_rows(const std::string& path, std::optional<std::pair<gidx_t, gidx_t>> rows) {
-  const MappedFile file(path);
-  const std::string_view bytes = file.bytes();
+CsrMatrix read_rows(std::string_view bytes, const std::string& path,
+                    std::optional<std::pair<gidx_t, gidx_t>> rows) {
   const MatrixMarketHeader header = parse_header(bytes, path);
   gidx_t row_begin = 0;
   gidx_t row_end = header.n_rows;
@@ -529,13 +574,10 @@ CsrMatrix read_rows(const std::string& path, std::optional<std::pair<gidx_t, gid
 
   // Matrices up to 2^32 x 2^32 are parsed into half-size records.
   const gidx_t compact_limit = gidx_t{1} << 32;
-  // Refuse before allocating: the row pointer alone needs 8 bytes per row, and a request far
-  // beyond physical memory must not reach the allocator (sanitizers abort on it).
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page_bytes = sysconf(_SC_PAGE_SIZE);
-  if (pages > 0 && page_bytes > 0 &&
-      (static_cast<double>(row_end - row_begin) + 1.0) * sizeof(std::int64_t) >
-          static_cast<double>(pages) * static_cast<double>(page_bytes)) {
+  // Refuse before allocating: the row pointer alone needs 8 bytes per row, and a request beyond
+  // the memory this process can get must not reach the allocator (sanitizers abort on it).
+  if ((static_cast<double>(row_end - row_begin) + 1.0) * sizeof(std::int64_t) >
+      static_cast<double>(sparse_detail::memory_budget_bytes())) {
     throw_too_large(path, header, row_end - row_begin);
   }
   CsrMatrix matrix;
@@ -610,14 +652,14 @@ struct FileCloser {
 }  // namespace
 
 MatrixMarketHeader read_matrix_market_header(const std::string& path) {
-  const MappedFile file(path);
+  const InputBytes file(path);
   return parse_header(file.bytes(), path);
 }
 
 MatrixMarketChunk parse_matrix_market_entries(const std::string& path,
                                               const MatrixMarketHeader& header,
                                               const MatrixMarketEntryRange& range) {
-  const MappedFile file(path);
+  const InputBytes file(path);
   if (file.bytes().size() != header.file_size) {
     throw ParseError(path, 0, "file changed size since its header was read");
   }
@@ -630,16 +672,31 @@ MatrixMarketChunk parse_matrix_market_entries(const std::string& path,
 void check_matrix_market_entry_count(const std::string& path, const MatrixMarketHeader& header,
                                      std::int64_t entries_found) {
   if (entries_found == header.n_entries) return;
-  const MappedFile file(path);
+  const InputBytes file(path);
   check_entry_count(file.bytes(), header, path, entries_found);
 }
 
 CsrMatrix read_matrix_market(const std::string& path) {
-  return read_rows(path, std::nullopt);
+  const InputBytes file(path);
+  return read_rows(file.bytes(), path, std::nullopt);
 }
 
 CsrMatrix read_matrix_market(const std::string& path, gidx_t row_begin, gidx_t row_end) {
-  return read_rows(path, std::make_pair(row_begin, row_end));
+  const InputBytes file(path);
+  return read_rows(file.bytes(), path, std::make_pair(row_begin, row_end));
+}
+
+CsrMatrix parse_matrix_market(std::string_view bytes, const std::string& name) {
+  const InputBytes content(bytes, name);
+  return read_rows(content.bytes(), name, std::nullopt);
+}
+
+bool is_matrix_market_file(const std::string& path) {
+  // The banner's first word, after optional blanks (as parse_header reads it).
+  const std::string prefix = sparse_detail::content_prefix(path, 256);
+  const char* p = skip_blanks(prefix.data(), prefix.data() + prefix.size());
+  const char* e = token_end(p, line_end(p, prefix.data() + prefix.size()));
+  return lowercase(std::string_view(p, static_cast<size_t>(e - p))) == "%%matrixmarket";
 }
 
 void write_matrix_market(const std::string& path, const CsrMatrix& matrix, bool pattern) {

@@ -14,15 +14,15 @@
 #include <utility>
 #include <vector>
 
-#include "sparse/mapped_file.hpp"
+#include "sparse/input_bytes.hpp"
 #include "sparse/text_scan.hpp"
 
 namespace netsparse {
 
 namespace {
 
+using sparse_detail::InputBytes;
 using sparse_detail::line_end;
-using sparse_detail::MappedFile;
 using sparse_detail::NumberStatus;
 using sparse_detail::parse_integer;
 using sparse_detail::quoted_token;
@@ -67,6 +67,9 @@ std::string shortest(float value) {
   return std::string(buffer, std::to_chars(buffer, buffer + sizeof buffer, value).ptr);
 }
 
+// More vertex weights per vertex than any partitioner uses: a larger ncon is a broken header.
+constexpr std::int64_t kMaxNcon = 1024;
+
 struct Header {
   std::int64_t n = 0;
   std::int64_t m = 0;
@@ -91,11 +94,9 @@ class MetisParser {
     a.n_rows_global = a.n_cols = a.n_rows = h.n;
     a.row_begin = 0;
     a.row_ptr.assign(static_cast<size_t>(h.n) + 1, 0);
-    // Reserve what the header promises, but never more than the file could hold (two bytes
-    // per entry at least), so a lying header cannot trigger a huge allocation.
-    const std::int64_t expected = std::min<std::int64_t>(2 * h.m, lines.bytes_left() / 2 + 1);
-    a.col_idx.reserve(static_cast<size_t>(expected));
-    a.values.reserve(static_cast<size_t>(expected));
+    // What the header promises: check_fits has bounded it by the file's size.
+    a.col_idx.reserve(static_cast<size_t>(2 * h.m));
+    a.values.reserve(static_cast<size_t>(2 * h.m));
     graph.ncon = h.ncon;
     if (h.has_vertex_weights) graph.vertex_weights.resize(static_cast<size_t>(h.n * h.ncon));
     if (h.has_sizes) graph.vertex_sizes.resize(static_cast<size_t>(h.n));
@@ -216,43 +217,75 @@ class MetisParser {
     if (h.m > std::numeric_limits<std::int64_t>::max() / 2) {
       fail(h.line, "bad header: edge count m = " + std::to_string(h.m) + " is too large");
     }
-    // Each vertex line takes at least its '\n' (the last one may lack it).
-    if (h.n > lines.bytes_left() + 1) {
-      fail(h.line, "the header declares " + std::to_string(h.n) +
-                       " vertices but the file has too few bytes left to hold their lines");
-    }
-    bool ncon_given = false;
+    // fmt: the decimal digits "abc" (vertex sizes, vertex weights, edge weights), leading
+    // zeros dropped as METIS' own reader does ("1" = "001" = "0001": edge weights only).
     if (q < e) {
       const char* fe = sparse_detail::token_end(q, e);
-      if (fe - q > 3 || std::any_of(q, fe, [](char c) { return c != '0' && c != '1'; })) {
+      const char* digits = q;
+      while (fe - digits > 1 && *digits == '0') ++digits;
+      if (fe - digits > 3 || std::any_of(digits, fe, [](char c) { return c != '0' && c != '1'; })) {
         fail(h.line, "bad header: fmt " + quoted_token(q, e) +
                          " must be up to three binary digits (vertex sizes, vertex weights, "
                          "edge weights)");
       }
       const std::string fmt =
-          std::string(static_cast<size_t>(3 - (fe - q)), '0') + std::string(q, fe);
+          std::string(static_cast<size_t>(3 - (fe - digits)), '0') + std::string(digits, fe);
       h.has_sizes = fmt[0] == '1';
       h.has_vertex_weights = fmt[1] == '1';
       h.has_edge_weights = fmt[2] == '1';
       q = skip_blanks(fe, e);
+      // ncon: 0 (as if absent) or the number of vertex weights, which fmt must announce.
       if (q < e) {
         const auto parsed = parse_integer(q, e, /*allow_negative=*/false);
-        if (parsed.status != NumberStatus::ok || parsed.value < 1 || parsed.value > 1024) {
-          fail(h.line,
-               "bad header: ncon " + quoted_token(q, e) + " must be an integer in [1, 1024]");
+        if (parsed.status != NumberStatus::ok || parsed.value > kMaxNcon) {
+          fail(h.line, "bad header: ncon " + quoted_token(q, e) + " must be an integer in [0, " +
+                           std::to_string(kMaxNcon) + "]");
         }
-        if (!h.has_vertex_weights) {
+        if (parsed.value > 0 && !h.has_vertex_weights) {
           fail(h.line, "bad header: ncon is given but fmt " + fmt + " has no vertex weights");
         }
         h.ncon = static_cast<int>(parsed.value);
-        ncon_given = true;
-        q = skip_blanks(parsed.next, e);
+        // Anything after ncon is ignored, as METIS' reader (which scans four numbers) does:
+        // files in the wild carry a fifth token.
       }
     }
-    if (h.has_vertex_weights && !ncon_given) h.ncon = 1;
-    if (q < e)
-      fail(h.line, "bad header: extra token " + quoted_token(q, e) + " after 'n m fmt ncon'");
+    if (h.has_vertex_weights && h.ncon == 0) h.ncon = 1;
+    check_fits(h, lines.bytes_left());
     return h;
+  }
+
+  // Refuses, before anything is allocated, a header that declares more than the rest of the
+  // file can hold, so a few hostile bytes cannot make the reader allocate gigabytes (every
+  // array the reader allocates is then at most a small multiple of the file's size). Each
+  // vertex line takes at least one byte (its '\n'), each number on a vertex line at least two
+  // (a digit and a blank or the '\n'); only the file's last line may lack its '\n'.
+  void check_fits(const Header& h, std::int64_t bytes_left) const {
+    using Wide = unsigned __int128;  // n * ncon and 2m * 2 overflow 64 bits for hostile headers
+    const Wide room = static_cast<Wide>(bytes_left) + 1;
+    const std::string after = "the " + std::to_string(bytes_left) + " bytes after the header";
+    if (static_cast<Wide>(h.n) > room) {
+      fail(h.line, "the header declares " + std::to_string(h.n) + " vertices but " + after +
+                       " cannot hold their lines (truncated file?)");
+    }
+    const int per_vertex = (h.has_sizes ? 1 : 0) + h.ncon;
+    const Wide vertex_numbers = static_cast<Wide>(h.n) * static_cast<Wide>(per_vertex);
+    if (2 * vertex_numbers > room) {
+      fail(h.line, "the header declares " + std::to_string(h.n) + " vertices with " +
+                       std::to_string(per_vertex) + " numbers each (fmt: vertex sizes and " +
+                       "weights) but " + after + " can hold at most " +
+                       std::to_string(static_cast<std::int64_t>(room / 2)) +
+                       " numbers (2 bytes each at least; truncated file?)");
+    }
+    const int per_entry = h.has_edge_weights ? 2 : 1;  // neighbour [edge weight]
+    const Wide entries = 2 * static_cast<Wide>(h.m);
+    const Wide max_entries = (room / 2 - vertex_numbers) / static_cast<Wide>(per_entry);
+    if (entries > max_entries) {
+      fail(h.line, "the header declares m = " + std::to_string(h.m) +
+                       " edges (2m = " + std::to_string(2 * h.m) + " adjacency entries) but " +
+                       after + " can hold at most " +
+                       std::to_string(static_cast<std::int64_t>(max_entries)) + " (" +
+                       std::to_string(2 * per_entry) + " bytes each at least; truncated file?)");
+    }
   }
 
   // A non-negative integer token (vertex size or weight); advances q.
@@ -364,8 +397,13 @@ class MetisParser {
 }  // namespace
 
 MetisGraph read_metis_graph(const std::string& path) {
-  const MappedFile file(path);
+  const InputBytes file(path);
   return MetisParser(file.bytes(), path).parse();
+}
+
+MetisGraph parse_metis_graph(std::string_view bytes, const std::string& name) {
+  const InputBytes content(bytes, name);
+  return MetisParser(content.bytes(), name).parse();
 }
 
 }  // namespace netsparse

@@ -167,6 +167,18 @@ TEST(DistMatrix, SpecificationStrings) {
   expect_matches_whole(load_distributed_matrix(MPI_COMM_WORLD, graph),
                        read_metis_graph(graph).adjacency, PartitionKind::equal_rows, "graph");
 
+  // gzip-compressed files (x.mtx.gz, x.graph.gz): the format is decided on the decompressed
+  // content, and both readers decompress transparently.
+  const std::string mtx_gz = data_path("mm/gzip/general_real.mtx.gz");
+  expect_matches_whole(load_distributed_matrix(MPI_COMM_WORLD, mtx_gz),
+                       read_matrix_market(data_path("mm/general_real.mtx")),
+                       PartitionKind::equal_rows, "mtx.gz");
+  const std::string graph_gz = data_path("metis/gzip/wild_fmt10_ncon3_fifth_token.graph.gz");
+  expect_matches_whole(
+      load_distributed_matrix(MPI_COMM_WORLD, graph_gz, PartitionKind::balanced_nnz),
+      read_metis_graph(data_path("metis/wild_fmt10_ncon3_fifth_token.graph")).adjacency,
+      PartitionKind::balanced_nnz, "graph.gz");
+
   // A Matrix Market file without the .mtx extension is recognized by its banner.
   std::string copy = "/tmp/netsparse_dist_spec_" + std::to_string(getpid()) + ".dat";
   int len = static_cast<int>(copy.size());

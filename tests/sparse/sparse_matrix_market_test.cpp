@@ -1,8 +1,13 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -275,7 +280,17 @@ const BadFile kBadFiles[] = {
     {"symmetric_upper.mtx", 4, "entry (1, 3) is above the diagonal"},
     {"crlf_error.mtx", 8, "column index 4 is out of range [1, 3]"},
     {"binary_garbage.mtx", 3, "non-numeric row index"},
-    {"dims_too_large.mtx", 2, "cannot allocate the matrix: 100000000000000 rows"},
+    {"dims_too_large.mtx", 2,
+     "the size line declares 100000000000000 rows, whose row pointers alone would take 727.6 "
+     "TiB: more than a 74-byte file can justify"},
+    {"huge_row_count.mtx", 2,
+     "the size line declares 1000000000 rows, whose row pointers alone would take 7.5 GiB: more "
+     "than a 61-byte file can justify (at most the larger of 128 MiB and 64 bytes per byte of "
+     "the file"},
+    {"huge_entry_count.mtx", 3,
+     "the size line declares 1000000000000 entries but the 4 bytes after it can hold at most 1 "
+     "(an entry line takes at least 4 bytes; truncated file?)"},
+    {"truncated_gzip.mtx.gz", 0, "truncated gzip file"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MatrixMarketBadFile, ::testing::ValuesIn(kBadFiles),
@@ -316,6 +331,106 @@ TEST(MatrixMarketErrors, NulByteIsNonNumeric) {
     EXPECT_EQ(e.line(), 3);
     EXPECT_NE(e.reason().find("non-numeric column index"), std::string::npos) << e.what();
   }
+}
+
+// ---- sizes the file cannot justify ----------------------------------------------------------
+
+// Peak resident memory of this process so far, in bytes.
+std::int64_t peak_rss_bytes() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::int64_t>(usage.ru_maxrss) * 1024;
+}
+
+TEST(MatrixMarketSizes, TinyHostileHeadersFailFastWithoutAllocating) {
+  // Every header here would cost gigabytes (row pointers, or entries reserved from the count)
+  // if it were believed; each file is a few dozen bytes.
+  const std::string banner = "%%MatrixMarket matrix coordinate real general\n";
+  const struct {
+    std::string text;
+    const char* reason;
+  } cases[] = {
+      {banner + "1000000000 1 0\n", "1000000000 rows"},
+      {banner + "4611686018427387903 4611686018427387903 0\n", "4611686018427387903 rows"},
+      {banner + "16777216 1 0\n", "16777216 rows"},  // just above the 128 MiB floor
+      {banner + "5 5 9223372036854775807\n1 1 1\n", "9223372036854775807 entries"},
+      {"%%MatrixMarket matrix coordinate pattern symmetric\n1000000000 1000000000 200000000\n",
+       "200000000 entries"},
+  };
+  const std::int64_t rss_before = peak_rss_bytes();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& c : cases) {
+    const TempFile f("hostile", c.text);
+    try {
+      read_matrix_market(f.path());
+      ADD_FAILURE() << c.text << ": no error";
+    } catch (const ParseError& e) {
+      EXPECT_EQ(e.file(), f.path());
+      EXPECT_NE(e.reason().find(c.reason), std::string::npos) << e.what();
+    }
+    // The header alone (what the distributed reader reads first) is refused the same way, and
+    // so is the same text from memory.
+    EXPECT_THROW(read_matrix_market_header(f.path()), ParseError) << c.text;
+    EXPECT_THROW(parse_matrix_market(c.text, "hostile"), ParseError) << c.text;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(seconds, 5.0);
+  EXPECT_LT(peak_rss_bytes() - rss_before, std::int64_t{64} << 20);
+}
+
+TEST(MatrixMarketSizes, LegalShapesWithinTheBoundStillRead) {
+  // A tall empty matrix within the floor (8 MB of row pointers), and a row of 10^18 columns:
+  // columns cost no memory.
+  const CsrMatrix tall = parse_matrix_market(
+      "%%MatrixMarket matrix coordinate real general\n1000000 1 1\n999999 1 2.5\n", "tall");
+  expect_valid_csr(tall);
+  EXPECT_EQ(tall.n_rows, 1000000);
+  EXPECT_EQ(entries_of(tall), (EntryMap{{{999998, 0}, 2.5f}}));
+  const CsrMatrix wide = parse_matrix_market(
+      "%%MatrixMarket matrix coordinate pattern general\n1 1000000000000000000 1\n"
+      "1 1000000000000000000\n",
+      "wide");
+  expect_valid_csr(wide);
+  EXPECT_EQ(wide.n_cols, 1000000000000000000);
+  EXPECT_EQ(entries_of(wide), (EntryMap{{{0, 999999999999999999}, 1.0f}}));
+  // The entry bound is exact: the shortest entry lines fit, one more does not.
+  EXPECT_EQ(parse_matrix_market("%%MatrixMarket matrix coordinate pattern general\n2 2 3\n"
+                                "1 1\n2 2\n1 2",
+                                "short")
+                .nnz(),
+            3);
+  EXPECT_THROW(parse_matrix_market("%%MatrixMarket matrix coordinate pattern general\n2 2 4\n"
+                                   "1 1\n2 2\n1 2",
+                                   "short"),
+               ParseError);
+}
+
+// A resource limit lowers the memory budget: a row count the file justifies (within the 128
+// MiB floor) but the process cannot get is refused before allocating. In a child process, so
+// the limit does not outlive the test.
+TEST(MatrixMarketSizes, RowsBeyondTheMemoryLimitAreRefused) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizer runtimes map more than the limit this test sets";
+#else
+  const TempFile f("rlimit", "%%MatrixMarket matrix coordinate real general\n12000000 1 0\n");
+  EXPECT_EXIT(
+      {
+        struct rlimit limit {};
+        getrlimit(RLIMIT_DATA, &limit);
+        limit.rlim_cur = rlim_t{64} << 20;  // 64 MiB < 96 MB of row pointers
+        setrlimit(RLIMIT_DATA, &limit);
+        try {
+          read_matrix_market(f.path());
+        } catch (const ParseError& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::_Exit(e.line() == 2 && e.reason().rfind("cannot allocate the matrix", 0) == 0 ? 0
+                                                                                             : 1);
+        }
+        std::_Exit(2);
+      },
+      ::testing::ExitedWithCode(0), "cannot allocate the matrix: 12000000 rows");
+#endif
 }
 
 // ---- large files: the parallel path ---------------------------------------------------------

@@ -72,6 +72,64 @@ TEST(MetisRead, TrailingBlankLinesAfterTheLastVertex) {
   EXPECT_EQ(g.adjacency.nnz(), 2);
 }
 
+// ---- headers as files in the wild write them (METIS reads n m [fmt [ncon]] and ignores the
+// rest of the header line) -----------------------------------------------------------------
+
+TEST(MetisHeader, ThreeVertexWeightsAndAFifthHeaderToken) {
+  // "4 4 10 3 0": fmt 10 (vertex weights), ncon 3, then a token METIS ignores; comments,
+  // trailing blanks and a tab.
+  const MetisGraph g = read_metis_graph(data_path("metis/wild_fmt10_ncon3_fifth_token.graph"));
+  expect_valid_csr(g.adjacency);
+  EXPECT_EQ(g.adjacency.n_rows, 4);
+  EXPECT_EQ(g.ncon, 3);
+  EXPECT_EQ(g.vertex_weights, (std::vector<std::int64_t>{1, 0, 5, 2, 1, 5, 3, 1, 0, 4, 2, 1}));
+  EXPECT_TRUE(g.vertex_sizes.empty());
+  const EntryMap expected = {{{0, 1}, 1.0f}, {{0, 2}, 1.0f}, {{1, 0}, 1.0f}, {{1, 2}, 1.0f},
+                             {{2, 0}, 1.0f}, {{2, 1}, 1.0f}, {{2, 3}, 1.0f}, {{3, 2}, 1.0f}};
+  EXPECT_EQ(entries_of(g.adjacency), expected);
+}
+
+TEST(MetisHeader, EdgeWeightsWithCrlfTrailingBlanksAndBlankLines) {
+  const MetisGraph g = read_metis_graph(data_path("metis/wild_fmt1_crlf.graph"));
+  expect_valid_csr(g.adjacency);
+  EXPECT_EQ(g.ncon, 0);
+  const EntryMap expected = {{{0, 1}, 4.0f}, {{0, 2}, 1.0f}, {{1, 0}, 4.0f},
+                             {{1, 2}, 2.0f}, {{2, 0}, 1.0f}, {{2, 1}, 2.0f}};
+  EXPECT_EQ(entries_of(g.adjacency), expected);
+}
+
+TEST(MetisHeader, Fmt11VertexAndEdgeWeights) {
+  const MetisGraph g = read_metis_graph(data_path("metis/wild_fmt11.graph"));
+  expect_valid_csr(g.adjacency);
+  EXPECT_EQ(g.ncon, 1);
+  EXPECT_EQ(g.vertex_weights, (std::vector<std::int64_t>{5, 6, 7}));
+  const EntryMap expected = {{{0, 1}, 7.0f}, {{1, 0}, 7.0f}, {{1, 2}, 8.0f}, {{2, 1}, 8.0f}};
+  EXPECT_EQ(entries_of(g.adjacency), expected);
+}
+
+TEST(MetisHeader, TokensAfterNconAreIgnored) {
+  const MetisGraph g = read_metis_graph(data_path("metis/header_extra_tokens.graph"));
+  expect_valid_csr(g.adjacency);
+  EXPECT_EQ(g.ncon, 1);
+  EXPECT_EQ(g.adjacency.nnz(), 4);
+  const test::TempFile more("header_more", "2 1 0 0 x yz 17\n2\n1\n");
+  EXPECT_EQ(read_metis_graph(more.path()).adjacency.nnz(), 2);
+}
+
+TEST(MetisHeader, FmtWithLeadingZerosAndNconZeroReadAsMetisDoes) {
+  // METIS reads fmt as a number: "0001" is fmt 1 (edge weights).
+  const test::TempFile fmt("header_fmt", "2 1 0001\n2 3\n1 3\n");
+  const MetisGraph g = read_metis_graph(fmt.path());
+  EXPECT_EQ(entries_of(g.adjacency), (EntryMap{{{0, 1}, 3.0f}, {{1, 0}, 3.0f}}));
+  // ncon 0 means "not given": one vertex weight with fmt 10, none with fmt 0.
+  const test::TempFile weights("header_ncon0", "2 1 10 0\n4 2\n5 1\n");
+  const MetisGraph w = read_metis_graph(weights.path());
+  EXPECT_EQ(w.ncon, 1);
+  EXPECT_EQ(w.vertex_weights, (std::vector<std::int64_t>{4, 5}));
+  const test::TempFile plain("header_ncon0_plain", "2 1 0 0\n2\n1\n");
+  EXPECT_EQ(read_metis_graph(plain.path()).ncon, 0);
+}
+
 struct BadGraph {
   const char* name;
   std::int64_t line;
@@ -104,10 +162,17 @@ const BadGraph kBadGraphs[] = {
     {"header_nonnumeric.graph", 1, "edge count m 'x' is not a non-negative integer"},
     {"header_overflow.graph", 1, "overflows a 64-bit integer"},
     {"header_bad_fmt.graph", 1, "fmt '12' must be up to three binary digits"},
-    {"header_fmt_too_long.graph", 1, "fmt '0001' must be up to three binary digits"},
+    {"header_fmt_too_long.graph", 1, "fmt '1000' must be up to three binary digits"},
     {"ncon_without_vertex_weights.graph", 1, "ncon is given but fmt 001 has no vertex weights"},
-    {"header_extra.graph", 1, "extra token '9'"},
-    {"too_few_bytes_for_vertices.graph", 1, "declares 1000000 vertices"},
+    {"header_ncon_too_large.graph", 1, "ncon '1025' must be an integer in [0, 1024]"},
+    {"too_few_bytes_for_vertices.graph", 1,
+     "declares 1000000 vertices but the 0 bytes after the header cannot hold their lines"},
+    {"too_few_bytes_for_vertex_weights.graph", 1,
+     "declares 2 vertices with 1000 numbers each (fmt: vertex sizes and weights) but the 4 "
+     "bytes after the header can hold at most 2 numbers"},
+    {"too_few_bytes_for_edges.graph", 2,
+     "declares m = 1000000000000 edges (2m = 2000000000000 adjacency entries) but the 4 bytes "
+     "after the header can hold at most 2 (2 bytes each at least"},
     {"self_loop.graph", 3, "self-loop: vertex 2 lists itself"},
     {"neighbour_out_of_range.graph", 3, "neighbour 4 is out of range [1, 3]"},
     {"neighbour_zero.graph", 3, "neighbour 0 is out of range"},
@@ -126,6 +191,7 @@ const BadGraph kBadGraphs[] = {
     {"missing_vertex_weight.graph", 3, "missing vertex weight"},
     {"negative_vertex_weight.graph", 2, "vertex weight '-1' is not a non-negative integer"},
     {"truncated.graph", 3, "file ends after 2 of the 4 vertex lines"},
+    {"truncated_early.graph", 1, "can hold at most 3 (2 bytes each at least; truncated file?)"},
     {"extra_data.graph", 4, "extra data after the 2 vertex lines"},
 };
 
