@@ -5,6 +5,7 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "netsparse/netsparse_mpi.h"
 #include "rig/api_error.hpp"
@@ -40,16 +41,31 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
     // free for a progress thread beside the OpenMP threads that compute.
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
-    int on_host = 1;
+    // The host's ranks exchange their affinity masks: bound ranks own their cores, unbound
+    // ones share the union.
+    const std::vector<unsigned char> mine = netsparse::rig::affinity_mask();
+    std::vector<std::vector<unsigned char>> masks{mine};
+    int self = 0;
     MPI_Comm host = MPI_COMM_NULL;
     if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
+      int on_host = 1;
       MPI_Comm_size(host, &on_host);
+      MPI_Comm_rank(host, &self);
+      std::vector<unsigned char> all(mine.size() * static_cast<std::size_t>(on_host));
+      MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
+                    static_cast<int>(mine.size()), MPI_BYTE, host);
+      masks.assign(static_cast<std::size_t>(on_host), {});
+      for (int p = 0; p < on_host; ++p) {
+        masks[static_cast<std::size_t>(p)].assign(
+            all.begin() + p * static_cast<long>(mine.size()),
+            all.begin() + (p + 1) * static_cast<long>(mine.size()));
+      }
       MPI_Comm_free(&host);
     }
-    bool bound = false;
-    const int cores = netsparse::rig::affinity_cores(&bound);
     const netsparse::rig::ProgressChoice choice = netsparse::rig::choose_progress(
-        cores, bound, on_host, omp_get_max_threads(), provided >= MPI_THREAD_MULTIPLE);
+        netsparse::rig::cores_per_rank(masks, self), omp_get_max_threads(),
+        provided >= MPI_THREAD_MULTIPLE,
+        std::to_string(masks.size()) + " rank" + (masks.size() == 1 ? "" : "s") + " on this host");
     cfg.progress_mode = choice.mode;
     cfg.progress_reason = "auto: " + choice.reason;
   }

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -78,25 +80,45 @@ std::uint64_t Config::fixed_memory_bytes() const noexcept {
          std::uint64_t{1024} * static_cast<std::uint64_t>(server_units);
 }
 
-int affinity_cores(bool* bound) noexcept {
-  const long online = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  int cores = static_cast<int>(online);
+std::vector<unsigned char> affinity_mask() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) cores = std::max(1, CPU_COUNT(&set));
-  if (bound != nullptr) *bound = cores < online;
-  return cores;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    const long online = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+    for (long c = 0; c < online && c < CPU_SETSIZE; ++c) CPU_SET(static_cast<int>(c), &set);
+  }
+  std::vector<unsigned char> bytes(sizeof set);
+  std::memcpy(bytes.data(), &set, sizeof set);
+  return bytes;
 }
 
-ProgressChoice choose_progress(int cores, bool cores_are_private, int ranks_on_host,
-                               int compute_threads, bool multiple_ok) {
-  const int ranks = std::max(1, ranks_on_host);
-  const int per_rank = cores_are_private ? cores : std::max(1, cores / ranks);
+int cores_per_rank(const std::vector<std::vector<unsigned char>>& masks, int self) {
+  std::vector<unsigned char> all;
+  int sum = 0;
+  for (const auto& m : masks) {
+    if (all.size() < m.size()) all.resize(m.size(), 0);
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      all[i] = static_cast<unsigned char>(all[i] | m[i]);
+      sum += std::popcount(static_cast<unsigned>(m[i]));
+    }
+  }
+  int uni = 0;
+  for (unsigned char b : all) uni += std::popcount(static_cast<unsigned>(b));
+  int own = 0;
+  for (unsigned char b : masks[static_cast<std::size_t>(self)]) {
+    own += std::popcount(static_cast<unsigned>(b));
+  }
+  if (sum == uni) return std::max(1, own);  // disjoint: each rank has its own cores
+  return std::max(1, uni / std::max<int>(1, static_cast<int>(masks.size())));
+}
+
+ProgressChoice choose_progress(int cores_per_rank, int compute_threads, bool multiple_ok,
+                               const std::string& where) {
+  const int per_rank = std::max(1, cores_per_rank);
   const int compute = std::max(1, compute_threads);
   std::string why = std::to_string(per_rank) + (per_rank == 1 ? " core" : " cores") +
-                    " per rank (" + std::to_string(cores) + (cores_are_private ? " bound" : "") +
-                    " on this host, " + std::to_string(ranks) + " ranks), " +
-                    std::to_string(compute) + " compute thread" + (compute == 1 ? "" : "s");
+                    " per rank (" + where + "), " + std::to_string(compute) + " compute thread" +
+                    (compute == 1 ? "" : "s");
   if (per_rank <= compute)
     return {NS_PROGRESS_INLINE, why + ": no free core for a progress thread"};
   if (!multiple_ok) return {NS_PROGRESS_INLINE, why + ", but MPI lacks MPI_THREAD_MULTIPLE"};

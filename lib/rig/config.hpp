@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "netsparse/netsparse.h"
 
@@ -45,17 +46,20 @@ struct Config {
 // The progress model AUTO resolves to: a progress thread only where a core is free for it, i.e.
 // when the cores this rank may use exceed the threads that compute (OpenMP) — otherwise the
 // thread would steal the compute core and both would run at half speed, and the application
-// drives progress instead (ns_poll_cq, waits, the kernels' progress hook). `cores` is what the
-// rank may run on (its affinity mask, shared by `ranks_on_host` ranks when unbound), and a
-// thread also needs MPI_THREAD_MULTIPLE where MPI is the transport (`multiple_ok`).
+// drives progress instead (ns_poll_cq, waits, the kernels' progress hook). A thread also needs
+// MPI_THREAD_MULTIPLE where MPI is the transport (`multiple_ok`). `where` describes how the
+// cores were counted (for the reason text).
 struct ProgressChoice {
   int mode;
   std::string reason;
 };
-ProgressChoice choose_progress(int cores, bool cores_are_private, int ranks_on_host,
-                               int compute_threads, bool multiple_ok);
-// The cores of this process's affinity mask, and whether the mask is narrower than the machine
-// (the launcher bound the rank: its cores are its own).
-int affinity_cores(bool* bound) noexcept;
+ProgressChoice choose_progress(int cores_per_rank, int compute_threads, bool multiple_ok,
+                               const std::string& where);
+// The cores a rank may use when `ranks` ranks of one host have the affinity masks `masks`
+// (CPU sets as bytes, one per rank; `self` is ours): its own mask's count when the masks are
+// pairwise disjoint (the launcher bound each rank), else the union shared evenly.
+int cores_per_rank(const std::vector<std::vector<unsigned char>>& masks, int self);
+// This process's affinity mask as bytes (for cores_per_rank), and its core count.
+std::vector<unsigned char> affinity_mask();
 
 }  // namespace netsparse::rig

@@ -270,6 +270,38 @@ TEST(DistKernels, ChangingSparsityEveryMode) {
   }
 }
 
+// DistOptions::dynamic_pattern: netsparse computes on the sampled CSR rows directly (borrowed,
+// no tiling; the raw column list posted with NS_SEND_REMOTE_ONLY). Every fixture, kernel and K,
+// several patterns in a row on one kernel object, against the single-process reference.
+TEST(DistKernels, ChangingSparsityDirectNetsparse) {
+  const SamplingParams sampling{0.5, 0};
+  for (const Fixture& f : fixtures()) {
+    for (const KernelK& kk : kKernelKs) {
+      for (int progress : {NS_PROGRESS_AUTO, NS_PROGRESS_THREAD}) {
+        EngineOptions eo;
+        eo.progress = progress;
+        auto engine = progress == NS_PROGRESS_AUTO
+                          ? shared_engine()
+                          : std::make_shared<RigEngine>(MPI_COMM_WORLD, eo);
+        DistOptions o = options_for(CommMode::netsparse);
+        o.dynamic_pattern = true;
+        DistKernel kern(f.dm, kk.kernel, kk.k, o, engine);
+        for (std::uint64_t iteration = 0; iteration < 3; ++iteration) {
+          const CsrMatrix sampled = sample_rows(f.dm.local(), sampling, 17 + iteration);
+          kern.set_pattern(sampled);
+          const double err = run_and_compare(f, kk.kernel, kk.k, o, nullptr, &sampled, &kern);
+          EXPECT_LE(err, kTolerance) << f.name << " " << to_string(kk.kernel) << " K=" << kk.k
+                                     << " progress " << progress << " iteration " << iteration;
+          // Requests never exceed the sampled pattern's remote nonzeros, and the repeats of a
+          // Kronecker pattern are removed by the engine.
+          EXPECT_LE(kern.last_run_stats().requests, kern.volume().remote_nonzeros);
+          EXPECT_GE(kern.last_run_stats().requests, kern.volume().unique_remote_cols);
+        }
+      }
+    }
+  }
+}
+
 TEST(DistKernels, ErrorsAreReportedOnEveryRank) {
   const Fixture& f = fixtures()[1];
   const int r = world_rank();

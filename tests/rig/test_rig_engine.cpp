@@ -3,10 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "concat/frame.hpp"
 #include "concat/protocol.hpp"
+#include "rig/config.hpp"
 #include "rig/destination.hpp"
 #include "rig/engine.hpp"
 #include "rig/spsc_ring.hpp"
@@ -231,4 +235,109 @@ TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
   });
   EXPECT_NO_THROW(engine.deregister_region(mr));
   peer_down.join();
+}
+
+// Frames on the engine's receive path: a frame carrying a read packet and a control packet is
+// served packet by packet; a frame whose last packet is cut is refused as a whole (nothing of it
+// is answered) and counted once as malformed.
+TEST(Server, FramesAreSplitAndTruncatedFramesRefused) {
+  constexpr std::uint32_t P = 16;
+  tr::InprocFabric fabric(2);
+  auto raw = fabric.endpoint(0);
+  rig::Config cfg;
+  cfg.progress_mode = NS_PROGRESS_INLINE;
+  cfg.delay_ns = 0;
+  ns_context engine(fabric.endpoint(1), cfg);
+  const std::vector<std::uint64_t> offsets = {0, 100, 200};
+  auto block = rigtest::make_block(100, 200, P);
+  int raw_region = -1;
+  std::thread peer([&] {
+    raw_region = raw->register_memory(nullptr, 0);
+    raw->barrier();
+  });
+  rig::Region* mr = engine.register_region(block.data(), 100, P, offsets.data());
+  peer.join();
+  const std::uint32_t me = 0;
+  auto join = [](std::vector<std::vector<std::byte>> parts) {
+    std::vector<std::byte> f;
+    for (auto& p : parts) f.insert(f.end(), p.begin(), p.end());
+    return f;
+  };
+  // Truncated first: cut one byte off a two-packet frame; neither packet may be served.
+  auto cut = join({packet(cc::PrType::kRead, 1, P, {{me, 0, 101, 1}}),
+                   packet(cc::PrType::kRead, 1, P, {{me, 0, 102, 2}})});
+  cut.pop_back();
+  raw->send(1, cut);
+  raw->send(1, join({packet(cc::PrType::kRead, 1, P, {{me, 0, 150, 7}, {me, 0, 151, 8}}),
+                     packet(cc::PrType::kControl, 1, P, {{me, 0, 1, rig::kControlQuiesceDone}}),
+                     packet(cc::PrType::kRead, 1, P, {{me, 0, 152, 9}})}));
+  std::set<std::uint32_t> answered;
+  for (int k = 0; k < 200 && answered.size() < 3; ++k) {
+    engine.progress_inline();
+    raw->poll(
+        [&](const tr::ReceivedPacket& m) {
+          std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
+          const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
+          ASSERT_EQ(split.error, cc::DecodeError::kOk);
+          for (std::size_t f = 0; f < split.packets; ++f) {
+            cc::PacketView v;
+            ASSERT_EQ(cc::decode_packet(parts[f], 0, P, &v), cc::DecodeError::kOk);
+            if (v.header().type != cc::PrType::kResponse) continue;
+            for (std::uint32_t i = 0; i < v.size(); ++i) {
+              EXPECT_EQ(rigtest::check_prop(reinterpret_cast<const std::uint8_t*>(v.payload(i)),
+                                            v.pr(i).idx, P),
+                        "");
+              answered.insert(v.pr(i).req_id);
+            }
+          }
+        },
+        16);
+  }
+  EXPECT_EQ(answered, (std::set<std::uint32_t>{7, 8, 9}));
+  const auto s = engine.snapshot();
+  EXPECT_EQ(s.malformed_packets, 1u) << "the truncated frame, once";
+  EXPECT_EQ(s.server.answered, 3u);
+  EXPECT_EQ(s.control_prs, 1u) << "the control packet inside the frame";
+  EXPECT_EQ(s.frames_in, 2u);
+  // Teardown: node 0's quiesce-done for round 1 already arrived inside the frame.
+  std::thread peer_down([&] {
+    raw->barrier();
+    raw->deregister_memory(raw_region);
+  });
+  std::thread drain([&] {
+    // Keep node 0's side of the transport polled so the engine's own "done" is delivered.
+    for (int k = 0; k < 1000; ++k) {
+      raw->poll([](const tr::ReceivedPacket&) {}, 16);
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  });
+  EXPECT_NO_THROW(engine.deregister_region(mr));
+  peer_down.join();
+  drain.join();
+}
+
+// AUTO progress: a thread only where a core is free for it beside the compute threads.
+TEST(Config, AutoProgressNeedsAFreeCore) {
+  using rig::choose_progress;
+  EXPECT_EQ(choose_progress(1, 1, true, "").mode, NS_PROGRESS_INLINE);
+  EXPECT_EQ(choose_progress(2, 1, true, "").mode, NS_PROGRESS_THREAD);
+  EXPECT_EQ(choose_progress(2, 2, true, "").mode, NS_PROGRESS_INLINE);
+  EXPECT_EQ(choose_progress(8, 4, true, "").mode, NS_PROGRESS_THREAD);
+  // A free core but no MPI_THREAD_MULTIPLE: inline, and the reason says why.
+  const auto c = choose_progress(8, 1, false, "x");
+  EXPECT_EQ(c.mode, NS_PROGRESS_INLINE);
+  EXPECT_NE(c.reason.find("MPI_THREAD_MULTIPLE"), std::string::npos) << c.reason;
+  EXPECT_NE(choose_progress(1, 1, true, "2 ranks").reason.find("1 core per rank (2 ranks)"),
+            std::string::npos);
+}
+
+TEST(Config, CoresPerRankFromTheHostsAffinityMasks) {
+  using Mask = std::vector<unsigned char>;
+  const Mask c0 = {0x01, 0}, c1 = {0x02, 0}, c01 = {0x03, 0}, c0123 = {0x0F, 0};
+  EXPECT_EQ(rig::cores_per_rank({c0, c1}, 0), 1) << "bound, one core each";
+  EXPECT_EQ(rig::cores_per_rank({c01, c01}, 1), 1) << "unbound: 2 cores shared by 2 ranks";
+  EXPECT_EQ(rig::cores_per_rank({c0, c0}, 0), 1) << "both on core 0 (taskset -c 0)";
+  EXPECT_EQ(rig::cores_per_rank({c0123, c0123}, 0), 2);
+  EXPECT_EQ(rig::cores_per_rank({c01}, 0), 2);
+  EXPECT_EQ(rig::cores_per_rank({Mask{0x0C, 0}, c01}, 1), 2) << "disjoint pairs";
 }

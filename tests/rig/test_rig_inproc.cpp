@@ -823,3 +823,212 @@ TEST(Strings, StatusAndCompletionTextHaveFallbacks) {
   EXPECT_NE(std::string(ns_wc_status_str(NS_WC_WATCHDOG_TIMEOUT)).find("watchdog"),
             std::string::npos);
 }
+
+// ---- engine v2: the filter paths against a reference count ------------------------------------
+// One work request of a duplicated stream, on every path the engine has for it: INDEXED on the
+// row filter, INDEXED in a window of another mapping (per-WR de-duplication), POSITIONAL
+// (per-WR), each with the ablation flags. Every path writes the same bytes, and the statistics
+// follow from the stream alone: with filtering or coalescing each distinct remote idx is sent
+// once, without both every occurrence is.
+TEST(EngineV2, EveryPathAgreesWithTheReferenceCounts) {
+  for (std::uint32_t flags : {0u, static_cast<std::uint32_t>(NS_CTX_NO_FILTER),
+                              static_cast<std::uint32_t>(NS_CTX_NO_COALESCE),
+                              static_cast<std::uint32_t>(NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE)}) {
+    for (int path = 0; path < 3; ++path) {  // 0 row filter, 1 other mapping, 2 positional
+      ClusterOptions o;
+      o.nodes = 3;
+      o.P = 12;
+      o.attr = make_attr(NS_PROGRESS_THREAD, flags);
+      run_cluster(o, [&](Node& n) {
+        const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 3000, 40, 77 + n.rank);
+        const std::uint64_t own_begin = n.offsets[n.rank], own_end = n.offsets[n.rank + 1];
+        std::set<std::uint64_t> distinct_remote, distinct_local;
+        std::uint64_t remote = 0, local = 0;
+        for (std::uint64_t i : idx) {
+          const bool own = i >= own_begin && i < own_end;
+          (own ? distinct_local : distinct_remote).insert(i);
+          (own ? local : remote) += 1;
+        }
+        std::vector<std::uint8_t> out((path == 2 ? idx.size() : n.total) * n.P, kSentinel);
+        if (path == 1) {
+          // Claim the epoch's mapping with another buffer first (same window): this request
+          // then de-duplicates within itself only.
+          std::vector<std::uint8_t> other(n.total * n.P, kSentinel);
+          const std::vector<std::uint64_t> one = {idx[0]};
+          auto w0 = rig(9, n.mr, one, other.data(), NS_RIG_LAYOUT_INDEXED, 0, n.total,
+                        NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH);
+          ASSERT_EQ(ns_post_send(n.qp, &w0, nullptr), NS_OK) << ns_last_error();
+          for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+          ns_stats_reset(n.ctx);
+        }
+        auto w = path == 2 ? rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL)
+                           : rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_INDEXED, 0, n.total,
+                                 NS_SEND_SIGNALED | (path == 0 ? unsigned{NS_SEND_NEW_EPOCH} : 0u));
+        ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK) << ns_last_error();
+        for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+        if (path == 2) {
+          check_positional(out, idx, n.P, n.rank);
+        } else {
+          check_indexed(out, 0, n.total, std::set<std::uint64_t>(idx.begin(), idx.end()), n.P,
+                        n.rank);
+        }
+        const bool dedup = (flags & (NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE)) !=
+                           (NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE);
+        const std::string where = "flags " + std::to_string(flags) + " path " +
+                                  std::to_string(path) + " node " + std::to_string(n.rank);
+        EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_REQUESTED), idx.size()) << where;
+        if (!dedup) {
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_SENT), remote) << where;
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_LOCAL), local) << where;
+        } else if (flags == 0) {
+          // Both mechanisms: each distinct remote idx leaves exactly once.
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_SENT), distinct_remote.size()) << where;
+          // The row filter also drops repeated local idxs; per-WR paths copy each occurrence.
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_LOCAL), path == 0 ? distinct_local.size() : local)
+              << where;
+        } else {
+          // One mechanism: each distinct remote idx at least once, never more than it occurs.
+          EXPECT_GE(stat(n.ctx, NS_STAT_PRS_SENT), distinct_remote.size()) << where;
+          EXPECT_LE(stat(n.ctx, NS_STAT_PRS_SENT), remote) << where;
+        }
+        EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_REQUESTED),
+                  stat(n.ctx, NS_STAT_PRS_FILTERED) + stat(n.ctx, NS_STAT_PRS_COALESCED) +
+                      stat(n.ctx, NS_STAT_PRS_LOCAL) + stat(n.ctx, NS_STAT_PRS_SENT))
+            << where;
+        if (flags & NS_CTX_NO_FILTER) {
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_FILTERED), 0u) << where;
+        }
+        if (flags & NS_CTX_NO_COALESCE) {
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_COALESCED), 0u) << where;
+        }
+        n.sync->arrive_and_wait();
+      });
+    }
+  }
+}
+
+// NS_SEND_REMOTE_ONLY: a raw column list (own rows included) fills only the remote rows.
+TEST(EngineV2, RemoteOnlySkipsTheNodesOwnRows) {
+  ClusterOptions o;
+  o.nodes = 3;
+  o.P = 16;
+  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  run_cluster(o, [&](Node& n) {
+    const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 2000, 30, 5 + n.rank);
+    std::vector<std::uint8_t> out(n.total * n.P, kSentinel);
+    auto w = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_INDEXED, 0, n.total,
+                 NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH | NS_SEND_REMOTE_ONLY);
+    ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK) << ns_last_error();
+    for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+    std::set<std::uint64_t> remote;
+    std::uint64_t own = 0;
+    for (std::uint64_t i : idx) {
+      if (i >= n.offsets[n.rank] && i < n.offsets[n.rank + 1]) {
+        ++own;
+      } else {
+        remote.insert(i);
+      }
+    }
+    check_indexed(out, 0, n.total, remote, n.P, n.rank);  // own rows keep the sentinel
+    EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_LOCAL), own);
+    EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_SENT), remote.size());
+    n.sync->arrive_and_wait();
+  });
+}
+
+// Column panels of one kernel run, gathered into alternating buffers within one epoch: each
+// window keeps its own mapping (a repeat into the same window is filtered), while a request
+// whose window overlaps another mapping's is served correctly without trusting the filter.
+TEST(EngineV2, DisjointWindowsOfOneEpochEachUseTheFilter) {
+  ClusterOptions o;
+  o.nodes = 2;
+  o.P = 8;
+  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  run_cluster(o, [&](Node& n) {
+    if (n.rank == 0) {
+      std::vector<std::uint8_t> buf_a(100 * n.P, kSentinel), buf_b(100 * n.P, kSentinel);
+      std::vector<std::uint64_t> w1, w2;
+      for (std::uint64_t r = 200; r < 300; r += 2) w1.push_back(r);
+      for (std::uint64_t r = 300; r < 400; r += 3) w2.push_back(r);
+      auto a1 = rig(1, n.mr, w1, buf_a.data(), NS_RIG_LAYOUT_INDEXED, 200, 100,
+                    NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH);
+      auto b1 = rig(2, n.mr, w2, buf_b.data(), NS_RIG_LAYOUT_INDEXED, 300, 100);
+      a1.next = &b1;
+      ASSERT_EQ(ns_post_send(n.qp, &a1, nullptr), NS_OK) << ns_last_error();
+      for (const ns_wc& wc : wait_completions(n.cq, 2)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+      check_indexed(buf_a, 200, 100, std::set<std::uint64_t>(w1.begin(), w1.end()), n.P, 0);
+      check_indexed(buf_b, 300, 100, std::set<std::uint64_t>(w2.begin(), w2.end()), n.P, 0);
+      const auto sent = stat(n.ctx, NS_STAT_PRS_SENT);
+      auto b2 = rig(3, n.mr, w2, buf_b.data(), NS_RIG_LAYOUT_INDEXED, 300, 100);
+      ASSERT_EQ(ns_post_send(n.qp, &b2, nullptr), NS_OK);
+      for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+      EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_SENT), sent) << "the second window's rows were filtered";
+      // Buffer A reused for rows that overlap window B: another mapping over B's rows.
+      std::fill(buf_a.begin(), buf_a.end(), kSentinel);
+      auto a2 = rig(4, n.mr, w2, buf_a.data(), NS_RIG_LAYOUT_INDEXED, 300, 100);
+      ASSERT_EQ(ns_post_send(n.qp, &a2, nullptr), NS_OK);
+      for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+      check_indexed(buf_a, 300, 100, std::set<std::uint64_t>(w2.begin(), w2.end()), n.P, 0);
+      EXPECT_GT(stat(n.ctx, NS_STAT_PRS_SENT), sent) << "not filtered through B's mapping";
+    }
+    n.sync->arrive_and_wait();
+  });
+}
+
+// A work request that coalesced onto an earlier one's requests completes only after the data it
+// relies on is in place: checked at the moment each completion is polled.
+TEST(EngineV2, CoalescedRequestsCompleteWithTheirDataInPlace) {
+  ClusterOptions o;
+  o.nodes = 3;
+  o.P = 32;
+  o.qp_depth = 64;
+  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  run_cluster(o, [&](Node& n) {
+    std::vector<std::uint8_t> out(n.total * n.P, kSentinel);
+    std::vector<std::vector<std::uint64_t>> lists;
+    for (int k = 0; k < 16; ++k) lists.push_back(dup_heavy_idx(n.total, 500, 25, 100 * n.rank + k));
+    std::vector<ns_send_wr> wrs;
+    for (int k = 0; k < 16; ++k) {
+      wrs.push_back(rig(static_cast<std::uint64_t>(k), n.mr, lists[static_cast<std::size_t>(k)],
+                        out.data(), NS_RIG_LAYOUT_INDEXED, 0, n.total,
+                        NS_SEND_SIGNALED | (k == 0 ? unsigned{NS_SEND_NEW_EPOCH} : 0u)));
+    }
+    chain(wrs);
+    ASSERT_EQ(ns_post_send(n.qp, wrs.data(), nullptr), NS_OK) << ns_last_error();
+    std::size_t done = 0;
+    while (done < wrs.size()) {
+      ns_wc wc{};
+      const int got = ns_cq_wait(n.cq, 1, &wc, 20000);
+      ASSERT_EQ(got, 1) << "timed out";
+      ASSERT_EQ(wc.status, NS_WC_SUCCESS);
+      for (std::uint64_t i : lists[wc.wr_id]) {
+        const std::string e = check_prop(out.data() + i * n.P, i, n.P);
+        ASSERT_TRUE(e.empty()) << "WR " << wc.wr_id << " completed before " << e;
+      }
+      ++done;
+    }
+    EXPECT_GT(stat(n.ctx, NS_STAT_PRS_FILTERED) + stat(n.ctx, NS_STAT_PRS_COALESCED), 0u);
+    n.sync->arrive_and_wait();
+  });
+}
+
+// Split-phase quiesce: announce, keep working, then wait; and a plain quiesce afterwards.
+TEST(EngineV2, QuiesceStartThenWait) {
+  ClusterOptions o;
+  o.nodes = 3;
+  o.P = 8;
+  o.attr = make_attr(NS_PROGRESS_INLINE, 0);
+  run_cluster(o, [&](Node& n) {
+    const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 500, 10, n.rank);
+    std::vector<std::uint8_t> out(idx.size() * n.P);
+    auto w = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+    ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK);
+    for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+    ASSERT_EQ(ns_quiesce_start(n.ctx), NS_OK) << ns_last_error();
+    ASSERT_EQ(ns_quiesce_start(n.ctx), NS_OK) << "a second start joins the same round";
+    EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
+    EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
+    check_positional(out, idx, n.P, n.rank);
+    n.sync->arrive_and_wait();
+  });
+}

@@ -1,0 +1,97 @@
+// AUTO progress under a real launcher: the mode a context resolves to follows the cores the
+// rank may use (taskset in the ctest definitions) and the OpenMP threads, and the engine works
+// in it (every rank gathers every other rank's rows).
+//   test_rig_mpi_progress EXPECTED     EXPECTED = inline | thread
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "netsparse/netsparse_mpi.h"
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int failures = 0;
+  const std::string expected = argc > 1 ? argv[1] : "";
+  const int want = expected == "thread" ? NS_PROGRESS_THREAD : NS_PROGRESS_INLINE;
+  if (expected != "thread" && expected != "inline") {
+    std::fprintf(stderr, "usage: test_rig_mpi_progress inline|thread\n");
+    ++failures;
+  }
+  ns_context* ctx = nullptr;
+  if (ns_open_mpi(MPI_COMM_WORLD, nullptr, &ctx) != NS_OK) {  // defaults: AUTO
+    std::fprintf(stderr, "rank %d: ns_open_mpi: %s\n", rank, ns_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  const int got = ns_progress_mode_of(ctx);
+  char json[4096];
+  ns_stats_json(ctx, json, sizeof json);
+  if (got != want) {
+    std::fprintf(stderr, "rank %d: AUTO chose %s, expected %s; %s\n", rank,
+                 got == NS_PROGRESS_THREAD ? "thread" : "inline", expected.c_str(), json);
+    ++failures;
+  }
+  if (std::strstr(json, "\"progress_reason\":\"auto: ") == nullptr) {
+    std::fprintf(stderr, "rank %d: no AUTO reason in %s\n", rank, json);
+    ++failures;
+  }
+  // A gather of every row of every other rank, in the chosen mode.
+  const std::uint32_t P = 16;
+  const std::uint64_t rows = 500;
+  std::vector<std::uint64_t> offsets(static_cast<std::size_t>(size) + 1);
+  for (int p = 0; p <= size; ++p) offsets[static_cast<std::size_t>(p)] = rows * p;
+  std::vector<std::uint32_t> block(rows * P / 4);
+  for (std::uint64_t r = 0; r < rows; ++r)
+    for (std::uint32_t w = 0; w < P / 4; ++w)
+      block[r * P / 4 + w] = static_cast<std::uint32_t>((rank * rows + r) * 7 + w);
+  ns_mr* mr = nullptr;
+  ns_cq* cq = nullptr;
+  ns_qp* qp = nullptr;
+  if (ns_reg_props(ctx, block.data(), rows, P, offsets.data(), &mr) != NS_OK ||
+      ns_create_cq(ctx, 16, &cq) != NS_OK || ns_create_qp(ctx, cq, 16, &qp) != NS_OK) {
+    std::fprintf(stderr, "rank %d: setup: %s\n", rank, ns_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  std::vector<std::uint64_t> idx;
+  for (std::uint64_t i = 0; i < rows * size; ++i) idx.push_back((i * 7919) % (rows * size));
+  std::vector<std::uint32_t> out(idx.size() * P / 4);
+  ns_send_wr w{};
+  w.opcode = NS_WR_RIG;
+  w.send_flags = NS_SEND_SIGNALED;
+  w.wr.rig.mr = mr;
+  w.wr.rig.idx = idx.data();
+  w.wr.rig.count = idx.size();
+  w.wr.rig.out = out.data();
+  w.wr.rig.layout = NS_RIG_LAYOUT_POSITIONAL;
+  if (ns_post_send(qp, &w, nullptr) != NS_OK) ++failures;
+  ns_wc wc{};
+  if (ns_cq_wait(cq, 1, &wc, 30000) != 1 || wc.status != NS_WC_SUCCESS) {
+    std::fprintf(stderr, "rank %d: gather did not complete: %s\n", rank,
+                 ns_wc_status_str(wc.status));
+    ++failures;
+  }
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    for (std::uint32_t k = 0; k < P / 4; ++k) {
+      if (out[j * P / 4 + k] != static_cast<std::uint32_t>(idx[j] * 7 + k)) {
+        if (failures++ < 3) std::fprintf(stderr, "rank %d: position %zu wrong\n", rank, j);
+      }
+    }
+  }
+  if (ns_destroy_qp(qp) != NS_OK || ns_destroy_cq(cq) != NS_OK || ns_dereg_props(mr) != NS_OK ||
+      ns_close(ctx) != NS_OK) {
+    std::fprintf(stderr, "rank %d: teardown: %s\n", rank, ns_last_error());
+    ++failures;
+  }
+  int all = 0;
+  MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0)
+    std::printf("progress_auto: %s (%s)\n", all == 0 ? "PASS" : "FAIL", expected.c_str());
+  MPI_Finalize();
+  return all == 0 ? 0 : 1;
+}
