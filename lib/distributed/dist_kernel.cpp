@@ -389,7 +389,9 @@ DistKernel::DistKernel(const DistMatrix& a, KernelKind kernel, int k, const Dist
       s.engine = engine;
       s.exchange =
           dist::make_rig_exchange(engine, options.mode == CommMode::sa_vanilla,
-                                  options.mode == CommMode::netsparse && options.dynamic_pattern);
+                                  options.mode == CommMode::netsparse && options.dynamic_pattern,
+                                  options.mode == CommMode::netsparse && !options.dynamic_pattern &&
+                                      options.rig_idx == RigIdxSource::unique_columns);
       break;
     case CommMode::su:
       s.exchange = dist::make_su_exchange();

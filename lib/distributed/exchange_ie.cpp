@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "distributed/ghosts.hpp"
 #include "distributed/kernel_impl.hpp"
 #include "distributed/mpi_util.hpp"
 
@@ -28,25 +29,12 @@ class IeExchange final : public Exchange {
   void setup(const Pattern& pat, const RunContext& rc) override {
     const int p = rc.nranks;
     // 1. Ghosts: the distinct remote columns, sorted (hence grouped by owner in rank order),
-    //    from a bitmap over the columns; a column's ghost index is the number of marked columns
-    //    before it (per-word prefix counts + popcount), so renumbering is O(1) per nonzero.
+    //    and the remote part renumbered onto them and tiled (GhostLayout).
     const CsrMatrix& remote = pat.remote_csr;
-    const std::size_t words = static_cast<std::size_t>((rc.cols->n_rows() + 63) / 64);
-    bits_.assign(words, 0);
-    for (const gidx_t c : remote.col_idx) bits_[c >> 6] |= std::uint64_t{1} << (c & 63);
-    word_prefix_.resize(words + 1);
-    word_prefix_[0] = 0;
-    for (std::size_t w = 0; w < words; ++w) {
-      word_prefix_[w + 1] = word_prefix_[w] + std::popcount(bits_[w]);
-    }
-    ghosts_.resize(static_cast<std::size_t>(word_prefix_[words]));
-    for (std::size_t w = 0, g = 0; w < words; ++w) {
-      for (std::uint64_t m = bits_[w]; m != 0; m &= m - 1) {
-        ghosts_[g++] = static_cast<gidx_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(m)));
-      }
-    }
+    layout_.build(remote, rc.cols->n_rows(), pat.local_part.config());
+    const std::vector<gidx_t>& ghosts = layout_.ghosts();
     std::vector<std::vector<gidx_t>> requests(static_cast<std::size_t>(p));
-    for (gidx_t c : ghosts_) requests[rc.cols->owner(c)].push_back(c);
+    for (gidx_t c : ghosts) requests[rc.cols->owner(c)].push_back(c);
 
     // 2. Tell the owners: they learn which of their rows go to whom.
     std::vector<int> send_rows;
@@ -96,21 +84,7 @@ class IeExchange final : public Exchange {
                 "MPI_Dist_graph_create_adjacent");
     }
 
-    // 4. The remote part renumbered onto the compact ghost buffer (column c -> its position in
-    //    ghosts_; monotone, so rows stay sorted).
-    CsrMatrix compact = remote;
-    compact.n_cols = static_cast<gidx_t>(ghosts_.size());
-    const auto nnz = static_cast<std::int64_t>(compact.col_idx.size());
-#pragma omp parallel for schedule(static) if (nnz > 65536)
-    for (std::int64_t i = 0; i < nnz; ++i) {
-      const gidx_t c = compact.col_idx[i];
-      const std::uint64_t below = bits_[c >> 6] & ((std::uint64_t{1} << (c & 63)) - 1);
-      compact.col_idx[i] = word_prefix_[c >> 6] + std::popcount(below);
-    }
-    TileConfig config = pat.local_part.config();
-    config.col_panel = 0;
-    compact_ = TiledMatrix(compact, config);
-    ghost_.resize(ghosts_.size() * static_cast<std::size_t>(rc.k));
+    ghost_.resize(ghosts.size() * static_cast<std::size_t>(rc.k));
     packed_.resize(send_local_.size() * static_cast<std::size_t>(rc.k));
   }
 
@@ -154,15 +128,16 @@ class IeExchange final : public Exchange {
               "MPI_Waitall");
     const double t1 = now_seconds();
     stats.wait_seconds += t1 - t0;
-    compute.remote_all(compact_, rc, ops,
-                       DenseConstView{ghost_.data(), 0, rc.k, static_cast<gidx_t>(ghosts_.size())});
+    compute.remote_all(
+        layout_.compact(), rc, ops,
+        DenseConstView{ghost_.data(), 0, rc.k, static_cast<gidx_t>(layout_.ghosts().size())});
     compute.finish(pat, rc, ops);
     stats.compute_seconds += (t0 - tc) + (now_seconds() - t1);
 
     const std::uint64_t row_bytes = std::uint64_t{4} * rc.k;
     stats.bytes_sent += send_local_.size() * row_bytes + dests_.size() * kUpperLayerBytes;
     stats.messages_sent += dests_.size();
-    stats.payload_bytes_in += ghosts_.size() * row_bytes;
+    stats.payload_bytes_in += layout_.ghosts().size() * row_bytes;
   }
 
  private:
@@ -170,14 +145,11 @@ class IeExchange final : public Exchange {
     if (graph_ != MPI_COMM_NULL) MPI_Comm_free(&graph_);
   }
 
-  std::vector<std::uint64_t> bits_;  // remote columns, one bit each
-  std::vector<gidx_t> word_prefix_;  // marked columns before each 64-column word
-  std::vector<gidx_t> ghosts_;       // distinct remote columns, sorted
-  std::vector<gidx_t> send_local_;   // local rows to send, grouped by destination
+  GhostLayout layout_;  // distinct remote columns and the remote part renumbered onto them
+  std::vector<gidx_t> send_local_;  // local rows to send, grouped by destination
   std::vector<int> sources_, dests_;
   std::vector<int> recv_counts_, recv_displs_, send_counts_, send_displs_;  // in rows
   MPI_Comm graph_ = MPI_COMM_NULL;
-  TiledMatrix compact_;
   std::vector<float> ghost_, packed_;
   std::vector<MPI_Request> requests_;
 };

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/ghosts.hpp"
 #include "distributed/kernel_impl.hpp"
 #include "distributed/mpi_util.hpp"
 #include "distributed/panel_stream.hpp"
@@ -167,15 +168,24 @@ struct EngineCounters {
 
 class RigExchange final : public Exchange {
  public:
-  RigExchange(std::shared_ptr<RigEngine> engine, bool vanilla, bool direct)
-      : engine_(std::move(engine)), vanilla_(vanilla), direct_(direct) {}
+  RigExchange(std::shared_ptr<RigEngine> engine, bool vanilla, bool direct, bool compact)
+      : engine_(std::move(engine)), vanilla_(vanilla), direct_(direct), compact_(compact) {}
 
-  bool needs_remote_panels() const noexcept override { return !direct_; }
+  bool needs_remote_panels() const noexcept override { return !direct_ && !compact_; }
   bool direct_csr() const noexcept override { return direct_; }
 
   void setup(const Pattern& pat, const RunContext& rc) override {
     if (direct_) {
       setup_direct(pat, rc);
+      return;
+    }
+    if (compact_) {
+      // A fixed pattern: gather the distinct remote columns straight into a compact buffer
+      // (POSITIONAL), computed with the remote part renumbered onto it, as the
+      // inspector-executor does (same kernel, same cache behaviour); the setup is paid once.
+      ghosts_.build(pat.remote_csr, rc.cols->n_rows(), pat.local_part.config());
+      window_[0].resize(ghosts_.ghosts().size() * static_cast<std::size_t>(rc.k));
+      window_[1].clear();
       return;
     }
     // One window per panel in flight: the second only when there are several panels.
@@ -210,6 +220,8 @@ class RigExchange final : public Exchange {
       run_vanilla(pat, rc, ops, compute, stats);
     } else if (direct_) {
       run_direct(pat, rc, ops, stats);
+    } else if (compact_) {
+      run_compact(pat, rc, ops, compute, stats);
     } else {
       run_rig(pat, rc, ops, compute, stats);
     }
@@ -336,6 +348,46 @@ class RigExchange final : public Exchange {
     compute.finish(pat, rc, ops);
   }
 
+  // ---- compact mode (a fixed pattern, distinct columns) ----
+  void run_compact(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
+                   CommStats& stats) {
+    RigEngine::Impl& e = engine_->impl();
+    const ScopedProgressHook progress(e.hook());
+    const std::size_t k = static_cast<std::size_t>(rc.k);
+    const std::vector<gidx_t>& ghosts = ghosts_.ghosts();
+    double t = now_seconds();
+    std::vector<ns_send_wr>& wrs = wrs_[0];
+    wrs.clear();
+    // Column ids are non-negative, so their int64 and uint64 representations agree.
+    const std::span<const std::uint64_t> idx(reinterpret_cast<const std::uint64_t*>(ghosts.data()),
+                                             ghosts.size());
+    const std::uint64_t batch = rc.options->batch;
+    for (std::uint64_t off = 0; off < idx.size(); off += batch) {
+      const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
+      wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt), window_[0].data() + off * k,
+                           Layout::kPositional));
+    }
+    pending_[0] = static_cast<std::int64_t>(wrs.size());
+    if (!wrs.empty()) {
+      for (std::size_t i = 0; i + 1 < wrs.size(); ++i) wrs[i].next = &wrs[i + 1];
+      post_chain(wrs.data(), "netsparse");
+    }
+    stats.post_seconds += now_seconds() - t;
+    t = now_seconds();
+    compute.local(pat, rc, ops);
+    const double t0 = now_seconds();
+    stats.compute_seconds += t0 - t;
+    while (pending_[0] > 0) drain(true, "netsparse");
+    e.ctx.quiesce_start();  // everything this rank needs has arrived
+    const double t1 = now_seconds();
+    stats.wait_seconds += t1 - t0;
+    compute.remote_all(
+        ghosts_.compact(), rc, ops,
+        DenseConstView{window_[0].data(), 0, rc.k, static_cast<gidx_t>(ghosts.size())});
+    compute.finish(pat, rc, ops);
+    stats.compute_seconds += now_seconds() - t1;
+  }
+
   // ---- direct mode (DistOptions::dynamic_pattern) ----
   // The idx stream is the CSR's own column-index array, posted as it is with
   // NS_SEND_REMOTE_ONLY: the engine skips this rank's columns and its Idx Filter drops the
@@ -449,6 +501,8 @@ class RigExchange final : public Exchange {
   std::shared_ptr<RigEngine> engine_;
   const bool vanilla_;
   const bool direct_;
+  const bool compact_;
+  GhostLayout ghosts_;
   std::vector<float> window_[2];
   std::vector<ns_send_wr> wrs_[2];
   std::int64_t pending_[2] = {0, 0};  // work requests in flight per window
@@ -459,8 +513,8 @@ class RigExchange final : public Exchange {
 }  // namespace
 
 std::unique_ptr<Exchange> make_rig_exchange(std::shared_ptr<RigEngine> engine, bool vanilla,
-                                            bool direct) {
-  return std::make_unique<RigExchange>(std::move(engine), vanilla, direct);
+                                            bool direct, bool compact) {
+  return std::make_unique<RigExchange>(std::move(engine), vanilla, direct, compact);
 }
 
 }  // namespace dist

@@ -103,8 +103,11 @@ std::unique_ptr<Exchange> make_su_panel_exchange();
 std::unique_ptr<Exchange> make_ideal_exchange();
 std::unique_ptr<Exchange> make_ie_exchange();
 std::unique_ptr<Exchange> make_conveyor_exchange(bool prefilter);
+// vanilla: sa-vanilla; direct: DistOptions::dynamic_pattern; compact: a fixed pattern gathered
+// as distinct columns into a compact buffer (RigIdxSource::unique_columns); otherwise the
+// per-nonzero idx stream per column panel (RigIdxSource::nonzeros).
 std::unique_ptr<Exchange> make_rig_exchange(std::shared_ptr<RigEngine> engine, bool vanilla,
-                                            bool direct = false);
+                                            bool direct = false, bool compact = false);
 
 // Wire-byte model of MPI messages (the paper's 50 B of upper-layer headers per message).
 inline constexpr std::uint64_t kUpperLayerBytes = 50;

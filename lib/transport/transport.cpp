@@ -59,8 +59,15 @@ TransportKind transport_from_env() {
 std::unique_ptr<Transport> make_transport(TransportKind kind, MPI_Comm comm,
                                           const TransportOptions& options) {
   switch (kind) {
-    case TransportKind::kMpi:
-      return make_mpi_transport(comm, options.need_thread_multiple, options.mpi);
+    case TransportKind::kMpi: {
+      auto mpi = make_mpi_transport(comm, options.need_thread_multiple, options.mpi);
+      const char* shm = std::getenv("NETSPARSE_MPI_SHM");
+      if (shm != nullptr && std::string(shm) == "0") return mpi;
+      if (shm != nullptr && *shm != '\0' && std::string(shm) != "1") {
+        throw std::invalid_argument(std::string("NETSPARSE_MPI_SHM='") + shm + "' is not 0 or 1");
+      }
+      return make_host_shm_transport(comm, std::move(mpi));
+    }
     case TransportKind::kVerbs: {
       VerbsOptions verbs = options.verbs;
       verbs.apply_env();

@@ -187,6 +187,17 @@ std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_mu
 std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_multiple,
                                               const MpiOptions& options);
 
+// The MPI transport's intra-host fast path (shm_rings.cpp): packets between ranks of the same
+// host go through single-producer/single-consumer rings in POSIX shared memory (one copy, read
+// in place) instead of MPI; everything else (other hosts, reads, barriers, failures) through
+// `inner`. Collective over comm. Returns `inner` itself, with the reason in *why_not, when the
+// host has one rank of comm or shared memory cannot be set up (on every rank of the host
+// alike). ring_bytes 0: automatic (<= 8 MiB per pair, <= 256 MiB per host). make_transport uses
+// it for kMpi unless NETSPARSE_MPI_SHM=0.
+std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_ptr<Transport> inner,
+                                                   std::size_t ring_bytes = 0,
+                                                   std::string* why_not = nullptr);
+
 // ---- verbs ------------------------------------------------------------------------------
 struct VerbsOptions {
   std::string device;  // empty: the first device with an ACTIVE port

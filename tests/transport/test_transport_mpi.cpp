@@ -96,6 +96,35 @@ TEST(MpiTransport, AllToAllWithRendezvousSizedPackets) {
   EXPECT_TRUE(on_every_rank(exchange_and_barrier(*t, cfg)));
 }
 
+// The intra-host shared-memory rings (make_host_shm_transport) under the same all-to-all check
+// (every byte, per-pair order): default rings, and rings of a few packets (constant kNoResource,
+// wrap-around markers at every offset), mixed with packets to oneself (which go through MPI).
+TEST(ShmRings, AllToAllEveryByteInOrder) {
+  for (std::size_t ring : {std::size_t{0}, std::size_t{8192}}) {
+    MpiOptions options;
+    options.max_packet_bytes = 1500;
+    std::string why;
+    auto t = make_host_shm_transport(MPI_COMM_WORLD,
+                                     make_mpi_transport(MPI_COMM_WORLD, true, options), ring, &why);
+    EXPECT_TRUE(why.empty()) << "the rings were not set up: " << why;
+    EXPECT_EQ(t->kind(), TransportKind::kMpi);
+    EXPECT_EQ(t->max_packet_bytes(), 1500u);
+    ExchangeConfig cfg;
+    cfg.packets_per_peer = ring == 0 ? 2000 : 600;
+    cfg.seed = 11 + ring;
+    EXPECT_TRUE(on_every_rank(exchange_and_barrier(*t, cfg))) << "ring " << ring;
+    EXPECT_GT(t->bytes_sent(), 0u);
+    EXPECT_TRUE(on_every_rank(send_validation_check(*t)));
+  }
+}
+
+// Reads and barriers still go through MPI underneath.
+TEST(ShmRings, ReadsGoThroughTheWrappedTransport) {
+  auto t = make_host_shm_transport(MPI_COMM_WORLD, make_mpi_transport(MPI_COMM_WORLD, true));
+  ReadCheckConfig cfg;
+  EXPECT_TRUE(on_every_rank(read_check(*t, cfg)));
+}
+
 class MpiReads : public ::testing::TestWithParam<MpiReadMode> {};
 
 // kAuto uses MPI RMA where Open MPI can create windows (shared memory with single-copy) and
