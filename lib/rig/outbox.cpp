@@ -1,5 +1,7 @@
 #include "rig/outbox.hpp"
 
+#include <cstring>
+
 #include "concat/frame.hpp"
 
 namespace netsparse::rig {
@@ -9,14 +11,38 @@ Outbox::Outbox(transport::Transport& tx, std::atomic<bool>* dead, CommandSink& s
       dead_(dead),
       sink_(sink),
       frame_bytes_(tx.max_packet_bytes()),
-      queues_(static_cast<std::size_t>(nodes)) {}
+      queues_(static_cast<std::size_t>(nodes)),
+      lent_(static_cast<std::size_t>(nodes)),
+      is_dirty_(static_cast<std::size_t>(nodes), 0) {}
 
 void Outbox::on_packet(std::uint32_t dest, concat::PrType, std::span<const std::byte> packet,
                        concat::FlushCause) {
   std::deque<Frame>& q = queues_[dest];
+  Lent& lent = lent_[dest];
+  // In the transport's memory while nothing is queued for dest (order is kept: once a frame
+  // waits in the queue, everything after it waits behind it).
+  if (q.empty() && !dead_[dest].load(std::memory_order_relaxed)) {
+    if (!lent.room.empty() && (lent.used + packet.size() > lent.room.size() ||
+                               lent.packets == concat::kMaxPacketsPerFrame)) {
+      commit_lent(dest);  // full: it leaves now, the next one is reserved below
+    }
+    if (lent.room.empty() && packet.size() <= frame_bytes_) {
+      lent.room = tx_.reserve(static_cast<int>(dest));
+      lent.used = 0;
+      lent.packets = 0;
+      if (!lent.room.empty()) mark_dirty(dest);
+    }
+    if (!lent.room.empty()) {
+      std::memcpy(lent.room.data() + lent.used, packet.data(), packet.size());
+      lent.used += packet.size();
+      ++lent.packets;
+      return;
+    }
+  }
+  if (!lent.room.empty()) commit_lent(dest);  // keep the order: what was lent leaves first
   if (q.empty() || q.back().bytes.size() + packet.size() > frame_bytes_ ||
       q.back().packets == concat::kMaxPacketsPerFrame) {
-    if (q.empty()) dirty_.push_back(dest);
+    mark_dirty(dest);
     Frame f;
     if (!spare_.empty()) {
       f.bytes = std::move(spare_.back());
@@ -30,6 +56,26 @@ void Outbox::on_packet(std::uint32_t dest, concat::PrType, std::span<const std::
   Frame& f = q.back();
   f.bytes.insert(f.bytes.end(), packet.begin(), packet.end());
   ++f.packets;
+}
+
+void Outbox::commit_lent(std::uint32_t dest) {
+  Lent& lent = lent_[dest];
+  if (lent.room.empty()) return;
+  const transport::TxStatus st = tx_.commit(static_cast<int>(dest), lent.used);
+  if (st == transport::TxStatus::kOk) {
+    ++stats_.frames;
+    stats_.frame_packets += lent.packets;
+    stats_.frame_bytes += lent.used;
+  } else {
+    if (st == transport::TxStatus::kPeerFailed) {
+      dead_[dest].store(true, std::memory_order_relaxed);
+      sink_.note_failure();
+    } else {
+      ++stats_.tx_errors;
+    }
+    ++stats_.dropped;
+  }
+  lent = Lent{};
 }
 
 bool Outbox::try_send(std::uint32_t dest, const Frame& f) {
@@ -64,6 +110,10 @@ std::size_t Outbox::flush() {
   std::size_t keep = 0;
   for (std::size_t k = 0; k < dirty_.size(); ++k) {
     const std::uint32_t d = dirty_[k];
+    if (!lent_[d].room.empty()) {
+      commit_lent(d);  // lent frames never wait behind queued ones (see on_packet)
+      ++sent;
+    }
     std::deque<Frame>& q = queues_[d];
     while (!q.empty()) {
       if (!try_send(d, q.front())) break;  // this destination is still busy; keep its order
@@ -72,7 +122,11 @@ std::size_t Outbox::flush() {
       --queued_frames_;
       ++sent;
     }
-    if (!q.empty()) dirty_[keep++] = d;
+    if (!q.empty()) {
+      dirty_[keep++] = d;
+    } else {
+      is_dirty_[d] = 0;
+    }
   }
   dirty_.resize(keep);
   return sent;

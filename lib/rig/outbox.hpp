@@ -2,7 +2,9 @@
 // protocol packets are appended to a per-destination frame; at the end of each engine step every
 // frame leaves as ONE transport message, so MPI or verbs costs are paid per frame, not per
 // 1500-byte packet. A frame is a concatenation of whole packets (concat/frame.hpp); it closes
-// when the next packet would not fit in the transport's largest message. Frames the transport
+// when the next packet would not fit in the transport's largest message. Where the transport
+// lends its own memory (Transport::reserve: the shared-memory rings), the frame is built right
+// there and sent without another copy; otherwise in the outbox's buffers. Frames the transport
 // cannot take yet stay queued, in order, per destination; frames for failed peers are dropped.
 #pragma once
 
@@ -38,7 +40,7 @@ class Outbox final : public concat::PacketSink {
   // Sends every frame (closed or still open), in order per destination, until the transport
   // refuses; returns frames sent.
   std::size_t flush();
-  bool empty() const noexcept { return queued_frames_ == 0; }
+  bool empty() const noexcept { return dirty_.empty(); }
   const OutboxStats& stats() const noexcept { return stats_; }
   void reset_stats() noexcept { stats_ = OutboxStats{}; }
   std::size_t frame_capacity() const noexcept { return frame_bytes_; }
@@ -48,6 +50,14 @@ class Outbox final : public concat::PacketSink {
     std::vector<std::byte> bytes;
     std::uint32_t packets = 0;
   };
+  // A frame being built in the transport's memory (reserve/commit).
+  struct Lent {
+    std::span<std::byte> room;
+    std::size_t used = 0;
+    std::uint32_t packets = 0;
+  };
+  // Sends the lent frame of dest (if any) and forgets it.
+  void commit_lent(std::uint32_t dest);
   // True when the frame left (or was dropped for good); false = keep it and retry.
   bool try_send(std::uint32_t dest, const Frame& f);
 
@@ -56,7 +66,15 @@ class Outbox final : public concat::PacketSink {
   CommandSink& sink_;
   const std::size_t frame_bytes_;
   std::vector<std::deque<Frame>> queues_;  // per destination; the back one may still grow
-  std::vector<std::uint32_t> dirty_;       // destinations with frames queued
+  std::vector<Lent> lent_;                 // per destination
+  std::vector<std::uint32_t> dirty_;       // destinations with frames queued or lent
+  std::vector<unsigned char> is_dirty_;    // per destination: listed in dirty_
+  void mark_dirty(std::uint32_t dest) {
+    if (!is_dirty_[dest]) {
+      is_dirty_[dest] = 1;
+      dirty_.push_back(dest);
+    }
+  }
   std::vector<std::vector<std::byte>> spare_;
   std::size_t queued_frames_ = 0;
   OutboxStats stats_;

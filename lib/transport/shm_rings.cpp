@@ -100,26 +100,35 @@ class HostShmTransport final : public Transport {
       return TxStatus::kPeerFailed;
     }
     Outbound& o = out_[static_cast<std::size_t>(h)];
-    const std::size_t need = kHeader + padded(packet.size());
-    const std::uint64_t cap = ring_bytes_;
-    std::uint64_t pos = o.tail;
-    std::size_t off = static_cast<std::size_t>(pos & (cap - 1));
-    const std::size_t contiguous = static_cast<std::size_t>(cap) - off;
-    const std::size_t total = contiguous < need ? contiguous + need : need;
-    if (pos + total - o.head_seen > cap) {
-      o.head_seen = o.control->head.load(std::memory_order_acquire);
-      if (pos + total - o.head_seen > cap) return TxStatus::kNoResource;
-    }
-    if (contiguous < need) {  // the message would straddle the end: wrap to the start
-      write_header(o.data + off, 0, kWrap);
-      pos += contiguous;
-      off = 0;
-    }
-    write_header(o.data + off, static_cast<std::uint32_t>(packet.size()), kMessage);
-    std::memcpy(o.data + off + kHeader, packet.data(), packet.size());
-    o.tail = pos + need;
-    o.control->tail.store(o.tail, std::memory_order_release);
-    ring_bytes_sent_ += packet.size();
+    if (o.reserved != 0) return TxStatus::kError;  // a reservation is open for this peer
+    std::byte* at = place(o, packet.size());
+    if (at == nullptr) return TxStatus::kNoResource;
+    std::memcpy(at + kHeader, packet.data(), packet.size());
+    publish(o, static_cast<std::uint32_t>(packet.size()));
+    return TxStatus::kOk;
+  }
+
+  std::span<std::byte> reserve(int dest) override {
+    if (dest < 0 || dest >= size()) return {};
+    const int h = host_index_[static_cast<std::size_t>(dest)];
+    if (h < 0 || dest == rank() || failed_[static_cast<std::size_t>(h)]) return {};
+    Outbound& o = out_[static_cast<std::size_t>(h)];
+    const std::size_t len = max_packet_bytes();
+    std::byte* at = place(o, len);
+    if (at == nullptr) return {};
+    o.reserved = len;
+    return {at + kHeader, len};
+  }
+
+  TxStatus commit(int dest, std::size_t bytes) override {
+    if (dest < 0 || dest >= size()) return TxStatus::kError;
+    const int h = host_index_[static_cast<std::size_t>(dest)];
+    if (h < 0) return TxStatus::kError;
+    Outbound& o = out_[static_cast<std::size_t>(h)];
+    if (o.reserved == 0 || bytes > o.reserved) return TxStatus::kError;
+    o.reserved = 0;
+    if (bytes == 0) return TxStatus::kOk;  // place() wrote nothing the consumer can see yet
+    publish(o, static_cast<std::uint32_t>(bytes));
     return TxStatus::kOk;
   }
 
@@ -184,6 +193,7 @@ class HostShmTransport final : public Transport {
     std::byte* data = nullptr;
     std::uint64_t tail = 0;
     std::uint64_t head_seen = 0;
+    std::size_t reserved = 0;  // an open reservation's length, 0 if none
   };
   struct Inbound {  // the ring (peer -> me) in my segment
     RingControl* control = nullptr;
@@ -191,6 +201,35 @@ class HostShmTransport final : public Transport {
     std::uint64_t head = 0;
     int peer = -1;
   };
+
+  // Room for a message of `len` bytes at the producer's tail (writing a wrap marker first if it
+  // would straddle the end); returns where its header goes, or nullptr when the ring is full.
+  // Nothing is visible to the consumer until publish().
+  std::byte* place(Outbound& o, std::size_t len) {
+    const std::size_t need = kHeader + padded(len);
+    const std::uint64_t cap = ring_bytes_;
+    const std::size_t off = static_cast<std::size_t>(o.tail & (cap - 1));
+    const std::size_t contiguous = static_cast<std::size_t>(cap) - off;
+    const std::size_t total = contiguous < need ? contiguous + need : need;
+    if (o.tail + total - o.head_seen > cap) {
+      o.head_seen = o.control->head.load(std::memory_order_acquire);
+      if (o.tail + total - o.head_seen > cap) return nullptr;
+    }
+    if (contiguous < need) {  // the message would straddle the end: wrap to the start
+      write_header(o.data + off, 0, kWrap);
+      o.tail += contiguous;  // published together with the message
+      return o.data;
+    }
+    return o.data + off;
+  }
+  // Makes the message of `len` bytes placed at the tail visible to the consumer.
+  void publish(Outbound& o, std::uint32_t len) {
+    const std::size_t off = static_cast<std::size_t>(o.tail & (ring_bytes_ - 1));
+    write_header(o.data + off, len, kMessage);
+    o.tail += kHeader + padded(len);
+    o.control->tail.store(o.tail, std::memory_order_release);
+    ring_bytes_sent_ += len;
+  }
 
   static void write_header(std::byte* at, std::uint32_t len, std::uint32_t tag) {
     std::memcpy(at, &len, 4);

@@ -92,6 +92,15 @@ class Transport {
   // Largest single read() accepted (kError above it). Added beyond the contract; not pure so
   // that test doubles written against the contract still compile.
   virtual std::size_t max_read_bytes() const noexcept { return SIZE_MAX; }
+  // Zero-copy send, optional: the transport's own memory for the next message to `dest`
+  // (max_packet_bytes() long), to be filled and then sent by commit(dest, bytes); an empty span
+  // when there is no room now or the transport (or the path to dest) has none to offer, and
+  // the caller then uses send(). At most one reservation per destination is open; nothing else
+  // is sent to that destination while it is.
+  virtual std::span<std::byte> reserve(int /*dest*/) { return {}; }
+  // Sends the first `bytes` (<= the reserved length; 0 drops the reservation) of the open
+  // reservation to dest. kOk, or kPeerFailed / kError as send() would report them.
+  virtual TxStatus commit(int /*dest*/, std::size_t /*bytes*/) { return TxStatus::kError; }
 };
 
 // ---- inproc -----------------------------------------------------------------------------
