@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "transport/transport.hpp"
+#include "transport/transport_factory.hpp"
 
 namespace {
 

@@ -2,5 +2,7 @@
 #   mpirun -np 2 bench_transport_bw [--seconds S] [--packet BYTES] [--transports inproc,mpi,verbs]
 if(TARGET netsparse_transport)
   add_executable(bench_transport_bw ${CMAKE_CURRENT_SOURCE_DIR}/bench_transport_bw.cpp)
-  target_link_libraries(bench_transport_bw PRIVATE netsparse_transport netsparse_build_flags)
+  # Measures the transports themselves: white-box headers.
+  target_link_libraries(bench_transport_bw PRIVATE netsparse_transport netsparse_internal MPI::MPI_CXX
+    netsparse_build_flags)
 endif()

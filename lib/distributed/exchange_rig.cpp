@@ -1,6 +1,7 @@
 // The RIG engine modes: netsparse (NS_WR_RIG per column panel, INDEXED into a panel window,
 // double-buffered) and sa-vanilla (one NS_WR_RDMA_READ per remote nonzero), plus RigEngine.
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -56,7 +57,10 @@ struct RigEngine::Impl {
   // Application-driven progress (INLINE engines): the kernels call this between tiles; it steps
   // the engine at most every kProgressIntervalNs so that an idle engine costs the compute
   // little (a step polls the transport) while peers still get their answers within microseconds.
-  static constexpr std::uint64_t kProgressIntervalNs = 5000;
+  static inline const std::uint64_t kProgressIntervalNs = [] {
+    const char* v = std::getenv("NETSPARSE_PROGRESS_INTERVAL_NS");
+    return v != nullptr ? std::strtoull(v, nullptr, 10) : 5000ull;
+  }();
   bool inline_progress = false;
   std::chrono::steady_clock::time_point last_progress{};
   double progress_seconds = 0;  // spent in progress_tick's engine steps

@@ -10,7 +10,7 @@
 #include "netsparse/netsparse_mpi.h"
 #include "rig/api_error.hpp"
 #include "rig/engine.hpp"
-#include "transport/transport.hpp"
+#include "transport/transport_factory.hpp"
 
 namespace {
 

@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/transport.hpp"
+#include "transport/transport_factory.hpp"
 
 namespace netsparse::transport {
 

@@ -1,5 +1,5 @@
 // Names, transport selection and the factory.
-#include "transport/transport.hpp"
+#include "transport/transport_factory.hpp"
 
 #include <cstdlib>
 #include <stdexcept>

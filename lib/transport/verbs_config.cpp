@@ -11,7 +11,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "transport/transport.hpp"
+#include "transport/transport_factory.hpp"
 
 namespace netsparse::transport {
 

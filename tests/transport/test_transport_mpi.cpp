@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "transport/transport.hpp"
+#include "transport/transport_factory.hpp"
 #include "transport_checks.hpp"
 
 namespace netsparse::transport {

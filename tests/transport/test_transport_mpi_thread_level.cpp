@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "transport/transport.hpp"
+#include "transport/transport_factory.hpp"
 
 namespace netsparse::transport {
 namespace {

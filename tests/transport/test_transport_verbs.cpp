@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "transport/transport.hpp"
+#include "transport/transport_factory.hpp"
 #include "transport_checks.hpp"
 
 namespace netsparse::transport {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/transport.hpp"
+#include "transport/transport_factory.hpp"
 #include "transport/verbs_config.hpp"
 
 namespace netsparse::transport {

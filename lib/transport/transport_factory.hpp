@@ -1,0 +1,135 @@
+// Factories of the transports that bootstrap over MPI (mpi, its intra-host shared-memory rings,
+// verbs) and the selection by name or environment. The only transport header that includes
+// <mpi.h>: the engine and the in-process tests use transport.hpp alone.
+#pragma once
+
+// The deprecated MPI C++ bindings are not used; skipping them saves compile time and warnings.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "transport/transport.hpp"
+
+namespace netsparse::transport {
+
+// ---- mpi --------------------------------------------------------------------------------
+// How the MPI transport implements read().
+enum class MpiReadMode {
+  // kRma if MPI_Win_create works (Open MPI 4.1 needs an RMA-capable path for its osc/rdma
+  // component: shared memory with single-copy (CMA/xpmem/knem) or an RDMA network; over TCP
+  // windows cannot be created at all under MPI_THREAD_MULTIPLE), else kMessages.
+  // NETSPARSE_MPI_READS=auto|rma|messages overrides kAuto.
+  kAuto,
+  // MPI RMA: MPI_Rget on a window locked once with MPI_Win_lock_all; no target involvement.
+  kRma,
+  // Emulated: a small request message, answered by the target's transport from the registered
+  // region inside its poll()/poll_reads()/barrier(). Works on every MPI path, but a read only
+  // progresses while the target polls.
+  kMessages,
+};
+const char* to_string(MpiReadMode mode) noexcept;
+
+struct MpiOptions {
+  // Size of each pre-posted receive buffer = largest message. The engine frames several
+  // protocol packets into one message (up to this size): measured on Open MPI 4.1's vader,
+  // streaming 1500 B messages costs ~1 us each (1.6 GB/s) while 64 KiB messages reach 7.7 GB/s
+  // (rendezvous with single-copy), so per-message costs are paid per frame. 4 MiB of receive
+  // and 4 MiB of send buffers per rank at the default rings.
+  std::size_t max_packet_bytes = 65536;
+  int recv_ring = 64;  // pre-posted MPI_Irecv
+  int send_ring = 64;  // MPI_Isend buffers in flight; full -> kNoResource
+  // Send buffers one destination may hold (0: three quarters of send_ring). Open MPI never
+  // completes sends to a dead process and reports no error, so without a cap one dead (or
+  // stalled) peer would take the whole ring and block traffic to everyone else.
+  int max_in_flight_per_peer = 0;
+  int max_outstanding_reads = 512;
+  MpiReadMode read_mode = MpiReadMode::kAuto;
+  int read_request_ring = 64;   // kMessages: pre-posted receives for peers' read requests
+  int read_response_pool = 64;  // kMessages: responses in flight; full -> serve later
+  // Destruction is collective: the transport keeps receiving until every rank is destroying
+  // its transport too, at most this long (then, or when a peer is known failed, it gives up
+  // without waiting, leaking the dup'd communicator). 0: do not wait for the peers.
+  int teardown_timeout_ms = 10000;
+};
+
+// Dups the communicator (application traffic never matches ours), sets MPI_ERRORS_RETURN on the
+// dup, checks the thread level: need_thread_multiple (a progress thread calls MPI concurrently
+// with the application) requires MPI_THREAD_MULTIPLE. Throws std::runtime_error with a clear
+// message (MPI not initialized, insufficient thread level, ...).
+// "MPI_THREAD_MULTIPLE" etc., for error messages that name the thread level.
+const char* mpi_thread_level_name(int level) noexcept;
+
+std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_multiple);
+std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_multiple,
+                                              const MpiOptions& options);
+
+// The MPI transport's intra-host fast path (shm_rings.cpp): packets between ranks of the same
+// host go through single-producer/single-consumer rings in POSIX shared memory (one copy, read
+// in place) instead of MPI; everything else (other hosts, reads, barriers, failures) through
+// `inner`. Collective over comm. Returns `inner` itself, with the reason in *why_not, when the
+// host has one rank of comm or shared memory cannot be set up (on every rank of the host
+// alike). ring_bytes 0: automatic (<= 8 MiB per pair, <= 256 MiB per host). make_transport uses
+// it for kMpi unless NETSPARSE_MPI_SHM=0.
+std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_ptr<Transport> inner,
+                                                   std::size_t ring_bytes = 0,
+                                                   std::string* why_not = nullptr);
+
+// ---- verbs ------------------------------------------------------------------------------
+struct VerbsOptions {
+  std::string device;  // empty: the first device with an ACTIVE port
+  int port = 0;        // 0: the first ACTIVE port of the device
+  // -1: the IPv4-mapped RoCE v2 GID if present, else index 0 (see choose_gid_index).
+  int gid_index = -1;
+  std::size_t max_packet_bytes = 4096;  // = receive buffer size
+  int recv_buffers = 1024;              // pre-posted on the shared receive queue
+  int send_buffers = 512;               // registered send slab; exhausted -> kNoResource
+  int signal_every = 16;                // selective signalling interval per QP
+  int send_queue_depth = 256;           // per QP (sends + reads)
+  int max_outstanding_reads = 256;
+  std::size_t read_slot_bytes = 4096;  // bounce slot per outstanding read = max_read_bytes()
+  // Time until a dead peer is reported (QP retry exceeded); converted to the RC ack timeout
+  // exponent with retry_count retries (see rc_timeout_exponent).
+  int peer_timeout_ms = 1000;
+  int retry_count = 7;  // transport retries (0..7)
+  int cq_batch = 32;    // completions taken per ibv_poll_cq call
+  // Destruction waits (at most this long) until every rank destroys its transport, so that
+  // peers never see our queue pairs vanish mid-conversation. 0: do not wait (a test uses this
+  // to make a live process look dead to its peers).
+  int teardown_timeout_ms = 10000;
+
+  // Overrides the fields that have a variable set: NETSPARSE_IB_DEVICE, NETSPARSE_IB_PORT,
+  // NETSPARSE_IB_GID_INDEX, NETSPARSE_IB_MAX_PACKET, NETSPARSE_IB_PEER_TIMEOUT_MS; throws
+  // std::runtime_error naming the variable on a malformed value.
+  VerbsOptions& apply_env();
+  static VerbsOptions from_env() { return VerbsOptions{}.apply_env(); }
+  // Throws std::invalid_argument naming the field when a value is out of range.
+  void validate() const;
+};
+
+// Uses `options` as given (make_transport applies the environment first). Throws
+// std::runtime_error when the library was built without verbs or there is no usable device
+// ("no RDMA device ..."). Collective over comm.
+std::unique_ptr<Transport> make_verbs_transport(MPI_Comm comm, const VerbsOptions& options);
+
+// ---- selection --------------------------------------------------------------------------
+struct TransportOptions {
+  bool need_thread_multiple = false;  // see make_mpi_transport
+  MpiOptions mpi;
+  VerbsOptions verbs;  // make_transport applies VerbsOptions::apply_env() to a copy
+  InprocOptions inproc;
+};
+// kMpi / kVerbs: as above. kInproc: only for a communicator of one rank (a one-node fabric);
+// multi-node inproc endpoints come from InprocFabric. Collective over comm.
+std::unique_ptr<Transport> make_transport(TransportKind kind, MPI_Comm comm,
+                                          const TransportOptions& options = {});
+
+}  // namespace netsparse::transport
