@@ -510,6 +510,29 @@ std::size_t out_size(const Workload& w, const CsrMatrix& pattern) {
                                        : static_cast<std::size_t>(w.a->rows().size(w.rank)) * w.k;
 }
 
+// The configuration the engine actually runs (defaults and AUTO resolved), as the engine
+// reports it: printed the first time an engine is opened.
+void print_engine_config_once(const RigEngine& engine, int rank) {
+  static bool printed = false;
+  if (printed || rank != 0) return;
+  printed = true;
+  const std::string json = engine.stats_json();
+  const std::string key = "\"config\":";
+  const std::size_t at = json.find(key);
+  const std::size_t end = at == std::string::npos ? at : json.find('}', at);
+  if (at == std::string::npos || end == std::string::npos) return;
+  std::printf("  engine config (%s transport): %s\n", engine.transport_name().c_str(),
+              json.substr(at + key.size(), end + 1 - at - key.size()).c_str());
+  const std::string dkey = "\"transport_detail\":\"";
+  const std::size_t d = json.find(dkey);
+  if (d != std::string::npos) {
+    const std::size_t e = json.find('"', d + dkey.size());
+    if (e != std::string::npos && e > d + dkey.size()) {
+      std::printf("  transport: %s\n", json.substr(d + dkey.size(), e - d - dkey.size()).c_str());
+    }
+  }
+}
+
 Result measure(const Variant& v, Workload& w, const Options& o, const std::vector<float>* ref,
                Progress& progress, const std::string& tag) {
   Result res;
@@ -517,8 +540,10 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   res.mode = v.options.mode;
   const double t_setup0 = MPI_Wtime();
   std::shared_ptr<RigEngine> engine;
-  if (uses_rig_engine(v.options.mode))
+  if (uses_rig_engine(v.options.mode)) {
     engine = std::make_shared<RigEngine>(MPI_COMM_WORLD, v.options.engine);
+    print_engine_config_once(*engine, w.rank);
+  }
   DistKernel kern(*w.a, w.kernel, w.k, v.options, engine);
   if (!o.changing) {
     res.setup_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));

@@ -524,6 +524,7 @@ extern "C" int ns_stats_json(const ns_context* ctx, char* buf, size_t len) {
     };
     add("{\"version\":\"%s\",\"rank\":%d,\"size\":%d,\"transport\":\"%s\",",
         NETSPARSE_VERSION_STRING, ctx->rank(), ctx->size(), ctx->transport_name());
+    j += "\"transport_detail\":\"" + ctx->transport_detail() + "\",";
     add("\"config\":{\"client_units\":%d,\"server_units\":%d,\"progress\":\"%s\",",
         cfg.client_units, cfg.server_units,
         cfg.progress_mode == NS_PROGRESS_INLINE ? "inline" : "thread");

@@ -69,6 +69,7 @@ class Engine : public PostTarget, public CommandSink {
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
   const char* transport_name() const noexcept { return transport::to_string(tx_->kind()); }
+  std::string transport_detail() const { return tx_->detail(); }
   bool inline_mode() const noexcept { return config_.inline_progress(); }
 
   // ---- admin (application threads; serialized with the engine by progress_mu_). Failures

@@ -183,6 +183,12 @@ class HostShmTransport final : public Transport {
     }
     return inner_->peer_failed(peer);
   }
+  std::string detail() const override {
+    int peers = 0;
+    for (const Inbound& in : in_) peers += in.control != nullptr ? 1 : 0;
+    return "shared-memory rings to " + std::to_string(peers) + " rank" + (peers == 1 ? "" : "s") +
+           " of this host (" + std::to_string(ring_bytes_ >> 10) + " KiB each), MPI for the rest";
+  }
   std::uint64_t bytes_sent() const noexcept override {
     return inner_->bytes_sent() + ring_bytes_sent_;
   }

@@ -83,6 +83,9 @@ class Transport {
   // Largest single read() accepted (kError above it). Added beyond the contract; not pure so
   // that test doubles written against the contract still compile.
   virtual std::size_t max_read_bytes() const noexcept { return SIZE_MAX; }
+  // How this transport carries traffic beyond its kind (e.g. the MPI transport's intra-host
+  // rings), for statistics; empty by default.
+  virtual std::string detail() const { return {}; }
   // Zero-copy send, optional: the transport's own memory for the next message to `dest`
   // (max_packet_bytes() long), to be filled and then sent by commit(dest, bytes); an empty span
   // when there is no room now or the transport (or the path to dest) has none to offer, and
