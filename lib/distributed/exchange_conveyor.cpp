@@ -107,8 +107,8 @@ class ConveyorExchange final : public Exchange {
     const std::uint64_t buffers =
         (req1.buffers_sent - req0.buffers_sent) + (rep1.buffers_sent - rep0.buffers_sent);
     stats.messages_sent += buffers;
-    stats.bytes_sent += (req1.bytes_sent - req0.bytes_sent) + (rep1.bytes_sent - rep0.bytes_sent) +
-                        buffers * kUpperLayerBytes;
+    stats.bytes_sent += concat::mpi_messages_wire_bytes(
+        buffers, (req1.bytes_sent - req0.bytes_sent) + (rep1.bytes_sent - rep0.bytes_sent));
     stats.requests += req1.pushed - req0.pushed;
     stats.payload_bytes_in += replies_in * row_bytes;
   }
