@@ -4,14 +4,16 @@
 //   rig            NS_WR_RIG with every mechanism (filter, coalesce, concatenation)
 //   rig-nofilter / rig-nocoalesce / rig-noconcat   ablations
 //   vanilla        one NS_WR_RDMA_READ per index (sparsity-aware without aggregation)
-//   conveyors      a Conveyors-style software aggregation baseline written here: per-destination
-//                  double buffers, separate request and reply channels, MPI_Isend/Irecv/Testsome
-//                  porters, a non-blocking push that refuses when the link's buffers are busy
-//   line           the transport's large-message bandwidth (MPI point-to-point, 4 MiB messages,
-//                  every rank sending and receiving at once): the "line rate" below
+//   conveyors      the library's Conveyors-style software aggregation baseline (lib/distributed
+//                  RequestReply: request and reply conveyors with per-destination buffers, the
+//                  MPI porter's MPI_Isend/Irecv/Testsome, a non-blocking push refused when the
+//                  link's buffers are busy); the same code as netsparse_bench's sa-conveyors
+//   line           re-measure the line rate every round (netsparse::measure_line_rate, as
+//                  netsparse_bench: every rank streaming 8 MiB to rank r + P/2 at once)
 // Figures per rank: rows/s, goodput (distinct remote property bytes / s / line rate) and line
-// utilization (bytes on the wire / s / line rate, with the paper's 50 B upper-layer header per
-// packet/message). Run with mpirun; --help lists the options.
+// utilization (bytes on the wire / s / line rate, priced by the one wire model,
+// concat/wire_model.hpp: engine counters for RIG, 2 x 78 B + P per vanilla read, 16 B buffer
+// header + items + 50 B per conveyor buffer). Run with mpirun; --help lists the options.
 #include <mpi.h>
 
 #include <algorithm>
@@ -27,6 +29,9 @@
 #include <thread>
 #include <vector>
 
+#include "concat/wire_model.hpp"
+#include "distributed/request_reply.hpp"
+#include "netsparse/distributed.hpp"
 #include "netsparse/netsparse_mpi.h"
 
 namespace {
@@ -347,33 +352,6 @@ std::uint64_t sum_over_ranks(std::uint64_t v) {
   return s;
 }
 
-// ---- line rate -----------------------------------------------------------------------------
-// Every rank streams 4 MiB messages to its partner (rank ^ 1) while receiving from it, window 4.
-double measure_line_rate(int rank, int size) {
-  const int partner = (rank ^ 1) < size ? (rank ^ 1) : rank;
-  constexpr std::size_t kBytes = 4u << 20;
-  constexpr int kWindow = 4, kIters = 24;
-  std::vector<char> sbuf(kBytes * kWindow, 1), rbuf(kBytes * kWindow);
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = now_s();
-    for (int it = 0; it < kIters; it += kWindow) {
-      MPI_Request reqs[2 * kWindow];
-      for (int w = 0; w < kWindow; ++w) {
-        MPI_Irecv(rbuf.data() + w * kBytes, static_cast<int>(kBytes), MPI_CHAR, partner, 7,
-                  MPI_COMM_WORLD, &reqs[w]);
-        MPI_Isend(sbuf.data() + w * kBytes, static_cast<int>(kBytes), MPI_CHAR, partner, 7,
-                  MPI_COMM_WORLD, &reqs[kWindow + w]);
-      }
-      MPI_Waitall(2 * kWindow, reqs, MPI_STATUSES_IGNORE);
-    }
-    const double dt = max_over_ranks(now_s() - t0);
-    best = std::max(best, static_cast<double>(kBytes) * kIters / dt);
-  }
-  return best;  // bytes/s each rank sends (and receives) at once
-}
-
 // ---- RIG and vanilla through the public API ------------------------------------------------
 ns_context_attr rig_attr(const Options& o, int progress, std::uint32_t flags) {
   ns_context_attr a{};
@@ -510,298 +488,50 @@ double run_vanilla(Engine& e, const Data& d, const std::vector<std::uint64_t>& i
 }
 
 // ---- Conveyors-style aggregation baseline --------------------------------------------------
-// Requests (local row u32, position u32) and replies (position u32, K floats) travel in
-// per-destination buffers of `capacity` bytes on two separate channels (tags). Each link has two
-// buffers: one filling, one in flight; push() refuses when the filling one is full and the other
-// has not finished sending. Receives: two pre-posted buffers per (source, channel). One
-// MPI_Testsome per progress() call reaps sends and receives. Local rows are copied directly.
-// Termination: counts exchanged up front (MPI_Alltoall), so each rank knows how many requests
-// it must answer; it is done when it has its replies and has answered everybody.
-class Conveyors {
- public:
-  Conveyors(const Data& d, std::size_t capacity, int nbuf)
-      : d_(d),
-        nbuf_(std::max(2, nbuf)),
-        P_(d.P),
-        cap_(std::max<std::size_t>(capacity, 4 + d.P + 8)),
-        req_item_(8),
-        rep_item_(4 + d.P),
-        links_(static_cast<std::size_t>(d.size)),
-        rx_(static_cast<std::size_t>(d.size)),
-        rep_owed_(static_cast<std::size_t>(d.size), false) {
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);  // its own matching space: nothing leaks between runs
-    for (auto* side : {&links_, &rx_}) {
-      for (auto& l : *side) {
-        for (auto& ch : l.ch) {
-          ch.buf.resize(static_cast<std::size_t>(nbuf_));
-          for (auto& b : ch.buf) b.data.resize(cap_);
-        }
-      }
-    }
-  }
-  ~Conveyors() {
-    for (auto& l : rx_) {
-      for (auto& ch : l.ch) {
-        for (auto& b : ch.buf) {
-          if (b.req != MPI_REQUEST_NULL) {
-            MPI_Cancel(&b.req);
-            MPI_Wait(&b.req, MPI_STATUS_IGNORE);
-          }
-        }
-      }
-    }
-    MPI_Comm_free(&comm_);
-  }
-  Conveyors(const Conveyors&) = delete;
-  Conveyors& operator=(const Conveyors&) = delete;
-
-  double run(float* out) {
-    const int me = d_.rank, np = d_.size;
-    out_ = out;
-    const double t0 = now_s();
-    // The endgame: every rank learns how many requests it will have to answer.
-    std::vector<std::uint64_t> to(static_cast<std::size_t>(np), 0),
-        from(static_cast<std::size_t>(np), 0);
-    for (std::uint64_t i : d_.idx) to[static_cast<std::size_t>(owner(i))]++;
-    to[static_cast<std::size_t>(me)] = 0;
-    MPI_Alltoall(to.data(), 1, MPI_UINT64_T, from.data(), 1, MPI_UINT64_T, comm_);
-    const std::uint64_t to_answer = std::accumulate(from.begin(), from.end(), std::uint64_t{0});
-    const std::uint64_t replies_due = std::accumulate(to.begin(), to.end(), std::uint64_t{0});
-    for (int p = 0; p < np; ++p) {
-      if (p == me) continue;
-      for (int c = 0; c < 2; ++c) {
-        for (int b = 0; b < nbuf_; ++b) post_recv(p, c, b);
-      }
-    }
-    std::uint64_t next = 0;
-    const std::uint64_t n = d_.idx.size();
-    const std::uint64_t K = static_cast<std::uint64_t>(d_.K);
-    for (;;) {
-      // Push requests until one is refused (the link's buffers are all busy).
-      while (next < n) {
-        const std::uint64_t i = d_.idx[next];
-        const int o = owner(i);
-        if (o == me) {
-          std::memcpy(out + next * K, d_.table.data() + (i - d_.row_begin) * K, P_);
-          ++next;
-          continue;
-        }
-        std::uint8_t item[8];
-        const auto local = static_cast<std::uint32_t>(i - d_.offsets[static_cast<std::size_t>(o)]);
-        const auto pos = static_cast<std::uint32_t>(next);
-        std::memcpy(item, &local, 4);
-        std::memcpy(item + 4, &pos, 4);
-        if (!push(o, kReq, item, req_item_)) break;
-        ++next;
-      }
-      progress();
-      serve_and_receive();
-      // Send what is owed (partial request buffers once everything is pushed, replies to every
-      // request buffer served), then stop only when nothing is buffered or in flight: replies
-      // pushed by the serve above must leave before this rank stops progressing.
-      bool idle_links = true;
-      for (int p = 0; p < np; ++p) {
-        if (p == me) continue;
-        if (next == n) send_filling(p, kReq);
-        if (rep_owed_[static_cast<std::size_t>(p)] && send_filling(p, kRep)) {
-          rep_owed_[static_cast<std::size_t>(p)] = false;
-        }
-        const Link& l = links_[static_cast<std::size_t>(p)];
-        if (l.ch[kReq].fill_bytes() != 0 || l.ch[kRep].fill_bytes() != 0) idle_links = false;
-      }
-      if (next == n && replies_ == replies_due && answered_ == to_answer && pending_sends_ == 0 &&
-          idle_links) {
-        break;
-      }
-    }
-    return now_s() - t0;
-  }
-
-  std::uint64_t messages_sent() const { return messages_; }
-  std::uint64_t bytes_sent() const { return bytes_; }
-
- private:
-  static constexpr int kReq = 0, kRep = 1;
-  struct Buffer {
-    std::vector<std::uint8_t> data;
-    std::size_t used = 0;  // send side: bytes filled
-    MPI_Request req = MPI_REQUEST_NULL;
-    bool busy = false;         // send in flight, or receive posted and not yet consumed
-    bool ready = false;        // receive side: arrived, waiting to be processed
-    std::size_t len = 0;       // receive side: bytes received
-    std::size_t consumed = 0;  // receive side: bytes processed (the rest waits when refused)
+// The library's Conveyors baseline (lib/distributed: RequestReply over two Conveyors with the
+// MPI porter, the same code as netsparse_bench's sa-conveyors): a request (local row u32,
+// position u32) goes to the row's owner, which answers (position u32, the row) straight into
+// its reply buffer. Local rows are copied directly. Per-destination buffers of `buffer_bytes`,
+// `buffers_per_link` per link and direction, non-blocking pushes refused when a link's buffers
+// are all in flight, END-counting termination. Returns seconds from begin to completion.
+double run_conveyors(netsparse::dist::RequestReply& rr, const Data& d, float* out) {
+  const std::uint64_t K = static_cast<std::uint64_t>(d.K);
+  const std::uint64_t n = d.idx.size();
+  const std::uint32_t P = d.P;
+  const float* table = d.table.data();
+  const auto answer = [table, K, P](const std::byte* request, int, std::byte* reply) {
+    std::uint32_t local = 0;
+    std::memcpy(&local, request, 4);
+    std::memcpy(reply, request + 4, 4);  // the position, echoed
+    std::memcpy(reply + 4, table + std::uint64_t{local} * K, P);
   };
-  struct Channel {
-    std::vector<Buffer> buf;  // one filling, the others free or in flight
-    int filling = 0;
-    std::size_t fill_bytes() const { return buf[static_cast<std::size_t>(filling)].used; }
-  };
-  struct Link {
-    Channel ch[2];
-  };
-
-  int owner(std::uint64_t i) const { return static_cast<int>(i / d_.n_local); }
-
-  // Sends the filling buffer if another buffer of the link is free (it becomes the filling
-  // one); true if nothing is left to send.
-  bool send_filling(int p, int c) {
-    Channel& ch = links_[static_cast<std::size_t>(p)].ch[c];
-    Buffer& b = ch.buf[static_cast<std::size_t>(ch.filling)];
-    if (b.used == 0) return true;
-    int next = -1;
-    for (std::size_t k = 1; k < ch.buf.size(); ++k) {
-      const std::size_t cand = (static_cast<std::size_t>(ch.filling) + k) % ch.buf.size();
-      if (!ch.buf[cand].busy) {
-        next = static_cast<int>(cand);
-        break;
+  const double t0 = now_s();
+  rr.begin(8, 4 + std::size_t{P});
+  std::uint64_t next = 0;
+  while (rr.advance(next == n, answer)) {
+    for (; next < n; ++next) {
+      const std::uint64_t i = d.idx[next];
+      const int owner = static_cast<int>(i / d.n_local);
+      if (owner == d.rank) {
+        std::memcpy(out + next * K, table + (i - d.row_begin) * K, P);
+        continue;
       }
+      std::byte* request = rr.reserve(owner);
+      if (request == nullptr) break;  // the link's buffers are all in flight
+      const auto local = static_cast<std::uint32_t>(i - d.offsets[static_cast<std::size_t>(owner)]);
+      const auto pos = static_cast<std::uint32_t>(next);
+      std::memcpy(request, &local, 4);
+      std::memcpy(request + 4, &pos, 4);
     }
-    if (next < 0) return false;
-    MPI_Isend(b.data.data(), static_cast<int>(b.used), MPI_BYTE, p, c, comm_, &b.req);
-    b.busy = true;
-    ++pending_sends_;
-    ++messages_;
-    bytes_ += b.used + 50;  // the paper's upper-layer header per message
-    ch.filling = next;
-    ch.buf[static_cast<std::size_t>(next)].used = 0;
-    return true;
-  }
-
-  // Non-blocking push: false when the filling buffer is full and the other one still in flight.
-  bool push(int p, int c, const void* item, std::size_t bytes) {
-    Channel& ch = links_[static_cast<std::size_t>(p)].ch[c];
-    if (ch.buf[static_cast<std::size_t>(ch.filling)].used + bytes > cap_ && !send_filling(p, c))
-      return false;
-    Buffer& b = ch.buf[static_cast<std::size_t>(ch.filling)];
-    std::memcpy(b.data.data() + b.used, item, bytes);
-    b.used += bytes;
-    return true;
-  }
-
-  void post_recv(int p, int c, int b) {
-    Buffer& r = rx_[static_cast<std::size_t>(p)].ch[c].buf[static_cast<std::size_t>(b)];
-    MPI_Irecv(r.data.data(), static_cast<int>(cap_), MPI_BYTE, p, c, comm_, &r.req);
-    r.busy = true;
-    r.ready = false;
-    r.consumed = 0;
-  }
-
-  // The porter: one MPI_Testsome over every send and receive in flight.
-  void progress() {
-    reqs_.clear();
-    bufs_.clear();
-    for (int p = 0; p < d_.size; ++p) {
-      if (p == d_.rank) continue;
-      for (int c = 0; c < 2; ++c) {
-        for (int b = 0; b < nbuf_; ++b) {
-          Buffer& s = links_[static_cast<std::size_t>(p)].ch[c].buf[static_cast<std::size_t>(b)];
-          if (s.busy) {
-            reqs_.push_back(s.req);
-            bufs_.push_back({&s, false});
-          }
-          Buffer& r = rx_[static_cast<std::size_t>(p)].ch[c].buf[static_cast<std::size_t>(b)];
-          if (r.busy && !r.ready) {
-            reqs_.push_back(r.req);
-            bufs_.push_back({&r, true});
-          }
-        }
-      }
-    }
-    if (reqs_.empty()) return;
-    int outcount = 0;
-    idx_.resize(reqs_.size());
-    stat_.resize(reqs_.size());
-    MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &outcount, idx_.data(),
-                 stat_.data());
-    for (int k = 0; k < outcount; ++k) {
-      const std::size_t at = static_cast<std::size_t>(idx_[static_cast<std::size_t>(k)]);
-      auto [buf, is_recv] = bufs_[at];
-      buf->req = MPI_REQUEST_NULL;
-      if (is_recv) {
-        int len = 0;
-        MPI_Get_count(&stat_[static_cast<std::size_t>(k)], MPI_BYTE, &len);
-        buf->len = static_cast<std::size_t>(len);
-        buf->ready = true;
-      } else {
-        buf->busy = false;
-        --pending_sends_;
-      }
+    int from = 0;
+    while (const std::byte* reply = rr.pull(&from)) {
+      std::uint32_t pos = 0;
+      std::memcpy(&pos, reply, 4);
+      std::memcpy(out + std::uint64_t{pos} * K, reply + 4, P);
     }
   }
-
-  // Serves received request buffers (a refused reply leaves the rest of the buffer for later:
-  // the "unpull") and writes received replies into the output.
-  void serve_and_receive() {
-    const std::uint64_t K = static_cast<std::uint64_t>(d_.K);
-    for (int p = 0; p < d_.size; ++p) {
-      if (p == d_.rank) continue;
-      for (int b = 0; b < nbuf_; ++b) {
-        Buffer& r = rx_[static_cast<std::size_t>(p)].ch[kReq].buf[static_cast<std::size_t>(b)];
-        if (!r.ready) continue;
-        bool refused = false;
-        while (r.consumed + req_item_ <= r.len) {
-          std::uint32_t local, pos;
-          std::memcpy(&local, r.data.data() + r.consumed, 4);
-          std::memcpy(&pos, r.data.data() + r.consumed + 4, 4);
-          std::uint8_t* dst = reply_slot(p);
-          if (dst == nullptr) {
-            refused = true;
-            break;
-          }
-          std::memcpy(dst, &pos, 4);
-          std::memcpy(dst + 4, d_.table.data() + std::uint64_t{local} * K, P_);
-          r.consumed += req_item_;
-          ++answered_;
-        }
-        if (!refused) {
-          rep_owed_[static_cast<std::size_t>(p)] = true;  // answer this buffer promptly
-          post_recv(p, kReq, b);
-        }
-      }
-      for (int b = 0; b < nbuf_; ++b) {
-        Buffer& r = rx_[static_cast<std::size_t>(p)].ch[kRep].buf[static_cast<std::size_t>(b)];
-        if (!r.ready) continue;
-        for (std::size_t at = 0; at + rep_item_ <= r.len; at += rep_item_) {
-          std::uint32_t pos;
-          std::memcpy(&pos, r.data.data() + at, 4);
-          std::memcpy(out_ + std::uint64_t{pos} * K, r.data.data() + at + 4, P_);
-          ++replies_;
-        }
-        post_recv(p, kRep, b);
-      }
-    }
-  }
-
-  // Room for one reply in p's reply buffer (push without an intermediate copy), or nullptr.
-  std::uint8_t* reply_slot(int p) {
-    Channel& ch = links_[static_cast<std::size_t>(p)].ch[kRep];
-    if (ch.buf[static_cast<std::size_t>(ch.filling)].used + rep_item_ > cap_ &&
-        !send_filling(p, kRep)) {
-      return nullptr;
-    }
-    Buffer& b = ch.buf[static_cast<std::size_t>(ch.filling)];
-    std::uint8_t* dst = b.data.data() + b.used;
-    b.used += rep_item_;
-    return dst;
-  }
-
-  const Data& d_;
-  const int nbuf_;  // buffers per link and direction (bale's default: 2)
-  const std::uint32_t P_;
-  const std::size_t cap_;
-  const std::size_t req_item_, rep_item_;
-  std::vector<Link> links_;  // send side, per destination
-  std::vector<Link> rx_;     // receive side, per source
-  std::vector<bool> rep_owed_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  float* out_ = nullptr;
-  std::uint64_t replies_ = 0, answered_ = 0, messages_ = 0, bytes_ = 0;
-  int pending_sends_ = 0;
-  std::vector<MPI_Request> reqs_;
-  std::vector<std::pair<Buffer*, bool>> bufs_;
-  std::vector<int> idx_;
-  std::vector<MPI_Status> stat_;
-};
+  return now_s() - t0;
+}
 
 // ---- driver --------------------------------------------------------------------------------
 const char* progress_name(int p) {
@@ -830,7 +560,9 @@ int main(int argc, char** argv) {
       std::printf("note: MPI lacks MPI_THREAD_MULTIPLE; only inline progress is measured\n");
     progress = {NS_PROGRESS_INLINE};
   }
-  double line = measure_line_rate(rank, size);
+  // The library's one line-rate definition (netsparse_bench's too): every rank streaming to
+  // rank r + P/2 at once.
+  double line = netsparse::measure_line_rate(MPI_COMM_WORLD);
   std::vector<Row> rows;
   if (rank == 0) {
     std::printf("index gather: np=%d, n_per_rank=%" PRIu64
@@ -919,7 +651,7 @@ int main(int argc, char** argv) {
       }
     }
     for (int rep = 0; rep < o.reps; ++rep) {
-      if (has_mode(o, "line")) line = std::max(line, measure_line_rate(rank, size));
+      if (has_mode(o, "line")) line = std::max(line, netsparse::measure_line_rate(MPI_COMM_WORLD));
       for (Variant& v : variants) {
         std::fill(out.begin(), out.end(), -1.0f);
         double t = 0, wire = 0, ppp = 0, fc = 0;
@@ -949,19 +681,28 @@ int main(int argc, char** argv) {
           const double mine = run_vanilla(e, d, vidx, depth, out.data());
           if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce", NS_ERR_TIMEOUT);
           t = max_over_ranks(mine);
-          // Wire model per remote read: a request packet (50 B header), a response (50 B + P).
-          wire = static_cast<double>(v.remote) * (100.0 + d.P);
+          // Each remote read is the paper's lone PR both ways (2 x 78 B + P), as netsparse_bench
+          // prices sa-vanilla: the one wire model.
+          wire = static_cast<double>(v.remote) *
+                 static_cast<double>(netsparse::concat::lone_read_wire_bytes(d.P));
           ppp = 1;
           v.errors += count_errors(d, vidx, out.data());
         } else {
-          Conveyors c(d, v.conveyor_buffer, v.conveyor_nbuf);
+          netsparse::dist::ConveyorOptions req, rep;
+          req.buffer_bytes = v.conveyor_buffer;
+          req.buffers_per_link = v.conveyor_nbuf;
+          rep = req;
+          rep.buffer_bytes = std::max<std::size_t>(v.conveyor_buffer, 4 + d.P);  // >= 1 reply
+          netsparse::dist::RequestReply rr(MPI_COMM_WORLD, req, rep);
           MPI_Barrier(MPI_COMM_WORLD);
-          t = max_over_ranks(c.run(out.data()));
-          wire = static_cast<double>(c.bytes_sent());
+          t = max_over_ranks(run_conveyors(rr, d, out.data()));
+          const auto& q = rr.requests().stats();
+          const auto& r = rr.replies().stats();
+          wire =
+              static_cast<double>(netsparse::dist::wire_bytes(q) + netsparse::dist::wire_bytes(r));
           // Items (requests + replies) per message.
-          ppp = c.messages_sent() == 0 ? 0
-                                       : 2.0 * static_cast<double>(d.idx.size()) /
-                                             static_cast<double>(c.messages_sent());
+          const double messages = static_cast<double>(q.buffers_sent + r.buffers_sent);
+          ppp = messages == 0 ? 0 : static_cast<double>(q.pushed + r.pushed) / messages;
           v.errors += count_errors(d, d.idx, out.data());
         }
         MPI_Barrier(MPI_COMM_WORLD);

@@ -140,7 +140,7 @@ Baseline knobs
 Output
   --json FILE            also write every measurement as JSON (rank 0)
   --tolerance X          max relative error against ideal still counted correct (default 1e-4)
-  --line-rate-bytes N    message size of the line-rate ping-pong (default 8388608)
+  --line-rate-bytes N    bytes each rank streams to measure the line rate (default 8388608)
   --no-progress          no progress line on a terminal
   --spin / --yield       keep Open MPI's busy polling / make idle MPI polls yield the core
                          (OMPI_MCA_mpi_yield_when_idle=1). Default: yield only when the
@@ -162,9 +162,11 @@ Columns
   util       wire bytes the tail rank sent per second / line rate
   vs SU      su's total bytes / this mode's total bytes
   PRs vs SA  sa-vanilla's requests (one per remote nonzero) / this mode's requests
-  The line rate is measured in the same run: an MPI ping-pong of --line-rate-bytes between
-  rank 0 and rank P-1. Wire bytes follow the paper: payload + 50 B per message; for the RIG
-  modes the engine's own counters (concatenation and PR headers included).
+  The line rate is measured in the same run (measure_line_rate): every rank streams
+  --line-rate-bytes to rank r + P/2 while receiving from r - P/2, all at once; bytes per second
+  of the slowest rank. Wire bytes follow the paper (concat/wire_model.hpp): payload + 50 B per
+  MPI message; for the RIG modes the engine's own counters (concatenation and PR headers
+  included); a vanilla read is the paper's lone PR, 2 x 78 B + property.
 )";
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -868,7 +870,7 @@ int main(int argc, char** argv) {
           a.name().c_str(), static_cast<long long>(a.n_rows()), static_cast<long long>(a.n_cols()),
           static_cast<long long>(a.nnz_global()), to_string(o.partition), load_s);
       std::printf(
-          "  %d ranks x %d OpenMP threads; line rate %.2f GB/s (MPI ping-pong of %s); "
+          "  %d ranks x %d OpenMP threads; line rate %.2f GB/s (all ranks streaming %s); "
           "%d timed iterations after %d warm-up, %d round(s)%s\n",
           nranks, omp_get_max_threads(), line_rate / 1e9,
           human_bytes(static_cast<double>(o.line_rate_bytes)).c_str(), o.iters, o.warmup, o.rounds,

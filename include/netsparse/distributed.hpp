@@ -221,8 +221,9 @@ class DistKernel {
 // answered with perfectly concatenated NetSparse packets of `packet_bytes`:
 //   per (requester, owner) pair with u unique properties of prop_bytes:
 //     u * (prop_bytes + 2 * 18) + 64 * (read packets + response packets)
-// (18 B per PR record, 14 B concatenation header + 50 B upper layers per packet). Local,
-// computed from this rank's pattern (u per owner); sum it over ranks for the total.
+// (18 B per PR record, 14 B concatenation header + 50 B upper layers per packet: the wire model
+// of concat/wire_model.hpp). Local, computed from this rank's pattern (u per owner); sum it
+// over ranks for the total.
 struct MinimumTraffic {
   std::uint64_t property_bytes = 0;  // unique remote properties * prop_bytes
   std::uint64_t wire_bytes = 0;      // with the concatenated headers, both directions
@@ -231,10 +232,12 @@ struct MinimumTraffic {
 [[nodiscard]] MinimumTraffic minimum_traffic(const DistKernel& kernel,
                                              std::uint32_t packet_bytes = 1500);
 
-// Large-message bandwidth between ranks (bytes / second, one direction), measured with an MPI
-// ping-pong of `bytes` between rank 0 and rank P-1 (their link is as far as any), best of
-// `reps` round trips. Collective; every rank gets the value. The line rate goodput and line
-// utilization are divided by.
+// The line rate goodput and line utilization are divided by (bytes / second per rank): every
+// rank streams `bytes` to rank (r + P/2) mod P while receiving as much from (r - P/2) mod P, all
+// ranks at once -- the load under which the kernels' per-rank rates are measured -- and the
+// rate is `bytes` over the slowest rank's time, best of `reps` after a warm-up. Collective;
+// every rank gets the value (0 for a single rank). Used by netsparse_bench and
+// bench_index_gather alike.
 [[nodiscard]] double measure_line_rate(MPI_Comm comm, std::size_t bytes = std::size_t{8} << 20,
                                        int reps = 10);
 

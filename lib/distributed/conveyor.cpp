@@ -1,10 +1,8 @@
 #include "distributed/conveyor.hpp"
 
-#include <cstring>
+#include <algorithm>
 #include <stdexcept>
 #include <string>
-
-#include "distributed/mpi_util.hpp"
 
 namespace netsparse::dist {
 
@@ -14,6 +12,23 @@ static_assert(kHeaderBytes == 16, "the buffer header is 16 bytes on the wire");
 }  // namespace
 
 Conveyor::Conveyor(MPI_Comm comm, const ConveyorOptions& options) : options_(options) {
+  init();  // validates the options before the collective dup
+  porter_ = std::make_unique<MpiPorter>(comm);
+  rank_ = porter_->rank();
+  size_ = porter_->size();
+  headroom_ = porter_->headroom();
+}
+
+Conveyor::Conveyor(std::unique_ptr<Porter> porter, const ConveyorOptions& options)
+    : porter_(std::move(porter)), options_(options) {
+  if (!porter_) throw std::invalid_argument("Conveyor: no porter");
+  init();
+  rank_ = porter_->rank();
+  size_ = porter_->size();
+  headroom_ = porter_->headroom();
+}
+
+void Conveyor::init() {
   if (options_.buffer_bytes < 1) throw std::invalid_argument("Conveyor: buffer_bytes must be >= 1");
   if (options_.buffers_per_link < 1) {
     throw std::invalid_argument("Conveyor: buffers_per_link must be >= 1");
@@ -21,25 +36,9 @@ Conveyor::Conveyor(MPI_Comm comm, const ConveyorOptions& options) : options_(opt
   if (options_.receive_buffers < 0) {
     throw std::invalid_argument("Conveyor: receive_buffers must be >= 0");
   }
-  check_mpi(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
-  rank_ = comm_rank(comm_);
-  size_ = comm_size(comm_);
 }
 
-Conveyor::~Conveyor() {
-  // Normally every session completed (nothing in flight). After an exception the receives are
-  // cancelled and unfinished sends released to MPI.
-  for (MPI_Request& r : recv_req_) {
-    if (r != MPI_REQUEST_NULL) {
-      MPI_Cancel(&r);
-      MPI_Wait(&r, MPI_STATUS_IGNORE);
-    }
-  }
-  for (MPI_Request& r : send_req_) {
-    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
-  }
-  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-}
+Conveyor::~Conveyor() = default;  // the porter releases what may still be in flight
 
 void Conveyor::require_session(const char* call) const {
   if (state_ != State::working && state_ != State::endgame) {
@@ -47,54 +46,61 @@ void Conveyor::require_session(const char* call) const {
   }
 }
 
-void Conveyor::begin(std::size_t item_bytes) {
-  if (running()) throw std::logic_error("Conveyor::begin: the previous session is not complete");
+void Conveyor::check_item_bytes(std::size_t item_bytes) const {
   if (item_bytes < 1 || item_bytes > options_.buffer_bytes) {
     throw std::invalid_argument(
         "Conveyor::begin: item_bytes " + std::to_string(item_bytes) +
         " must be in [1, buffer_bytes = " + std::to_string(options_.buffer_bytes) + "]");
   }
+  const std::size_t buffer =
+      headroom_ + kHeaderBytes + options_.buffer_bytes / item_bytes * item_bytes;
+  if (buffer > porter_->max_buffer_bytes()) {
+    throw std::invalid_argument("Conveyor::begin: a buffer of " + std::to_string(buffer) +
+                                " bytes exceeds the porter's largest (" +
+                                std::to_string(porter_->max_buffer_bytes()) +
+                                "); lower buffer_bytes");
+  }
+}
+
+void Conveyor::begin(std::size_t item_bytes) {
+  if (running()) throw std::logic_error("Conveyor::begin: the previous session is not complete");
+  check_item_bytes(item_bytes);
   item_bytes_ = item_bytes;
   capacity_ = options_.buffer_bytes / item_bytes * item_bytes;
-  ++session_;
   const int bpl = options_.buffers_per_link;
 
   send_.resize(static_cast<std::size_t>(size_) * bpl);
-  send_req_.assign(send_.size(), MPI_REQUEST_NULL);
-  send_owner_.assign(send_.size(), -1);
   links_.assign(static_cast<std::size_t>(size_), Link{});
   for (int d = 0; d < size_; ++d) {
-    if (d == rank_) continue;
     Link& link = links_[d];
+    link.first = d * bpl;
+    if (d == rank_) continue;  // no buffers to oneself: the self queue
     for (int j = 0; j < bpl; ++j) {
-      const int b = d * bpl + j;
-      send_[b].bytes.resize(kHeaderBytes + capacity_);
-      send_[b].used = 0;
-      send_[b].in_flight = false;
-      send_owner_[b] = d;
-      link.buffers.push_back(b);
+      SendBuffer& buf = send_[link.first + j];
+      buf.bytes.resize(headroom_ + kHeaderBytes + capacity_);
+      buf.items = buf.bytes.data() + headroom_ + kHeaderBytes;
+      buf.used = 0;
+      buf.dest = d;
+      buf.in_flight = false;
     }
-    link.filling = link.buffers.front();
+    link.filling = link.first;
   }
+  sends_in_flight_ = 0;
+  full_dest_ = -1;
 
   const int n_recv = size_ == 1                     ? 0
                      : options_.receive_buffers > 0 ? options_.receive_buffers
                                                     : bpl * (size_ - 1);
-  recv_.resize(static_cast<std::size_t>(n_recv));
-  recv_req_.assign(recv_.size(), MPI_REQUEST_NULL);
-  ready_.assign(recv_.size(), -1);
-  ready_src_.assign(recv_.size(), -1);
-  ready_items_.assign(recv_.size(), 0);
+  ready_.assign(static_cast<std::size_t>(n_recv), Ready{});
   ready_head_ = 0;
   ready_count_ = 0;
   cur_slot_ = -1;
-  cur_pos_ = 0;
-  test_indices_.resize(std::max(send_.size(), recv_.size()));
+  cur_left_ = 0;
+  cur_ = nullptr;
   peers_.assign(static_cast<std::size_t>(size_), Peer{});
-  for (int s = 0; s < n_recv; ++s) {
-    recv_[s].resize(kHeaderBytes + capacity_);
-    post_receive(s);
-  }
+  sent_scratch_.resize(send_.size());
+  arrived_scratch_.resize(static_cast<std::size_t>(n_recv));
+  porter_->begin(static_cast<int>(send_.size()), n_recv, kHeaderBytes + capacity_);
 
   self_limit_ = capacity_ * static_cast<std::size_t>(bpl);
   self_queue_.clear();
@@ -105,16 +111,7 @@ void Conveyor::begin(std::size_t item_bytes) {
   state_ = State::working;
 }
 
-void Conveyor::post_receive(int slot) {
-  // A peer can be at most one session ahead (a session cannot complete without this rank), so
-  // the session's parity as tag keeps the next session's buffers out of this session's receives.
-  const int tag = static_cast<int>(session_ & 1);
-  check_mpi(MPI_Irecv(recv_[slot].data(), static_cast<int>(recv_[slot].size()), MPI_BYTE,
-                      MPI_ANY_SOURCE, tag, comm_, &recv_req_[slot]),
-            "MPI_Irecv");
-}
-
-bool Conveyor::push(const void* item, int dest) {
+std::byte* Conveyor::reserve_slow(int dest) {
   if (state_ != State::working) {
     require_session("push");
     throw std::logic_error("Conveyor::push: called after advance(true)");
@@ -123,27 +120,21 @@ bool Conveyor::push(const void* item, int dest) {
     throw std::out_of_range("Conveyor::push: destination " + std::to_string(dest) +
                             " is not a rank of the " + std::to_string(size_));
   }
-  if (dest == rank_) {
-    if (self_queue_.size() + item_bytes_ > self_limit_) {
-      ++stats_.refused;
-      return false;
-    }
-    const auto* p = static_cast<const std::byte*>(item);
-    self_queue_.insert(self_queue_.end(), p, p + item_bytes_);
-    ++stats_.pushed;
-    return true;
-  }
-  Link& link = links_[dest];
-  if (link.filling < 0) {
+  // dest == rank_: the self queue (its capacity is reserved, so earlier items never move).
+  if (self_queue_.size() + item_bytes_ > self_limit_) {
     ++stats_.refused;
-    return false;
+    return nullptr;
   }
-  SendBuffer& buf = send_[link.filling];
-  std::memcpy(buf.bytes.data() + kHeaderBytes + buf.used, item, item_bytes_);
-  buf.used += item_bytes_;
+  const std::size_t at = self_queue_.size();
+  self_queue_.resize(at + item_bytes_);
   ++stats_.pushed;
-  if (buf.used + item_bytes_ > capacity_) send_buffer(dest, link.filling, false);
-  return true;
+  return self_queue_.data() + at;
+}
+
+void Conveyor::send_full() {
+  const int dest = full_dest_;
+  full_dest_ = -1;
+  send_buffer(dest, links_[dest].filling, false);
 }
 
 void Conveyor::send_buffer(int dest, int b, bool end) {
@@ -153,17 +144,18 @@ void Conveyor::send_buffer(int dest, int b, bool end) {
   header.items = static_cast<std::uint32_t>(buf.used / item_bytes_);
   header.flags = end ? kEndFlag : 0;
   header.buffers_total = end ? link.sent + 1 : 0;
-  std::memcpy(buf.bytes.data(), &header, kHeaderBytes);
-  const int bytes = static_cast<int>(kHeaderBytes + buf.used);
-  check_mpi(MPI_Isend(buf.bytes.data(), bytes, MPI_BYTE, dest, static_cast<int>(session_ & 1),
-                      comm_, &send_req_[b]),
-            "MPI_Isend");
+  std::memcpy(buf.items - kHeaderBytes, &header, kHeaderBytes);
+  const std::size_t bytes = kHeaderBytes + buf.used;
+  porter_->send(b, dest, std::span<std::byte>(buf.bytes.data(), headroom_ + bytes));
   buf.in_flight = true;
+  ++sends_in_flight_;
   ++link.sent;
   ++stats_.buffers_sent;
-  stats_.bytes_sent += static_cast<std::uint64_t>(bytes);
+  stats_.bytes_sent += bytes;
   link.filling = -1;
-  for (int other : link.buffers) {
+  const int bpl = options_.buffers_per_link;
+  for (int j = 1; j <= bpl; ++j) {  // the next free buffer after b, round robin
+    const int other = link.first + (b - link.first + j) % bpl;
     if (!send_[other].in_flight) {
       link.filling = other;
       break;
@@ -171,82 +163,60 @@ void Conveyor::send_buffer(int dest, int b, bool end) {
   }
 }
 
-void Conveyor::progress_sends() {
-  if (send_req_.empty()) return;
-  int n = 0;
-  check_mpi(MPI_Testsome(static_cast<int>(send_req_.size()), send_req_.data(), &n,
-                         test_indices_.data(), MPI_STATUSES_IGNORE),
-            "MPI_Testsome");
-  if (n == MPI_UNDEFINED) return;  // nothing active
-  for (int i = 0; i < n; ++i) {
-    const int b = test_indices_[i];
-    send_[b].in_flight = false;
-    send_[b].used = 0;
-    Link& link = links_[send_owner_[b]];
-    if (link.filling < 0) link.filling = b;
+void Conveyor::progress() {
+  int n_sent = 0, n_arrived = 0;
+  porter_->poll(sent_scratch_.data(), &n_sent, arrived_scratch_.data(), &n_arrived);
+  for (int i = 0; i < n_sent; ++i) {
+    SendBuffer& buf = send_[sent_scratch_[i]];
+    buf.in_flight = false;
+    buf.used = 0;
+    --sends_in_flight_;
+    Link& link = links_[buf.dest];
+    if (link.filling < 0) link.filling = sent_scratch_[i];
   }
-}
-
-void Conveyor::progress_receives() {
-  if (recv_req_.empty()) return;
-  int n = 0;
-  statuses_.resize(recv_req_.size());
-  check_mpi(MPI_Testsome(static_cast<int>(recv_req_.size()), recv_req_.data(), &n,
-                         test_indices_.data(), statuses_.data()),
-            "MPI_Testsome");
-  if (n == MPI_UNDEFINED) return;
-  for (int i = 0; i < n; ++i) {
-    const int slot = test_indices_[i];
-    const MPI_Status& st = statuses_[i];
-    int bytes = 0;
-    MPI_Get_count(&st, MPI_BYTE, &bytes);
-    BufferHeader header{};
-    if (bytes < static_cast<int>(kHeaderBytes)) {
+  for (int i = 0; i < n_arrived; ++i) {
+    const Porter::Arrival& a = arrived_scratch_[i];
+    const std::size_t bytes = a.bytes.size();
+    if (bytes < kHeaderBytes) {
       throw std::runtime_error("Conveyor: received a " + std::to_string(bytes) +
-                               "-byte message, shorter than a buffer header");
+                               "-byte buffer, shorter than a buffer header");
     }
-    std::memcpy(&header, recv_[slot].data(), kHeaderBytes);
-    if (kHeaderBytes + std::size_t{header.items} * item_bytes_ != static_cast<std::size_t>(bytes)) {
-      throw std::runtime_error("Conveyor: a buffer from rank " + std::to_string(st.MPI_SOURCE) +
+    BufferHeader header{};
+    std::memcpy(&header, a.bytes.data(), kHeaderBytes);
+    if (kHeaderBytes + std::size_t{header.items} * item_bytes_ != bytes) {
+      throw std::runtime_error("Conveyor: a buffer from rank " + std::to_string(a.src) +
                                " announces " + std::to_string(header.items) +
                                " items but carries " + std::to_string(bytes) + " bytes");
     }
-    Peer& peer = peers_[st.MPI_SOURCE];
+    Peer& peer = peers_[a.src];
     ++peer.received;
     if (header.flags & kEndFlag) peer.expected = header.buffers_total;
     ++stats_.buffers_received;
     if (header.items == 0) {  // an empty END: nothing to pull, the slot is free again
-      post_receive(slot);
+      porter_->release(a.slot);
       continue;
     }
-    ready_src_[slot] = st.MPI_SOURCE;
-    ready_items_[slot] = header.items;
-    ready_[(ready_head_ + ready_count_) % ready_.size()] = slot;
+    ready_[(ready_head_ + ready_count_) % ready_.size()] =
+        Ready{a.slot, a.src, header.items, a.bytes.data() + kHeaderBytes};
     ++ready_count_;
   }
 }
 
-const std::byte* Conveyor::pull(int* from) {
+const std::byte* Conveyor::pull_slow(int* from) {
   if (state_ == State::dormant || state_ == State::complete) return nullptr;
-  for (;;) {
-    if (cur_slot_ >= 0) {
-      if (cur_pos_ < ready_items_[cur_slot_]) {
-        const std::byte* item =
-            recv_[cur_slot_].data() + kHeaderBytes + std::size_t{cur_pos_} * item_bytes_;
-        ++cur_pos_;
-        *from = ready_src_[cur_slot_];
-        last_pull_ = LastPull::network;
-        ++stats_.pulled;
-        return item;
-      }
-      post_receive(cur_slot_);  // drained: the slot takes the next buffer
-      cur_slot_ = -1;
-    }
-    if (ready_count_ == 0) break;
-    cur_slot_ = ready_[ready_head_];
-    ready_head_ = (ready_head_ + 1) % ready_.size();
+  if (cur_slot_ >= 0) {  // drained: the slot takes the next buffer
+    porter_->release(cur_slot_);
+    cur_slot_ = -1;
+  }
+  if (ready_count_ != 0) {
+    const Ready& r = ready_[ready_head_];
+    ready_head_ = ready_head_ + 1 == ready_.size() ? 0 : ready_head_ + 1;
     --ready_count_;
-    cur_pos_ = 0;
+    cur_slot_ = r.slot;
+    cur_src_ = r.src;
+    cur_ = r.data;
+    cur_left_ = r.items;  // >= 1 (empty buffers are never queued)
+    return pull(from);
   }
   if (self_head_ < self_queue_.size()) {
     const std::byte* item = self_queue_.data() + self_head_;
@@ -264,17 +234,11 @@ const std::byte* Conveyor::pull(int* from) {
   return nullptr;
 }
 
-bool Conveyor::pull(void* item, int* from) {
-  const std::byte* p = pull(from);
-  if (p == nullptr) return false;
-  std::memcpy(item, p, item_bytes_);
-  return true;
-}
-
 void Conveyor::unpull() {
   switch (last_pull_) {
     case LastPull::network:
-      --cur_pos_;
+      cur_ -= item_bytes_;
+      ++cur_left_;
       break;
     case LastPull::self:
       self_head_ -= item_bytes_;
@@ -294,8 +258,8 @@ bool Conveyor::advance(bool done) {
   } else if (!done && done_) {
     throw std::logic_error("Conveyor::advance: done went back to false");
   }
-  progress_sends();
-  progress_receives();
+  if (full_dest_ >= 0) send_full();
+  progress();
   if (done_) {
     // The last buffer to each peer carries END (possibly with items, possibly empty). A link whose
     // buffers are all in flight sends it on a later advance.
@@ -310,31 +274,21 @@ bool Conveyor::advance(bool done) {
 }
 
 bool Conveyor::try_finish() {
-  if (!done_) return false;
+  if (!done_ || sends_in_flight_ != 0) return false;
   for (int d = 0; d < size_; ++d) {
     if (d != rank_ && !links_[d].end_sent) return false;
-  }
-  for (const MPI_Request& r : send_req_) {
-    if (r != MPI_REQUEST_NULL) return false;
   }
   for (int s = 0; s < size_; ++s) {
     if (s != rank_ && peers_[s].received != peers_[s].expected) return false;
   }
-  if (ready_count_ != 0) return false;
-  if (cur_slot_ >= 0 && cur_pos_ < ready_items_[cur_slot_]) return false;
+  if (ready_count_ != 0 || cur_left_ != 0) return false;
   if (self_head_ < self_queue_.size()) return false;
-  // Complete: no peer sends this session anything more, so the posted receives can only be
-  // cancelled (the next session uses the other tag).
-  for (MPI_Request& r : recv_req_) {
-    if (r == MPI_REQUEST_NULL) continue;
-    check_mpi(MPI_Cancel(&r), "MPI_Cancel");
-    MPI_Status st;
-    check_mpi(MPI_Wait(&r, &st), "MPI_Wait");
-    int cancelled = 0;
-    MPI_Test_cancelled(&st, &cancelled);
-    if (!cancelled) throw std::logic_error("Conveyor: a buffer arrived after END (protocol bug)");
+  // Complete: no peer sends this session anything more.
+  if (cur_slot_ >= 0) {
+    porter_->release(cur_slot_);
+    cur_slot_ = -1;
   }
-  cur_slot_ = -1;
+  porter_->end();
   state_ = State::complete;
   return true;
 }

@@ -547,56 +547,6 @@ const std::shared_ptr<RigEngine>& DistKernel::engine() const noexcept {
   return impl_->engine;
 }
 
-// ---- minimum traffic and line rate --------------------------------------------------------
-
-MinimumTraffic minimum_traffic(const DistKernel& kernel, std::uint32_t packet_bytes) {
-  constexpr std::uint64_t kPrRecord = 18, kConcatHeader = 14, kPerPacket = 14 + 50;
-  const PatternVolume volume = kernel.volume();
-  const std::uint64_t prop = std::uint64_t{4} * static_cast<std::uint64_t>(kernel.k());
-  const std::uint64_t room = packet_bytes > kConcatHeader ? packet_bytes - kConcatHeader : 1;
-  const std::uint64_t reads_per_packet = std::max<std::uint64_t>(1, room / kPrRecord);
-  const std::uint64_t responses_per_packet = std::max<std::uint64_t>(1, room / (kPrRecord + prop));
-  MinimumTraffic m;
-  for (const std::uint64_t u : volume.unique_remote_per_owner) {  // 0 for this rank itself
-    if (u == 0) continue;
-    const std::uint64_t packets = (u + reads_per_packet - 1) / reads_per_packet +
-                                  (u + responses_per_packet - 1) / responses_per_packet;
-    m.property_bytes += u * prop;
-    m.wire_bytes += u * (prop + 2 * kPrRecord) + kPerPacket * packets;
-    m.packets += packets;
-  }
-  return m;
-}
-
-double measure_line_rate(MPI_Comm comm, std::size_t bytes, int reps) {
-  const int rank = dist::comm_rank(comm);
-  const int nranks = dist::comm_size(comm);
-  double rate = 0;
-  if (nranks > 1 && bytes > 0 && reps > 0) {
-    const int peer_a = 0, peer_b = nranks - 1;
-    std::vector<std::byte> buffer;
-    if (rank == peer_a || rank == peer_b) buffer.assign(bytes, std::byte{1});
-    const int count = dist::to_mpi_count(bytes, "measure_line_rate");
-    double best = 1e30;
-    for (int rep = 0; rep <= reps; ++rep) {  // rep 0 warms up (registration, page faults)
-      check_mpi(MPI_Barrier(comm), "MPI_Barrier");
-      const double t0 = MPI_Wtime();
-      if (rank == peer_a) {
-        check_mpi(MPI_Send(buffer.data(), count, MPI_BYTE, peer_b, 7, comm), "MPI_Send");
-        check_mpi(MPI_Recv(buffer.data(), count, MPI_BYTE, peer_b, 7, comm, MPI_STATUS_IGNORE),
-                  "MPI_Recv");
-      } else if (rank == peer_b) {
-        check_mpi(MPI_Recv(buffer.data(), count, MPI_BYTE, peer_a, 7, comm, MPI_STATUS_IGNORE),
-                  "MPI_Recv");
-        check_mpi(MPI_Send(buffer.data(), count, MPI_BYTE, peer_a, 7, comm), "MPI_Send");
-      }
-      const double dt = MPI_Wtime() - t0;
-      if (rep > 0) best = std::min(best, dt);
-    }
-    if (rank == peer_a) rate = 2.0 * static_cast<double>(bytes) / best;
-  }
-  check_mpi(MPI_Bcast(&rate, 1, MPI_DOUBLE, 0, comm), "MPI_Bcast");
-  return rate;
-}
+// minimum_traffic and measure_line_rate: traffic.cpp.
 
 }  // namespace netsparse

@@ -2,16 +2,18 @@
 // request conveyor carries remote column ids to their owners and a reply conveyor carries the
 // rows back (two conveyors, or request/reply can deadlock). sa-conveyors requests one row per
 // remote NONZERO, as Conveyors does (no filtering, no coalescing); sa-opt is the paper's SAOpt:
-// a free perfect prefilter, each distinct remote column requested once per rank.
+// a free perfect prefilter, each distinct remote column requested once per rank. The loop is
+// RequestReply's (request_reply.hpp), shared with bench_index_gather's conveyors baseline.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <vector>
 
-#include "distributed/conveyor.hpp"
 #include "distributed/kernel_impl.hpp"
 #include "distributed/mpi_util.hpp"
 #include "distributed/panel_stream.hpp"
+#include "distributed/request_reply.hpp"
 
 namespace netsparse::dist {
 
@@ -22,14 +24,14 @@ class ConveyorExchange final : public Exchange {
   explicit ConveyorExchange(bool prefilter) : prefilter_(prefilter) {}
 
   void setup(const Pattern& pat, const RunContext& rc) override {
-    if (!requests_) {
+    if (!conveyors_) {
       ConveyorOptions o;
       o.buffer_bytes = rc.options->conveyor_buffer_bytes;
       o.buffers_per_link = rc.options->conveyor_buffers_per_link;
-      requests_ = std::make_unique<Conveyor>(rc.comm, o);
+      ConveyorOptions r = o;
       // A reply buffer must hold at least one reply (4 B offset + one row).
-      o.buffer_bytes = std::max(o.buffer_bytes, 4 + std::size_t{4} * rc.k);
-      replies_ = std::make_unique<Conveyor>(rc.comm, o);
+      r.buffer_bytes = std::max(o.buffer_bytes, 4 + std::size_t{4} * rc.k);
+      conveyors_ = std::make_unique<RequestReply>(rc.comm, o, r);
     }
     // Panels some rank needs: every rank takes part in those sessions (it may have to answer).
     const int n_panels = pat.remote_part.n_col_panels();
@@ -42,12 +44,12 @@ class ConveyorExchange final : public Exchange {
       if (needed[j]) global_panels_.push_back(j);
     }
     window_.resize(static_cast<std::size_t>(pat.window) * rc.k);
-    reply_.resize(4 + std::size_t{4} * rc.k);
   }
 
   void run(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
            CommStats& stats) override {
-    const ConveyorStats req0 = requests_->stats(), rep0 = replies_->stats();
+    const ConveyorStats req0 = conveyors_->requests().stats();
+    const ConveyorStats rep0 = conveyors_->replies().stats();
     const std::size_t row_bytes = std::size_t{4} * rc.k;
     const gidx_t cb = rc.cols->begin(rc.rank), n_local = rc.cols->size(rc.rank);
     std::uint64_t replies_in = 0;
@@ -56,39 +58,29 @@ class ConveyorExchange final : public Exchange {
       const gidx_t wbase = pat.remote_part.col_panel_range(j).begin;
       const double t0 = now_seconds();
       PanelIdxStream stream(pat.remote_part, j, prefilter_);
-      requests_->begin(sizeof(std::uint64_t));
-      replies_->begin(reply_.size());
-      bool more_requests = true, more_replies = true;
-      while (more_requests || more_replies) {
+      // Serve: a request is a global column id; its reply is (window offset, row).
+      const auto answer = [&](const std::byte* request, int from, std::byte* reply) {
+        std::uint64_t idx = 0;
+        std::memcpy(&idx, request, sizeof idx);
+        const auto row = static_cast<gidx_t>(idx) - cb;
+        if (row < 0 || row >= n_local) {
+          throw std::runtime_error("sa-conveyors: rank " + std::to_string(from) +
+                                   " asked for row " + std::to_string(idx) +
+                                   " which this rank does not own");
+        }
+        const auto offset = static_cast<std::uint32_t>(static_cast<gidx_t>(idx) - wbase);
+        std::memcpy(reply, &offset, 4);
+        std::memcpy(reply + 4, ops.b + row * rc.k, row_bytes);
+      };
+      conveyors_->begin(sizeof(std::uint64_t), 4 + row_bytes);
+      while (conveyors_->advance(!stream.valid(), answer)) {
         while (stream.valid()) {
           const auto idx = static_cast<std::uint64_t>(stream.idx());
-          if (!requests_->push(&idx, rc.cols->owner(static_cast<gidx_t>(idx)))) break;
+          if (!conveyors_->push(&idx, rc.cols->owner(static_cast<gidx_t>(idx)))) break;
           stream.next();
         }
-        more_requests = requests_->advance(!stream.valid());
-        // Serve: answer each request with (window offset, row); a refused reply puts the
-        // request back and is retried after the next advance.
         int from = 0;
-        while (const std::byte* item = requests_->pull(&from)) {
-          std::uint64_t idx = 0;
-          std::memcpy(&idx, item, sizeof idx);
-          const auto row = static_cast<gidx_t>(idx) - cb;
-          if (row < 0 || row >= n_local) {
-            throw std::runtime_error("sa-conveyors: rank " + std::to_string(from) +
-                                     " asked for row " + std::to_string(idx) +
-                                     " which this rank does not own");
-          }
-          const auto offset = static_cast<std::uint32_t>(static_cast<gidx_t>(idx) -
-                                                         pat.remote_part.col_panel_range(j).begin);
-          std::memcpy(reply_.data(), &offset, 4);
-          std::memcpy(reply_.data() + 4, ops.b + row * rc.k, row_bytes);
-          if (!replies_->push(reply_.data(), from)) {
-            requests_->unpull();
-            break;
-          }
-        }
-        more_replies = replies_->advance(!more_requests);
-        while (const std::byte* item = replies_->pull(&from)) {
+        while (const std::byte* item = conveyors_->pull(&from)) {
           std::uint32_t offset = 0;
           std::memcpy(&offset, item, 4);
           std::memcpy(window_.data() + std::size_t{offset} * rc.k, item + 4, row_bytes);
@@ -102,23 +94,21 @@ class ConveyorExchange final : public Exchange {
       }
     }
     compute.finish(pat, rc, ops);
-    const ConveyorStats& req1 = requests_->stats();
-    const ConveyorStats& rep1 = replies_->stats();
-    const std::uint64_t buffers =
+    const ConveyorStats& req1 = conveyors_->requests().stats();
+    const ConveyorStats& rep1 = conveyors_->replies().stats();
+    stats.messages_sent +=
         (req1.buffers_sent - req0.buffers_sent) + (rep1.buffers_sent - rep0.buffers_sent);
-    stats.messages_sent += buffers;
-    stats.bytes_sent += (req1.bytes_sent - req0.bytes_sent) + (rep1.bytes_sent - rep0.bytes_sent) +
-                        buffers * kUpperLayerBytes;
+    stats.bytes_sent +=
+        (wire_bytes(req1) - wire_bytes(req0)) + (wire_bytes(rep1) - wire_bytes(rep0));
     stats.requests += req1.pushed - req0.pushed;
     stats.payload_bytes_in += replies_in * row_bytes;
   }
 
  private:
   const bool prefilter_;
-  std::unique_ptr<Conveyor> requests_, replies_;
+  std::unique_ptr<RequestReply> conveyors_;
   std::vector<int> global_panels_;
   std::vector<float> window_;
-  std::vector<std::byte> reply_;
 };
 
 }  // namespace

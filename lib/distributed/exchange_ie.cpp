@@ -135,7 +135,8 @@ class IeExchange final : public Exchange {
     stats.compute_seconds += (t0 - tc) + (now_seconds() - t1);
 
     const std::uint64_t row_bytes = std::uint64_t{4} * rc.k;
-    stats.bytes_sent += send_local_.size() * row_bytes + dests_.size() * kUpperLayerBytes;
+    stats.bytes_sent +=
+        concat::mpi_messages_wire_bytes(dests_.size(), send_local_.size() * row_bytes);
     stats.messages_sent += dests_.size();
     stats.payload_bytes_in += layout_.ghosts().size() * row_bytes;
   }

@@ -242,7 +242,7 @@ class RigExchange final : public Exchange {
       const std::uint64_t reads = after.rdma_reads - before.rdma_reads;
       stats.requests += reads;
       stats.messages_sent += 2 * reads;
-      stats.bytes_sent += reads * (2 * 78 + prop_bytes);
+      stats.bytes_sent += reads * concat::lone_read_wire_bytes(prop_bytes);
       stats.payload_bytes_in += reads * prop_bytes;
     } else {
       stats.bytes_sent += after.wire - before.wire;

@@ -38,7 +38,7 @@ class SuExchange final : public Exchange {
     const std::uint64_t row_bytes = std::uint64_t{4} * rc.k;
     const auto mine = static_cast<std::uint64_t>(counts_[rc.rank]);
     const auto others = static_cast<std::uint64_t>(rc.cols->n_rows()) - mine;
-    stats.bytes_sent += (rc.nranks - 1) * (mine * row_bytes + kUpperLayerBytes);
+    stats.bytes_sent += (rc.nranks - 1) * concat::mpi_message_wire_bytes(mine * row_bytes);
     stats.messages_sent += static_cast<std::uint64_t>(rc.nranks - 1);
     stats.payload_bytes_in += others * row_bytes;
     compute.all_present(pat, rc, ops, full_.data());
@@ -90,7 +90,7 @@ class SuPanelExchange final : public Exchange {
                 "MPI_Iallgatherv");
       const auto mine_rows = static_cast<std::uint64_t>(mine);
       if (mine_rows > 0) {
-        stats.bytes_sent += (p - 1) * (mine_rows * row_bytes + kUpperLayerBytes);
+        stats.bytes_sent += (p - 1) * concat::mpi_message_wire_bytes(mine_rows * row_bytes);
         stats.messages_sent += static_cast<std::uint64_t>(p - 1);
       }
       stats.payload_bytes_in += (static_cast<std::uint64_t>(w.size()) - mine_rows) * row_bytes;

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "concat/wire_model.hpp"
 #include "netsparse/distributed.hpp"
 #include "netsparse/local_kernels.hpp"
 
@@ -109,8 +110,8 @@ std::unique_ptr<Exchange> make_conveyor_exchange(bool prefilter);
 std::unique_ptr<Exchange> make_rig_exchange(std::shared_ptr<RigEngine> engine, bool vanilla,
                                             bool direct = false, bool compact = false);
 
-// Wire-byte model of MPI messages (the paper's 50 B of upper-layer headers per message).
-inline constexpr std::uint64_t kUpperLayerBytes = 50;
+// Byte accounting: every mode prices its wire bytes with the one wire model
+// (concat/wire_model.hpp: MPI messages, NetSparse packets, the paper's lone PR).
 
 // Seconds since an arbitrary origin (MPI_Wtime).
 inline double now_seconds() {
