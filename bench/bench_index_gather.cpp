@@ -391,6 +391,25 @@ struct Engine {
     if (s != NS_OK) die("ns_reg_props", s);
     if ((s = ns_create_cq(ctx, depth * 2, &cq)) != NS_OK) die("ns_create_cq", s);
     if ((s = ns_create_qp(ctx, cq, depth, &qp)) != NS_OK) die("ns_create_qp", s);
+    print_config_once();
+  }
+  // The configuration the engine runs (defaults and AUTO resolved), from ns_stats_json: once
+  // per distinct configuration.
+  void print_config_once() const {
+    static std::vector<std::string> seen;
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    const int n = ns_stats_json(ctx, nullptr, 0);
+    if (rank != 0 || n <= 0) return;
+    std::string json(static_cast<std::size_t>(n) + 1, '\0');
+    ns_stats_json(ctx, json.data(), json.size());
+    const std::size_t at = json.find("\"config\":");
+    const std::size_t end = at == std::string::npos ? at : json.find('}', at);
+    if (end == std::string::npos) return;
+    const std::string config = json.substr(at + 9, end - at - 8);
+    if (std::find(seen.begin(), seen.end(), config) != seen.end()) return;
+    seen.push_back(config);
+    std::printf("engine config (%s transport): %s\n", ns_transport_name(ctx), config.c_str());
   }
   ~Engine() {
     ns_destroy_qp(qp);
@@ -570,12 +589,13 @@ int main(int argc, char** argv) {
                 size, o.n_per_rank, o.unique ? "unique" : "uniform random",
                 o.indexed ? "indexed (replica)" : "positional", o.batch, o.inflight);
     std::printf(
-        "engine: packet_bytes %s, pending entries/unit %s, units %s\n",
-        o.packet_bytes ? std::to_string(o.packet_bytes).c_str() : "default(1500)",
-        o.pending ? std::to_string(o.pending).c_str() : "default(256)",
+        "engine knobs given: packet_bytes %s, pending entries/unit %s, units %s "
+        "(the configuration each engine runs is printed when it opens)\n",
+        o.packet_bytes ? std::to_string(o.packet_bytes).c_str() : "default",
+        o.pending ? std::to_string(o.pending).c_str() : "default",
         o.client_units
             ? (std::to_string(o.client_units) + "," + std::to_string(o.server_units)).c_str()
-            : "default(2,2)");
+            : "default");
     std::printf("%d interleaved round(s) per K; each figure is the best round\n", o.reps);
   }
   for (int K : o.K) {
