@@ -352,6 +352,11 @@ extern "C" ns_status_t ns_post_send(ns_qp* qp, ns_send_wr* wr, ns_send_wr** bad_
   if (qp == nullptr) return invalid("ns_post_send", "qp is NULL");
   if (wr == nullptr) return NS_OK;
   return guarded("ns_post_send", [&]() -> ns_status_t {
+    if (qp->engine().broken()) {
+      if (bad_wr != nullptr) *bad_wr = wr;
+      set_last_error("ns_post_send: the engine failed: " + qp->engine().broken_reason());
+      return NS_ERR_TRANSPORT;
+    }
     const netsparse::rig::PostResult r = qp->post(wr, bad_wr);
     if (r.status != NS_OK) set_last_error(std::string("ns_post_send: ") + wr_error_text(r.why));
     // INLINE: start the work at once (the caller may compute for a while before polling).

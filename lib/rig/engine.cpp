@@ -22,6 +22,7 @@ namespace {
 constexpr std::uint64_t kWatchdogTickNs = 1'000'000;  // 1 ms
 constexpr int kPollMessages = 64;
 constexpr std::size_t kDispatchPerStep = 256;
+constexpr std::size_t kMaxReadSlots = 65536;  // RDMA reads in flight (bounce slots)
 
 // Holds progress_mu_ for an application-side operation; tells a spinning progress thread to
 // step aside first so the lock is not starved.
@@ -220,7 +221,57 @@ int Engine::progress_inline() {
   if (!inline_mode()) return 0;
   std::unique_lock<std::mutex> lk(progress_mu_, std::try_to_lock);
   if (!lk.owns_lock()) return 0;
-  return step();
+  return guarded_step();
+}
+
+int Engine::guarded_step() noexcept {
+  if (!broken_.empty()) return 0;
+  try {
+    return step();
+  } catch (const std::bad_alloc&) {
+    fail_engine("out of memory in an engine step");
+  } catch (const std::exception& e) {
+    fail_engine(e.what());
+  } catch (...) {
+    fail_engine("unknown exception in an engine step");
+  }
+  return 1;
+}
+
+void Engine::fail_engine(const char* what) noexcept {
+  try {
+    broken_ = what;
+  } catch (...) {
+    broken_ = "engine failure";
+  }
+  broken_flag_.store(true, std::memory_order_release);
+  note_failure();
+  for (auto& u : clients_) u->fail_all(NS_WC_TRANSPORT_ERR);
+  for (ReadSlot& r : read_slots_) {
+    if (r.cmd == nullptr) continue;
+    Command* c = r.cmd;
+    r.cmd = nullptr;  // abandoned: the transport may still write into the bounce buffer
+    c->status = NS_WC_TRANSPORT_ERR;
+    complete(*c);
+  }
+  // Commands not yet dispatched fail too, in order per queue pair.
+  for (auto& qp : qps_) {
+    while (Command* c = qp->peek()) {
+      qp->pop();
+      c->status = NS_WC_TRANSPORT_ERR;
+      c->generated = true;
+      complete(*c);
+    }
+  }
+  try {
+    flush_completions();
+  } catch (...) {
+  }
+}
+
+std::string Engine::broken_reason() const {
+  std::lock_guard<std::mutex> lk(progress_mu_);
+  return broken_;
 }
 
 void Engine::progress_thread_main() {
@@ -231,7 +282,7 @@ void Engine::progress_thread_main() {
     std::uint64_t next_expiry = UINT64_MAX;
     {
       std::lock_guard<std::mutex> lk(progress_mu_);
-      work = step();
+      work = guarded_step();
       busy = active_commands.load(std::memory_order_relaxed) != 0 || !outbox_->empty() ||
              rdma_outstanding_ != 0;
       if (concat_) next_expiry = concat_->next_expiry_ns();
@@ -427,11 +478,24 @@ bool Engine::dispatch_one(Command& c, std::uint64_t now) {
       copy_prop(c.out, r.base + (i - r.row_begin) * P, P);
     } else if (peer_dead(owner)) {
       c.status = NS_WC_TRANSPORT_ERR;
+    } else if (c.deadline_ns <= now) {
+      c.status = NS_WC_WATCHDOG_TIMEOUT;
+      note_timeout();
     } else {
+      if (free_read_slots_.empty()) {
+        if (read_slots_.size() >= kMaxReadSlots) return false;  // all busy: retried later
+        read_slots_.emplace_back();
+        free_read_slots_.push_back(static_cast<std::uint32_t>(read_slots_.size() - 1));
+      }
+      const std::uint32_t slot = free_read_slots_.back();
+      ReadSlot& rs = read_slots_[slot];
+      rs.bounce.resize(P);
       const std::uint64_t offset = (i - r.solver.begin(owner)) * P;
-      switch (
-          tx_->read(owner, r.tx_region, offset, c.out, P, reinterpret_cast<std::uint64_t>(&c))) {
+      switch (tx_->read(owner, r.tx_region, offset, rs.bounce.data(), P, slot)) {
         case transport::TxStatus::kOk:
+          free_read_slots_.pop_back();
+          rs.cmd = &c;
+          rs.busy = true;
           ++rdma_reads_;
           ++rdma_outstanding_;
           return true;
@@ -480,10 +544,21 @@ std::size_t Engine::poll_reads() {
   const int n =
       tx_->poll_reads(read_completions_.data(), static_cast<int>(read_completions_.size()));
   for (int k = 0; k < n; ++k) {
-    auto* c = reinterpret_cast<Command*>(read_completions_[static_cast<std::size_t>(k)].cookie);
-    c->status =
-        read_completions_[static_cast<std::size_t>(k)].ok ? NS_WC_SUCCESS : NS_WC_TRANSPORT_ERR;
+    const transport::ReadCompletion& rc = read_completions_[static_cast<std::size_t>(k)];
+    if (rc.cookie >= read_slots_.size()) continue;
+    ReadSlot& rs = read_slots_[rc.cookie];
+    rs.busy = false;
+    free_read_slots_.push_back(static_cast<std::uint32_t>(rc.cookie));
     --rdma_outstanding_;
+    Command* c = rs.cmd;
+    rs.cmd = nullptr;
+    if (c == nullptr) continue;  // abandoned at its deadline: the late data is discarded
+    if (rc.ok) {
+      copy_prop(c->out, rs.bounce.data(), c->mr->prop_bytes);
+      c->status = NS_WC_SUCCESS;
+    } else {
+      c->status = NS_WC_TRANSPORT_ERR;
+    }
     complete(*c);
   }
   return n > 0 ? static_cast<std::size_t>(n) : 0;
@@ -532,6 +607,15 @@ void Engine::run_watchdog(std::uint64_t now) {
   }
   if (config_.watchdog_ms == 0) return;
   for (auto& u : clients_) u->watchdog(now);
+  // RDMA reads past their deadline complete now; their bounce slots stay with the transport.
+  for (ReadSlot& rs : read_slots_) {
+    if (rs.cmd == nullptr || rs.cmd->deadline_ns > now) continue;
+    Command* c = rs.cmd;
+    rs.cmd = nullptr;
+    c->status = NS_WC_WATCHDOG_TIMEOUT;
+    note_timeout();
+    complete(*c);
+  }
 }
 
 // ---- quiesce -------------------------------------------------------------------------------

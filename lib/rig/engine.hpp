@@ -134,6 +134,9 @@ class Engine : public PostTarget, public CommandSink {
   bool had_failure() const noexcept { return had_failure_.load(std::memory_order_relaxed); }
 
   bool peer_dead(int p) const noexcept { return dead_[p].load(std::memory_order_relaxed); }
+  // Non-empty once a step failed (fail_engine): the reason; further work is refused.
+  std::string broken_reason() const;
+  bool broken() const noexcept { return broken_flag_.load(std::memory_order_acquire); }
 
  private:
   int step();  // under progress_mu_
@@ -145,6 +148,11 @@ class Engine : public PostTarget, public CommandSink {
   bool dispatch_one(Command& cmd, std::uint64_t now);  // false: cannot start it yet
   std::size_t poll_reads();
   void run_watchdog(std::uint64_t now);
+  // A step that threw (allocation failure, a transport error): every command in flight
+  // completes with NS_WC_TRANSPORT_ERR and the engine refuses further work; nothing may
+  // terminate the process from the progress thread.
+  void fail_engine(const char* what) noexcept;
+  int guarded_step() noexcept;
   std::size_t flush_completions();
   void step_quiesce(std::uint64_t now);
 
@@ -184,6 +192,19 @@ class Engine : public PostTarget, public CommandSink {
   std::uint64_t rdma_reads_ = 0, timeouts_ = 0, malformed_packets_ = 0, completions_ = 0;
   std::uint64_t packets_in_ = 0, frames_in_ = 0, control_prs_ = 0, decode_errors_[8] = {};
   std::uint64_t rdma_outstanding_ = 0;
+  // NS_WR_RDMA_READ in flight: each reads into an engine-owned bounce slot (the cookie is the
+  // slot), copied to the user's buffer on completion. At the command's deadline it completes
+  // with NS_WC_WATCHDOG_TIMEOUT and the slot is abandoned: a late answer lands in it and is
+  // discarded, the slot is reused only once the transport has finished with it.
+  struct ReadSlot {
+    Command* cmd = nullptr;  // nullptr: free, or abandoned while `busy`
+    bool busy = false;       // the transport may still write into it
+    std::vector<std::byte> bounce;
+  };
+  std::vector<ReadSlot> read_slots_;
+  std::vector<std::uint32_t> free_read_slots_;
+  std::string broken_;  // why the engine failed (fail_engine), empty while healthy
+  std::atomic<bool> broken_flag_{false};
   std::vector<transport::ReadCompletion> read_completions_;
   std::function<void(const transport::ReceivedPacket&)> handler_;
   concat::ConcatStats concat_retired_;  // statistics of concatenation points already destroyed

@@ -341,3 +341,84 @@ TEST(Config, CoresPerRankFromTheHostsAffinityMasks) {
   EXPECT_EQ(rig::cores_per_rank({c01}, 0), 2);
   EXPECT_EQ(rig::cores_per_rank({Mask{0x0C, 0}, c01}, 1), 2) << "disjoint pairs";
 }
+
+namespace {
+// A transport that works until told to throw from poll(), like a transport failing mid-run.
+class ThrowingTransport final : public tr::Transport {
+ public:
+  explicit ThrowingTransport(std::unique_ptr<tr::Transport> inner) : inner_(std::move(inner)) {}
+  std::atomic<bool> fail{false};
+  tr::TransportKind kind() const noexcept override { return inner_->kind(); }
+  int rank() const noexcept override { return inner_->rank(); }
+  int size() const noexcept override { return inner_->size(); }
+  std::size_t max_packet_bytes() const noexcept override { return inner_->max_packet_bytes(); }
+  tr::TxStatus send(int d, std::span<const std::byte> p) override { return inner_->send(d, p); }
+  int poll(const std::function<void(const tr::ReceivedPacket&)>& h, int max) override {
+    if (fail.load()) throw std::runtime_error("simulated transport failure");
+    return inner_->poll(h, max);
+  }
+  int register_memory(void* b, std::size_t n) override { return inner_->register_memory(b, n); }
+  void deregister_memory(int r) override { inner_->deregister_memory(r); }
+  tr::TxStatus read(int d, int r, std::uint64_t o, void* l, std::size_t b,
+                    std::uint64_t c) override {
+    return inner_->read(d, r, o, l, b, c);
+  }
+  int poll_reads(tr::ReadCompletion* out, int max) override { return inner_->poll_reads(out, max); }
+  void barrier() override { inner_->barrier(); }
+  bool peer_failed(int p) const noexcept override { return inner_->peer_failed(p); }
+  std::uint64_t bytes_sent() const noexcept override { return inner_->bytes_sent(); }
+
+ private:
+  std::unique_ptr<tr::Transport> inner_;
+};
+}  // namespace
+
+// A step that throws on the progress thread fails the work in flight with error completions and
+// refuses new work with a clear error; the process goes on (no std::terminate).
+TEST(Engine, AFailingStepBecomesErrorCompletionsNotAnAbort) {
+  constexpr std::uint32_t P = 8;
+  tr::InprocFabric fabric(2);
+  auto raw = fabric.endpoint(0);
+  auto throwing = std::make_unique<ThrowingTransport>(fabric.endpoint(1));
+  ThrowingTransport* t = throwing.get();
+  rig::Config cfg;
+  cfg.progress_mode = NS_PROGRESS_THREAD;
+  ns_context engine(std::move(throwing), cfg);
+  const std::vector<std::uint64_t> offsets = {0, 100, 200};
+  auto block = rigtest::make_block(100, 200, P);
+  std::thread peer([&] {
+    raw->register_memory(nullptr, 0);
+    raw->barrier();
+  });
+  rig::Region* mr = engine.register_region(block.data(), 100, P, offsets.data());
+  peer.join();
+  rig::Cq* cq = engine.create_cq(8);
+  rig::Qp* qp = engine.create_qp(*cq, 8);
+  // Node 0 never answers: the request stays in flight until the failure.
+  const std::vector<std::uint64_t> idx = {5, 6, 7};
+  std::vector<std::uint8_t> out(idx.size() * P);
+  ns_send_wr w{};
+  w.wr_id = 77;
+  w.opcode = NS_WR_RIG;
+  w.send_flags = NS_SEND_SIGNALED;
+  w.wr.rig.mr = static_cast<ns_mr*>(mr);
+  w.wr.rig.idx = idx.data();
+  w.wr.rig.count = idx.size();
+  w.wr.rig.out = out.data();
+  w.wr.rig.layout = NS_RIG_LAYOUT_POSITIONAL;
+  ASSERT_EQ(ns_post_send(static_cast<ns_qp*>(qp), &w, nullptr), NS_OK) << ns_last_error();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  t->fail = true;
+  ns_wc wc{};
+  ASSERT_EQ(ns_cq_wait(static_cast<ns_cq*>(cq), 1, &wc, 5000), 1) << "error completion expected";
+  EXPECT_EQ(wc.wr_id, 77u);
+  EXPECT_EQ(wc.status, NS_WC_TRANSPORT_ERR);
+  EXPECT_NE(engine.broken_reason().find("simulated transport failure"), std::string::npos);
+  ns_send_wr* bad = nullptr;
+  EXPECT_EQ(ns_post_send(static_cast<ns_qp*>(qp), &w, &bad), NS_ERR_TRANSPORT);
+  EXPECT_EQ(bad, &w);
+  EXPECT_NE(std::string(ns_last_error()).find("simulated transport failure"), std::string::npos)
+      << ns_last_error();
+  engine.destroy_qp(qp);
+  engine.destroy_cq(cq);
+}

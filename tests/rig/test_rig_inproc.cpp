@@ -1032,3 +1032,57 @@ TEST(EngineV2, QuiesceStartThenWait) {
     n.sync->arrive_and_wait();
   });
 }
+
+// NS_WR_RDMA_READ to a peer that died silently (no failure report, its reads never complete):
+// each read completes with a watchdog timeout, the user's buffer is never written afterwards
+// (the read went to an engine bounce slot), and reads to the live peer still succeed.
+TEST(EngineV2, RdmaReadsToASilentlyDeadPeerTimeOut) {
+  ClusterOptions o;
+  o.nodes = 3;
+  o.P = 16;
+  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  o.attr.watchdog_ms = 150;
+  ns_fabric* fabric = nullptr;
+  run_cluster(
+      o,
+      [&](Node& n) {
+        n.sync->arrive_and_wait();
+        if (n.rank == 2) {
+          ASSERT_EQ(ns_fabric_kill_node(fabric, 2), NS_OK);
+        }
+        n.sync->arrive_and_wait();
+        if (n.rank == 2) {
+          n.sync->arrive_and_wait();
+          return;
+        }
+        const std::uint64_t live_row = 200ull * static_cast<std::uint64_t>(1 - n.rank) + 7;
+        std::vector<std::uint8_t> dead_out(4 * n.P, kSentinel), live_out(n.P, kSentinel);
+        std::vector<ns_send_wr> w(5);
+        for (int k = 0; k < 4; ++k) {
+          w[k].wr_id = 10 + static_cast<std::uint64_t>(k);
+          w[k].opcode = NS_WR_RDMA_READ;
+          w[k].send_flags = NS_SEND_SIGNALED;
+          w[k].wr.rdma_read.mr = n.mr;
+          w[k].wr.rdma_read.idx = 400 + static_cast<std::uint64_t>(k);  // the dead node's rows
+          w[k].wr.rdma_read.out = dead_out.data() + k * n.P;
+        }
+        w[4].wr_id = 20;
+        w[4].opcode = NS_WR_RDMA_READ;
+        w[4].send_flags = NS_SEND_SIGNALED;
+        w[4].wr.rdma_read.mr = n.mr;
+        w[4].wr.rdma_read.idx = live_row;
+        w[4].wr.rdma_read.out = live_out.data();
+        chain(w);
+        ASSERT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK) << ns_last_error();
+        std::map<std::uint64_t, int> status;
+        for (const ns_wc& wc : wait_completions(n.cq, 5, 10000)) status[wc.wr_id] = wc.status;
+        ASSERT_EQ(status.size(), 5u) << "every read completes";
+        for (int k = 0; k < 4; ++k) EXPECT_EQ(status[10 + k], NS_WC_WATCHDOG_TIMEOUT) << k;
+        EXPECT_EQ(status[20], NS_WC_SUCCESS);
+        EXPECT_EQ(check_prop(live_out.data(), live_row, n.P), "");
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        for (std::uint8_t b : dead_out) ASSERT_EQ(b, kSentinel) << "written after its timeout";
+        n.sync->arrive_and_wait();
+      },
+      &fabric);
+}
