@@ -217,6 +217,7 @@ extern "C" ns_status_t ns_open_inproc(ns_fabric* fabric, int node, const ns_cont
   if (node < 0 || node >= fabric->fabric.nodes()) return invalid("ns_open_inproc", "no such node");
   return guarded("ns_open_inproc", [&]() -> ns_status_t {
     Config cfg = Config::from_attr(attr);
+    cfg.check_memory_budget();
     if (cfg.progress_mode == NS_PROGRESS_AUTO) {
       cfg.progress_mode = NS_PROGRESS_THREAD;
       cfg.progress_reason = "auto: in-process fabric (its nodes are threads of one process)";

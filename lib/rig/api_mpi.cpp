@@ -2,6 +2,8 @@
 // NETSPARSE_TRANSPORT, with the MPI thread level checked up front (netsparse_mpi.h).
 #include <omp.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -19,6 +21,58 @@ ns_status_t fail(ns_status_t s, const std::string& why) {
   return s;
 }
 
+// The settings every rank must share, with this rank's refusal reason (empty if none).
+struct SharedSettings {
+  char error[200];
+  std::int32_t transport;
+  std::uint32_t packet_bytes;
+  std::uint32_t flags;
+  std::int32_t virtual_queues;
+  std::uint64_t delay_ns;
+};
+
+std::string agree_on_settings(MPI_Comm comm, const netsparse::rig::Config& cfg,
+                              const std::string& why) {
+  SharedSettings mine{};
+  std::snprintf(mine.error, sizeof mine.error, "%s", why.c_str());
+  mine.transport = cfg.transport;
+  mine.packet_bytes = cfg.packet_bytes;
+  mine.flags = cfg.flags;
+  mine.virtual_queues = cfg.virtual_queues ? 1 : 0;
+  mine.delay_ns = cfg.delay_ns;
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  std::vector<SharedSettings> all(static_cast<std::size_t>(size));
+  if (MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm) !=
+      MPI_SUCCESS) {
+    return "MPI_Allgather of the context settings failed";
+  }
+  for (int r = 0; r < size; ++r) {
+    if (all[static_cast<std::size_t>(r)].error[0] != '\0') {
+      return "rank " + std::to_string(r) + ": " + all[static_cast<std::size_t>(r)].error;
+    }
+  }
+  const auto differ = [&](const char* field, auto get) -> std::string {
+    for (int r = 1; r < size; ++r) {
+      if (get(all[static_cast<std::size_t>(r)]) != get(all[0])) {
+        return std::string("ranks disagree on ") + field + ": rank 0 has " +
+               std::to_string(get(all[0])) + ", rank " + std::to_string(r) + " has " +
+               std::to_string(get(all[static_cast<std::size_t>(r)]));
+      }
+    }
+    return {};
+  };
+  for (const std::string& d :
+       {differ("transport", [](const SharedSettings& x) { return x.transport; }),
+        differ("packet_bytes", [](const SharedSettings& x) { return x.packet_bytes; }),
+        differ("flags", [](const SharedSettings& x) { return x.flags; }),
+        differ("virtual_queues", [](const SharedSettings& x) { return x.virtual_queues; }),
+        differ("concat_delay_ns", [](const SharedSettings& x) { return x.delay_ns; })}) {
+    if (!d.empty()) return d;
+  }
+  return {};
+}
+
 }  // namespace
 
 extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, ns_context** out) {
@@ -31,10 +85,18 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
     return fail(NS_ERR_STATE, "MPI is not initialized (or already finalized)");
   if (comm == MPI_COMM_NULL) return fail(NS_ERR_INVALID, "comm is MPI_COMM_NULL");
   netsparse::rig::Config cfg;
+  std::string why;
   try {
     cfg = netsparse::rig::Config::from_attr(attr);
+    cfg.check_memory_budget();
   } catch (const std::exception& e) {
-    return fail(NS_ERR_INVALID, e.what());
+    why = e.what();
+  }
+  // Collective agreement before anything else: a rank whose arguments are refused must not
+  // leave the others waiting in the transport's collectives, and settings that only work when
+  // every rank has them must match. Every rank fails with the same message.
+  if (const std::string disagreement = agree_on_settings(comm, cfg, why); !disagreement.empty()) {
+    return fail(NS_ERR_INVALID, disagreement);
   }
   if (cfg.progress_mode == NS_PROGRESS_AUTO) {
     // Collective (ns_open_mpi is): how many ranks share this host, to see whether a core is

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -78,6 +79,32 @@ std::uint64_t Config::fixed_memory_bytes() const noexcept {
   const std::uint64_t per_unit = std::uint64_t{pending_entries} * 28 + 4096;
   return per_unit * static_cast<std::uint64_t>(client_units) +
          std::uint64_t{1024} * static_cast<std::uint64_t>(server_units);
+}
+
+void Config::check_memory_budget() const {
+  std::uint64_t budget = 0;
+  if (const char* env = std::getenv("NETSPARSE_MAX_CONTEXT_BYTES"); env != nullptr && *env) {
+    char* end = nullptr;
+    budget = std::strtoull(env, &end, 10);
+    if (end == env || *end != '\0') {
+      throw std::invalid_argument(std::string("NETSPARSE_MAX_CONTEXT_BYTES='") + env +
+                                  "' is not a byte count");
+    }
+  } else {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    budget = pages > 0 && page > 0
+                 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) / 4
+                 : UINT64_MAX;
+  }
+  const std::uint64_t need = fixed_memory_bytes();
+  if (need > budget) {
+    throw std::invalid_argument(
+        "the context settings need " + std::to_string(need) + " bytes (" +
+        std::to_string(client_units) + " client units x " + std::to_string(pending_entries) +
+        " Pending PR Table entries x 28 B), more than the context memory budget of " +
+        std::to_string(budget) +
+        " bytes (a quarter of physical memory, or NETSPARSE_MAX_CONTEXT_BYTES)");
+  }
 }
 
 std::vector<unsigned char> affinity_mask() {

@@ -209,6 +209,49 @@ TEST(Mpi, OutOfRangeIdxAndRdmaRead) {
   s.close();
 }
 
+// ns_open_mpi agrees collectively before anything else: settings that must match, and a rank
+// whose arguments are refused, fail every rank with the same message (nobody hangs).
+TEST(Mpi, OpenAgreesOnSettingsAcrossRanks) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size < 2) GTEST_FAIL() << "needs at least 2 ranks";
+  ns_context* ctx = nullptr;
+  // Different packet sizes.
+  ns_context_attr a{};
+  a.comp_mask = NS_CTX_ATTR_PACKET;
+  a.packet_bytes = rank == 1 ? 4096 : 1500;
+  EXPECT_EQ(ns_open_mpi(MPI_COMM_WORLD, &a, &ctx), NS_ERR_INVALID);
+  EXPECT_EQ(ctx, nullptr);
+  const std::string msg = ns_last_error();
+  EXPECT_NE(msg.find("ranks disagree on packet_bytes: rank 0 has 1500, rank 1 has 4096"),
+            std::string::npos)
+      << msg;
+  // One rank passes an invalid attribute: everyone fails naming that rank.
+  ns_context_attr b{};
+  if (rank == size - 1) {
+    b.comp_mask = NS_CTX_ATTR_FLAGS;
+    b.flags = 1u << 30;
+  }
+  EXPECT_EQ(ns_open_mpi(MPI_COMM_WORLD, &b, &ctx), NS_ERR_INVALID);
+  const std::string msg2 = ns_last_error();
+  EXPECT_NE(msg2.find("rank " + std::to_string(size - 1) + ": ns_context_attr.flags"),
+            std::string::npos)
+      << msg2;
+  // Settings beyond the memory budget: refused before anything is allocated, on every rank.
+  ns_context_attr c{};
+  c.comp_mask = NS_CTX_ATTR_UNITS | NS_CTX_ATTR_PENDING;
+  c.num_client_units = 1024;
+  c.num_server_units = 1;
+  c.pending_entries = 1u << 20;
+  EXPECT_EQ(ns_open_mpi(MPI_COMM_WORLD, &c, &ctx), NS_ERR_INVALID);
+  EXPECT_NE(std::string(ns_last_error()).find("memory budget"), std::string::npos)
+      << ns_last_error();
+  // And the same communicator still opens with agreeing settings.
+  ASSERT_EQ(ns_open_mpi(MPI_COMM_WORLD, nullptr, &ctx), NS_OK) << ns_last_error();
+  EXPECT_EQ(ns_close(ctx), NS_OK);
+}
+
 TEST(Mpi, ApplicationUsesMpiConcurrently) {
   RankSetup s;
   ASSERT_TRUE(s.open(attr_of(NS_PROGRESS_THREAD, 0), 16, false));
