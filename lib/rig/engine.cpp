@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -94,17 +95,68 @@ int Engine::live_objects() const {
 // ---- region --------------------------------------------------------------------------------
 Region* Engine::register_region(void* base, std::uint64_t local_rows, std::uint32_t prop_bytes,
                                 const std::uint64_t* row_offsets) {
-  if (row_offsets == nullptr) throw std::invalid_argument("row_offsets is NULL");
-  if (prop_bytes == 0) throw std::invalid_argument("prop_bytes is 0");
-  if (local_rows > 0 && base == nullptr) throw std::invalid_argument("base is NULL");
-  if (local_rows > SIZE_MAX / prop_bytes) throw std::invalid_argument("region size overflows");
   const std::size_t max_message = tx_->max_packet_bytes();
   const std::size_t one_response = concat::packet_bytes(concat::PrType::kResponse, prop_bytes, 1);
-  if (one_response > max_message) {
-    throw std::length_error("a response packet for a property of " + std::to_string(prop_bytes) +
-                            " bytes needs " + std::to_string(one_response) + " bytes, but the " +
-                            transport_name() + " transport's largest message is " +
-                            std::to_string(max_message) + " bytes");
+  // Every rank validates its own arguments, then all agree (collectively, before the transport's
+  // collective registration): a rank whose arguments are refused, or arguments that differ
+  // between ranks, fail every rank with the same message instead of leaving the others waiting
+  // or gathering mismatched properties.
+  std::string why;
+  try {
+    if (row_offsets == nullptr) throw std::invalid_argument("row_offsets is NULL");
+    if (prop_bytes == 0) throw std::invalid_argument("prop_bytes is 0");
+    if (local_rows > 0 && base == nullptr) throw std::invalid_argument("base is NULL");
+    if (local_rows > SIZE_MAX / prop_bytes) throw std::invalid_argument("region size overflows");
+    if (one_response > max_message) {
+      throw std::length_error("a response packet for a property of " + std::to_string(prop_bytes) +
+                              " bytes needs " + std::to_string(one_response) + " bytes, but the " +
+                              transport_name() + " transport's largest message is " +
+                              std::to_string(max_message) + " bytes");
+    }
+    const DestinationSolver solver(
+        std::span<const std::uint64_t>(row_offsets, static_cast<std::size_t>(size_) + 1));
+    const std::uint64_t mine = solver.end(rank_) - solver.begin(rank_);
+    if (mine != local_rows) {
+      throw std::invalid_argument("local_rows (" + std::to_string(local_rows) +
+                                  ") differs from row_offsets[rank+1] - row_offsets[rank] (" +
+                                  std::to_string(mine) + ")");
+    }
+    const std::uint64_t filter_bytes = filter::RowStateFilter::bytes_for(solver.total_rows());
+    if (filter_bytes > half_physical_memory()) {
+      throw std::length_error("the Idx Filter for " + std::to_string(solver.total_rows()) +
+                              " global rows (row_offsets[size]) needs " +
+                              std::to_string(filter_bytes) +
+                              " bytes, more than half of physical memory");
+    }
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  using Shared = RegionAgreement;
+  Shared me = RegionAgreement::of(prop_bytes, row_offsets, size_);
+  std::snprintf(me.error, sizeof me.error, "%s", why.c_str());
+  std::vector<Shared> all(static_cast<std::size_t>(size_));
+  tx_->allgather(&me, sizeof me, all.data());
+  for (int r = 0; r < size_; ++r) {
+    const Shared& o = all[static_cast<std::size_t>(r)];
+    if (o.error[0] != '\0') {
+      throw EngineError(NS_ERR_INVALID, "rank " + std::to_string(r) + ": " + o.error);
+    }
+  }
+  for (int r = 1; r < size_; ++r) {
+    const Shared& o = all[static_cast<std::size_t>(r)];
+    const auto differ = [&](const char* field, std::uint64_t a, std::uint64_t b) {
+      throw EngineError(NS_ERR_INVALID, std::string("ranks disagree on ") + field +
+                                            ": rank 0 has " + std::to_string(a) + ", rank " +
+                                            std::to_string(r) + " has " + std::to_string(b));
+    };
+    if (o.prop_bytes != all[0].prop_bytes) differ("prop_bytes", all[0].prop_bytes, o.prop_bytes);
+    if (o.total_rows != all[0].total_rows) {
+      differ("row_offsets[size] (total rows)", all[0].total_rows, o.total_rows);
+    }
+    if (o.offsets_hash != all[0].offsets_hash) {
+      throw EngineError(NS_ERR_INVALID, "ranks disagree on row_offsets (rank 0 and rank " +
+                                            std::to_string(r) + " pass different partitions)");
+    }
   }
   AdminLock lk(progress_mu_, admin_waiting_);
   if (region_owner_) throw EngineError(NS_ERR_STATE, "a property region is already registered");

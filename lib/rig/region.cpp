@@ -37,6 +37,19 @@ Region::Region(std::byte* base_, std::uint64_t local_rows_, std::uint32_t prop_b
   rows_.resize(total);
 }
 
+RegionAgreement RegionAgreement::of(std::uint32_t prop_bytes, const std::uint64_t* row_offsets,
+                                    int size) {
+  RegionAgreement a;
+  a.prop_bytes = prop_bytes;
+  a.offsets_hash = 1469598103934665603ull;
+  if (row_offsets != nullptr) {
+    a.total_rows = row_offsets[size];
+    for (int p = 0; p <= size; ++p)
+      a.offsets_hash = (a.offsets_hash ^ row_offsets[p]) * 1099511628211ull;
+  }
+  return a;
+}
+
 bool Region::claim_mapping(std::uint64_t begin, std::uint64_t end, std::uint64_t mapping) {
   for (const Mapping& m : mappings_) {
     if (begin < m.end && m.begin < end) {  // overlapping windows must share the mapping

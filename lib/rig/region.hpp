@@ -22,6 +22,18 @@ namespace netsparse::rig {
 
 class Engine;
 
+// What ranks compare before registering a region collectively (Engine::register_region): this
+// rank's refusal reason, if any, and the arguments that must agree. One fixed-size record per
+// rank, exchanged with Transport::allgather.
+struct RegionAgreement {
+  char error[200] = {};
+  std::uint64_t prop_bytes = 0;
+  std::uint64_t total_rows = 0;
+  std::uint64_t offsets_hash = 0;  // FNV-1a over row_offsets[0..size]
+  // Fills everything but `error` from the arguments (row_offsets: size + 1 entries).
+  static RegionAgreement of(std::uint32_t prop_bytes, const std::uint64_t* row_offsets, int size);
+};
+
 class Region {
  public:
   // Validates the arguments (std::invalid_argument naming the field) and sizes the filter over

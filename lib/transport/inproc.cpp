@@ -148,6 +148,29 @@ class InprocFabricState {
     release_barrier_if_complete();
   }
 
+  void allgather(int rank, const void* mine, std::size_t bytes, void* all) {
+    {
+      std::lock_guard lock(barrier_mutex_);
+      if (gather_.size() != static_cast<std::size_t>(nodes_)) gather_.resize(nodes_);
+      const auto* m = static_cast<const std::byte*>(mine);
+      gather_[static_cast<std::size_t>(rank)].assign(m, m + bytes);
+    }
+    barrier(rank);
+    {
+      std::lock_guard lock(barrier_mutex_);
+      auto* out = static_cast<std::byte*>(all);
+      for (int p = 0; p < nodes_; ++p) {
+        const auto& g = gather_[static_cast<std::size_t>(p)];
+        if (g.size() == bytes && dead_[p].load(std::memory_order_relaxed) == kAlive) {
+          std::copy(g.begin(), g.end(), out + static_cast<std::size_t>(p) * bytes);
+        } else {
+          std::fill_n(out + static_cast<std::size_t>(p) * bytes, bytes, std::byte{0});
+        }
+      }
+    }
+    barrier(rank);  // nobody overwrites a contribution before everyone has read it
+  }
+
   // Barrier over the live nodes; a dead node passes straight through.
   void barrier(int rank) {
     std::unique_lock lock(barrier_mutex_);
@@ -173,6 +196,7 @@ class InprocFabricState {
   std::unique_ptr<std::atomic<std::uint8_t>[]> dead_;
   std::unique_ptr<std::atomic<bool>[]> taken_;
   std::unique_ptr<RegionSlot[]> regions_;
+  std::vector<std::vector<std::byte>> gather_;  // allgather contributions (barrier_mutex_)
   std::mutex barrier_mutex_;
   std::condition_variable barrier_cv_;
   int live_ = 0;
@@ -291,6 +315,9 @@ class InprocTransport final : public Transport {
   }
 
   void barrier() override { fabric_->barrier(rank_); }
+  void allgather(const void* mine, std::size_t bytes, void* all) override {
+    fabric_->allgather(rank_, mine, bytes, all);
+  }
 
   bool peer_failed(int peer) const noexcept override {
     return peer >= 0 && peer < fabric_->nodes() && fabric_->dead(peer) == kDeadReported;

@@ -338,6 +338,18 @@ class MpiTransport final : public Transport {
     return n;
   }
 
+  void allgather(const void* mine, std::size_t bytes, void* all) override {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Iallgather(mine, static_cast<int>(bytes), MPI_BYTE, all, static_cast<int>(bytes),
+                             MPI_BYTE, comm_, &request),
+              "MPI_Iallgather");
+    int done = 0;
+    while (!done) {
+      check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Iallgather (test)");
+      if (!done) progress();
+    }
+  }
+
   void barrier() override {
     // Ibarrier + test, progressing (and serving read requests) while waiting; an MPI error or a
     // known failed peer turns into an exception instead of an endless wait.

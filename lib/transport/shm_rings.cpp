@@ -176,6 +176,9 @@ class HostShmTransport final : public Transport {
   }
   int poll_reads(ReadCompletion* out, int max) override { return inner_->poll_reads(out, max); }
   void barrier() override { inner_->barrier(); }
+  void allgather(const void* mine, std::size_t bytes, void* all) override {
+    inner_->allgather(mine, bytes, all);
+  }
   bool peer_failed(int peer) const noexcept override {
     if (peer >= 0 && peer < size()) {
       const int h = host_index_[static_cast<std::size_t>(peer)];

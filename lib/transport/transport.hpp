@@ -76,6 +76,10 @@ class Transport {
   virtual int poll_reads(ReadCompletion* out, int max) = 0;
   // Collective barrier for bootstrap/teardown (blocking; never called on the hot path).
   virtual void barrier() = 0;
+  // Collective: every rank contributes `bytes` bytes (the same count everywhere) and receives
+  // all contributions in rank order in `all` (size() * bytes). For agreeing on arguments before
+  // a collective setup; never on the hot path. Dead in-process nodes contribute zeros.
+  virtual void allgather(const void* mine, std::size_t bytes, void* all) = 0;
   // Peers known to have failed (QP in error, MPI error, simulated detection): true once detected.
   virtual bool peer_failed(int peer) const noexcept = 0;
   // Bytes the transport itself put on the wire (packets + its own headers if any).

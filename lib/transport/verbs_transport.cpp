@@ -482,6 +482,21 @@ class VerbsTransport final : public Transport {
     return n;
   }
 
+  void allgather(const void* mine, std::size_t bytes, void* all) override {
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (MPI_Iallgather(mine, static_cast<int>(bytes), MPI_BYTE, all, static_cast<int>(bytes),
+                       MPI_BYTE, comm_, &request) != MPI_SUCCESS) {
+      throw std::runtime_error("netsparse verbs transport: MPI_Iallgather failed");
+    }
+    int done = 0;
+    while (!done) {
+      if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        throw std::runtime_error("netsparse verbs transport: allgather failed (a peer failed?)");
+      }
+      if (!done) poll_send_cq();
+    }
+  }
+
   void barrier() override {
     MPI_Request request = MPI_REQUEST_NULL;
     if (MPI_Ibarrier(comm_, &request) != MPI_SUCCESS) {

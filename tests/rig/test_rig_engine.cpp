@@ -115,6 +115,10 @@ TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
   auto block = rigtest::make_block(100, 200, P);
   int raw_region = -1;
   std::thread peer([&] {
+    // The engine agrees on the region's arguments first (Engine::register_region).
+    rig::RegionAgreement me = rig::RegionAgreement::of(P, offsets.data(), 2);
+    std::vector<rig::RegionAgreement> all(2);
+    raw->allgather(&me, sizeof me, all.data());
     raw_region = raw->register_memory(nullptr, 0);
     raw->barrier();
   });
@@ -252,6 +256,10 @@ TEST(Server, FramesAreSplitAndTruncatedFramesRefused) {
   auto block = rigtest::make_block(100, 200, P);
   int raw_region = -1;
   std::thread peer([&] {
+    // The engine agrees on the region's arguments first (Engine::register_region).
+    rig::RegionAgreement me = rig::RegionAgreement::of(P, offsets.data(), 2);
+    std::vector<rig::RegionAgreement> all(2);
+    raw->allgather(&me, sizeof me, all.data());
     raw_region = raw->register_memory(nullptr, 0);
     raw->barrier();
   });
@@ -365,6 +373,7 @@ class ThrowingTransport final : public tr::Transport {
   }
   int poll_reads(tr::ReadCompletion* out, int max) override { return inner_->poll_reads(out, max); }
   void barrier() override { inner_->barrier(); }
+  void allgather(const void* m, std::size_t b, void* a) override { inner_->allgather(m, b, a); }
   bool peer_failed(int p) const noexcept override { return inner_->peer_failed(p); }
   std::uint64_t bytes_sent() const noexcept override { return inner_->bytes_sent(); }
 
@@ -387,6 +396,9 @@ TEST(Engine, AFailingStepBecomesErrorCompletionsNotAnAbort) {
   const std::vector<std::uint64_t> offsets = {0, 100, 200};
   auto block = rigtest::make_block(100, 200, P);
   std::thread peer([&] {
+    rig::RegionAgreement me = rig::RegionAgreement::of(P, offsets.data(), 2);
+    std::vector<rig::RegionAgreement> all(2);
+    raw->allgather(&me, sizeof me, all.data());
     raw->register_memory(nullptr, 0);
     raw->barrier();
   });

@@ -252,6 +252,45 @@ TEST(Mpi, OpenAgreesOnSettingsAcrossRanks) {
   EXPECT_EQ(ns_close(ctx), NS_OK);
 }
 
+// ns_reg_props agrees collectively before registering: properties of different sizes, a refused
+// argument on one rank (prop_bytes 0) and different partitions fail every rank with the same
+// message; afterwards a correct registration still works.
+TEST(Mpi, RegisterAgreesOnPropertiesAndPartition) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  ns_context* ctx = nullptr;
+  ASSERT_EQ(ns_open_mpi(MPI_COMM_WORLD, nullptr, &ctx), NS_OK) << ns_last_error();
+  std::vector<std::uint64_t> offsets(static_cast<std::size_t>(size) + 1);
+  for (int p = 0; p <= size; ++p) offsets[static_cast<std::size_t>(p)] = 10u * p;
+  std::vector<std::uint8_t> block(10 * 16);
+  ns_mr* mr = nullptr;
+  EXPECT_EQ(ns_reg_props(ctx, block.data(), 10, rank == 1 ? 16 : 8, offsets.data(), &mr),
+            NS_ERR_INVALID);
+  EXPECT_NE(std::string(ns_last_error())
+                .find("ranks disagree on prop_bytes: rank 0 has 8, rank 1 "
+                      "has 16"),
+            std::string::npos)
+      << ns_last_error();
+  EXPECT_EQ(ns_reg_props(ctx, block.data(), 10, rank == size - 1 ? 0 : 8, offsets.data(), &mr),
+            NS_ERR_INVALID);
+  EXPECT_NE(
+      std::string(ns_last_error()).find("rank " + std::to_string(size - 1) + ": prop_bytes is 0"),
+      std::string::npos)
+      << ns_last_error();
+  std::vector<std::uint64_t> other = offsets;
+  if (rank == 0) {  // the same total, another cut
+    other[1] = 9;
+  }
+  const std::uint64_t mine = other[static_cast<std::size_t>(rank) + 1] - other[rank];
+  EXPECT_EQ(ns_reg_props(ctx, block.data(), mine, 8, other.data(), &mr), NS_ERR_INVALID);
+  EXPECT_NE(std::string(ns_last_error()).find("ranks disagree on row_offsets"), std::string::npos)
+      << ns_last_error();
+  ASSERT_EQ(ns_reg_props(ctx, block.data(), 10, 8, offsets.data(), &mr), NS_OK) << ns_last_error();
+  EXPECT_EQ(ns_dereg_props(mr), NS_OK) << ns_last_error();
+  EXPECT_EQ(ns_close(ctx), NS_OK);
+}
+
 TEST(Mpi, ApplicationUsesMpiConcurrently) {
   RankSetup s;
   ASSERT_TRUE(s.open(attr_of(NS_PROGRESS_THREAD, 0), 16, false));
