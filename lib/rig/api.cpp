@@ -241,7 +241,11 @@ extern "C" ns_status_t ns_close(ns_context* ctx) {
     return NS_ERR_STATE;
   }
   return guarded("ns_close", [&]() -> ns_status_t {
-    if (netsparse::rig::Region* r = ctx->region()) ctx->deregister_region(r);
+    if (netsparse::rig::Region* r = ctx->region(); r != nullptr && !ctx->deregister_region(r)) {
+      delete ctx;
+      set_last_error("ns_close: a peer failed; the region was released locally (no collective)");
+      return NS_ERR_TRANSPORT;
+    }
     delete ctx;
     return NS_OK;
   });
@@ -295,7 +299,12 @@ extern "C" ns_status_t ns_reg_props(ns_context* ctx, void* base, uint64_t local_
 extern "C" ns_status_t ns_dereg_props(ns_mr* mr) {
   if (mr == nullptr) return invalid("ns_dereg_props", "mr is NULL");
   return guarded("ns_dereg_props", [&]() -> ns_status_t {
-    mr->engine.deregister_region(mr);
+    if (!mr->engine.deregister_region(mr)) {
+      set_last_error(
+          "ns_dereg_props: a peer failed; the region was released locally (no "
+          "collective)");
+      return NS_ERR_TRANSPORT;
+    }
     return NS_OK;
   });
 }

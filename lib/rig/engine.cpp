@@ -182,28 +182,26 @@ Region* Engine::register_region(void* base, std::uint64_t local_rows, std::uint3
   return region_owner_.get();
 }
 
-void Engine::deregister_region(Region* mr) {
+bool Engine::deregister_region(Region* mr) {
   if (mr == nullptr || mr != region()) {
     throw EngineError(NS_ERR_INVALID, "not the region registered on this context");
   }
   if (mr->inflight.load(std::memory_order_acquire) != 0) {
     throw EngineError(NS_ERR_STATE, "work requests on this region are still in flight");
   }
-  // Keep serving the peers until none of them needs this node; only then block in the
-  // transport's collectives. After a failure the teardown stays local.
-  const int timeout_ms =
-      config_.watchdog_ms == 0 ? 30'000 : static_cast<int>(2 * config_.watchdog_ms + 100);
-  bool clean = !had_failure();
-  if (clean) {
-    try {
-      quiesce(timeout_ms);
-    } catch (const EngineError&) {
-      clean = false;
-    }
-  }
+  // The teardown protocol (docs/architecture.md): keep serving until every live peer has
+  // quiesced, however late it comes — no timeout decides that a live peer is gone, and earlier
+  // transient timeouts do not matter; peers known to have failed (reported by the transport:
+  // verbs QP errors, the intra-host rings' process check, inproc kills) are not waited for.
+  // Then, only if no peer has failed, the collective part (barrier, window free) with all of
+  // them; otherwise everything stays local, and the caller is told.
+  quiesce(-1);
   AdminLock lk(progress_mu_, admin_waiting_);
-  if (clean && !had_failure()) {
-    // Nothing still buffered is needed by anyone: every node has quiesced.
+  bool clean = true;
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && (peer_dead(p) || tx_->peer_failed(p))) clean = false;
+  }
+  if (clean) {
     tx_->barrier();
     tx_->deregister_memory(mr->tx_region);
   } else {
@@ -215,6 +213,7 @@ void Engine::deregister_region(Region* mr) {
   port_.region = nullptr;
   concat_.reset();
   region_owner_.reset();
+  return clean;
 }
 
 // ---- queues --------------------------------------------------------------------------------

@@ -76,7 +76,9 @@ class Engine : public PostTarget, public CommandSink {
   // throw EngineError (or std::invalid_argument / std::length_error for bad arguments).
   Region* register_region(void* base, std::uint64_t local_rows, std::uint32_t prop_bytes,
                           const std::uint64_t* row_offsets);
-  void deregister_region(Region* mr);
+  // Collective teardown of the region; true when it was collective (clean), false when a peer
+  // known to have failed made it local (the region is released either way).
+  bool deregister_region(Region* mr);
   Region* region() const noexcept { return region_.load(std::memory_order_acquire); }
   Cq* create_cq(std::uint32_t cqe);
   void destroy_cq(Cq* cq);

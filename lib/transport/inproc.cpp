@@ -141,7 +141,12 @@ class InprocFabricState {
 
   void kill(int rank, FailureVisibility visibility) {
     std::lock_guard lock(barrier_mutex_);
-    if (dead_[rank].load(std::memory_order_relaxed) != kAlive) return;
+    const std::uint8_t was = dead_[rank].load(std::memory_order_relaxed);
+    if (was == kDeadSilent && visibility == FailureVisibility::kReported) {
+      dead_[rank].store(kDeadReported, std::memory_order_release);  // detected at last
+      return;
+    }
+    if (was != kAlive) return;
     dead_[rank].store(visibility == FailureVisibility::kReported ? kDeadReported : kDeadSilent,
                       std::memory_order_release);
     --live_;
@@ -319,8 +324,12 @@ class InprocTransport final : public Transport {
     fabric_->allgather(rank_, mine, bytes, all);
   }
 
+  // A dead node is cut off from everyone: to itself every peer has failed (so its own teardown,
+  // if its thread still runs one, stays local instead of waiting for them).
   bool peer_failed(int peer) const noexcept override {
-    return peer >= 0 && peer < fabric_->nodes() && fabric_->dead(peer) == kDeadReported;
+    if (peer < 0 || peer >= fabric_->nodes()) return false;
+    if (peer != rank_ && fabric_->dead(rank_) != kAlive) return true;
+    return fabric_->dead(peer) == kDeadReported;
   }
 
   std::uint64_t bytes_sent() const noexcept override { return bytes_sent_; }

@@ -350,6 +350,10 @@ class MpiTransport final : public Transport {
     }
   }
 
+  void note_peer_failed(int peer) override {
+    if (peer >= 0 && peer < size_) mark_failed(peer);
+  }
+
   void barrier() override {
     // Ibarrier + test, progressing (and serving read requests) while waiting; an MPI error or a
     // known failed peer turns into an exception instead of an endless wait.
@@ -576,8 +580,10 @@ class MpiTransport final : public Transport {
     MPI_Finalized(&finalized);
     if (finalized) return;  // too late to clean up; MPI_Finalize released everything
     using clock = std::chrono::steady_clock;
-    const auto deadline = clock::now() + std::chrono::milliseconds(teardown_timeout_ms_);
-    bool clean = !any_failed() && teardown_timeout_ms_ > 0;
+    const auto deadline = teardown_timeout_ms_ < 0
+                              ? clock::time_point::max()
+                              : clock::now() + std::chrono::milliseconds(teardown_timeout_ms_);
+    bool clean = !any_failed() && teardown_timeout_ms_ != 0;
     if (clean) {
       MPI_Request barrier = MPI_REQUEST_NULL;
       bool barrier_started = false;
@@ -613,8 +619,11 @@ class MpiTransport final : public Transport {
       if (is_receive) {
         MPI_Cancel(&request);
         int done = 0;
+        // A cancelled receive completes locally; bounded anyway (a library that never
+        // completes it must not hang the teardown).
+        const auto cancel_deadline = clock::now() + std::chrono::seconds(1);
         while (!done && MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
-               clock::now() <= deadline) {
+               clock::now() <= cancel_deadline) {
         }
       }
       if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);  // sends finish in background

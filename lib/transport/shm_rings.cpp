@@ -22,11 +22,13 @@
 // the consumer back to the start. The consumer checks every header before trusting it: a
 // corrupt ring marks the sender failed and is never read again.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <bit>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -82,7 +84,15 @@ class HostShmTransport final : public Transport {
     inner_ = std::move(inner);
   }
 
-  ~HostShmTransport() override { unmap_all(); }
+  ~HostShmTransport() override {
+    // Peers found dead here are dead for the MPI transport's teardown too (it cannot see it).
+    if (inner_) {
+      for (int r = 0; r < size(); ++r) {
+        if (r != rank() && peer_failed(r)) inner_->note_peer_failed(r);
+      }
+    }
+    unmap_all();
+  }
 
   TransportKind kind() const noexcept override { return inner_->kind(); }
   int rank() const noexcept override { return inner_->rank(); }
@@ -179,10 +189,22 @@ class HostShmTransport final : public Transport {
   void allgather(const void* mine, std::size_t bytes, void* all) override {
     inner_->allgather(mine, bytes, all);
   }
+  // A rank of this host is dead when its process is gone (kill(pid, 0) fails with ESRCH): the
+  // failure detection MPI over shared memory does not have. Checked at most once a millisecond
+  // per peer (the engine asks every millisecond).
   bool peer_failed(int peer) const noexcept override {
     if (peer >= 0 && peer < size()) {
       const int h = host_index_[static_cast<std::size_t>(peer)];
-      if (h >= 0 && failed_[static_cast<std::size_t>(h)]) return true;
+      if (h >= 0 && peer != rank()) {
+        const auto hi = static_cast<std::size_t>(h);
+        if (failed_[hi]) return true;
+        const auto now = std::chrono::steady_clock::now();
+        if (now - checked_[hi] > std::chrono::milliseconds(1)) {
+          checked_[hi] = now;
+          if (pids_[hi] > 0 && kill(pids_[hi], 0) != 0 && errno == ESRCH) failed_[hi] = 1;
+          if (failed_[hi]) return true;
+        }
+      }
     }
     return inner_->peer_failed(peer);
   }
@@ -255,6 +277,11 @@ class HostShmTransport final : public Transport {
     std::vector<int> ranks(static_cast<std::size_t>(host_size));
     check_mpi(MPI_Allgather(&world_rank, 1, MPI_INT, ranks.data(), 1, MPI_INT, host),
               "MPI_Allgather (host ranks)");
+    const int my_pid = static_cast<int>(getpid());
+    pids_.assign(static_cast<std::size_t>(host_size), 0);
+    checked_.assign(static_cast<std::size_t>(host_size), std::chrono::steady_clock::time_point{});
+    check_mpi(MPI_Allgather(&my_pid, 1, MPI_INT, pids_.data(), 1, MPI_INT, host),
+              "MPI_Allgather (host pids)");
     // A name no other job on this host uses: the host's first rank draws it.
     std::uint64_t token = 0;
     if (host_rank == 0) {
@@ -366,7 +393,9 @@ class HostShmTransport final : public Transport {
   std::vector<std::byte*> segments_;
   std::vector<Outbound> out_;
   std::vector<Inbound> in_;
-  std::vector<unsigned char> failed_;  // by host index: ring found corrupt
+  mutable std::vector<unsigned char> failed_;  // by host index: process gone or ring corrupt
+  std::vector<int> pids_;                      // by host index
+  mutable std::vector<std::chrono::steady_clock::time_point> checked_;
   std::uint64_t ring_bytes_sent_ = 0;
 };
 

@@ -82,6 +82,9 @@ class Transport {
   virtual void allgather(const void* mine, std::size_t bytes, void* all) = 0;
   // Peers known to have failed (QP in error, MPI error, simulated detection): true once detected.
   virtual bool peer_failed(int peer) const noexcept = 0;
+  // Tells the transport a peer is known to have failed (detected by a layer above it, e.g. the
+  // intra-host rings' process check), so that its teardown does not wait for that peer.
+  virtual void note_peer_failed(int /*peer*/) {}
   // Bytes the transport itself put on the wire (packets + its own headers if any).
   virtual std::uint64_t bytes_sent() const noexcept = 0;
   // Largest single read() accepted (kError above it). Added beyond the contract; not pure so

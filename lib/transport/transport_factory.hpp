@@ -56,9 +56,11 @@ struct MpiOptions {
   int read_request_ring = 64;   // kMessages: pre-posted receives for peers' read requests
   int read_response_pool = 64;  // kMessages: responses in flight; full -> serve later
   // Destruction is collective: the transport keeps receiving until every rank is destroying
-  // its transport too, at most this long (then, or when a peer is known failed, it gives up
-  // without waiting, leaking the dup'd communicator). 0: do not wait for the peers.
-  int teardown_timeout_ms = 10000;
+  // its transport too, however late a live peer comes (< 0, the default: no timeout decides that
+  // a live peer is gone, so no collective is ever left half-matched); a peer known to have
+  // failed ends the wait at once and the teardown becomes local (leaking the dup'd
+  // communicator). 0: do not wait for the peers; > 0: give up after that many milliseconds.
+  int teardown_timeout_ms = -1;
 };
 
 // Dups the communicator (application traffic never matches ours), sets MPI_ERRORS_RETURN on the
@@ -101,10 +103,11 @@ struct VerbsOptions {
   int peer_timeout_ms = 1000;
   int retry_count = 7;  // transport retries (0..7)
   int cq_batch = 32;    // completions taken per ibv_poll_cq call
-  // Destruction waits (at most this long) until every rank destroys its transport, so that
-  // peers never see our queue pairs vanish mid-conversation. 0: do not wait (a test uses this
-  // to make a live process look dead to its peers).
-  int teardown_timeout_ms = 10000;
+  // Destruction waits until every rank destroys its transport, so that peers never see our
+  // queue pairs vanish mid-conversation: however late a live peer comes (< 0, the default),
+  // while a peer whose QP failed ends the wait. 0: do not wait (a test uses this to make a live
+  // process look dead to its peers); > 0: at most that many milliseconds.
+  int teardown_timeout_ms = -1;
 
   // Overrides the fields that have a variable set: NETSPARSE_IB_DEVICE, NETSPARSE_IB_PORT,
   // NETSPARSE_IB_GID_INDEX, NETSPARSE_IB_MAX_PACKET, NETSPARSE_IB_PEER_TIMEOUT_MS; throws

@@ -934,9 +934,15 @@ class VerbsTransport final : public Transport {
     bool abandoned_comm = false;
     int finalized = 1;
     MPI_Finalized(&finalized);
-    if (options_.teardown_timeout_ms > 0 && pd_) {
+    if (options_.teardown_timeout_ms != 0 && pd_) {
       using clock = std::chrono::steady_clock;
-      const auto deadline = clock::now() + std::chrono::milliseconds(options_.teardown_timeout_ms);
+      const auto deadline =
+          options_.teardown_timeout_ms < 0
+              ? clock::time_point::max()
+              : clock::now() + std::chrono::milliseconds(options_.teardown_timeout_ms);
+      const auto failed_now = [&] {
+        return std::any_of(peers_.begin(), peers_.end(), [](const Peer& p) { return p.failed; });
+      };
       auto discard = [](const ReceivedPacket&) {};
       for (int r = 0; r < size_; ++r) {
         Peer& p = peers_[static_cast<std::size_t>(r)];
@@ -949,8 +955,10 @@ class VerbsTransport final : public Transport {
       MPI_Request request = MPI_REQUEST_NULL;
       if (!finalized && !any_failed && MPI_Ibarrier(comm_, &request) == MPI_SUCCESS) {
         int done = 0;
+        // A peer whose QP fails while we wait will never arrive: stop waiting then (its QP
+        // error is the failure detection), otherwise wait for live peers however late.
         while (!done && MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
-               clock::now() < deadline) {
+               clock::now() < deadline && !failed_now()) {
           poll(discard, 64);
         }
         // An unfinished non-blocking collective must not be freed (erroneous in MPI; Open MPI

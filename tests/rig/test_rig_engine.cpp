@@ -237,7 +237,7 @@ TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
     raw->barrier();
     raw->deregister_memory(raw_region);
   });
-  EXPECT_NO_THROW(engine.deregister_region(mr));
+  EXPECT_TRUE(engine.deregister_region(mr));
   peer_down.join();
 }
 
@@ -319,7 +319,7 @@ TEST(Server, FramesAreSplitAndTruncatedFramesRefused) {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   });
-  EXPECT_NO_THROW(engine.deregister_region(mr));
+  EXPECT_TRUE(engine.deregister_region(mr));
   peer_down.join();
   drain.join();
 }
