@@ -333,8 +333,8 @@ def table8(cases, out_dir):
             labels.append(LADDER_NAMES[m])
         bars = ax.bar(range(len(ys)), ys, color="#c0392b", edgecolor="black", linewidth=0.4)
         for b, t in zip(bars, traffic):
-            ax.annotate(traffic_phrase(t), (b.get_x() + b.get_width() / 2, b.get_height()), ha="center",
-                        va="bottom", fontsize=6)
+            ax.annotate(traffic_phrase(t), (b.get_x() + b.get_width() / 2, b.get_height()),
+                        ha="center", va="bottom", fontsize=6)
         ax.axhline(1.0, color="gray", linewidth=0.8)
         ax.set_xticks(range(len(labels)))
         ax.set_xticklabels(labels, fontsize=7)
