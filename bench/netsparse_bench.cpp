@@ -179,8 +179,8 @@ Columns
   moves less) and the RIG wire minimum (that payload requested and answered once in full
   packets with NetSparse's headers: the floor of the RIG modes; modes counted per MPI message
   carry no per-property headers and can go below it).
-  A mode faster than ideal (of ideal > 100 %) is timing noise: a warning says so; --rounds
-  pools every mode's iterations over several rounds.
+  A mode faster than ideal (of ideal > 100 %) is most often timing noise: a warning says so
+  and suggests --rounds, which pools every mode's iterations over several rounds.
 
 Exit codes
   0  every mode ran and agreed with ideal
@@ -845,13 +845,14 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
   }
   if (!beat_ideal.empty()) {
     const std::string advice =
-        o.rounds == 1 ? "; rerun with --rounds 3 (or more) to pool every mode's iterations over "
+        o.rounds == 1 ? "rerun with --rounds 3 (or more) to pool every mode's iterations over "
                         "rounds run one after another"
-                      : "; even pooled over " + std::to_string(o.rounds) +
-                            " rounds: try more --rounds or --iters";
+                      : "even pooled over " + std::to_string(o.rounds) +
+                            " rounds; try more --rounds or --iters. If it persists, the mode's "
+                            "local compute beats ideal's on its replicated operand";
     std::printf(
-        "   warning: %s of ideal: faster than ideal, which does no communication at all. That "
-        "is timing noise (the machine's load drifting between modes)%s\n",
+        "   warning: %s of ideal: faster than ideal (no communication), so ideal is no bound "
+        "here. Most often timing noise (the machine's load drifting between modes): %s\n",
         join(beat_ideal).c_str(), advice.c_str());
   }
   // The goals of the benchmark, for the netsparse mode.
