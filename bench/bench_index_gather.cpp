@@ -795,8 +795,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(f,
                    "{\"np\":%d,\"n_per_rank\":%" PRIu64 ",\"unique\":%s,\"batch\":%" PRIu64
-                   ",\"line_rate_bytes_per_s\":%.6g,\"rows\":[",
-                   size, o.n_per_rank, o.unique ? "true" : "false", o.batch, line);
+                   ",\"reps\":%d,\"line_rate_bytes_per_s\":%.6g,\"rows\":[",
+                   size, o.n_per_rank, o.unique ? "true" : "false", o.batch, o.reps, line);
       for (std::size_t k = 0; k < rows.size(); ++k) {
         const Row& r = rows[k];
         std::fprintf(

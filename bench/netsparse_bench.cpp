@@ -8,20 +8,23 @@
 // For every (kernel, K) it runs each mode for --warmup + --iters iterations (a barrier before
 // each; an iteration's time is the slowest rank's), checks each mode's result against the
 // ideal mode's, and prints time per iteration, speedup over su, fraction of ideal and the
-// traffic statistics. Exit code: 0 if every mode agreed with ideal, 1 if one did not, 2 for bad
-// usage or a failure.
+// traffic statistics. Exit codes (also in --help): 0 every mode agreed with ideal, 1 a mode
+// disagreed or failed, 2 an input error (bad option, matrix file or specification, unwritable
+// --json path; one line from rank 0, every rank exits 2 without MPI_Abort) or an internal failure.
 #include <mpi.h>
 #include <omp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -124,8 +127,10 @@ NetSparse engine (RIG) knobs
                          a progress thread per rank (the emulated NIC), or progress driven
                          by the application (waits, and the kernels between tiles); auto
                          (default): a thread only where a core is free for it
-  --transport auto|mpi|verbs
-                         the engine's transport (default auto: verbs if a device, else MPI)
+  --transport auto|mpi|verbs|inproc
+                         the engine's transport. auto (default): NETSPARSE_TRANSPORT if set,
+                         else verbs if an RDMA port is ACTIVE, else mpi. inproc connects
+                         threads of one process: a single rank only (-np 1)
   --no-filter            switch the Idx Filter off
   --no-coalesce          switch coalescing off
   --no-concat            one PR per packet
@@ -138,7 +143,9 @@ Baseline knobs
                          collective
 
 Output
-  --json FILE            also write every measurement as JSON (rank 0)
+  --json FILE            also write every measurement as JSON (rank 0). FILE is checked
+                         before the run (opened for appending, an existing file is kept until
+                         the results replace it): an unwritable path fails at once, exit 2
   --tolerance X          max relative error against ideal still counted correct (default 1e-4)
   --line-rate-bytes N    bytes each rank streams to measure the line rate (default 8388608)
   --no-progress          no progress line on a terminal
@@ -160,13 +167,28 @@ Columns
   PR/pkt     property requests (and responses) per packet / message
   goodput    useful bytes (distinct remote properties of the tail rank) per second / line rate
   util       wire bytes the tail rank sent per second / line rate
-  vs SU      su's total bytes / this mode's total bytes
+  bytes vs su  this mode's total bytes against su's: "2.7x less" or "2.7x more" ("none": the
+             mode sent nothing); in the JSON, traffic_vs_su = su's bytes / this mode's bytes
   PRs vs SA  sa-vanilla's requests (one per remote nonzero) / this mode's requests
   The line rate is measured in the same run (measure_line_rate): every rank streams
   --line-rate-bytes to rank r + P/2 while receiving from r - P/2, all at once; bytes per second
   of the slowest rank. Wire bytes follow the paper (concat/wire_model.hpp): payload + 50 B per
   MPI message; for the RIG modes the engine's own counters (concatenation and PR headers
   included); a vanilla read is the paper's lone PR, 2 x 78 B + property.
+  Two minimums head each table: the payload (every distinct remote property once; no mode
+  moves less) and the RIG wire minimum (that payload requested and answered once in full
+  packets with NetSparse's headers: the floor of the RIG modes; modes counted per MPI message
+  carry no per-property headers and can go below it).
+  A mode faster than ideal (of ideal > 100 %) is most often timing noise: a warning says so
+  and suggests --rounds, which pools every mode's iterations over several rounds.
+
+Exit codes
+  0  every mode ran and agreed with ideal
+  1  a mode's result disagreed with ideal (beyond --tolerance) or the mode failed
+  2  an input error, reported in one line by rank 0 with no MPI_Abort: a bad option, an
+     unreadable or malformed matrix file, a bad matrix specification, a --json path that
+     cannot be written; or an internal failure (then MPI_Abort). mpirun adds its own note
+     about the non-zero exit status.
 )";
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -331,8 +353,10 @@ std::optional<Options> parse_args(int argc, char** argv) {
         o.dist.engine.transport = NS_TRANSPORT_MPI;
       } else if (v == "verbs") {
         o.dist.engine.transport = NS_TRANSPORT_VERBS;
+      } else if (v == "inproc") {
+        o.dist.engine.transport = NS_TRANSPORT_INPROC;
       } else {
-        usage_error("--transport takes auto, mpi or verbs");
+        usage_error("--transport takes auto, mpi, verbs or inproc");
       }
     } else if (a == "--no-filter") {
       o.dist.engine.flags |= NS_CTX_NO_FILTER;
@@ -441,8 +465,11 @@ double allreduce(double v, MPI_Op op) {
 
 // Pattern-wide numbers of one (matrix, kernel, K), summed over ranks or max over ranks.
 struct Volume {
-  double remote_nnz_total = 0, unique_total = 0, unique_tail = 0;
-  double min_wire_total = 0, min_wire_tail = 0, min_property_tail = 0;
+  double nnz_total = 0, remote_nnz_total = 0, unique_total = 0, unique_tail = 0;
+  // The minimums (minimum_traffic): the payload (each distinct remote property once) and the
+  // RIG wire bytes (that payload requested and answered in full packets of packet_bytes).
+  double min_wire_total = 0, min_wire_tail = 0, min_property_total = 0, min_property_tail = 0;
+  unsigned packet_bytes = 0;
 };
 
 bool stderr_is_tty() {
@@ -682,6 +709,11 @@ bool request_based(CommMode m) {
          m == CommMode::sa_opt;
 }
 
+bool is_ablation(const std::string& label) {
+  return std::find(ablation_labels().begin(), ablation_labels().end(), label) !=
+         ablation_labels().end();
+}
+
 Derived derive(const Result& r, const std::map<std::string, const Result*>& by_label,
                const Volume& vol, double line_rate) {
   Derived d;
@@ -711,20 +743,68 @@ Derived derive(const Result& r, const std::map<std::string, const Result*>& by_l
   return d;
 }
 
+// How `value` compares with `reference`, always as a factor >= 1: "2.70x more" / "2.70x less"
+// (with the words given), "same" within 0.5 %.
+std::string compare(double value, double reference, const char* more, const char* less) {
+  const double r = value / reference;
+  if (std::abs(r - 1) < 0.005) return "same";
+  const double f = r > 1 ? r : 1 / r;
+  return fmt(f < 10 ? "%.2fx " : "%.1fx ", f) + (r > 1 ? more : less);
+}
+
+// The "bytes vs su" column: this mode's bytes against su's, never a factor below 1.
+std::string bytes_vs_su(const Result& r, const Result* su) {
+  if (r.mode == CommMode::ideal || su == nullptr || !su->error.empty()) return "-";
+  if (r.bytes_total <= 0) return su->bytes_total > 0 ? "none" : "-";
+  if (su->bytes_total <= 0) return "-";
+  return compare(r.bytes_total, su->bytes_total, "more", "less");
+}
+
+// Speedups and fractions: two decimals, three below 0.1 (a 0.004x speedup is not "0.00x").
+std::string factor(double v) {
+  return fmt(v > 0 && v < 0.1 ? "%.3fx" : "%.2fx", v);
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
 void print_table(const std::string& title, const std::vector<Result>& results, const Volume& vol,
-                 double line_rate, bool changing) {
+                 double line_rate, const Options& o) {
   std::map<std::string, const Result*> by_label;
   for (const Result& r : results) by_label[r.label] = &r;
+  const Result* su = by_label.count("su") ? by_label.at("su") : nullptr;
+  const bool empty = vol.nnz_total <= 0;
+  const bool nothing_remote = vol.remote_nnz_total <= 0;
   std::printf("\n== %s\n", title.c_str());
-  std::printf(
-      "   remote nonzeros %s, distinct remote properties %s (tail rank %s), minimum traffic "
-      "%s (tail %s)\n",
-      human_count(vol.remote_nnz_total).c_str(), human_count(vol.unique_total).c_str(),
-      human_count(vol.unique_tail).c_str(), human_bytes(vol.min_wire_total).c_str(),
-      human_bytes(vol.min_wire_tail).c_str());
-  std::printf("%-20s %10s %10s %7s %8s %9s %6s %7s %8s %7s %8s %9s %10s\n", "mode", "time/it",
-              changing ? "setup/it" : "setup", "vs su", "of ideal", "err", "F+C", "PR/pkt",
-              "goodput", "util", "vs SU", "PRs vs SA", "bytes/it");
+  if (empty) {
+    std::printf(
+        "   the matrix has no nonzeros: nothing to compute or fetch; the times below are fixed "
+        "overheads, so no ratios are given\n");
+  } else if (nothing_remote) {
+    std::printf(
+        "   no remote nonzeros (every rank's nonzeros lie in its own columns): nothing to fetch; "
+        "the modes differ only in their overheads\n");
+  } else {
+    std::printf("   remote nonzeros %s, distinct remote properties %s (tail rank %s)\n",
+                human_count(vol.remote_nnz_total).c_str(), human_count(vol.unique_total).c_str(),
+                human_count(vol.unique_tail).c_str());
+    std::printf(
+        "   minimum traffic: payload %s (tail %s) = each distinct remote property once; no mode "
+        "moves less\n",
+        human_bytes(vol.min_property_total).c_str(), human_bytes(vol.min_property_tail).c_str());
+    std::printf(
+        "                    RIG wire %s (tail %s) = that payload requested and answered in full "
+        "%u B packets with NetSparse's headers\n",
+        human_bytes(vol.min_wire_total).c_str(), human_bytes(vol.min_wire_tail).c_str(),
+        vol.packet_bytes);
+  }
+  std::printf("%-20s %10s %10s %7s %8s %9s %6s %7s %8s %7s %11s %9s %10s\n", "mode", "time/it",
+              o.changing ? "setup/it" : "setup", "vs su", "of ideal", "err", "F+C", "PR/pkt",
+              "goodput", "util", "bytes vs su", "PRs vs SA", "bytes/it");
+  std::vector<std::string> beat_ideal, below_wire, below_payload;
   for (const Result& r : results) {
     if (!r.error.empty()) {
       std::printf("%-20s FAILED: %s\n", r.label.c_str(), r.error.c_str());
@@ -732,57 +812,148 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
     }
     const Derived d = derive(r, by_label, vol, line_rate);
     const auto opt = [](double v, const char* f) { return v < 0 ? std::string("-") : fmt(f, v); };
+    std::printf("%-20s %8.3fms %8.3fms %7s %8s %9.1e %6s %7s %7.1f%% %6.1f%% %11s %9s %10s%s\n",
+                r.label.c_str(), d.t * 1e3, d.setup * 1e3,
+                empty || d.vs_su <= 0 ? "-" : factor(d.vs_su).c_str(),
+                empty || d.of_ideal <= 0 ? "-" : fmt("%.1f%%", 100 * d.of_ideal).c_str(), r.err,
+                opt(d.fc * 100, "%.0f%%").c_str(), opt(d.prs_per_packet, "%.1f").c_str(),
+                100 * d.goodput, 100 * d.util, empty ? "-" : bytes_vs_su(r, su).c_str(),
+                d.prs_vs_sa > 0 ? fmt("%.1fx", d.prs_vs_sa).c_str() : "-",
+                human_bytes(r.bytes_total).c_str(), r.correct ? "" : "   *** WRONG RESULT ***");
+    if (r.mode == CommMode::ideal) continue;
+    if (d.of_ideal > 1) beat_ideal.push_back(r.label + " " + fmt("%.0f%%", 100 * d.of_ideal));
+    if (nothing_remote) continue;
+    if (r.bytes_total < vol.min_property_total) {
+      below_payload.push_back(r.label);
+    } else if (r.bytes_total < vol.min_wire_total) {
+      below_wire.push_back(r.label);
+    }
+  }
+  if (empty) return;
+  if (!below_wire.empty()) {
     std::printf(
-        "%-20s %8.3fms %8.3fms %6.2fx %7.1f%% %9.1e %6s %7s %7.1f%% %6.1f%% %7s %9s %10s%s\n",
-        r.label.c_str(), d.t * 1e3, d.setup * 1e3, d.vs_su, 100 * d.of_ideal, r.err,
-        opt(d.fc * 100, "%.0f%%").c_str(), opt(d.prs_per_packet, "%.1f").c_str(), 100 * d.goodput,
-        100 * d.util, r.mode == CommMode::ideal ? "-" : fmt("%.1fx", d.traffic_vs_su).c_str(),
-        d.prs_vs_sa > 0 ? fmt("%.1fx", d.prs_vs_sa).c_str() : "-",
-        human_bytes(r.bytes_total).c_str(), r.correct ? "" : "   *** WRONG RESULT ***");
+        "   note: %s moved less than the RIG wire minimum but not less than the payload: counted "
+        "as MPI payload + 50 B per message, without NetSparse's packet and per-property headers\n",
+        join(below_wire).c_str());
+  }
+  if (!below_payload.empty()) {
+    std::printf("   note: %s moved less than the payload minimum: %s\n",
+                join(below_payload).c_str(),
+                o.changing ? "with --changing-sparsity the minimums are those of the last "
+                             "iteration's pattern, the bytes an average over every iteration's"
+                           : "the byte counts of these modes are incomplete");
+  }
+  if (!beat_ideal.empty()) {
+    const std::string advice =
+        o.rounds == 1 ? "rerun with --rounds 3 (or more) to pool every mode's iterations over "
+                        "rounds run one after another"
+                      : "even pooled over " + std::to_string(o.rounds) +
+                            " rounds; try more --rounds or --iters. If it persists, the mode's "
+                            "local compute beats ideal's on its replicated operand";
+    std::printf(
+        "   warning: %s of ideal: faster than ideal (no communication), so ideal is no bound "
+        "here. Most often timing noise (the machine's load drifting between modes): %s\n",
+        join(beat_ideal).c_str(), advice.c_str());
   }
   // The goals of the benchmark, for the netsparse mode.
   const auto ns = by_label.find("netsparse");
   if (ns == by_label.end() || !ns->second->error.empty()) return;
   const Result& n = *ns->second;
   const double t_ns = median(n.times);
-  std::printf(
-      "   netsparse: traffic %s = %.2fx the minimum; %.1fx less than su\n",
-      human_bytes(n.bytes_total).c_str(),
-      vol.min_wire_total > 0 ? n.bytes_total / vol.min_wire_total : 0,
-      by_label.count("su") ? by_label.at("su")->bytes_total / std::max(1.0, n.bytes_total) : 0);
-  if (by_label.count("ideal") && line_rate > 0) {
-    const double bound =
-        std::max(median(by_label.at("ideal")->times), vol.min_wire_tail / line_rate);
+  if (!nothing_remote) {
     std::printf(
-        "   netsparse: %.3f ms = %.2fx max(ideal %.3f ms, minimum bytes / line rate %.3f ms)\n",
-        t_ns * 1e3, t_ns / bound, median(by_label.at("ideal")->times) * 1e3,
-        vol.min_wire_tail / line_rate * 1e3);
+        "   netsparse: traffic %s = %.2fx the RIG wire minimum, %.2fx the payload%s\n",
+        human_bytes(n.bytes_total).c_str(), n.bytes_total / vol.min_wire_total,
+        n.bytes_total / vol.min_property_total,
+        su != nullptr && su->error.empty() && n.bytes_total > 0 && su->bytes_total > 0
+            ? ("; " + compare(n.bytes_total, su->bytes_total, "more", "less") + " than su").c_str()
+            : "");
+    if (by_label.count("ideal") && line_rate > 0) {
+      const double ideal = median(by_label.at("ideal")->times);
+      const double wire = vol.min_wire_tail / line_rate;
+      std::printf(
+          "   netsparse: %.3f ms = %.2fx max(ideal %.3f ms, the tail rank's RIG wire minimum / "
+          "line rate %.3f ms)\n",
+          t_ns * 1e3, t_ns / std::max(ideal, wire), ideal * 1e3, wire * 1e3);
+    }
   }
   double best_other = 0;
   std::string best_label;
   for (const Result& r : results) {
     if (r.label == "netsparse" || r.mode == CommMode::ideal || !r.error.empty()) continue;
-    if (std::find(ablation_labels().begin(), ablation_labels().end(), r.label) !=
-        ablation_labels().end()) {
-      continue;
-    }
+    if (is_ablation(r.label)) continue;
     const double t = median(r.times);
     if (best_label.empty() || t < best_other) {
       best_other = t;
       best_label = r.label;
     }
   }
-  if (!best_label.empty()) {
-    std::printf("   netsparse vs the best other mode (%s): %.2fx\n", best_label.c_str(),
-                best_other / t_ns);
+  if (!best_label.empty() && t_ns > 0 && best_other > 0) {
+    std::printf("   netsparse is %s than the best other mode (%s: %.3f ms, netsparse %.3f ms)\n",
+                compare(t_ns, best_other, "slower", "faster").c_str(), best_label.c_str(),
+                best_other * 1e3, t_ns * 1e3);
   }
-  if (changing && by_label.count("inspector-executor")) {
+  if (o.changing && by_label.count("inspector-executor") &&
+      by_label.at("inspector-executor")->error.empty() && t_ns > 0) {
     const Result& ie = *by_label.at("inspector-executor");
+    const double own_ns = median(n.own_times), own_ie = median(ie.own_times);
     std::printf(
-        "   changing sparsity: inspector-executor incl. its setup / netsparse: %.2fx; "
-        "without the re-tiling every mode shares (plan + run only): %.2fx\n",
-        median(ie.times) / t_ns, median(ie.own_times) / std::max(1e-12, median(n.own_times)));
+        "   changing sparsity: netsparse is %s than inspector-executor incl. its setup; %s "
+        "without the re-tiling every mode shares (plan + run only)\n",
+        compare(t_ns, median(ie.times), "slower", "faster").c_str(),
+        own_ns > 0 && own_ie > 0 ? compare(own_ns, own_ie, "slower", "faster").c_str() : "-");
   }
+}
+
+// ---- errors every rank sees alike ----------------------------------------------------------
+
+// Exit codes: 0 every mode agreed with ideal, 1 a mode disagreed or failed, 2 an error (input
+// errors and an unwritable --json below; anything else through MPI_Abort).
+constexpr int kExitError = 2;
+
+// An error every rank meets at the same point (bad option, matrix file or specification, --json
+// path): collective over MPI_COMM_WORLD. If any rank passes a non-empty error, the lowest such
+// rank prints it as ONE line (a library message's further lines, such as the list of matrix
+// specification forms, are left to --help) and every rank returns true, to finalize MPI and exit
+// 2: no MPI_Abort, so no abort boilerplate and no rank killed mid-write.
+bool agreed_error(int rank, const std::string& error) {
+  int lowest = error.empty() ? INT_MAX : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (lowest == INT_MAX) return false;
+  if (rank == lowest) {
+    std::string line = error.substr(0, error.find('\n'));
+    if (line.size() < error.size() && line.find("--help") == std::string::npos) {
+      line += " (see --help)";
+    }
+    std::fprintf(stderr, "netsparse_bench: %s\n", line.c_str());
+    std::fflush(stderr);
+  }
+  return true;
+}
+
+// Why `path` cannot be written, or "" if it can: opened for appending, so an existing file keeps
+// its contents until the results replace it, and a file this check creates is removed again.
+std::string json_path_problem(const std::string& path) {
+  struct stat st {};
+  const bool existed = stat(path.c_str(), &st) == 0;
+  if (existed && S_ISDIR(st.st_mode)) return "--json " + path + ": is a directory";
+  FILE* f = std::fopen(path.c_str(), "a");
+  if (f == nullptr) return "--json " + path + ": cannot write: " + std::strerror(errno);
+  std::fclose(f);
+  if (!existed) std::remove(path.c_str());
+  return "";
+}
+
+// Writes `text` to `path`; "" or why it failed.
+std::string write_file(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return "--json " + path + ": cannot write: " + std::strerror(errno);
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const int err = errno;
+  if (std::fclose(f) != 0 || !ok) {
+    return "--json " + path + ": write failed: " + std::strerror(ok ? errno : err);
+  }
+  return "";
 }
 
 // Before MPI_Init: do this host's ranks (mpirun's OMPI_COMM_WORLD_LOCAL_SIZE) with their OpenMP
@@ -825,12 +996,25 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   try {
     std::optional<Options> parsed;
+    std::string input_error;
     try {
       parsed = parse_args(argc, argv);
     } catch (const std::invalid_argument& e) {
-      if (rank == 0) std::fprintf(stderr, "netsparse_bench: %s\n", e.what());
+      input_error = e.what();
+    }
+    if (parsed && parsed->dist.engine.transport == NS_TRANSPORT_INPROC && nranks != 1) {
+      input_error =
+          "--transport inproc connects threads of one process: it needs exactly one "
+          "rank, not " +
+          std::to_string(nranks) + " (use mpi or verbs)";
+    }
+    // Before the run, not after it: a --json path that cannot be written.
+    if (parsed && rank == 0 && !parsed->json.empty() && input_error.empty()) {
+      input_error = json_path_problem(parsed->json);
+    }
+    if (agreed_error(rank, input_error)) {
       MPI_Finalize();
-      return 2;
+      return kExitError;
     }
     if (!parsed) {
       if (rank == 0) {
@@ -858,7 +1042,19 @@ int main(int argc, char** argv) {
     Progress progress(o.progress, rank);
     const double t_load = MPI_Wtime();
     progress.show("loading " + o.matrix);
-    const DistMatrix a = load_distributed_matrix(MPI_COMM_WORLD, o.matrix, o.partition);
+    // A bad matrix file or specification fails on every rank alike (the library agrees on
+    // reading errors): one line, exit 2.
+    DistMatrix a;
+    try {
+      a = load_distributed_matrix(MPI_COMM_WORLD, o.matrix, o.partition);
+    } catch (const std::exception& e) {
+      input_error = e.what();
+    }
+    progress.clear();
+    if (agreed_error(rank, input_error)) {
+      MPI_Finalize();
+      return kExitError;
+    }
     const double load_s = allreduce(MPI_Wtime() - t_load, MPI_MAX);
     progress.show("measuring the line rate");
     const double line_rate = measure_line_rate(MPI_COMM_WORLD, o.line_rate_bytes);
@@ -896,7 +1092,9 @@ int main(int argc, char** argv) {
          << ", \"partition\": \"" << to_string(o.partition) << "\", \"iters\": " << o.iters
          << ", \"warmup\": " << o.warmup << ", \"rounds\": " << o.rounds
          << ", \"changing_sparsity\": " << (o.changing ? "true" : "false")
-         << ", \"batch\": " << o.dist.batch << ", \"delay_ns\": " << o.dist.engine.delay_ns
+         << ", \"sample_fraction\": " << o.sampling.keep_fraction
+         << ", \"sample_max\": " << o.sampling.max_per_row << ", \"batch\": " << o.dist.batch
+         << ", \"delay_ns\": " << o.dist.engine.delay_ns
          << ", \"packet_bytes\": " << o.dist.engine.packet_bytes << ", \"rig_idx\": \""
          << (o.dist.rig_idx == RigIdxSource::unique_columns ? "unique" : "nonzeros")
          << "\", \"time\": " << std::time(nullptr) << ",\n  \"results\": [";
@@ -932,13 +1130,15 @@ int main(int argc, char** argv) {
           DistKernel probe(a, kernel, k, su);
           if (o.changing) probe.set_pattern(w.patterns.back());
           const PatternVolume pv = probe.volume();
-          const MinimumTraffic mt = minimum_traffic(
-              probe, o.dist.engine.packet_bytes > 0 ? o.dist.engine.packet_bytes : 1500);
+          vol.packet_bytes = o.dist.engine.packet_bytes > 0 ? o.dist.engine.packet_bytes : 1500;
+          const MinimumTraffic mt = minimum_traffic(probe, vol.packet_bytes);
+          vol.nnz_total = static_cast<double>(a.nnz_global());
           vol.remote_nnz_total = allreduce(double(pv.remote_nonzeros), MPI_SUM);
           vol.unique_total = allreduce(double(pv.unique_remote_cols), MPI_SUM);
           vol.unique_tail = allreduce(double(pv.unique_remote_cols), MPI_MAX);
           vol.min_wire_total = allreduce(double(mt.wire_bytes), MPI_SUM);
           vol.min_wire_tail = allreduce(double(mt.wire_bytes), MPI_MAX);
+          vol.min_property_total = allreduce(double(mt.property_bytes), MPI_SUM);
           vol.min_property_tail = allreduce(double(mt.property_bytes), MPI_MAX);
         }
 
@@ -986,7 +1186,7 @@ int main(int argc, char** argv) {
         progress.clear();
         if (rank == 0) {
           print_table(a.name() + ": " + tag + (o.changing ? " (changing sparsity)" : ""), results,
-                      vol, line_rate, o.changing);
+                      vol, line_rate, o);
           std::map<std::string, const Result*> by_label;
           for (const Result& r : results) by_label[r.label] = &r;
           for (const Result& r : results) {
@@ -1016,6 +1216,7 @@ int main(int argc, char** argv) {
                  << ", \"unique_remote_total\": " << vol.unique_total
                  << ", \"min_wire_total\": " << vol.min_wire_total
                  << ", \"min_wire_tail\": " << vol.min_wire_tail
+                 << ", \"min_property_total\": " << vol.min_property_total
                  << ", \"min_property_tail\": " << vol.min_property_tail
                  << ", \"engine_stats\": " << (r.engine_json.empty() ? "null" : r.engine_json)
                  << "}";
@@ -1026,20 +1227,21 @@ int main(int argc, char** argv) {
       }
     }
     json << "\n  ]\n}\n";
-    if (rank == 0) {
-      if (!o.json.empty()) {
-        std::ofstream out(o.json);
-        out << json.str();
-        if (!out) throw std::runtime_error("cannot write " + o.json);
-        std::printf("\nwrote %s\n", o.json.c_str());
+    if (rank == 0 && exit_code != 0) {
+      std::printf("\n*** SOME MODES DISAGREE WITH ideal OR FAILED (see above) ***\n");
+    }
+    if (!o.json.empty()) {
+      std::string write_error;
+      if (rank == 0) {
+        write_error = write_file(o.json, json.str());
+        if (write_error.empty()) std::printf("\nwrote %s\n", o.json.c_str());
       }
-      if (exit_code != 0) {
-        std::printf("\n*** SOME MODES DISAGREE WITH ideal OR FAILED (see above) ***\n");
-      }
+      std::fflush(stdout);
+      if (agreed_error(rank, write_error)) exit_code = kExitError;
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "netsparse_bench (rank %d): %s\n", rank, e.what());
-    exit_code = 2;
+    exit_code = kExitError;
     MPI_Abort(MPI_COMM_WORLD, exit_code);
   }
   MPI_Finalize();

@@ -1,24 +1,36 @@
 #!/usr/bin/env python3
-"""Figures in the style of the NetSparse paper from netsparse_bench JSON (see bench/sweep.sh).
+"""Figures in the style of the NetSparse paper from netsparse_bench and bench_index_gather JSON.
 
-    python3 bench/plot.py RESULTS_DIR [OUT_DIR]
+    python3 bench/plot.py [-o OUT_DIR] INPUT...
+    python3 bench/plot.py RESULTS_DIR [OUT_DIR]        (the form bench/sweep.sh prints)
 
-Reads every *.json in RESULTS_DIR and writes, for the files it finds:
-  fig12_speedups.png   speedup of every mode over su, per matrix and K          (paper Fig. 12)
-  table8_ablation.png  cumulative ablation RIG -> +filter -> +coalesce -> +concat,
-                       speedup over su with the traffic reduction on each bar   (paper Table 8)
-  fig15_batch.png      speedup vs RIG batch size, relative to batch 16k         (paper Fig. 15)
-  fig17_delay.png      speedup vs concatenation delay, over no concatenation    (paper Fig. 17)
-  changing.png         changing sparsity: time per iteration incl. setup
-  table7.md            the paper's Table 7 columns for netsparse (K = 16)
-  goals.md             issue 5's goals for every run with netsparse, ideal and su
+INPUT is a JSON file or a directory (every *.json in it). OUT_DIR defaults to the first input
+when it is a directory, else the directory of the first file.
+
+Every file given is read, and what it is drawn into follows from its content, not its name:
+  netsparse_bench runs (a "results" list), per (kernel, K):
+    fig12_speedups.png   speedup of every mode over su: static-pattern runs with su and other
+                         modes                                                   (paper Fig. 12)
+    table8_ablation.png  the ladder RIG -> +filter -> +coalesce -> +concat (runs with --ablation),
+                         speedup over su with the traffic reduction on each bar  (paper Table 8)
+    fig15_batch.png      netsparse over the RIG batch size: runs that differ in --batch only
+                                                                                 (paper Fig. 15)
+    fig17_delay.png      netsparse over the concatenation delay: runs that differ in --delay-ns
+                         only, over the same run with --no-concat when given     (paper Fig. 17)
+    changing.png         --changing-sparsity runs: time per iteration incl. setup
+    table7.md            the paper's Table 7 columns for netsparse
+    goals.md             the benchmark's goals, for every case with netsparse, ideal and su
+  bench_index_gather runs (a "rows" list):
+    index_gather.png     rows per second per rank of every mode, per K
+Every figure names the kernel, K, ranks and rounds of its data: in the title when all of its data
+share them, else on each group, series or panel -- a figure mixing runs is never titled with one
+run's settings. The output ends with every input and the figures it went into (or why none).
 Needs only Debian's python3-matplotlib.
 """
+import argparse
 import glob
 import json
-import math
 import os
-import re
 import sys
 
 try:
@@ -44,314 +56,571 @@ MODE_COLORS = {
 LADDER = ["rig", "rig+filter", "rig+filter+coalesce", "rig+all"]
 LADDER_NAMES = {"rig": "RIG", "rig+filter": "+Filter", "rig+filter+coalesce": "+Coalesce",
                 "rig+all": "+Concat"}
+IG_COLORS = {"rig": "#c0392b", "rig-nofilter": "#e6b0aa", "rig-nocoalesce": "#d98880",
+             "rig-noconcat": "#f1948a", "vanilla": "#aed6f1", "conveyors": "#7fb3d5",
+             "line": "#000000"}
 
 
-def load(results_dir):
-    runs = {}
-    for path in sorted(glob.glob(os.path.join(results_dir, "*.json"))):
+# ---- inputs ------------------------------------------------------------------------------------
+
+class Run:
+    """One JSON file: kind 'bench' (netsparse_bench) or 'ig' (bench_index_gather)."""
+
+    def __init__(self, path, data, kind):
+        self.path, self.data, self.kind = path, data, kind
+        self.name = os.path.basename(path)
+        self.used = []  # the figures this file went into
+
+
+class Case:
+    """One (netsparse_bench run, kernel, K): its records by mode and its settings."""
+
+    def __init__(self, run, kernel, k):
+        self.run, self.kernel, self.k = run, kernel, k
+        d = run.data
+        self.records = {r["mode"]: r for r in d["results"]
+                        if r["kernel"] == kernel and r["K"] == k and not r.get("error")}
+        self.changing = bool(d.get("changing_sparsity"))
+        self.settings = {"matrix": d.get("matrix", "?"), "kernel": kernel, "K": k,
+                         "ranks": d.get("ranks"), "rounds": d.get("rounds", 1),
+                         "iters": d.get("iters")}
+        ns = self.records.get("netsparse")
+        config = ((ns or {}).get("engine_stats") or {}).get("config") or {}
+        # The engine's resolved configuration when recorded (the run's options say -1 / 0 for
+        # "the engine's default").
+        self.batch = d.get("batch")
+        self.delay = config.get("concat_delay_ns", d.get("delay_ns"))
+        self.concat = config.get("concat", True)
+        packet = config.get("packet_bytes", d.get("packet_bytes"))
+        # What must match for two runs to be points of one batch or delay sweep.
+        self.sweep_key = (self.settings["matrix"], kernel, k, d.get("ranks"), d.get("rig_idx"),
+                          packet, d.get("partition"), self.changing)
+
+    def time(self, mode):
+        r = self.records.get(mode)
+        return r["time_s"] if r else None
+
+    def use(self, figure):
+        if figure not in self.run.used:
+            self.run.used.append(figure)
+
+
+def expand(inputs):
+    paths = []
+    for item in inputs:
+        if os.path.isdir(item):
+            found = sorted(glob.glob(os.path.join(item, "*.json")))
+            if not found:
+                print(f"plot.py: {item}: no *.json files", file=sys.stderr)
+            paths += found
+        else:
+            paths.append(item)
+    return paths
+
+
+def load(paths):
+    runs, problems = [], []
+    for path in paths:
         try:
             with open(path) as f:
-                runs[os.path.basename(path)[:-5]] = json.load(f)
+                data = json.load(f)
         except (OSError, json.JSONDecodeError) as e:
-            print(f"plot.py: skipping {path}: {e}", file=sys.stderr)
-    return runs
+            problems.append((path, f"not read: {e}"))
+            continue
+        if isinstance(data, dict) and isinstance(data.get("results"), list):
+            runs.append(Run(path, data, "bench"))
+        elif isinstance(data, dict) and isinstance(data.get("rows"), list) and "np" in data:
+            runs.append(Run(path, data, "ig"))
+        else:
+            problems.append((path, "neither netsparse_bench nor bench_index_gather JSON"))
+    return runs, problems
 
 
-def records(run, kernel=None, k=None, mode=None):
+def cases_of(runs):
     out = []
-    for r in run["results"]:
-        if kernel is not None and r["kernel"].lower() != kernel.lower():
+    for run in runs:
+        if run.kind != "bench":
             continue
-        if k is not None and r["K"] != k:
-            continue
-        if mode is not None and r["mode"] != mode:
-            continue
-        if r.get("error"):
-            continue
-        out.append(r)
+        seen = []
+        for r in run.data["results"]:
+            if (r["kernel"], r["K"]) not in seen:
+                seen.append((r["kernel"], r["K"]))
+        for kernel, k in seen:
+            out.append(Case(run, kernel, k))
     return out
 
 
-def one(run, **kw):
-    rs = records(run, **kw)
-    return rs[0] if rs else None
+# ---- labels: what is common to a figure goes in its title, what varies on its groups -----------
+
+BENCH_KEYS = ["matrix", "kernel", "K", "ranks", "rounds", "iters"]
 
 
-def subtitle(run):
-    return (f"{run['ranks']} ranks, line rate {run['line_rate'] / 1e9:.1f} GB/s, "
-            f"{run['iters']} iterations")
+def fmt_field(key, v):
+    if v is None:
+        return f"{key} not recorded"
+    if key == "K":
+        return f"K={v}"
+    if key == "ranks":
+        return f"{v} rank" + ("" if v == 1 else "s")
+    if key == "rounds":
+        return f"{v} round" + ("" if v == 1 else "s")
+    if key == "iters":
+        return f"{v} iteration" + ("" if v == 1 else "s") + " per round"
+    return str(v)
 
 
-def fig12(runs, out_dir):
-    files = {n: r for n, r in runs.items() if n.startswith("fig12_")}
-    if not files:
-        return None
-    groups = []  # (label, {mode: speedup}, ideal speedup)
-    for name, run in files.items():
-        for kernel in sorted({r["kernel"] for r in run["results"]}):
-            for k in sorted({r["K"] for r in run["results"] if r["kernel"] == kernel}):
-                sp = {r["mode"]: r["speedup_vs_su"] for r in records(run, kernel=kernel, k=k)}
-                label = f"{run['matrix']}\n{kernel} K={k}"
-                groups.append((label, sp, sp.get("ideal", 0)))
-    modes = [m for m in MODE_ORDER if m != "su" and any(m in g[1] for g in groups)]
-    fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(groups) + 2), 5.4))
-    width = 0.8 / max(1, len(modes))
-    for i, m in enumerate(modes):
-        xs = [g + (i - (len(modes) - 1) / 2) * width for g in range(len(groups))]
-        ys = [max(grp[1].get(m, 0), 1e-3) for grp in groups]
-        ax.bar(xs, ys, width, label=m, color=MODE_COLORS.get(m), edgecolor="black", linewidth=0.4)
-    for g, grp in enumerate(groups):
-        if grp[2] > 0:
-            ax.hlines(grp[2], g - 0.45, g + 0.45, colors="black", linestyles="dashed",
-                      label="ideal (no communication)" if g == 0 else None)
-    ax.axhline(1.0, color="gray", linewidth=0.8)
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([g[0] for g in groups], fontsize=8)
-    ax.set_ylabel("speedup over su (time per iteration)")
-    ax.set_title("Speedup over sparsity-unaware (su) per matrix and K\n"
-                 + subtitle(next(iter(files.values()))), fontsize=10)
-    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.16))
-    ax.grid(axis="y", which="both", alpha=0.3)
-    fig.tight_layout()
-    path = os.path.join(out_dir, "fig12_speedups.png")
+def common_keys(settings_list, keys):
+    first = settings_list[0]
+    return [k for k in keys if all(s.get(k) == first.get(k) for s in settings_list)]
+
+
+def describe(settings, keys, sep=", "):
+    return sep.join(fmt_field(k, settings.get(k)) for k in keys)
+
+
+def labelling(settings_list, keys, fallback=("matrix",)):
+    """(title line of the common settings, per-item label function for the varying ones)."""
+    common = common_keys(settings_list, keys)
+    varying = [k for k in keys if k not in common]
+    title = describe(settings_list[0], common)
+
+    def label(settings, sep="\n"):
+        return describe(settings, varying or list(fallback), sep)
+    return title, label
+
+
+def line_rate_note(runs, key="line_rate"):
+    rates = {round(r.data.get(key, 0) / 1e9, 1) for r in runs}
+    return f", line rate {rates.pop():.1f} GB/s" if len(rates) == 1 else ""
+
+
+def save(fig, out_dir, name):
+    path = os.path.join(out_dir, name)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
 
 
-def table8(runs, out_dir):
-    files = {n: r for n, r in runs.items() if n.startswith("table8_")}
-    if not files:
-        return None
-    names = sorted(files)
-    ks = sorted({r["K"] for n in names for r in files[n]["results"]})
-    fig, axes = plt.subplots(len(names), len(ks), figsize=(3.4 * len(ks) + 0.6, 2.9 * len(names)),
-                             squeeze=False)
-    for row, name in enumerate(names):
-        run = files[name]
-        for col, k in enumerate(ks):
-            ax = axes[row][col]
-            ys, labels, traffic = [], [], []
-            for m in LADDER:
-                r = one(run, k=k, mode=m)
-                if r is None:
-                    continue
-                ys.append(r["speedup_vs_su"])
-                traffic.append(r["traffic_vs_su"])
-                labels.append(LADDER_NAMES[m])
-            bars = ax.bar(range(len(ys)), ys, color="#c0392b", edgecolor="black", linewidth=0.4)
-            for b, t in zip(bars, traffic):
-                ax.annotate(f"-Trfc {t:.1f}x", (b.get_x() + b.get_width() / 2, b.get_height()),
-                            ha="center", va="bottom", fontsize=7)
-            ax.axhline(1.0, color="gray", linewidth=0.8)
-            ax.set_xticks(range(len(labels)))
-            ax.set_xticklabels(labels, fontsize=8)
-            ax.set_title(f"{run['matrix']}, K={k}", fontsize=9)
-            ax.set_ylim(0, max(ys + [1.0]) * 1.25)
-            if col == 0:
-                ax.set_ylabel("speedup over su", fontsize=8)
-    fig.suptitle("Cumulative ablation (per-nonzero idx stream): speedup and traffic reduction "
-                 "vs su", fontsize=10)
-    fig.tight_layout()
-    path = os.path.join(out_dir, "table8_ablation.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+# ---- netsparse_bench figures -------------------------------------------------------------------
+
+def sweeps(cases):
+    """Batch and delay sweeps among static-pattern cases with netsparse: lists of series
+    (settings, {x: [times]}, reference time or None)."""
+    groups = {}
+    for c in cases:
+        if not c.changing and c.time("netsparse") is not None:
+            groups.setdefault(c.sweep_key, []).append(c)
+    batch, delay = [], []
+    for members in groups.values():
+        by_delay = {}
+        for c in members:
+            if c.concat:
+                by_delay.setdefault(c.delay, []).append(c)
+        for cs in by_delay.values():
+            if len({c.batch for c in cs}) >= 2:
+                batch.append(cs)
+        by_batch = {}
+        for c in members:
+            by_batch.setdefault(c.batch, []).append(c)
+        for cs in by_batch.values():
+            on = [c for c in cs if c.concat]
+            off = [c for c in cs if not c.concat]
+            if len({c.delay for c in on}) >= 2 or (on and off):
+                delay.append((on, off))
+    return batch, delay
 
 
-def sweep(runs, prefix, key_re):
-    """{matrix: {key: netsparse time}} for files named PREFIX<matrix>_<key>."""
-    series = {}
-    for name, run in runs.items():
-        if not name.startswith(prefix):
-            continue
-        m = re.match(prefix + r"(.+)_" + key_re + r"$", name)
-        if not m:
-            continue
-        r = one(run, mode="netsparse")
-        if r is None:
-            continue
-        series.setdefault(run["matrix"], {})[m.group(2)] = r["time_s"]
-    return series
+def traffic_phrase(t):
+    """traffic_vs_su (su's bytes / the mode's) as '2.7x less' / '2.7x more', never below 1."""
+    if not t or t <= 0:
+        return "-"
+    if abs(t - 1) < 0.005:
+        return "same"
+    return f"{t:.1f}x less" if t > 1 else f"{1 / t:.1f}x more"
 
 
-def fig15(runs, out_dir):
-    series = sweep(runs, "fig15_", r"b(\d+)")
+def mean(xs):
+    return sum(xs) / len(xs)
+
+
+def fig15(cases, out_dir):
+    series, _ = sweeps(cases)
     if not series:
         return None
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for matrix, pts in sorted(series.items()):
-        base = pts.get("16384")
-        if not base:
-            continue
-        xs = sorted(int(b) for b in pts)
-        ax.plot(xs, [base / pts[str(b)] for b in xs], marker="o", label=matrix)
+    title, label = labelling([c.settings for cs in series for c in cs], BENCH_KEYS)
+    fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    for cs in series:
+        pts = {}
+        for c in cs:
+            pts.setdefault(c.batch, []).append(c.time("netsparse"))
+            c.use("fig15_batch.png")
+        ref = 16384 if 16384 in pts else max(pts)
+        xs = sorted(pts)
+        ax.plot(xs, [mean(pts[ref]) / mean(pts[b]) for b in xs], marker="o",
+                label=f"{label(cs[0].settings, ', ')} (delay {cs[0].delay} ns; over batch {ref})")
     ax.set_xscale("log", base=2)
     ax.axhline(1.0, color="gray", linewidth=0.8)
     ax.set_xlabel("RIG batch size (idxs per work request)")
-    ax.set_ylabel("speedup over batch 16k")
-    ax.set_title("Sensitivity to the RIG batch size (netsparse, K=16)", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.set_ylabel("netsparse speedup over the reference batch")
+    ax.set_title("Sensitivity to the RIG batch size (netsparse)\n" + title, fontsize=9)
+    ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    path = os.path.join(out_dir, "fig15_batch.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, out_dir, "fig15_batch.png")
 
 
-def fig17(runs, out_dir):
-    series = sweep(runs, "fig17_", r"d(\d+)")
-    nocat = {}
-    for name, run in runs.items():
-        if name.startswith("fig17_") and name.endswith("_nocat"):
-            r = one(run, mode="netsparse")
-            if r is not None:
-                nocat[run["matrix"]] = r["time_s"]
-    if not series or not nocat:
+def fig17(cases, out_dir):
+    _, series = sweeps(cases)
+    if not series:
         return None
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for matrix, pts in sorted(series.items()):
-        if matrix not in nocat:
-            continue
-        xs = sorted(int(d) for d in pts)
-        ax.plot(xs, [nocat[matrix] / pts[str(d)] for d in xs], marker="o", label=matrix)
+    all_settings = [c.settings for on, off in series for c in on + off]
+    title, label = labelling(all_settings, BENCH_KEYS)
+    speedup = all(off for _, off in series)
+    fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    for on, off in series:
+        pts = {}
+        for c in on:
+            pts.setdefault(c.delay, []).append(c.time("netsparse"))
+        for c in on + off:
+            c.use("fig17_delay.png")
+        xs = sorted(pts)
+        name = f"{label((on or off)[0].settings, ', ')} (batch {(on or off)[0].batch})"
+        if speedup:
+            base = mean([c.time("netsparse") for c in off])
+            ax.plot(xs, [base / mean(pts[d]) for d in xs], marker="o", label=name)
+        else:
+            ax.plot(xs, [1e3 * mean(pts[d]) for d in xs], marker="o", label=name)
+            for c in off:
+                ax.axhline(1e3 * c.time("netsparse"), linestyle="dashed", linewidth=0.8,
+                           color="gray")
     ax.set_xscale("symlog", linthresh=100)
-    ax.axhline(1.0, color="gray", linewidth=0.8)
     ax.set_xlabel("concatenation delay (ns)")
-    ax.set_ylabel("speedup over no concatenation")
-    ax.set_title("Sensitivity to the concatenation delay (netsparse, per-nonzero idxs, K=16)",
-                 fontsize=10)
-    ax.legend(fontsize=8)
+    if speedup:
+        ax.axhline(1.0, color="gray", linewidth=0.8)
+        ax.set_ylabel("netsparse speedup over no concatenation")
+    else:
+        ax.set_ylabel("netsparse ms per iteration (dashed: no concatenation)")
+    ax.set_title("Sensitivity to the concatenation delay (netsparse)\n" + title, fontsize=9)
+    ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    path = os.path.join(out_dir, "fig17_delay.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, out_dir, "fig17_delay.png")
 
 
-def changing(runs, out_dir):
-    files = {n: r for n, r in runs.items() if n.startswith("changing_")}
-    if not files:
+def ablation_cases(cases):
+    return [c for c in cases if not c.changing and any(m in c.records for m in LADDER)]
+
+
+def table8(cases, out_dir):
+    chosen = ablation_cases(cases)
+    if not chosen:
         return None
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    names = sorted(files)
-    modes = [m for m in MODE_ORDER if any(one(files[n], mode=m) for n in names)]
+    title, label = labelling([c.settings for c in chosen], BENCH_KEYS)
+    cols = min(3, len(chosen))
+    rows = (len(chosen) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(max(7, 3.6 * cols + 0.6), 3.1 * rows + 0.8),
+                             squeeze=False)
+    for i, c in enumerate(chosen):
+        c.use("table8_ablation.png")
+        ax = axes[i // cols][i % cols]
+        ys, labels, traffic = [], [], []
+        for m in LADDER:
+            r = c.records.get(m)
+            if r is None:
+                continue
+            ys.append(r["speedup_vs_su"])
+            traffic.append(r["traffic_vs_su"])
+            labels.append(LADDER_NAMES[m])
+        bars = ax.bar(range(len(ys)), ys, color="#c0392b", edgecolor="black", linewidth=0.4)
+        for b, t in zip(bars, traffic):
+            ax.annotate(traffic_phrase(t), (b.get_x() + b.get_width() / 2, b.get_height()),
+                        ha="center", va="bottom", fontsize=6)
+        ax.axhline(1.0, color="gray", linewidth=0.8)
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, fontsize=7)
+        ax.set_title(label(c.settings, ", "), fontsize=8)
+        ax.set_ylim(0, max(ys + [1.0]) * 1.25)
+        if i % cols == 0:
+            ax.set_ylabel("speedup over su", fontsize=8)
+    for j in range(len(chosen), rows * cols):
+        axes[j // cols][j % cols].set_visible(False)
+    fig.suptitle("Cumulative ablation (per-nonzero idx stream): speedup over su, "
+                 "traffic vs su on each bar\n" + title, fontsize=9)
+    fig.tight_layout()
+    return save(fig, out_dir, "table8_ablation.png")
+
+
+def comparison_modes(c):
+    return [m for m in c.records if m not in ("su", "ideal") and m not in LADDER]
+
+
+def fig12_cases(cases, used_elsewhere):
+    """Static-pattern cases with su and other modes: every one with two or more modes besides
+    su, and with one (netsparse + su, a sweep's point) when no other figure shows it."""
+    out = []
+    for c in cases:
+        if c.changing or "su" not in c.records:
+            continue
+        n = len(comparison_modes(c))
+        if n >= 2 or (n == 1 and id(c) not in used_elsewhere):
+            out.append(c)
+    return out
+
+
+def fig12(chosen, out_dir):
+    if not chosen:
+        return None
+    runs = list({id(c.run): c.run for c in chosen}.values())
+    title, label = labelling([c.settings for c in chosen], BENCH_KEYS)
+    modes = [m for m in MODE_ORDER if m != "su" and any(m in c.records for c in chosen)]
+    fig, ax = plt.subplots(figsize=(max(7, 1.7 * len(chosen) + 2), 5.6))
     width = 0.8 / max(1, len(modes))
     for i, m in enumerate(modes):
-        xs = [g + (i - (len(modes) - 1) / 2) * width for g in range(len(names))]
-        total, setup = [], []
-        for n in names:
-            r = one(files[n], mode=m)
-            total.append(1e3 * r["time_s"] if r else 0)
-            setup.append(1e3 * r["setup_s"] if r else 0)
-        ax.bar(xs, total, width, label=m, color=MODE_COLORS.get(m), edgecolor="black",
-               linewidth=0.4)
-        ax.bar(xs, setup, width, color="none", edgecolor="black", hatch="//", linewidth=0.4)
-    ax.set_xticks(range(len(names)))
-    ax.set_xticklabels([files[n]["matrix"] for n in names], fontsize=8)
-    ax.set_ylabel("ms per iteration (hatched: setup)")
-    ax.set_title("Changing sparsity: a new pattern every iteration", fontsize=10)
+        # Only where the mode ran: a mode missing from a run gets no bar.
+        pts = [(g + (i - (len(modes) - 1) / 2) * width, max(c.records[m]["speedup_vs_su"], 1e-3))
+               for g, c in enumerate(chosen) if m in c.records]
+        ax.bar([x for x, _ in pts], [y for _, y in pts], width, label=m, color=MODE_COLORS.get(m),
+               edgecolor="black", linewidth=0.4)
+    for g, c in enumerate(chosen):
+        c.use("fig12_speedups.png")
+        ideal = (c.records.get("ideal") or {}).get("speedup_vs_su", 0)
+        if ideal > 0:
+            ax.hlines(ideal, g - 0.45, g + 0.45, colors="black", linestyles="dashed",
+                      label="ideal (no communication)" if g == 0 else None)
+    ax.axhline(1.0, color="gray", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(chosen)))
+    ax.set_xticklabels([label(c.settings) for c in chosen], fontsize=7)
+    ax.set_ylabel("speedup over su (time per iteration)")
+    ax.set_title("Speedup over sparsity-unaware (su)\n" + title + line_rate_note(runs),
+                 fontsize=9)
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    ax.grid(axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    return save(fig, out_dir, "fig12_speedups.png")
+
+
+def changing(cases, out_dir):
+    chosen = [c for c in cases if c.changing and c.records]
+    if not chosen:
+        return None
+    title, label = labelling([c.settings for c in chosen], BENCH_KEYS)
+    present = {m for c in chosen for m in c.records}
+    modes = [m for m in MODE_ORDER + ["ideal"] + LADDER if m in present]
+    modes += sorted(present - set(modes))
+    sampling = {(c.run.data.get("sample_fraction"), c.run.data.get("sample_max"))
+                for c in chosen}
+    note = ""
+    if len(sampling) == 1:
+        frac, cap = sampling.pop()
+        if frac is not None:
+            note = f", keeping {frac:g} of each row" + (f" (at most {cap})" if cap else "")
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.8 * len(chosen) + 2.5), 4.6))
+    width = 0.8 / max(1, len(modes))
+    for i, m in enumerate(modes):
+        ran = [(g, c.records[m]) for g, c in enumerate(chosen) if m in c.records]
+        xs = [g + (i - (len(modes) - 1) / 2) * width for g, _ in ran]
+        ax.bar(xs, [1e3 * r["time_s"] for _, r in ran], width, label=m,
+               color=MODE_COLORS.get(m), edgecolor="black", linewidth=0.4)
+        ax.bar(xs, [1e3 * r["setup_s"] for _, r in ran], width, color="none", edgecolor="black",
+               hatch="//", linewidth=0.4)
+    for c in chosen:
+        c.use("changing.png")
+    ax.set_xticks(range(len(chosen)))
+    ax.set_xticklabels([label(c.settings) for c in chosen], fontsize=7)
+    ax.set_ylabel("ms per iteration (hatched: setup, inside it)")
+    ax.set_title("Changing sparsity: a new pattern every iteration" + note + "\n" + title,
+                 fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    path = os.path.join(out_dir, "changing.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, out_dir, "changing.png")
 
 
-def table7(runs, out_dir):
+def table7(chosen, out_dir):
     rows = []
-    for name, run in sorted(runs.items()):
-        if not name.startswith("fig12_"):
-            continue
-        r = one(run, kernel="spmm", k=16, mode="netsparse")
+    pct = lambda v: "-" if v is None or v < 0 else f"{100 * v:.0f}%"  # noqa: E731
+    for c in chosen:
+        r = c.records.get("netsparse")
         if r is None:
             continue
-        sa = one(run, kernel="spmm", k=16, mode="sa-opt")
-        pct = lambda v: "-" if v is None or v < 0 else f"{100 * v:.0f}%"  # noqa: E731
-        rows.append(f"| {run['matrix']} | {pct(r['fc_rate'])} | {r['prs_per_packet']:.1f} | "
-                    f"{pct(r['goodput'])} | {pct(r['line_util'])} | {r['traffic_vs_su']:.1f}x | "
-                    f"{pct(sa['goodput']) if sa else '-'} | {r['prs_vs_sa']:.1f}x |")
+        c.use("table7.md")
+        sa = c.records.get("sa-opt")
+        traffic = traffic_phrase(r["traffic_vs_su"])
+        rows.append(f"| {c.run.name} | {c.settings['matrix']} | {c.kernel} | {c.k} | "
+                    f"{c.settings['ranks']} | {c.settings['rounds']} | {pct(r['fc_rate'])} | "
+                    f"{r['prs_per_packet']:.1f} | {pct(r['goodput'])} | {pct(r['line_util'])} | "
+                    f"{traffic} | {pct(sa['goodput']) if sa else '-'} | {r['prs_vs_sa']:.1f}x |")
     if not rows:
         return None
-    text = ("| matrix | F+C rate | PRs/packet | goodput | line util. | traffic vs SU | "
-            "goodput sa-opt | PRs vs SA |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows)
-            + "\n")
+    text = ("| run | matrix | kernel | K | P | rounds | F+C rate | PRs/packet | goodput | "
+            "line util. | traffic vs SU | goodput sa-opt | PRs vs SA |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
     path = os.path.join(out_dir, "table7.md")
     with open(path, "w") as f:
         f.write(text)
     return path
 
 
-def goals(runs, out_dir):
-    """The issue-5 goals for every (file, kernel, K) that ran netsparse beside ideal and su."""
+def goals(cases, out_dir):
+    """The benchmark's goals for every case that ran netsparse beside ideal and su."""
     lines = []
-    for name, run in sorted(runs.items()):
-        for kernel in sorted({r["kernel"] for r in run["results"]}):
-            for k in sorted({r["K"] for r in run["results"] if r["kernel"] == kernel}):
-                rs = {r["mode"]: r for r in records(run, kernel=kernel, k=k)}
-                ns, ideal, su = rs.get("netsparse"), rs.get("ideal"), rs.get("su")
-                if not (ns and ideal and su):
-                    continue
-                bound = max(ideal["time_s"], ns["min_wire_tail"] / run["line_rate"])
-                others = {m: r["time_s"] for m, r in rs.items()
-                          if m not in ("netsparse", "ideal") and m not in LADDER}
-                best_mode = min(others, key=others.get)
-                sparse_enough = ns["min_wire_total"] < 0.5 * su["bytes_total"]
-                ratio_best = others[best_mode] / ns["time_s"]
-                if sparse_enough:
-                    verdict = "met" if ratio_best > 1 else f"missed ({ratio_best:.2f}x)"
-                else:
-                    verdict = "met" if ratio_best >= 1 / 1.1 else f"missed ({ratio_best:.2f}x)"
-                ie = rs.get("inspector-executor")
-                changing = ""
-                if run.get("changing_sparsity") and ie:
-                    changing = f"{ie['time_s'] / ns['time_s']:.2f}x"
-                    own_ie = ie.get("time_without_shared_setup_s", 0)
-                    own_ns = ns.get("time_without_shared_setup_s", 0)
-                    if own_ie > 0 and own_ns > 0:
-                        changing += f" ({own_ie / own_ns:.2f}x without the shared re-tiling)"
-                lines.append(
-                    f"| {name} | {run['matrix']} | {run['ranks']} | {kernel} | {k} | "
-                    f"{ns['bytes_total'] / max(ns['min_wire_total'], 1):.3f} | "
-                    f"{ns['traffic_vs_su']:.1f}x | {ns['time_s'] / bound:.2f} | "
-                    f"{'yes' if sparse_enough else 'no'} | {best_mode} {ratio_best:.2f}x | "
-                    f"{verdict} | {changing} |")
+    for c in cases:
+        ns, ideal, su = (c.records.get(m) for m in ("netsparse", "ideal", "su"))
+        if not (ns and ideal and su) or ns["min_wire_total"] <= 0:
+            continue
+        run = c.run.data
+        bound = max(ideal["time_s"], ns["min_wire_tail"] / run["line_rate"])
+        others = {m: r["time_s"] for m, r in c.records.items()
+                  if m not in ("netsparse", "ideal") and m not in LADDER}
+        best_mode = min(others, key=others.get)
+        sparse_enough = ns["min_wire_total"] < 0.5 * su["bytes_total"]
+        ratio_best = others[best_mode] / ns["time_s"]
+        if sparse_enough:
+            verdict = "met" if ratio_best > 1 else f"missed ({ratio_best:.2f}x)"
+        else:
+            verdict = "met" if ratio_best >= 1 / 1.1 else f"missed ({ratio_best:.2f}x)"
+        ie = c.records.get("inspector-executor")
+        change = ""
+        if c.changing and ie:
+            change = f"{ie['time_s'] / ns['time_s']:.2f}x"
+            own_ie = ie.get("time_without_shared_setup_s", 0)
+            own_ns = ns.get("time_without_shared_setup_s", 0)
+            if own_ie > 0 and own_ns > 0:
+                change += f" ({own_ie / own_ns:.2f}x without the shared re-tiling)"
+        c.use("goals.md")
+        lines.append(
+            f"| {c.run.name} | {c.settings['matrix']} | {c.settings['ranks']} | "
+            f"{c.settings['rounds']} | {c.kernel} | {c.k} | "
+            f"{ns['bytes_total'] / ns['min_wire_total']:.3f} | "
+            f"{traffic_phrase(ns['traffic_vs_su'])} | {ns['time_s'] / bound:.2f} | "
+            f"{'yes' if sparse_enough else 'no'} | {best_mode} {ratio_best:.2f}x | "
+            f"{verdict} | {change} |")
     if not lines:
         return None
-    text = ("| run | matrix | P | kernel | K | bytes / minimum (goal <= 1.10) | traffic vs su | "
-            "time / max(ideal, min bytes / line rate) (goal <= 1.3) | min bytes < su / 2 | "
-            "best other mode: its time / netsparse's | speed goal | changing sparsity: IE / "
-            "netsparse (goal >= 2) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
-            + "\n".join(lines) + "\n")
+    text = ("| run | matrix | P | rounds | kernel | K | bytes / RIG wire minimum (goal <= 1.10) | "
+            "netsparse bytes vs su | time / max(ideal, min bytes / line rate) (goal <= 1.3) "
+            "| min bytes < su / 2 | best other mode: its time / netsparse's | speed goal | "
+            "changing sparsity: IE / netsparse (goal >= 2) |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n")
     path = os.path.join(out_dir, "goals.md")
     with open(path, "w") as f:
         f.write(text)
     return path
 
 
-def main():
-    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
-        print(__doc__)
-        return 0 if len(sys.argv) >= 2 else 2
-    results_dir = sys.argv[1]
-    out_dir = sys.argv[2] if len(sys.argv) > 2 else results_dir
-    os.makedirs(out_dir, exist_ok=True)
-    runs = load(results_dir)
+# ---- bench_index_gather ------------------------------------------------------------------------
+
+IG_KEYS = ["kernel", "K", "ranks", "rounds", "table"]
+
+
+def ig_settings(run, k):
+    d = run.data
+    table = f"{d.get('n_per_rank', '?')} rows per rank" + (", unique idxs" if d.get("unique")
+                                                            else "")
+    return {"kernel": "index gather", "K": k, "ranks": d.get("np"), "rounds": d.get("reps"),
+            "table": table}
+
+
+def index_gather(runs, out_dir):
+    panels = []  # (run, K, rows)
+    for run in runs:
+        if run.kind != "ig":
+            continue
+        ks = []
+        for r in run.data["rows"]:
+            if r["K"] not in ks:
+                ks.append(r["K"])
+        for k in ks:
+            panels.append((run, k, [r for r in run.data["rows"] if r["K"] == k]))
+    if not panels:
+        return None
+    settings = [ig_settings(run, k) for run, k, _ in panels]
+    title, label = labelling(settings, IG_KEYS, fallback=("K",))
+    cols = min(2, len(panels))
+    nrows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(5.6 * cols, 3.6 * nrows + 0.8),
+                             squeeze=False)
+    for i, ((run, k, rows), s) in enumerate(zip(panels, settings)):
+        if "index_gather.png" not in run.used:
+            run.used.append("index_gather.png")
+        ax = axes[i // cols][i % cols]
+        names = [f"{r['mode']}\n{r['progress']}" for r in rows]
+        ys = [r["rows_per_s_per_rank"] / 1e6 for r in rows]
+        colors = [IG_COLORS.get(r["mode"], "#999999") for r in rows]
+        bars = ax.bar(range(len(rows)), ys, color=colors, edgecolor="black", linewidth=0.4)
+        for b, r in zip(bars, rows):
+            if r.get("errors"):
+                ax.annotate("WRONG", (b.get_x() + b.get_width() / 2, b.get_height()),
+                            ha="center", va="bottom", fontsize=6, color="red")
+        ax.set_xticks(range(len(rows)))
+        ax.set_xticklabels(names, fontsize=6, rotation=60, ha="right")
+        ax.set_ylabel("M rows / s per rank", fontsize=8)
+        ax.set_title(label(s, ", "), fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    for j in range(len(panels), nrows * cols):
+        axes[j // cols][j % cols].set_visible(False)
+    fig.suptitle("Index gather (bale ig): rows gathered per second per rank\n" + title
+                 + line_rate_note([p[0] for p in panels], "line_rate_bytes_per_s"), fontsize=9)
+    fig.tight_layout()
+    return save(fig, out_dir, "index_gather.png")
+
+
+# ---- main --------------------------------------------------------------------------------------
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        prog="plot.py", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("-o", "--out", help="output directory")
+    ap.add_argument("inputs", nargs="+", help="JSON files or directories of them")
+    a = ap.parse_args(argv)
+    inputs, out = a.inputs, a.out
+    # The older form: RESULTS_DIR OUT_DIR (OUT_DIR not a JSON file and holding no JSON).
+    if out is None and len(inputs) == 2 and os.path.isdir(inputs[0]) \
+            and not inputs[1].endswith(".json") \
+            and not (os.path.isdir(inputs[1]) and glob.glob(os.path.join(inputs[1], "*.json"))):
+        inputs, out = inputs[:1], inputs[1]
+    if out is None:
+        out = inputs[0] if os.path.isdir(inputs[0]) else (os.path.dirname(inputs[0]) or ".")
+    return inputs, out
+
+
+def main(argv):
+    inputs, out_dir = parse_args(argv)
+    paths = expand(inputs)
+    runs, problems = load(paths)
+    for path, why in problems:
+        print(f"plot.py: skipping {path}: {why}", file=sys.stderr)
     if not runs:
-        print(f"plot.py: no JSON files in {results_dir}", file=sys.stderr)
+        print("plot.py: no netsparse_bench or bench_index_gather JSON among the inputs",
+              file=sys.stderr)
         return 1
-    made = [p for p in (fig12(runs, out_dir), table8(runs, out_dir), fig15(runs, out_dir),
-                        fig17(runs, out_dir), changing(runs, out_dir), table7(runs, out_dir),
-                        goals(runs, out_dir)) if p]
+    os.makedirs(out_dir, exist_ok=True)
+    cases = cases_of(runs)
+    made = [fig15(cases, out_dir), fig17(cases, out_dir), table8(cases, out_dir)]
+    batch_series, delay_series = sweeps(cases)
+    used_elsewhere = {id(c) for cs in batch_series for c in cs}
+    used_elsewhere |= {id(c) for on, off in delay_series for c in on + off}
+    used_elsewhere |= {id(c) for c in ablation_cases(cases)}
+    chosen = fig12_cases(cases, used_elsewhere)
+    made += [fig12(chosen, out_dir), changing(cases, out_dir), table7(chosen, out_dir),
+             goals(cases, out_dir), index_gather(runs, out_dir)]
     for p in made:
-        print(p)
-    return 0 if made else 1
+        if p:
+            print(p)
+    print("inputs:")
+    for run in runs:
+        if run.used:
+            print(f"  {run.path}: {', '.join(run.used)}")
+        else:
+            why = ("every mode failed" if run.kind == "bench" and not any(
+                not r.get("error") for r in run.data["results"]) else
+                "no figure applies: fig12 needs su beside other modes, table8 --ablation, "
+                "fig15 / fig17 a partner run differing in --batch / --delay-ns only")
+            print(f"  {run.path}: NOT PLOTTED ({why})")
+    return 0 if any(made) else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,28 +1,50 @@
 #!/usr/bin/env bash
-# Builds and runs tests/install/consumer against an installed NetSparse (prefix = $1), first
-# through find_package(NetSparse), then through pkg-config, as a downstream user would; then
-# builds examples/ standalone against the install and runs each example on 2 ranks.
+# Checks an installed NetSparse (prefix = $1) the way downstream users consume it:
+#   1. find_package(NetSparse) from three projects: C + C++ (tests/install/consumer), C++ only
+#      (consumer_cxx: project(x CXX), no C compiler) and C only (consumer_c: project(x C));
+#   2. pkg-config: a C++ and a C program linked with `pkg-config --libs netsparse`, which must
+#      carry an rpath;
+#   3. examples/ built standalone against the install, each run on 2 ranks.
+# Every program runs WITHOUT LD_LIBRARY_PATH: the rpath CMake records, and the one netsparse.pc
+# carries, must find libnetsparse.so.
 set -euo pipefail
 prefix=$(cd "$1" && pwd)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cmake -S "$root/tests/install/consumer" -B "$work/cmake" -G Ninja \
-  -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
-ninja -C "$work/cmake" >/dev/null
-LD_LIBRARY_PATH="$prefix/lib:${LD_LIBRARY_PATH:-}" "$work/cmake/consumer"
+run() { env -u LD_LIBRARY_PATH "$@"; }  # run without LD_LIBRARY_PATH
+
+for consumer in consumer consumer_cxx consumer_c; do
+  echo "--- find_package(NetSparse) from tests/install/$consumer"
+  cmake -S "$root/tests/install/$consumer" -B "$work/$consumer" -G Ninja \
+    -DCMAKE_PREFIX_PATH="$prefix" >"$work/$consumer.log" 2>&1 || { cat "$work/$consumer.log"; exit 1; }
+  ninja -C "$work/$consumer" >/dev/null
+  run "$work/$consumer/$consumer"
+done
+
+echo "--- pkg-config --libs netsparse (with its rpath)"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig"
+libs=$(pkg-config --libs netsparse)
+if [[ " $libs " != *" -Wl,-rpath,"* ]]; then
+  echo "pkg-config --libs netsparse has no rpath: $libs" >&2
+  exit 1
+fi
 # shellcheck disable=SC2046
 g++ -std=c++20 "$root/tests/install/consumer/main.cpp" -o "$work/pc-consumer" \
   $(pkg-config --cflags --libs netsparse) $(pkg-config --cflags --libs ompi)
-LD_LIBRARY_PATH="$prefix/lib:${LD_LIBRARY_PATH:-}" "$work/pc-consumer"
+run "$work/pc-consumer"
+# shellcheck disable=SC2046
+gcc -std=c11 "$root/tests/install/consumer_c/main.c" -o "$work/pc-consumer-c" \
+  $(pkg-config --cflags --libs netsparse ompi-c)
+run "$work/pc-consumer-c"
+
 # The real examples, built standalone against the install and run as a user would.
 cmake -S "$root/examples" -B "$work/examples" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 ninja -C "$work/examples" >/dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for example in spmm_distributed rig_gather; do
   echo "--- example $example (mpirun -np 2, against the installed package)"
-  LD_LIBRARY_PATH="$prefix/lib:${LD_LIBRARY_PATH:-}" \
-    mpirun --oversubscribe --bind-to none -np 2 "$work/examples/$example"
+  run mpirun --oversubscribe --bind-to none -np 2 "$work/examples/$example"
 done
-echo "installed package OK (find_package, pkg-config, examples)"
+echo "installed package OK (find_package from C + C++, C++-only and C-only projects;" \
+  "pkg-config with rpath; examples; no LD_LIBRARY_PATH)"
