@@ -29,6 +29,9 @@ check transport ctest --test-dir "$build" -L verbs --output-on-failure --timeout
 # vanilla RDMA READ path, a peer that stops answering.
 check engine ctest --test-dir "$build" -R '^rig\.mpi\.np[23]$' --output-on-failure --timeout 300
 check engine-peer-exit ctest --test-dir "$build" -R '^rig\.mpi\.peer_exit' --output-on-failure --timeout 300
+# Teardown 3 s apart with a 100 ms watchdog, and collective argument agreement, over verbs.
+check engine-late-teardown ctest --test-dir "$build" -R '^rig\.mpi\.late_teardown\.rings' \
+  --output-on-failure --timeout 300
 # A figure from real verbs in the log: index gather, RIG vs vanilla RDMA READ vs Conveyors.
 check index-gather "${mpirun[@]}" -np 2 "$build/bench/bench_index_gather" --K 16 \
   --n-per-rank 65536 --requests 65536 --unique
