@@ -17,6 +17,7 @@
 
 #include "rig/api_error.hpp"
 #include "rig/backoff.hpp"
+#include "rig/handles.hpp"
 
 using netsparse::rig::Backoff;
 using netsparse::rig::Config;
@@ -73,6 +74,17 @@ ns_status_t guarded(const char* call, F&& f) noexcept {
 
 ns_status_t invalid(const char* call, const char* why) {
   set_last_error(std::string(call) + ": " + why);
+  return NS_ERR_INVALID;
+}
+
+using netsparse::rig::HandleKind;
+bool live(const void* h, HandleKind k) noexcept {
+  return netsparse::rig::is_live_handle(h, k);
+}
+// A handle that is not (or no longer) one of ours: closed, destroyed, or never created.
+ns_status_t not_live(const char* call, const char* name, HandleKind k) {
+  set_last_error(std::string(call) + ": " + name + " is not a live " +
+                 netsparse::rig::handle_kind_name(k) + " (closed, destroyed or never created)");
   return NS_ERR_INVALID;
 }
 
@@ -184,16 +196,22 @@ extern "C" ns_status_t ns_fabric_create(int nodes, ns_fabric** out) {
   if (nodes < 1 || nodes > 4096) return invalid("ns_fabric_create", "nodes must be in 1..4096");
   return guarded("ns_fabric_create", [&]() -> ns_status_t {
     *out = new ns_fabric(nodes);
+    netsparse::rig::register_handle(*out, HandleKind::kFabric);
     return NS_OK;
   });
 }
 
 extern "C" void ns_fabric_destroy(ns_fabric* fabric) {
+  if (!live(fabric, HandleKind::kFabric)) return;  // NULL, or destroyed already
+  netsparse::rig::unregister_handle(fabric);
   delete fabric;
 }
 
 static ns_status_t kill_node(ns_fabric* fabric, int node, bool reported) {
   if (fabric == nullptr) return invalid("ns_fabric_kill_node", "fabric is NULL");
+  if (!live(fabric, HandleKind::kFabric)) {
+    return not_live("ns_fabric_kill_node", "fabric", HandleKind::kFabric);
+  }
   if (node < 0 || node >= fabric->fabric.nodes())
     return invalid("ns_fabric_kill_node", "no such node");
   return guarded("ns_fabric_kill_node", [&]() -> ns_status_t {
@@ -214,6 +232,9 @@ extern "C" ns_status_t ns_open_inproc(ns_fabric* fabric, int node, const ns_cont
                                       ns_context** out) {
   if (fabric == nullptr || out == nullptr)
     return invalid("ns_open_inproc", "fabric or out is NULL");
+  if (!live(fabric, HandleKind::kFabric)) {
+    return not_live("ns_open_inproc", "fabric", HandleKind::kFabric);
+  }
   if (node < 0 || node >= fabric->fabric.nodes()) return invalid("ns_open_inproc", "no such node");
   return guarded("ns_open_inproc", [&]() -> ns_status_t {
     Config cfg = Config::from_attr(attr);
@@ -230,18 +251,23 @@ extern "C" ns_status_t ns_open_inproc(ns_fabric* fabric, int node, const ns_cont
       return NS_ERR_STATE;
     }
     *out = new ns_context(fabric->fabric.endpoint(node), cfg);
+    netsparse::rig::register_handle(*out, HandleKind::kContext);
     return NS_OK;
   });
 }
 
 extern "C" ns_status_t ns_close(ns_context* ctx) {
   if (ctx == nullptr) return NS_OK;
+  if (!live(ctx, HandleKind::kContext)) return not_live("ns_close", "ctx", HandleKind::kContext);
   if (ctx->live_objects() != 0) {
     set_last_error("ns_close: destroy the queue pairs and completion queues first");
     return NS_ERR_STATE;
   }
   return guarded("ns_close", [&]() -> ns_status_t {
-    if (netsparse::rig::Region* r = ctx->region(); r != nullptr && !ctx->deregister_region(r)) {
+    netsparse::rig::Region* r = ctx->region();
+    const bool clean = r == nullptr || ctx->deregister_region(r);
+    netsparse::rig::unregister_handle(ctx);
+    if (!clean) {
       delete ctx;
       set_last_error("ns_close: a peer failed; the region was released locally (no collective)");
       return NS_ERR_TRANSPORT;
@@ -252,26 +278,29 @@ extern "C" ns_status_t ns_close(ns_context* ctx) {
 }
 
 extern "C" int ns_rank(const ns_context* ctx) {
-  return ctx == nullptr ? -1 : ctx->rank();
+  return live(ctx, HandleKind::kContext) ? ctx->rank() : -1;
 }
 extern "C" int ns_size(const ns_context* ctx) {
-  return ctx == nullptr ? -1 : ctx->size();
+  return live(ctx, HandleKind::kContext) ? ctx->size() : -1;
 }
 extern "C" const char* ns_transport_name(const ns_context* ctx) {
-  return ctx == nullptr ? "none" : ctx->transport_name();
+  return live(ctx, HandleKind::kContext) ? ctx->transport_name() : "none";
 }
 
 extern "C" int ns_progress_mode_of(const ns_context* ctx) {
-  return ctx == nullptr ? -1 : ctx->config().progress_mode;
+  return live(ctx, HandleKind::kContext) ? ctx->config().progress_mode : -1;
 }
 
 extern "C" int ns_progress(ns_context* ctx) {
   if (ctx == nullptr) return invalid("ns_progress", "ctx is NULL");
+  if (!live(ctx, HandleKind::kContext)) return not_live("ns_progress", "ctx", HandleKind::kContext);
   return guarded("ns_progress", [&]() -> ns_status_t { return ctx->progress_inline(); });
 }
 
 extern "C" ns_status_t ns_quiesce_start(ns_context* ctx) {
   if (ctx == nullptr) return invalid("ns_quiesce_start", "ctx is NULL");
+  if (!live(ctx, HandleKind::kContext))
+    return not_live("ns_quiesce_start", "ctx", HandleKind::kContext);
   return guarded("ns_quiesce_start", [&]() -> ns_status_t {
     ctx->quiesce_start();
     return NS_OK;
@@ -280,6 +309,7 @@ extern "C" ns_status_t ns_quiesce_start(ns_context* ctx) {
 
 extern "C" ns_status_t ns_quiesce(ns_context* ctx, int timeout_ms) {
   if (ctx == nullptr) return invalid("ns_quiesce", "ctx is NULL");
+  if (!live(ctx, HandleKind::kContext)) return not_live("ns_quiesce", "ctx", HandleKind::kContext);
   return guarded("ns_quiesce", [&]() -> ns_status_t {
     ctx->quiesce(timeout_ms);
     return NS_OK;
@@ -290,6 +320,8 @@ extern "C" ns_status_t ns_quiesce(ns_context* ctx, int timeout_ms) {
 extern "C" ns_status_t ns_reg_props(ns_context* ctx, void* base, uint64_t local_rows,
                                     uint32_t prop_bytes, const uint64_t* row_offsets, ns_mr** out) {
   if (ctx == nullptr || out == nullptr) return invalid("ns_reg_props", "ctx or out is NULL");
+  if (!live(ctx, HandleKind::kContext))
+    return not_live("ns_reg_props", "ctx", HandleKind::kContext);
   return guarded("ns_reg_props", [&]() -> ns_status_t {
     *out = static_cast<ns_mr*>(ctx->register_region(base, local_rows, prop_bytes, row_offsets));
     return NS_OK;
@@ -298,8 +330,11 @@ extern "C" ns_status_t ns_reg_props(ns_context* ctx, void* base, uint64_t local_
 
 extern "C" ns_status_t ns_dereg_props(ns_mr* mr) {
   if (mr == nullptr) return invalid("ns_dereg_props", "mr is NULL");
+  if (!live(mr, HandleKind::kMr)) return not_live("ns_dereg_props", "mr", HandleKind::kMr);
   return guarded("ns_dereg_props", [&]() -> ns_status_t {
-    if (!mr->engine.deregister_region(mr)) {
+    netsparse::rig::Engine& engine = mr->engine;
+    const bool clean = engine.deregister_region(mr);
+    if (!clean) {
       set_last_error(
           "ns_dereg_props: a peer failed; the region was released locally (no "
           "collective)");
@@ -310,15 +345,17 @@ extern "C" ns_status_t ns_dereg_props(ns_mr* mr) {
 }
 
 extern "C" uint32_t ns_mr_prop_bytes(const ns_mr* mr) {
-  return mr == nullptr ? 0 : mr->prop_bytes;
+  return live(mr, HandleKind::kMr) ? mr->prop_bytes : 0;
 }
 extern "C" uint64_t ns_mr_total_rows(const ns_mr* mr) {
-  return mr == nullptr ? 0 : mr->solver.total_rows();
+  return live(mr, HandleKind::kMr) ? mr->solver.total_rows() : 0;
 }
 
 // ---- queues --------------------------------------------------------------------------------
 extern "C" ns_status_t ns_create_cq(ns_context* ctx, int cqe, ns_cq** out) {
   if (ctx == nullptr || out == nullptr) return invalid("ns_create_cq", "ctx or out is NULL");
+  if (!live(ctx, HandleKind::kContext))
+    return not_live("ns_create_cq", "ctx", HandleKind::kContext);
   if (cqe < 1 || cqe > (1 << 24)) return invalid("ns_create_cq", "cqe must be in 1..2^24");
   return guarded("ns_create_cq", [&]() -> ns_status_t {
     *out = static_cast<ns_cq*>(ctx->create_cq(static_cast<std::uint32_t>(cqe)));
@@ -328,8 +365,9 @@ extern "C" ns_status_t ns_create_cq(ns_context* ctx, int cqe, ns_cq** out) {
 
 extern "C" ns_status_t ns_destroy_cq(ns_cq* cq) {
   if (cq == nullptr) return invalid("ns_destroy_cq", "cq is NULL");
+  if (!live(cq, HandleKind::kCq)) return not_live("ns_destroy_cq", "cq", HandleKind::kCq);
   return guarded("ns_destroy_cq", [&]() -> ns_status_t {
-    cq->engine().destroy_cq(cq);
+    cq->engine().destroy_cq(cq);  // throws (and keeps it) while it is in use
     return NS_OK;
   });
 }
@@ -338,6 +376,9 @@ extern "C" ns_status_t ns_create_qp(ns_context* ctx, ns_cq* send_cq, int max_sen
   if (ctx == nullptr || send_cq == nullptr || out == nullptr) {
     return invalid("ns_create_qp", "ctx, send_cq or out is NULL");
   }
+  if (!live(ctx, HandleKind::kContext))
+    return not_live("ns_create_qp", "ctx", HandleKind::kContext);
+  if (!live(send_cq, HandleKind::kCq)) return not_live("ns_create_qp", "send_cq", HandleKind::kCq);
   if (&send_cq->engine() != ctx)
     return invalid("ns_create_qp", "send_cq belongs to another context");
   if (max_send_wr < 1 || max_send_wr > (1 << 20)) {
@@ -351,8 +392,9 @@ extern "C" ns_status_t ns_create_qp(ns_context* ctx, ns_cq* send_cq, int max_sen
 
 extern "C" ns_status_t ns_destroy_qp(ns_qp* qp) {
   if (qp == nullptr) return invalid("ns_destroy_qp", "qp is NULL");
+  if (!live(qp, HandleKind::kQp)) return not_live("ns_destroy_qp", "qp", HandleKind::kQp);
   return guarded("ns_destroy_qp", [&]() -> ns_status_t {
-    qp->engine().destroy_qp(qp);
+    qp->engine().destroy_qp(qp);  // throws (and keeps it) while work is outstanding
     return NS_OK;
   });
 }
@@ -360,6 +402,7 @@ extern "C" ns_status_t ns_destroy_qp(ns_qp* qp) {
 // ---- work requests and completions ---------------------------------------------------------
 extern "C" ns_status_t ns_post_send(ns_qp* qp, ns_send_wr* wr, ns_send_wr** bad_wr) {
   if (qp == nullptr) return invalid("ns_post_send", "qp is NULL");
+  if (!live(qp, HandleKind::kQp)) return not_live("ns_post_send", "qp", HandleKind::kQp);
   if (wr == nullptr) return NS_OK;
   return guarded("ns_post_send", [&]() -> ns_status_t {
     if (qp->engine().broken()) {
@@ -379,6 +422,7 @@ extern "C" int ns_poll_cq(ns_cq* cq, int num_entries, ns_wc* wc) {
   if (cq == nullptr || num_entries < 0 || (num_entries > 0 && wc == nullptr)) {
     return invalid("ns_poll_cq", "cq is NULL, num_entries < 0 or wc is NULL");
   }
+  if (!live(cq, HandleKind::kCq)) return not_live("ns_poll_cq", "cq", HandleKind::kCq);
   return guarded("ns_poll_cq", [&]() -> ns_status_t {
     int n = cq->poll(num_entries, wc);
     if (n == 0 && cq->engine().inline_mode()) {
@@ -393,6 +437,7 @@ extern "C" int ns_cq_wait(ns_cq* cq, int num_entries, ns_wc* wc, int timeout_ms)
   if (cq == nullptr || num_entries <= 0 || wc == nullptr) {
     return invalid("ns_cq_wait", "cq is NULL, num_entries <= 0 or wc is NULL");
   }
+  if (!live(cq, HandleKind::kCq)) return not_live("ns_cq_wait", "cq", HandleKind::kCq);
   return guarded("ns_cq_wait", [&]() -> ns_status_t {
     Engine& e = cq->engine();
     const std::uint64_t deadline =
@@ -499,7 +544,7 @@ extern "C" const char* ns_stat_name(int which) {
 }
 
 extern "C" uint64_t ns_stat_get(const ns_context* ctx, int which) {
-  if (ctx == nullptr || which < 0 || which >= NS_STAT__COUNT) return 0;
+  if (!live(ctx, HandleKind::kContext) || which < 0 || which >= NS_STAT__COUNT) return 0;
   try {
     return stat_of(ctx->snapshot(), which);
   } catch (...) {
@@ -508,7 +553,7 @@ extern "C" uint64_t ns_stat_get(const ns_context* ctx, int which) {
 }
 
 extern "C" double ns_stat_prs_per_packet(const ns_context* ctx) {
-  if (ctx == nullptr) return 0.0;
+  if (!live(ctx, HandleKind::kContext)) return 0.0;
   try {
     return prs_per_packet(ctx->snapshot());
   } catch (...) {
@@ -517,7 +562,7 @@ extern "C" double ns_stat_prs_per_packet(const ns_context* ctx) {
 }
 
 extern "C" void ns_stats_reset(ns_context* ctx) {
-  if (ctx == nullptr) return;
+  if (!live(ctx, HandleKind::kContext)) return;
   try {
     ctx->reset_stats();
   } catch (...) {
@@ -528,6 +573,8 @@ extern "C" int ns_stats_json(const ns_context* ctx, char* buf, size_t len) {
   if (ctx == nullptr || (buf == nullptr && len != 0)) {
     return invalid("ns_stats_json", "ctx is NULL or buf is NULL with len > 0");
   }
+  if (!live(ctx, HandleKind::kContext))
+    return not_live("ns_stats_json", "ctx", HandleKind::kContext);
   return guarded("ns_stats_json", [&]() -> int {
     const Engine::Snapshot s = ctx->snapshot();
     const Config& cfg = ctx->config();

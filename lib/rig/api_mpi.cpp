@@ -12,6 +12,7 @@
 #include "netsparse/netsparse_mpi.h"
 #include "rig/api_error.hpp"
 #include "rig/engine.hpp"
+#include "rig/handles.hpp"
 #include "transport/transport_factory.hpp"
 
 namespace {
@@ -179,6 +180,7 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
       options.verbs.max_packet_bytes = cfg.packet_bytes;
     }
     *out = new ns_context(tr::make_transport(kind, comm, options), cfg);
+    netsparse::rig::register_handle(*out, netsparse::rig::HandleKind::kContext);
     return NS_OK;
   } catch (const std::bad_alloc&) {
     return fail(NS_ERR_NO_MEMORY, "out of memory");

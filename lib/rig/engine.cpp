@@ -16,6 +16,7 @@
 #include "concat/frame.hpp"
 #include "rig/backoff.hpp"
 #include "rig/copy.hpp"
+#include "rig/handles.hpp"
 
 namespace netsparse::rig {
 
@@ -81,6 +82,10 @@ Engine::Engine(std::unique_ptr<transport::Transport> tx, const Config& config)
 }
 
 Engine::~Engine() {
+  // Whatever the API did not destroy goes with the engine: its handles die now.
+  for (const auto& q : qps_) unregister_handle(q.get());
+  for (const auto& c : cqs_) unregister_handle(c.get());
+  if (region_owner_) unregister_handle(region_owner_.get());
   stop_.store(true);
   { std::lock_guard<std::mutex> lk(sleep_mu_); }
   sleep_cv_.notify_all();
@@ -178,6 +183,7 @@ Region* Engine::register_region(void* base, std::uint64_t local_rows, std::uint3
   port_.concat = concat_.get();
   port_.region = region_owner_.get();
   region_.store(region_owner_.get(), std::memory_order_release);
+  register_handle(region_owner_.get(), HandleKind::kMr);
   tx_->barrier();  // every node can serve before anyone posts
   return region_owner_.get();
 }
@@ -208,6 +214,7 @@ bool Engine::deregister_region(Region* mr) {
     note_failure();
   }
   concat_retired_.merge(concat_->stats());
+  unregister_handle(region_owner_.get());
   region_.store(nullptr, std::memory_order_release);
   port_.concat = nullptr;
   port_.region = nullptr;
@@ -220,6 +227,7 @@ bool Engine::deregister_region(Region* mr) {
 Cq* Engine::create_cq(std::uint32_t cqe) {
   AdminLock lk(progress_mu_, admin_waiting_);
   cqs_.push_back(std::make_unique<ns_cq>(*this, cqe));
+  register_handle(cqs_.back().get(), HandleKind::kCq);
   return cqs_.back().get();
 }
 
@@ -233,12 +241,14 @@ void Engine::destroy_cq(Cq* cq) {
   }
   auto it = std::find_if(cqs_.begin(), cqs_.end(), [&](const auto& p) { return p.get() == cq; });
   if (it == cqs_.end()) throw EngineError(NS_ERR_INVALID, "unknown completion queue");
+  unregister_handle(it->get());
   cqs_.erase(it);
 }
 
 Qp* Engine::create_qp(Cq& cq, std::uint32_t depth) {
   AdminLock lk(progress_mu_, admin_waiting_);
   qps_.push_back(std::make_unique<ns_qp>(*this, *this, cq, depth));
+  register_handle(qps_.back().get(), HandleKind::kQp);
   cq.users.fetch_add(1);
   return qps_.back().get();
 }
@@ -251,6 +261,7 @@ void Engine::destroy_qp(Qp* qp) {
   auto it = std::find_if(qps_.begin(), qps_.end(), [&](const auto& p) { return p.get() == qp; });
   if (it == qps_.end()) throw EngineError(NS_ERR_INVALID, "unknown queue pair");
   qp->cq().users.fetch_sub(1);
+  unregister_handle(it->get());
   qps_.erase(it);
 }
 

@@ -1104,3 +1104,46 @@ TEST(EngineV2, RdmaReadsToASilentlyDeadPeerTimeOut) {
       },
       &fabric);
 }
+
+// Handles are checked before use: a closed context, a destroyed CQ or QP, a deregistered
+// region, a second close — all NS_ERR_INVALID with a reason, never a use after free (this test
+// runs under ASan in CI).
+TEST(Lifetime, StaleHandlesAreRefusedNotUsed) {
+  ns_fabric* fabric = nullptr;
+  ASSERT_EQ(ns_fabric_create(1, &fabric), NS_OK);
+  ns_context* ctx = nullptr;
+  ASSERT_EQ(ns_open_inproc(fabric, 0, nullptr, &ctx), NS_OK) << ns_last_error();
+  std::vector<std::uint8_t> block(10 * 8);
+  const std::vector<std::uint64_t> offsets = {0, 10};
+  ns_mr* mr = nullptr;
+  ASSERT_EQ(ns_reg_props(ctx, block.data(), 10, 8, offsets.data(), &mr), NS_OK);
+  ns_cq* cq = nullptr;
+  ns_qp* qp = nullptr;
+  ASSERT_EQ(ns_create_cq(ctx, 4, &cq), NS_OK);
+  ASSERT_EQ(ns_create_qp(ctx, cq, 4, &qp), NS_OK);
+  ASSERT_EQ(ns_destroy_qp(qp), NS_OK);
+  ns_send_wr w{};
+  w.opcode = NS_WR_RIG;
+  EXPECT_EQ(ns_post_send(qp, &w, nullptr), NS_ERR_INVALID);
+  EXPECT_NE(std::string(ns_last_error()).find("not a live queue pair"), std::string::npos)
+      << ns_last_error();
+  EXPECT_EQ(ns_destroy_qp(qp), NS_ERR_INVALID) << "destroyed twice";
+  ASSERT_EQ(ns_destroy_cq(cq), NS_OK);
+  ns_wc wc{};
+  EXPECT_EQ(ns_poll_cq(cq, 1, &wc), NS_ERR_INVALID);
+  EXPECT_EQ(ns_cq_wait(cq, 1, &wc, 0), NS_ERR_INVALID);
+  EXPECT_NE(std::string(ns_last_error()).find("not a live completion queue"), std::string::npos);
+  ASSERT_EQ(ns_dereg_props(mr), NS_OK) << ns_last_error();
+  EXPECT_EQ(ns_dereg_props(mr), NS_ERR_INVALID) << "deregistered twice";
+  EXPECT_EQ(ns_mr_prop_bytes(mr), 0u);
+  ASSERT_EQ(ns_close(ctx), NS_OK);
+  EXPECT_EQ(ns_close(ctx), NS_ERR_INVALID) << "closed twice";
+  EXPECT_NE(std::string(ns_last_error()).find("not a live context"), std::string::npos);
+  EXPECT_EQ(ns_progress(ctx), NS_ERR_INVALID);
+  EXPECT_EQ(ns_rank(ctx), -1);
+  EXPECT_EQ(ns_stat_get(ctx, NS_STAT_PRS_SENT), 0u);
+  EXPECT_EQ(ns_create_cq(ctx, 4, &cq), NS_ERR_INVALID);
+  ns_fabric_destroy(fabric);
+  ns_fabric_destroy(fabric);  // a second destroy is ignored
+  EXPECT_EQ(ns_open_inproc(fabric, 0, nullptr, &ctx), NS_ERR_INVALID);
+}

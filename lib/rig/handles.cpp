@@ -1,0 +1,56 @@
+#include "rig/handles.hpp"
+
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+namespace netsparse::rig {
+
+namespace {
+struct Registry {
+  std::shared_mutex mu;
+  std::unordered_map<const void*, HandleKind> live;
+};
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: handles may be checked during exit
+  return *r;
+}
+}  // namespace
+
+void register_handle(const void* h, HandleKind kind) {
+  Registry& r = registry();
+  std::unique_lock lk(r.mu);
+  r.live[h] = kind;
+}
+
+void unregister_handle(const void* h) noexcept {
+  Registry& r = registry();
+  std::unique_lock lk(r.mu);
+  r.live.erase(h);
+}
+
+bool is_live_handle(const void* h, HandleKind kind) noexcept {
+  if (h == nullptr) return false;
+  Registry& r = registry();
+  std::shared_lock lk(r.mu);
+  const auto it = r.live.find(h);
+  return it != r.live.end() && it->second == kind;
+}
+
+const char* handle_kind_name(HandleKind kind) noexcept {
+  switch (kind) {
+    case HandleKind::kFabric:
+      return "fabric";
+    case HandleKind::kContext:
+      return "context";
+    case HandleKind::kCq:
+      return "completion queue";
+    case HandleKind::kQp:
+      return "queue pair";
+    case HandleKind::kMr:
+      return "property region";
+  }
+  return "handle";
+}
+
+}  // namespace netsparse::rig

@@ -1,0 +1,18 @@
+// The C API's live handles: every ns_* entry point checks that the handle it gets is one the
+// library created and has not yet closed or destroyed, before touching it. A closed context, a
+// destroyed CQ, a second ns_close: NS_ERR_INVALID ("... is not a live handle"), never a use
+// after free. The check is a lookup in a set keyed by address and kind, under a shared lock
+// (tens of nanoseconds: nothing next to a post or an engine step); it never dereferences the
+// handle.
+#pragma once
+
+namespace netsparse::rig {
+
+enum class HandleKind : unsigned char { kFabric, kContext, kCq, kQp, kMr };
+
+void register_handle(const void* h, HandleKind kind);
+void unregister_handle(const void* h) noexcept;
+bool is_live_handle(const void* h, HandleKind kind) noexcept;
+const char* handle_kind_name(HandleKind kind) noexcept;
+
+}  // namespace netsparse::rig
