@@ -33,6 +33,7 @@
 #include "distributed/request_reply.hpp"
 #include "netsparse/distributed.hpp"
 #include "netsparse/netsparse_mpi.h"
+#include "stall_guard.hpp"
 
 namespace {
 
@@ -598,6 +599,9 @@ int main(int argc, char** argv) {
             : "default");
     std::printf("%d interleaved round(s) per K; each figure is the best round\n", o.reps);
   }
+  // A dead peer must not keep the survivors waiting forever in MPI (stall_guard.hpp): exit 3
+  // after 120 s without progress, saying which measurement was running.
+  netsparse::bench::StallGuard stall("bench_index_gather", rank, std::chrono::seconds(120));
   for (int K : o.K) {
     const std::uint64_t requests = std::max<std::uint64_t>(
         1, std::min<std::uint64_t>(o.requests,
@@ -673,6 +677,8 @@ int main(int argc, char** argv) {
     for (int rep = 0; rep < o.reps; ++rep) {
       if (has_mode(o, "line")) line = std::max(line, netsparse::measure_line_rate(MPI_COMM_WORLD));
       for (Variant& v : variants) {
+        stall.beat("K=" + std::to_string(K) + " " + v.mode + " (" + v.progress + ") round " +
+                   std::to_string(rep + 1));
         std::fill(out.begin(), out.end(), -1.0f);
         double t = 0, wire = 0, ppp = 0, fc = 0;
         if (v.kind == 0) {

@@ -10,7 +10,8 @@
 // ideal mode's, and prints time per iteration, speedup over su, fraction of ideal and the
 // traffic statistics. Exit codes (also in --help): 0 every mode agreed with ideal, 1 a mode
 // disagreed or failed, 2 an input error (bad option, matrix file or specification, unwritable
-// --json path; one line from rank 0, every rank exits 2 without MPI_Abort) or an internal failure.
+// --json path; one line from rank 0, every rank exits 2 without MPI_Abort) or an internal failure,
+// 3 no progress for 120 s (a dead peer; stall_guard.hpp).
 #include <mpi.h>
 #include <omp.h>
 #include <sys/stat.h>
@@ -35,6 +36,7 @@
 #include <vector>
 
 #include "netsparse/distributed.hpp"
+#include "stall_guard.hpp"
 
 namespace {
 
@@ -189,6 +191,8 @@ Exit codes
      unreadable or malformed matrix file, a bad matrix specification, a --json path that
      cannot be written; or an internal failure (then MPI_Abort). mpirun adds its own note
      about the non-zero exit status.
+  3  no progress for 120 s (NETSPARSE_BENCH_STALL_S): a peer died and MPI cannot report it;
+     the message says which step was running
 )";
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -476,10 +480,16 @@ bool stderr_is_tty() {
   return isatty(fileno(stderr)) != 0;
 }
 
+// The progress line on a terminal, and the stall guard's heartbeat (stall_guard.hpp): every
+// step shown is progress; none for 120 s (a dead peer: MPI cannot report it) ends the run with
+// exit code 3 and a message saying what was being measured.
 class Progress {
  public:
-  Progress(bool on, int rank) : on_(on && rank == 0 && stderr_is_tty()) {}
+  Progress(bool on, int rank)
+      : on_(on && rank == 0 && stderr_is_tty()),
+        guard_("netsparse_bench", rank, std::chrono::seconds(120)) {}
   void show(const std::string& what) {
+    guard_.beat(what);
     if (!on_) return;
     std::fprintf(stderr, "\r\033[K%s", what.c_str());
     std::fflush(stderr);
@@ -493,6 +503,7 @@ class Progress {
  private:
   bool on_;
   bool shown_ = false;
+  bench::StallGuard guard_;
 };
 
 struct Workload {
