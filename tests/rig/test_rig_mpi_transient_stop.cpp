@@ -1,0 +1,90 @@
+// A transient failure is not a death: rank 0 stops rank 1 (SIGSTOP) for 1 s while gathering from
+// it with a 100 ms watchdog (its requests time out), then resumes it. Both ranks must then gather
+// again successfully and tear down collectively and cleanly (NS_OK): earlier timeouts must not
+// make a rank skip the quiesce with a live peer. Exit 0 and "transient_stop: PASS" on success.
+#include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "netsparse/netsparse_mpi.h"
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int failures = 0;
+  ns_context_attr attr{};
+  attr.comp_mask = NS_CTX_ATTR_PROGRESS | NS_CTX_ATTR_WATCHDOG;
+  attr.progress_mode = NS_PROGRESS_THREAD;  // rank 1's engine stops with its process
+  attr.watchdog_ms = 100;
+  ns_context* ctx = nullptr;
+  if (size != 2 || ns_open_mpi(MPI_COMM_WORLD, &attr, &ctx) != NS_OK) {
+    std::fprintf(stderr, "rank %d: needs 2 ranks / ns_open_mpi: %s\n", rank, ns_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  int pid = static_cast<int>(getpid()), peer_pid = 0;
+  MPI_Sendrecv(&pid, 1, MPI_INT, 1 - rank, 0, &peer_pid, 1, MPI_INT, 1 - rank, 0, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+  const std::uint64_t rows = 1000;
+  std::vector<std::uint64_t> offsets = {0, rows, 2 * rows};
+  std::vector<std::uint64_t> block(rows);
+  for (std::uint64_t r = 0; r < rows; ++r) block[r] = rank * rows + r;
+  ns_mr* mr = nullptr;
+  ns_cq* cq = nullptr;
+  ns_qp* qp = nullptr;
+  if (ns_reg_props(ctx, block.data(), rows, 8, offsets.data(), &mr) != NS_OK ||
+      ns_create_cq(ctx, 8, &cq) != NS_OK || ns_create_qp(ctx, cq, 8, &qp) != NS_OK) {
+    std::fprintf(stderr, "rank %d: setup: %s\n", rank, ns_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  std::vector<std::uint64_t> idx;
+  for (std::uint64_t i = 0; i < rows; ++i) idx.push_back((1 - rank) * rows + i);  // the peer's
+  std::vector<std::uint64_t> out(idx.size());
+  const auto gather = [&](int expect) {
+    ns_send_wr w{};
+    w.opcode = NS_WR_RIG;
+    w.send_flags = NS_SEND_SIGNALED;
+    w.wr.rig.mr = mr;
+    w.wr.rig.idx = idx.data();
+    w.wr.rig.count = idx.size();
+    w.wr.rig.out = out.data();
+    w.wr.rig.layout = NS_RIG_LAYOUT_POSITIONAL;
+    ns_wc wc{};
+    if (ns_post_send(qp, &w, nullptr) != NS_OK || ns_cq_wait(cq, 1, &wc, 20000) != 1 ||
+        wc.status != expect) {
+      std::fprintf(stderr, "rank %d: gather status %d, expected %d\n", rank, wc.status, expect);
+      ++failures;
+    }
+  };
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    kill(peer_pid, SIGSTOP);
+    gather(NS_WC_WATCHDOG_TIMEOUT);  // the stopped peer cannot answer
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    kill(peer_pid, SIGCONT);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  gather(NS_WC_SUCCESS);  // both alive again
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    if (out[j] != idx[j]) ++failures;
+  }
+  const ns_status_t q = ns_destroy_qp(qp), c = ns_destroy_cq(cq), d = ns_dereg_props(mr);
+  const ns_status_t closed = ns_close(ctx);
+  if (q != NS_OK || c != NS_OK || d != NS_OK || closed != NS_OK) {
+    std::fprintf(stderr, "rank %d: teardown qp %d cq %d dereg %d close %d: %s\n", rank, q, c, d,
+                 closed, ns_last_error());
+    ++failures;
+  }
+  int all = 0;
+  MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) std::printf("transient_stop: %s\n", all == 0 ? "PASS" : "FAIL");
+  MPI_Finalize();
+  return all == 0 ? 0 : 1;
+}
