@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "lsan_mpi.hpp"
 #include "netsparse/distributed.hpp"
 
 namespace {
@@ -46,7 +47,9 @@ double max_diff(const std::vector<float>& got, const std::vector<float>& want) {
 
 int main(int argc, char** argv) {
   int provided = 0;
+  netsparse::test::lsan_disable();
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  netsparse::test::lsan_enable();
   const std::string what = argc > 1 ? argv[1] : "all";
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -105,6 +108,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  test::lsan_check_now();  // before MPI_Finalize (lsan_mpi.hpp); the objects are still alive
   MPI_Finalize();
   // The destructors of a, reference, kernels and shared run after this line.
   if (rank == 0 && failures == 0) std::printf("finalize_lifetime %s: ok\n", what.c_str());
