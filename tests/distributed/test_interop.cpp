@@ -276,6 +276,49 @@ TEST(Interop, BadLocalCsrFailsEverywhereWithTheSameMessage) {
       "CSR; convert 1-based arrays first)");
 }
 
+TEST(Interop, ExplicitColumnPartitionAndRanksWithoutRows) {
+  const int p = world_size(), r = world_rank();
+  const CsrMatrix whole = read_matrix_market(data_path("distributed/rect_general.mtx"));
+  // Every column on the last rank.
+  CsrImportOptions opt;
+  opt.col_offsets.assign(static_cast<std::size_t>(p) + 1, 0);
+  opt.col_offsets.back() = whole.n_cols;
+  opt.name = "rect";
+  const DistMatrix a = from_global_csr(MPI_COMM_WORLD, whole.n_rows, whole.n_cols,
+                                       {whole.row_ptr, whole.col_idx, whole.values}, opt);
+  EXPECT_EQ(a.cols().offsets(), opt.col_offsets);
+  EXPECT_EQ(a.name(), "rect");
+  EXPECT_EQ(a.nnz_global(), whole.nnz());
+  // Rows split at n / 2 between ranks 0 and 1; ranks 2.. have none and pass empty arrays.
+  std::vector<gidx_t> offsets(static_cast<std::size_t>(p) + 1, whole.n_rows);
+  offsets[0] = 0;
+  if (p > 1) offsets[1] = whole.n_rows / 2;
+  for (int q = 2; q < p; ++q) offsets[q] = whole.n_rows;
+  const CsrMatrix mine = test::row_block(whole, offsets[r], offsets[r + 1]);
+  const std::vector<std::int64_t> none_i;
+  const std::vector<float> none_v;
+  const bool empty = mine.n_rows == 0;
+  const DistMatrix b =
+      empty ? from_local_csr(MPI_COMM_WORLD, offsets, whole.n_cols, {none_i, none_i, none_v}, opt)
+            : from_local_csr(MPI_COMM_WORLD, offsets, whole.n_cols,
+                             {mine.row_ptr, mine.col_idx, mine.values}, opt);
+  EXPECT_EQ(b.rows().offsets(), offsets);
+  EXPECT_EQ(b.cols().offsets(), opt.col_offsets);
+  EXPECT_EQ(b.nnz_global(), whole.nnz());
+  expect_same_block(b.local(), mine, "local block");
+  // SpMV on it equals the whole matrix's product.
+  DistOptions su;
+  su.mode = CommMode::su;
+  DistKernel spmv(b, KernelKind::spmv, 1, su);
+  std::vector<float> x_all(static_cast<std::size_t>(whole.n_cols));
+  for (gidx_t c = 0; c < whole.n_cols; ++c) x_all[c] = test::operand_value(5, c, 0);
+  const std::vector<float> x = scatter_dense(MPI_COMM_WORLD, b.cols(), 1, x_all);
+  std::vector<float> y(static_cast<std::size_t>(b.rows().size(r)));
+  spmv.spmv(x, y);
+  const std::vector<double> want = test::reference_spmm(mine, 1, 5);
+  EXPECT_LE(test::max_relative_error(y, want), 1e-5);
+}
+
 // ---- construction from Eigen -----------------------------------------------------------------
 
 template <class Scalar, int Options, class Index>
