@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "distributed/finalize_hook.hpp"
 #include "distributed/kernel_impl.hpp"
 #include "distributed/mpi_util.hpp"
 #include "netsparse/distributed.hpp"
@@ -193,9 +194,17 @@ struct DistKernel::Impl {
   mutable bool volume_known = false;
   mutable PatternVolume volume;
 
-  ~Impl() {
+  // Releases the MPI resources (the exchange's, the datatype): by the destructor, or at the start
+  // of MPI_Finalize for a kernel still alive then (finalize_hook); afterwards nothing calls MPI.
+  dist::FinalizeHook finalize_hook;
+  void release_mpi() noexcept {
     exchange.reset();  // before the datatype and the engine it may use
     if (row_type != MPI_DATATYPE_NULL) MPI_Type_free(&row_type);
+    row_type = MPI_DATATYPE_NULL;
+  }
+  ~Impl() {
+    finalize_hook.release();
+    release_mpi();
   }
 
   dist::RunContext run_context() const {
@@ -413,6 +422,8 @@ DistKernel::DistKernel(const DistMatrix& a, KernelKind kernel, int k, const Dist
       break;
   }
   set_pattern(a.local());
+  // After the engine's own hook: at MPI_Finalize the kernel is released before its engine.
+  s.finalize_hook = dist::FinalizeHook([&s] { s.release_mpi(); });
 }
 
 DistKernel::~DistKernel() = default;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/finalize_hook.hpp"
 #include "distributed/ghosts.hpp"
 #include "distributed/kernel_impl.hpp"
 #include "distributed/mpi_util.hpp"
@@ -76,6 +77,24 @@ struct RigEngine::Impl {
     return inline_progress ? ProgressHook{&Impl::progress_tick, this} : ProgressHook{};
   }
 
+  // Releases the engine (collective): region, queue pair, completion queue, context. Run by the
+  // destructor, or at the start of MPI_Finalize for an engine still alive then (finalize_hook);
+  // afterwards every handle is empty and the destructor calls nothing.
+  dist::FinalizeHook finalize_hook;
+  void release() noexcept {
+    // Destructors must not throw; a handle left open is released by its own destructor.
+    try {
+      if (region.get() != nullptr) region.close();
+    } catch (...) {
+    }
+    try {
+      qp.close();
+      cq.close();
+      ctx.close();
+    } catch (...) {
+    }
+  }
+
   void quiesce() {
     if (!ctx.quiesce(std::chrono::milliseconds(kQuiesceTimeoutMs))) {
       throw std::runtime_error("RIG engine: ns_quiesce timed out after " +
@@ -113,19 +132,12 @@ RigEngine::RigEngine(MPI_Comm comm, const EngineOptions& options)
   s.cq = Cq(s.ctx, 2 * Impl::kQpDepth);
   s.qp = Qp(s.ctx, s.cq, Impl::kQpDepth);
   s.inline_progress = s.ctx.progress_mode() == NS_PROGRESS_INLINE;
+  s.finalize_hook = dist::FinalizeHook([&s] { s.release(); });
 }
 
 RigEngine::~RigEngine() {
-  Impl& s = *impl_;
-  // Teardown order: region (collective), queue pair, completion queue, context.
-  try {
-    if (s.region.get() != nullptr) s.region.close();
-    s.qp.close();
-    s.cq.close();
-    s.ctx.close();
-  } catch (...) {
-    // Destructors must not throw; the handles' own destructors release what is left.
-  }
+  impl_->finalize_hook.release();
+  impl_->release();
 }
 
 const EngineOptions& RigEngine::options() const noexcept {

@@ -1,0 +1,21 @@
+# The complete example of docs/api.md ("C++ API") is examples/spmm_eigen.cpp verbatim: the code
+# block between the BEGIN / END markers must equal the file (ctest docs.api_example_in_sync).
+#   cmake -DDOC=docs/api.md -DEXAMPLE=examples/spmm_eigen.cpp -P doc_example_in_sync.cmake
+file(READ "${DOC}" doc)
+file(READ "${EXAMPLE}" example)
+set(begin_marker "<!-- BEGIN examples/spmm_eigen.cpp")
+set(end_marker "```\n<!-- END examples/spmm_eigen.cpp -->")
+string(FIND "${doc}" "${begin_marker}" begin)
+string(FIND "${doc}" "${end_marker}" end)
+if(begin EQUAL -1 OR end EQUAL -1)
+  message(FATAL_ERROR "${DOC}: the BEGIN / END markers of examples/spmm_eigen.cpp are missing")
+endif()
+string(SUBSTRING "${doc}" ${begin} -1 rest)
+string(FIND "${rest}" "```cpp\n" fence)
+math(EXPR start "${begin} + ${fence} + 7")
+math(EXPR length "${end} - ${start}")
+string(SUBSTRING "${doc}" ${start} ${length} block)
+if(NOT block STREQUAL example)
+  message(FATAL_ERROR "${DOC}: the example differs from ${EXAMPLE}; copy the file into the block")
+endif()
+message(STATUS "docs/api.md carries examples/spmm_eigen.cpp verbatim")
