@@ -76,7 +76,8 @@ Workload
   --kernel LIST          spmm, sddmm, spmv, comma-separated (default spmm). SpMV always runs
                          with K = 1.
   --K LIST               dense widths K (properties of 4K bytes), comma-separated
-                         (default 16,128)
+                         (default 16,128). Over MPI a property travels in one transport
+                         message: K above ~16000 needs NETSPARSE_MPI_MESSAGE_BYTES raised
   --iters N              timed iterations per mode (default 5)
   --warmup N             untimed iterations before them (default 1)
   --rounds N             run the whole list of modes N times, one after another, and pool
@@ -288,7 +289,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
     } else if (a == "--K") {
       o.ks.clear();
       for (const std::string& k : split_list(value())) {
-        o.ks.push_back(static_cast<int>(parse_int("--K", k, 1, 4096)));
+        o.ks.push_back(static_cast<int>(parse_int("--K", k, 1, 1 << 20)));
       }
       if (o.ks.empty()) usage_error("--K needs at least one width");
     } else if (a == "--modes") {

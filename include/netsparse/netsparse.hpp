@@ -42,10 +42,12 @@ namespace detail {
 inline void check(ns_status_t status, const char* call) {
   if (status >= 0) return;
   std::string what = call;
-  const char* reason = ns_last_error();
-  if (reason != nullptr && reason[0] != '\0') {
-    what += ": ";
-    what += reason;
+  const std::string reason = ns_last_error() != nullptr ? ns_last_error() : "";
+  // The C layer already names the call in most reasons; do not say it twice.
+  if (reason.rfind(what + ":", 0) == 0) {
+    what = reason;
+  } else if (!reason.empty()) {
+    what += ": " + reason;
   }
   throw Error(status, what);
 }

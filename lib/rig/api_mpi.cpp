@@ -24,7 +24,7 @@ ns_status_t fail(ns_status_t s, const std::string& why) {
 
 // The settings every rank must share, with this rank's refusal reason (empty if none).
 struct SharedSettings {
-  char error[200];
+  char error[512];
   std::int32_t transport;
   std::uint32_t packet_bytes;
   std::uint32_t flags;

@@ -113,10 +113,14 @@ Region* Engine::register_region(void* base, std::uint64_t local_rows, std::uint3
     if (local_rows > 0 && base == nullptr) throw std::invalid_argument("base is NULL");
     if (local_rows > SIZE_MAX / prop_bytes) throw std::invalid_argument("region size overflows");
     if (one_response > max_message) {
-      throw std::length_error("a response packet for a property of " + std::to_string(prop_bytes) +
-                              " bytes needs " + std::to_string(one_response) + " bytes, but the " +
-                              transport_name() + " transport's largest message is " +
-                              std::to_string(max_message) + " bytes");
+      throw std::length_error(
+          "a response packet for a property of " + std::to_string(prop_bytes) + " bytes needs " +
+          std::to_string(one_response) + " bytes, but the " + transport_name() +
+          " transport's largest message is " + std::to_string(max_message) + " bytes" +
+          (transport_name() == std::string("mpi")
+               ? "; set NETSPARSE_MPI_MESSAGE_BYTES to at least " + std::to_string(one_response) +
+                     " (largest transport message, up to 16777216)"
+               : std::string()));
     }
     const DestinationSolver solver(
         std::span<const std::uint64_t>(row_offsets, static_cast<std::size_t>(size_) + 1));

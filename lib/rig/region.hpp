@@ -26,7 +26,7 @@ class Engine;
 // rank's refusal reason, if any, and the arguments that must agree. One fixed-size record per
 // rank, exchanged with Transport::allgather.
 struct RegionAgreement {
-  char error[200] = {};
+  char error[512] = {};
   std::uint64_t prop_bytes = 0;
   std::uint64_t total_rows = 0;
   std::uint64_t offsets_hash = 0;  // FNV-1a over row_offsets[0..size]
