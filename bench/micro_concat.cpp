@@ -7,6 +7,7 @@
 
 #include "concat/concat_point.hpp"
 #include "concat/protocol.hpp"
+#include "concat/wire_model.hpp"
 
 namespace {
 using namespace netsparse::concat;
@@ -110,7 +111,7 @@ void BM_HeaderBytesPerPr(benchmark::State& state) {
   if (header != 50 + 14 + 18 * std::size_t{n}) state.SkipWithError("header bytes != 64 + 18 N");
   state.counters["hdr_B"] = static_cast<double>(header);
   state.counters["hdr_B/PR"] = static_cast<double>(header) / n;
-  state.counters["alone_B/PR"] = 78;  // 50 + 10 + 18: the paper's cost of an unconcatenated PR
+  state.counters["alone_B/PR"] = static_cast<double>(kPaperLonePrBytes);  // unconcatenated PR
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * n);
 }
 BENCHMARK(BM_HeaderBytesPerPr)->ArgName("N")->DenseRange(1, 4)->Arg(8)->Arg(12)->Arg(18);
