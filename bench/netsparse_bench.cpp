@@ -77,7 +77,7 @@ Workload
                          with K = 1.
   --K LIST               dense widths K (properties of 4K bytes), comma-separated
                          (default 16,128). Over MPI a property travels in one transport
-                         message: K above ~16000 needs NETSPARSE_MPI_MESSAGE_BYTES raised
+                         message when it fits (K up to 16376 by default), else in pieces
   --iters N              timed iterations per mode (default 5)
   --warmup N             untimed iterations before them (default 1)
   --rounds N             run the whole list of modes N times, one after another, and pool

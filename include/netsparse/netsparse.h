@@ -125,6 +125,11 @@ const char* ns_transport_name(const ns_context* ctx); /* "inproc", "mpi" or "ver
 /* The progress model the context runs: NS_PROGRESS_THREAD or NS_PROGRESS_INLINE (what AUTO
  * resolved to); -1 for NULL. */
 int ns_progress_mode_of(const ns_context* ctx);
+/* The largest prop_bytes ns_reg_props accepts on this context: one response packet carrying one
+ * property must fit one transport message (MPI: NETSPARSE_MPI_MESSAGE_BYTES; verbs: the receive
+ * buffer). Larger properties are split by the caller into pieces of at most this size (the
+ * distributed kernels do it). 0 for NULL or a closed context. */
+uint32_t ns_max_prop_bytes(const ns_context* ctx);
 
 /* INLINE mode: runs the engine once (poll the transport, step every unit, watchdog). Returns the
  * amount of work done (0 = idle) or a negative ns_status_t. A no-op returning 0 in THREAD mode.

@@ -171,6 +171,8 @@ class Context {
   std::string transport_name() const { return ns_transport_name(get()); }
   // NS_PROGRESS_THREAD or NS_PROGRESS_INLINE (what AUTO resolved to).
   int progress_mode() const noexcept { return ns_progress_mode_of(get()); }
+  // Largest prop_bytes a PropertyRegion accepts (see ns_max_prop_bytes).
+  std::uint32_t max_prop_bytes() const noexcept { return ns_max_prop_bytes(get()); }
   int progress() {
     const int r = ns_progress(get());
     detail::check(r < 0 ? r : 0, "ns_progress");

@@ -1,8 +1,8 @@
 // The RIG engine modes: netsparse (NS_WR_RIG per column panel, INDEXED into a panel window,
 // double-buffered) and sa-vanilla (one NS_WR_RDMA_READ per remote nonzero), plus RigEngine.
 #include <algorithm>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -33,6 +33,12 @@ struct RigEngine::Impl {
   std::uint32_t reg_prop_bytes = 0;
   std::uint64_t reg_rows = 0;
   std::vector<std::uint64_t> reg_offsets;
+  // A property larger than the transport carries in one message (ns_max_prop_bytes) is
+  // registered as `pieces` consecutive sub-rows of piece_bytes each: row i is sub-rows
+  // i*pieces .. i*pieces+pieces-1, contiguous in the row-major block, so every window layout
+  // stays byte-for-byte the same and the engine's statistics count the pieces it moves.
+  std::uint32_t pieces = 1;
+  std::uint32_t piece_bytes = 0;
 
   // Registers the operand's local block as the property region unless it already is. The
   // decision is agreed on by every rank (registration is collective).
@@ -47,8 +53,23 @@ struct RigEngine::Impl {
                     "MPI_Allreduce");
     if (!stale) return;
     if (region.get() != nullptr) region.close();
+    // Split only when needed, into the fewest equal pieces (a divisor of the row's floats) that
+    // each fit; every rank uses the smallest limit so all agree on the split.
+    unsigned limit = ctx.max_prop_bytes();
+    dist::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &limit, 1, MPI_UNSIGNED, MPI_MIN, comm),
+                    "MPI_Allreduce");
+    const std::uint32_t floats = prop_bytes / 4;
+    pieces = 1;
+    if (prop_bytes > limit && limit >= 4) {
+      pieces = (prop_bytes + limit - 1) / limit;
+      while (floats % pieces != 0) ++pieces;  // ends at pieces == floats (4 B each) at worst
+    }
+    piece_bytes = prop_bytes / pieces;
+    std::vector<std::uint64_t> piece_offsets(offsets);
+    for (std::uint64_t& o : piece_offsets) o *= pieces;
     // The engine only reads the region (peers' requests); the API takes a void*.
-    region = PropertyRegion(ctx, const_cast<float*>(base), rows, prop_bytes, offsets);
+    region =
+        PropertyRegion(ctx, const_cast<float*>(base), rows * pieces, piece_bytes, piece_offsets);
     reg_base = base;
     reg_prop_bytes = prop_bytes;
     reg_rows = rows;
@@ -254,17 +275,31 @@ class RigExchange final : public Exchange {
       const std::uint64_t reads = after.rdma_reads - before.rdma_reads;
       stats.requests += reads;
       stats.messages_sent += 2 * reads;
-      stats.bytes_sent += reads * concat::lone_read_wire_bytes(prop_bytes);
-      stats.payload_bytes_in += reads * prop_bytes;
+      stats.bytes_sent += reads * concat::lone_read_wire_bytes(e.piece_bytes);
+      stats.payload_bytes_in += reads * e.piece_bytes;
     } else {
       stats.bytes_sent += after.wire - before.wire;
       stats.messages_sent += after.packets - before.packets;
       stats.requests += after.prs_sent - before.prs_sent;
-      stats.payload_bytes_in += (after.prs_sent - before.prs_sent) * prop_bytes;
+      stats.payload_bytes_in += (after.prs_sent - before.prs_sent) * e.piece_bytes;
     }
   }
 
  private:
+  // The idxs of the region's sub-rows for `idx` when properties travel in pieces (row i ->
+  // i*pieces + c, c ascending), written to `buf`; `idx` itself when they do not.
+  static std::span<const std::uint64_t> piece_idx(std::span<const std::uint64_t> idx,
+                                                  std::uint64_t pieces,
+                                                  std::vector<std::uint64_t>& buf) {
+    if (pieces == 1) return idx;
+    buf.resize(idx.size() * pieces);
+    std::uint64_t* out = buf.data();
+    for (const std::uint64_t i : idx) {
+      for (std::uint64_t c = 0; c < pieces; ++c) *out++ = i * pieces + c;
+    }
+    return buf;
+  }
+
   // Handles completions already in the CQ (or waits up to the timeout for one when `block`).
   void drain(bool block, const char* mode) {
     RigEngine::Impl& e = engine_->impl();
@@ -311,13 +346,15 @@ class RigExchange final : public Exchange {
     }
     const IndexRange w = pat.remote_part.col_panel_range(panel);
     const std::uint64_t batch = rc.options->batch;
+    const std::uint64_t pieces = e.pieces;
+    idx = piece_idx(idx, pieces, piece_buf_[slot_j & 1]);
     std::vector<ns_send_wr>& wrs = wrs_[slot_j & 1];
     wrs.clear();
     for (std::uint64_t off = 0; off < idx.size(); off += batch) {
       const std::uint64_t n = std::min<std::uint64_t>(batch, idx.size() - off);
       wrs.push_back(rig_wr(slot_j, e.region, idx.subspan(off, n), window_[slot_j & 1].data(),
-                           Layout::kIndexed, static_cast<std::uint64_t>(w.begin),
-                           static_cast<std::uint64_t>(w.size())));
+                           Layout::kIndexed, static_cast<std::uint64_t>(w.begin) * pieces,
+                           static_cast<std::uint64_t>(w.size()) * pieces));
     }
     if (wrs.empty()) return;
     for (std::size_t i = 0; i + 1 < wrs.size(); ++i) wrs[i].next = &wrs[i + 1];
@@ -375,13 +412,15 @@ class RigExchange final : public Exchange {
     std::vector<ns_send_wr>& wrs = wrs_[0];
     wrs.clear();
     // Column ids are non-negative, so their int64 and uint64 representations agree.
-    const std::span<const std::uint64_t> idx(reinterpret_cast<const std::uint64_t*>(ghosts.data()),
-                                             ghosts.size());
+    const std::span<const std::uint64_t> idx =
+        piece_idx({reinterpret_cast<const std::uint64_t*>(ghosts.data()), ghosts.size()}, e.pieces,
+                  piece_buf_[0]);
+    const std::size_t piece_floats = k / e.pieces;
     const std::uint64_t batch = rc.options->batch;
     for (std::uint64_t off = 0; off < idx.size(); off += batch) {
       const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
-      wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt), window_[0].data() + off * k,
-                           Layout::kPositional));
+      wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt),
+                           window_[0].data() + off * piece_floats, Layout::kPositional));
     }
     pending_[0] = static_cast<std::int64_t>(wrs.size());
     if (!wrs.empty()) {
@@ -435,12 +474,13 @@ class RigExchange final : public Exchange {
     std::vector<ns_send_wr>& wrs = wrs_[0];
     wrs.clear();
     // Column ids are non-negative, so their int64 and uint64 representations agree.
-    const std::span<const std::uint64_t> idx(
-        reinterpret_cast<const std::uint64_t*>(a.col_idx.data()), a.col_idx.size());
+    const std::span<const std::uint64_t> idx =
+        piece_idx({reinterpret_cast<const std::uint64_t*>(a.col_idx.data()), a.col_idx.size()},
+                  e.pieces, piece_buf_[0]);
     for (std::uint64_t off = 0; off < idx.size(); off += batch) {
       const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
       wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt), window_[0].data(), Layout::kIndexed,
-                           0, static_cast<std::uint64_t>(n_cols)));
+                           0, static_cast<std::uint64_t>(n_cols) * e.pieces));
       wrs.back().send_flags |= NS_SEND_REMOTE_ONLY;
     }
     pending_[0] = static_cast<std::int64_t>(wrs.size());
@@ -493,8 +533,12 @@ class RigExchange final : public Exchange {
         while (s.valid() && chain.size() < kChain &&
                pending_[0] + static_cast<std::int64_t>(chain.size()) < max_out) {
           const gidx_t idx = s.idx();
-          chain.push_back(rdma_read_wr(0, e.region, static_cast<std::uint64_t>(idx),
-                                       window + static_cast<std::size_t>(idx - wbase) * k));
+          float* row = window + static_cast<std::size_t>(idx - wbase) * k;
+          for (std::uint32_t c = 0; c < e.pieces; ++c) {  // one read per piece of the property
+            chain.push_back(rdma_read_wr(0, e.region,
+                                         static_cast<std::uint64_t>(idx) * e.pieces + c,
+                                         row + c * (k / e.pieces)));
+          }
           s.next();
         }
         if (chain.empty()) {
@@ -514,6 +558,7 @@ class RigExchange final : public Exchange {
     compute.finish(pat, rc, ops);
   }
 
+  std::vector<std::uint64_t> piece_buf_[2];  // per slot: idxs of property pieces (piece_idx)
   std::shared_ptr<RigEngine> engine_;
   const bool vanilla_;
   const bool direct_;

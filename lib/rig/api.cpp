@@ -291,6 +291,10 @@ extern "C" int ns_progress_mode_of(const ns_context* ctx) {
   return live(ctx, HandleKind::kContext) ? ctx->config().progress_mode : -1;
 }
 
+extern "C" uint32_t ns_max_prop_bytes(const ns_context* ctx) {
+  return live(ctx, HandleKind::kContext) ? ctx->max_prop_bytes() : 0;
+}
+
 extern "C" int ns_progress(ns_context* ctx) {
   if (ctx == nullptr) return invalid("ns_progress", "ctx is NULL");
   if (!live(ctx, HandleKind::kContext)) return not_live("ns_progress", "ctx", HandleKind::kContext);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -98,6 +99,14 @@ int Engine::live_objects() const {
 }
 
 // ---- region --------------------------------------------------------------------------------
+std::uint32_t Engine::max_prop_bytes() const noexcept {
+  const std::size_t max_message = tx_->max_packet_bytes();
+  const std::size_t overhead = concat::packet_bytes(concat::PrType::kResponse, 0, 1);
+  if (max_message <= overhead) return 0;
+  return static_cast<std::uint32_t>(
+      std::min<std::size_t>(max_message - overhead, std::numeric_limits<std::uint32_t>::max()));
+}
+
 Region* Engine::register_region(void* base, std::uint64_t local_rows, std::uint32_t prop_bytes,
                                 const std::uint64_t* row_offsets) {
   const std::size_t max_message = tx_->max_packet_bytes();

@@ -70,6 +70,8 @@ class Engine : public PostTarget, public CommandSink {
   int size() const noexcept { return size_; }
   const char* transport_name() const noexcept { return transport::to_string(tx_->kind()); }
   std::string transport_detail() const { return tx_->detail(); }
+  // Largest property a region accepts (one response packet with one PR in one message).
+  std::uint32_t max_prop_bytes() const noexcept;
   bool inline_mode() const noexcept { return config_.inline_progress(); }
 
   // ---- admin (application threads; serialized with the engine by progress_mu_). Failures

@@ -826,6 +826,30 @@ TEST(Lifetime, BusyObjectsRefuseDestruction) {
   ns_fabric_destroy(fabric);
 }
 
+// The largest property a region accepts is what one response packet with one PR leaves of the
+// transport's largest message (inproc: 4096 B); one byte more is refused with the sizes named.
+TEST(Limits, MaxPropBytesIsExactlyTheLargestAcceptedProperty) {
+  ns_fabric* fabric = nullptr;
+  ASSERT_EQ(ns_fabric_create(1, &fabric), NS_OK);
+  ns_context* ctx = nullptr;
+  ASSERT_EQ(ns_open_inproc(fabric, 0, nullptr, &ctx), NS_OK);
+  const std::uint32_t max_prop = ns_max_prop_bytes(ctx);
+  ASSERT_GT(max_prop, 0u);
+  ASSERT_LT(max_prop, 4096u);
+  EXPECT_EQ(ns_max_prop_bytes(nullptr), 0u);
+  std::vector<std::uint8_t> block(2 * (max_prop + 1));
+  const std::uint64_t offsets[] = {0, 2};
+  ns_mr* mr = nullptr;
+  EXPECT_EQ(ns_reg_props(ctx, block.data(), 2, max_prop + 1, offsets, &mr), NS_ERR_INVALID);
+  EXPECT_NE(std::string(ns_last_error()).find("largest message is 4096 bytes"), std::string::npos)
+      << ns_last_error();
+  ASSERT_EQ(ns_reg_props(ctx, block.data(), 2, max_prop, offsets, &mr), NS_OK) << ns_last_error();
+  EXPECT_EQ(ns_dereg_props(mr), NS_OK);
+  EXPECT_EQ(ns_close(ctx), NS_OK);
+  EXPECT_EQ(ns_max_prop_bytes(ctx), 0u);  // closed: a stale handle, not a read of freed memory
+  ns_fabric_destroy(fabric);
+}
+
 TEST(Strings, StatusAndCompletionTextHaveFallbacks) {
   EXPECT_STREQ(ns_status_str(NS_OK), "success");
   EXPECT_STREQ(ns_status_str(12345), "unknown status");
