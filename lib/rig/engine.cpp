@@ -65,6 +65,17 @@ Engine::Engine(std::unique_ptr<transport::Transport> tx, const Config& config)
       }()) {
   if (config_.progress_mode == NS_PROGRESS_AUTO) config_.progress_mode = NS_PROGRESS_THREAD;
   for (int p = 0; p < size_; ++p) dead_[p].store(false);
+  last_heard_ns_.assign(static_cast<std::size_t>(size_), now_ns());
+  timeouts_seen_.assign(static_cast<std::size_t>(size_), 0);
+  if (const char* v = std::getenv("NETSPARSE_PRESUME_DEAD_S"); v != nullptr && *v) {
+    char* end = nullptr;
+    const double s = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !(s > 0) || s > 86400) {
+      throw std::invalid_argument(std::string("NETSPARSE_PRESUME_DEAD_S='") + v +
+                                  "' is not a number of seconds in (0, 86400]");
+    }
+    presume_dead_ns_ = static_cast<std::uint64_t>(s * 1e9);
+  }
   port_.rank = static_cast<std::uint32_t>(rank_);
   port_.size = static_cast<std::uint32_t>(size_);
   port_.dead = dead_.get();
@@ -451,6 +462,8 @@ void Engine::on_frame(const transport::ReceivedPacket& m) {
     ++decode_errors_[static_cast<int>(s.error) & 7];
     return;
   }
+  last_heard_ns_[static_cast<std::size_t>(m.src)] = now_ns();
+  timeouts_seen_[static_cast<std::size_t>(m.src)] = timeouts_;
   for (std::size_t k = 0; k < s.packets; ++k) on_packet(m.src, frame_packets_[k]);
 }
 
@@ -674,6 +687,19 @@ std::size_t Engine::flush_completions() {
 }
 
 void Engine::run_watchdog(std::uint64_t now) {
+  if (quiesce_waiting_.load(std::memory_order_acquire)) {
+    for (int p = 0; p < size_; ++p) {
+      const auto i = static_cast<std::size_t>(p);
+      // Timed out since we last heard from it, and silent for presume_dead_ns_.
+      if (p == rank_ || peer_dead(p) || timeouts_ <= timeouts_seen_[i] ||
+          now < last_heard_ns_[i] + presume_dead_ns_) {
+        continue;
+      }
+      dead_[p].store(true, std::memory_order_relaxed);
+      tx_->note_peer_failed(p);
+      note_failure();
+    }
+  }
   for (int p = 0; p < size_; ++p) {
     if (p != rank_ && !peer_dead(p) && tx_->peer_failed(p)) {
       dead_[p].store(true, std::memory_order_relaxed);
@@ -730,6 +756,11 @@ void Engine::quiesce(int timeout_ms) {
       timeout_ms < 0 ? UINT64_MAX : now_ns() + std::uint64_t(timeout_ms) * 1'000'000;
   Backoff backoff;
   auto dead = [this](int p) { return peer_dead(p); };
+  quiesce_waiting_.store(true, std::memory_order_release);
+  struct ClearWaiting {
+    std::atomic<bool>& flag;
+    ~ClearWaiting() { flag.store(false, std::memory_order_release); }
+  } clear_waiting{quiesce_waiting_};
   for (;;) {
     if (inline_mode() && progress_inline() > 0) backoff.reset();
     if (quiesce_.complete(round, rank_, dead)) {

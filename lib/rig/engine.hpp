@@ -165,6 +165,15 @@ class Engine : public PostTarget, public CommandSink {
   const int rank_;
   const int size_;
   std::unique_ptr<std::atomic<bool>[]> dead_;
+  // Failure detection for transports that cannot see a dead process (soft-RoCE drops packets to
+  // a vanished QP without a retry error): while a teardown quiesce waits, a peer that this node
+  // timed out on AND has not heard from for presume_dead_ns_ (NETSPARSE_PRESUME_DEAD_S, default
+  // 20 s) is presumed dead. A late live peer is never presumed dead unless requests to it timed
+  // out and it stayed silent that long; a transient stop shorter than that is not either.
+  std::vector<std::uint64_t> last_heard_ns_;  // progress path only
+  std::vector<std::uint64_t> timeouts_seen_;  // per peer, snapshot of timeouts_ at last frame
+  std::atomic<bool> quiesce_waiting_{false};
+  std::uint64_t presume_dead_ns_ = 20'000'000'000ull;
 
   mutable std::mutex progress_mu_;
   std::atomic<int> admin_waiting_{0};

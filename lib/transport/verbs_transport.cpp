@@ -511,6 +511,11 @@ class VerbsTransport final : public Transport {
     }
   }
 
+  void note_peer_failed(int peer) override {
+    if (peer >= 0 && peer < size_ && peer != rank_)
+      peers_[static_cast<std::size_t>(peer)].failed = true;
+  }
+
   bool peer_failed(int peer) const noexcept override {
     return peer >= 0 && peer < size_ && peer != rank_ &&
            peers_[static_cast<std::size_t>(peer)].failed;
@@ -949,7 +954,15 @@ class VerbsTransport final : public Transport {
         if (!p.qp || p.failed || p.posted == p.completed) continue;
         while (!post_flush(r) && !p.failed && clock::now() < deadline) poll(discard, 64);
       }
-      while (!live_peers_drained() && clock::now() < deadline) poll(discard, 64);
+      // With a peer failed nobody waits for anybody in a barrier below, so a live peer may
+      // destroy its QPs before our flush reaches it; RC retries would fail that flush within
+      // peer_timeout_ms on hardware, but soft-RoCE may drop it silently: bound the wait.
+      const auto drain_deadline =
+          failed_now()
+              ? std::min(deadline, clock::now() + std::chrono::milliseconds(
+                                                      2 * std::max(1, options_.peer_timeout_ms)))
+              : deadline;
+      while (!live_peers_drained() && clock::now() < drain_deadline) poll(discard, 64);
       const bool any_failed =
           std::any_of(peers_.begin(), peers_.end(), [](const Peer& p) { return p.failed; });
       MPI_Request request = MPI_REQUEST_NULL;
