@@ -75,9 +75,13 @@ Workload
                          1D row partition: equal row blocks (default) or ~nnz/P per rank
   --kernel LIST          spmm, sddmm, spmv, comma-separated (default spmm). SpMV always runs
                          with K = 1.
-  --K LIST               dense widths K (properties of 4K bytes), comma-separated
-                         (default 16,128). Over MPI a property travels in one transport
-                         message when it fits (K up to 16376 by default), else in pieces
+  --dtype f32|f64        precision of the operands, the matrix values and the properties
+                         (default f32); results are checked against ideal in the same
+                         precision
+  --K LIST               dense widths K (properties of 4K bytes in f32, 8K in f64),
+                         comma-separated (default 16,128). Over MPI a property travels in
+                         one transport message when it fits (K up to 16376 in f32, 8188 in
+                         f64 by default), else in pieces
   --iters N              timed iterations per mode (default 5)
   --warmup N             untimed iterations before them (default 1)
   --rounds N             run the whole list of modes N times, one after another, and pool
@@ -286,6 +290,10 @@ std::optional<Options> parse_args(int argc, char** argv) {
         }
       }
       if (o.kernels.empty()) usage_error("--kernel needs at least one kernel");
+    } else if (a == "--dtype") {
+      const std::string t = value();
+      if (!parse_scalar_type(t, o.dist.scalar))
+        usage_error("--dtype takes f32 or f64, not '" + t + "'");
     } else if (a == "--K") {
       o.ks.clear();
       for (const std::string& k : split_list(value())) {
@@ -507,18 +515,48 @@ class Progress {
   bench::StallGuard guard_;
 };
 
+// Operand blocks and output in one precision.
+template <class T>
+struct Blocks {
+  std::vector<T> b, x, out;
+};
+
 struct Workload {
   const DistMatrix* a = nullptr;
   KernelKind kernel{};
   int k = 1;
   int rank = 0;
-  std::vector<float> b, x, out;          // operand blocks and output
+  ScalarType scalar = ScalarType::f32;  // --dtype: which of the two sets below is used
+  Blocks<float> f32;
+  Blocks<double> f64;
   std::vector<CsrMatrix> patterns;       // changing sparsity: one per timed iteration
   std::vector<CsrMatrix> warm_patterns;  // ... and per warm-up iteration
+
+  // Calls f(blocks) with the blocks of the run's precision.
+  template <class F>
+  decltype(auto) with_blocks(F&& f) {
+    if (scalar == ScalarType::f32) return f(f32);
+    return f(f64);
+  }
+  void set_operands(const std::vector<double>& b, const std::vector<double>& x) {
+    with_blocks([&](auto& blk) {
+      blk.b.assign(b.begin(), b.end());
+      blk.x.assign(x.begin(), x.end());
+    });
+  }
+  void clear_out(std::size_t n) {
+    with_blocks([&](auto& blk) { blk.out.assign(n, 0); });
+  }
+  [[nodiscard]] std::vector<double> out_as_double() {
+    return with_blocks(
+        [](auto& blk) { return std::vector<double>(blk.out.begin(), blk.out.end()); });
+  }
 };
 
-std::vector<float> make_block(int which, gidx_t begin, gidx_t end, int k) {
-  std::vector<float> v(static_cast<std::size_t>(end - begin) * k);
+// Operand values: 24-bit fractions in [-1, 1), exact in float and double alike, so both
+// precisions compute on the same inputs.
+std::vector<double> make_block(int which, gidx_t begin, gidx_t end, int k) {
+  std::vector<double> v(static_cast<std::size_t>(end - begin) * k);
   for (gidx_t r = begin; r < end; ++r) {
     for (int j = 0; j < k; ++j) {
       std::uint64_t z = static_cast<std::uint64_t>(r) * 0x9e3779b97f4a7c15ULL +
@@ -526,24 +564,26 @@ std::vector<float> make_block(int which, gidx_t begin, gidx_t end, int k) {
                         static_cast<std::uint64_t>(which) * 0x165667b19e3779f9ULL;
       z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ULL;
       z ^= z >> 29;
-      v[(r - begin) * k + j] = static_cast<float>(static_cast<double>(z >> 40) / (1 << 23) - 1.0);
+      v[(r - begin) * k + j] = static_cast<double>(z >> 40) / (1 << 23) - 1.0;
     }
   }
   return v;
 }
 
 void run_once(DistKernel& kern, Workload& w) {
-  switch (w.kernel) {
-    case KernelKind::spmm:
-      kern.spmm(w.b, w.out);
-      break;
-    case KernelKind::sddmm:
-      kern.sddmm(w.x, w.b, w.out);
-      break;
-    case KernelKind::spmv:
-      kern.spmv(w.b, w.out);
-      break;
-  }
+  w.with_blocks([&](auto& blk) {
+    switch (w.kernel) {
+      case KernelKind::spmm:
+        kern.spmm(blk.b, blk.out);
+        break;
+      case KernelKind::sddmm:
+        kern.sddmm(blk.x, blk.b, blk.out);
+        break;
+      case KernelKind::spmv:
+        kern.spmv(blk.b, blk.out);
+        break;
+    }
+  });
 }
 
 std::size_t out_size(const Workload& w, const CsrMatrix& pattern) {
@@ -574,7 +614,7 @@ void print_engine_config_once(const RigEngine& engine, int rank) {
   }
 }
 
-Result measure(const Variant& v, Workload& w, const Options& o, const std::vector<float>* ref,
+Result measure(const Variant& v, Workload& w, const Options& o, const std::vector<double>* ref,
                Progress& progress, const std::string& tag) {
   Result res;
   res.label = v.label;
@@ -590,7 +630,7 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
     res.setup_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
     res.plan_times.push_back(allreduce(kern.plan_seconds(), MPI_MAX));
   }
-  if (v.options.mode == CommMode::ideal) kern.replicate(w.b);
+  if (v.options.mode == CommMode::ideal) w.with_blocks([&](auto& blk) { kern.replicate(blk.b); });
 
   const auto iteration = [&](const CsrMatrix* pattern) {
     MPI_Barrier(MPI_COMM_WORLD);
@@ -612,7 +652,7 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   for (int i = 0; i < o.warmup; ++i) {
     progress.show(tag + " " + v.label + ": warm-up " + std::to_string(i + 1));
     const CsrMatrix* p = o.changing ? &w.warm_patterns[i] : nullptr;
-    if (p != nullptr) w.out.assign(out_size(w, *p), 0.0f);
+    if (p != nullptr) w.clear_out(out_size(w, *p));
     iteration(p);
   }
   kern.reset_stats();
@@ -621,7 +661,7 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
     progress.show(tag + " " + v.label + ": iteration " + std::to_string(i + 1) + "/" +
                   std::to_string(o.iters));
     const CsrMatrix* p = o.changing ? &w.patterns[i] : nullptr;
-    if (p != nullptr) w.out.assign(out_size(w, *p), 0.0f);
+    if (p != nullptr) w.clear_out(out_size(w, *p));
     const auto times = iteration(p);
     res.times.push_back(times.t);
     if (o.changing) {
@@ -633,10 +673,11 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   // Result check against ideal (the last iteration's pattern is the same for every mode).
   if (ref != nullptr) {
     double scale = 0, err = 0;
-    for (float r : *ref) scale = std::max(scale, static_cast<double>(std::abs(r)));
-    const bool same_size = ref->size() == w.out.size();
+    for (double r : *ref) scale = std::max(scale, std::abs(r));
+    const std::vector<double> out = w.out_as_double();
+    const bool same_size = ref->size() == out.size();
     for (std::size_t i = 0; same_size && i < ref->size(); ++i) {
-      const double d = std::abs(static_cast<double>(w.out[i]) - (*ref)[i]);
+      const double d = std::abs(out[i] - (*ref)[i]);
       err = std::isnan(d) ? INFINITY : std::max(err, d);
     }
     if (!same_size) err = INFINITY;
@@ -1109,6 +1150,7 @@ int main(int argc, char** argv) {
          << ", \"delay_ns\": " << o.dist.engine.delay_ns
          << ", \"packet_bytes\": " << o.dist.engine.packet_bytes << ", \"rig_idx\": \""
          << (o.dist.rig_idx == RigIdxSource::unique_columns ? "unique" : "nonzeros")
+         << "\", \"dtype\": \"" << to_string(o.dist.scalar)
          << "\", \"time\": " << std::time(nullptr) << ",\n  \"results\": [";
     bool first_record = true;
 
@@ -1120,9 +1162,11 @@ int main(int argc, char** argv) {
         w.kernel = kernel;
         w.k = k;
         w.rank = rank;
-        w.b = make_block(1, a.cols().begin(rank), a.cols().end(rank), k);
-        if (kernel == KernelKind::sddmm)
-          w.x = make_block(2, a.rows().begin(rank), a.rows().end(rank), k);
+        w.scalar = o.dist.scalar;
+        w.set_operands(make_block(1, a.cols().begin(rank), a.cols().end(rank), k),
+                       kernel == KernelKind::sddmm
+                           ? make_block(2, a.rows().begin(rank), a.rows().end(rank), k)
+                           : std::vector<double>{});
         if (o.changing) {
           for (int i = 0; i < o.warmup; ++i) {
             w.warm_patterns.push_back(sample_rows(a.local(), o.sampling, 1000003u + i));
@@ -1131,14 +1175,16 @@ int main(int argc, char** argv) {
             w.patterns.push_back(sample_rows(a.local(), o.sampling, static_cast<std::uint64_t>(i)));
           }
         }
-        w.out.assign(out_size(w, a.local()), 0.0f);
-        const std::string tag = std::string(to_string(kernel)) + " K=" + std::to_string(k);
+        w.clear_out(out_size(w, a.local()));
+        const std::string tag = std::string(to_string(kernel)) + " K=" + std::to_string(k) +
+                                (o.dist.scalar == ScalarType::f64 ? " f64" : "");
 
         // The pattern's volume (of the last timed pattern when it changes).
         Volume vol;
         {
           DistOptions su;
           su.mode = CommMode::su;
+          su.scalar = o.dist.scalar;  // properties of K elements of the run's precision
           DistKernel probe(a, kernel, k, su);
           if (o.changing) probe.set_pattern(w.patterns.back());
           const PatternVolume pv = probe.volume();
@@ -1155,7 +1201,7 @@ int main(int argc, char** argv) {
         }
 
         std::vector<Result> results;
-        std::vector<float> reference;
+        std::vector<double> reference;
         // Rounds: every mode once per round, so slow drifts of the machine's load (other jobs)
         // spread over all modes instead of biasing the ones measured last.
         for (int round = 0; round < o.rounds; ++round) {
@@ -1173,7 +1219,7 @@ int main(int argc, char** argv) {
               r.error = e.what();
               r.correct = false;
             }
-            if (v.options.mode == CommMode::ideal) reference = w.out;
+            if (v.options.mode == CommMode::ideal) reference = w.out_as_double();
             if (!r.correct) exit_code = 1;
             if (round == 0) {
               results.push_back(std::move(r));

@@ -24,6 +24,7 @@
 #include "netsparse/matrix_market.hpp"
 #include "netsparse/metis.hpp"
 #include "netsparse/partition.hpp"
+#include "netsparse/scalar.hpp"
 #include "netsparse/sparse_error.hpp"
 
 // Local (one rank) tiled kernels and their autotuner.

@@ -13,7 +13,7 @@ namespace netsparse {
 struct Triplet {
   gidx_t row;
   gidx_t col;
-  float value;
+  double value;
 
   friend bool operator==(const Triplet&, const Triplet&) = default;
 };

@@ -16,7 +16,9 @@ using lidx_t = std::int32_t;  // index provably local to a rank's block or a til
 
 // A block of consecutive rows [row_begin, row_begin + n_rows) of an n_rows_global x n_cols
 // matrix. Column indices are global. A whole matrix is the block with row_begin == 0 and
-// n_rows == n_rows_global. Values are fp32; pattern matrices carry 1.0f.
+// n_rows == n_rows_global. Values are held in double, the precision files and solvers carry;
+// pattern matrices carry 1.0. The precision a kernel computes in (fp32 or fp64) is chosen when
+// its compute form is built (TiledMatrix, DistOptions::scalar), not here.
 struct CsrMatrix {
   gidx_t n_rows_global = 0;
   gidx_t n_cols = 0;
@@ -24,7 +26,7 @@ struct CsrMatrix {
   gidx_t n_rows = 0;
   std::vector<std::int64_t> row_ptr;  // n_rows + 1 entries, row_ptr[0] == 0
   std::vector<gidx_t> col_idx;        // nnz entries, sorted and unique within each row
-  std::vector<float> values;          // nnz entries
+  std::vector<double> values;         // nnz entries
 
   [[nodiscard]] std::int64_t nnz() const noexcept { return row_ptr.empty() ? 0 : row_ptr.back(); }
   [[nodiscard]] gidx_t row_end() const noexcept { return row_begin + n_rows; }

@@ -6,7 +6,8 @@
 //   * the COLUMN-indexed ones (B of SpMM, Y of SDDMM, x of SpMV; the "properties" a rank
 //     gathers from their owners) by cols().
 // For a square matrix cols() is the same partition as rows(), so C of one SpMM can be the B of
-// the next. Every dense block is row-major with K floats per row (leading dimension K).
+// the next. Every dense block is row-major with K elements per row (leading dimension K), float or
+// double as the kernel's DistOptions::scalar says.
 //
 // Building one is collective and never funnels data through one rank: a Matrix Market file is
 // cut into one byte range per rank, each rank parses its range and the triplets travel to their

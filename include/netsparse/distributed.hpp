@@ -43,6 +43,7 @@
 #include "netsparse/autotune.hpp"
 #include "netsparse/dist_matrix.hpp"
 #include "netsparse/netsparse.h"
+#include "netsparse/scalar.hpp"
 #include "netsparse/tiled.hpp"
 
 namespace netsparse {
@@ -113,6 +114,10 @@ enum class RigIdxSource {
 
 struct DistOptions {
   CommMode mode = CommMode::netsparse;
+  // The precision of the operands, of the matrix values the kernels read and of the properties
+  // moved (K * 4 or K * 8 bytes per row). The run calls take spans of float for f32 and of
+  // double for f64; the other type is refused with std::invalid_argument.
+  ScalarType scalar = ScalarType::f32;
   // Tiling of the local computation (row panel, barriers). Its col_panel is the width of the
   // column panels of the remote part (the gather window); 0 = automatic: the widest window of
   // at most 64 MiB (one panel whenever the remote part fits).
@@ -124,7 +129,7 @@ struct DistOptions {
   // local and a remote part, no tiling, no distinct-column pass: the idx stream is the remote
   // column of every nonzero and the engine's Idx Filter drops the repeats. The rows are
   // BORROWED: they must stay alive and unchanged until the next set_pattern or the kernel's
-  // destruction. The gather window spans every column (n_cols x K floats). Other modes ignore
+  // destruction. The gather window spans every column (n_cols x K elements). Other modes ignore
   // it (they redo their setup, which is what a changing pattern costs them).
   bool dynamic_pattern = false;
   RigIdxSource rig_idx = RigIdxSource::unique_columns;
@@ -180,21 +185,27 @@ class DistKernel {
   // sample_rows of the original). Collective; redoes the setup, whose time is setup_seconds().
   void set_pattern(const CsrMatrix& local_rows);
 
-  // C = A * B. Collective.
+  // C = A * B. Collective. float operands for DistOptions::scalar f32, double for f64.
   void spmm(std::span<const float> b_local, std::span<float> c_local);
+  void spmm(std::span<const double> b_local, std::span<double> c_local);
   // out[i] = a_i * dot(X[r_i], Y[c_i]) for the local nonzeros i, CSR order. Collective.
   void sddmm(std::span<const float> x_local, std::span<const float> y_local, std::span<float> out);
+  void sddmm(std::span<const double> x_local, std::span<const double> y_local,
+             std::span<double> out);
   // y = A * x. Collective.
   void spmv(std::span<const float> x_local, std::span<float> y_local);
+  void spmv(std::span<const double> x_local, std::span<double> y_local);
 
   // ideal mode: every rank receives the whole column-indexed operand now (MPI_Allgatherv),
   // outside of any timed run; runs then use that copy and communicate nothing. Collective.
   // Calling it in another mode is an error (std::logic_error).
   void replicate(std::span<const float> operand_local);
+  void replicate(std::span<const double> operand_local);
 
   [[nodiscard]] CommMode mode() const noexcept;
   [[nodiscard]] KernelKind kernel() const noexcept;
   [[nodiscard]] int k() const noexcept;
+  [[nodiscard]] ScalarType scalar() const noexcept;  // DistOptions::scalar
   // Seconds of the last setup (constructor or set_pattern) on this rank, and the part of it that
   // is the mode's own communication plan: tiling the remote part its way plus the exchange
   // setup (inspector-executor: ghosts, index exchange, graph communicator, compact matrix). The

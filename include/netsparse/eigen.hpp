@@ -13,8 +13,9 @@
 // Any storage order, index type and real scalar type is accepted. A compressed RowMajor matrix
 // with int32 / int64 indices and float / double values is read in place; anything else is first
 // copied into such a matrix (a ColMajor global matrix: one row-major copy of the whole matrix on
-// every rank -- pass a RowMajor matrix to avoid it). Values are stored as float. The checks,
-// options and errors are those of from_global_csr / from_local_csr (interop.hpp).
+// every rank -- pass a RowMajor matrix to avoid it). Values are kept in double (DistOptions::scalar
+// picks the kernels' precision). The checks, options and errors are those of from_global_csr /
+// from_local_csr (interop.hpp).
 #pragma once
 
 #include <Eigen/SparseCore>

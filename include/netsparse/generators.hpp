@@ -17,7 +17,7 @@ namespace netsparse {
 // (d = 1 - a - b - c; row = source, column = destination), vertices relabelled by a keyed
 // random permutation of [0, n). Row u holds the out-edges of u: the matrix is directed (not
 // symmetrized), self-loops are kept, and duplicate edges are merged into one nonzero of value
-// 1.0f (a pattern matrix).
+// 1.0 (a pattern matrix).
 //
 // How one row is generated without the others: in R-MAT the source bits of an edge are i.i.d.
 // over the levels with P(bit = 1) = c + d, so the (pre-permutation) source u receives each of
@@ -65,7 +65,7 @@ CsrMatrix generate_stencil27(const StencilParams& params, gidx_t row_begin, gidx
 // A width x height grid (vertex y * width + x) with its 4-neighbour edges, plus a few long
 // edges like highways: vertices are paired at random by a keyed permutation (vertex pi(2k) with
 // pi(2k + 1)) and each pair is joined with probability long_edge_fraction. The graph is
-// symmetric (undirected), has no self-loops, degree <= 5, pattern values 1.0f.
+// symmetric (undirected), has no self-loops, degree <= 5, pattern values 1.0.
 struct RoadParams {
   gidx_t width = 256;
   gidx_t height = 256;

@@ -36,10 +36,11 @@ namespace netsparse {
 
 // A non-owning view of 0-based CSR arrays: row_ptr (rows + 1 offsets, row_ptr[0] == 0, non
 // decreasing), col_idx and values (row_ptr[rows] entries each). Index arrays may be int32 or
-// int64 (the two may differ), values float or double (stored as float: the kernels are fp32).
-// Any contiguous range works: std::vector, std::span, std::array, a span over raw pointers
-// (std::span(ptr, n)), Eigen's outerIndexPtr()/innerIndexPtr()/valuePtr() wrapped in spans.
-// The arrays are only read, during the call that takes the view.
+// int64 (the two may differ), values float or double (kept in double; the precision a kernel
+// computes in is DistOptions::scalar). Any contiguous range works: std::vector, std::span,
+// std::array, a span over raw pointers (std::span(ptr, n)), Eigen's
+// outerIndexPtr()/innerIndexPtr()/valuePtr() wrapped in spans. The arrays are only read, during the
+// call that takes the view.
 template <class R>
 concept csr_input_range =
     std::ranges::contiguous_range<const R&> && std::ranges::sized_range<const R&>;

@@ -1,4 +1,6 @@
-// Local (one rank, shared memory) sparse kernels over a SPADE-tiled row block, fp32.
+// Local (one rank, shared memory) sparse kernels over a SPADE-tiled row block, in fp32 or fp64:
+// every kernel has a float and a double overload, and the TiledMatrix must hold its values in
+// the same precision (TiledMatrix::scalar_type(); a mismatch throws std::invalid_argument).
 //
 // Dense matrices are row-major with an explicit leading dimension (elements between the starts
 // of consecutive rows, >= K). The matrix indexed by COLUMN id (B of SpMM, Y of SDDMM, x of
@@ -32,20 +34,27 @@ namespace netsparse {
 
 // Read-only rows of a dense row-major matrix, addressed by global index (see above). n_rows is
 // checked against the columns a kernel reads; a view left with n_rows = 0 covers nothing.
-struct DenseConstView {
-  const float* data = nullptr;
+template <class T>
+struct BasicDenseConstView {
+  const T* data = nullptr;
   gidx_t row_base = 0;
   std::int64_t ld = 0;
   gidx_t n_rows = 0;
 };
+using DenseConstView = BasicDenseConstView<float>;
+using DenseConstViewF64 = BasicDenseConstView<double>;
 
 // C (n_rows x K, ldc) += A * B, or C = A * B when accumulate is false (rows of A without
 // nonzeros then get zeros).
 void spmm(const TiledMatrix& a, DenseConstView b, float* c, std::int64_t ldc, int k,
           bool accumulate = true);
+void spmm(const TiledMatrix& a, DenseConstViewF64 b, double* c, std::int64_t ldc, int k,
+          bool accumulate = true);
 // C += A_p * B_p for the tiles of one column panel p only; B needs only the rows of
 // a.panel_columns(p). Summing the calls over every panel gives spmm().
 void spmm_col_panel(const TiledMatrix& a, int col_panel, DenseConstView b, float* c,
+                    std::int64_t ldc, int k);
+void spmm_col_panel(const TiledMatrix& a, int col_panel, DenseConstViewF64 b, double* c,
                     std::int64_t ldc, int k);
 
 // out[i] = a_i * dot(X[r_i, 0:K], Y[c_i, 0:K]) for every nonzero i = (r_i, c_i, a_i), where i is
@@ -53,14 +62,20 @@ void spmm_col_panel(const TiledMatrix& a, int col_panel, DenseConstView b, float
 // X is indexed by local row (n_rows x K, ldx).
 void sddmm(const TiledMatrix& a, const float* x, std::int64_t ldx, DenseConstView y, int k,
            float* out);
+void sddmm(const TiledMatrix& a, const double* x, std::int64_t ldx, DenseConstViewF64 y, int k,
+           double* out);
 // The same, for the nonzeros of one column panel only (other entries of out are not touched).
 void sddmm_col_panel(const TiledMatrix& a, int col_panel, const float* x, std::int64_t ldx,
                      DenseConstView y, int k, float* out);
+void sddmm_col_panel(const TiledMatrix& a, int col_panel, const double* x, std::int64_t ldx,
+                     DenseConstViewF64 y, int k, double* out);
 
 // y (n_rows) += A * x, or y = A * x when accumulate is false. x is a view like B with K = 1:
 // element c is x.data[(c - x.row_base) * x.ld] (ld = 1 for a contiguous vector).
 void spmv(const TiledMatrix& a, DenseConstView x, float* y, bool accumulate = true);
+void spmv(const TiledMatrix& a, DenseConstViewF64 x, double* y, bool accumulate = true);
 void spmv_col_panel(const TiledMatrix& a, int col_panel, DenseConstView x, float* y);
+void spmv_col_panel(const TiledMatrix& a, int col_panel, DenseConstViewF64 x, double* y);
 
 // ---- CSR kernels (no tiling) ----------------------------------------------------------------
 // For patterns that live for one run only (GNN neighbour sampling: a new pattern every
@@ -69,12 +84,17 @@ void spmv_col_panel(const TiledMatrix& a, int col_panel, DenseConstView x, float
 // column lies inside [lo, hi) (inside = true) or outside it (inside = false) — the local and
 // the remote part of a distributed row block without splitting it. Columns are sorted per row
 // (CsrMatrix's invariant), so each part is at most two runs per row, found by binary search.
+// The matrix values (double in CsrMatrix) are converted to the operands' precision.
 // C (n_rows x K, ldc) = (or += when accumulate) A_part * B.
 void spmm_csr_columns(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside, DenseConstView b,
                       float* c, std::int64_t ldc, int k, bool accumulate);
+void spmm_csr_columns(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside, DenseConstViewF64 b,
+                      double* c, std::int64_t ldc, int k, bool accumulate);
 // out[i] = a_i * dot(X[r_i], Y[c_i]) for the nonzeros i of the part (CSR order; others untouched).
 void sddmm_csr_columns(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside, const float* x,
                        std::int64_t ldx, DenseConstView y, int k, float* out);
+void sddmm_csr_columns(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside, const double* x,
+                       std::int64_t ldx, DenseConstViewF64 y, int k, double* out);
 
 // Communication progress while a kernel computes. Inside a ScopedProgressHook, the kernels call
 // hook.fn(hook.arg) between tiles, on the thread that called the kernel only (OpenMP's master),

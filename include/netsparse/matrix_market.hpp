@@ -5,11 +5,12 @@
 // anywhere after the banner, LF or CRLF line endings, a missing final newline. Symmetric and
 // skew-symmetric files must store only the lower triangle (skew-symmetric: strictly below the
 // diagonal) and are expanded to both triangles (skew negates the mirror). Duplicate entries are
-// summed; explicit zeros are kept; pattern entries get the value 1.0f (a repeated pattern entry
-// is still one nonzero of value 1.0f: a pattern is a structure). Rejected with a
+// summed; explicit zeros are kept; pattern entries get the value 1.0 (a repeated pattern entry
+// is still one nonzero of value 1.0: a pattern is a structure). Rejected with a
 // ParseError ("FILE:LINE: reason"): everything else, including the array format and complex or
 // hermitian matrices, out-of-range or non-numeric indices, values whose magnitude exceeds the
-// float range (tiny magnitudes round to zero or a subnormal, as any float conversion does),
+// double range (tiny magnitudes round to zero or a subnormal, as any conversion does; values are
+// read in double, see csr.hpp),
 // inf and nan, missing or extra tokens, and an entry count that differs from the size line.
 //
 // Sizes: a header cannot make the reader allocate more than the file justifies. Refused at the
@@ -42,7 +43,7 @@
 //   total  = allreduce(chunk.n_entries);
 //   check_matrix_market_entry_count(path, header, total);     // throws the right error
 //   ... redistribute chunk.triplets to their row owners, then coo_to_csr(...)
-//   ... and for a pattern file set the values to 1.0f (read_matrix_market does the same)
+//   ... and for a pattern file set the values to 1.0 (read_matrix_market does the same)
 #pragma once
 
 #include <cstdint>
@@ -125,7 +126,7 @@ bool is_matrix_market_file(const std::string& path);
 
 // Writes "%%MatrixMarket matrix coordinate {real|pattern} general": the matrix's global shape
 // (n_rows_global x n_cols) with the entries of its row block. Values are written in the
-// shortest form that reads back to the same float, so write + read is exact. Throws
+// shortest form that reads back to the same double, so write + read is exact. Throws
 // std::runtime_error if the file cannot be written, std::invalid_argument if the matrix is
 // inconsistent (row_ptr size, column out of range).
 void write_matrix_market(const std::string& path, const CsrMatrix& matrix, bool pattern = false);

@@ -35,7 +35,7 @@
 namespace netsparse {
 
 struct MetisGraph {
-  // n x n, symmetric, one nonzero per directed adjacency entry (2m in all), value 1.0f or the
+  // n x n, symmetric, one nonzero per directed adjacency entry (2m in all), value 1.0 or the
   // edge weight.
   CsrMatrix adjacency;
   int ncon = 0;                              // vertex weights per vertex (0: none in the file)

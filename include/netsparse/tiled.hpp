@@ -20,9 +20,11 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "netsparse/csr.hpp"
+#include "netsparse/scalar.hpp"
 
 namespace netsparse {
 
@@ -69,15 +71,19 @@ class TiledMatrix {
 
   TiledMatrix() = default;
   // Validates `csr` (row_ptr shape and monotonicity, columns in [0, n_cols), sorted and unique
-  // per row) and `config`; throws std::invalid_argument naming the problem.
-  TiledMatrix(const CsrMatrix& csr, const TileConfig& config);
+  // per row) and `config`; throws std::invalid_argument naming the problem. The values are
+  // stored in `scalar` precision (the kernels' operands must then be of that type); for f32, a
+  // value beyond the float range is refused (it would become inf).
+  TiledMatrix(const CsrMatrix& csr, const TileConfig& config, ScalarType scalar = ScalarType::f32);
 
   [[nodiscard]] const TileConfig& config() const noexcept { return config_; }
   [[nodiscard]] gidx_t n_rows_global() const noexcept { return n_rows_global_; }
   [[nodiscard]] gidx_t n_cols() const noexcept { return n_cols_; }
   [[nodiscard]] gidx_t row_begin() const noexcept { return row_begin_; }
   [[nodiscard]] gidx_t n_rows() const noexcept { return n_rows_; }
-  [[nodiscard]] std::int64_t nnz() const noexcept { return std::ssize(values_); }
+  [[nodiscard]] std::int64_t nnz() const noexcept { return nnz_; }
+  // The precision the values are stored in, and so the operand type of the kernels.
+  [[nodiscard]] ScalarType scalar_type() const noexcept { return scalar_; }
 
   // Row panels: local rows [rp * row_panel, min(n_rows, (rp + 1) * row_panel)).
   [[nodiscard]] int n_row_panels() const noexcept { return n_row_panels_; }
@@ -106,7 +112,18 @@ class TiledMatrix {
   // Raw layout, for the kernels and for tests.
   [[nodiscard]] std::span<const Tile> tiles() const noexcept { return tiles_; }
   [[nodiscard]] std::span<const std::uint32_t> col_offsets() const noexcept { return col_off_; }
+  // Values in tile order: values() for an f32 matrix, values_f64() for an f64 one (the other is
+  // empty); values_as<T>() picks by type.
   [[nodiscard]] std::span<const float> values() const noexcept { return values_; }
+  [[nodiscard]] std::span<const double> values_f64() const noexcept { return values_f64_; }
+  template <class T>
+  [[nodiscard]] std::span<const T> values_as() const noexcept {
+    if constexpr (std::is_same_v<T, float>) {
+      return values_;
+    } else {
+      return values_f64_;
+    }
+  }
   [[nodiscard]] std::span<const lidx_t> run_rows() const noexcept { return run_row_; }
   [[nodiscard]] std::span<const std::uint32_t> run_ends() const noexcept { return run_end_; }
   [[nodiscard]] std::span<const std::int64_t> run_csr_begins() const noexcept {
@@ -140,6 +157,8 @@ class TiledMatrix {
   void build_barrier_schedule();
 
   TileConfig config_{};
+  ScalarType scalar_ = ScalarType::f32;
+  std::int64_t nnz_ = 0;
   gidx_t n_rows_global_ = 0;
   gidx_t n_cols_ = 0;
   gidx_t row_begin_ = 0;
@@ -162,7 +181,8 @@ class TiledMatrix {
   std::vector<gidx_t> panel_cols_;
 
   std::vector<std::uint32_t> col_off_;
-  std::vector<float> values_;
+  std::vector<float> values_;       // f32 matrices
+  std::vector<double> values_f64_;  // f64 matrices
   std::vector<lidx_t> run_row_;
   std::vector<std::uint32_t> run_end_;
   std::vector<std::int64_t> run_csr_begin_;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "distributed/finalize_hook.hpp"
 #include "distributed/kernel_impl.hpp"
@@ -71,28 +72,31 @@ bool uses_rig_engine(CommMode mode) noexcept {
 
 namespace dist {
 
-void Exchange::replicate(const RunContext&, std::span<const float>) {
+template <class T>
+void Exchange<T>::replicate(const RunContext&, std::span<const T>) {
   throw std::logic_error("DistKernel::replicate is only for the ideal mode");
 }
 
-void Compute::all_present(const Pattern& pat, const RunContext& rc, const Operands& ops,
-                          const float* full) {
-  Operands from_full = ops;
+template <class T>
+void Compute<T>::all_present(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
+                             const T* full) {
+  Operands<T> from_full = ops;
   from_full.b = full + pat.col_begin * rc.k;
   local(pat, rc, from_full);
-  const DenseConstView view{full, 0, rc.k, rc.cols->n_rows()};
+  const BasicDenseConstView<T> view{full, 0, rc.k, rc.cols->n_rows()};
   for (int panel : pat.remote_panels) remote_panel(pat, rc, ops, panel, view);
   finish(pat, rc, ops);
 }
 
-void Compute::local(const Pattern& pat, const RunContext& rc, const Operands& ops) {
+template <class T>
+void Compute<T>::local(const Pattern& pat, const RunContext& rc, const Operands<T>& ops) {
   const TiledMatrix& a = pat.local_part;
-  const DenseConstView view{ops.b, pat.col_begin, rc.k, pat.col_end - pat.col_begin};
+  const BasicDenseConstView<T> view{ops.b, pat.col_begin, rc.k, pat.col_end - pat.col_begin};
   switch (rc.kernel) {
     case KernelKind::spmm:
       if (a.n_rows() == 0) return;
       if (a.nnz() == 0) {
-        std::fill_n(ops.out, a.n_rows() * rc.k, 0.0f);
+        std::fill_n(ops.out, a.n_rows() * rc.k, T{0});
         return;
       }
       spmm(a, view, ops.out, rc.k, rc.k, false);
@@ -100,7 +104,7 @@ void Compute::local(const Pattern& pat, const RunContext& rc, const Operands& op
     case KernelKind::spmv:
       if (a.n_rows() == 0) return;
       if (a.nnz() == 0) {
-        std::fill_n(ops.out, a.n_rows(), 0.0f);
+        std::fill_n(ops.out, a.n_rows(), T{0});
         return;
       }
       spmv(a, view, ops.out, false);
@@ -114,8 +118,9 @@ void Compute::local(const Pattern& pat, const RunContext& rc, const Operands& op
   }
 }
 
-void Compute::remote_panel(const Pattern& pat, const RunContext& rc, const Operands& ops, int panel,
-                           DenseConstView view) {
+template <class T>
+void Compute<T>::remote_panel(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
+                              int panel, BasicDenseConstView<T> view) {
   const TiledMatrix& a = pat.remote_part;
   switch (rc.kernel) {
     case KernelKind::spmm:
@@ -130,8 +135,9 @@ void Compute::remote_panel(const Pattern& pat, const RunContext& rc, const Opera
   }
 }
 
-void Compute::remote_all(const TiledMatrix& a, const RunContext& rc, const Operands& ops,
-                         DenseConstView view) {
+template <class T>
+void Compute<T>::remote_all(const TiledMatrix& a, const RunContext& rc, const Operands<T>& ops,
+                            BasicDenseConstView<T> view) {
   if (a.nnz() == 0) return;
   switch (rc.kernel) {
     case KernelKind::spmm:
@@ -146,14 +152,15 @@ void Compute::remote_all(const TiledMatrix& a, const RunContext& rc, const Opera
   }
 }
 
-void Compute::finish(const Pattern& pat, const RunContext& rc, const Operands& ops) {
+template <class T>
+void Compute<T>::finish(const Pattern& pat, const RunContext& rc, const Operands<T>& ops) {
   if (rc.kernel != KernelKind::sddmm) return;
   // Within a row the columns are sorted and the local range is contiguous, so the row's CSR
   // entries are [remote left | local | remote right]: three copies per row, no index array.
   const auto n_rows = static_cast<std::int64_t>(pat.row_ptr.size()) - 1;
-  const float* loc = local_out_.data();
-  const float* rem = remote_out_.data();
-  float* out = ops.out;
+  const T* loc = local_out_.data();
+  const T* rem = remote_out_.data();
+  T* out = ops.out;
 #pragma omp parallel for schedule(static) if (n_rows > 4096)
   for (std::int64_t r = 0; r < n_rows; ++r) {
     const std::int64_t o = pat.row_ptr[r];
@@ -167,6 +174,11 @@ void Compute::finish(const Pattern& pat, const RunContext& rc, const Operands& o
     std::copy(rem + rb + left, rem + re, out + o + left + (le - lb));
   }
 }
+
+template class Exchange<float>;
+template class Exchange<double>;
+template class Compute<float>;
+template class Compute<double>;
 
 }  // namespace dist
 
@@ -184,8 +196,9 @@ struct DistKernel::Impl {
   CsrMatrix csr;  // the current pattern (a copy; direct modes borrow the caller's instead)
   const CsrMatrix* rows_in_use = &csr;
   dist::Pattern pattern;
-  dist::Compute compute;
-  std::unique_ptr<dist::Exchange> exchange;
+  dist::Compute<float> compute_f32;  // the one of options.scalar's precision is used
+  dist::Compute<double> compute_f64;
+  std::unique_ptr<dist::ExchangeBase> exchange;  // a dist::Exchange<T> of options.scalar's T
   MPI_Datatype row_type = MPI_DATATYPE_NULL;
   double setup_seconds = 0;
   double plan_seconds = 0;
@@ -216,6 +229,7 @@ struct DistKernel::Impl {
     rc.cols = &cols;
     rc.kernel = kernel;
     rc.k = k;
+    rc.scalar = options.scalar;
     rc.row_type = row_type;
     rc.options = &options;
     return rc;
@@ -223,7 +237,20 @@ struct DistKernel::Impl {
 
   void build_pattern();
   void compute_volume() const;
-  void run(const dist::Operands& ops);
+  template <class T>
+  void run(const dist::Operands<T>& ops);
+  template <class T>
+  dist::Exchange<T>& typed_exchange() {
+    return static_cast<dist::Exchange<T>&>(*exchange);
+  }
+  template <class T>
+  dist::Compute<T>& compute() {
+    if constexpr (std::is_same_v<T, float>) {
+      return compute_f32;
+    } else {
+      return compute_f64;
+    }
+  }
 };
 
 namespace {
@@ -234,10 +261,10 @@ namespace {
 // communication with computation needs no panels: all of a run's requests are posted before
 // the local part is computed, and the engine answers and takes answers while it computes.
 // Narrower windows remain for operands whose remote part exceeds the budget.
-gidx_t choose_window(gidx_t n_cols, int k, gidx_t requested) {
+gidx_t choose_window(gidx_t n_cols, std::uint64_t row_bytes, gidx_t requested) {
   if (requested > 0) return std::min(requested, TiledMatrix::kMaxColPanelWidth);
   constexpr gidx_t kWindowBudgetBytes = gidx_t{64} << 20;
-  const gidx_t by_bytes = std::max<gidx_t>(1, kWindowBudgetBytes / (gidx_t{4} * k));
+  const gidx_t by_bytes = std::max<gidx_t>(1, kWindowBudgetBytes / static_cast<gidx_t>(row_bytes));
   return std::min({by_bytes, std::max<gidx_t>(n_cols, 1), TiledMatrix::kMaxColPanelWidth});
 }
 
@@ -248,7 +275,8 @@ void DistKernel::Impl::build_pattern() {
   pat = dist::Pattern{};
   pat.col_begin = cols.begin(rank);
   pat.col_end = cols.end(rank);
-  pat.window = choose_window(cols.n_rows(), k, options.tiling.col_panel);
+  pat.window = choose_window(cols.n_rows(), std::uint64_t(k) * scalar_bytes(options.scalar),
+                             options.tiling.col_panel);
   TileConfig local_config = options.tiling;
   local_config.col_panel = 0;
   local_config.barriers = false;
@@ -303,12 +331,12 @@ void DistKernel::Impl::build_pattern() {
       }
     }
   }
-  pat.local_part = TiledMatrix(local_csr, local_config);
+  pat.local_part = TiledMatrix(local_csr, local_config, options.scalar);
   TileConfig remote_config = local_config;
   remote_config.col_panel = pat.window;
   if (exchange->needs_remote_panels()) {
     const double t0 = dist::now_seconds();
-    pat.remote_part = TiledMatrix(remote_csr, remote_config);
+    pat.remote_part = TiledMatrix(remote_csr, remote_config, options.scalar);
     remote_tiling_seconds = dist::now_seconds() - t0;
     for (int p = 0; p < pat.remote_part.n_col_panels(); ++p) {
       if (!pat.remote_part.panel_columns(p).empty()) pat.remote_panels.push_back(p);
@@ -352,9 +380,10 @@ void DistKernel::Impl::compute_volume() const {
   volume_known = true;
 }
 
-void DistKernel::Impl::run(const dist::Operands& ops) {
+template <class T>
+void DistKernel::Impl::run(const dist::Operands<T>& ops) {
   last = CommStats{};
-  exchange->run(pattern, run_context(), ops, compute, last);
+  typed_exchange<T>().run(pattern, run_context(), ops, compute<T>(), last);
   last.runs = 1;
   total.runs += 1;
   total.bytes_sent += last.bytes_sent;
@@ -367,6 +396,41 @@ void DistKernel::Impl::run(const dist::Operands& ops) {
   total.post_seconds += last.post_seconds;
   total.progress_seconds += last.progress_seconds;
 }
+
+namespace {
+
+// The exchange of the kernel's mode, for operands of precision T.
+template <class T>
+std::unique_ptr<dist::ExchangeBase> make_exchange(DistKernel::Impl& s,
+                                                  std::shared_ptr<RigEngine>& engine) {
+  const DistOptions& options = s.options;
+  switch (options.mode) {
+    case CommMode::netsparse:
+    case CommMode::sa_vanilla:
+      if (!engine) engine = std::make_shared<RigEngine>(s.comm, options.engine);
+      s.engine = engine;
+      return dist::make_rig_exchange<T>(
+          engine, options.mode == CommMode::sa_vanilla,
+          options.mode == CommMode::netsparse && options.dynamic_pattern,
+          options.mode == CommMode::netsparse && !options.dynamic_pattern &&
+              options.rig_idx == RigIdxSource::unique_columns);
+    case CommMode::su:
+      return dist::make_su_exchange<T>();
+    case CommMode::su_panel:
+      return dist::make_su_panel_exchange<T>();
+    case CommMode::sa_conveyors:
+      return dist::make_conveyor_exchange<T>(false);
+    case CommMode::sa_opt:
+      return dist::make_conveyor_exchange<T>(true);
+    case CommMode::inspector_executor:
+      return dist::make_ie_exchange<T>();
+    case CommMode::ideal:
+      return dist::make_ideal_exchange<T>();
+  }
+  throw std::invalid_argument("DistKernel: unknown communication mode");
+}
+
+}  // namespace
 
 DistKernel::DistKernel(const DistMatrix& a, KernelKind kernel, int k, const DistOptions& options,
                        std::shared_ptr<RigEngine> engine)
@@ -389,38 +453,12 @@ DistKernel::DistKernel(const DistMatrix& a, KernelKind kernel, int k, const Dist
   s.kernel = kernel;
   s.k = k;
   s.options = options;
-  check_mpi(MPI_Type_contiguous(k, MPI_FLOAT, &s.row_type), "MPI_Type_contiguous");
+  check_mpi(MPI_Type_contiguous(k, options.scalar == ScalarType::f32 ? MPI_FLOAT : MPI_DOUBLE,
+                                &s.row_type),
+            "MPI_Type_contiguous");
   check_mpi(MPI_Type_commit(&s.row_type), "MPI_Type_commit");
-  switch (options.mode) {
-    case CommMode::netsparse:
-    case CommMode::sa_vanilla:
-      if (!engine) engine = std::make_shared<RigEngine>(s.comm, options.engine);
-      s.engine = engine;
-      s.exchange =
-          dist::make_rig_exchange(engine, options.mode == CommMode::sa_vanilla,
-                                  options.mode == CommMode::netsparse && options.dynamic_pattern,
-                                  options.mode == CommMode::netsparse && !options.dynamic_pattern &&
-                                      options.rig_idx == RigIdxSource::unique_columns);
-      break;
-    case CommMode::su:
-      s.exchange = dist::make_su_exchange();
-      break;
-    case CommMode::su_panel:
-      s.exchange = dist::make_su_panel_exchange();
-      break;
-    case CommMode::sa_conveyors:
-      s.exchange = dist::make_conveyor_exchange(false);
-      break;
-    case CommMode::sa_opt:
-      s.exchange = dist::make_conveyor_exchange(true);
-      break;
-    case CommMode::inspector_executor:
-      s.exchange = dist::make_ie_exchange();
-      break;
-    case CommMode::ideal:
-      s.exchange = dist::make_ideal_exchange();
-      break;
-  }
+  s.exchange = options.scalar == ScalarType::f32 ? make_exchange<float>(s, engine)
+                                                 : make_exchange<double>(s, engine);
   set_pattern(a.local());
   // After the engine's own hook: at MPI_Finalize the kernel is released before its engine.
   s.finalize_hook = dist::FinalizeHook([&s] { s.release_mpi(); });
@@ -468,58 +506,104 @@ namespace {
 void check_size(const char* call, const char* what, std::size_t got, std::uint64_t want) {
   if (got != want) {
     throw std::invalid_argument(std::string("DistKernel::") + call + ": " + what + " has " +
-                                std::to_string(got) + " floats, this rank's block needs " +
+                                std::to_string(got) + " elements, this rank's block needs " +
                                 std::to_string(want));
   }
 }
-}  // namespace
 
-void DistKernel::spmm(std::span<const float> b_local, std::span<float> c_local) {
-  Impl& s = *impl_;
+// The operands' precision must be the kernel's (DistOptions::scalar): the tiled values, the
+// windows, the registered properties and the MPI row type were all built for it.
+template <class T>
+void check_scalar(const char* call, ScalarType kernel_scalar) {
+  if (kernel_scalar != scalar_type_of<T>) {
+    throw std::invalid_argument(std::string("DistKernel::") + call + ": the kernel computes in " +
+                                std::string(to_string(kernel_scalar)) + " but the operands are " +
+                                std::string(to_string(scalar_type_of<T>)) +
+                                " (set DistOptions::scalar)");
+  }
+}
+
+template <class T>
+void run_spmm(DistKernel::Impl& s, std::span<const T> b_local, std::span<T> c_local) {
   dist::collective_call(s.comm, [&] {
     if (s.kernel != KernelKind::spmm)
       throw std::logic_error("DistKernel::spmm: not an SpMM kernel");
+    check_scalar<T>("spmm", s.options.scalar);
     check_size("spmm", "B", b_local.size(), std::uint64_t(s.cols.size(s.rank)) * s.k);
     check_size("spmm", "C", c_local.size(), std::uint64_t(s.rows.size(s.rank)) * s.k);
   });
-  s.run({b_local.data(), nullptr, c_local.data()});
+  s.run(dist::Operands<T>{b_local.data(), nullptr, c_local.data()});
 }
 
-void DistKernel::sddmm(std::span<const float> x_local, std::span<const float> y_local,
-                       std::span<float> out) {
-  Impl& s = *impl_;
+template <class T>
+void run_sddmm(DistKernel::Impl& s, std::span<const T> x_local, std::span<const T> y_local,
+               std::span<T> out) {
   dist::collective_call(s.comm, [&] {
     if (s.kernel != KernelKind::sddmm) {
       throw std::logic_error("DistKernel::sddmm: not an SDDMM kernel");
     }
+    check_scalar<T>("sddmm", s.options.scalar);
     check_size("sddmm", "X", x_local.size(), std::uint64_t(s.rows.size(s.rank)) * s.k);
     check_size("sddmm", "Y", y_local.size(), std::uint64_t(s.cols.size(s.rank)) * s.k);
     check_size("sddmm", "out", out.size(), static_cast<std::uint64_t>(s.rows_in_use->nnz()));
   });
-  s.run({y_local.data(), x_local.data(), out.data()});
+  s.run(dist::Operands<T>{y_local.data(), x_local.data(), out.data()});
 }
 
-void DistKernel::spmv(std::span<const float> x_local, std::span<float> y_local) {
-  Impl& s = *impl_;
+template <class T>
+void run_spmv(DistKernel::Impl& s, std::span<const T> x_local, std::span<T> y_local) {
   dist::collective_call(s.comm, [&] {
     if (s.kernel != KernelKind::spmv)
       throw std::logic_error("DistKernel::spmv: not an SpMV kernel");
+    check_scalar<T>("spmv", s.options.scalar);
     check_size("spmv", "x", x_local.size(), static_cast<std::uint64_t>(s.cols.size(s.rank)));
     check_size("spmv", "y", y_local.size(), static_cast<std::uint64_t>(s.rows.size(s.rank)));
   });
-  s.run({x_local.data(), nullptr, y_local.data()});
+  s.run(dist::Operands<T>{x_local.data(), nullptr, y_local.data()});
 }
 
-void DistKernel::replicate(std::span<const float> operand_local) {
-  Impl& s = *impl_;
+template <class T>
+void run_replicate(DistKernel::Impl& s, std::span<const T> operand_local) {
   dist::collective_call(s.comm, [&] {
     if (s.options.mode != CommMode::ideal) {
       throw std::logic_error("DistKernel::replicate is only for the ideal mode");
     }
+    check_scalar<T>("replicate", s.options.scalar);
     check_size("replicate", "the operand", operand_local.size(),
                std::uint64_t(s.cols.size(s.rank)) * s.k);
   });
-  s.exchange->replicate(s.run_context(), operand_local);
+  s.typed_exchange<T>().replicate(s.run_context(), operand_local);
+}
+}  // namespace
+
+void DistKernel::spmm(std::span<const float> b_local, std::span<float> c_local) {
+  run_spmm(*impl_, b_local, c_local);
+}
+void DistKernel::spmm(std::span<const double> b_local, std::span<double> c_local) {
+  run_spmm(*impl_, b_local, c_local);
+}
+void DistKernel::sddmm(std::span<const float> x_local, std::span<const float> y_local,
+                       std::span<float> out) {
+  run_sddmm(*impl_, x_local, y_local, out);
+}
+void DistKernel::sddmm(std::span<const double> x_local, std::span<const double> y_local,
+                       std::span<double> out) {
+  run_sddmm(*impl_, x_local, y_local, out);
+}
+void DistKernel::spmv(std::span<const float> x_local, std::span<float> y_local) {
+  run_spmv(*impl_, x_local, y_local);
+}
+void DistKernel::spmv(std::span<const double> x_local, std::span<double> y_local) {
+  run_spmv(*impl_, x_local, y_local);
+}
+void DistKernel::replicate(std::span<const float> operand_local) {
+  run_replicate(*impl_, operand_local);
+}
+void DistKernel::replicate(std::span<const double> operand_local) {
+  run_replicate(*impl_, operand_local);
+}
+ScalarType DistKernel::scalar() const noexcept {
+  return impl_->options.scalar;
 }
 
 CommMode DistKernel::mode() const noexcept {

@@ -19,7 +19,8 @@ namespace netsparse::dist {
 
 namespace {
 
-class ConveyorExchange final : public Exchange {
+template <class T>
+class ConveyorExchange final : public Exchange<T> {
  public:
   explicit ConveyorExchange(bool prefilter) : prefilter_(prefilter) {}
 
@@ -30,7 +31,7 @@ class ConveyorExchange final : public Exchange {
       o.buffers_per_link = rc.options->conveyor_buffers_per_link;
       ConveyorOptions r = o;
       // A reply buffer must hold at least one reply (4 B offset + one row).
-      r.buffer_bytes = std::max(o.buffer_bytes, 4 + std::size_t{4} * rc.k);
+      r.buffer_bytes = std::max(o.buffer_bytes, 4 + rc.row_bytes());
       conveyors_ = std::make_unique<RequestReply>(rc.comm, o, r);
     }
     // Panels some rank needs: every rank takes part in those sessions (it may have to answer).
@@ -46,11 +47,11 @@ class ConveyorExchange final : public Exchange {
     window_.resize(static_cast<std::size_t>(pat.window) * rc.k);
   }
 
-  void run(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
+  void run(const Pattern& pat, const RunContext& rc, const Operands<T>& ops, Compute<T>& compute,
            CommStats& stats) override {
     const ConveyorStats req0 = conveyors_->requests().stats();
     const ConveyorStats rep0 = conveyors_->replies().stats();
-    const std::size_t row_bytes = std::size_t{4} * rc.k;
+    const std::size_t row_bytes = rc.row_bytes();
     const gidx_t cb = rc.cols->begin(rc.rank), n_local = rc.cols->size(rc.rank);
     std::uint64_t replies_in = 0;
     compute.local(pat, rc, ops);
@@ -90,7 +91,7 @@ class ConveyorExchange final : public Exchange {
       stats.wait_seconds += now_seconds() - t0;
       if (!pat.remote_part.panel_columns(j).empty()) {
         compute.remote_panel(pat, rc, ops, j,
-                             DenseConstView{window_.data(), wbase, rc.k, pat.window});
+                             BasicDenseConstView<T>{window_.data(), wbase, rc.k, pat.window});
       }
     }
     compute.finish(pat, rc, ops);
@@ -108,13 +109,16 @@ class ConveyorExchange final : public Exchange {
   const bool prefilter_;
   std::unique_ptr<RequestReply> conveyors_;
   std::vector<int> global_panels_;
-  std::vector<float> window_;
+  std::vector<T> window_;
 };
 
 }  // namespace
 
-std::unique_ptr<Exchange> make_conveyor_exchange(bool prefilter) {
-  return std::make_unique<ConveyorExchange>(prefilter);
+template <class T>
+std::unique_ptr<Exchange<T>> make_conveyor_exchange(bool prefilter) {
+  return std::make_unique<ConveyorExchange<T>>(prefilter);
 }
+template std::unique_ptr<Exchange<float>> make_conveyor_exchange<float>(bool);
+template std::unique_ptr<Exchange<double>> make_conveyor_exchange<double>(bool);
 
 }  // namespace netsparse::dist

@@ -18,7 +18,8 @@ namespace netsparse::dist {
 
 namespace {
 
-class IeExchange final : public Exchange {
+template <class T>
+class IeExchange final : public Exchange<T> {
  public:
   ~IeExchange() override { free_graph(); }
 
@@ -31,7 +32,7 @@ class IeExchange final : public Exchange {
     // 1. Ghosts: the distinct remote columns, sorted (hence grouped by owner in rank order),
     //    and the remote part renumbered onto them and tiled (GhostLayout).
     const CsrMatrix& remote = pat.remote_csr;
-    layout_.build(remote, rc.cols->n_rows(), pat.local_part.config());
+    layout_.build(remote, rc.cols->n_rows(), pat.local_part.config(), rc.scalar);
     const std::vector<gidx_t>& ghosts = layout_.ghosts();
     std::vector<std::vector<gidx_t>> requests(static_cast<std::size_t>(p));
     for (gidx_t c : ghosts) requests[rc.cols->owner(c)].push_back(c);
@@ -88,7 +89,7 @@ class IeExchange final : public Exchange {
     packed_.resize(send_local_.size() * static_cast<std::size_t>(rc.k));
   }
 
-  void run(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
+  void run(const Pattern& pat, const RunContext& rc, const Operands<T>& ops, Compute<T>& compute,
            CommStats& stats) override {
     const std::size_t k = static_cast<std::size_t>(rc.k);
     const double tp = now_seconds();
@@ -128,13 +129,13 @@ class IeExchange final : public Exchange {
               "MPI_Waitall");
     const double t1 = now_seconds();
     stats.wait_seconds += t1 - t0;
-    compute.remote_all(
-        layout_.compact(), rc, ops,
-        DenseConstView{ghost_.data(), 0, rc.k, static_cast<gidx_t>(layout_.ghosts().size())});
+    compute.remote_all(layout_.compact(), rc, ops,
+                       BasicDenseConstView<T>{ghost_.data(), 0, rc.k,
+                                              static_cast<gidx_t>(layout_.ghosts().size())});
     compute.finish(pat, rc, ops);
     stats.compute_seconds += (t0 - tc) + (now_seconds() - t1);
 
-    const std::uint64_t row_bytes = std::uint64_t{4} * rc.k;
+    const std::uint64_t row_bytes = rc.row_bytes();
     stats.bytes_sent +=
         concat::mpi_messages_wire_bytes(dests_.size(), send_local_.size() * row_bytes);
     stats.messages_sent += dests_.size();
@@ -151,14 +152,17 @@ class IeExchange final : public Exchange {
   std::vector<int> sources_, dests_;
   std::vector<int> recv_counts_, recv_displs_, send_counts_, send_displs_;  // in rows
   MPI_Comm graph_ = MPI_COMM_NULL;
-  std::vector<float> ghost_, packed_;
+  std::vector<T> ghost_, packed_;
   std::vector<MPI_Request> requests_;
 };
 
 }  // namespace
 
-std::unique_ptr<Exchange> make_ie_exchange() {
-  return std::make_unique<IeExchange>();
+template <class T>
+std::unique_ptr<Exchange<T>> make_ie_exchange() {
+  return std::make_unique<IeExchange<T>>();
 }
+template std::unique_ptr<Exchange<float>> make_ie_exchange<float>();
+template std::unique_ptr<Exchange<double>> make_ie_exchange<double>();
 
 }  // namespace netsparse::dist

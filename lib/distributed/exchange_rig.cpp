@@ -42,8 +42,8 @@ struct RigEngine::Impl {
 
   // Registers the operand's local block as the property region unless it already is. The
   // decision is agreed on by every rank (registration is collective).
-  void ensure_region(const float* base, std::uint64_t rows, std::uint32_t prop_bytes,
-                     const RowPartition& cols) {
+  void ensure_region(const void* base, std::uint64_t rows, std::uint32_t prop_bytes,
+                     std::uint32_t elem_bytes, const RowPartition& cols) {
     std::vector<std::uint64_t> offsets(cols.offsets().begin(), cols.offsets().end());
     int stale = (region.get() != nullptr && reg_base == base && reg_prop_bytes == prop_bytes &&
                  reg_rows == rows && reg_offsets == offsets)
@@ -53,23 +53,23 @@ struct RigEngine::Impl {
                     "MPI_Allreduce");
     if (!stale) return;
     if (region.get() != nullptr) region.close();
-    // Split only when needed, into the fewest equal pieces (a divisor of the row's floats) that
-    // each fit; every rank uses the smallest limit so all agree on the split.
+    // Split only when needed, into the fewest equal pieces (a divisor of the row's elements)
+    // that each fit; every rank uses the smallest limit so all agree on the split.
     unsigned limit = ctx.max_prop_bytes();
     dist::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &limit, 1, MPI_UNSIGNED, MPI_MIN, comm),
                     "MPI_Allreduce");
-    const std::uint32_t floats = prop_bytes / 4;
+    const std::uint32_t elems = prop_bytes / elem_bytes;
     pieces = 1;
-    if (prop_bytes > limit && limit >= 4) {
+    if (prop_bytes > limit && limit >= elem_bytes) {
       pieces = (prop_bytes + limit - 1) / limit;
-      while (floats % pieces != 0) ++pieces;  // ends at pieces == floats (4 B each) at worst
+      while (elems % pieces != 0) ++pieces;  // ends at pieces == elems (one element each)
     }
     piece_bytes = prop_bytes / pieces;
     std::vector<std::uint64_t> piece_offsets(offsets);
     for (std::uint64_t& o : piece_offsets) o *= pieces;
     // The engine only reads the region (peers' requests); the API takes a void*.
     region =
-        PropertyRegion(ctx, const_cast<float*>(base), rows * pieces, piece_bytes, piece_offsets);
+        PropertyRegion(ctx, const_cast<void*>(base), rows * pieces, piece_bytes, piece_offsets);
     reg_base = base;
     reg_prop_bytes = prop_bytes;
     reg_rows = rows;
@@ -203,7 +203,8 @@ struct EngineCounters {
       (wc.vendor_err != 0 ? " (vendor_err " + std::to_string(wc.vendor_err) + ")" : std::string()));
 }
 
-class RigExchange final : public Exchange {
+template <class T>
+class RigExchange final : public Exchange<T> {
  public:
   RigExchange(std::shared_ptr<RigEngine> engine, bool vanilla, bool direct, bool compact)
       : engine_(std::move(engine)), vanilla_(vanilla), direct_(direct), compact_(compact) {}
@@ -220,15 +221,15 @@ class RigExchange final : public Exchange {
       // A fixed pattern: gather the distinct remote columns straight into a compact buffer
       // (POSITIONAL), computed with the remote part renumbered onto it, as the
       // inspector-executor does (same kernel, same cache behaviour); the setup is paid once.
-      ghosts_.build(pat.remote_csr, rc.cols->n_rows(), pat.local_part.config());
+      ghosts_.build(pat.remote_csr, rc.cols->n_rows(), pat.local_part.config(), rc.scalar);
       window_[0].resize(ghosts_.ghosts().size() * static_cast<std::size_t>(rc.k));
       window_[1].clear();
       return;
     }
     // One window per panel in flight: the second only when there are several panels.
-    const std::size_t window_floats = static_cast<std::size_t>(pat.window) * rc.k;
-    window_[0].resize(window_floats);
-    window_[1].resize(pat.remote_panels.size() > 1 ? window_floats : 0);
+    const std::size_t window_elems = static_cast<std::size_t>(pat.window) * rc.k;
+    window_[0].resize(window_elems);
+    window_[1].resize(pat.remote_panels.size() > 1 ? window_elems : 0);
     nonzero_idx_.clear();
     nonzero_ptr_.assign(1, 0);
     if (!vanilla_ && rc.options->rig_idx == RigIdxSource::nonzeros) {
@@ -243,15 +244,15 @@ class RigExchange final : public Exchange {
     }
   }
 
-  void run(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
+  void run(const Pattern& pat, const RunContext& rc, const Operands<T>& ops, Compute<T>& compute,
            CommStats& stats) override {
     RigEngine::Impl& e = engine_->impl();
-    const auto prop_bytes = static_cast<std::uint32_t>(4 * rc.k);
+    const auto prop_bytes = static_cast<std::uint32_t>(rc.row_bytes());
     // Counters first: ensure_region's collective keeps every peer from posting (and this rank's
     // server units from answering) this run's requests before the snapshot.
     const EngineCounters before = EngineCounters::read(*engine_);
     e.ensure_region(ops.b, static_cast<std::uint64_t>(rc.cols->size(rc.rank)), prop_bytes,
-                    *rc.cols);
+                    sizeof(T), *rc.cols);
     e.progress_seconds = 0;
     if (vanilla_) {
       run_vanilla(pat, rc, ops, compute, stats);
@@ -363,8 +364,8 @@ class RigExchange final : public Exchange {
     post_chain(wrs.data(), "netsparse");
   }
 
-  void run_rig(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
-               CommStats& stats) {
+  void run_rig(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
+               Compute<T>& compute, CommStats& stats) {
     RigEngine::Impl& e = engine_->impl();
     const auto n = pat.remote_panels.size();
     // The operand may have changed since the last run: a new Idx Filter epoch at the start.
@@ -395,15 +396,15 @@ class RigExchange final : public Exchange {
       const int panel = pat.remote_panels[j];
       const IndexRange w = pat.remote_part.col_panel_range(panel);
       compute.remote_panel(pat, rc, ops, panel,
-                           DenseConstView{window_[j & 1].data(), w.begin, rc.k, w.size()});
+                           BasicDenseConstView<T>{window_[j & 1].data(), w.begin, rc.k, w.size()});
       stats.compute_seconds += now_seconds() - t1;
     }
     compute.finish(pat, rc, ops);
   }
 
   // ---- compact mode (a fixed pattern, distinct columns) ----
-  void run_compact(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
-                   CommStats& stats) {
+  void run_compact(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
+                   Compute<T>& compute, CommStats& stats) {
     RigEngine::Impl& e = engine_->impl();
     const ScopedProgressHook progress(e.hook());
     const std::size_t k = static_cast<std::size_t>(rc.k);
@@ -415,12 +416,12 @@ class RigExchange final : public Exchange {
     const std::span<const std::uint64_t> idx =
         piece_idx({reinterpret_cast<const std::uint64_t*>(ghosts.data()), ghosts.size()}, e.pieces,
                   piece_buf_[0]);
-    const std::size_t piece_floats = k / e.pieces;
+    const std::size_t piece_elems = k / e.pieces;
     const std::uint64_t batch = rc.options->batch;
     for (std::uint64_t off = 0; off < idx.size(); off += batch) {
       const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
       wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt),
-                           window_[0].data() + off * piece_floats, Layout::kPositional));
+                           window_[0].data() + off * piece_elems, Layout::kPositional));
     }
     pending_[0] = static_cast<std::int64_t>(wrs.size());
     if (!wrs.empty()) {
@@ -438,7 +439,7 @@ class RigExchange final : public Exchange {
     stats.wait_seconds += t1 - t0;
     compute.remote_all(
         ghosts_.compact(), rc, ops,
-        DenseConstView{window_[0].data(), 0, rc.k, static_cast<gidx_t>(ghosts.size())});
+        BasicDenseConstView<T>{window_[0].data(), 0, rc.k, static_cast<gidx_t>(ghosts.size())});
     compute.finish(pat, rc, ops);
     stats.compute_seconds += now_seconds() - t1;
   }
@@ -448,20 +449,21 @@ class RigExchange final : public Exchange {
   // NS_SEND_REMOTE_ONLY: the engine skips this rank's columns and its Idx Filter drops the
   // repeats. Nothing is prepared per pattern (no extraction, no distinct-column pass).
   void setup_direct(const Pattern&, const RunContext& rc) {
-    const std::uint64_t window_bytes = std::uint64_t(rc.cols->n_rows()) * 4 * rc.k;
+    const std::uint64_t window_bytes = std::uint64_t(rc.cols->n_rows()) * rc.row_bytes();
     constexpr std::uint64_t kMaxWindowBytes = std::uint64_t{2} << 30;
     if (window_bytes > kMaxWindowBytes) {
       throw std::length_error(
           "netsparse with a changing pattern gathers into a window over every "
           "column: " +
           std::to_string(window_bytes) +
-          " bytes (n_cols x K x 4) exceeds the 2 GiB limit; use a fixed "
+          " bytes (n_cols x K x element size) exceeds the 2 GiB limit; use a fixed "
           "pattern (tiled, windowed) or a smaller K");
     }
     window_[0].resize(static_cast<std::size_t>(rc.cols->n_rows()) * rc.k);
   }
 
-  void run_direct(const Pattern& pat, const RunContext& rc, const Operands& ops, CommStats& stats) {
+  void run_direct(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
+                  CommStats& stats) {
     RigEngine::Impl& e = engine_->impl();
     const CsrMatrix& a = *pat.direct;
     const ScopedProgressHook progress(e.hook());
@@ -492,8 +494,8 @@ class RigExchange final : public Exchange {
     stats.post_seconds += now_seconds() - t;
     // The local part while the gather runs (the kernels drive the engine between row chunks).
     t = now_seconds();
-    const DenseConstView local{ops.b, cb, k, ce - cb};
-    const DenseConstView window{window_[0].data(), 0, k, n_cols};
+    const BasicDenseConstView<T> local{ops.b, cb, k, ce - cb};
+    const BasicDenseConstView<T> window{window_[0].data(), 0, k, n_cols};
     if (rc.kernel == KernelKind::sddmm) {
       sddmm_csr_columns(a, cb, ce, true, ops.x, k, local, k, ops.out);
     } else {
@@ -513,8 +515,8 @@ class RigExchange final : public Exchange {
     stats.compute_seconds += now_seconds() - t1;
   }
 
-  void run_vanilla(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
-                   CommStats& stats) {
+  void run_vanilla(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
+                   Compute<T>& compute, CommStats& stats) {
     RigEngine::Impl& e = engine_->impl();
     const ScopedProgressHook progress(e.hook());
     const std::int64_t max_out = rc.options->max_outstanding_reads;
@@ -522,7 +524,7 @@ class RigExchange final : public Exchange {
     std::vector<ns_send_wr>& chain = wrs_[0];
     compute.local(pat, rc, ops);
     pending_[0] = pending_[1] = 0;
-    float* window = window_[0].data();
+    T* window = window_[0].data();
     const std::size_t k = static_cast<std::size_t>(rc.k);
     for (int panel : pat.remote_panels) {
       const gidx_t wbase = pat.remote_part.col_panel_range(panel).begin;
@@ -533,7 +535,7 @@ class RigExchange final : public Exchange {
         while (s.valid() && chain.size() < kChain &&
                pending_[0] + static_cast<std::int64_t>(chain.size()) < max_out) {
           const gidx_t idx = s.idx();
-          float* row = window + static_cast<std::size_t>(idx - wbase) * k;
+          T* row = window + static_cast<std::size_t>(idx - wbase) * k;
           for (std::uint32_t c = 0; c < e.pieces; ++c) {  // one read per piece of the property
             chain.push_back(rdma_read_wr(0, e.region,
                                          static_cast<std::uint64_t>(idx) * e.pieces + c,
@@ -553,7 +555,8 @@ class RigExchange final : public Exchange {
       while (pending_[0] > 0) drain(true, "sa-vanilla");
       stats.wait_seconds += now_seconds() - t0;
       const IndexRange w = pat.remote_part.col_panel_range(panel);
-      compute.remote_panel(pat, rc, ops, panel, DenseConstView{window, w.begin, rc.k, w.size()});
+      compute.remote_panel(pat, rc, ops, panel,
+                           BasicDenseConstView<T>{window, w.begin, rc.k, w.size()});
     }
     compute.finish(pat, rc, ops);
   }
@@ -564,7 +567,7 @@ class RigExchange final : public Exchange {
   const bool direct_;
   const bool compact_;
   GhostLayout ghosts_;
-  std::vector<float> window_[2];
+  std::vector<T> window_[2];
   std::vector<ns_send_wr> wrs_[2];
   std::int64_t pending_[2] = {0, 0};  // work requests in flight per window
   std::vector<std::uint64_t> nonzero_idx_;
@@ -573,10 +576,15 @@ class RigExchange final : public Exchange {
 
 }  // namespace
 
-std::unique_ptr<Exchange> make_rig_exchange(std::shared_ptr<RigEngine> engine, bool vanilla,
-                                            bool direct, bool compact) {
-  return std::make_unique<RigExchange>(std::move(engine), vanilla, direct, compact);
+template <class T>
+std::unique_ptr<Exchange<T>> make_rig_exchange(std::shared_ptr<RigEngine> engine, bool vanilla,
+                                               bool direct, bool compact) {
+  return std::make_unique<RigExchange<T>>(std::move(engine), vanilla, direct, compact);
 }
+template std::unique_ptr<Exchange<float>> make_rig_exchange<float>(std::shared_ptr<RigEngine>, bool,
+                                                                   bool, bool);
+template std::unique_ptr<Exchange<double>> make_rig_exchange<double>(std::shared_ptr<RigEngine>,
+                                                                     bool, bool, bool);
 
 }  // namespace dist
 }  // namespace netsparse

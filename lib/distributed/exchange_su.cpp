@@ -22,20 +22,21 @@ void block_counts(const RowPartition& cols, std::vector<int>& counts, std::vecto
 }
 
 // ---- su: MPI_Allgatherv of the whole operand, then the whole pattern -------------------------
-class SuExchange final : public Exchange {
+template <class T>
+class SuExchange final : public Exchange<T> {
  public:
   void setup(const Pattern&, const RunContext& rc) override {
     block_counts(*rc.cols, counts_, displs_);
     full_.resize(static_cast<std::size_t>(rc.cols->n_rows()) * rc.k);
   }
-  void run(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
+  void run(const Pattern& pat, const RunContext& rc, const Operands<T>& ops, Compute<T>& compute,
            CommStats& stats) override {
     const double t0 = now_seconds();
     check_mpi(MPI_Allgatherv(ops.b, counts_[rc.rank], rc.row_type, full_.data(), counts_.data(),
                              displs_.data(), rc.row_type, rc.comm),
               "MPI_Allgatherv");
     stats.wait_seconds += now_seconds() - t0;
-    const std::uint64_t row_bytes = std::uint64_t{4} * rc.k;
+    const std::uint64_t row_bytes = rc.row_bytes();
     const auto mine = static_cast<std::uint64_t>(counts_[rc.rank]);
     const auto others = static_cast<std::uint64_t>(rc.cols->n_rows()) - mine;
     stats.bytes_sent += (rc.nranks - 1) * concat::mpi_message_wire_bytes(mine * row_bytes);
@@ -46,11 +47,12 @@ class SuExchange final : public Exchange {
 
  private:
   std::vector<int> counts_, displs_;
-  std::vector<float> full_;
+  std::vector<T> full_;
 };
 
 // ---- su-panel: one MPI_Iallgatherv per column panel, double-buffered -------------------------
-class SuPanelExchange final : public Exchange {
+template <class T>
+class SuPanelExchange final : public Exchange<T> {
  public:
   void setup(const Pattern& pat, const RunContext& rc) override {
     const int n_panels = pat.remote_part.n_col_panels();
@@ -73,17 +75,17 @@ class SuPanelExchange final : public Exchange {
     for (auto& w : window_) w.resize(static_cast<std::size_t>(pat.window) * rc.k);
   }
 
-  void run(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
+  void run(const Pattern& pat, const RunContext& rc, const Operands<T>& ops, Compute<T>& compute,
            CommStats& stats) override {
     const int n_panels = pat.remote_part.n_col_panels();
     const int p = rc.nranks;
     const gidx_t cb = rc.cols->begin(rc.rank);
-    const std::uint64_t row_bytes = std::uint64_t{4} * rc.k;
+    const std::uint64_t row_bytes = rc.row_bytes();
     MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     const auto start = [&](int j) {
       const IndexRange w = pat.remote_part.col_panel_range(j);
       const int mine = counts_[j * p + rc.rank];
-      const float* send = ops.b + (std::max(w.begin, cb) - cb) * rc.k;
+      const T* send = ops.b + (std::max(w.begin, cb) - cb) * rc.k;
       check_mpi(MPI_Iallgatherv(mine > 0 ? send : ops.b, mine, rc.row_type, window_[j & 1].data(),
                                 counts_.data() + j * p, displs_.data() + j * p, rc.row_type,
                                 rc.comm, &req[j & 1]),
@@ -104,8 +106,9 @@ class SuPanelExchange final : public Exchange {
       stats.wait_seconds += now_seconds() - t0;
       if (touched_[j]) {
         const IndexRange w = pat.remote_part.col_panel_range(j);
-        compute.remote_panel(pat, rc, ops, j,
-                             DenseConstView{window_[j & 1].data(), w.begin, rc.k, w.size()});
+        compute.remote_panel(
+            pat, rc, ops, j,
+            BasicDenseConstView<T>{window_[j & 1].data(), w.begin, rc.k, w.size()});
       }
     }
     compute.finish(pat, rc, ops);
@@ -114,14 +117,15 @@ class SuPanelExchange final : public Exchange {
  private:
   std::vector<int> counts_, displs_;  // n_panels x P
   std::vector<bool> touched_;
-  std::vector<float> window_[2];
+  std::vector<T> window_[2];
 };
 
 // ---- ideal: every rank holds the whole operand; no communication in a run --------------------
-class IdealExchange final : public Exchange {
+template <class T>
+class IdealExchange final : public Exchange<T> {
  public:
   void setup(const Pattern&, const RunContext&) override {}
-  void replicate(const RunContext& rc, std::span<const float> operand_local) override {
+  void replicate(const RunContext& rc, std::span<const T> operand_local) override {
     std::vector<int> counts, displs;
     block_counts(*rc.cols, counts, displs);
     full_.resize(static_cast<std::size_t>(rc.cols->n_rows()) * rc.k);
@@ -130,7 +134,7 @@ class IdealExchange final : public Exchange {
               "MPI_Allgatherv");
     replicated_ = true;
   }
-  void run(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
+  void run(const Pattern& pat, const RunContext& rc, const Operands<T>& ops, Compute<T>& compute,
            CommStats&) override {
     if (!replicated_) {
       throw std::logic_error(
@@ -142,19 +146,28 @@ class IdealExchange final : public Exchange {
 
  private:
   bool replicated_ = false;
-  std::vector<float> full_;
+  std::vector<T> full_;
 };
 
 }  // namespace
 
-std::unique_ptr<Exchange> make_su_exchange() {
-  return std::make_unique<SuExchange>();
+template <class T>
+std::unique_ptr<Exchange<T>> make_su_exchange() {
+  return std::make_unique<SuExchange<T>>();
 }
-std::unique_ptr<Exchange> make_su_panel_exchange() {
-  return std::make_unique<SuPanelExchange>();
+template <class T>
+std::unique_ptr<Exchange<T>> make_su_panel_exchange() {
+  return std::make_unique<SuPanelExchange<T>>();
 }
-std::unique_ptr<Exchange> make_ideal_exchange() {
-  return std::make_unique<IdealExchange>();
+template <class T>
+std::unique_ptr<Exchange<T>> make_ideal_exchange() {
+  return std::make_unique<IdealExchange<T>>();
 }
+template std::unique_ptr<Exchange<float>> make_su_exchange<float>();
+template std::unique_ptr<Exchange<double>> make_su_exchange<double>();
+template std::unique_ptr<Exchange<float>> make_su_panel_exchange<float>();
+template std::unique_ptr<Exchange<double>> make_su_panel_exchange<double>();
+template std::unique_ptr<Exchange<float>> make_ideal_exchange<float>();
+template std::unique_ptr<Exchange<double>> make_ideal_exchange<double>();
 
 }  // namespace netsparse::dist

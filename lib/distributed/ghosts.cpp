@@ -4,7 +4,8 @@
 
 namespace netsparse::dist {
 
-void GhostLayout::build(const CsrMatrix& remote, gidx_t n_cols, const TileConfig& config) {
+void GhostLayout::build(const CsrMatrix& remote, gidx_t n_cols, const TileConfig& config,
+                        ScalarType scalar) {
   const std::size_t words = static_cast<std::size_t>((n_cols + 63) / 64);
   bits_.assign(words, 0);
   for (const gidx_t c : remote.col_idx) bits_[c >> 6] |= std::uint64_t{1} << (c & 63);
@@ -30,7 +31,7 @@ void GhostLayout::build(const CsrMatrix& remote, gidx_t n_cols, const TileConfig
   }
   TileConfig cfg = config;
   cfg.col_panel = 0;
-  compact_ = TiledMatrix(compact, cfg);
+  compact_ = TiledMatrix(compact, cfg, scalar);
 }
 
 }  // namespace netsparse::dist

@@ -19,7 +19,8 @@ class GhostLayout {
   // From the remote nonzeros (global column ids) of a row block with n_cols columns: a bitmap
   // over the columns, a column's ghost index = marked columns before it (per-word prefix counts
   // + popcount), so the renumbering is O(1) per nonzero and keeps rows sorted.
-  void build(const CsrMatrix& remote, gidx_t n_cols, const TileConfig& config);
+  // The compact matrix holds its values in `scalar` precision.
+  void build(const CsrMatrix& remote, gidx_t n_cols, const TileConfig& config, ScalarType scalar);
   const std::vector<gidx_t>& ghosts() const noexcept { return ghosts_; }
   const TiledMatrix& compact() const noexcept { return compact_; }
 

@@ -188,7 +188,7 @@ CsrMatrix assemble_rows(const std::string& fn, const CsrArrays& a, gidx_t first,
       if (sorted) {
         for (std::int64_t i = b; i < e; ++i) {
           m.col_idx.push_back(static_cast<gidx_t>(ci[i]));
-          m.values.push_back(static_cast<float>(val[i]));
+          m.values.push_back(static_cast<double>(val[i]));
         }
       } else {
         // Sorted by column, repeats summed in the order given (a stable sort keeps it).
@@ -199,11 +199,11 @@ CsrMatrix assemble_rows(const std::string& fn, const CsrArrays& a, gidx_t first,
         using V = std::remove_cv_t<std::remove_pointer_t<decltype(val)>>;
         for (std::size_t j = 0; j < order_of.size();) {
           const std::int64_t c = ci[order_of[j]];
-          V sum = val[order_of[j]];  // in the input's precision, rounded to float once
+          V sum = val[order_of[j]];  // in the input's precision
           std::size_t t = j + 1;
           for (; t < order_of.size() && ci[order_of[t]] == c; ++t) sum += val[order_of[t]];
           m.col_idx.push_back(static_cast<gidx_t>(c));
-          m.values.push_back(static_cast<float>(sum));
+          m.values.push_back(static_cast<double>(sum));
           j = t;
         }
       }

@@ -12,6 +12,7 @@
 #include "concat/wire_model.hpp"
 #include "netsparse/distributed.hpp"
 #include "netsparse/local_kernels.hpp"
+#include "netsparse/scalar.hpp"
 
 namespace netsparse::dist {
 
@@ -47,44 +48,54 @@ struct RunContext {
   const RowPartition* cols = nullptr;
   KernelKind kernel = KernelKind::spmm;
   int k = 1;
-  MPI_Datatype row_type = MPI_DATATYPE_NULL;  // K contiguous floats
+  ScalarType scalar = ScalarType::f32;        // the operands' precision (DistOptions::scalar)
+  MPI_Datatype row_type = MPI_DATATYPE_NULL;  // K contiguous elements of that precision
   const DistOptions* options = nullptr;
+
+  // Bytes of one operand row (one property).
+  [[nodiscard]] std::uint64_t row_bytes() const noexcept {
+    return static_cast<std::uint64_t>(k) * scalar_bytes(scalar);
+  }
 };
 
 // One run's operands: b = this rank's block of the column-indexed operand; x = SDDMM's
 // row-indexed operand; out = C / y (rows x K) or SDDMM's per-nonzero output (CSR order).
+// T is the precision the kernel computes in (float or double); the exchanges, the compute
+// helpers and the operands are templates on it, instantiated for both.
+template <class T>
 struct Operands {
-  const float* b = nullptr;
-  const float* x = nullptr;
-  float* out = nullptr;
+  const T* b = nullptr;
+  const T* x = nullptr;
+  T* out = nullptr;
 };
 
 // Compute helpers shared by the modes (kernel dispatch + the SDDMM scatter buffers).
+template <class T>
 class Compute {
  public:
   // Everything at once when every operand row is at hand (`full` holds all n_cols rows): the
   // same computation as the gathering modes, without communication (ideal, su).
-  void all_present(const Pattern& pat, const RunContext& rc, const Operands& ops,
-                   const float* full);
+  void all_present(const Pattern& pat, const RunContext& rc, const Operands<T>& ops, const T* full);
   // The local part, in place on the operand's local block (first call of a split run: it
   // initializes the output).
-  void local(const Pattern& pat, const RunContext& rc, const Operands& ops);
+  void local(const Pattern& pat, const RunContext& rc, const Operands<T>& ops);
   // One column panel of remote_part with a view of the gathered rows (accumulates).
-  void remote_panel(const Pattern& pat, const RunContext& rc, const Operands& ops, int panel,
-                    DenseConstView view);
+  void remote_panel(const Pattern& pat, const RunContext& rc, const Operands<T>& ops, int panel,
+                    BasicDenseConstView<T> view);
   // All of a (renumbered) remote matrix at once (inspector-executor's compact ghost matrix).
-  void remote_all(const TiledMatrix& remote, const RunContext& rc, const Operands& ops,
-                  DenseConstView view);
+  void remote_all(const TiledMatrix& remote, const RunContext& rc, const Operands<T>& ops,
+                  BasicDenseConstView<T> view);
   // Last call of a split run (SDDMM: scatters the two parts into CSR order).
-  void finish(const Pattern& pat, const RunContext& rc, const Operands& ops);
+  void finish(const Pattern& pat, const RunContext& rc, const Operands<T>& ops);
 
  private:
-  std::vector<float> local_out_, remote_out_;  // SDDMM outputs of the split parts
+  std::vector<T> local_out_, remote_out_;  // SDDMM outputs of the split parts
 };
 
-class Exchange {
+// The part of an exchange that does not depend on the precision (setup moves no operand).
+class ExchangeBase {
  public:
-  virtual ~Exchange() = default;
+  virtual ~ExchangeBase() = default;
   // Whether the mode computes the remote part panel by panel (remote_part / remote_panels);
   // otherwise only remote_csr is built and the mode tiles it its own way.
   [[nodiscard]] virtual bool needs_remote_panels() const noexcept { return true; }
@@ -92,23 +103,34 @@ class Exchange {
   [[nodiscard]] virtual bool direct_csr() const noexcept { return false; }
   // The pattern changed (collective).
   virtual void setup(const Pattern& pat, const RunContext& rc) = 0;
-  // One collective run; adds to `stats`.
-  virtual void run(const Pattern& pat, const RunContext& rc, const Operands& ops, Compute& compute,
-                   CommStats& stats) = 0;
-  // ideal only.
-  virtual void replicate(const RunContext& rc, std::span<const float> operand_local);
 };
 
-std::unique_ptr<Exchange> make_su_exchange();
-std::unique_ptr<Exchange> make_su_panel_exchange();
-std::unique_ptr<Exchange> make_ideal_exchange();
-std::unique_ptr<Exchange> make_ie_exchange();
-std::unique_ptr<Exchange> make_conveyor_exchange(bool prefilter);
+template <class T>
+class Exchange : public ExchangeBase {
+ public:
+  // One collective run; adds to `stats`.
+  virtual void run(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
+                   Compute<T>& compute, CommStats& stats) = 0;
+  // ideal only.
+  virtual void replicate(const RunContext& rc, std::span<const T> operand_local);
+};
+
+template <class T>
+std::unique_ptr<Exchange<T>> make_su_exchange();
+template <class T>
+std::unique_ptr<Exchange<T>> make_su_panel_exchange();
+template <class T>
+std::unique_ptr<Exchange<T>> make_ideal_exchange();
+template <class T>
+std::unique_ptr<Exchange<T>> make_ie_exchange();
+template <class T>
+std::unique_ptr<Exchange<T>> make_conveyor_exchange(bool prefilter);
 // vanilla: sa-vanilla; direct: DistOptions::dynamic_pattern; compact: a fixed pattern gathered
 // as distinct columns into a compact buffer (RigIdxSource::unique_columns); otherwise the
 // per-nonzero idx stream per column panel (RigIdxSource::nonzeros).
-std::unique_ptr<Exchange> make_rig_exchange(std::shared_ptr<RigEngine> engine, bool vanilla,
-                                            bool direct = false, bool compact = false);
+template <class T>
+std::unique_ptr<Exchange<T>> make_rig_exchange(std::shared_ptr<RigEngine> engine, bool vanilla,
+                                               bool direct = false, bool compact = false);
 
 // Byte accounting: every mode prices its wire bytes with the one wire model
 // (concat/wire_model.hpp: MPI messages, NetSparse packets, the paper's lone PR).

@@ -15,7 +15,7 @@ using dist::check_mpi;
 
 MinimumTraffic minimum_traffic(const DistKernel& kernel, std::uint32_t packet_bytes) {
   const PatternVolume volume = kernel.volume();
-  const auto prop = static_cast<std::uint32_t>(4 * kernel.k());
+  const auto prop = static_cast<std::uint32_t>(scalar_bytes(kernel.scalar()) * kernel.k());
   MinimumTraffic m;
   for (const std::uint64_t u : volume.unique_remote_per_owner) {  // 0 for this rank itself
     const concat::Traffic t = concat::minimum_traffic(u, prop, packet_bytes);

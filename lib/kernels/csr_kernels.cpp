@@ -32,8 +32,9 @@ inline Runs part_runs(const CsrMatrix& a, gidx_t r, gidx_t lo, gidx_t hi, bool i
   return {b, l, h, e};
 }
 
-void check_view(const char* fn, const char* what, DenseConstView v, const CsrMatrix& a, gidx_t lo,
-                gidx_t hi, bool inside, int k) {
+template <class T>
+void check_view(const char* fn, const char* what, BasicDenseConstView<T> v, const CsrMatrix& a,
+                gidx_t lo, gidx_t hi, bool inside, int k) {
   if (k < 1) throw std::invalid_argument(std::string(fn) + ": K must be >= 1");
   if (v.ld < k) throw std::invalid_argument(std::string(fn) + ": " + what + ".ld < K");
   // The columns the part can read: [lo, hi) inside, or [0, lo) and [hi, n_cols) outside; one
@@ -55,10 +56,10 @@ void check_view(const char* fn, const char* what, DenseConstView v, const CsrMat
   }
 }
 
-}  // namespace
-
-void spmm_csr_columns(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside, DenseConstView b,
-                      float* c, std::int64_t ldc, int k, bool accumulate) {
+template <class T>
+void spmm_csr_columns_impl(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside,
+                           BasicDenseConstView<T> b, T* c, std::int64_t ldc, int k,
+                           bool accumulate) {
   check_view("spmm_csr_columns", "B", b, a, lo, hi, inside, k);
   if (a.n_rows > 0 && (c == nullptr || ldc < k)) {
     throw std::invalid_argument("spmm_csr_columns: C is NULL or ldc < K");
@@ -69,20 +70,22 @@ void spmm_csr_columns(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside, Den
   const std::int64_t n_chunks = (n + kRowChunk - 1) / kRowChunk;
 #pragma omp parallel for schedule(dynamic, 1) if (a.nnz() * k > (1 << 20))
   for (std::int64_t chunk = 0; chunk < n_chunks; ++chunk) {
-    isa.csr_spmm_rows({&a, lo, hi, inside, b.data, b.row_base, b.ld, c, ldc, k, accumulate,
-                       chunk * kRowChunk, std::min(n, (chunk + 1) * kRowChunk)});
+    isa.loops<T>().csr_spmm_rows({&a, lo, hi, inside, b.data, b.row_base, b.ld, c, ldc, k,
+                                  accumulate, chunk * kRowChunk,
+                                  std::min(n, (chunk + 1) * kRowChunk)});
     if (hook != nullptr && omp_get_thread_num() == 0) hook->fn(hook->arg);
   }
 }
 
-void sddmm_csr_columns(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside, const float* x,
-                       std::int64_t ldx, DenseConstView y, int k, float* out) {
+template <class T>
+void sddmm_csr_columns_impl(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside, const T* x,
+                            std::int64_t ldx, BasicDenseConstView<T> y, int k, T* out) {
   check_view("sddmm_csr_columns", "Y", y, a, lo, hi, inside, k);
   if (a.nnz() > 0 && (x == nullptr || ldx < k || out == nullptr)) {
     throw std::invalid_argument("sddmm_csr_columns: X or out is NULL, or ldx < K");
   }
   const gidx_t* col = a.col_idx.data();
-  const float* val = a.values.data();
+  const double* val = a.values.data();
   const ProgressHook* hook = current_progress_hook();
   const std::int64_t n = a.n_rows;
   const std::int64_t n_chunks = (n + kRowChunk - 1) / kRowChunk;
@@ -91,21 +94,40 @@ void sddmm_csr_columns(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside, co
     const std::int64_t r_end = std::min(n, (chunk + 1) * kRowChunk);
     for (std::int64_t r = chunk * kRowChunk; r < r_end; ++r) {
       const Runs runs = part_runs(a, r, lo, hi, inside);
-      const float* xrow = x + r * ldx;
+      const T* xrow = x + r * ldx;
       for (int part = 0; part < 2; ++part) {
         const std::int64_t jb = part == 0 ? runs.b0 : runs.b1;
         const std::int64_t je = part == 0 ? runs.e0 : runs.e1;
         for (std::int64_t j = jb; j < je; ++j) {
-          const float* yrow = y.data + (col[j] - y.row_base) * y.ld;
-          float dot = 0.0f;
+          const T* yrow = y.data + (col[j] - y.row_base) * y.ld;
+          T dot = 0;
 #pragma omp simd reduction(+ : dot)
           for (int kk = 0; kk < k; ++kk) dot += xrow[kk] * yrow[kk];
-          out[j] = val[j] * dot;
+          out[j] = static_cast<T>(val[j]) * dot;
         }
       }
     }
     if (hook != nullptr && omp_get_thread_num() == 0) hook->fn(hook->arg);
   }
+}
+
+}  // namespace
+
+void spmm_csr_columns(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside, DenseConstView b,
+                      float* c, std::int64_t ldc, int k, bool accumulate) {
+  spmm_csr_columns_impl(a, lo, hi, inside, b, c, ldc, k, accumulate);
+}
+void spmm_csr_columns(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside, DenseConstViewF64 b,
+                      double* c, std::int64_t ldc, int k, bool accumulate) {
+  spmm_csr_columns_impl(a, lo, hi, inside, b, c, ldc, k, accumulate);
+}
+void sddmm_csr_columns(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside, const float* x,
+                       std::int64_t ldx, DenseConstView y, int k, float* out) {
+  sddmm_csr_columns_impl(a, lo, hi, inside, x, ldx, y, k, out);
+}
+void sddmm_csr_columns(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside, const double* x,
+                       std::int64_t ldx, DenseConstViewF64 y, int k, double* out) {
+  sddmm_csr_columns_impl(a, lo, hi, inside, x, ldx, y, k, out);
 }
 
 }  // namespace netsparse

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "netsparse/csr.hpp"
 #include "netsparse/local_kernels.hpp"
@@ -15,13 +16,17 @@ namespace netsparse::kernels_detail {
 // The calling thread's progress hook (ScopedProgressHook), or nullptr.
 const ProgressHook* current_progress_hook() noexcept;
 
+// Every call is a template on the operand precision T (float or double); the matrix values a
+// tiled kernel reads are TiledMatrix::values_as<T>(), a CSR kernel reads CsrMatrix::values
+// (double) converted to T.
+template <class T>
 struct SpmmCall {
   const TiledMatrix* a;
   int col_panel;
-  const float* b;
+  const T* b;
   gidx_t b_row_base;
   std::int64_t ldb;
-  float* c;
+  T* c;
   std::int64_t ldc;
   int k;
   bool accumulate;
@@ -31,52 +36,71 @@ struct SpmmCall {
   const ProgressHook* progress;  // the caller's hook, or nullptr
 };
 
+template <class T>
 struct SddmmCall {
   const TiledMatrix* a;
   int col_panel;
-  const float* x;
+  const T* x;
   std::int64_t ldx;
-  const float* y;
+  const T* y;
   gidx_t y_row_base;
   std::int64_t ldy;
   int k;
-  float* out;
+  T* out;
   const ProgressHook* progress;
 };
 
+template <class T>
 struct SpmvCall {
   const TiledMatrix* a;
   int col_panel;
-  const float* x;
+  const T* x;
   gidx_t x_base;
   std::int64_t x_stride;
-  float* y;
+  T* y;
   bool accumulate;
   const ProgressHook* progress;
 };
 
 // Rows [row_begin, row_end) of a CSR block, the nonzeros of one column part (see
 // spmm_csr_columns): C rows = (or +=) A_part * B.
+template <class T>
 struct CsrSpmmCall {
   const CsrMatrix* a;
   gidx_t lo, hi;
   bool inside;
-  const float* b;
+  const T* b;
   gidx_t b_row_base;
   std::int64_t ldb;
-  float* c;
+  T* c;
   std::int64_t ldc;
   int k;
   bool accumulate;
   gidx_t row_begin, row_end;
 };
 
+// One precision's loops of one instruction set.
+template <class T>
+struct IsaLoops {
+  void (*spmm)(const SpmmCall<T>&);
+  void (*sddmm)(const SddmmCall<T>&);
+  void (*spmv)(const SpmvCall<T>&);
+  void (*csr_spmm_rows)(const CsrSpmmCall<T>&);
+};
+
 struct IsaKernels {
   const char* name;
-  void (*spmm)(const SpmmCall&);
-  void (*sddmm)(const SddmmCall&);
-  void (*spmv)(const SpmvCall&);
-  void (*csr_spmm_rows)(const CsrSpmmCall&);
+  IsaLoops<float> f32;
+  IsaLoops<double> f64;
+
+  template <class T>
+  [[nodiscard]] const IsaLoops<T>& loops() const noexcept {
+    if constexpr (std::is_same_v<T, float>) {
+      return f32;
+    } else {
+      return f64;
+    }
+  }
 };
 
 // The kernel variant in use (NETSPARSE_KERNEL_ISA / set_kernel_isa / the best the CPU runs).

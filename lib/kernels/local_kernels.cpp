@@ -48,8 +48,9 @@ void check_k(const char* fn, int k) {
 }
 
 // The column-indexed operand must hold every row the call reads, with ld >= width.
-void check_col_view(const char* fn, const char* name, const DenseConstView& v, IndexRange needed,
-                    std::int64_t width) {
+template <class T>
+void check_col_view(const char* fn, const char* name, const BasicDenseConstView<T>& v,
+                    IndexRange needed, std::int64_t width) {
   if (needed.size() == 0) return;  // nothing is read
   if (v.data == nullptr) fail(fn, std::string(name) + " is null");
   if (v.ld < width)
@@ -174,10 +175,10 @@ std::atomic<std::int64_t> g_stream_threshold{-1};  // < 0: the default
 // C = A * B on the whole matrix writes every row of C once; when C is large it cannot stay
 // cached anyway, so its lines are written with streaming stores instead of being read for
 // ownership first.
+template <class T>
 bool stream_spmm_output(const TiledMatrix& a, int col_panel, int k, bool accumulate) {
   return !accumulate && col_panel < 0 &&
-         a.n_rows() * std::int64_t{k} * std::int64_t{sizeof(float)} >=
-             spmm_streaming_threshold_bytes();
+         a.n_rows() * std::int64_t{k} * std::int64_t{sizeof(T)} >= spmm_streaming_threshold_bytes();
 }
 
 thread_local ProgressHook t_progress_hook;
@@ -186,30 +187,49 @@ const ProgressHook* current_hook() noexcept {
   return t_progress_hook.fn == nullptr ? nullptr : &t_progress_hook;
 }
 
-void spmm_checked(const char* fn, const TiledMatrix& a, int col_panel, DenseConstView b, float* c,
-                  std::int64_t ldc, int k, bool accumulate) {
+// The matrix's values must be in the operands' precision.
+template <class T>
+void check_scalar(const char* fn, const TiledMatrix& a) {
+  if (a.scalar_type() != scalar_type_of<T>)
+    fail(fn, std::string("the matrix holds ") + std::string(to_string(a.scalar_type())) +
+                 " values but the operands are " + std::string(to_string(scalar_type_of<T>)) +
+                 "; build the TiledMatrix with ScalarType::" +
+                 std::string(to_string(scalar_type_of<T>)));
+}
+
+template <class T>
+void spmm_checked(const char* fn, const TiledMatrix& a, int col_panel, BasicDenseConstView<T> b,
+                  T* c, std::int64_t ldc, int k, bool accumulate) {
+  check_scalar<T>(fn, a);
   check_k(fn, k);
   check_col_view(fn, "B", b, needed_columns(fn, a, col_panel), k);
   check_row_operand(fn, "C", c, ldc, k, a.n_rows() > 0);
-  active_variant().spmm({&a, col_panel, b.data, b.row_base, b.ld, c, ldc, k, accumulate,
-                         stream_spmm_output(a, col_panel, k, accumulate), current_hook()});
+  active_variant().loops<T>().spmm({&a, col_panel, b.data, b.row_base, b.ld, c, ldc, k, accumulate,
+                                    stream_spmm_output<T>(a, col_panel, k, accumulate),
+                                    current_hook()});
 }
 
-void sddmm_checked(const char* fn, const TiledMatrix& a, int col_panel, const float* x,
-                   std::int64_t ldx, DenseConstView y, int k, float* out) {
+template <class T>
+void sddmm_checked(const char* fn, const TiledMatrix& a, int col_panel, const T* x,
+                   std::int64_t ldx, BasicDenseConstView<T> y, int k, T* out) {
+  check_scalar<T>(fn, a);
   check_k(fn, k);
   const IndexRange needed = needed_columns(fn, a, col_panel);
   check_col_view(fn, "Y", y, needed, k);
   check_row_operand(fn, "X", x, ldx, k, needed.size() > 0);
   check_row_operand(fn, "out", out, 1, 1, needed.size() > 0);
-  active_variant().sddmm({&a, col_panel, x, ldx, y.data, y.row_base, y.ld, k, out, current_hook()});
+  active_variant().loops<T>().sddmm(
+      {&a, col_panel, x, ldx, y.data, y.row_base, y.ld, k, out, current_hook()});
 }
 
-void spmv_checked(const char* fn, const TiledMatrix& a, int col_panel, DenseConstView x, float* y,
-                  bool accumulate) {
+template <class T>
+void spmv_checked(const char* fn, const TiledMatrix& a, int col_panel, BasicDenseConstView<T> x,
+                  T* y, bool accumulate) {
+  check_scalar<T>(fn, a);
   check_col_view(fn, "x", x, needed_columns(fn, a, col_panel), 1);
   check_row_operand(fn, "y", y, 1, 1, a.n_rows() > 0);
-  active_variant().spmv({&a, col_panel, x.data, x.row_base, x.ld, y, accumulate, current_hook()});
+  active_variant().loops<T>().spmv(
+      {&a, col_panel, x.data, x.row_base, x.ld, y, accumulate, current_hook()});
 }
 
 }  // namespace
@@ -223,39 +243,40 @@ void set_spmm_streaming_threshold_bytes(std::int64_t bytes) {
   g_stream_threshold.store(bytes < 0 ? -1 : bytes, std::memory_order_relaxed);
 }
 
-void spmm(const TiledMatrix& a, DenseConstView b, float* c, std::int64_t ldc, int k,
-          bool accumulate) {
-  spmm_checked("spmm", a, -1, b, c, ldc, k, accumulate);
-}
+// The public overloads, once per precision.
+#define NETSPARSE_LOCAL_KERNELS_FOR(T)                                                            \
+  void spmm(const TiledMatrix& a, BasicDenseConstView<T> b, T* c, std::int64_t ldc, int k,        \
+            bool accumulate) {                                                                    \
+    spmm_checked<T>("spmm", a, -1, b, c, ldc, k, accumulate);                                     \
+  }                                                                                               \
+  void spmm_col_panel(const TiledMatrix& a, int col_panel, BasicDenseConstView<T> b, T* c,        \
+                      std::int64_t ldc, int k) {                                                  \
+    if (col_panel < 0)                                                                            \
+      fail("spmm_col_panel", "column panel " + std::to_string(col_panel) + " is negative");       \
+    spmm_checked<T>("spmm_col_panel", a, col_panel, b, c, ldc, k, true);                          \
+  }                                                                                               \
+  void sddmm(const TiledMatrix& a, const T* x, std::int64_t ldx, BasicDenseConstView<T> y, int k, \
+             T* out) {                                                                            \
+    sddmm_checked<T>("sddmm", a, -1, x, ldx, y, k, out);                                          \
+  }                                                                                               \
+  void sddmm_col_panel(const TiledMatrix& a, int col_panel, const T* x, std::int64_t ldx,         \
+                       BasicDenseConstView<T> y, int k, T* out) {                                 \
+    if (col_panel < 0)                                                                            \
+      fail("sddmm_col_panel", "column panel " + std::to_string(col_panel) + " is negative");      \
+    sddmm_checked<T>("sddmm_col_panel", a, col_panel, x, ldx, y, k, out);                         \
+  }                                                                                               \
+  void spmv(const TiledMatrix& a, BasicDenseConstView<T> x, T* y, bool accumulate) {              \
+    spmv_checked<T>("spmv", a, -1, x, y, accumulate);                                             \
+  }                                                                                               \
+  void spmv_col_panel(const TiledMatrix& a, int col_panel, BasicDenseConstView<T> x, T* y) {      \
+    if (col_panel < 0)                                                                            \
+      fail("spmv_col_panel", "column panel " + std::to_string(col_panel) + " is negative");       \
+    spmv_checked<T>("spmv_col_panel", a, col_panel, x, y, true);                                  \
+  }
 
-void spmm_col_panel(const TiledMatrix& a, int col_panel, DenseConstView b, float* c,
-                    std::int64_t ldc, int k) {
-  if (col_panel < 0)
-    fail("spmm_col_panel", "column panel " + std::to_string(col_panel) + " is negative");
-  spmm_checked("spmm_col_panel", a, col_panel, b, c, ldc, k, true);
-}
-
-void sddmm(const TiledMatrix& a, const float* x, std::int64_t ldx, DenseConstView y, int k,
-           float* out) {
-  sddmm_checked("sddmm", a, -1, x, ldx, y, k, out);
-}
-
-void sddmm_col_panel(const TiledMatrix& a, int col_panel, const float* x, std::int64_t ldx,
-                     DenseConstView y, int k, float* out) {
-  if (col_panel < 0)
-    fail("sddmm_col_panel", "column panel " + std::to_string(col_panel) + " is negative");
-  sddmm_checked("sddmm_col_panel", a, col_panel, x, ldx, y, k, out);
-}
-
-void spmv(const TiledMatrix& a, DenseConstView x, float* y, bool accumulate) {
-  spmv_checked("spmv", a, -1, x, y, accumulate);
-}
-
-void spmv_col_panel(const TiledMatrix& a, int col_panel, DenseConstView x, float* y) {
-  if (col_panel < 0)
-    fail("spmv_col_panel", "column panel " + std::to_string(col_panel) + " is negative");
-  spmv_checked("spmv_col_panel", a, col_panel, x, y, true);
-}
+NETSPARSE_LOCAL_KERNELS_FOR(float)
+NETSPARSE_LOCAL_KERNELS_FOR(double)
+#undef NETSPARSE_LOCAL_KERNELS_FOR
 
 ScopedProgressHook::ScopedProgressHook(ProgressHook hook) noexcept : saved_(t_progress_hook) {
   t_progress_hook = hook;

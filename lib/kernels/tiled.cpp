@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -90,6 +92,26 @@ void validate_csr(const CsrMatrix& csr) {
   }
 }
 
+// A value that becomes +-inf in fp32 would silently poison every result it touches: refuse it
+// and say how to compute instead.
+void check_fits_f32(const CsrMatrix& csr) {
+  const std::int64_t nnz = csr.nnz();
+  std::int64_t first_bad = nnz;
+#pragma omp parallel for schedule(static) reduction(min : first_bad)
+  for (std::int64_t j = 0; j < nnz; ++j)
+    if (std::fabs(csr.values[j]) > double{std::numeric_limits<float>::max()})
+      first_bad = std::min(first_bad, j);
+  if (first_bad == nnz) return;
+  const auto row =
+      static_cast<gidx_t>(std::upper_bound(csr.row_ptr.begin(), csr.row_ptr.end(), first_bad) -
+                          csr.row_ptr.begin() - 1);
+  char value[32];
+  const auto end = std::to_chars(value, value + sizeof value, csr.values[first_bad]).ptr;
+  fail("value " + std::string(value, end) + " at global row " +
+       std::to_string(csr.row_begin + row) + ", column " + std::to_string(csr.col_idx[first_bad]) +
+       " does not fit fp32 (magnitude above 3.4e38); compute in fp64 (ScalarType::f64)");
+}
+
 }  // namespace
 
 std::string to_string(const TileConfig& config) {
@@ -100,9 +122,11 @@ std::string to_string(const TileConfig& config) {
   return text;
 }
 
-TiledMatrix::TiledMatrix(const CsrMatrix& csr, const TileConfig& config) : config_(config) {
+TiledMatrix::TiledMatrix(const CsrMatrix& csr, const TileConfig& config, ScalarType scalar)
+    : config_(config), scalar_(scalar) {
   validate_config(config);
   validate_csr(csr);
+  if (scalar == ScalarType::f32) check_fits_f32(csr);
   n_rows_global_ = csr.n_rows_global;
   n_cols_ = csr.n_cols;
   row_begin_ = csr.row_begin;
@@ -196,7 +220,14 @@ TiledMatrix::TiledMatrix(const CsrMatrix& csr, const TileConfig& config) : confi
   run_end_.resize(run_base.back());
   run_csr_begin_.resize(run_base.back());
   col_off_.resize(nnz);
-  values_.resize(nnz);
+  nnz_ = nnz;
+  if (scalar == ScalarType::f32) {
+    values_.resize(nnz);
+  } else {
+    values_f64_.resize(nnz);
+  }
+  float* const values32 = values_.data();
+  double* const values64 = values_f64_.data();
 
   // Pass 2: write every row panel's tiles. A row panel's nonzeros start where its first row's
   // do in the CSR, since both layouts hold the same nonzeros per panel.
@@ -221,7 +252,11 @@ TiledMatrix::TiledMatrix(const CsrMatrix& csr, const TileConfig& config) : confi
         const gidx_t col_base = gidx_t{cp} * width;
         for (std::int64_t j = run.csr_begin; j < run.csr_end; ++j, ++nz) {
           col_off_[nz] = static_cast<std::uint32_t>(csr.col_idx[j] - col_base);
-          values_[nz] = csr.values[j];
+          if (values32 != nullptr) {
+            values32[nz] = static_cast<float>(csr.values[j]);
+          } else {
+            values64[nz] = csr.values[j];
+          }
         }
         const std::int64_t run_id = run_base[rp] + static_cast<std::int64_t>(i);
         run_row_[run_id] =
@@ -367,7 +402,8 @@ std::span<const std::int64_t> TiledMatrix::col_panel_tile_ids(int col_panel) con
 }
 
 std::int64_t TiledMatrix::spmm_stream_bytes() const noexcept {
-  return nnz() * std::int64_t{sizeof(std::uint32_t) + sizeof(float)} +
+  return nnz() * std::int64_t{sizeof(std::uint32_t)} +
+         nnz() * static_cast<std::int64_t>(scalar_bytes(scalar_)) +
          std::ssize(run_row_) * std::int64_t{sizeof(lidx_t) + sizeof(std::uint32_t)} +
          std::ssize(tiles_) * std::int64_t{sizeof(Tile)};
 }

@@ -32,30 +32,20 @@ constexpr std::int64_t kParallelThreshold = std::int64_t{1} << 15;
 constexpr int kRowChunk = 1024;
 
 // How a (column, value) pair is held while rows are sorted. The order is column first, then
-// the value's bits, so duplicates are summed in an order fixed by their values alone.
-struct PackedEntry {  // columns < 2^32: one 64-bit key, sorted as an integer
-  using Entry = std::uint64_t;
-  static Entry make(gidx_t col, float value) noexcept {
-    return (static_cast<std::uint64_t>(col) << 32) | std::bit_cast<std::uint32_t>(value);
-  }
-  static gidx_t col(Entry e) noexcept { return static_cast<gidx_t>(e >> 32); }
-  static float value(Entry e) noexcept {
-    return std::bit_cast<float>(static_cast<std::uint32_t>(e));
-  }
-  static bool less(Entry x, Entry y) noexcept { return x < y; }
-};
-
-struct WideEntry {  // any column
+// the value's bits, so duplicates are summed in an order fixed by their values alone. (Values
+// are double: a 64-bit key packing a 32-bit column with a float value no longer fits, so every
+// matrix uses the 16-byte entry.)
+struct ColumnValueEntry {
   struct Entry {
     gidx_t col;
-    float value;
+    double value;
   };
-  static Entry make(gidx_t col, float value) noexcept { return {col, value}; }
+  static Entry make(gidx_t col, double value) noexcept { return {col, value}; }
   static gidx_t col(const Entry& e) noexcept { return e.col; }
-  static float value(const Entry& e) noexcept { return e.value; }
+  static double value(const Entry& e) noexcept { return e.value; }
   static bool less(const Entry& x, const Entry& y) noexcept {
     if (x.col != y.col) return x.col < y.col;
-    return std::bit_cast<std::uint32_t>(x.value) < std::bit_cast<std::uint32_t>(y.value);
+    return std::bit_cast<std::uint64_t>(x.value) < std::bit_cast<std::uint64_t>(y.value);
   }
 };
 
@@ -239,7 +229,7 @@ CsrMatrix assemble(const std::vector<Piece<Record>>& pieces, std::int64_t total,
   }
   for (gidx_t r = 0; r < n_rows; ++r) out.row_ptr[r + 1] += out.row_ptr[r];
 
-  // Compact, summing duplicates (in double, rounded once).
+  // Compact, summing duplicates (in double).
   const std::int64_t nnz = out.row_ptr[n_rows];
   out.col_idx.resize(static_cast<size_t>(nnz));
   out.values.resize(static_cast<size_t>(nnz));
@@ -253,7 +243,7 @@ CsrMatrix assemble(const std::vector<Piece<Record>>& pieces, std::int64_t total,
       double sum = Codec::value(*e);
       for (++e; e < last && Codec::col(*e) == col; ++e) sum += Codec::value(*e);
       out.col_idx[dst] = col;
-      out.values[dst] = static_cast<float>(sum);
+      out.values[dst] = sum;
       ++dst;
     }
   }
@@ -278,11 +268,8 @@ CsrMatrix assemble_csr(std::span<const std::span<const Record>> parts, gidx_t n_
   const auto pieces =
       split_into_pieces(parts, std::max<std::int64_t>(4096, total / (8 * n_threads) + 1));
   if (!trusted) validate(pieces, n_threads, n_cols, row_begin, row_end);
-  if (n_cols <= (gidx_t{1} << 32)) {
-    return assemble<PackedEntry>(pieces, total, n_rows_global, n_cols, row_begin, row_end,
-                                 n_threads);
-  }
-  return assemble<WideEntry>(pieces, total, n_rows_global, n_cols, row_begin, row_end, n_threads);
+  return assemble<ColumnValueEntry>(pieces, total, n_rows_global, n_cols, row_begin, row_end,
+                                    n_threads);
 }
 
 template CsrMatrix assemble_csr<Triplet>(std::span<const std::span<const Triplet>>, gidx_t, gidx_t,

@@ -9,12 +9,12 @@
 
 namespace netsparse::sparse_detail {
 
-// A triplet whose indices fit 32 bits: half the bytes of a Triplet, for readers that know the
-// matrix is at most 2^32 x 2^32 before they parse (less memory to fault in and stream).
+// A triplet whose indices fit 32 bits: two thirds of the bytes of a Triplet, for readers that know
+// the matrix is at most 2^32 x 2^32 before they parse (less memory to fault in and stream).
 struct CompactTriplet {
   std::uint32_t row;
   std::uint32_t col;
-  float value;
+  double value;
 };
 
 inline gidx_t row_of(const Triplet& t) noexcept {
@@ -23,7 +23,7 @@ inline gidx_t row_of(const Triplet& t) noexcept {
 inline gidx_t col_of(const Triplet& t) noexcept {
   return t.col;
 }
-inline float value_of(const Triplet& t) noexcept {
+inline double value_of(const Triplet& t) noexcept {
   return t.value;
 }
 inline gidx_t row_of(const CompactTriplet& t) noexcept {
@@ -32,7 +32,7 @@ inline gidx_t row_of(const CompactTriplet& t) noexcept {
 inline gidx_t col_of(const CompactTriplet& t) noexcept {
   return t.col;
 }
-inline float value_of(const CompactTriplet& t) noexcept {
+inline double value_of(const CompactTriplet& t) noexcept {
   return t.value;
 }
 

@@ -256,7 +256,7 @@ CsrMatrix generate_kronecker(const KroneckerParams& params, gidx_t row_begin, gi
               raw.get() + raw_start[r] + (m.row_ptr[r + 1] - m.row_ptr[r]),
               m.col_idx.begin() + m.row_ptr[r]);
   }
-  m.values.assign(static_cast<size_t>(m.nnz()), 1.0f);
+  m.values.assign(static_cast<size_t>(m.nnz()), 1.0);
   return m;
 }
 
@@ -310,7 +310,7 @@ CsrMatrix generate_stencil27(const StencilParams& p, gidx_t row_begin, gidx_t ro
           const gidx_t first_col = ((z * p.ny + y) * p.nx + x) * dof;
           for (gidx_t c = 0; c < dof; ++c, ++k) {
             m.col_idx[k] = first_col + c;
-            m.values[k] = first_col + c == row ? 26.0f : -1.0f;
+            m.values[k] = first_col + c == row ? 26.0 : -1.0;
           }
         }
       }
@@ -340,7 +340,7 @@ CsrMatrix generate_road(const RoadParams& params, gidx_t row_begin, gidx_t row_e
   for (gidx_t r = 0; r < n_rows; ++r) {
     model.neighbours(row_begin + r, partner[r], m.col_idx.data() + m.row_ptr[r]);
   }
-  m.values.assign(static_cast<size_t>(m.nnz()), 1.0f);
+  m.values.assign(static_cast<size_t>(m.nnz()), 1.0);
   return m;
 }
 

@@ -37,8 +37,8 @@ using sparse_detail::count_newlines;
 using sparse_detail::InputBytes;
 using sparse_detail::line_end;
 using sparse_detail::NumberStatus;
-using sparse_detail::parse_float;
 using sparse_detail::parse_integer;
+using sparse_detail::parse_real;
 using sparse_detail::quoted_token;
 using sparse_detail::skip_blanks;
 using sparse_detail::token_end;
@@ -309,7 +309,7 @@ class EntryParser {
       q = skip_blanks(q, eol);
       if (q == eol) fail(p, "missing column index (an entry is 'row column" + value_usage() + "')");
       const gidx_t col = parse_index(q, eol, p, "column", header_.n_cols);
-      float value = 1.0f;
+      double value = 1.0;
       if (!is_pattern) {
         q = skip_blanks(q, eol);
         if (q == eol) {
@@ -389,23 +389,23 @@ class EntryParser {
                          " is out of range [1, " + std::to_string(dimension) + "]");
   }
 
-  float parse_real_value(const char*& q, const char* eol, const char* line_start) const {
-    const auto parsed = parse_float(q, eol);
+  double parse_real_value(const char*& q, const char* eol, const char* line_start) const {
+    const auto parsed = parse_real(q, eol);
     if (parsed.status == NumberStatus::ok) [[likely]] {
       q = parsed.next;
       return parsed.value;
     }
     if (parsed.status == NumberStatus::out_of_range) {
-      fail(line_start, "value " + quoted_token(q, eol) + " is out of the float range");
+      fail(line_start, "value " + quoted_token(q, eol) + " is out of the double range");
     }
     fail(line_start, "non-numeric value " + quoted_token(q, eol) + " (expected a finite real)");
   }
 
-  float parse_integer_value(const char*& q, const char* eol, const char* line_start) const {
+  double parse_integer_value(const char*& q, const char* eol, const char* line_start) const {
     const auto parsed = parse_integer(q, eol, /*allow_negative=*/true);
     if (parsed.status == NumberStatus::ok) [[likely]] {
       q = parsed.next;
-      return static_cast<float>(parsed.value);
+      return static_cast<double>(parsed.value);
     }
     if (parsed.status == NumberStatus::out_of_range) {
       fail(line_start, "integer value " + quoted_token(q, eol) + " overflows a 64-bit integer");
@@ -495,11 +495,11 @@ std::int64_t parse_range(std::string_view bytes, const MatrixMarketHeader& heade
   const EntryParser parser(bytes, header, path);
   using Index = decltype(Record::row);
   if (keep_begin <= 0 && keep_end >= header.n_rows) {
-    return parser.parse(byte_begin, byte_end, [&](gidx_t r, gidx_t c, float v) {
+    return parser.parse(byte_begin, byte_end, [&](gidx_t r, gidx_t c, double v) {
       out.push_back({static_cast<Index>(r), static_cast<Index>(c), v});
     });
   }
-  return parser.parse(byte_begin, byte_end, [&](gidx_t r, gidx_t c, float v) {
+  return parser.parse(byte_begin, byte_end, [&](gidx_t r, gidx_t c, double v) {
     if (r >= keep_begin && r < keep_end) {
       out.push_back({static_cast<Index>(r), static_cast<Index>(c), v});
     }
@@ -592,16 +592,16 @@ CsrMatrix read_rows(std::string_view bytes, const std::string& path,
   }
   // A pattern is a structure: a repeated entry is still one nonzero of value 1.
   if (header.field == MatrixMarketField::pattern) {
-    std::fill(matrix.values.begin(), matrix.values.end(), 1.0f);
+    std::fill(matrix.values.begin(), matrix.values.end(), 1.0);
   }
   return matrix;
 }
 
 // ---- writer -------------------------------------------------------------------------------
 
-// The most bytes format_rows writes per nonzero: two 20-digit indices, a shortest float (at
-// most 15 characters, e.g. "-1.17549435e-38"), separators.
-constexpr size_t kMaxLineBytes = 20 + 1 + 20 + 1 + 16 + 1;
+// The most bytes format_rows writes per nonzero: two 20-digit indices, a shortest double (at
+// most 24 characters, e.g. "-2.2250738585072014e-308"), separators.
+constexpr size_t kMaxLineBytes = 20 + 1 + 20 + 1 + 25 + 1;
 
 // Writes "row col[ value]\n" lines for rows [r0, r1) of m to out, which has room for
 // kMaxLineBytes per nonzero; returns the end of what was written.

@@ -62,7 +62,7 @@ bool is_blank_line(const char* b, const char* e) {
   return skip_blanks(b, e) == e;
 }
 
-std::string shortest(float value) {
+std::string shortest(double value) {
   char buffer[32];
   return std::string(buffer, std::to_chars(buffer, buffer + sizeof buffer, value).ptr);
 }
@@ -101,7 +101,7 @@ class MetisParser {
     if (h.has_vertex_weights) graph.vertex_weights.resize(static_cast<size_t>(h.n * h.ncon));
     if (h.has_sizes) graph.vertex_sizes.resize(static_cast<size_t>(h.n));
 
-    std::vector<std::pair<gidx_t, float>> row;  // one vertex's (neighbour, weight), reused
+    std::vector<std::pair<gidx_t, double>> row;  // one vertex's (neighbour, weight), reused
     const char* b = nullptr;
     const char* e = nullptr;
     for (std::int64_t v = 0; v < h.n; ++v) {
@@ -128,7 +128,7 @@ class MetisParser {
           fail(line, "self-loop: vertex " + std::to_string(v + 1) + " lists itself");
         }
         q = skip_blanks(nb.next, e);
-        float weight = 1.0f;
+        double weight = 1.0;
         if (h.has_edge_weights) {
           if (q == e) {
             fail(line, "missing edge weight after neighbour " + std::to_string(nb.value) +
@@ -139,7 +139,7 @@ class MetisParser {
             fail(line, "edge weight " + quoted_token(q, e) + " for neighbour " +
                            std::to_string(nb.value) + " is not a positive integer");
           }
-          weight = static_cast<float>(w.value);
+          weight = static_cast<double>(w.value);
           q = skip_blanks(w.next, e);
         }
         row.emplace_back(nb.value - 1, weight);

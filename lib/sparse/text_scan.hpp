@@ -56,7 +56,7 @@ enum class NumberStatus {
   ok,
   not_numeric,   // the token is not a number of the expected kind
   negative,      // a '-' where only non-negative integers are allowed
-  out_of_range,  // does not fit (64-bit integer; finite float)
+  out_of_range,  // does not fit (64-bit integer; finite double)
 };
 
 struct ParsedInteger {
@@ -118,45 +118,36 @@ inline ParsedInteger parse_integer(const char* p, const char* end, bool allow_ne
   return out;
 }
 
-struct ParsedFloat {
-  float value = 0.0f;
+struct ParsedReal {
+  double value = 0.0;
   const char* next = nullptr;
   NumberStatus status = NumberStatus::ok;
 };
 
-// Parses a token that must be a finite decimal floating-point number representable as a float
-// (magnitudes below the float range round to zero or a subnormal, as any float conversion
-// does; magnitudes above it are out_of_range). Correctly rounded (std::from_chars).
-inline ParsedFloat parse_float(const char* p, const char* end) noexcept {
-  ParsedFloat out;
+// Parses a token that must be a finite decimal floating-point number representable as a double
+// (magnitudes below the double range round to zero or a subnormal, as any conversion does;
+// magnitudes above it are out_of_range). Correctly rounded (std::from_chars). Values are kept in
+// double whatever precision a kernel later computes in.
+inline ParsedReal parse_real(const char* p, const char* end) noexcept {
+  ParsedReal out;
   const char* tok_end = token_end(p, end);
   const char* q = p;
   // from_chars rejects a leading '+', which Fortran-written files sometimes carry.
   if (*q == '+' && q + 1 < tok_end && *(q + 1) != '-' && *(q + 1) != '+') ++q;
   auto [ptr, ec] = std::from_chars(q, tok_end, out.value, std::chars_format::general);
   if (ec == std::errc::result_out_of_range) {
-    // Overflow or underflow: decide with a double (wider range) parse.
-    double wide = 0.0;
-    auto [wptr, wec] = std::from_chars(q, tok_end, wide, std::chars_format::general);
-    if (wptr != tok_end) {
+    if (ptr != tok_end) {
       out.status = NumberStatus::not_numeric;
       return out;
     }
-    bool underflow = false;
-    if (wec == std::errc{}) {
-      underflow = std::fabs(wide) < 1.0;
-    } else {
-      // Beyond even double's range: an underflow has a negative decimal exponent.
-      const char* e = q;
-      while (e < tok_end && *e != 'e' && *e != 'E') ++e;
-      underflow = e + 1 < tok_end && *(e + 1) == '-';
-    }
-    if (!underflow) {
+    // Overflow or underflow: an underflow has a negative decimal exponent.
+    const char* e = q;
+    while (e < tok_end && *e != 'e' && *e != 'E') ++e;
+    if (!(e + 1 < tok_end && *(e + 1) == '-')) {
       out.status = NumberStatus::out_of_range;
       return out;
     }
-    out.value = static_cast<float>(wec == std::errc{} ? wide : 0.0);
-    if (wec != std::errc{} && *q == '-') out.value = -0.0f;
+    out.value = *q == '-' ? -0.0 : 0.0;
     out.next = tok_end;
     return out;
   }

@@ -81,7 +81,8 @@ inline std::vector<double> reference_sddmm(const CsrMatrix& a, int k, int which_
 }
 
 // max |got - want| / max(max |want|, 1e-30): normwise relative error.
-inline double max_relative_error(const std::vector<float>& got, const std::vector<double>& want) {
+template <class T>
+double max_relative_error(const std::vector<T>& got, const std::vector<double>& want) {
   double scale = 0, err = 0;
   for (double w : want) scale = std::max(scale, std::abs(w));
   const std::size_t n = std::min(got.size(), want.size());
