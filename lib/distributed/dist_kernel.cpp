@@ -10,10 +10,10 @@
 #include <string>
 #include <type_traits>
 
-#include "distributed/finalize_hook.hpp"
 #include "distributed/kernel_impl.hpp"
 #include "distributed/mpi_util.hpp"
 #include "netsparse/distributed.hpp"
+#include "rig/finalize_hook.hpp"
 
 namespace netsparse {
 
@@ -209,7 +209,7 @@ struct DistKernel::Impl {
 
   // Releases the MPI resources (the exchange's, the datatype): by the destructor, or at the start
   // of MPI_Finalize for a kernel still alive then (finalize_hook); afterwards nothing calls MPI.
-  dist::FinalizeHook finalize_hook;
+  rig::FinalizeHook finalize_hook;
   void release_mpi() noexcept {
     exchange.reset();  // before the datatype and the engine it may use
     if (row_type != MPI_DATATYPE_NULL) MPI_Type_free(&row_type);
@@ -461,7 +461,7 @@ DistKernel::DistKernel(const DistMatrix& a, KernelKind kernel, int k, const Dist
                                                  : make_exchange<double>(s, engine);
   set_pattern(a.local());
   // After the engine's own hook: at MPI_Finalize the kernel is released before its engine.
-  s.finalize_hook = dist::FinalizeHook([&s] { s.release_mpi(); });
+  s.finalize_hook = rig::FinalizeHook([&s] { s.release_mpi(); });
 }
 
 DistKernel::~DistKernel() = default;

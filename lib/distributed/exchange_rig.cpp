@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "distributed/finalize_hook.hpp"
 #include "distributed/ghosts.hpp"
 #include "distributed/kernel_impl.hpp"
 #include "distributed/mpi_util.hpp"
 #include "distributed/panel_stream.hpp"
 #include "netsparse/netsparse_mpi.h"
+#include "rig/finalize_hook.hpp"
 
 namespace netsparse {
 
@@ -101,7 +101,7 @@ struct RigEngine::Impl {
   // Releases the engine (collective): region, queue pair, completion queue, context. Run by the
   // destructor, or at the start of MPI_Finalize for an engine still alive then (finalize_hook);
   // afterwards every handle is empty and the destructor calls nothing.
-  dist::FinalizeHook finalize_hook;
+  rig::FinalizeHook finalize_hook;
   void release() noexcept {
     // Destructors must not throw; a handle left open is released by its own destructor.
     try {
@@ -153,7 +153,7 @@ RigEngine::RigEngine(MPI_Comm comm, const EngineOptions& options)
   s.cq = Cq(s.ctx, 2 * Impl::kQpDepth);
   s.qp = Qp(s.ctx, s.cq, Impl::kQpDepth);
   s.inline_progress = s.ctx.progress_mode() == NS_PROGRESS_INLINE;
-  s.finalize_hook = dist::FinalizeHook([&s] { s.release(); });
+  s.finalize_hook = rig::FinalizeHook([&s] { s.release(); });
 }
 
 RigEngine::~RigEngine() {

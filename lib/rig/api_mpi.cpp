@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -179,7 +180,11 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
     if (cfg.packet_bytes > options.verbs.max_packet_bytes) {
       options.verbs.max_packet_bytes = cfg.packet_bytes;
     }
-    *out = new ns_context(tr::make_transport(kind, comm, options), cfg);
+    auto ctx = std::make_unique<ns_context>(tr::make_transport(kind, comm, options), cfg);
+    // A context still open when the application calls MPI_Finalize is closed at its start,
+    // while MPI works (the progress thread must not call MPI during or after it).
+    ctx->close_at_mpi_finalize();
+    *out = ctx.release();
     netsparse::rig::register_handle(*out, netsparse::rig::HandleKind::kContext);
     return NS_OK;
   } catch (const std::bad_alloc&) {

@@ -94,14 +94,46 @@ Engine::Engine(std::unique_ptr<transport::Transport> tx, const Config& config)
 }
 
 Engine::~Engine() {
+  finalize_hook_.release();  // the context is closing itself
   // Whatever the API did not destroy goes with the engine: its handles die now.
   for (const auto& q : qps_) unregister_handle(q.get());
   for (const auto& c : cqs_) unregister_handle(c.get());
   if (region_owner_) unregister_handle(region_owner_.get());
+  stop_progress_thread();
+}
+
+void Engine::stop_progress_thread() noexcept {
   stop_.store(true);
   { std::lock_guard<std::mutex> lk(sleep_mu_); }
   sleep_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+}
+
+void Engine::close_at_mpi_finalize() {
+  finalize_hook_ = FinalizeHook([this] { close_for_finalize(); });
+}
+
+void Engine::close_for_finalize() noexcept {
+  // The region's collective teardown first, with the progress thread still serving the peers
+  // (they are in the same MPI_Finalize doing the same); its handle stays for ns_dereg_props.
+  // With work in flight it cannot be torn down collectively: that work is failed below and the
+  // transport's memory is left to MPI_Finalize.
+  try {
+    Region* r = region();
+    if (r != nullptr && r->inflight.load(std::memory_order_acquire) == 0)
+      (void)release_region_collectively(r);
+  } catch (...) {
+  }
+  stop_progress_thread();
+  {
+    std::lock_guard<std::mutex> lk(progress_mu_);
+    if (broken_.empty()) {
+      fail_engine(
+          "MPI_Finalize was called while this context was open; the context was closed then "
+          "(only the destroy calls and ns_close remain valid)");
+    }
+  }
+  closed_by_finalize_.store(true, std::memory_order_release);
 }
 
 int Engine::live_objects() const {
@@ -120,6 +152,7 @@ std::uint32_t Engine::max_prop_bytes() const noexcept {
 
 Region* Engine::register_region(void* base, std::uint64_t local_rows, std::uint32_t prop_bytes,
                                 const std::uint64_t* row_offsets) {
+  if (closed_by_finalize()) throw EngineError(NS_ERR_STATE, broken_reason());
   const std::size_t max_message = tx_->max_packet_bytes();
   const std::size_t one_response = concat::packet_bytes(concat::PrType::kResponse, prop_bytes, 1);
   // Every rank validates its own arguments, then all agree (collectively, before the transport's
@@ -216,9 +249,23 @@ bool Engine::deregister_region(Region* mr) {
   if (mr == nullptr || mr != region()) {
     throw EngineError(NS_ERR_INVALID, "not the region registered on this context");
   }
+  if (closed_by_finalize()) {
+    // MPI is gone: the collective part ran at MPI_Finalize (close_for_finalize) or went with
+    // it; what is left is local.
+    AdminLock lk(progress_mu_, admin_waiting_);
+    drop_region();
+    return true;
+  }
   if (mr->inflight.load(std::memory_order_acquire) != 0) {
     throw EngineError(NS_ERR_STATE, "work requests on this region are still in flight");
   }
+  const bool clean = release_region_collectively(mr);
+  AdminLock lk(progress_mu_, admin_waiting_);
+  drop_region();
+  return clean;
+}
+
+bool Engine::release_region_collectively(Region* mr) {
   // The teardown protocol (docs/architecture.md): keep serving until every live peer has
   // quiesced, however late it comes — no timeout decides that a live peer is gone, and earlier
   // transient timeouts do not matter; peers known to have failed (reported by the transport:
@@ -237,6 +284,10 @@ bool Engine::deregister_region(Region* mr) {
   } else {
     note_failure();
   }
+  return clean;
+}
+
+void Engine::drop_region() {
   concat_retired_.merge(concat_->stats());
   unregister_handle(region_owner_.get());
   region_.store(nullptr, std::memory_order_release);
@@ -244,7 +295,6 @@ bool Engine::deregister_region(Region* mr) {
   port_.region = nullptr;
   concat_.reset();
   region_owner_.reset();
-  return clean;
 }
 
 // ---- queues --------------------------------------------------------------------------------

@@ -33,6 +33,7 @@
 #include "rig/client_unit.hpp"
 #include "rig/clock.hpp"
 #include "rig/config.hpp"
+#include "rig/finalize_hook.hpp"
 #include "rig/outbox.hpp"
 #include "rig/port.hpp"
 #include "rig/queues.hpp"
@@ -142,7 +143,26 @@ class Engine : public PostTarget, public CommandSink {
   std::string broken_reason() const;
   bool broken() const noexcept { return broken_flag_.load(std::memory_order_acquire); }
 
+  // ---- MPI_Finalize with the context still open (ns_open_mpi contexts) ----
+  // Arms a teardown that MPI runs at the start of MPI_Finalize (finalize_hook.hpp) unless the
+  // context is closed first: close_for_finalize() then does, while MPI still works and on every
+  // rank alike, what ns_dereg_props and ns_close would have (the region's collective teardown,
+  // serving peers until they are done), stops the progress thread and fails outstanding and
+  // later work with a message saying why. The handles stay valid: the destroy calls and ns_close
+  // afterwards only free memory and call no MPI.
+  void close_at_mpi_finalize();
+  void close_for_finalize() noexcept;
+  bool closed_by_finalize() const noexcept {
+    return closed_by_finalize_.load(std::memory_order_acquire);
+  }
+
  private:
+  void stop_progress_thread() noexcept;
+  // The region's teardown in two halves: the collective one (quiesce, barrier, the transport's
+  // deregistration; false when a failed peer made it local) and, under progress_mu_, the
+  // engine-side state and the handle.
+  bool release_region_collectively(Region* mr);
+  void drop_region();
   int step();  // under progress_mu_
   void progress_thread_main();
   std::size_t poll_transport();
@@ -226,6 +246,8 @@ class Engine : public PostTarget, public CommandSink {
   std::uint64_t steps_ = 0, stage_ns_[5] = {};
   std::atomic<bool> had_failure_{false};  // a timeout or dead peer: teardown becomes local
   std::mutex quiesce_mu_;                 // one application thread in quiesce at a time
+  std::atomic<bool> closed_by_finalize_{false};
+  FinalizeHook finalize_hook_;  // released first thing in ~Engine
 };
 
 }  // namespace netsparse::rig

@@ -8,6 +8,10 @@
 //     inline  one netsparse kernel, its engine in NS_PROGRESS_INLINE
 //     all     kernels of every communication mode, two of them sharing an engine, and a
 //             dynamic-pattern kernel
+//     raw     contexts opened with the C API (ns_open_mpi, THREAD and INLINE progress) with a
+//             completion queue, a queue pair and a registered region, left open at
+//             MPI_Finalize; afterwards a post fails saying why, and the destroy calls and
+//             ns_close succeed without calling MPI
 #include <mpi.h>
 
 #include <cmath>
@@ -19,6 +23,7 @@
 
 #include "lsan_mpi.hpp"
 #include "netsparse/distributed.hpp"
+#include "netsparse/netsparse_mpi.h"
 
 namespace {
 
@@ -43,6 +48,91 @@ double max_diff(const std::vector<float>& got, const std::vector<float>& want) {
   return d;
 }
 
+// One open C-API context with everything a RIG needs, and a gather that checks the engine
+// works before MPI_Finalize.
+struct RawContext {
+  ns_context* ctx = nullptr;
+  ns_cq* cq = nullptr;
+  ns_qp* qp = nullptr;
+  ns_mr* mr = nullptr;
+  std::vector<float> block;  // this rank's rows (2 floats each)
+  std::vector<std::uint64_t> idx;
+  std::vector<float> out;
+  ns_send_wr wr{};
+};
+
+bool open_raw(RawContext& r, int progress, int rank, int size) {
+  ns_context_attr attr{};
+  attr.comp_mask = NS_CTX_ATTR_PROGRESS;
+  attr.progress_mode = progress;
+  if (ns_open_mpi(MPI_COMM_WORLD, &attr, &r.ctx) != NS_OK) return false;
+  if (ns_create_cq(r.ctx, 64, &r.cq) != NS_OK) return false;
+  if (ns_create_qp(r.ctx, r.cq, 16, &r.qp) != NS_OK) return false;
+  constexpr std::uint64_t kRows = 50;
+  std::vector<std::uint64_t> offsets(static_cast<std::size_t>(size) + 1);
+  for (int q = 0; q <= size; ++q) offsets[q] = kRows * static_cast<std::uint64_t>(q);
+  r.block.resize(2 * kRows);
+  for (std::uint64_t i = 0; i < kRows; ++i) {
+    r.block[2 * i] = static_cast<float>(kRows * rank + i);
+    r.block[2 * i + 1] = -r.block[2 * i];
+  }
+  if (ns_reg_props(r.ctx, r.block.data(), kRows, 8, offsets.data(), &r.mr) != NS_OK) return false;
+  // Every row of the next rank (wrapping), gathered positionally.
+  const std::uint64_t first = kRows * static_cast<std::uint64_t>((rank + 1) % size);
+  for (std::uint64_t i = 0; i < kRows; ++i) r.idx.push_back(first + i);
+  r.out.assign(2 * kRows, 0.0f);
+  r.wr.opcode = NS_WR_RIG;
+  r.wr.send_flags = NS_SEND_SIGNALED;
+  r.wr.wr.rig.mr = r.mr;
+  r.wr.wr.rig.idx = r.idx.data();
+  r.wr.wr.rig.count = r.idx.size();
+  r.wr.wr.rig.out = r.out.data();
+  r.wr.wr.rig.layout = NS_RIG_LAYOUT_POSITIONAL;
+  if (ns_post_send(r.qp, &r.wr, nullptr) != NS_OK) return false;
+  ns_wc wc{};
+  const int n = ns_cq_wait(r.cq, 1, &wc, 30000);
+  if (n != 1 || wc.status != NS_WC_SUCCESS) {
+    std::fprintf(stderr, "raw: the gather did not complete (%d completions, status %s)\n", n,
+                 n == 1 ? ns_wc_status_str(wc.status) : "-");
+    return false;
+  }
+  for (std::uint64_t i = 0; i < kRows; ++i) {
+    if (r.out[2 * i] != static_cast<float>(first + i)) {
+      std::fprintf(stderr, "raw: row %llu gathered %g\n",
+                   static_cast<unsigned long long>(first + i), r.out[2 * i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+// After MPI_Finalize: posting fails with the reason, the rest releases cleanly.
+bool use_after_finalize(RawContext& r) {
+  bool ok = true;
+  if (ns_post_send(r.qp, &r.wr, nullptr) == NS_OK) {
+    std::fprintf(stderr, "raw: a post after MPI_Finalize was accepted\n");
+    ok = false;
+  } else if (std::strstr(ns_last_error(), "MPI_Finalize") == nullptr) {
+    std::fprintf(stderr, "raw: unexpected error after MPI_Finalize: %s\n", ns_last_error());
+    ok = false;
+  }
+  const auto expect_ok = [&](ns_status_t s, const char* call) {
+    if (s == NS_OK) return;
+    std::fprintf(stderr, "raw: %s after MPI_Finalize: %s\n", call, ns_last_error());
+    ok = false;
+  };
+  ns_wc wc{};
+  if (ns_poll_cq(r.cq, 1, &wc) < 0) {
+    std::fprintf(stderr, "raw: ns_poll_cq after MPI_Finalize: %s\n", ns_last_error());
+    ok = false;
+  }
+  expect_ok(ns_dereg_props(r.mr), "ns_dereg_props");
+  expect_ok(ns_destroy_qp(r.qp), "ns_destroy_qp");
+  expect_ok(ns_destroy_cq(r.cq), "ns_destroy_cq");
+  expect_ok(ns_close(r.ctx), "ns_close");
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,6 +155,7 @@ int main(int argc, char** argv) {
   reference.spmm(b, c_ref);
 
   std::vector<std::unique_ptr<DistKernel>> kernels;
+  RawContext raw[2];
   std::shared_ptr<RigEngine> shared;
   std::vector<float> c(c_ref.size());
   int failures = 0;
@@ -102,8 +193,19 @@ int main(int argc, char** argv) {
     dyn.dynamic_pattern = true;
     kernels.push_back(std::make_unique<DistKernel>(a, KernelKind::spmm, k, dyn));
     check(*kernels.back(), "netsparse dynamic_pattern");
+  } else if (what == "raw") {
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const int modes[2] = {NS_PROGRESS_THREAD, NS_PROGRESS_INLINE};
+    for (int i = 0; i < 2; ++i) {
+      if (!open_raw(raw[i], modes[i], rank, size)) {
+        std::fprintf(stderr, "raw: context %d failed before MPI_Finalize: %s\n", i,
+                     ns_last_error());
+        ++failures;
+      }
+    }
   } else {
-    if (rank == 0) std::fprintf(stderr, "usage: finalize_lifetime thread|inline|all\n");
+    if (rank == 0) std::fprintf(stderr, "usage: finalize_lifetime thread|inline|all|raw\n");
     MPI_Finalize();
     return 2;
   }
@@ -111,6 +213,11 @@ int main(int argc, char** argv) {
   test::lsan_check_now();  // before MPI_Finalize (lsan_mpi.hpp); the objects are still alive
   MPI_Finalize();
   // The destructors of a, reference, kernels and shared run after this line.
+  if (what == "raw") {
+    for (RawContext& r : raw) {
+      if (r.ctx != nullptr && !use_after_finalize(r)) ++failures;
+    }
+  }
   if (rank == 0 && failures == 0) std::printf("finalize_lifetime %s: ok\n", what.c_str());
   return failures == 0 ? 0 : 1;
 }

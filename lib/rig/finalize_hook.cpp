@@ -1,4 +1,4 @@
-#include "distributed/finalize_hook.hpp"
+#include "rig/finalize_hook.hpp"
 
 #include <mpi.h>
 
@@ -7,9 +7,10 @@
 #include <utility>
 #include <vector>
 
-#include "distributed/mpi_util.hpp"
+#include <stdexcept>
+#include <string>
 
-namespace netsparse::dist {
+namespace netsparse::rig {
 
 namespace {
 
@@ -46,6 +47,10 @@ int on_finalize(MPI_Comm, int, void*, void*) {
     }
   }
   return MPI_SUCCESS;
+}
+
+void check_mpi(int rc, const char* what) {
+  if (rc != MPI_SUCCESS) throw std::runtime_error(std::string("netsparse: ") + what + " failed");
 }
 
 void arm(Registry& r) {
@@ -108,4 +113,4 @@ int live_finalize_hooks() noexcept {
   return static_cast<int>(r.hooks.size());
 }
 
-}  // namespace netsparse::dist
+}  // namespace netsparse::rig

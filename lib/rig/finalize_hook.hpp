@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <functional>
 
-namespace netsparse::dist {
+namespace netsparse::rig {
 
 class FinalizeHook {
  public:
@@ -45,4 +45,4 @@ class FinalizeHook {
 // Live registered hooks (for tests).
 [[nodiscard]] int live_finalize_hooks() noexcept;
 
-}  // namespace netsparse::dist
+}  // namespace netsparse::rig
