@@ -5,7 +5,8 @@
 // and watchdogs follow the emulated fabric, not the host. The override is per thread, so an
 // engine's progress thread or another test in the process never sees it; without one, now_ns()
 // is steady_clock plus one thread-local load and a predictable branch (a few calls per engine
-// step, none per PR).
+// step, none per PR). The override is internal: it reaches the engine only in programs that
+// link the component archives (the emulator); libnetsparse.so hides its own copy.
 #pragma once
 
 #include <chrono>
