@@ -828,6 +828,11 @@ void Engine::quiesce(int timeout_ms) {
 }
 
 // ---- statistics ----------------------------------------------------------------------------
+std::uint64_t Engine::next_timer_ns() const {
+  std::lock_guard<std::mutex> lk(progress_mu_);
+  return concat_ ? concat_->next_expiry_ns() : UINT64_MAX;
+}
+
 Engine::Snapshot Engine::snapshot() const {
   std::lock_guard<std::mutex> lk(progress_mu_);
   Snapshot s;

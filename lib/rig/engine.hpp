@@ -99,6 +99,11 @@ class Engine : public PostTarget, public CommandSink {
   // request of this node is in flight); the next quiesce() waits for that round.
   void quiesce_start();
   void quiesce(int timeout_ms);
+  // When the next step has timed work (the earliest concatenation-queue expiry, engine clock);
+  // UINT64_MAX if none. For a driver that schedules INLINE steps itself instead of polling:
+  // the cluster emulator (lib/emulate) steps each node in virtual time only when a packet
+  // arrives, the host posts, or this time comes.
+  std::uint64_t next_timer_ns() const;
 
   // ---- statistics (take progress_mu_) ----
   struct Snapshot {

@@ -1,0 +1,454 @@
+#include "emulate/cluster.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "concat/frame.hpp"
+#include "netsparse/netsparse.h"
+#include "rig/clock.hpp"
+#include "rig/engine.hpp"
+#include "rig/handles.hpp"
+#include "transport/transport.hpp"
+
+namespace netsparse::emulate {
+
+void fill_property(std::uint64_t row, std::span<std::byte> out) noexcept {
+  std::uint64_t x = row * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    x ^= x >> 29;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 32;
+    out[i] = static_cast<std::byte>(x & 0xFF);
+  }
+}
+
+namespace {
+
+// The collectives engines use while a region is registered (allgather of the arguments, a
+// barrier): each node registers from its own thread during setup, so these block like the real
+// ones. Never used on the virtual-time path.
+class SetupCollectives {
+ public:
+  explicit SetupCollectives(int nodes) : nodes_(nodes) {}
+  void allgather(int rank, const void* mine, std::size_t bytes, void* all) {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (buffer_.size() != bytes * static_cast<std::size_t>(nodes_))
+      buffer_.assign(bytes * static_cast<std::size_t>(nodes_), std::byte{0});
+    std::memcpy(buffer_.data() + bytes * static_cast<std::size_t>(rank), mine, bytes);
+    arrive(lk);
+    std::memcpy(all, buffer_.data(), bytes * static_cast<std::size_t>(nodes_));
+    arrive(lk);  // nobody refills the buffer before everyone has read it
+  }
+  void barrier() {
+    std::unique_lock<std::mutex> lk(mu_);
+    arrive(lk);
+  }
+
+ private:
+  void arrive(std::unique_lock<std::mutex>& lk) {
+    const std::uint64_t gen = generation_;
+    if (++arrived_ == nodes_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lk, [&] { return generation_ != gen; });
+    }
+  }
+  int nodes_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  std::uint64_t generation_ = 0;
+  std::vector<std::byte> buffer_;
+};
+
+// What a node's transport holds between engine steps: frames received (delivered by the fabric
+// at their arrival time) and frames the last step sent (injected into the fabric when the step
+// ends in virtual time).
+struct NodeWire {
+  std::deque<std::pair<int, std::vector<std::byte>>> inbox;
+  std::vector<std::pair<int, std::vector<std::byte>>> outgoing;
+  std::uint64_t bytes_sent = 0;
+};
+
+// The engine's transport on the emulated fabric. It reports itself as `inproc` (the kind the
+// engine knows); one-sided reads are not offered.
+class EmulatedTransport final : public transport::Transport {
+ public:
+  EmulatedTransport(int rank, int size, NodeWire& wire, SetupCollectives& setup)
+      : rank_(rank), size_(size), wire_(wire), setup_(setup) {}
+  transport::TransportKind kind() const noexcept override {
+    return transport::TransportKind::kInproc;
+  }
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  std::size_t max_packet_bytes() const noexcept override { return kMaxFrameBytes; }
+  transport::TxStatus send(int dest, std::span<const std::byte> frame) override {
+    if (dest < 0 || dest >= size_ || frame.empty() || frame.size() > kMaxFrameBytes)
+      return transport::TxStatus::kError;
+    wire_.outgoing.emplace_back(dest, std::vector<std::byte>(frame.begin(), frame.end()));
+    wire_.bytes_sent += frame.size();
+    return transport::TxStatus::kOk;
+  }
+  int poll(const std::function<void(const transport::ReceivedPacket&)>& handler,
+           int max_packets) override {
+    int n = 0;
+    while (n < max_packets && !wire_.inbox.empty()) {
+      auto& [src, bytes] = wire_.inbox.front();
+      handler(transport::ReceivedPacket{src, bytes});
+      wire_.inbox.pop_front();
+      ++n;
+    }
+    return n;
+  }
+  int register_memory(void*, std::size_t) override { return 0; }
+  void deregister_memory(int) override {}
+  transport::TxStatus read(int, int, std::uint64_t, void*, std::size_t, std::uint64_t) override {
+    return transport::TxStatus::kError;
+  }
+  int poll_reads(transport::ReadCompletion*, int) override { return 0; }
+  void barrier() override { setup_.barrier(); }
+  void allgather(const void* mine, std::size_t bytes, void* all) override {
+    setup_.allgather(rank_, mine, bytes, all);
+  }
+  bool peer_failed(int) const noexcept override { return false; }
+  std::uint64_t bytes_sent() const noexcept override { return wire_.bytes_sent; }
+  std::string detail() const override { return "emulated fabric (virtual time)"; }
+
+  static constexpr std::size_t kMaxFrameBytes = 65536;
+
+ private:
+  int rank_, size_;
+  NodeWire& wire_;
+  SetupCollectives& setup_;
+};
+
+struct Node {
+  int rank = 0;
+  ns_context* ctx = nullptr;
+  ns_cq* cq = nullptr;
+  ns_qp* qp = nullptr;
+  ns_mr* mr = nullptr;
+  NodeWire wire;
+  std::vector<std::byte> props;  // this node's rows
+  std::byte* out = nullptr;      // INDEXED output over every global row
+  std::vector<std::byte> own_out;
+  const std::vector<std::uint64_t>* idxs = nullptr;
+  std::size_t next_pos = 0;  // first idx not yet posted
+  std::uint64_t wrs_total = 0, wrs_posted = 0, wrs_done = 0, wrs_failed = 0;
+  Picos busy_until = 0;
+  Picos next_step = kNever;  // the step scheduled, kNever if none
+  Picos done_ps = 0;
+  std::uint64_t steps = 0;
+  std::uint64_t prev_walked = 0, prev_served = 0;
+};
+
+std::uint64_t virtual_now_ns(const void* events) {
+  return static_cast<const EventQueue*>(events)->now() / kPicosPerNano;
+}
+
+class Run {
+ public:
+  Run(const ClusterConfig& config, const Workload& w)
+      : config_(config), w_(w), fabric_(events_, config.fabric), setup_(config.fabric.nodes) {}
+
+  RunResult go();
+
+ private:
+  void open_nodes();
+  void close_nodes();
+  void post_more(Node& n);
+  void schedule_step(Node& n, Picos when);
+  void step(Node& n);
+  void inject(Node& n, std::vector<std::pair<int, std::vector<std::byte>>>&& frames);
+  Picos cycles_ps(std::uint64_t cycles) const {
+    return static_cast<Picos>(
+        std::llround(static_cast<double>(cycles) * 1000.0 / config_.node.clock_ghz));
+  }
+
+  const ClusterConfig& config_;
+  const Workload& w_;
+  EventQueue events_;
+  Fabric fabric_;
+  SetupCollectives setup_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<std::unique_ptr<TorSwitch>> tors_;
+  std::vector<std::byte> shared_out_;
+};
+
+void Run::open_nodes() {
+  const int N = config_.fabric.nodes;
+  const NodeModel& m = config_.node;
+  ns_context_attr attr{};
+  attr.comp_mask = NS_CTX_ATTR_UNITS | NS_CTX_ATTR_PROGRESS | NS_CTX_ATTR_PACKET |
+                   NS_CTX_ATTR_DELAY | NS_CTX_ATTR_PENDING | NS_CTX_ATTR_FLAGS | NS_CTX_ATTR_BATCH |
+                   NS_CTX_ATTR_WATCHDOG;
+  attr.num_client_units = m.client_units;
+  attr.num_server_units = m.server_units;
+  attr.progress_mode = NS_PROGRESS_INLINE;
+  attr.packet_bytes = m.packet_bytes;
+  attr.concat_delay_ns = static_cast<std::uint64_t>(std::llround(m.delay_cycles / m.clock_ghz));
+  attr.pending_entries = m.pending_entries;
+  attr.flags = m.flags;
+  attr.idx_chunk = m.idx_chunk;
+  attr.watchdog_ms = 0;  // a lossless fabric: nothing is lost, and virtual time may be long
+  const rig::Config cfg = rig::Config::from_attr(&attr);
+  const std::uint64_t total_rows = w_.row_offsets.back();
+  if (!w_.verify) shared_out_.resize(total_rows * w_.prop_bytes);
+  for (int r = 0; r < N; ++r) {
+    auto n = std::make_unique<Node>();
+    n->rank = r;
+    auto tx = std::make_unique<EmulatedTransport>(r, N, n->wire, setup_);
+    n->ctx = new ns_context(std::move(tx), cfg);
+    rig::register_handle(n->ctx, rig::HandleKind::kContext);
+    const std::uint64_t begin = w_.row_offsets[static_cast<std::size_t>(r)];
+    const std::uint64_t rows = w_.row_offsets[static_cast<std::size_t>(r) + 1] - begin;
+    n->props.resize(rows * w_.prop_bytes);
+    for (std::uint64_t i = 0; i < rows; ++i)
+      fill_property(begin + i, {n->props.data() + i * w_.prop_bytes, w_.prop_bytes});
+    if (w_.verify) {
+      n->own_out.resize(total_rows * w_.prop_bytes);
+      n->out = n->own_out.data();
+    } else {
+      n->out = shared_out_.data();
+    }
+    n->idxs = &w_.idxs[static_cast<std::size_t>(r)];
+    n->wrs_total = (n->idxs->size() + m.batch - 1) / m.batch;
+    nodes_.push_back(std::move(n));
+  }
+  // Registration is collective (arguments agreed by allgather, then a barrier): one thread per
+  // node, as real ranks would do it.
+  std::vector<std::string> errors(static_cast<std::size_t>(N));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < N; ++r) {
+    threads.emplace_back([this, r, &errors] {
+      Node& n = *nodes_[static_cast<std::size_t>(r)];
+      const std::uint64_t rows = n.props.size() / w_.prop_bytes;
+      if (ns_reg_props(n.ctx, n.props.data(), rows, w_.prop_bytes, w_.row_offsets.data(), &n.mr) !=
+          NS_OK)
+        errors[static_cast<std::size_t>(r)] = ns_last_error();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < N; ++r)
+    if (!errors[static_cast<std::size_t>(r)].empty())
+      throw std::runtime_error("node " + std::to_string(r) + ": " +
+                               errors[static_cast<std::size_t>(r)]);
+  for (auto& n : nodes_) {
+    if (ns_create_cq(n->ctx, static_cast<int>(m.qp_depth) * 2, &n->cq) != NS_OK ||
+        ns_create_qp(n->ctx, n->cq, static_cast<int>(m.qp_depth), &n->qp) != NS_OK)
+      throw std::runtime_error(std::string("queue creation: ") + ns_last_error());
+  }
+}
+
+void Run::close_nodes() {
+  for (auto& n : nodes_) {
+    if (n->qp != nullptr) ns_destroy_qp(n->qp);
+    if (n->cq != nullptr) ns_destroy_cq(n->cq);
+    if (n->ctx != nullptr) {
+      rig::unregister_handle(n->ctx);
+      delete n->ctx;  // no collective teardown: every request has completed
+      n->ctx = nullptr;
+    }
+  }
+}
+
+void Run::post_more(Node& n) {
+  const NodeModel& m = config_.node;
+  while (n.wrs_posted - n.wrs_done < m.qp_depth && n.next_pos < n.idxs->size()) {
+    const std::size_t count = std::min<std::size_t>(m.batch, n.idxs->size() - n.next_pos);
+    ns_send_wr wr{};
+    wr.wr_id = n.wrs_posted;
+    wr.opcode = NS_WR_RIG;
+    wr.send_flags = NS_SEND_SIGNALED | NS_SEND_REMOTE_ONLY |
+                    (n.wrs_posted == 0 ? unsigned{NS_SEND_NEW_EPOCH} : 0u);
+    wr.wr.rig.mr = n.mr;
+    wr.wr.rig.idx = n.idxs->data() + n.next_pos;
+    wr.wr.rig.count = count;
+    wr.wr.rig.out = n.out;
+    wr.wr.rig.layout = NS_RIG_LAYOUT_INDEXED;
+    wr.wr.rig.window_base = 0;
+    wr.wr.rig.window_len = w_.row_offsets.back();
+    ns_send_wr* bad = nullptr;
+    const ns_status_t s = ns_post_send(n.qp, &wr, &bad);
+    if (s == NS_ERR_NO_RESOURCE) return;
+    if (s != NS_OK)
+      throw std::runtime_error("node " + std::to_string(n.rank) +
+                               ": ns_post_send: " + ns_last_error());
+    ++n.wrs_posted;
+    n.next_pos += count;
+  }
+}
+
+void Run::schedule_step(Node& n, Picos when) {
+  when = std::max({when, n.busy_until, events_.now()});
+  if (n.next_step <= when) return;  // an earlier step is already due
+  n.next_step = when;
+  Node* np = &n;
+  events_.at(when, [this, np, when] {
+    if (np->next_step != when) return;  // superseded by an earlier one
+    np->next_step = kNever;
+    step(*np);
+  });
+}
+
+void Run::step(Node& n) {
+  rig::Engine& e = *n.ctx;
+  const Picos now = events_.now();
+  ++n.steps;
+  int work = e.progress_inline();
+  ns_wc wc[64];
+  bool completed = false;
+  for (int got; (got = static_cast<rig::Cq*>(n.cq)->poll(64, wc)) > 0;) {
+    for (int i = 0; i < got; ++i) {
+      ++n.wrs_done;
+      if (wc[i].status != NS_WC_SUCCESS) ++n.wrs_failed;
+    }
+    completed = true;
+  }
+  if (completed || n.wrs_posted == 0) {
+    const std::uint64_t before = n.wrs_posted;
+    post_more(n);
+    if (n.wrs_posted != before) work += e.progress_inline();
+  }
+  if (n.wrs_done == n.wrs_total && n.done_ps == 0 && n.wrs_total != 0) n.done_ps = now;
+  // The step's hardware time: the busiest unit type, at one idx or one PR per cycle.
+  const rig::Engine::Snapshot s = e.snapshot();
+  const std::uint64_t walked = s.client.requested, served = s.server.answered;
+  const std::uint64_t dw = walked - n.prev_walked, ds = served - n.prev_served;
+  n.prev_walked = walked;
+  n.prev_served = served;
+  const std::uint64_t cu = static_cast<std::uint64_t>(config_.node.client_units);
+  const std::uint64_t su = static_cast<std::uint64_t>(config_.node.server_units);
+  const std::uint64_t cycles = std::max<std::uint64_t>({1, (dw + cu - 1) / cu, (ds + su - 1) / su});
+  const Picos end = now + cycles_ps(cycles);
+  n.busy_until = end;
+  if (!n.wire.outgoing.empty()) {
+    auto frames = std::move(n.wire.outgoing);
+    n.wire.outgoing.clear();
+    Node* np = &n;
+    auto shared =
+        std::make_shared<std::vector<std::pair<int, std::vector<std::byte>>>>(std::move(frames));
+    events_.at(end, [this, np, shared] { inject(*np, std::move(*shared)); });
+  }
+  if (work > 0 || completed || !n.wire.inbox.empty()) {
+    schedule_step(n, end);
+  } else {
+    const std::uint64_t timer_ns = e.next_timer_ns();
+    if (timer_ns != UINT64_MAX) schedule_step(n, timer_ns * kPicosPerNano);
+  }
+}
+
+void Run::inject(Node& n, std::vector<std::pair<int, std::vector<std::byte>>>&& frames) {
+  std::vector<std::span<const std::byte>> packets(concat::kMaxPacketsPerFrame);
+  for (auto& [dest, frame] : frames) {
+    const concat::FrameSplit split = concat::split_frame(frame, packets);
+    if (split.error != concat::DecodeError::kOk)
+      throw std::logic_error("the engine sent a malformed frame");
+    for (std::size_t k = 0; k < split.packets; ++k) fabric_.send(n.rank, dest, packets[k]);
+  }
+}
+
+RunResult Run::go() {
+  const int N = config_.fabric.nodes;
+  if (w_.row_offsets.size() != static_cast<std::size_t>(N) + 1 ||
+      w_.idxs.size() != static_cast<std::size_t>(N) || w_.prop_bytes == 0)
+    throw std::invalid_argument(
+        "Workload: row_offsets needs nodes + 1 entries, idxs one list "
+        "per node, prop_bytes > 0");
+  if (config_.node.batch == 0 || config_.node.qp_depth == 0)
+    throw std::invalid_argument("NodeModel: batch and qp_depth must be > 0");
+  open_nodes();
+  struct Closer {
+    Run* run;
+    ~Closer() { run->close_nodes(); }
+  } closer{this};
+  for (int t = 0; t < fabric_.racks(); ++t)
+    tors_.push_back(
+        std::make_unique<TorSwitch>(t, fabric_, config_.tor, w_.prop_bytes, w_.row_offsets));
+  if (config_.tor.enabled) {
+    fabric_.set_tor_hook([this](int tor, Packet& p, bool from_node) {
+      return tors_[static_cast<std::size_t>(tor)]->on_fabric_packet(p, from_node);
+    });
+  }
+  fabric_.set_receiver([this](int node, Packet& p) {
+    Node& n = *nodes_[static_cast<std::size_t>(node)];
+    // The engine checks its frames' source; a packet a switch assembled has none, so it is
+    // attributed to the first node of that switch's rack.
+    const int src = p.src >= 0 ? p.src : p.src_tor * fabric_.nodes_per_rack();
+    n.wire.inbox.emplace_back(src, std::move(p.bytes));
+    schedule_step(n, events_.now());
+  });
+
+  rig::ScopedClockOverride clock(&virtual_now_ns, &events_);
+  for (auto& n : nodes_) schedule_step(*n, 0);
+  events_.run();
+
+  RunResult r;
+  r.events = events_.events_run();
+  r.links = fabric_.total();
+  for (auto& n : nodes_) {
+    const rig::Engine::Snapshot s = n->ctx->snapshot();
+    NodeResult nr;
+    nr.requested = s.client.requested;
+    nr.filtered = s.client.filtered;
+    nr.coalesced = s.client.coalesced;
+    nr.local = s.client.local;
+    nr.sent = s.client.sent;
+    nr.responses = s.client.responses;
+    nr.served = s.server.answered;
+    nr.nic = s.concat;
+    nr.tx_wire_bytes = fabric_.uplink(n->rank).wire_bytes;
+    nr.rx_wire_bytes = fabric_.downlink(n->rank).wire_bytes;
+    nr.tx_packets = fabric_.uplink(n->rank).packets;
+    nr.rx_packets = fabric_.downlink(n->rank).packets;
+    nr.done_ps = n->done_ps;
+    nr.steps = n->steps;
+    nr.failed_wrs = n->wrs_failed + (n->wrs_total - n->wrs_done);
+    r.makespan_ps = std::max(r.makespan_ps, n->done_ps);
+    r.nodes.push_back(nr);
+  }
+  for (auto& t : tors_) {
+    r.tors.push_back(t->stats());
+    r.caches.push_back(t->cache().stats());
+    r.tor_concat.push_back(t->concat_stats());
+  }
+  if (w_.verify) {
+    std::vector<std::byte> expected(w_.prop_bytes);
+    for (auto& n : nodes_) {
+      const std::uint64_t begin = w_.row_offsets[static_cast<std::size_t>(n->rank)];
+      const std::uint64_t end = w_.row_offsets[static_cast<std::size_t>(n->rank) + 1];
+      for (std::uint64_t idx : *n->idxs) {
+        if (idx >= begin && idx < end) continue;  // local: skipped by REMOTE_ONLY
+        fill_property(idx, expected);
+        ++r.checked_properties;
+        if (std::memcmp(n->out + idx * w_.prop_bytes, expected.data(), w_.prop_bytes) != 0)
+          ++r.wrong_properties;
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+Cluster::Cluster(const ClusterConfig& config) : config_(config) {
+  EventQueue probe;
+  Fabric check(probe, config.fabric);  // validates the shape now
+}
+
+RunResult Cluster::run(const Workload& workload) {
+  Run run(config_, workload);
+  return run.go();
+}
+
+}  // namespace netsparse::emulate

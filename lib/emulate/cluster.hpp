@@ -1,0 +1,105 @@
+// A cluster of NetSparse nodes emulated in one process, in virtual time.
+//
+// Every node is the library's own RIG engine (rig::Engine: client and server units, Idx Filter,
+// Pending PR Table, NIC concatenation point, protocol encode/decode, outbox), opened in INLINE
+// progress mode over an EmulatedTransport whose packets travel on the virtual-time leaf-spine
+// Fabric; every ToR runs a TorSwitch (concatenation point + Property Cache). One thread steps
+// everything from one event queue, with the engine's clock replaced by the virtual clock
+// (rig::ScopedClockOverride), so results depend on the configuration and the workload only.
+//
+// Hardware speed of the RIG units (the paper's SNIC, §8 Table 5): a node's engine step takes
+// virtual time max(idxs walked / client units, PRs served / server units) cycles at clock_ghz,
+// at least one cycle; packets the step produced enter the fabric when it ends, and the node
+// steps again then if it did work, else when a packet arrives, the host posts, or a
+// concatenation queue expires. Each unit walks at most idx_chunk idxs per step, so a step
+// stays short and the units interleave with arrivals.
+//
+// The host of each node posts its idx list as RIG work requests of `batch` idxs (INDEXED, the
+// whole column range as the window, NS_SEND_REMOTE_ONLY, the first with NS_SEND_NEW_EPOCH),
+// keeping up to qp_depth in flight, for free (the host's own time is not modelled).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "concat/concat_point.hpp"
+#include "emulate/event_queue.hpp"
+#include "emulate/fabric.hpp"
+#include "emulate/tor_switch.hpp"
+#include "switch/property_cache.hpp"
+
+namespace netsparse::emulate {
+
+struct NodeModel {
+  int client_units = 32;
+  int server_units = 32;
+  double clock_ghz = 2.2;
+  std::uint32_t pending_entries = 256;  // Pending PR Table entries per client unit
+  std::uint32_t idx_chunk = 64;         // idxs a client unit walks per engine step
+  std::uint32_t delay_cycles = 500;     // NIC concatenation delay
+  std::uint32_t packet_bytes = 1500;
+  std::uint32_t flags = 0;      // NS_CTX_NO_FILTER / NO_COALESCE / NO_CONCAT (ablations)
+  std::uint32_t batch = 8192;   // idxs per RIG work request
+  std::uint32_t qp_depth = 64;  // work requests in flight per node
+};
+
+struct ClusterConfig {
+  FabricConfig fabric;
+  NodeModel node;
+  SwitchModel tor;
+};
+
+// What the nodes gather: node p owns global rows [row_offsets[p], row_offsets[p+1]) of a
+// property array of prop_bytes per row, and asks for the rows in idxs[p] (any order, repeats
+// and its own rows allowed: the engine filters, coalesces and skips them).
+struct Workload {
+  std::vector<std::uint64_t> row_offsets;
+  std::uint32_t prop_bytes = 64;
+  std::vector<std::vector<std::uint64_t>> idxs;
+  // Check every gathered property against the owner's bytes (memory: nodes x rows x prop_bytes
+  // for the outputs; off for large runs, which then share one output array).
+  bool verify = true;
+};
+
+struct NodeResult {
+  std::uint64_t requested = 0, filtered = 0, coalesced = 0, local = 0, sent = 0, responses = 0;
+  std::uint64_t served = 0;                            // read PRs this node answered as an owner
+  concat::ConcatStats nic;                             // the NIC concatenation point
+  std::uint64_t tx_wire_bytes = 0, rx_wire_bytes = 0;  // on its uplink / downlink
+  std::uint64_t tx_packets = 0, rx_packets = 0;
+  Picos done_ps = 0;  // when its last work request completed
+  std::uint64_t steps = 0;
+  std::uint64_t failed_wrs = 0;
+};
+
+struct RunResult {
+  Picos makespan_ps = 0;  // the last node's completion
+  std::vector<NodeResult> nodes;
+  std::vector<TorStats> tors;
+  std::vector<sw::PropertyCacheStats> caches;
+  std::vector<concat::ConcatStats> tor_concat;
+  LinkStats links;  // over every link
+  std::uint64_t events = 0;
+  std::uint64_t wrong_properties = 0;  // verify: gathered bytes that differ from the owner's
+  std::uint64_t checked_properties = 0;
+};
+
+class Cluster {
+ public:
+  explicit Cluster(const ClusterConfig& config);
+  // Runs one kernel's gather: opens an engine per node, registers the properties, runs the
+  // hosts' work requests to completion in virtual time, collects statistics, closes everything.
+  // std::invalid_argument when the workload does not match the fabric.
+  RunResult run(const Workload& workload);
+  const ClusterConfig& config() const noexcept { return config_; }
+
+ private:
+  ClusterConfig config_;
+};
+
+// The bytes of global row `row` (every byte depends on the row), as owners register them.
+void fill_property(std::uint64_t row, std::span<std::byte> out) noexcept;
+
+}  // namespace netsparse::emulate

@@ -1,0 +1,207 @@
+#include "emulate/fabric.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace netsparse::emulate {
+
+namespace {
+// splitmix64: a fixed, portable mix (never std::hash, whose values the library may change).
+std::uint64_t mix(std::uint64_t x) noexcept {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+Fabric::Fabric(EventQueue& events, const FabricConfig& config) : events_(events), config_(config) {
+  if (config.nodes < 1 || config.racks < 1 || config.racks > config.nodes)
+    throw std::invalid_argument("Fabric: need 1 <= racks <= nodes (got " +
+                                std::to_string(config.racks) + " racks, " +
+                                std::to_string(config.nodes) + " nodes)");
+  if (config.link_gbps == 0 || config.mtu_bytes == 0 || config.spines < 0)
+    throw std::invalid_argument("Fabric: link rate and MTU must be > 0, spines >= 0");
+  per_rack_ = (config.nodes + config.racks - 1) / config.racks;
+  if ((config.nodes + per_rack_ - 1) / per_rack_ != config.racks)
+    throw std::invalid_argument("Fabric: " + std::to_string(config.nodes) + " nodes do not fill " +
+                                std::to_string(config.racks) + " racks of " +
+                                std::to_string(per_rack_));
+  spines_ = config.spines != 0 ? config.spines : per_rack_;
+  links_.resize(2 * static_cast<std::size_t>(config.nodes) +
+                2 * static_cast<std::size_t>(config.racks) * spines_);
+}
+
+int Fabric::spine_of(int src, int dst) const noexcept {
+  const auto lo = static_cast<std::uint64_t>(std::min(src, dst));
+  const auto hi = static_cast<std::uint64_t>(std::max(src, dst));
+  return static_cast<int>(mix(mix(config_.route_seed ^ lo) ^ (hi << 1)) %
+                          static_cast<std::uint64_t>(spines_));
+}
+
+std::uint64_t Fabric::wire_bytes(std::size_t payload) const noexcept {
+  const std::uint64_t frames =
+      std::max<std::uint64_t>(1, (payload + config_.mtu_bytes - 1) / config_.mtu_bytes);
+  return payload + frames * config_.frame_header_bytes;
+}
+
+Picos Fabric::serialisation_ps(std::uint64_t wire) const noexcept {
+  // bits * 1000 / Gbps = picoseconds
+  return (wire * 8 * 1000 + config_.link_gbps - 1) / config_.link_gbps;
+}
+
+int Fabric::links_between(int src, int dst) const noexcept {
+  if (src == dst) return 0;
+  return rack_of(src) == rack_of(dst) ? 2 : 4;
+}
+
+Picos Fabric::one_way_ps(int src, int dst, std::size_t payload) const noexcept {
+  const int links = links_between(src, dst);
+  if (links == 0) return 0;
+  return static_cast<Picos>(links) * (config_.link_ps + serialisation_ps(wire_bytes(payload))) +
+         static_cast<Picos>(links - 1) * config_.switch_ps;
+}
+
+Picos Fabric::base_rtt_ps(int src, int dst) const noexcept {
+  const int links = links_between(src, dst);
+  if (links == 0) return 0;
+  return 2 * (static_cast<Picos>(links) * config_.link_ps +
+              static_cast<Picos>(links - 1) * config_.switch_ps);
+}
+
+std::uint32_t Fabric::new_packet(int src, int src_tor, int dst, std::vector<std::byte>&& payload) {
+  if (dst < 0 || dst >= config_.nodes)
+    throw std::out_of_range("Fabric: destination " + std::to_string(dst) + " is not a node");
+  std::uint32_t p;
+  if (!free_packets_.empty()) {
+    p = free_packets_.back();
+    free_packets_.pop_back();
+  } else {
+    p = static_cast<std::uint32_t>(packets_.size());
+    packets_.emplace_back();
+  }
+  Packet& pk = packets_[p];
+  pk.src = src;
+  pk.src_tor = src_tor;
+  pk.dst = dst;
+  pk.wire_bytes = static_cast<std::uint32_t>(wire_bytes(payload.size()));
+  pk.bytes = std::move(payload);
+  pk.sent = events_.now();
+  pk.id = next_id_++;
+  ++in_flight_;
+  return p;
+}
+
+void Fabric::release(std::uint32_t p) {
+  packets_[p].bytes = {};
+  free_packets_.push_back(p);
+  --in_flight_;
+}
+
+std::uint64_t Fabric::send(int src, int dst, std::span<const std::byte> payload) {
+  return send(src, dst, std::vector<std::byte>(payload.begin(), payload.end()));
+}
+
+std::uint64_t Fabric::send(int src, int dst, std::vector<std::byte>&& payload) {
+  if (src < 0 || src >= config_.nodes)
+    throw std::out_of_range("Fabric: source " + std::to_string(src) + " is not a node");
+  const std::uint32_t p = new_packet(src, -1, dst, std::move(payload));
+  const std::uint64_t id = packets_[p].id;
+  if (src == dst) {  // the NIC's loopback: no link, delivered as an event now
+    events_.at(events_.now(), [this, p] { arrive(p, Hop::kToNode); });
+  } else {
+    transmit(up_index(src), p, Hop::kToSrcTor);
+  }
+  return id;
+}
+
+std::uint64_t Fabric::send_from_tor(int tor, int dst, std::vector<std::byte>&& payload) {
+  if (tor < 0 || tor >= config_.racks)
+    throw std::out_of_range("Fabric: ToR " + std::to_string(tor) + " does not exist");
+  const std::uint32_t p = new_packet(-1, tor, dst, std::move(payload));
+  const std::uint64_t id = packets_[p].id;
+  forward_from_tor(p);
+  return id;
+}
+
+void Fabric::transmit(std::size_t link_index, std::uint32_t p, Hop next) {
+  Link& link = links_[link_index];
+  const Picos now = events_.now();
+  const Picos start = std::max(now, link.free_at);
+  const Picos ser = serialisation_ps(packets_[p].wire_bytes);
+  link.free_at = start + ser;
+  link.stats.packets += 1;
+  link.stats.wire_bytes += packets_[p].wire_bytes;
+  link.stats.busy_ps += ser;
+  link.stats.max_wait_ps = std::max(link.stats.max_wait_ps, start - now);
+  // A switch hop includes the switch's latency: nothing can happen to the packet in between.
+  const Picos arrival =
+      link.free_at + config_.link_ps + (next == Hop::kToNode ? Picos{0} : config_.switch_ps);
+  events_.at(arrival, [this, p, next] { arrive(p, next); });
+}
+
+int Fabric::packet_src_for_route(const Packet& pk) const noexcept {
+  // A switch-made packet has no source node; route it as if it came from the first node of
+  // its ToR's rack (any spine works: the ToRs it passes are fixed by the racks).
+  return pk.src >= 0 ? pk.src : pk.src_tor * per_rack_;
+}
+
+void Fabric::arrive(std::uint32_t p, Hop hop) {
+  Packet& pk = packets_[p];
+  switch (hop) {
+    case Hop::kToSrcTor:
+      at_tor(p, /*from_node=*/true);
+      return;
+    case Hop::kToSpine: {
+      const int spine = spine_of(packet_src_for_route(pk), pk.dst);
+      transmit(spine_down_index(spine, rack_of(pk.dst)), p, Hop::kToDstTor);
+      return;
+    }
+    case Hop::kToDstTor:
+      at_tor(p, /*from_node=*/false);
+      return;
+    case Hop::kToNode:
+      ++delivered_;
+      if (receiver_) receiver_(pk.dst, pk);
+      release(p);
+      return;
+  }
+}
+
+void Fabric::at_tor(std::uint32_t p, bool from_node) {
+  Packet& pk = packets_[p];
+  const int tor = from_node ? rack_of(pk.src) : rack_of(pk.dst);
+  if (tor_hook_ && !tor_hook_(tor, pk, from_node)) {
+    release(p);
+    return;
+  }
+  if (from_node) {
+    forward_from_tor(p);
+  } else {
+    transmit(down_index(pk.dst), p, Hop::kToNode);
+  }
+}
+
+void Fabric::forward_from_tor(std::uint32_t p) {
+  const Packet& pk = packets_[p];
+  const int tor = pk.src >= 0 ? rack_of(pk.src) : pk.src_tor;
+  if (rack_of(pk.dst) == tor) {
+    transmit(down_index(pk.dst), p, Hop::kToNode);
+  } else {
+    transmit(tor_up_index(tor, spine_of(packet_src_for_route(pk), pk.dst)), p, Hop::kToSpine);
+  }
+}
+
+LinkStats Fabric::total() const {
+  LinkStats t;
+  for (const Link& l : links_) {
+    t.packets += l.stats.packets;
+    t.wire_bytes += l.stats.wire_bytes;
+    t.busy_ps += l.stats.busy_ps;
+    t.max_wait_ps = std::max(t.max_wait_ps, l.stats.max_wait_ps);
+  }
+  return t;
+}
+
+}  // namespace netsparse::emulate
