@@ -83,7 +83,7 @@ class Case:
         self.changing = bool(d.get("changing_sparsity"))
         self.settings = {"matrix": d.get("matrix", "?"), "kernel": kernel, "K": k,
                          "ranks": d.get("ranks"), "rounds": d.get("rounds", 1),
-                         "iters": d.get("iters")}
+                         "iters": d.get("iters"), "dtype": d.get("dtype", "f32")}
         ns = self.records.get("netsparse")
         config = ((ns or {}).get("engine_stats") or {}).get("config") or {}
         # The engine's resolved configuration when recorded (the run's options say -1 / 0 for
@@ -94,7 +94,7 @@ class Case:
         packet = config.get("packet_bytes", d.get("packet_bytes"))
         # What must match for two runs to be points of one batch or delay sweep.
         self.sweep_key = (self.settings["matrix"], kernel, k, d.get("ranks"), d.get("rig_idx"),
-                          packet, d.get("partition"), self.changing)
+                          packet, d.get("partition"), self.changing, self.settings["dtype"])
 
     def time(self, mode):
         r = self.records.get(mode)
@@ -152,7 +152,7 @@ def cases_of(runs):
 
 # ---- labels: what is common to a figure goes in its title, what varies on its groups -----------
 
-BENCH_KEYS = ["matrix", "kernel", "K", "ranks", "rounds", "iters"]
+BENCH_KEYS = ["matrix", "kernel", "K", "dtype", "ranks", "rounds", "iters"]
 
 
 def fmt_field(key, v):
