@@ -8,10 +8,34 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "netsparse/netsparse_mpi.h"
+
+namespace {
+
+// SIGSTOP takes effect asynchronously: under load the peer's threads may run (and answer) for a
+// moment after kill() returns. Waits until the kernel reports the process stopped ('T' in
+// /proc/PID/stat), at most 5 s.
+bool wait_until_stopped(int pid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const std::size_t close = line.rfind(')');  // the command name may hold spaces
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'T') {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   int provided = 0;
@@ -66,6 +90,10 @@ int main(int argc, char** argv) {
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) {
     kill(peer_pid, SIGSTOP);
+    if (!wait_until_stopped(peer_pid)) {
+      std::fprintf(stderr, "rank 0: the peer (pid %d) did not stop\n", peer_pid);
+      ++failures;
+    }
     gather(NS_WC_WATCHDOG_TIMEOUT);  // the stopped peer cannot answer
     std::this_thread::sleep_for(std::chrono::seconds(1));
     kill(peer_pid, SIGCONT);
