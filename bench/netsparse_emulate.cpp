@@ -7,7 +7,7 @@
 //          gen:stencil:N (N^3 27-point stencil) | a Matrix Market file
 // --mechanisms rig | filter | coalesce | nic | switch (cumulative, as Table 8) | all (the ladder)
 // --kernel spmm (only: the gather is the same for SDDMM; SpMV is K = 1)
-// --seed S (generator seed) --batch N (idxs per work request) --units U --json FILE
+// --seed S (generator seed) --batch N|auto (idxs per work request) --units U --json FILE
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -35,7 +35,7 @@ struct Options {
   std::uint32_t K = 16;
   std::string mechanisms = "switch";
   std::uint64_t seed = 1;
-  std::uint32_t batch = 8192;
+  std::uint32_t batch = 0;  // 0 = auto (see batch_for)
   int units = 32;
   std::string json;
 };
@@ -72,9 +72,10 @@ Options parse(int argc, char** argv) {
         o.mechanisms = value();
       else if (a == "--seed")
         o.seed = std::stoull(value());
-      else if (a == "--batch")
-        o.batch = static_cast<std::uint32_t>(std::stoul(value()));
-      else if (a == "--units")
+      else if (a == "--batch") {
+        const std::string v = value();
+        o.batch = v == "auto" ? 0 : static_cast<std::uint32_t>(std::stoul(v));
+      } else if (a == "--units")
         o.units = std::stoi(value());
       else if (a == "--json")
         o.json = value();
@@ -110,6 +111,17 @@ netsparse::CsrMatrix load(const Options& o) {
     return netsparse::generate_stencil27(p, 0, p.nx * p.ny * p.nz);
   }
   return netsparse::read_matrix_market(m);
+}
+
+// The paper's batches give every node 77..291 work requests (Table 6 nnz / 128 nodes / 8k or
+// 32k idxs): 2.4..9 per RIG unit, so every unit works and none waits alone at the end. Our
+// matrices are smaller; keeping the paper's batch would leave most units idle and bound a node
+// by one unit's Pending PR Table. Auto: the power of two giving about 4 per unit, in [64, 32k].
+std::uint32_t batch_for(std::uint64_t mean_idxs_per_node, int units) {
+  const std::uint64_t want = mean_idxs_per_node / (4 * static_cast<std::uint64_t>(units));
+  std::uint32_t b = 64;
+  while (b < 32768 && 2 * static_cast<std::uint64_t>(b) <= want) b *= 2;
+  return b;
 }
 
 // Table 8's ladder: each step adds one mechanism.
@@ -188,8 +200,11 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(a.nnz()), o.nodes, o.racks, o.K, w.prop_bytes);
   std::printf("table 4: distinct destinations among 64 consecutive PRs: %.2f (of %d)\n",
               windows ? dest_sum / static_cast<double>(windows) : 0.0, o.nodes - 1);
-  a = netsparse::CsrMatrix{};  // the idx lists are all the emulation needs
 
+  const std::uint32_t batch =
+      o.batch != 0 ? o.batch : batch_for(a.nnz() / static_cast<std::uint64_t>(o.nodes), o.units);
+  std::printf("batch %u idxs per work request%s\n", batch, o.batch != 0 ? "" : " (auto)");
+  a = netsparse::CsrMatrix{};  // the idx lists are all the emulation needs
   std::vector<Step> steps;
   for (const Step& s : kLadder)
     if (o.mechanisms == "all" || o.mechanisms == s.name) steps.push_back(s);
@@ -197,7 +212,7 @@ int main(int argc, char** argv) {
 
   std::ostringstream js;
   js << "{\"matrix\":\"" << o.matrix << "\",\"nodes\":" << o.nodes << ",\"racks\":" << o.racks
-     << ",\"K\":" << o.K << ",\"table4_distinct_destinations\":"
+     << ",\"K\":" << o.K << ",\"batch\":" << batch << ",\"table4_distinct_destinations\":"
      << (windows ? dest_sum / static_cast<double>(windows) : 0.0) << ",\"runs\":[";
   std::printf("\n%-9s %9s %6s %9s %9s %7s %8s %9s %10s %11s %9s %12s\n", "mechanisms", "time_us",
               "F+C%", "PRs/rdpk", "PRs/rspk", "hit%", "goodput%", "line%", "traffic/SU",
@@ -208,7 +223,7 @@ int main(int argc, char** argv) {
     c.fabric.nodes = o.nodes;
     c.fabric.racks = o.racks;
     c.node.flags = s.flags;
-    c.node.batch = o.batch;
+    c.node.batch = batch;
     c.node.client_units = c.node.server_units = o.units;
     c.tor.enabled = s.tor;
     const auto t0 = std::chrono::steady_clock::now();
@@ -250,6 +265,32 @@ int main(int argc, char** argv) {
                 s.name, d.time_us, 100 * d.fc_rate, d.read_prs_per_packet, d.resp_prs_per_packet,
                 100 * d.hit_rate, 100 * d.goodput, 100 * d.line_util, d.traffic_vs_su, d.speedup_su,
                 wall, wall > 0 ? static_cast<double>(requested) / wall : 0.0);
+    {
+      // Where the tail node's virtual time went: its units (client walk, server answers), its
+      // links (serialising, queueing) and its PRs in flight (Pending PR Tables, round trips).
+      const double us = 1e-6;
+      const double cyc_us = 1.0 / (c.node.clock_ghz * 1e3);
+      std::uint64_t max_served = 0;
+      int hub = 0;
+      for (int p = 0; p < o.nodes; ++p)
+        if (r.nodes[p].served > max_served) max_served = r.nodes[p].served, hub = p;
+      std::printf(
+          "  tail %d: wrs %llu, sent %llu, served %llu | busy %.1f us (client %.1f, server %.1f) "
+          "| PRs in flight avg %.0f max %llu, stalls %llu, PR latency %.2f us | up %.0f%% "
+          "(wait %.2f us/pkt) down %.0f%% (wait %.2f us/pkt) | most served: node %d, %llu, "
+          "done %.1f us\n",
+          d.tail, static_cast<unsigned long long>(t.wrs), static_cast<unsigned long long>(t.sent),
+          static_cast<unsigned long long>(t.served), t.busy_ps * us, t.client_cycles * cyc_us,
+          t.server_cycles * cyc_us,
+          t.done_ps ? t.outstanding_ps / static_cast<double>(t.done_ps) : 0.0,
+          static_cast<unsigned long long>(t.max_outstanding),
+          static_cast<unsigned long long>(t.pending_stalls), t.mean_pr_latency_ps() * us,
+          100.0 * t.tx_busy_ps / std::max<double>(1, t.done_ps),
+          t.tx_packets ? t.tx_wait_ps * us / t.tx_packets : 0.0,
+          100.0 * t.rx_busy_ps / std::max<double>(1, t.done_ps),
+          t.rx_packets ? t.rx_wait_ps * us / t.rx_packets : 0.0, hub,
+          static_cast<unsigned long long>(max_served), r.nodes[hub].done_ps * us);
+    }
     if (failed != 0)
       std::printf("  warning: %llu work requests failed\n",
                   static_cast<unsigned long long>(failed));

@@ -135,6 +135,7 @@ void Fabric::transmit(std::size_t link_index, std::uint32_t p, Hop next) {
   link.stats.wire_bytes += packets_[p].wire_bytes;
   link.stats.busy_ps += ser;
   link.stats.max_wait_ps = std::max(link.stats.max_wait_ps, start - now);
+  link.stats.total_wait_ps += start - now;
   // A switch hop includes the switch's latency: nothing can happen to the packet in between.
   const Picos arrival =
       link.free_at + config_.link_ps + (next == Hop::kToNode ? Picos{0} : config_.switch_ps);
@@ -200,6 +201,7 @@ LinkStats Fabric::total() const {
     t.wire_bytes += l.stats.wire_bytes;
     t.busy_ps += l.stats.busy_ps;
     t.max_wait_ps = std::max(t.max_wait_ps, l.stats.max_wait_ps);
+    t.total_wait_ps += l.stats.total_wait_ps;
   }
   return t;
 }

@@ -61,8 +61,9 @@ struct Packet {
 struct LinkStats {
   std::uint64_t packets = 0;
   std::uint64_t wire_bytes = 0;
-  Picos busy_ps = 0;      // time spent serialising
-  Picos max_wait_ps = 0;  // longest a packet waited for the link (queueing)
+  Picos busy_ps = 0;        // time spent serialising
+  Picos max_wait_ps = 0;    // longest a packet waited for the link (queueing)
+  Picos total_wait_ps = 0;  // sum over packets of the time waited for the link
 };
 
 class Fabric {
