@@ -8,6 +8,7 @@
 // --mechanisms rig | filter | coalesce | nic | switch (cumulative, as Table 8) | all (the ladder)
 // --kernel spmm (only: the gather is the same for SDDMM; SpMV is K = 1)
 // --seed S (generator seed) --batch N|auto (idxs per work request) --units U --json FILE
+// --grid C (engine steps start on a grid of C cycles; 0 = at every arrival)
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -37,6 +38,7 @@ struct Options {
   std::uint64_t seed = 1;
   std::uint32_t batch = 0;  // 0 = auto (see batch_for)
   int units = 32;
+  std::uint32_t grid = 32;  // NodeModel::step_grid_cycles
   std::string json;
 };
 
@@ -45,7 +47,7 @@ struct Options {
             << "\nusage: netsparse_emulate [--nodes N] [--racks R] [--matrix gen:kron:S|"
                "gen:road:W|gen:stencil:N|FILE.mtx] [--kernel spmm] [--K K] [--mechanisms "
                "rig|filter|coalesce|nic|switch|all] [--seed S] [--batch N] [--units U] "
-               "[--json FILE]\n";
+               "[--grid CYCLES] [--json FILE]\n";
   std::exit(2);
 }
 
@@ -75,9 +77,11 @@ Options parse(int argc, char** argv) {
       else if (a == "--batch") {
         const std::string v = value();
         o.batch = v == "auto" ? 0 : static_cast<std::uint32_t>(std::stoul(v));
-      } else if (a == "--units")
+      } else if (a == "--units") {
         o.units = std::stoi(value());
-      else if (a == "--json")
+      } else if (a == "--grid") {
+        o.grid = static_cast<std::uint32_t>(std::stoul(value()));
+      } else if (a == "--json")
         o.json = value();
       else
         usage("unknown option " + a);
@@ -144,6 +148,19 @@ struct Derived {
   double goodput = 0, line_util = 0, traffic_vs_su = 0, su_opt_us = 0, time_us = 0;
   double speedup_su = 0;
 };
+
+// Writes the JSON document so far (`complete` false while steps remain).
+bool write_json(const std::string& path, const std::string& head, double load_s, bool complete) {
+  if (path.empty()) return true;
+  std::ofstream f(path);
+  f << head << "],\"load_s\":" << load_s << ",\"complete\":" << (complete ? "true" : "false")
+    << "}\n";
+  if (!f) {
+    std::cerr << "netsparse_emulate: cannot write " << path << "\n";
+    return false;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -224,6 +241,7 @@ int main(int argc, char** argv) {
     c.fabric.racks = o.racks;
     c.node.flags = s.flags;
     c.node.batch = batch;
+    c.node.step_grid_cycles = o.grid;
     c.node.client_units = c.node.server_units = o.units;
     c.tor.enabled = s.tor;
     const auto t0 = std::chrono::steady_clock::now();
@@ -303,15 +321,10 @@ int main(int argc, char** argv) {
        << ",\"su_opt_us\":" << d.su_opt_us << ",\"speedup_over_su_opt\":" << d.speedup_su
        << ",\"events\":" << r.events << ",\"simulated_prs\":" << requested << ",\"wall_s\":" << wall
        << ",\"failed_wrs\":" << failed << "}";
+    // Each step's results are kept as soon as it ends: a long ladder loses nothing if stopped.
+    std::fflush(stdout);
+    if (!write_json(o.json, js.str(), load_s, k + 1 == steps.size())) return 1;
   }
-  js << "],\"load_s\":" << load_s << "}\n";
-  if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << js.str();
-    if (!f) {
-      std::cerr << "netsparse_emulate: cannot write " << o.json << "\n";
-      return 1;
-    }
-  }
+  if (!write_json(o.json, js.str(), load_s, true)) return 1;
   return 0;
 }

@@ -191,6 +191,8 @@ class Run {
   std::vector<std::unique_ptr<TorSwitch>> tors_;
   std::vector<std::byte> shared_out_;
   std::uint64_t wrong_at_completion_ = 0;
+  Picos grid_ps_ = 0;  // NodeModel::step_grid_cycles in picoseconds
+  std::vector<std::span<const std::byte>> frame_packets_;  // inject's split of a frame
 };
 
 void Run::open_nodes() {
@@ -330,6 +332,7 @@ void Run::host_turn(Node& n, Picos when) {
 
 void Run::schedule_step(Node& n, Picos when) {
   when = std::max({when, n.busy_until, events_.now()});
+  if (grid_ps_ > 1) when = (when + grid_ps_ - 1) / grid_ps_ * grid_ps_;
   if (n.next_step <= when) return;  // an earlier step is already due
   n.next_step = when;
   Node* np = &n;
@@ -394,7 +397,8 @@ void Run::step(Node& n) {
 }
 
 void Run::inject(Node& n, std::vector<std::pair<int, std::vector<std::byte>>>&& frames) {
-  std::vector<std::span<const std::byte>> packets(concat::kMaxPacketsPerFrame);
+  std::vector<std::span<const std::byte>>& packets = frame_packets_;
+  packets.resize(concat::kMaxPacketsPerFrame);  // once: the split writes into it
   for (auto& [dest, frame] : frames) {
     const concat::FrameSplit split = concat::split_frame(frame, packets);
     if (split.error != concat::DecodeError::kOk)
@@ -412,6 +416,7 @@ RunResult Run::go() {
         "per node, prop_bytes > 0");
   if (config_.node.batch == 0 || config_.node.qp_depth == 0)
     throw std::invalid_argument("NodeModel: batch and qp_depth must be > 0");
+  grid_ps_ = cycles_ps(config_.node.step_grid_cycles);
   open_nodes();
   struct Closer {
     Run* run;

@@ -47,6 +47,11 @@ struct NodeModel {
   // after the NIC wrote it, and the work requests it posts then reach the NIC one crossing
   // later; its own posting time is not modelled.
   std::uint32_t pcie_ns = 200;
+  // A node's engine steps start on a grid of this many cycles (0 = whenever work arrives):
+  // what arrives within one period is handled by one step, as a pipelined NIC takes a burst.
+  // It bounds the steps (the emulator's main cost) by time instead of by packets, and adds at
+  // most one period (a few ns) to a PR's round trip of microseconds (docs/emulation.md).
+  std::uint32_t step_grid_cycles = 0;
 };
 
 struct ClusterConfig {
