@@ -7,7 +7,12 @@
 //          gen:stencil:N (N^3 27-point stencil) | a Matrix Market file
 // --mechanisms rig | filter | coalesce | nic | switch (cumulative, as Table 8) | all (the ladder)
 // --kernel spmm (only: the gather is the same for SDDMM; SpMV is K = 1)
-// --seed S (generator seed) --batch N (idxs per work request) --units U --json FILE
+// --seed S (generator seed) --batch N|auto (idxs per work request) --units U --json FILE
+// --grid C (engine steps start on a grid of C cycles; 0 = at every arrival)
+// --K 1,16,128 runs every K (Fig. 12); --sa-cores / --sa-item-ns: the SAOpt model; --verify
+// Checks (exit status 3 when one fails): the rig step sends exactly one PR per remote nonzero
+// (SA's analytic count), steps with coalescing exactly one per distinct remote column, every
+// node receives at least its useful bytes, no gathered property differs (--verify).
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -32,11 +37,15 @@ struct Options {
   int nodes = 128, racks = 8;
   std::string matrix = "gen:kron:16";
   std::string kernel = "spmm";
-  std::uint32_t K = 16;
+  std::vector<std::uint32_t> Ks = {16};
+  int sa_cores = 64;      // SAOpt: host cores per node (the paper's 64)
+  double sa_item_ns = 0;  // SAOpt: software cost per item per core; 0 = calibrated (sa_item_ns_for)
+  bool verify = false;    // check every gathered property (memory: nodes x rows x K x 4 B)
   std::string mechanisms = "switch";
   std::uint64_t seed = 1;
-  std::uint32_t batch = 8192;
+  std::uint32_t batch = 0;  // 0 = auto (see batch_for)
   int units = 32;
+  std::uint32_t grid = 32;  // NodeModel::step_grid_cycles
   std::string json;
 };
 
@@ -45,7 +54,7 @@ struct Options {
             << "\nusage: netsparse_emulate [--nodes N] [--racks R] [--matrix gen:kron:S|"
                "gen:road:W|gen:stencil:N|FILE.mtx] [--kernel spmm] [--K K] [--mechanisms "
                "rig|filter|coalesce|nic|switch|all] [--seed S] [--batch N] [--units U] "
-               "[--json FILE]\n";
+               "[--grid CYCLES] [--sa-cores C] [--sa-item-ns NS] [--verify] [--json FILE]\n";
   std::exit(2);
 }
 
@@ -66,17 +75,29 @@ Options parse(int argc, char** argv) {
         o.matrix = value();
       else if (a == "--kernel")
         o.kernel = value();
-      else if (a == "--K")
-        o.K = static_cast<std::uint32_t>(std::stoul(value()));
+      else if (a == "--K") {
+        o.Ks.clear();
+        std::stringstream list(value());
+        for (std::string k; std::getline(list, k, ',');)
+          o.Ks.push_back(static_cast<std::uint32_t>(std::stoul(k)));
+      } else if (a == "--sa-cores")
+        o.sa_cores = std::stoi(value());
+      else if (a == "--sa-item-ns")
+        o.sa_item_ns = std::stod(value());
+      else if (a == "--verify")
+        o.verify = true;
       else if (a == "--mechanisms")
         o.mechanisms = value();
       else if (a == "--seed")
         o.seed = std::stoull(value());
-      else if (a == "--batch")
-        o.batch = static_cast<std::uint32_t>(std::stoul(value()));
-      else if (a == "--units")
+      else if (a == "--batch") {
+        const std::string v = value();
+        o.batch = v == "auto" ? 0 : static_cast<std::uint32_t>(std::stoul(v));
+      } else if (a == "--units") {
         o.units = std::stoi(value());
-      else if (a == "--json")
+      } else if (a == "--grid") {
+        o.grid = static_cast<std::uint32_t>(std::stoul(value()));
+      } else if (a == "--json")
         o.json = value();
       else
         usage("unknown option " + a);
@@ -85,7 +106,9 @@ Options parse(int argc, char** argv) {
     }
   }
   if (o.kernel != "spmm") usage("only --kernel spmm is emulated");
-  if (o.K == 0) usage("--K must be >= 1");
+  for (std::uint32_t k : o.Ks)
+    if (k == 0) usage("--K must be >= 1");
+  if (o.Ks.empty() || o.sa_cores < 1) usage("--K needs values, --sa-cores >= 1");
   return o;
 }
 
@@ -112,6 +135,28 @@ netsparse::CsrMatrix load(const Options& o) {
   return netsparse::read_matrix_market(m);
 }
 
+// The paper's batches give every node 77..291 work requests (Table 6 nnz / 128 nodes / 8k or
+// 32k idxs): 2.4..9 per RIG unit, so every unit works and none waits alone at the end. Our
+// matrices are smaller; keeping the paper's batch would leave most units idle and bound a node
+// by one unit's Pending PR Table. Auto: the power of two giving about 4 per unit, in [64, 32k].
+std::uint32_t batch_for(std::uint64_t mean_idxs_per_node, int units) {
+  const std::uint64_t want = mean_idxs_per_node / (4 * static_cast<std::uint64_t>(units));
+  std::uint32_t b = 64;
+  while (b < 32768 && 2 * static_cast<std::uint64_t>(b) <= want) b *= 2;
+  return b;
+}
+
+// SAOpt's software cost per item per core (ns), calibrated from the library's own Conveyors
+// baseline on our machines: docs/benchmarks.md, `bench_index_gather --unique --modes
+// conveyors` (request and reply conveyors, the best buffer configuration, one rank per core,
+// balanced): 58.8 / 12.6 / 3.07 M rows/s per rank at K = 1 / 16 / 128, i.e. 17.0 / 79.4 /
+// 325.7 ns per item with its request and its reply. Linear in K between those points.
+double sa_item_ns_for(std::uint32_t K) {
+  constexpr double k[3] = {1, 16, 128}, ns[3] = {1e3 / 58.8, 1e3 / 12.6, 1e3 / 3.07};
+  if (K <= 16) return ns[0] + (ns[1] - ns[0]) * (K - k[0]) / (k[1] - k[0]);
+  return ns[1] + (ns[2] - ns[1]) * (K - k[1]) / (k[2] - k[1]);
+}
+
 // Table 8's ladder: each step adds one mechanism.
 struct Step {
   const char* name;
@@ -133,6 +178,19 @@ struct Derived {
   double speedup_su = 0;
 };
 
+// Writes the JSON document so far (`complete` false while steps remain).
+bool write_json(const std::string& path, const std::string& head, double load_s, bool complete) {
+  if (path.empty()) return true;
+  std::ofstream f(path);
+  f << head << "],\"load_s\":" << load_s << ",\"complete\":" << (complete ? "true" : "false")
+    << "}\n";
+  if (!f) {
+    std::cerr << "netsparse_emulate: cannot write " << path << "\n";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -152,125 +210,270 @@ int main(int argc, char** argv) {
     return 1;
   }
   Workload w;
-  w.prop_bytes = o.K * 4;
-  w.verify = false;
+  w.verify = o.verify;
   for (int p = 0; p <= o.nodes; ++p) w.row_offsets.push_back(rows * p / o.nodes);
   w.idxs.resize(static_cast<std::size_t>(o.nodes));
-  // Table 4: distinct destinations among 64 consecutive remote PRs; the useful properties.
+  const auto N = static_cast<std::size_t>(o.nodes);
+  auto owner_of = [&](std::uint64_t c) {  // equal blocks: the partition above
+    std::size_t q = static_cast<std::size_t>(c * static_cast<std::uint64_t>(o.nodes) / rows);
+    while (q + 1 < N && c >= w.row_offsets[q + 1]) ++q;
+    while (c < w.row_offsets[q]) --q;
+    return q;
+  };
+  // Per node, from the matrix alone: Table 4 (distinct destinations among 64 consecutive
+  // remote PRs), the useful properties (distinct remote columns), SA's PRs (one per remote
+  // nonzero), SAOpt's PRs (Conveyors: each core is a rank that prefilters its own rows'
+  // columns only) and what each owner serves under SAOpt.
   double dest_sum = 0;
   std::uint64_t windows = 0;
-  std::vector<std::uint64_t> unique_remote(static_cast<std::size_t>(o.nodes));
-  std::vector<std::uint32_t> seen(n, 0xFFFFFFFFu);
-  for (int p = 0; p < o.nodes; ++p) {
+  std::vector<std::uint64_t> unique_remote(N), remote_nnz(N), sa_opt_prs(N), sa_opt_served(N);
+  std::vector<std::uint32_t> seen(n, 0xFFFFFFFFu), seen_core(n, 0xFFFFFFFFu);
+  const auto cores = static_cast<std::uint64_t>(o.sa_cores);
+  for (std::size_t p = 0; p < N; ++p) {
     const std::uint64_t b = w.row_offsets[p], e = w.row_offsets[p + 1];
-    auto& list = w.idxs[static_cast<std::size_t>(p)];
+    auto& list = w.idxs[p];
     list.assign(a.col_idx.begin() + a.row_ptr[b], a.col_idx.begin() + a.row_ptr[e]);
     std::vector<int> window;
-    for (std::uint64_t c : list) {
-      if (c >= b && c < e) continue;
-      if (seen[c] != static_cast<std::uint32_t>(p)) {
-        seen[c] = static_cast<std::uint32_t>(p);
-        ++unique_remote[static_cast<std::size_t>(p)];
-      }
-      window.push_back(static_cast<int>(c * o.nodes / rows));  // owner (equal blocks)
-      if (window.size() == 64) {
-        std::sort(window.begin(), window.end());
-        dest_sum += static_cast<double>(std::unique(window.begin(), window.end()) - window.begin());
-        ++windows;
-        window.clear();
+    for (std::uint64_t r = b; r < e; ++r) {
+      const std::uint64_t core = (r - b) * cores / std::max<std::uint64_t>(1, e - b);
+      const auto stamp = static_cast<std::uint32_t>(p * cores + core);
+      for (auto j = a.row_ptr[r]; j < a.row_ptr[r + 1]; ++j) {
+        const std::uint64_t c = static_cast<std::uint64_t>(a.col_idx[j]);
+        if (c >= b && c < e) continue;
+        ++remote_nnz[p];
+        if (seen[c] != static_cast<std::uint32_t>(p)) {
+          seen[c] = static_cast<std::uint32_t>(p);
+          ++unique_remote[p];
+        }
+        const std::size_t q = owner_of(c);
+        if (seen_core[c] != stamp) {
+          seen_core[c] = stamp;
+          ++sa_opt_prs[p];
+          ++sa_opt_served[q];
+        }
+        window.push_back(static_cast<int>(q));
+        if (window.size() == 64) {
+          std::sort(window.begin(), window.end());
+          dest_sum +=
+              static_cast<double>(std::unique(window.begin(), window.end()) - window.begin());
+          ++windows;
+          window.clear();
+        }
       }
     }
   }
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
-  std::printf("matrix %s: %llu rows, %llu nonzeros; %d nodes in %d racks; K = %u (%u B)\n",
-              o.matrix.c_str(), static_cast<unsigned long long>(rows),
-              static_cast<unsigned long long>(a.nnz()), o.nodes, o.racks, o.K, w.prop_bytes);
-  std::printf("table 4: distinct destinations among 64 consecutive PRs: %.2f (of %d)\n",
-              windows ? dest_sum / static_cast<double>(windows) : 0.0, o.nodes - 1);
-  a = netsparse::CsrMatrix{};  // the idx lists are all the emulation needs
+  std::printf("matrix %s: %llu rows, %llu nonzeros; %d nodes in %d racks\n", o.matrix.c_str(),
+              static_cast<unsigned long long>(rows), static_cast<unsigned long long>(a.nnz()),
+              o.nodes, o.racks);
+  const double table4 = windows ? dest_sum / static_cast<double>(windows) : 0.0;
+  std::printf("table 4: distinct destinations among 64 consecutive PRs: %.2f (of %d)\n", table4,
+              o.nodes - 1);
+  // Table 1: per node, useful properties (distinct remote columns) against the redundant ones
+  // SU moves (every remote row) and SA moves (one per remote nonzero, repeats included).
+  double useful_sum = 0, su_red_sum = 0, sa_red_sum = 0;
+  for (std::size_t p = 0; p < N; ++p) {
+    const double own = static_cast<double>(w.row_offsets[p + 1] - w.row_offsets[p]);
+    useful_sum += static_cast<double>(unique_remote[p]);
+    su_red_sum += static_cast<double>(rows) - own - static_cast<double>(unique_remote[p]);
+    sa_red_sum += static_cast<double>(remote_nnz[p] - unique_remote[p]);
+  }
+  const double t1_useful = useful_sum / o.nodes, t1_su = su_red_sum / o.nodes,
+               t1_sa = sa_red_sum / o.nodes;
+  std::printf(
+      "table 1 (mean per node): useful %.0f; SU redundant %.0f (%.1f per useful); SA redundant "
+      "%.0f (%.2f per useful)\n",
+      t1_useful, t1_su, t1_useful > 0 ? t1_su / t1_useful : 0.0, t1_sa,
+      t1_useful > 0 ? t1_sa / t1_useful : 0.0);
 
+  const std::uint32_t batch =
+      o.batch != 0 ? o.batch : batch_for(a.nnz() / static_cast<std::uint64_t>(o.nodes), o.units);
+  std::printf("batch %u idxs per work request%s\n", batch, o.batch != 0 ? "" : " (auto)");
+  a = netsparse::CsrMatrix{};  // the idx lists are all the emulation needs
   std::vector<Step> steps;
   for (const Step& s : kLadder)
     if (o.mechanisms == "all" || o.mechanisms == s.name) steps.push_back(s);
   if (steps.empty()) usage("unknown --mechanisms " + o.mechanisms);
 
-  std::ostringstream js;
-  js << "{\"matrix\":\"" << o.matrix << "\",\"nodes\":" << o.nodes << ",\"racks\":" << o.racks
-     << ",\"K\":" << o.K << ",\"table4_distinct_destinations\":"
-     << (windows ? dest_sum / static_cast<double>(windows) : 0.0) << ",\"runs\":[";
-  std::printf("\n%-9s %9s %6s %9s %9s %7s %8s %9s %10s %11s %9s %12s\n", "mechanisms", "time_us",
-              "F+C%", "PRs/rdpk", "PRs/rspk", "hit%", "goodput%", "line%", "traffic/SU",
-              "speedup/SU", "wall_s", "PRs/wall_s");
-  for (std::size_t k = 0; k < steps.size(); ++k) {
-    const Step& s = steps[k];
-    ClusterConfig c;
-    c.fabric.nodes = o.nodes;
-    c.fabric.racks = o.racks;
-    c.node.flags = s.flags;
-    c.node.batch = o.batch;
-    c.node.client_units = c.node.server_units = o.units;
-    c.tor.enabled = s.tor;
-    const auto t0 = std::chrono::steady_clock::now();
-    RunResult r;
-    try {
-      r = Cluster(c).run(w);
-    } catch (const std::exception& e) {
-      std::cerr << "netsparse_emulate: " << e.what() << "\n";
-      return 1;
+  std::ostringstream head;
+  head << "{\"matrix\":\"" << o.matrix << "\",\"nodes\":" << o.nodes << ",\"racks\":" << o.racks
+       << ",\"batch\":" << batch << ",\"table4_distinct_destinations\":" << table4
+       << ",\"table1\":{\"useful_per_node\":" << t1_useful << ",\"su_redundant_per_node\":" << t1_su
+       << ",\"sa_redundant_per_node\":" << t1_sa << "},\"experiments\":[";
+  std::string done_experiments;
+  int failed_checks = 0;
+  for (std::size_t ki = 0; ki < o.Ks.size(); ++ki) {
+    const std::uint32_t K = o.Ks[ki];
+    w.prop_bytes = K * 4;
+    const double line_Bps = FabricConfig{}.link_gbps * 1e9 / 8;
+    // SUOpt: the node with the most remote rows receives them all at line rate, no headers.
+    std::uint64_t most_remote_rows = 0;
+    for (std::size_t p = 0; p < N; ++p)
+      most_remote_rows =
+          std::max(most_remote_rows, rows - (w.row_offsets[p + 1] - w.row_offsets[p]));
+    const double su_opt_us = static_cast<double>(most_remote_rows) * w.prop_bytes / line_Bps * 1e6;
+    // SAOpt: only software time, each item's request and reply at sa_item_ns on one of the
+    // node's cores, all cores busy; the slowest node (what it asks or serves, the larger) ends it.
+    const double item_ns = o.sa_item_ns > 0 ? o.sa_item_ns : sa_item_ns_for(K);
+    double sa_opt_us = 0;
+    std::size_t sa_tail = 0;
+    for (std::size_t p = 0; p < N; ++p) {
+      // Never faster than its useful bytes at line rate (no headers): software time alone
+      // gives goodputs above 100 % for small per-node loads at large K.
+      const double software = static_cast<double>(std::max(sa_opt_prs[p], sa_opt_served[p])) *
+                              item_ns / o.sa_cores * 1e-3;
+      const double wire = static_cast<double>(std::max(unique_remote[p], sa_opt_served[p])) *
+                          w.prop_bytes / line_Bps * 1e6;
+      const double t = std::max(software, wire);
+      if (t > sa_opt_us) sa_opt_us = t, sa_tail = p;
     }
-    const double wall =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    Derived d;
-    for (int p = 0; p < o.nodes; ++p)
-      if (r.nodes[p].done_ps > r.nodes[d.tail].done_ps) d.tail = p;
-    const NodeResult& t = r.nodes[static_cast<std::size_t>(d.tail)];
-    const double line_Bps = c.fabric.link_gbps * 1e9 / 8;
-    const double time_s = static_cast<double>(t.done_ps) * 1e-12;
-    const std::uint64_t remote = t.requested - t.local;
-    d.time_us = time_s * 1e6;
-    d.fc_rate = remote ? static_cast<double>(t.filtered + t.coalesced) / remote : 0;
-    d.read_prs_per_packet = t.nic.prs_per_packet(0);
-    d.resp_prs_per_packet = t.nic.prs_per_packet(1);
-    std::uint64_t lookups = 0, hits = 0, failed = 0, requested = 0;
-    for (const auto& cs : r.caches) lookups += cs.lookups, hits += cs.hits;
-    for (const NodeResult& nr : r.nodes) failed += nr.failed_wrs, requested += nr.requested;
-    d.hit_rate = lookups ? static_cast<double>(hits) / lookups : 0;
-    const double useful = static_cast<double>(unique_remote[d.tail]) * w.prop_bytes;
-    d.goodput = time_s > 0 ? useful / time_s / line_Bps : 0;
-    d.line_util = time_s > 0 ? static_cast<double>(t.rx_wire_bytes) / time_s / line_Bps : 0;
-    const double own = static_cast<double>(w.row_offsets[d.tail + 1] - w.row_offsets[d.tail]);
-    const double su_bytes = (static_cast<double>(rows) - own) * w.prop_bytes;
-    d.traffic_vs_su = t.rx_wire_bytes + t.tx_wire_bytes
-                          ? su_bytes / static_cast<double>(t.rx_wire_bytes + t.tx_wire_bytes)
-                          : 0;
-    d.su_opt_us = su_bytes / line_Bps * 1e6;
-    d.speedup_su = d.time_us > 0 ? d.su_opt_us / d.time_us : 0;
-    std::printf("%-10s %9.2f %6.1f %9.2f %9.2f %7.1f %8.1f %9.1f %10.1f %11.2f %9.2f %12.0f\n",
-                s.name, d.time_us, 100 * d.fc_rate, d.read_prs_per_packet, d.resp_prs_per_packet,
-                100 * d.hit_rate, 100 * d.goodput, 100 * d.line_util, d.traffic_vs_su, d.speedup_su,
-                wall, wall > 0 ? static_cast<double>(requested) / wall : 0.0);
-    if (failed != 0)
-      std::printf("  warning: %llu work requests failed\n",
-                  static_cast<unsigned long long>(failed));
-    js << (k ? "," : "") << "{\"mechanisms\":\"" << s.name << "\",\"tail_node\":" << d.tail
-       << ",\"time_us\":" << d.time_us << ",\"fc_rate\":" << d.fc_rate
-       << ",\"read_prs_per_packet\":" << d.read_prs_per_packet
-       << ",\"response_prs_per_packet\":" << d.resp_prs_per_packet
-       << ",\"pcache_hit_rate\":" << d.hit_rate << ",\"goodput\":" << d.goodput
-       << ",\"line_utilisation\":" << d.line_util << ",\"traffic_vs_su\":" << d.traffic_vs_su
-       << ",\"su_opt_us\":" << d.su_opt_us << ",\"speedup_over_su_opt\":" << d.speedup_su
-       << ",\"events\":" << r.events << ",\"simulated_prs\":" << requested << ",\"wall_s\":" << wall
-       << ",\"failed_wrs\":" << failed << "}";
-  }
-  js << "],\"load_s\":" << load_s << "}\n";
-  if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << js.str();
-    if (!f) {
-      std::cerr << "netsparse_emulate: cannot write " << o.json << "\n";
-      return 1;
+    std::printf(
+        "\nK = %u (%u B): SUOpt %.2f us; SAOpt %.2f us (%.1f ns per item per core, %d cores; "
+        "SAOpt/SUOpt speedup %.2f, SA goodput %.1f%% at its tail node %zu)\n",
+        K, w.prop_bytes, su_opt_us, sa_opt_us, item_ns, o.sa_cores,
+        sa_opt_us > 0 ? su_opt_us / sa_opt_us : 0.0,
+        sa_opt_us > 0 ? 100.0 * static_cast<double>(unique_remote[sa_tail]) * w.prop_bytes /
+                            (sa_opt_us * 1e-6) / line_Bps
+                      : 0.0,
+        sa_tail);
+    std::ostringstream js;
+    js << "{\"K\":" << K << ",\"su_opt_us\":" << su_opt_us << ",\"sa_opt_us\":" << sa_opt_us
+       << ",\"sa_item_ns\":" << item_ns << ",\"sa_cores\":" << o.sa_cores << ",\"runs\":[";
+    std::printf("%-9s %9s %6s %9s %9s %7s %8s %9s %10s %11s %11s %9s %12s\n", "mechanisms",
+                "time_us", "F+C%", "PRs/rdpk", "PRs/rspk", "hit%", "goodput%", "line%",
+                "traffic/SU", "speedup/SU", "speedup/SA", "wall_s", "PRs/wall_s");
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      const Step& s = steps[k];
+      ClusterConfig c;
+      c.fabric.nodes = o.nodes;
+      c.fabric.racks = o.racks;
+      c.node.flags = s.flags;
+      c.node.batch = batch;
+      c.node.step_grid_cycles = o.grid;
+      c.node.client_units = c.node.server_units = o.units;
+      c.tor.enabled = s.tor;
+      const auto t0 = std::chrono::steady_clock::now();
+      RunResult r;
+      try {
+        r = Cluster(c).run(w);
+      } catch (const std::exception& e) {
+        std::cerr << "netsparse_emulate: " << e.what() << "\n";
+        return 1;
+      }
+      const double wall =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      Derived d;
+      for (int p = 0; p < o.nodes; ++p)
+        if (r.nodes[p].done_ps > r.nodes[d.tail].done_ps) d.tail = p;
+      const NodeResult& t = r.nodes[static_cast<std::size_t>(d.tail)];
+      const double time_s = static_cast<double>(t.done_ps) * 1e-12;
+      const std::uint64_t remote = t.requested - t.local;
+      d.time_us = time_s * 1e6;
+      d.fc_rate = remote ? static_cast<double>(t.filtered + t.coalesced) / remote : 0;
+      d.read_prs_per_packet = t.nic.prs_per_packet(0);
+      d.resp_prs_per_packet = t.nic.prs_per_packet(1);
+      std::uint64_t lookups = 0, hits = 0, failed = 0, requested = 0;
+      for (const auto& cs : r.caches) lookups += cs.lookups, hits += cs.hits;
+      for (const NodeResult& nr : r.nodes) failed += nr.failed_wrs, requested += nr.requested;
+      d.hit_rate = lookups ? static_cast<double>(hits) / lookups : 0;
+      const double useful = static_cast<double>(unique_remote[d.tail]) * w.prop_bytes;
+      d.goodput = time_s > 0 ? useful / time_s / line_Bps : 0;
+      d.line_util = time_s > 0 ? static_cast<double>(t.rx_wire_bytes) / time_s / line_Bps : 0;
+      const double own = static_cast<double>(w.row_offsets[d.tail + 1] - w.row_offsets[d.tail]);
+      const double su_bytes = (static_cast<double>(rows) - own) * w.prop_bytes;
+      d.traffic_vs_su = t.rx_wire_bytes + t.tx_wire_bytes
+                            ? su_bytes / static_cast<double>(t.rx_wire_bytes + t.tx_wire_bytes)
+                            : 0;
+      d.su_opt_us = su_opt_us;
+      d.speedup_su = d.time_us > 0 ? su_opt_us / d.time_us : 0;
+      const double speedup_sa = d.time_us > 0 ? sa_opt_us / d.time_us : 0;
+      const double prs_vs_sa =
+          t.sent ? static_cast<double>(sa_opt_prs[static_cast<std::size_t>(d.tail)]) / t.sent : 0;
+      std::printf(
+          "%-10s %9.2f %6.1f %9.2f %9.2f %7.1f %8.1f %9.1f %10.1f %11.2f %11.2f %9.2f %12.0f\n",
+          s.name, d.time_us, 100 * d.fc_rate, d.read_prs_per_packet, d.resp_prs_per_packet,
+          100 * d.hit_rate, 100 * d.goodput, 100 * d.line_util, d.traffic_vs_su, d.speedup_su,
+          speedup_sa, wall, wall > 0 ? static_cast<double>(requested) / wall : 0.0);
+      // Checks against what the matrix alone says (analytic), per node.
+      std::vector<std::string> failures;
+      const bool filter_on = (s.flags & NS_CTX_NO_FILTER) == 0;
+      const bool coalesce_on = (s.flags & NS_CTX_NO_COALESCE) == 0;
+      for (std::size_t p = 0; p < N; ++p) {
+        const NodeResult& nr = r.nodes[p];
+        const std::string at = " at node " + std::to_string(p);
+        if (nr.requested - nr.local != remote_nnz[p])
+          failures.push_back("remote idxs walked " + std::to_string(nr.requested - nr.local) +
+                             " != remote nonzeros " + std::to_string(remote_nnz[p]) + at);
+        if (!filter_on && !coalesce_on && nr.sent != remote_nnz[p])
+          failures.push_back("SA PRs " + std::to_string(nr.sent) + " != analytic " +
+                             std::to_string(remote_nnz[p]) + at);
+        if (coalesce_on && nr.sent != unique_remote[p])
+          failures.push_back("PRs " + std::to_string(nr.sent) + " != distinct remote columns " +
+                             std::to_string(unique_remote[p]) + at);
+        if (nr.sent < unique_remote[p] || nr.sent > remote_nnz[p])
+          failures.push_back("PRs " + std::to_string(nr.sent) + " outside [distinct, nonzeros]" +
+                             at);
+        if (nr.rx_wire_bytes < unique_remote[p] * w.prop_bytes)
+          failures.push_back("received " + std::to_string(nr.rx_wire_bytes) +
+                             " B < the useful bytes " +
+                             std::to_string(unique_remote[p] * w.prop_bytes) + at);
+      }
+      if (r.wrong_properties != 0 || r.wrong_at_completion != 0)
+        failures.push_back(std::to_string(r.wrong_properties + r.wrong_at_completion) +
+                           " gathered properties differ from the owner's");
+      if (failed != 0) failures.push_back(std::to_string(failed) + " work requests failed");
+      std::printf("  checks: %s",
+                  failures.empty() ? "ok (PR counts, useful-bytes minimum" : "FAILED");
+      if (failures.empty())
+        std::printf("%s)\n", o.verify ? ", every property" : "");
+      else
+        std::printf(" (%zu), first: %s\n", failures.size(), failures.front().c_str());
+      failed_checks += failures.empty() ? 0 : 1;
+      {
+        // Where the tail node's virtual time went: its units (client walk, server answers), its
+        // links (serialising, queueing) and its PRs in flight (Pending PR Tables, round trips).
+        const double us = 1e-6;
+        const double cyc_us = 1.0 / (c.node.clock_ghz * 1e3);
+        std::uint64_t max_served = 0;
+        int hub = 0;
+        for (int p = 0; p < o.nodes; ++p)
+          if (r.nodes[p].served > max_served) max_served = r.nodes[p].served, hub = p;
+        std::printf(
+            "  tail %d: wrs %llu, sent %llu, served %llu | busy %.1f us (client %.1f, server %.1f) "
+            "| PRs in flight avg %.0f max %llu, stalls %llu, PR latency %.2f us | up %.0f%% "
+            "(wait %.2f us/pkt) down %.0f%% (wait %.2f us/pkt) | most served: node %d, %llu, "
+            "done %.1f us\n",
+            d.tail, static_cast<unsigned long long>(t.wrs), static_cast<unsigned long long>(t.sent),
+            static_cast<unsigned long long>(t.served), t.busy_ps * us, t.client_cycles * cyc_us,
+            t.server_cycles * cyc_us,
+            t.done_ps ? t.outstanding_ps / static_cast<double>(t.done_ps) : 0.0,
+            static_cast<unsigned long long>(t.max_outstanding),
+            static_cast<unsigned long long>(t.pending_stalls), t.mean_pr_latency_ps() * us,
+            100.0 * t.tx_busy_ps / std::max<double>(1, t.done_ps),
+            t.tx_packets ? t.tx_wait_ps * us / t.tx_packets : 0.0,
+            100.0 * t.rx_busy_ps / std::max<double>(1, t.done_ps),
+            t.rx_packets ? t.rx_wait_ps * us / t.rx_packets : 0.0, hub,
+            static_cast<unsigned long long>(max_served), r.nodes[hub].done_ps * us);
+      }
+      js << (k ? "," : "") << "{\"mechanisms\":\"" << s.name << "\",\"tail_node\":" << d.tail
+         << ",\"time_us\":" << d.time_us << ",\"fc_rate\":" << d.fc_rate
+         << ",\"read_prs_per_packet\":" << d.read_prs_per_packet
+         << ",\"response_prs_per_packet\":" << d.resp_prs_per_packet
+         << ",\"pcache_hit_rate\":" << d.hit_rate << ",\"goodput\":" << d.goodput
+         << ",\"line_utilisation\":" << d.line_util << ",\"traffic_vs_su\":" << d.traffic_vs_su
+         << ",\"su_opt_us\":" << d.su_opt_us << ",\"speedup_over_su_opt\":" << d.speedup_su
+         << ",\"speedup_over_sa_opt\":" << speedup_sa << ",\"prs_vs_sa\":" << prs_vs_sa
+         << ",\"checks_ok\":" << (failures.empty() ? "true" : "false") << ",\"events\":" << r.events
+         << ",\"simulated_prs\":" << requested << ",\"wall_s\":" << wall
+         << ",\"failed_wrs\":" << failed << "}";
+      // Each step's results are kept as soon as it ends: a long ladder loses nothing if stopped.
+      std::fflush(stdout);
+      const bool last = k + 1 == steps.size() && ki + 1 == o.Ks.size();
+      if (!write_json(o.json, head.str() + done_experiments + js.str() + "]}", load_s, last))
+        return 1;
     }
+    done_experiments += js.str() + "]}" + (ki + 1 < o.Ks.size() ? "," : "");
   }
-  return 0;
+  return failed_checks != 0 ? 3 : 0;
 }

@@ -146,10 +146,15 @@ struct Node {
   std::size_t next_pos = 0;  // first idx not yet posted
   std::uint64_t wrs_total = 0, wrs_posted = 0, wrs_done = 0, wrs_failed = 0;
   Picos busy_until = 0;
-  Picos next_step = kNever;  // the step scheduled, kNever if none
+  Picos next_step = kNever;
+  bool host_due =
+      false;  // a host turn (posting) is scheduled  // the step scheduled, kNever if none
   Picos done_ps = 0;
   std::uint64_t steps = 0;
-  std::uint64_t prev_walked = 0, prev_served = 0;
+  // Accounting of where virtual time goes (NodeResult's fields of the same names).
+  Picos busy_ps = 0, last_account = 0;
+  std::uint64_t client_cycles = 0, server_cycles = 0, outstanding = 0, max_outstanding = 0;
+  double outstanding_ps = 0;
 };
 
 std::uint64_t virtual_now_ns(const void* events) {
@@ -167,6 +172,8 @@ class Run {
   void open_nodes();
   void close_nodes();
   void post_more(Node& n);
+  void host_turn(Node& n, Picos when);
+  void verify_completed(const Node& n, std::uint64_t wr_id);
   void schedule_step(Node& n, Picos when);
   void step(Node& n);
   void inject(Node& n, std::vector<std::pair<int, std::vector<std::byte>>>&& frames);
@@ -183,6 +190,9 @@ class Run {
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<std::unique_ptr<TorSwitch>> tors_;
   std::vector<std::byte> shared_out_;
+  std::uint64_t wrong_at_completion_ = 0;
+  Picos grid_ps_ = 0;  // NodeModel::step_grid_cycles in picoseconds
+  std::vector<std::span<const std::byte>> frame_packets_;  // inject's split of a frame
 };
 
 void Run::open_nodes() {
@@ -289,8 +299,40 @@ void Run::post_more(Node& n) {
   }
 }
 
+// A work request that completed successfully has every property it asked for in place now
+// (not merely by the end of the run): one that coalesced onto another's request must not
+// complete before that request's answer arrived.
+void Run::verify_completed(const Node& n, std::uint64_t wr_id) {
+  const std::size_t begin = static_cast<std::size_t>(wr_id) * config_.node.batch;
+  const std::size_t end = std::min(begin + config_.node.batch, n.idxs->size());
+  const std::uint64_t own_begin = w_.row_offsets[static_cast<std::size_t>(n.rank)];
+  const std::uint64_t own_end = w_.row_offsets[static_cast<std::size_t>(n.rank) + 1];
+  std::vector<std::byte> expected(w_.prop_bytes);
+  for (std::size_t k = begin; k < end; ++k) {
+    const std::uint64_t idx = (*n.idxs)[k];
+    if (idx >= own_begin && idx < own_end) continue;  // local: skipped by REMOTE_ONLY
+    fill_property(idx, expected);
+    if (std::memcmp(n.out + idx * w_.prop_bytes, expected.data(), w_.prop_bytes) != 0)
+      ++wrong_at_completion_;
+  }
+}
+
+// The host sees completions and posts more work requests; they reach the NIC at `when`.
+void Run::host_turn(Node& n, Picos when) {
+  if (n.host_due || n.next_pos >= n.idxs->size()) return;
+  n.host_due = true;
+  Node* np = &n;
+  events_.at(when, [this, np] {
+    np->host_due = false;
+    const std::uint64_t before = np->wrs_posted;
+    post_more(*np);
+    if (np->wrs_posted != before) schedule_step(*np, events_.now());
+  });
+}
+
 void Run::schedule_step(Node& n, Picos when) {
   when = std::max({when, n.busy_until, events_.now()});
+  if (grid_ps_ > 1) when = (when + grid_ps_ - 1) / grid_ps_ * grid_ps_;
   if (n.next_step <= when) return;  // an earlier step is already due
   n.next_step = when;
   Node* np = &n;
@@ -311,27 +353,33 @@ void Run::step(Node& n) {
   for (int got; (got = static_cast<rig::Cq*>(n.cq)->poll(64, wc)) > 0;) {
     for (int i = 0; i < got; ++i) {
       ++n.wrs_done;
-      if (wc[i].status != NS_WC_SUCCESS) ++n.wrs_failed;
+      if (wc[i].status != NS_WC_SUCCESS) {
+        ++n.wrs_failed;
+      } else if (w_.verify) {
+        verify_completed(n, wc[i].wr_id);
+      }
     }
     completed = true;
   }
-  if (completed || n.wrs_posted == 0) {
-    const std::uint64_t before = n.wrs_posted;
-    post_more(n);
-    if (n.wrs_posted != before) work += e.progress_inline();
-  }
+  if (completed) host_turn(n, now + 2 * config_.node.pcie_ns * kPicosPerNano);
   if (n.wrs_done == n.wrs_total && n.done_ps == 0 && n.wrs_total != 0) n.done_ps = now;
-  // The step's hardware time: the busiest unit type, at one idx or one PR per cycle.
-  const rig::Engine::Snapshot s = e.snapshot();
-  const std::uint64_t walked = s.client.requested, served = s.server.answered;
-  const std::uint64_t dw = walked - n.prev_walked, ds = served - n.prev_served;
-  n.prev_walked = walked;
-  n.prev_served = served;
-  const std::uint64_t cu = static_cast<std::uint64_t>(config_.node.client_units);
+  // The step's hardware time: the busiest client unit walks one idx per cycle (a unit walks
+  // only its own command, so idxs walked by one unit do not spread over the others); the
+  // server units share incoming reads (the paper's Q Control), one PR per cycle each.
+  const rig::Engine::UnitWork uw = e.take_unit_work();
   const std::uint64_t su = static_cast<std::uint64_t>(config_.node.server_units);
-  const std::uint64_t cycles = std::max<std::uint64_t>({1, (dw + cu - 1) / cu, (ds + su - 1) / su});
+  const std::uint64_t client_cycles = uw.max_unit_walked, server_cycles = (uw.served + su - 1) / su;
+  const std::uint64_t cycles = std::max<std::uint64_t>({1, client_cycles, server_cycles});
   const Picos end = now + cycles_ps(cycles);
   n.busy_until = end;
+  n.busy_ps += end - now;
+  n.client_cycles += client_cycles;
+  n.server_cycles += server_cycles;
+  n.outstanding_ps +=
+      static_cast<double>(n.outstanding) * static_cast<double>(now - n.last_account);
+  n.last_account = now;
+  n.outstanding = uw.sent_total - uw.responses_total;
+  n.max_outstanding = std::max(n.max_outstanding, n.outstanding);
   if (!n.wire.outgoing.empty()) {
     auto frames = std::move(n.wire.outgoing);
     n.wire.outgoing.clear();
@@ -349,7 +397,8 @@ void Run::step(Node& n) {
 }
 
 void Run::inject(Node& n, std::vector<std::pair<int, std::vector<std::byte>>>&& frames) {
-  std::vector<std::span<const std::byte>> packets(concat::kMaxPacketsPerFrame);
+  std::vector<std::span<const std::byte>>& packets = frame_packets_;
+  packets.resize(concat::kMaxPacketsPerFrame);  // once: the split writes into it
   for (auto& [dest, frame] : frames) {
     const concat::FrameSplit split = concat::split_frame(frame, packets);
     if (split.error != concat::DecodeError::kOk)
@@ -367,6 +416,7 @@ RunResult Run::go() {
         "per node, prop_bytes > 0");
   if (config_.node.batch == 0 || config_.node.qp_depth == 0)
     throw std::invalid_argument("NodeModel: batch and qp_depth must be > 0");
+  grid_ps_ = cycles_ps(config_.node.step_grid_cycles);
   open_nodes();
   struct Closer {
     Run* run;
@@ -390,11 +440,15 @@ RunResult Run::go() {
   });
 
   rig::ScopedClockOverride clock(&virtual_now_ns, &events_);
-  for (auto& n : nodes_) schedule_step(*n, 0);
+  for (auto& n : nodes_) {
+    if (n->wrs_total == 0) continue;
+    host_turn(*n, config_.node.pcie_ns * kPicosPerNano);
+  }
   events_.run();
 
   RunResult r;
   r.events = events_.events_run();
+  r.wrong_at_completion = wrong_at_completion_;
   r.links = fabric_.total();
   for (auto& n : nodes_) {
     const rig::Engine::Snapshot s = n->ctx->snapshot();
@@ -411,8 +465,19 @@ RunResult Run::go() {
     nr.rx_wire_bytes = fabric_.downlink(n->rank).wire_bytes;
     nr.tx_packets = fabric_.uplink(n->rank).packets;
     nr.rx_packets = fabric_.downlink(n->rank).packets;
+    nr.tx_busy_ps = fabric_.uplink(n->rank).busy_ps;
+    nr.rx_busy_ps = fabric_.downlink(n->rank).busy_ps;
+    nr.tx_wait_ps = fabric_.uplink(n->rank).total_wait_ps;
+    nr.rx_wait_ps = fabric_.downlink(n->rank).total_wait_ps;
     nr.done_ps = n->done_ps;
     nr.steps = n->steps;
+    nr.busy_ps = n->busy_ps;
+    nr.client_cycles = n->client_cycles;
+    nr.server_cycles = n->server_cycles;
+    nr.outstanding_ps = n->outstanding_ps;
+    nr.max_outstanding = n->max_outstanding;
+    nr.pending_stalls = s.client.stalls;
+    nr.wrs = n->wrs_total;
     nr.failed_wrs = n->wrs_failed + (n->wrs_total - n->wrs_done);
     r.makespan_ps = std::max(r.makespan_ps, n->done_ps);
     r.nodes.push_back(nr);

@@ -43,6 +43,15 @@ struct NodeModel {
   std::uint32_t flags = 0;      // NS_CTX_NO_FILTER / NO_COALESCE / NO_CONCAT (ablations)
   std::uint32_t batch = 8192;   // idxs per RIG work request
   std::uint32_t qp_depth = 64;  // work requests in flight per node
+  // Host <-> NIC over PCIe (Table 5: 200 ns one way): the host sees a completion one crossing
+  // after the NIC wrote it, and the work requests it posts then reach the NIC one crossing
+  // later; its own posting time is not modelled.
+  std::uint32_t pcie_ns = 200;
+  // A node's engine steps start on a grid of this many cycles (0 = whenever work arrives):
+  // what arrives within one period is handled by one step, as a pipelined NIC takes a burst.
+  // It bounds the steps (the emulator's main cost) by time instead of by packets, and adds at
+  // most one period (a few ns) to a PR's round trip of microseconds (docs/emulation.md).
+  std::uint32_t step_grid_cycles = 0;
 };
 
 struct ClusterConfig {
@@ -69,8 +78,22 @@ struct NodeResult {
   concat::ConcatStats nic;                             // the NIC concatenation point
   std::uint64_t tx_wire_bytes = 0, rx_wire_bytes = 0;  // on its uplink / downlink
   std::uint64_t tx_packets = 0, rx_packets = 0;
-  Picos done_ps = 0;  // when its last work request completed
+  Picos tx_busy_ps = 0, rx_busy_ps = 0;  // serialising on its uplink / downlink
+  Picos tx_wait_ps = 0, rx_wait_ps = 0;  // packets' total queueing before its uplink / downlink
+  Picos done_ps = 0;                     // when its last work request completed
   std::uint64_t steps = 0;
+  // Where the node's virtual time went (what bounds the tail node):
+  Picos busy_ps = 0;                // engine steps (the units' hardware time)
+  std::uint64_t client_cycles = 0;  // sum over steps of idxs walked / client units
+  std::uint64_t server_cycles = 0;  // sum over steps of PRs served / server units
+  double outstanding_ps = 0;        // integral over time of PRs in flight (sent - answered)
+  std::uint64_t max_outstanding = 0;
+  std::uint64_t pending_stalls = 0;  // times a client unit found its Pending PR Table full
+  std::uint64_t wrs = 0;             // work requests the host posted
+  // Mean PR round trip (Little's law): outstanding_ps / responses.
+  double mean_pr_latency_ps() const {
+    return responses ? outstanding_ps / static_cast<double>(responses) : 0;
+  }
   std::uint64_t failed_wrs = 0;
 };
 
@@ -84,6 +107,8 @@ struct RunResult {
   std::uint64_t events = 0;
   std::uint64_t wrong_properties = 0;  // verify: gathered bytes that differ from the owner's
   std::uint64_t checked_properties = 0;
+  // verify: properties of a work request not in place when it completed successfully
+  std::uint64_t wrong_at_completion = 0;
 };
 
 class Cluster {

@@ -94,13 +94,22 @@ std::uint32_t Fabric::new_packet(int src, int src_tor, int dst, std::vector<std:
 }
 
 void Fabric::release(std::uint32_t p) {
-  packets_[p].bytes = {};
+  // Small buffers stay with the pooled packet for the next send; large ones are freed.
+  if (packets_[p].bytes.capacity() > 2048) {
+    packets_[p].bytes = {};
+  } else {
+    packets_[p].bytes.clear();
+  }
   free_packets_.push_back(p);
   --in_flight_;
 }
 
 std::uint64_t Fabric::send(int src, int dst, std::span<const std::byte> payload) {
-  return send(src, dst, std::vector<std::byte>(payload.begin(), payload.end()));
+  // Into a pooled packet's buffer: its capacity is kept between uses (no allocation).
+  std::vector<std::byte> bytes;
+  if (!free_packets_.empty()) bytes = std::move(packets_[free_packets_.back()].bytes);
+  bytes.assign(payload.begin(), payload.end());
+  return send(src, dst, std::move(bytes));
 }
 
 std::uint64_t Fabric::send(int src, int dst, std::vector<std::byte>&& payload) {
@@ -108,10 +117,11 @@ std::uint64_t Fabric::send(int src, int dst, std::vector<std::byte>&& payload) {
     throw std::out_of_range("Fabric: source " + std::to_string(src) + " is not a node");
   const std::uint32_t p = new_packet(src, -1, dst, std::move(payload));
   const std::uint64_t id = packets_[p].id;
+  const Route r = route_of(p);
   if (src == dst) {  // the NIC's loopback: no link, delivered as an event now
-    events_.at(events_.now(), [this, p] { arrive(p, Hop::kToNode); });
+    events_.at(events_.now(), [this, r] { arrive(r, Hop::kToNode); });
   } else {
-    transmit(up_index(src), p, Hop::kToSrcTor);
+    transmit(up_index(src), r, Hop::kToSrcTor);
   }
   return id;
 }
@@ -121,75 +131,86 @@ std::uint64_t Fabric::send_from_tor(int tor, int dst, std::vector<std::byte>&& p
     throw std::out_of_range("Fabric: ToR " + std::to_string(tor) + " does not exist");
   const std::uint32_t p = new_packet(-1, tor, dst, std::move(payload));
   const std::uint64_t id = packets_[p].id;
-  forward_from_tor(p);
+  forward_from_tor(route_of(p));
   return id;
 }
 
-void Fabric::transmit(std::size_t link_index, std::uint32_t p, Hop next) {
+Fabric::Route Fabric::route_of(std::uint32_t p) const noexcept {
+  const Packet& pk = packets_[p];
+  // A switch-made packet has no source node; route it as if it came from the first node of
+  // its ToR's rack (any spine works: the ToRs it passes are fixed by the racks).
+  const int tor = pk.src >= 0 ? rack_of(pk.src) : pk.src_tor;
+  return Route{p, pk.wire_bytes, pk.src >= 0 ? pk.src : pk.src_tor * per_rack_, pk.dst, tor};
+}
+
+void Fabric::transmit(std::size_t link_index, const Route& r, Hop next) {
   Link& link = links_[link_index];
   const Picos now = events_.now();
   const Picos start = std::max(now, link.free_at);
-  const Picos ser = serialisation_ps(packets_[p].wire_bytes);
+  const Picos ser = serialisation_ps(r.wire_bytes);
   link.free_at = start + ser;
   link.stats.packets += 1;
-  link.stats.wire_bytes += packets_[p].wire_bytes;
+  link.stats.wire_bytes += r.wire_bytes;
   link.stats.busy_ps += ser;
   link.stats.max_wait_ps = std::max(link.stats.max_wait_ps, start - now);
+  link.stats.total_wait_ps += start - now;
   // A switch hop includes the switch's latency: nothing can happen to the packet in between.
   const Picos arrival =
       link.free_at + config_.link_ps + (next == Hop::kToNode ? Picos{0} : config_.switch_ps);
-  events_.at(arrival, [this, p, next] { arrive(p, next); });
+  link.wire.push_back(InFlight{arrival, r, next});
+  if (link.wire.size() == 1) events_.at(arrival, [this, link_index] { land(link_index); });
 }
 
-int Fabric::packet_src_for_route(const Packet& pk) const noexcept {
-  // A switch-made packet has no source node; route it as if it came from the first node of
-  // its ToR's rack (any spine works: the ToRs it passes are fixed by the racks).
-  return pk.src >= 0 ? pk.src : pk.src_tor * per_rack_;
+void Fabric::land(std::size_t link_index) {
+  Link& link = links_[link_index];
+  const InFlight f = link.wire.front();
+  link.wire.pop_front();
+  // The next head is scheduled before the packet moves on, so that whatever the arrival
+  // causes is ordered after it at equal times, as when every packet had its own event.
+  if (!link.wire.empty())
+    events_.at(link.wire.front().arrival, [this, link_index] { land(link_index); });
+  arrive(f.route, f.next);
 }
 
-void Fabric::arrive(std::uint32_t p, Hop hop) {
-  Packet& pk = packets_[p];
+void Fabric::arrive(const Route& r, Hop hop) {
   switch (hop) {
     case Hop::kToSrcTor:
-      at_tor(p, /*from_node=*/true);
+      at_tor(r, /*from_node=*/true);
       return;
     case Hop::kToSpine: {
-      const int spine = spine_of(packet_src_for_route(pk), pk.dst);
-      transmit(spine_down_index(spine, rack_of(pk.dst)), p, Hop::kToDstTor);
+      const int spine = spine_of(r.route_src, r.dst);
+      transmit(spine_down_index(spine, rack_of(r.dst)), r, Hop::kToDstTor);
       return;
     }
     case Hop::kToDstTor:
-      at_tor(p, /*from_node=*/false);
+      at_tor(r, /*from_node=*/false);
       return;
     case Hop::kToNode:
       ++delivered_;
-      if (receiver_) receiver_(pk.dst, pk);
-      release(p);
+      if (receiver_) receiver_(r.dst, packets_[r.packet]);
+      release(r.packet);
       return;
   }
 }
 
-void Fabric::at_tor(std::uint32_t p, bool from_node) {
-  Packet& pk = packets_[p];
-  const int tor = from_node ? rack_of(pk.src) : rack_of(pk.dst);
-  if (tor_hook_ && !tor_hook_(tor, pk, from_node)) {
-    release(p);
+void Fabric::at_tor(const Route& r, bool from_node) {
+  const int tor = from_node ? r.src_tor : rack_of(r.dst);
+  if (tor_hook_ && !tor_hook_(tor, packets_[r.packet], from_node)) {
+    release(r.packet);
     return;
   }
   if (from_node) {
-    forward_from_tor(p);
+    forward_from_tor(r);
   } else {
-    transmit(down_index(pk.dst), p, Hop::kToNode);
+    transmit(down_index(r.dst), r, Hop::kToNode);
   }
 }
 
-void Fabric::forward_from_tor(std::uint32_t p) {
-  const Packet& pk = packets_[p];
-  const int tor = pk.src >= 0 ? rack_of(pk.src) : pk.src_tor;
-  if (rack_of(pk.dst) == tor) {
-    transmit(down_index(pk.dst), p, Hop::kToNode);
+void Fabric::forward_from_tor(const Route& r) {
+  if (rack_of(r.dst) == r.src_tor) {
+    transmit(down_index(r.dst), r, Hop::kToNode);
   } else {
-    transmit(tor_up_index(tor, spine_of(packet_src_for_route(pk), pk.dst)), p, Hop::kToSpine);
+    transmit(tor_up_index(r.src_tor, spine_of(r.route_src, r.dst)), r, Hop::kToSpine);
   }
 }
 
@@ -200,6 +221,7 @@ LinkStats Fabric::total() const {
     t.wire_bytes += l.stats.wire_bytes;
     t.busy_ps += l.stats.busy_ps;
     t.max_wait_ps = std::max(t.max_wait_ps, l.stats.max_wait_ps);
+    t.total_wait_ps += l.stats.total_wait_ps;
   }
   return t;
 }

@@ -61,8 +61,9 @@ struct Packet {
 struct LinkStats {
   std::uint64_t packets = 0;
   std::uint64_t wire_bytes = 0;
-  Picos busy_ps = 0;      // time spent serialising
-  Picos max_wait_ps = 0;  // longest a packet waited for the link (queueing)
+  Picos busy_ps = 0;        // time spent serialising
+  Picos max_wait_ps = 0;    // longest a packet waited for the link (queueing)
+  Picos total_wait_ps = 0;  // sum over packets of the time waited for the link
 };
 
 class Fabric {
@@ -117,12 +118,30 @@ class Fabric {
   LinkStats total() const;  // over every link
 
  private:
+  // Where a packet goes after the hop it is on.
+  enum class Hop : std::uint8_t { kToSrcTor, kToSpine, kToDstTor, kToNode };
+  // What routing needs of a packet, carried with it from hop to hop so that the hops do not
+  // touch the pooled Packet (a cache miss each with a million packets in flight).
+  struct Route {
+    std::uint32_t packet;
+    std::uint32_t wire_bytes;
+    std::int32_t route_src;  // the node whose pair with dst picks the spine
+    std::int32_t dst;
+    std::int32_t src_tor;  // the ToR it came up through
+  };
+  struct InFlight {
+    Picos arrival;
+    Route route;
+    Hop next;
+  };
   struct Link {
     Picos free_at = 0;
     LinkStats stats;
+    // Packets on the wire, in arrival order: a link is FIFO with a fixed latency, so arrivals
+    // leave in the order they entered, and only the head needs an event in the agenda (keeps
+    // the agenda as small as the number of busy links, not of packets in flight).
+    std::deque<InFlight> wire;
   };
-  // Where a packet goes after the hop it is on.
-  enum class Hop : std::uint8_t { kToSrcTor, kToSpine, kToDstTor, kToNode };
 
   std::size_t up_index(int node) const noexcept { return static_cast<std::size_t>(node); }
   std::size_t down_index(int node) const noexcept {
@@ -137,11 +156,13 @@ class Fabric {
   }
 
   std::uint32_t new_packet(int src, int src_tor, int dst, std::vector<std::byte>&& payload);
-  // Puts packet `p` on link `link` now; it arrives at the next hop (`next`) after the link.
-  void transmit(std::size_t link, std::uint32_t p, Hop next);
-  void arrive(std::uint32_t p, Hop hop);         // the packet's last bit reached `hop`
-  void at_tor(std::uint32_t p, bool from_node);  // after the ToR's switch latency
-  void forward_from_tor(std::uint32_t p);
+  Route route_of(std::uint32_t p) const noexcept;
+  // Puts the packet on link `link` now; it arrives at the next hop (`next`) after the link.
+  void transmit(std::size_t link, const Route& r, Hop next);
+  void arrive(const Route& r, Hop hop);         // the packet's last bit reached `hop`
+  void land(std::size_t link);                  // the head packet of `link` arrives now
+  void at_tor(const Route& r, bool from_node);  // after the ToR's switch latency
+  void forward_from_tor(const Route& r);
   void release(std::uint32_t p);
   int packet_src_for_route(const Packet& pk) const noexcept;
 

@@ -833,6 +833,25 @@ std::uint64_t Engine::next_timer_ns() const {
   return concat_ ? concat_->next_expiry_ns() : UINT64_MAX;
 }
 
+Engine::UnitWork Engine::take_unit_work() {
+  UnitWork w;
+  walked_seen_.resize(clients_.size(), 0);
+  for (std::size_t k = 0; k < clients_.size(); ++k) {
+    const ClientCounters& c = clients_[k]->counters;
+    const std::uint64_t d = c.requested - walked_seen_[k];
+    walked_seen_[k] = c.requested;
+    w.walked += d;
+    w.max_unit_walked = std::max(w.max_unit_walked, d);
+    w.sent_total += c.sent;
+    w.responses_total += c.responses;
+  }
+  std::uint64_t served = 0;
+  for (const auto& u : servers_) served += u->counters.answered;
+  w.served = served - served_seen_;
+  served_seen_ = served;
+  return w;
+}
+
 Engine::Snapshot Engine::snapshot() const {
   std::lock_guard<std::mutex> lk(progress_mu_);
   Snapshot s;

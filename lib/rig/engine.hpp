@@ -105,6 +105,16 @@ class Engine : public PostTarget, public CommandSink {
   // arrives, the host posts, or this time comes.
   std::uint64_t next_timer_ns() const;
 
+  // Work of the units since the previous call, for a driver that charges their hardware time
+  // per INLINE step (the cluster emulator): idxs walked by the busiest client unit and by all,
+  // PRs answered by the server units, and the client units' totals of PRs sent and answers
+  // taken (for PRs in flight). Call only from the thread that steps the engine; no lock.
+  struct UnitWork {
+    std::uint64_t max_unit_walked = 0, walked = 0, served = 0;
+    std::uint64_t sent_total = 0, responses_total = 0;
+  };
+  UnitWork take_unit_work();
+
   // ---- statistics (take progress_mu_) ----
   struct Snapshot {
     ClientCounters client;
@@ -218,6 +228,8 @@ class Engine : public PostTarget, public CommandSink {
   std::unique_ptr<Outbox> outbox_;
   std::unique_ptr<concat::ConcatPoint> concat_;
   std::vector<std::unique_ptr<ClientUnit>> clients_;
+  std::vector<std::uint64_t> walked_seen_;  // take_unit_work: each client unit's last count
+  std::uint64_t served_seen_ = 0;
   std::vector<std::unique_ptr<ServerUnit>> servers_;
   std::size_t next_client_ = 0, next_server_ = 0, next_qp_ = 0;
   std::vector<std::span<const std::byte>> frame_packets_;  // split_frame's output

@@ -54,9 +54,10 @@ struct Command {
   std::uint64_t bad_pos = 0;      // LOC_INV_REQ: position of the offending idx
   int status = NS_WC_SUCCESS;
   FilterUse filter = FilterUse::kNone;
-  bool generated = false;      // no more idxs will be generated (all done, or stopped by an error)
-  bool coalesced_any = false;  // kRows: some idx waits for a PR another command sent
-  std::uint64_t fifo_seq = 0;  // kRows: admission order in the region's epoch
+  bool generated = false;       // no more idxs will be generated (all done, or stopped by an error)
+  bool coalesced_any = false;   // kRows: some idx waits for a PR another command sent
+  std::uint64_t fifo_seq = 0;   // kRows: admission order in the region's epoch
+  bool generated_seen = false;  // kRows: the region has counted the end of its generation
   Qp* qp = nullptr;
   std::uint32_t slot = 0;
 };

@@ -75,14 +75,14 @@ bool Region::admit(Command& c, const Config& config) {
   c.filter = FilterUse::kNone;
   if (!dedup) return true;
   if (c.layout == NS_RIG_LAYOUT_INDEXED) {
-    if (generating_ != nullptr) return false;  // keeps the admission order (see above)
     const std::uint64_t mapping =
         reinterpret_cast<std::uint64_t>(c.out) - c.window_base * prop_bytes;
     if (claim_mapping(c.window_base, c.window_base + c.window_len, mapping)) {
       c.filter = FilterUse::kRows;
-      generating_ = &c;
+      c.generated_seen = false;
+      ++generating_;
       c.fifo_seq = fifo_base_ + fifo_.size();
-      fifo_.push_back(FifoEntry{&c, false});
+      fifo_.push_back(FifoEntry{&c, false, false, UINT64_MAX});
       return true;
     }
   }

@@ -54,28 +54,35 @@ class Region {
   filter::RowStateFilter& rows() noexcept { return rows_; }
 
   // Decides how a RIG command uses the filter (cmd.filter) when the engine starts it; false =
-  // not now (an epoch change waits for the commands of the old epoch; commands on the row
-  // filter are generated one at a time, in admission order, so that an idx found "requested"
-  // was always requested by an earlier command or by this one). Within an epoch the output
-  // memory the filter vouches for must stay as the engine wrote it (docs/api.md).
+  // not now (an epoch change waits for the commands of the old epoch). Commands on the row
+  // filter generate concurrently, one per client unit, as the paper's units do (a unit stalled
+  // on its Pending PR Table does not hold the others back). Within an epoch the output memory
+  // the filter vouches for must stay as the engine wrote it (docs/api.md).
   bool admit(Command& c, const Config& config);
-  // The command generated its last idx.
+  // The command generated its last idx. Every request it may have coalesced onto was sent by a
+  // command admitted before now: that set (admission sequence < dep_end) is recorded.
   void generated(Command& c) noexcept {
-    if (generating_ == &c) generating_ = nullptr;
+    if (c.filter != FilterUse::kRows || c.generated_seen) return;
+    c.generated_seen = true;
+    --generating_;
+    fifo_[c.fifo_seq - fifo_base_].dep_end = fifo_base_ + fifo_.size();
   }
-  // The command has all its own answers (or failed). Commands on the row filter that coalesced
-  // onto another command's request complete only after every earlier such command (the data
-  // they wait for was requested by one of those); a failed one fails those that coalesced after
-  // it in the same epoch, since what they waited for may never come. `complete(Command&)` is
-  // called for every command that completes now, in order.
+  // The command has all its own answers (or failed). A command on the row filter that coalesced
+  // onto another command's request completes only when every command admitted before its
+  // generation ended has all its own answers (the request it waited for was one of theirs, so
+  // its data is then in place); a failed one fails those of its epoch that coalesced and
+  // complete after it, since what they waited for may never come. `complete(Command&)` is
+  // called for every command that completes now.
   template <class Complete>
   void retire(Command& c, Complete&& complete);
-  bool idle() const noexcept { return fifo_.empty() && generating_ == nullptr; }
+  bool idle() const noexcept { return fifo_.empty() && generating_ == 0; }
 
  private:
   struct FifoEntry {
-    Command* cmd;  // nullptr once completed
-    bool held;
+    Command* cmd;           // nullptr once completed
+    bool held;              // retired, coalesced, waiting for the commands it may depend on
+    bool retired;           // has all its own answers (or failed)
+    std::uint64_t dep_end;  // admission sequences it may depend on: [fifo start, dep_end)
   };
   void poison(Command& c) noexcept {
     if (c.status != NS_WC_SUCCESS) {
@@ -98,9 +105,9 @@ class Region {
   bool claim_mapping(std::uint64_t begin, std::uint64_t end, std::uint64_t mapping);
   filter::RowStateFilter rows_;
   std::vector<Mapping> mappings_;
-  Command* generating_ = nullptr;
-  std::deque<FifoEntry> fifo_;   // kRows commands of this epoch not yet completed, in order
-  std::uint64_t fifo_base_ = 0;  // sequence number of fifo_.front()
+  std::uint64_t generating_ = 0;  // kRows commands admitted and not yet generated
+  std::deque<FifoEntry> fifo_;    // kRows commands of this epoch not yet completed, in order
+  std::uint64_t fifo_base_ = 0;   // sequence number of fifo_.front()
   int poison_ = NS_WC_SUCCESS;
 };
 
@@ -113,21 +120,29 @@ void Region::retire(Command& c, Complete&& complete) {
   generated(c);
   poison(c);
   FifoEntry& e = fifo_[c.fifo_seq - fifo_base_];
-  if (!c.coalesced_any || c.fifo_seq == fifo_base_) {
+  e.retired = true;
+  if (!c.coalesced_any) {
     e.cmd = nullptr;
     complete(c);
   } else {
     e.held = true;
   }
-  while (!fifo_.empty()) {
-    FifoEntry& f = fifo_.front();
-    if (f.cmd != nullptr) {
-      if (!f.held) break;
-      poison(*f.cmd);
-      Command& held = *f.cmd;
-      f.cmd = nullptr;
-      complete(held);
-    }
+  // Every command of the leading run of retired ones has all its answers: a held command whose
+  // dependencies all lie in that run has its data in place. The fifo is bounded by the commands
+  // in flight (queue depth), so the scan is short.
+  std::uint64_t retired_end = fifo_base_;
+  while (retired_end - fifo_base_ < fifo_.size() && fifo_[retired_end - fifo_base_].retired)
+    ++retired_end;
+  for (std::uint64_t s = fifo_base_; s < fifo_base_ + fifo_.size(); ++s) {
+    FifoEntry& f = fifo_[s - fifo_base_];
+    if (f.cmd == nullptr || !f.held || f.dep_end > retired_end) continue;
+    poison(*f.cmd);
+    Command& held = *f.cmd;
+    f.cmd = nullptr;
+    f.held = false;
+    complete(held);
+  }
+  while (!fifo_.empty() && fifo_.front().retired && fifo_.front().cmd == nullptr) {
     fifo_.pop_front();
     ++fifo_base_;
   }
