@@ -42,7 +42,7 @@ CsrMatrix read_by_ranges(const std::string& path, std::uint64_t cut_seed) {
   first.triplets.insert(first.triplets.end(), second.triplets.begin(), second.triplets.end());
   CsrMatrix m = coo_to_csr(first.triplets, h.n_rows, h.n_cols);
   if (h.field == MatrixMarketField::pattern) {
-    for (float& v : m.values) v = 1.0f;
+    for (double& v : m.values) v = 1.0;
   }
   return m;
 }
@@ -87,7 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const MatrixMarketHeader& h = *header.value;
   require(m.n_rows == h.n_rows && m.n_cols == h.n_cols, "shape differs from the size line");
   if (h.field == MatrixMarketField::pattern) {
-    for (const float v : m.values) require(v == 1.0f, "pattern value other than 1");
+    for (const double v : m.values) require(v == 1.0, "pattern value other than 1");
   }
   const gidx_t b = static_cast<gidx_t>(seed % static_cast<std::uint64_t>(m.n_rows + 1));
   const gidx_t e =

@@ -46,9 +46,9 @@ void check_graph(const MetisGraph& g) {
   for (gidx_t i = 0; i < n; ++i) {
     for (std::int64_t k = a.row_ptr[i]; k < a.row_ptr[i + 1]; ++k) {
       const gidx_t j = a.col_idx[k];
-      const float w = a.values[k];
+      const double w = a.values[k];
       require(j != i, "graph", "self-loop");
-      require(w >= 1.0f && w == std::floor(w), "graph", "edge weight not a positive integer");
+      require(w >= 1.0 && w == std::floor(w), "graph", "edge weight not a positive integer");
       const auto begin = a.col_idx.begin() + a.row_ptr[j];
       const auto end = a.col_idx.begin() + a.row_ptr[j + 1];
       const auto it = std::lower_bound(begin, end, i);

@@ -109,7 +109,7 @@ inline bool same_matrix(const CsrMatrix& a, const CsrMatrix& b) {
     return false;
   }
   for (std::size_t k = 0; k < a.values.size(); ++k) {
-    if (__builtin_memcmp(&a.values[k], &b.values[k], sizeof(float)) != 0) return false;
+    if (__builtin_memcmp(&a.values[k], &b.values[k], sizeof(double)) != 0) return false;
   }
   return true;
 }
