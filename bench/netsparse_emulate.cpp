@@ -58,10 +58,41 @@ struct Options {
   std::exit(2);
 }
 
+constexpr const char* kHelp =
+    R"(netsparse_emulate: a NetSparse cluster (leaf-spine, ToR switches with concatenation and the
+Property Cache) in one process, in virtual time, on the library's own RIG engines; prints the
+paper's Table 1, Table 4 and, per step of Table 8's ladder, the tail node's Table 7 columns and
+the speedups over SUOpt and SAOpt (docs/emulation.md). Results depend only on the options.
+
+usage: netsparse_emulate [options]
+  --nodes N            nodes (default 128)
+  --racks R            racks, nodes split evenly (default 8)
+  --matrix SPEC        gen:kron:S (default gen:kron:16), gen:road:W, gen:stencil:N or a Matrix
+                       Market file
+  --kernel spmm        the kernel emulated (SpMM only)
+  --K LIST             dense widths, comma-separated (default 16); a list gives Fig. 12
+  --mechanisms STEP    rig, filter, coalesce, nic, switch (each adds one mechanism to the
+                       previous; default switch = all of them) or all (the whole ladder)
+  --seed S             seed of the generators (default 1)
+  --batch N|auto       idxs per work request (default auto: about 4 requests per unit)
+  --units U            RIG client and server units per NIC (default 32)
+  --grid CYCLES        engine steps start on a grid of this many cycles (default 32; 0 = off)
+  --sa-cores C         SAOpt: host cores per node (default 64)
+  --sa-item-ns NS      SAOpt: software cost per item per core (default: calibrated per K)
+  --verify             check every gathered property against its owner's bytes (slower)
+  --json FILE          also write the results as JSON (step by step, as they finish)
+  --help               this text
+Exit codes: 0 done, 2 bad options, 3 a check failed ("checks: FAILED").
+)";
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << kHelp;
+      std::exit(0);
+    }
     auto value = [&]() -> std::string {
       if (i + 1 >= argc) usage(a + " needs a value");
       return argv[++i];
