@@ -81,7 +81,7 @@ class TiledMatrix {
   [[nodiscard]] gidx_t n_cols() const noexcept { return n_cols_; }
   [[nodiscard]] gidx_t row_begin() const noexcept { return row_begin_; }
   [[nodiscard]] gidx_t n_rows() const noexcept { return n_rows_; }
-  [[nodiscard]] std::int64_t nnz() const noexcept { return nnz_; }
+  [[nodiscard]] std::int64_t nnz() const noexcept { return std::ssize(col_off_); }
   // The precision the values are stored in, and so the operand type of the kernels.
   [[nodiscard]] ScalarType scalar_type() const noexcept { return scalar_; }
 
@@ -158,7 +158,6 @@ class TiledMatrix {
 
   TileConfig config_{};
   ScalarType scalar_ = ScalarType::f32;
-  std::int64_t nnz_ = 0;
   gidx_t n_rows_global_ = 0;
   gidx_t n_cols_ = 0;
   gidx_t row_begin_ = 0;

@@ -229,7 +229,6 @@ struct DistKernel::Impl {
     rc.cols = &cols;
     rc.kernel = kernel;
     rc.k = k;
-    rc.scalar = options.scalar;
     rc.row_type = row_type;
     rc.options = &options;
     return rc;

@@ -32,7 +32,7 @@ class IeExchange final : public Exchange<T> {
     // 1. Ghosts: the distinct remote columns, sorted (hence grouped by owner in rank order),
     //    and the remote part renumbered onto them and tiled (GhostLayout).
     const CsrMatrix& remote = pat.remote_csr;
-    layout_.build(remote, rc.cols->n_rows(), pat.local_part.config(), rc.scalar);
+    layout_.build(remote, rc.cols->n_rows(), pat.local_part.config(), rc.scalar());
     const std::vector<gidx_t>& ghosts = layout_.ghosts();
     std::vector<std::vector<gidx_t>> requests(static_cast<std::size_t>(p));
     for (gidx_t c : ghosts) requests[rc.cols->owner(c)].push_back(c);

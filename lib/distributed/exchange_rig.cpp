@@ -221,7 +221,7 @@ class RigExchange final : public Exchange<T> {
       // A fixed pattern: gather the distinct remote columns straight into a compact buffer
       // (POSITIONAL), computed with the remote part renumbered onto it, as the
       // inspector-executor does (same kernel, same cache behaviour); the setup is paid once.
-      ghosts_.build(pat.remote_csr, rc.cols->n_rows(), pat.local_part.config(), rc.scalar);
+      ghosts_.build(pat.remote_csr, rc.cols->n_rows(), pat.local_part.config(), rc.scalar());
       window_[0].resize(ghosts_.ghosts().size() * static_cast<std::size_t>(rc.k));
       window_[1].clear();
       return;

@@ -48,13 +48,13 @@ struct RunContext {
   const RowPartition* cols = nullptr;
   KernelKind kernel = KernelKind::spmm;
   int k = 1;
-  ScalarType scalar = ScalarType::f32;        // the operands' precision (DistOptions::scalar)
-  MPI_Datatype row_type = MPI_DATATYPE_NULL;  // K contiguous elements of that precision
+  MPI_Datatype row_type = MPI_DATATYPE_NULL;  // K contiguous elements of options->scalar
   const DistOptions* options = nullptr;
 
-  // Bytes of one operand row (one property).
+  // The operands' precision (DistOptions::scalar), and the bytes of one operand row (property).
+  [[nodiscard]] ScalarType scalar() const noexcept { return options->scalar; }
   [[nodiscard]] std::uint64_t row_bytes() const noexcept {
-    return static_cast<std::uint64_t>(k) * scalar_bytes(scalar);
+    return static_cast<std::uint64_t>(k) * scalar_bytes(scalar());
   }
 };
 

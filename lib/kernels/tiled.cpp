@@ -92,16 +92,13 @@ void validate_csr(const CsrMatrix& csr) {
   }
 }
 
-// A value that becomes +-inf in fp32 would silently poison every result it touches: refuse it
-// and say how to compute instead.
-void check_fits_f32(const CsrMatrix& csr) {
-  const std::int64_t nnz = csr.nnz();
-  std::int64_t first_bad = nnz;
-#pragma omp parallel for schedule(static) reduction(min : first_bad)
-  for (std::int64_t j = 0; j < nnz; ++j)
-    if (std::fabs(csr.values[j]) > double{std::numeric_limits<float>::max()})
-      first_bad = std::min(first_bad, j);
-  if (first_bad == nnz) return;
+constexpr double kFloatMax = std::numeric_limits<float>::max();
+
+// A value that becomes +-inf in fp32 would silently poison every result it touches: refused,
+// naming the first one and how to compute instead. Called only once one was seen.
+[[noreturn]] void fail_beyond_f32(const CsrMatrix& csr) {
+  std::int64_t first_bad = 0;
+  while (!(std::fabs(csr.values[first_bad]) > kFloatMax)) ++first_bad;
   const auto row =
       static_cast<gidx_t>(std::upper_bound(csr.row_ptr.begin(), csr.row_ptr.end(), first_bad) -
                           csr.row_ptr.begin() - 1);
@@ -126,7 +123,6 @@ TiledMatrix::TiledMatrix(const CsrMatrix& csr, const TileConfig& config, ScalarT
     : config_(config), scalar_(scalar) {
   validate_config(config);
   validate_csr(csr);
-  if (scalar == ScalarType::f32) check_fits_f32(csr);
   n_rows_global_ = csr.n_rows_global;
   n_cols_ = csr.n_cols;
   row_begin_ = csr.row_begin;
@@ -220,7 +216,6 @@ TiledMatrix::TiledMatrix(const CsrMatrix& csr, const TileConfig& config, ScalarT
   run_end_.resize(run_base.back());
   run_csr_begin_.resize(run_base.back());
   col_off_.resize(nnz);
-  nnz_ = nnz;
   if (scalar == ScalarType::f32) {
     values_.resize(nnz);
   } else {
@@ -230,8 +225,10 @@ TiledMatrix::TiledMatrix(const CsrMatrix& csr, const TileConfig& config, ScalarT
   double* const values64 = values_f64_.data();
 
   // Pass 2: write every row panel's tiles. A row panel's nonzeros start where its first row's
-  // do in the CSR, since both layouts hold the same nonzeros per panel.
-#pragma omp parallel
+  // do in the CSR, since both layouts hold the same nonzeros per panel. An fp32 layout notes a
+  // value beyond float's range on the way (reported with its position afterwards).
+  bool beyond_f32 = false;
+#pragma omp parallel reduction(|| : beyond_f32)
   {
     std::vector<PendingRun> runs;
 #pragma omp for schedule(dynamic, 4)
@@ -253,6 +250,7 @@ TiledMatrix::TiledMatrix(const CsrMatrix& csr, const TileConfig& config, ScalarT
         for (std::int64_t j = run.csr_begin; j < run.csr_end; ++j, ++nz) {
           col_off_[nz] = static_cast<std::uint32_t>(csr.col_idx[j] - col_base);
           if (values32 != nullptr) {
+            beyond_f32 = beyond_f32 || std::fabs(csr.values[j]) > kFloatMax;
             values32[nz] = static_cast<float>(csr.values[j]);
           } else {
             values64[nz] = csr.values[j];
@@ -268,6 +266,7 @@ TiledMatrix::TiledMatrix(const CsrMatrix& csr, const TileConfig& config, ScalarT
       }
     }
   }
+  if (beyond_f32) fail_beyond_f32(csr);
 
   row_panel_tile_ptr_ = std::move(tile_base);
   build_col_panel_index();

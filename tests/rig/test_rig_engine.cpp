@@ -15,6 +15,7 @@
 #include "rig/engine.hpp"
 #include "rig/spsc_ring.hpp"
 #include "rig_test_util.hpp"
+#include "rig_wr.hpp"
 #include "transport/transport.hpp"
 
 namespace rig = netsparse::rig;
@@ -409,15 +410,7 @@ TEST(Engine, AFailingStepBecomesErrorCompletionsNotAnAbort) {
   // Node 0 never answers: the request stays in flight until the failure.
   const std::vector<std::uint64_t> idx = {5, 6, 7};
   std::vector<std::uint8_t> out(idx.size() * P);
-  ns_send_wr w{};
-  w.wr_id = 77;
-  w.opcode = NS_WR_RIG;
-  w.send_flags = NS_SEND_SIGNALED;
-  w.wr.rig.mr = static_cast<ns_mr*>(mr);
-  w.wr.rig.idx = idx.data();
-  w.wr.rig.count = idx.size();
-  w.wr.rig.out = out.data();
-  w.wr.rig.layout = NS_RIG_LAYOUT_POSITIONAL;
+  ns_send_wr w = rigtest::rig_wr(77, static_cast<ns_mr*>(mr), idx, out.data());
   ASSERT_EQ(ns_post_send(static_cast<ns_qp*>(qp), &w, nullptr), NS_OK) << ns_last_error();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   t->fail = true;

@@ -14,6 +14,7 @@
 
 #include "netsparse/netsparse.h"
 #include "rig_test_util.hpp"
+#include "rig_wr.hpp"
 
 using namespace rigtest;
 
@@ -93,18 +94,7 @@ void run_cluster(const ClusterOptions& o, const std::function<void(Node&)>& fn,
 ns_send_wr rig(std::uint64_t id, ns_mr* mr, const std::vector<std::uint64_t>& idx, void* out,
                int layout, std::uint64_t base = 0, std::uint64_t len = 0,
                unsigned flags = NS_SEND_SIGNALED) {
-  ns_send_wr w{};
-  w.wr_id = id;
-  w.opcode = NS_WR_RIG;
-  w.send_flags = flags;
-  w.wr.rig.mr = mr;
-  w.wr.rig.idx = idx.data();
-  w.wr.rig.count = idx.size();
-  w.wr.rig.out = out;
-  w.wr.rig.layout = layout;
-  w.wr.rig.window_base = base;
-  w.wr.rig.window_len = len;
-  return w;
+  return rigtest::rig_wr(id, mr, idx, out, layout, base, len, flags);
 }
 
 void chain(std::vector<ns_send_wr>& wrs) {

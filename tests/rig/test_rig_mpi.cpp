@@ -11,6 +11,7 @@
 
 #include "netsparse/netsparse_mpi.h"
 #include "rig_test_util.hpp"
+#include "rig_wr.hpp"
 
 using namespace rigtest;
 
@@ -61,20 +62,10 @@ struct RankSetup {
   }
 };
 
+using rigtest::rig_wr;
 ns_send_wr rig(std::uint64_t id, ns_mr* mr, const std::vector<std::uint64_t>& idx, void* out,
                int layout, std::uint64_t base = 0, std::uint64_t len = 0) {
-  ns_send_wr w{};
-  w.wr_id = id;
-  w.opcode = NS_WR_RIG;
-  w.send_flags = NS_SEND_SIGNALED;
-  w.wr.rig.mr = mr;
-  w.wr.rig.idx = idx.data();
-  w.wr.rig.count = idx.size();
-  w.wr.rig.out = out;
-  w.wr.rig.layout = layout;
-  w.wr.rig.window_base = base;
-  w.wr.rig.window_len = len;
-  return w;
+  return rig_wr(id, mr, idx, out, layout, base, len);
 }
 
 ns_context_attr attr_of(int progress, std::uint32_t flags, std::uint32_t watchdog_ms = 30000) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "netsparse/netsparse_mpi.h"
+#include "rig_wr.hpp"
 
 namespace {
 
@@ -42,14 +43,7 @@ int run(int progress, int rank, int size) {
   std::vector<std::uint64_t> idx;
   for (std::uint64_t i = 0; i < rows * size; i += 3) idx.push_back(i);
   std::vector<std::uint64_t> out(idx.size());
-  ns_send_wr w{};
-  w.opcode = NS_WR_RIG;
-  w.send_flags = NS_SEND_SIGNALED;
-  w.wr.rig.mr = mr;
-  w.wr.rig.idx = idx.data();
-  w.wr.rig.count = idx.size();
-  w.wr.rig.out = out.data();
-  w.wr.rig.layout = NS_RIG_LAYOUT_POSITIONAL;
+  ns_send_wr w = rigtest::rig_wr(0, mr, idx, out.data());
   ns_wc wc{};
   if (ns_post_send(qp, &w, nullptr) != NS_OK || ns_cq_wait(cq, 1, &wc, 10000) != 1 ||
       wc.status != NS_WC_SUCCESS) {

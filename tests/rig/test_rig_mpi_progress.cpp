@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "netsparse/netsparse_mpi.h"
+#include "rig_wr.hpp"
 
 int main(int argc, char** argv) {
   int provided = 0;
@@ -61,14 +62,7 @@ int main(int argc, char** argv) {
   std::vector<std::uint64_t> idx;
   for (std::uint64_t i = 0; i < rows * size; ++i) idx.push_back((i * 7919) % (rows * size));
   std::vector<std::uint32_t> out(idx.size() * P / 4);
-  ns_send_wr w{};
-  w.opcode = NS_WR_RIG;
-  w.send_flags = NS_SEND_SIGNALED;
-  w.wr.rig.mr = mr;
-  w.wr.rig.idx = idx.data();
-  w.wr.rig.count = idx.size();
-  w.wr.rig.out = out.data();
-  w.wr.rig.layout = NS_RIG_LAYOUT_POSITIONAL;
+  ns_send_wr w = rigtest::rig_wr(0, mr, idx, out.data());
   if (ns_post_send(qp, &w, nullptr) != NS_OK) ++failures;
   ns_wc wc{};
   if (ns_cq_wait(cq, 1, &wc, 30000) != 1 || wc.status != NS_WC_SUCCESS) {

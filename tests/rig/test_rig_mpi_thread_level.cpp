@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "netsparse/netsparse_mpi.h"
+#include "rig_wr.hpp"
 
 static int failures = 0;
 #define CHECK(cond)                                                                     \
@@ -54,15 +55,7 @@ int main(int argc, char** argv) {
     CHECK(ns_create_qp(ctx, cq, 4, &qp) == NS_OK);
     const std::uint64_t row = static_cast<std::uint64_t>((rank + 1) % size) * 10 + 3;
     std::vector<std::uint8_t> out(P);
-    ns_send_wr w{};
-    w.wr_id = 1;
-    w.opcode = NS_WR_RIG;
-    w.send_flags = NS_SEND_SIGNALED;
-    w.wr.rig.mr = mr;
-    w.wr.rig.idx = &row;
-    w.wr.rig.count = 1;
-    w.wr.rig.out = out.data();
-    w.wr.rig.layout = NS_RIG_LAYOUT_POSITIONAL;
+    ns_send_wr w = rigtest::rig_wr(1, mr, &row, 1, out.data());
     CHECK(ns_post_send(qp, &w, nullptr) == NS_OK);
     ns_wc wc{};
     CHECK(ns_cq_wait(cq, 1, &wc, 20000) == 1);

@@ -22,6 +22,7 @@
 
 #include "netsparse/netsparse.h"
 #include "netsparse/netsparse_mpi.h"
+#include "rig_wr.hpp"
 
 namespace {
 
@@ -65,16 +66,7 @@ bool data_ok(const std::vector<std::uint64_t>& rows, const std::vector<std::uint
 ns_send_wr rig_wr(std::uint64_t id, ns_mr* mr, const std::vector<std::uint64_t>& idx,
                   std::vector<std::uint8_t>& out) {
   out.assign(idx.size() * kPropBytes, 0xEE);
-  ns_send_wr w{};
-  w.wr_id = id;
-  w.opcode = NS_WR_RIG;
-  w.send_flags = NS_SEND_SIGNALED;
-  w.wr.rig.mr = mr;
-  w.wr.rig.idx = idx.data();
-  w.wr.rig.count = idx.size();
-  w.wr.rig.out = out.data();
-  w.wr.rig.layout = NS_RIG_LAYOUT_POSITIONAL;
-  return w;
+  return rigtest::rig_wr(id, mr, idx, out.data());
 }
 
 long long ms_since(std::chrono::steady_clock::time_point t0) {
