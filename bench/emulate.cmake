@@ -12,3 +12,14 @@ if(TARGET netsparse_emulate AND TARGET netsparse_sparse)
 else()
   message(STATUS "netsparse_emulate not built: needs netsparse_emulate and netsparse_sparse")
 endif()
+
+# netsparse_emulate_mpi: the same gather on real MPI ranks (one rank = one node), writing the
+# per-node engine counters netsparse_emulate --traffic writes, to check the emulator against a
+# real run of the engine (tests/emulate: emulate.vs_mpi.*).
+if(TARGET netsparse_emulate AND TARGET netsparse_sparse AND TARGET MPI::MPI_CXX)
+  add_executable(netsparse_emulate_mpi ${CMAKE_CURRENT_SOURCE_DIR}/netsparse_emulate_mpi.cpp)
+  target_link_libraries(netsparse_emulate_mpi PRIVATE netsparse_emulate netsparse_sparse
+    netsparse_internal MPI::MPI_CXX netsparse_build_flags)
+else()
+  message(STATUS "netsparse_emulate_mpi not built: needs netsparse_emulate, netsparse_sparse, MPI")
+endif()

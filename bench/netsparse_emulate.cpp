@@ -25,8 +25,7 @@
 #include <vector>
 
 #include "emulate/cluster.hpp"
-#include "netsparse/generators.hpp"
-#include "netsparse/matrix_market.hpp"
+#include "emulate/workload.hpp"
 #include "netsparse/netsparse.h"
 
 namespace {
@@ -47,14 +46,16 @@ struct Options {
   int units = 32;
   std::uint32_t grid = 32;  // NodeModel::step_grid_cycles
   std::string json;
+  std::string traffic;  // per-node engine counters, the text netsparse_emulate_mpi writes
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "netsparse_emulate: " << why
             << "\nusage: netsparse_emulate [--nodes N] [--racks R] [--matrix gen:kron:S|"
                "gen:road:W|gen:stencil:N|FILE.mtx] [--kernel spmm] [--K K] [--mechanisms "
-               "rig|filter|coalesce|nic|switch|all] [--seed S] [--batch N] [--units U] "
-               "[--grid CYCLES] [--sa-cores C] [--sa-item-ns NS] [--verify] [--json FILE]\n";
+               "rig|filter|coalesce|nic|switch[,...]|all] [--seed S] [--batch N] [--units U] "
+               "[--grid CYCLES] [--sa-cores C] [--sa-item-ns NS] [--verify] [--json FILE] "
+               "[--traffic FILE]\n";
   std::exit(2);
 }
 
@@ -71,8 +72,9 @@ usage: netsparse_emulate [options]
                        Market file
   --kernel spmm        the kernel emulated (SpMM only)
   --K LIST             dense widths, comma-separated (default 16); a list gives Fig. 12
-  --mechanisms STEP    rig, filter, coalesce, nic, switch (each adds one mechanism to the
-                       previous; default switch = all of them) or all (the whole ladder)
+  --mechanisms STEPS   rig, filter, coalesce, nic, switch (each adds one mechanism to the
+                       previous; default switch = all of them), a comma-separated list of
+                       them, or all (the whole ladder)
   --seed S             seed of the generators (default 1)
   --batch N|auto       idxs per work request (default auto: about 4 requests per unit)
   --units U            RIG client and server units per NIC (default 32)
@@ -81,6 +83,8 @@ usage: netsparse_emulate [options]
   --sa-item-ns NS      SAOpt: software cost per item per core (default: calibrated per K)
   --verify             check every gathered property against its owner's bytes (slower)
   --json FILE          also write the results as JSON (step by step, as they finish)
+  --traffic FILE       write every node's engine counters per K and step (the format
+                       netsparse_emulate_mpi writes for a real MPI run of the same work)
   --help               this text
 Exit codes: 0 done, 2 bad options, 3 a check failed ("checks: FAILED").
 )";
@@ -130,6 +134,8 @@ Options parse(int argc, char** argv) {
         o.grid = static_cast<std::uint32_t>(std::stoul(value()));
       } else if (a == "--json")
         o.json = value();
+      else if (a == "--traffic")
+        o.traffic = value();
       else
         usage("unknown option " + a);
     } catch (const std::logic_error&) {
@@ -143,40 +149,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-netsparse::CsrMatrix load(const Options& o) {
-  const std::string& m = o.matrix;
-  auto number = [&](std::size_t from) { return std::stoll(m.substr(from)); };
-  if (m.rfind("gen:kron:", 0) == 0) {
-    netsparse::KroneckerParams p;
-    p.scale = static_cast<int>(number(9));
-    p.seed = o.seed;
-    return netsparse::generate_kronecker(p, 0, netsparse::gidx_t{1} << p.scale);
-  }
-  if (m.rfind("gen:road:", 0) == 0) {
-    netsparse::RoadParams p;
-    p.width = p.height = number(9);
-    p.seed = o.seed;
-    return netsparse::generate_road(p, 0, p.width * p.height);
-  }
-  if (m.rfind("gen:stencil:", 0) == 0) {
-    netsparse::StencilParams p;
-    p.nx = p.ny = p.nz = number(12);
-    return netsparse::generate_stencil27(p, 0, p.nx * p.ny * p.nz);
-  }
-  return netsparse::read_matrix_market(m);
-}
-
-// The paper's batches give every node 77..291 work requests (Table 6 nnz / 128 nodes / 8k or
-// 32k idxs): 2.4..9 per RIG unit, so every unit works and none waits alone at the end. Our
-// matrices are smaller; keeping the paper's batch would leave most units idle and bound a node
-// by one unit's Pending PR Table. Auto: the power of two giving about 4 per unit, in [64, 32k].
-std::uint32_t batch_for(std::uint64_t mean_idxs_per_node, int units) {
-  const std::uint64_t want = mean_idxs_per_node / (4 * static_cast<std::uint64_t>(units));
-  std::uint32_t b = 64;
-  while (b < 32768 && 2 * static_cast<std::uint64_t>(b) <= want) b *= 2;
-  return b;
-}
-
 // SAOpt's software cost per item per core (ns), calibrated from the library's own Conveyors
 // baseline on our machines: docs/benchmarks.md, `bench_index_gather --unique --modes
 // conveyors` (request and reply conveyors, the best buffer configuration, one rank per core,
@@ -187,20 +159,6 @@ double sa_item_ns_for(std::uint32_t K) {
   if (K <= 16) return ns[0] + (ns[1] - ns[0]) * (K - k[0]) / (k[1] - k[0]);
   return ns[1] + (ns[2] - ns[1]) * (K - k[1]) / (k[2] - k[1]);
 }
-
-// Table 8's ladder: each step adds one mechanism.
-struct Step {
-  const char* name;
-  std::uint32_t flags;
-  bool tor;
-};
-constexpr Step kLadder[] = {
-    {"rig", NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE | NS_CTX_NO_CONCAT, false},
-    {"filter", NS_CTX_NO_COALESCE | NS_CTX_NO_CONCAT, false},
-    {"coalesce", NS_CTX_NO_CONCAT, false},
-    {"nic", 0, false},
-    {"switch", 0, true},
-};
 
 struct Derived {
   int tail = 0;
@@ -229,21 +187,21 @@ int main(int argc, char** argv) {
   const auto t_load = std::chrono::steady_clock::now();
   netsparse::CsrMatrix a;
   try {
-    a = load(o);
+    a = load_matrix_spec(o.matrix, o.seed);
   } catch (const std::exception& e) {
     std::cerr << "netsparse_emulate: " << o.matrix << ": " << e.what() << "\n";
     return 1;
   }
   const std::uint64_t n = static_cast<std::uint64_t>(a.n_cols);
   const std::uint64_t rows = static_cast<std::uint64_t>(a.n_rows_global);
-  if (rows < static_cast<std::uint64_t>(o.nodes) || n != rows) {
-    std::cerr << "netsparse_emulate: need a square matrix with at least one row per node\n";
+  Workload w;
+  try {
+    w = gather_workload(a, o.nodes, 4);
+  } catch (const std::exception& e) {
+    std::cerr << "netsparse_emulate: " << o.matrix << ": " << e.what() << "\n";
     return 1;
   }
-  Workload w;
   w.verify = o.verify;
-  for (int p = 0; p <= o.nodes; ++p) w.row_offsets.push_back(rows * p / o.nodes);
-  w.idxs.resize(static_cast<std::size_t>(o.nodes));
   const auto N = static_cast<std::size_t>(o.nodes);
   auto owner_of = [&](std::uint64_t c) {  // equal blocks: the partition above
     std::size_t q = static_cast<std::size_t>(c * static_cast<std::uint64_t>(o.nodes) / rows);
@@ -262,8 +220,6 @@ int main(int argc, char** argv) {
   const auto cores = static_cast<std::uint64_t>(o.sa_cores);
   for (std::size_t p = 0; p < N; ++p) {
     const std::uint64_t b = w.row_offsets[p], e = w.row_offsets[p + 1];
-    auto& list = w.idxs[p];
-    list.assign(a.col_idx.begin() + a.row_ptr[b], a.col_idx.begin() + a.row_ptr[e]);
     std::vector<int> window;
     for (std::uint64_t r = b; r < e; ++r) {
       const std::uint64_t core = (r - b) * cores / std::max<std::uint64_t>(1, e - b);
@@ -319,13 +275,28 @@ int main(int argc, char** argv) {
       t1_useful > 0 ? t1_sa / t1_useful : 0.0);
 
   const std::uint32_t batch =
-      o.batch != 0 ? o.batch : batch_for(a.nnz() / static_cast<std::uint64_t>(o.nodes), o.units);
+      o.batch != 0 ? o.batch : auto_batch(a.nnz() / static_cast<std::uint64_t>(o.nodes), o.units);
   std::printf("batch %u idxs per work request%s\n", batch, o.batch != 0 ? "" : " (auto)");
   a = netsparse::CsrMatrix{};  // the idx lists are all the emulation needs
-  std::vector<Step> steps;
-  for (const Step& s : kLadder)
-    if (o.mechanisms == "all" || o.mechanisms == s.name) steps.push_back(s);
-  if (steps.empty()) usage("unknown --mechanisms " + o.mechanisms);
+  std::vector<LadderStep> steps;
+  if (o.mechanisms == "all") {
+    steps.assign(ladder().begin(), ladder().end());
+  } else {
+    std::stringstream list(o.mechanisms);
+    for (std::string name; std::getline(list, name, ',');) {
+      const LadderStep* s = find_step(name);
+      if (s == nullptr) usage("unknown --mechanisms " + name);
+      steps.push_back(*s);
+    }
+  }
+  std::ofstream traffic;
+  if (!o.traffic.empty()) {
+    traffic.open(o.traffic);
+    if (!traffic) {
+      std::cerr << "netsparse_emulate: cannot write " << o.traffic << "\n";
+      return 1;
+    }
+  }
 
   std::ostringstream head;
   head << "{\"matrix\":\"" << o.matrix << "\",\"nodes\":" << o.nodes << ",\"racks\":" << o.racks
@@ -375,7 +346,7 @@ int main(int argc, char** argv) {
                 "time_us", "F+C%", "PRs/rdpk", "PRs/rspk", "hit%", "goodput%", "line%",
                 "traffic/SU", "speedup/SU", "speedup/SA", "wall_s", "PRs/wall_s");
     for (std::size_t k = 0; k < steps.size(); ++k) {
-      const Step& s = steps[k];
+      const LadderStep& s = steps[k];
       ClusterConfig c;
       c.fabric.nodes = o.nodes;
       c.fabric.racks = o.racks;
@@ -454,6 +425,23 @@ int main(int argc, char** argv) {
         failures.push_back(std::to_string(r.wrong_properties + r.wrong_at_completion) +
                            " gathered properties differ from the owner's");
       if (failed != 0) failures.push_back(std::to_string(failed) + " work requests failed");
+      // The fabric carries what the engines say they sent (one 50 B upper-layer header per
+      // packet while a packet fits one MTU).
+      for (std::size_t p = 0; p < N && w.prop_bytes <= 1024; ++p) {
+        const NodeResult& nr = r.nodes[p];
+        if (nr.tx_wire_bytes != nr.nic.wire_bytes[0] + nr.nic.wire_bytes[1])
+          failures.push_back("uplink carried " + std::to_string(nr.tx_wire_bytes) +
+                             " B, the engine counted " +
+                             std::to_string(nr.nic.wire_bytes[0] + nr.nic.wire_bytes[1]) +
+                             " at node " + std::to_string(p));
+      }
+      if (traffic.is_open()) {
+        std::vector<NodeTraffic> per_node;
+        for (const NodeResult& nr : r.nodes) per_node.push_back(traffic_of(nr));
+        traffic << "K " << K << " mechanisms " << s.name << "\n";
+        write_traffic(traffic, per_node);
+        traffic.flush();
+      }
       std::printf("  checks: %s",
                   failures.empty() ? "ok (PR counts, useful-bytes minimum" : "FAILED");
       if (failures.empty())

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "concat/frame.hpp"
+#include "emulate/workload.hpp"
 #include "netsparse/netsparse.h"
 #include "rig/clock.hpp"
 #include "rig/engine.hpp"
@@ -198,19 +199,7 @@ class Run {
 void Run::open_nodes() {
   const int N = config_.fabric.nodes;
   const NodeModel& m = config_.node;
-  ns_context_attr attr{};
-  attr.comp_mask = NS_CTX_ATTR_UNITS | NS_CTX_ATTR_PROGRESS | NS_CTX_ATTR_PACKET |
-                   NS_CTX_ATTR_DELAY | NS_CTX_ATTR_PENDING | NS_CTX_ATTR_FLAGS | NS_CTX_ATTR_BATCH |
-                   NS_CTX_ATTR_WATCHDOG;
-  attr.num_client_units = m.client_units;
-  attr.num_server_units = m.server_units;
-  attr.progress_mode = NS_PROGRESS_INLINE;
-  attr.packet_bytes = m.packet_bytes;
-  attr.concat_delay_ns = static_cast<std::uint64_t>(std::llround(m.delay_cycles / m.clock_ghz));
-  attr.pending_entries = m.pending_entries;
-  attr.flags = m.flags;
-  attr.idx_chunk = m.idx_chunk;
-  attr.watchdog_ms = 0;  // a lossless fabric: nothing is lost, and virtual time may be long
+  const ns_context_attr attr = node_attr(m);
   const rig::Config cfg = rig::Config::from_attr(&attr);
   const std::uint64_t total_rows = w_.row_offsets.back();
   if (!w_.verify) shared_out_.resize(total_rows * w_.prop_bytes);
@@ -275,19 +264,7 @@ void Run::close_nodes() {
 void Run::post_more(Node& n) {
   const NodeModel& m = config_.node;
   while (n.wrs_posted - n.wrs_done < m.qp_depth && n.next_pos < n.idxs->size()) {
-    const std::size_t count = std::min<std::size_t>(m.batch, n.idxs->size() - n.next_pos);
-    ns_send_wr wr{};
-    wr.wr_id = n.wrs_posted;
-    wr.opcode = NS_WR_RIG;
-    wr.send_flags = NS_SEND_SIGNALED | NS_SEND_REMOTE_ONLY |
-                    (n.wrs_posted == 0 ? unsigned{NS_SEND_NEW_EPOCH} : 0u);
-    wr.wr.rig.mr = n.mr;
-    wr.wr.rig.idx = n.idxs->data() + n.next_pos;
-    wr.wr.rig.count = count;
-    wr.wr.rig.out = n.out;
-    wr.wr.rig.layout = NS_RIG_LAYOUT_INDEXED;
-    wr.wr.rig.window_base = 0;
-    wr.wr.rig.window_len = w_.row_offsets.back();
+    ns_send_wr wr = gather_wr(n.wrs_posted, *n.idxs, m.batch, n.mr, n.out, w_.row_offsets.back());
     ns_send_wr* bad = nullptr;
     const ns_status_t s = ns_post_send(n.qp, &wr, &bad);
     if (s == NS_ERR_NO_RESOURCE) return;
@@ -295,7 +272,7 @@ void Run::post_more(Node& n) {
       throw std::runtime_error("node " + std::to_string(n.rank) +
                                ": ns_post_send: " + ns_last_error());
     ++n.wrs_posted;
-    n.next_pos += count;
+    n.next_pos += wr.wr.rig.count;
   }
 }
 

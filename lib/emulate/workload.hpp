@@ -1,0 +1,71 @@
+// What the emulator gathers, and the same thing on real ranks.
+//
+// netsparse_emulate (one process, virtual time) and netsparse_emulate_mpi (real ranks over the
+// MPI transport) build their work from these functions, so that for one matrix, node count,
+// property size and ladder step both post the same RIG work requests to engines configured the
+// same way, and their per-node counters (NodeTraffic) can be compared line by line.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "emulate/cluster.hpp"
+#include "netsparse/csr.hpp"
+#include "netsparse/netsparse.h"
+
+namespace netsparse::emulate {
+
+// gen:kron:S (2^S rows, edge factor 16), gen:road:W (W x W road grid), gen:stencil:N (N^3
+// 27-point stencil) or a Matrix Market file. Throws (std::invalid_argument, SparseError) with
+// the reason.
+CsrMatrix load_matrix_spec(const std::string& spec, std::uint64_t seed);
+
+// Node p owns the equal row block [rows * p / nodes, rows * (p + 1) / nodes) and asks for the
+// column of every nonzero of its rows, in CSR order (repeats and its own rows included: the
+// engine filters, coalesces and skips them). std::invalid_argument unless the matrix is square
+// with at least one row per node.
+Workload gather_workload(const CsrMatrix& a, int nodes, std::uint32_t prop_bytes);
+
+// The paper's batches give every node 77..291 work requests (Table 6 nnz / 128 nodes / 8k or
+// 32k idxs): 2.4..9 per RIG unit, so every unit works. The power of two giving about 4 work
+// requests per unit, in [64, 32k].
+std::uint32_t auto_batch(std::uint64_t mean_idxs_per_node, int units);
+
+// Table 8's ladder: each step adds one mechanism (engine flags; the ToR switch for the last).
+struct LadderStep {
+  const char* name;
+  std::uint32_t flags;  // NS_CTX_NO_FILTER / NO_COALESCE / NO_CONCAT
+  bool tor;             // the ToR switches' concatenation and Property Cache
+};
+std::span<const LadderStep> ladder() noexcept;
+// nullptr for an unknown name.
+const LadderStep* find_step(std::string_view name) noexcept;
+
+// The engine attributes of one emulated node (units, packet size, concatenation delay, Pending
+// PR Table, idx chunk, flags), INLINE progress, no watchdog.
+ns_context_attr node_attr(const NodeModel& model);
+
+// The host's work request number `n` of a node: `batch` idxs from position n * batch of its
+// list, INDEXED into the whole column range, remote rows only, the first one opening the Idx
+// Filter's epoch.
+ns_send_wr gather_wr(std::uint64_t n, std::span<const std::uint64_t> idxs, std::uint32_t batch,
+                     ns_mr* mr, void* out, std::uint64_t total_rows);
+
+// One node's traffic as its engine counts it. Every field is fixed by the workload when
+// concatenation is off; with coalescing on, filtered + coalesced is (which of the two catches a
+// repeat depends on timing); with concatenation on, packets and header bytes depend on timing.
+struct NodeTraffic {
+  std::uint64_t requested = 0, dropped = 0, local = 0, sent = 0, served = 0;
+  std::uint64_t read_packets = 0, response_packets = 0;
+  std::uint64_t read_bytes = 0, response_bytes = 0, payload_bytes = 0;
+};
+NodeTraffic traffic_of(const NodeResult& node);
+NodeTraffic traffic_of(const ns_context* ctx);  // from ns_stat_get
+// One line per node, "node P: requested ... payload_bytes N", the same text from both programs.
+void write_traffic(std::ostream& out, std::span<const NodeTraffic> nodes);
+
+}  // namespace netsparse::emulate
