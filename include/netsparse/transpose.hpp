@@ -27,10 +27,13 @@ enum class TransposeMethod {
   merge_trans_cpu,
 };
 
-// Leaf count of the merge method when TransposeOptions::leaves is 0 (chosen by measurement:
-// docs/benchmarks.md, "Local transpose").
+// Leaf count of the merge method when TransposeOptions::leaves is 0, chosen by measurement
+// (docs/benchmarks.md, "Local transpose": 32-256 measure alike, 8-16 and 1024 slower).
 inline constexpr int kDefaultTransposeLeaves = 64;
 
+// Speed on a CPU (docs/benchmarks.md, "Local transpose"): scan is the fastest here, 3-4x ahead
+// of merge on NotreDame_www, mdual and kron20 with 2 threads; merge is MeNDA's dataflow in
+// software (log2 N compare levels per nonzero where the hardware tree pops one per cycle).
 struct TransposeOptions {
   TransposeMethod method = TransposeMethod::merge;
   int leaves = 0;           // merge only: leaves of the merge tree, >= 2; 0 = default
