@@ -103,16 +103,17 @@ struct ReduceSink {
 // The root: the dense band of y, zeros where no index arrives.
 template <class T>
 struct DenseSink {
-  T* y;         // y[i] is the entry of index i (already offset by y_base)
+  T* y;  // y[i - base] is the entry of index i
+  gidx_t base;
   gidx_t next;  // first index not yet written
   std::uint64_t last = kNoKey;
   void put(std::uint64_t k, T v) {
     if (k == last) {
-      y[k] += v;
+      y[static_cast<gidx_t>(k) - base] += v;
     } else {
       const auto i = static_cast<gidx_t>(k);
-      while (next < i) y[next++] = T(0);
-      y[i] = v;
+      while (next < i) y[next++ - base] = T(0);
+      y[i - base] = v;
       next = i + 1;
       last = k;
     }
@@ -151,7 +152,8 @@ struct OuterSpmv::Impl::Run {
   Part& part;
   int leaves;
   const T* x;
-  T* y;  // offset so that y[i] is index i
+  T* y;  // y[i - y_base] is the entry of index i
+  gidx_t y_base;
   gidx_t write_lo, write_hi;
   std::int64_t cursor = 0;
   gidx_t next = 0;
@@ -166,13 +168,13 @@ struct OuterSpmv::Impl::Run {
     raw.resize(static_cast<std::size_t>(leaves));
     buf.resize(static_cast<std::size_t>(leaves));
     if (!part.streams.empty()) node(0, part.streams.size(), 0);
-    while (next < write_hi) y[next++] = T(0);
+    while (next < write_hi) y[next++ - y_base] = T(0);
   }
 
   template <class Leaves>
   std::int64_t emit(Leaves& lv, int k, int depth, std::int64_t off, std::int64_t total) {
     if (depth == 0) {
-      DenseSink<T> sink{y, next};
+      DenseSink<T> sink{y, y_base, next};
       td::merge_leaves(lv, k, sink, total, *part.tree);
       next = sink.next;
       return 0;
@@ -226,7 +228,6 @@ void OuterSpmv::Impl::run(std::span<const T> x, std::span<T> y, gidx_t y_base) {
     throw std::invalid_argument(std::string(who) + ": y covers indices [" + std::to_string(y_base) +
                                 ", " + std::to_string(y_end) + "), A has nonzeros in rows [" +
                                 std::to_string(min_col) + ", " + std::to_string(max_col + 1) + ")");
-  T* y_at = y.data() - y_base;  // y_at[i] = entry of index i
   const int nparts = static_cast<int>(parts.size());
   std::exception_ptr error;
 #pragma omp parallel num_threads(threads)
@@ -237,7 +238,7 @@ void OuterSpmv::Impl::run(std::span<const T> x, std::span<T> y, gidx_t y_base) {
         Part& part = parts[static_cast<std::size_t>(b)];
         const gidx_t lo = b == 0 ? y_base : std::max(part.band.lo, y_base);
         const gidx_t hi = b + 1 == nparts ? y_end : std::min(part.band.hi, y_end);
-        Run<T> r{*at, part, leaves, x.data(), y_at, lo, std::max(lo, hi), 0, 0, {}, {}};
+        Run<T> r{*at, part, leaves, x.data(), y.data(), y_base, lo, std::max(lo, hi), 0, 0, {}, {}};
         r.go();
       }
     } catch (...) {
