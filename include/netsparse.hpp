@@ -32,6 +32,9 @@
 #include "netsparse/local_kernels.hpp"
 #include "netsparse/tiled.hpp"
 
+// Local transposition (MeNDA merge, scanTrans, mergeTrans) and outer-product SpMV.
+#include "netsparse/transpose.hpp"
+
 // Distributed matrices and kernels; your data in and out.
 #include "netsparse/dist_matrix.hpp"
 #include "netsparse/distributed.hpp"

@@ -1,0 +1,431 @@
+// Local transpose benchmark: MeNDA's merge transpose against scanTrans, mergeTrans (Wang et
+// al.) and Eigen's transpose, and the outer-product SpMV against the row-wise CSR SpMV, with a
+// STREAM triad measured in the same run as the bandwidth yardstick. Prints tables; exits 1 if
+// any implementation's result differs (so the ctest smoke run checks correctness too).
+//
+//   bench_transpose [--data-dir DIR] [--matrices LIST] [--rounds N] [--leaves LIST]
+//                   [--no-spmv] [--check-input]
+//
+// Matrices: gen:kron:S (Graph500 Kronecker, edge factor 16), NotreDame_www (Matrix Market) and
+// mdual (METIS graph) from ${NETSPARSE_DATA_DIR:-~/.cache/netsparse/matrices}
+// (scripts/fetch-matrices.sh); a missing file is reported and skipped. Default:
+// gen:kron:20,NotreDame_www,mdual. Threads: OMP_NUM_THREADS (our methods and the triad; Eigen's
+// transpose is sequential). --leaves: the merge method at each listed leaf count (the first is
+// also the one in the ratios; default kDefaultTransposeLeaves).
+//
+// Timing: every implementation of a matrix runs once as warm-up, then --rounds (default 9)
+// rounds round-robin (interleaved, so load from other processes hits all alike); the median
+// is reported. Our transposes write into an output CsrMatrix reused across runs
+// (transpose_into: steady state, no allocation) and skip the input check unless
+// --check-input; "merge (fresh)" is the one-call transpose() with its check and allocation.
+// Eigen: `t = a.transpose()` from a RowMajor SparseMatrix<double> to a RowMajor one (it
+// allocates t each time), with 64-bit indices (the same bytes as ours) and with Eigen's
+// default 32-bit ones.
+//
+// Byte model (compulsory traffic, the same for every implementation): read row_ptr, col_idx,
+// values (8 B each per entry) and write the transpose's (GB/s = that / time). SpMV: the matrix
+// (16 B per nonzero + 8 B per pointer) + x and y once. Triad: a[i] = b[i] + s c[i], 24 B per
+// element, 3 x 128 MiB, best of 20, before and after; the better one is the reference.
+#include <omp.h>
+
+#include <Eigen/SparseCore>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "netsparse/autotune.hpp"
+#include "netsparse/generators.hpp"
+#include "netsparse/local_kernels.hpp"
+#include "netsparse/matrix_market.hpp"
+#include "netsparse/metis.hpp"
+#include "netsparse/tiled.hpp"
+#include "netsparse/transpose.hpp"
+
+namespace {
+
+using namespace netsparse;
+using Clock = std::chrono::steady_clock;
+using Eigen64 = Eigen::SparseMatrix<double, Eigen::RowMajor, std::int64_t>;
+using Eigen32 = Eigen::SparseMatrix<double, Eigen::RowMajor, int>;
+
+struct Options {
+  std::string data_dir;
+  std::vector<std::string> matrices{"gen:kron:20", "NotreDame_www", "mdual"};
+  int rounds = 9;
+  std::vector<int> leaves{kDefaultTransposeLeaves};
+  bool spmv = true;
+  bool check_input = false;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+[[noreturn]] void usage(const std::string& msg) {
+  std::fprintf(stderr,
+               "bench_transpose: %s\nusage: bench_transpose [--data-dir DIR] "
+               "[--matrices gen:kron:20,NotreDame_www,mdual] [--rounds N] [--leaves 64,16,...] "
+               "[--no-spmv] [--check-input]\n",
+               msg.c_str());
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  if (const char* env = std::getenv("NETSPARSE_DATA_DIR"); env && *env) {
+    o.data_dir = env;
+  } else if (const char* home = std::getenv("HOME")) {
+    o.data_dir = std::string(home) + "/.cache/netsparse/matrices";
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage("missing value after " + arg);
+      return argv[++i];
+    };
+    try {
+      if (arg == "--data-dir") {
+        o.data_dir = value();
+      } else if (arg == "--matrices") {
+        o.matrices = split(value());
+      } else if (arg == "--rounds") {
+        o.rounds = std::stoi(value());
+      } else if (arg == "--leaves") {
+        o.leaves.clear();
+        for (const std::string& l : split(value())) o.leaves.push_back(std::stoi(l));
+      } else if (arg == "--no-spmv") {
+        o.spmv = false;
+      } else if (arg == "--check-input") {
+        o.check_input = true;
+      } else if (arg == "--help" || arg == "-h") {
+        usage("help");
+      } else {
+        usage("unknown argument " + arg);
+      }
+    } catch (const std::logic_error&) {
+      usage("bad value for " + arg);
+    }
+  }
+  if (o.rounds < 1) usage("--rounds must be >= 1");
+  if (o.leaves.empty()) usage("--leaves needs at least one value");
+  for (const int l : o.leaves)
+    if (l < 2) usage("leaf counts must be >= 2");
+  return o;
+}
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct Impl {
+  std::string name;
+  std::function<void()> run;
+  double bytes = 0;
+  std::vector<double> times;
+  [[nodiscard]] double median() const {
+    std::vector<double> t = times;
+    std::sort(t.begin(), t.end());
+    return t.empty() ? 0.0 : t[t.size() / 2];
+  }
+};
+
+void measure(std::vector<Impl>& impls, int rounds) {
+  for (Impl& impl : impls) impl.run();  // warm-up: page faults, thread teams
+  for (int r = 0; r < rounds; ++r)
+    for (Impl& impl : impls) {
+      const Clock::time_point t0 = Clock::now();
+      impl.run();
+      impl.times.push_back(seconds_since(t0));
+    }
+}
+
+double stream_triad_gbs() {
+  const std::size_t n = std::size_t{1} << 24;
+  std::unique_ptr<double[]> a(new double[n]), b(new double[n]), c(new double[n]);
+#pragma omp parallel for schedule(static)
+  for (std::size_t i = 0; i < n; ++i) {
+    a[i] = 0.0;
+    b[i] = 1.0;
+    c[i] = 2.0;
+  }
+  double best = 1e30;
+  for (int rep = 0; rep < 20; ++rep) {
+    const Clock::time_point t0 = Clock::now();
+#pragma omp parallel for schedule(static)
+    for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + 3.0 * c[i];
+    best = std::min(best, seconds_since(t0));
+  }
+  if (a[n / 2] != 7.0) std::fprintf(stderr, "triad: wrong result %g\n", a[n / 2]);
+  return 24.0 * static_cast<double>(n) / best / 1e9;
+}
+
+std::optional<std::pair<std::string, CsrMatrix>> load(const std::string& spec, const Options& o) {
+  const Clock::time_point t0 = Clock::now();
+  std::string name = spec;
+  CsrMatrix m;
+  const auto file = [&](const std::string& f) -> std::optional<std::string> {
+    const std::string path = o.data_dir + "/" + f;
+    if (std::ifstream(path)) return path;
+    std::printf(
+        "!!! MISSING %s: run scripts/fetch-matrices.sh (or set NETSPARSE_DATA_DIR); "
+        "skipping %s\n",
+        path.c_str(), spec.c_str());
+    return std::nullopt;
+  };
+  if (spec == "NotreDame_www") {
+    const auto path = file("NotreDame_www.mtx");
+    if (!path) return std::nullopt;
+    m = read_matrix_market(*path);
+  } else if (spec == "mdual") {
+    const auto path = file("mdual.graph");
+    if (!path) return std::nullopt;
+    m = read_metis_graph(*path).adjacency;
+  } else if (spec.rfind("gen:kron:", 0) == 0) {
+    KroneckerParams p;
+    try {
+      p.scale = std::stoi(spec.substr(9));
+    } catch (const std::logic_error&) {
+      usage("bad matrix " + spec);
+    }
+    name = "kron" + std::to_string(p.scale);
+    m = generate_kronecker(p, 0, gidx_t{1} << p.scale);
+  } else {
+    usage("unknown matrix '" + spec + "' (gen:kron:S, NotreDame_www, mdual)");
+  }
+  std::printf("# %s: %lld x %lld, %lld nonzeros (%.1f per row), loaded in %.2f s\n", name.c_str(),
+              static_cast<long long>(m.n_rows), static_cast<long long>(m.n_cols),
+              static_cast<long long>(m.nnz()),
+              m.n_rows ? static_cast<double>(m.nnz()) / static_cast<double>(m.n_rows) : 0.0,
+              seconds_since(t0));
+  std::fflush(stdout);
+  return std::make_pair(name, std::move(m));
+}
+
+template <class E>
+E to_eigen(const CsrMatrix& m) {
+  using I = typename E::StorageIndex;
+  E e(m.n_rows, m.n_cols);
+  e.resizeNonZeros(m.nnz());
+  for (gidx_t r = 0; r <= m.n_rows; ++r) e.outerIndexPtr()[r] = static_cast<I>(m.row_ptr[r]);
+  for (std::int64_t j = 0; j < m.nnz(); ++j) {
+    e.innerIndexPtr()[j] = static_cast<I>(m.col_idx[j]);
+    e.valuePtr()[j] = m.values[j];
+  }
+  return e;
+}
+
+bool same(const CsrMatrix& x, const CsrMatrix& y) {
+  return x.n_rows == y.n_rows && x.n_cols == y.n_cols && x.row_ptr == y.row_ptr &&
+         x.col_idx == y.col_idx && x.values == y.values;
+}
+
+template <class E>
+bool same(const E& e, const CsrMatrix& y) {
+  return e.rows() == y.n_rows && e.nonZeros() == y.nnz() &&
+         std::equal(y.row_ptr.begin(), y.row_ptr.end(), e.outerIndexPtr()) &&
+         std::equal(y.col_idx.begin(), y.col_idx.end(), e.innerIndexPtr()) &&
+         std::equal(y.values.begin(), y.values.end(), e.valuePtr());
+}
+
+struct Row {
+  std::string matrix, impl;
+  double seconds, bytes;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  const int threads = std::max(1, omp_get_max_threads());
+  std::printf(
+      "# bench_transpose: %d OpenMP threads, median of %d interleaved rounds; Eigen %d.%d.%d "
+      "(%s); input check in timed runs: %s\n",
+      threads, o.rounds, EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
+      Eigen::SimdInstructionSetsInUse(), o.check_input ? "on" : "off");
+  const double triad_before = stream_triad_gbs();
+  std::printf("# STREAM triad before (%d threads): %.2f GB/s\n", threads, triad_before);
+  std::fflush(stdout);
+  bool ok = true;
+  std::vector<Row> rows;
+  std::vector<std::string> ratio_lines;
+  for (const std::string& spec : o.matrices) {
+    auto loaded = load(spec, o);
+    if (!loaded) continue;
+    const std::string& name = loaded->first;
+    const CsrMatrix& a = loaded->second;
+    const double nnz = static_cast<double>(a.nnz());
+    const double t_bytes = 32.0 * nnz + 8.0 * static_cast<double>(a.n_rows + 1) +
+                           8.0 * static_cast<double>(a.n_cols + 1);
+
+    // ---- transpose ----
+    const CsrMatrix want = transpose(a, {.method = TransposeMethod::scan});
+    const Eigen64 e64 = to_eigen<Eigen64>(a);
+    const Eigen32 e32 = to_eigen<Eigen32>(a);
+    Eigen64 et64;
+    Eigen32 et32;
+    std::vector<CsrMatrix> outs(o.leaves.size() + 3);
+    CsrMatrix fresh;
+    std::vector<Impl> impls;
+    for (std::size_t i = 0; i < o.leaves.size(); ++i) {
+      const TransposeOptions opt{
+          .method = TransposeMethod::merge, .leaves = o.leaves[i], .check_input = o.check_input};
+      impls.push_back({"merge l=" + std::to_string(o.leaves[i]),
+                       [&a, &outs, i, opt] { transpose_into(a, outs[i], opt); },
+                       t_bytes,
+                       {}});
+    }
+    const std::size_t k = o.leaves.size();
+    impls.push_back({"scanTrans",
+                     [&, k] {
+                       transpose_into(
+                           a, outs[k],
+                           {.method = TransposeMethod::scan, .check_input = o.check_input});
+                     },
+                     t_bytes,
+                     {}});
+    impls.push_back({"mergeTrans",
+                     [&, k] {
+                       transpose_into(a, outs[k + 1],
+                                      {.method = TransposeMethod::merge_trans_cpu,
+                                       .check_input = o.check_input});
+                     },
+                     t_bytes,
+                     {}});
+    impls.push_back({"Eigen (int64)", [&] { et64 = e64.transpose(); }, t_bytes, {}});
+    impls.push_back({"Eigen (int32)", [&] { et32 = e32.transpose(); }, t_bytes, {}});
+    impls.push_back(
+        {"merge (fresh)", [&] { fresh = transpose(a, {.leaves = o.leaves[0]}); }, t_bytes, {}});
+    measure(impls, o.rounds);
+    for (std::size_t i = 0; i < k + 2; ++i)
+      if (!same(outs[i], want)) {
+        std::printf("!!! %s: %s result differs from the reference\n", name.c_str(),
+                    impls[i].name.c_str());
+        ok = false;
+      }
+    if (!same(fresh, want) || !same(et64, want) || !same(et32, want)) {
+      std::printf("!!! %s: fresh merge or Eigen result differs\n", name.c_str());
+      ok = false;
+    }
+    for (const Impl& impl : impls) rows.push_back({name, impl.name, impl.median(), impl.bytes});
+    const double merge = impls[0].median(), scan = impls[k].median(),
+                 mtrans = impls[k + 1].median(), eig = impls[k + 2].median(),
+                 eig32 = impls[k + 3].median();
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "%-14s merge(l=%d) vs Eigen64 %.2fx, vs Eigen32 %.2fx, vs scanTrans %.2fx, "
+                  "vs mergeTrans %.2fx",
+                  name.c_str(), o.leaves[0], eig / merge, eig32 / merge, scan / merge,
+                  mtrans / merge);
+    ratio_lines.push_back(line);
+    std::printf("#   %s\n", line);
+    std::fflush(stdout);
+
+    // ---- SpMV: row-wise vs outer product ----
+    if (o.spmv) {
+      const CsrMatrix& at = want;
+      std::vector<double> xd(static_cast<std::size_t>(a.n_cols)),
+          yd(static_cast<std::size_t>(a.n_rows)), yd_ref(yd.size());
+      for (std::size_t i = 0; i < xd.size(); ++i)
+        xd[i] = static_cast<double>((i * 2654435761u) % 1024) / 1024.0 - 0.5;
+      std::vector<float> xf(xd.begin(), xd.end()), yf(yd.size()), yf_ref(yd.size());
+      const Clock::time_point p0 = Clock::now();
+      OuterSpmv plan(at, {.leaves = o.leaves[0]});
+      const double plan_s = seconds_since(p0);
+      const double s_bytes = 16.0 * nnz + 8.0 * static_cast<double>(a.n_cols + 1);
+      const double vec = static_cast<double>(a.n_rows + a.n_cols);
+      std::vector<Impl> sp;
+      sp.push_back({"row-wise f64",
+                    [&] {
+                      spmm_csr_columns(a, 0, a.n_cols, true,
+                                       DenseConstViewF64{xd.data(), 0, 1, a.n_cols}, yd_ref.data(),
+                                       1, 1, false);
+                    },
+                    s_bytes + 8 * vec,
+                    {}});
+      sp.push_back({"outer f64",
+                    [&] { plan.run(std::span<const double>(xd), std::span<double>(yd)); },
+                    s_bytes + 8 * vec,
+                    {}});
+      sp.push_back({"row-wise f32",
+                    [&] {
+                      spmm_csr_columns(a, 0, a.n_cols, true,
+                                       DenseConstView{xf.data(), 0, 1, a.n_cols}, yf_ref.data(), 1,
+                                       1, false);
+                    },
+                    s_bytes + 4 * vec,
+                    {}});
+      sp.push_back({"outer f32",
+                    [&] { plan.run(std::span<const float>(xf), std::span<float>(yf)); },
+                    s_bytes + 4 * vec,
+                    {}});
+      // The SPADE-tiled SpMV (base configuration: RP 256, all columns), the row-wise kernel
+      // the distributed layer uses for fixed patterns.
+      const TiledMatrix t64(a, base_config(), ScalarType::f64), t32(a, base_config());
+      std::vector<double> yd_t(yd.size());
+      std::vector<float> yf_t(yd.size());
+      sp.push_back({"tiled f64",
+                    [&] {
+                      spmv(t64, DenseConstViewF64{xd.data(), 0, 1, a.n_cols}, yd_t.data(), false);
+                    },
+                    s_bytes + 8 * vec,
+                    {}});
+      sp.push_back({"tiled f32",
+                    [&] {
+                      spmv(t32, DenseConstView{xf.data(), 0, 1, a.n_cols}, yf_t.data(), false);
+                    },
+                    s_bytes + 4 * vec,
+                    {}});
+      measure(sp, o.rounds);
+      double err_d = 0, err_f = 0;
+      for (std::size_t i = 0; i < yd.size(); ++i) {
+        err_d = std::max(err_d, std::abs(yd[i] - yd_ref[i]) / (1.0 + std::abs(yd_ref[i])));
+        err_f = std::max(err_f, double{std::abs(yf[i] - yf_ref[i])} / (1.0 + std::abs(yf_ref[i])));
+        err_d = std::max(err_d, std::abs(yd_t[i] - yd_ref[i]) / (1.0 + std::abs(yd_ref[i])));
+        err_f =
+            std::max(err_f, double{std::abs(yf_t[i] - yf_ref[i])} / (1.0 + std::abs(yf_ref[i])));
+      }
+      if (err_d > 1e-10 || err_f > 1e-3) {
+        std::printf("!!! %s: outer-product SpMV differs from row-wise: %.3g (f64) %.3g (f32)\n",
+                    name.c_str(), err_d, err_f);
+        ok = false;
+      }
+      for (const Impl& impl : sp)
+        rows.push_back({name, "SpMV " + impl.name, impl.median(), impl.bytes});
+      char l2[512];
+      std::snprintf(l2, sizeof l2,
+                    "%-14s SpMV outer/row-wise (CSR) time: f64 %.2fx, f32 %.2fx; outer/tiled: f64 "
+                    "%.2fx, f32 %.2fx (plan build %.2f ms)",
+                    name.c_str(), sp[1].median() / sp[0].median(), sp[3].median() / sp[2].median(),
+                    sp[1].median() / sp[4].median(), sp[3].median() / sp[5].median(), plan_s * 1e3);
+      ratio_lines.push_back(l2);
+      std::printf("#   %s\n", l2);
+      std::fflush(stdout);
+    }
+  }
+  const double triad_after = stream_triad_gbs();
+  const double triad = std::max(triad_before, triad_after);
+  std::printf("# STREAM triad after: %.2f GB/s; %%triad below is against %.2f GB/s\n", triad_after,
+              triad);
+  std::printf("%-14s %-20s %10s %8s %7s\n", "matrix", "impl", "median ms", "GB/s", "%triad");
+  for (const Row& r : rows) {
+    const double gbs = r.bytes / r.seconds / 1e9;
+    std::printf("%-14s %-20s %10.3f %8.2f %6.1f%%\n", r.matrix.c_str(), r.impl.c_str(),
+                r.seconds * 1e3, gbs, 100.0 * gbs / triad);
+  }
+  std::printf("ratios (time of the other / time of merge; > 1 = merge faster):\n");
+  for (const std::string& l : ratio_lines) std::printf("  %s\n", l.c_str());
+  return ok ? 0 : 1;
+}
