@@ -32,12 +32,12 @@ struct Fixture {
   CsrMatrix whole;
 };
 
-// A wide 23 x 71 matrix with empty rows and columns and irregular values (rectangular the other
-// way from rect_general.mtx), built from its rows on every rank.
-CsrMatrix wide_matrix() {
+// A wide rows x cols matrix (default 23 x 71) with empty rows and columns and irregular values
+// (rectangular the other way from rect_general.mtx), built from its rows on every rank.
+CsrMatrix wide_matrix(gidx_t rows = 23, gidx_t cols = 71) {
   CsrMatrix m;
-  m.n_rows_global = m.n_rows = 23;
-  m.n_cols = 71;
+  m.n_rows_global = m.n_rows = rows;
+  m.n_cols = cols;
   m.row_ptr.push_back(0);
   for (gidx_t r = 0; r < m.n_rows; ++r) {
     if (r % 5 != 3) {  // rows 3, 8, 13, 18 empty
@@ -66,15 +66,25 @@ std::vector<Fixture>& fixtures() {
       f.whole = load_distributed_matrix(MPI_COMM_SELF, spec).local();
       v.push_back(std::move(f));
     }
-    Fixture w;
-    w.name = "wide 23x71";
-    w.whole = wide_matrix();
-    const int p = test::world_size(), r = world_rank();
-    RowPartition rows = RowPartition::equal_blocks(w.whole.n_rows, p);
-    RowPartition cols = RowPartition::equal_blocks(w.whole.n_cols, p);
-    w.dm = DistMatrix(MPI_COMM_WORLD, row_block(w.whole, rows.begin(r), rows.end(r)), rows, cols,
-                      w.name);
-    v.push_back(std::move(w));
+    // Rows and columns split differently: a wide matrix, and a 2 x 3 one that leaves ranks
+    // without rows and without columns from 3 ranks on.
+    for (const auto& [rows_n, cols_n] : {std::pair<gidx_t, gidx_t>{23, 71}, {2, 3}}) {
+      Fixture w;
+      w.name = "wide " + std::to_string(rows_n) + "x" + std::to_string(cols_n);
+      w.whole = wide_matrix(rows_n, cols_n);
+      const int p = test::world_size(), r = world_rank();
+      RowPartition rows = RowPartition::equal_blocks(w.whole.n_rows, p);
+      RowPartition cols = RowPartition::equal_blocks(w.whole.n_cols, p);
+      w.dm = DistMatrix(MPI_COMM_WORLD, row_block(w.whole, rows.begin(r), rows.end(r)), rows, cols,
+                        w.name);
+      v.push_back(std::move(w));
+    }
+    // A square matrix on the balanced partition (boundaries not at equal blocks).
+    Fixture b;
+    b.name = "gen:kron:8 balanced-nnz";
+    b.dm = load_distributed_matrix(MPI_COMM_WORLD, "gen:kron:8", PartitionKind::balanced_nnz);
+    b.whole = load_distributed_matrix(MPI_COMM_SELF, "gen:kron:8").local();
+    v.push_back(std::move(b));
     return v;
   }();
   return all;
