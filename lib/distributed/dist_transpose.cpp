@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -23,10 +24,12 @@ using dist::collective_call;
 
 namespace {
 
-// One nonzero on its way to the owner of its column: A[row, col] = value.
+// One nonzero on its way to the owner of its column: A[row, col] = value, with the column
+// relative to the owner's first column and the row relative to the sender's first row (both
+// below a rank's row count, which lidx_t holds: 16 bytes per nonzero instead of 24).
 struct Entry {
-  gidx_t col;
-  gidx_t row;
+  lidx_t col;
+  lidx_t row;
   double value;
 };
 
@@ -53,6 +56,13 @@ CsrMatrix transpose_block(MPI_Comm comm, const RowPartition& rows_part,
                           const RowPartition& cols_part, const CsrMatrix& block) {
   const int rank = dist::comm_rank(comm);
   const int nranks = dist::comm_size(comm);
+  // The entries carry rank-relative indices (Entry).
+  collective_call(comm, [&] {
+    if (block.n_rows > std::numeric_limits<lidx_t>::max() ||
+        cols_part.size(rank) > std::numeric_limits<lidx_t>::max()) {
+      throw std::overflow_error("transpose: a rank's block exceeds 2^31 - 1 rows");
+    }
+  });
   // 1. Local reorder by (column, row): the block's own CSC.
   const CsrMatrix lt = dist::local_transpose(block);
   // 2. Each owner's columns are one contiguous run of it.
@@ -63,7 +73,8 @@ CsrMatrix transpose_block(MPI_Comm comm, const RowPartition& rows_part,
     out.reserve(static_cast<std::size_t>(lt.row_ptr[ce] - lt.row_ptr[cb]));
     for (gidx_t c = cb; c < ce; ++c) {
       for (std::int64_t i = lt.row_ptr[c]; i < lt.row_ptr[c + 1]; ++i) {
-        out.push_back(Entry{c, block.row_begin + lt.col_idx[i], lt.values[i]});
+        out.push_back(
+            Entry{static_cast<lidx_t>(c - cb), static_cast<lidx_t>(lt.col_idx[i]), lt.values[i]});
       }
     }
   }
@@ -78,15 +89,19 @@ CsrMatrix transpose_block(MPI_Comm comm, const RowPartition& rows_part,
   t.row_begin = cols_part.begin(rank);
   t.n_rows = cols_part.size(rank);
   t.row_ptr.assign(static_cast<std::size_t>(t.n_rows) + 1, 0);
-  for (const Entry& e : got) ++t.row_ptr[static_cast<std::size_t>(e.col - t.row_begin) + 1];
+  for (const Entry& e : got) ++t.row_ptr[static_cast<std::size_t>(e.col) + 1];
   for (gidx_t r = 0; r < t.n_rows; ++r) t.row_ptr[r + 1] += t.row_ptr[r];
   t.col_idx.resize(got.size());
   t.values.resize(got.size());
   std::vector<std::int64_t> next(t.row_ptr.begin(), t.row_ptr.end() - 1);
-  for (const Entry& e : got) {
-    const std::int64_t at = next[static_cast<std::size_t>(e.col - t.row_begin)]++;
-    t.col_idx[at] = e.row;
-    t.values[at] = e.value;
+  std::size_t e = 0;
+  for (int q = 0; q < nranks; ++q) {
+    const gidx_t row0 = rows_part.begin(q);
+    for (const std::size_t end = e + static_cast<std::size_t>(from[q]); e < end; ++e) {
+      const std::int64_t at = next[static_cast<std::size_t>(got[e].col)]++;
+      t.col_idx[at] = row0 + got[e].row;
+      t.values[at] = got[e].value;
+    }
   }
   return t;
 }
