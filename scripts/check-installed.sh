@@ -42,7 +42,7 @@ run "$work/pc-consumer-c"
 cmake -S "$root/examples" -B "$work/examples" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 ninja -C "$work/examples" >/dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-for example in spmm_distributed rig_gather; do
+for example in spmm_distributed rig_gather gcn_train; do
   echo "--- example $example (mpirun -np 2, against the installed package)"
   run mpirun --oversubscribe --bind-to none -np 2 "$work/examples/$example"
 done

@@ -1,0 +1,10 @@
+# bench_gcn: GCN training with neighbour sampling (examples/gcn_train.cpp built with the project's
+# warning flags), every communication mode side by side: time per epoch, its communication share,
+# the engine's filter rate, own vs random node order.
+#   mpirun -np 2 bench_gcn --matrix gen:kron:16 --mode all --rounds 3 --epochs 10
+if(TARGET netsparse_distributed)
+  add_executable(bench_gcn ${PROJECT_SOURCE_DIR}/examples/gcn_train.cpp)
+  target_link_libraries(bench_gcn PRIVATE netsparse_distributed netsparse_build_flags)
+else()
+  message(STATUS "bench_gcn not built: needs netsparse_distributed")
+endif()
