@@ -7,12 +7,14 @@
 //          gen:stencil:N (N^3 27-point stencil) | a Matrix Market file
 // --mechanisms rig | filter | coalesce | nic | switch (cumulative, as Table 8) | all (the ladder)
 // --kernel spmm (only: the gather is the same for SDDMM; SpMV is K = 1)
-// --seed S (generator seed) --batch N|auto (idxs per work request) --units U --json FILE
+// --seed S (generator seed) --batch N|auto (idxs per work request) --units U,.. (Fig. 16)
+// --delay CYCLES,.. (NIC concatenation delay, Fig. 17) --json FILE
 // --grid C (engine steps start on a grid of C cycles; 0 = at every arrival)
 // --K 1,16,128 runs every K (Fig. 12); --sa-cores / --sa-item-ns: the SAOpt model; --verify
 // Checks (exit status 3 when one fails): the rig step sends exactly one PR per remote nonzero
 // (SA's analytic count), steps with coalescing exactly one per distinct remote column, every
 // node receives at least its useful bytes, no gathered property differs (--verify).
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -42,9 +44,10 @@ struct Options {
   bool verify = false;    // check every gathered property (memory: nodes x rows x K x 4 B)
   std::string mechanisms = "switch";
   std::uint64_t seed = 1;
-  std::uint32_t batch = 0;  // 0 = auto (see batch_for)
-  int units = 32;
-  std::uint32_t grid = 32;  // NodeModel::step_grid_cycles
+  std::uint32_t batch = 0;                    // 0 = auto (see batch_for)
+  std::vector<int> units = {32};              // a list sweeps them (Fig. 16)
+  std::vector<std::uint32_t> delays = {500};  // NIC concatenation delay, cycles (Fig. 17)
+  std::uint32_t grid = 32;                    // NodeModel::step_grid_cycles
   std::string json;
   std::string traffic;  // per-node engine counters, the text netsparse_emulate_mpi writes
 };
@@ -53,8 +56,9 @@ struct Options {
   std::cerr << "netsparse_emulate: " << why
             << "\nusage: netsparse_emulate [--nodes N] [--racks R] [--matrix gen:kron:S|"
                "gen:road:W|gen:stencil:N|FILE.mtx] [--kernel spmm] [--K K] [--mechanisms "
-               "rig|filter|coalesce|nic|switch[,...]|all] [--seed S] [--batch N] [--units U] "
-               "[--grid CYCLES] [--sa-cores C] [--sa-item-ns NS] [--verify] [--json FILE] "
+               "rig|filter|coalesce|nic|switch[,...]|all] [--seed S] [--batch N] [--units U,..] "
+               "[--delay CYCLES,..] [--grid CYCLES] [--sa-cores C] [--sa-item-ns NS] [--verify] "
+               "[--json FILE] "
                "[--traffic FILE]\n";
   std::exit(2);
 }
@@ -77,7 +81,10 @@ usage: netsparse_emulate [options]
                        them, or all (the whole ladder)
   --seed S             seed of the generators (default 1)
   --batch N|auto       idxs per work request (default auto: about 4 requests per unit)
-  --units U            RIG client and server units per NIC (default 32)
+  --units LIST         RIG client and server units per NIC (default 32); a list sweeps
+                       them (Fig. 16)
+  --delay LIST         NIC concatenation delay in cycles at 2.2 GHz (default 500); a list
+                       sweeps it (Fig. 17)
   --grid CYCLES        engine steps start on a grid of this many cycles (default 32; 0 = off)
   --sa-cores C         SAOpt: host cores per node (default 64)
   --sa-item-ns NS      SAOpt: software cost per item per core (default: calibrated per K)
@@ -129,7 +136,14 @@ Options parse(int argc, char** argv) {
         const std::string v = value();
         o.batch = v == "auto" ? 0 : static_cast<std::uint32_t>(std::stoul(v));
       } else if (a == "--units") {
-        o.units = std::stoi(value());
+        o.units.clear();
+        std::stringstream list(value());
+        for (std::string u; std::getline(list, u, ',');) o.units.push_back(std::stoi(u));
+      } else if (a == "--delay") {
+        o.delays.clear();
+        std::stringstream list(value());
+        for (std::string d; std::getline(list, d, ',');)
+          o.delays.push_back(static_cast<std::uint32_t>(std::stoul(d)));
       } else if (a == "--grid") {
         o.grid = static_cast<std::uint32_t>(std::stoul(value()));
       } else if (a == "--json")
@@ -146,6 +160,9 @@ Options parse(int argc, char** argv) {
   for (std::uint32_t k : o.Ks)
     if (k == 0) usage("--K must be >= 1");
   if (o.Ks.empty() || o.sa_cores < 1) usage("--K needs values, --sa-cores >= 1");
+  for (int u : o.units)
+    if (u < 1 || u > 64) usage("--units values must be in [1, 64]");
+  if (o.units.empty() || o.delays.empty()) usage("--units and --delay need values");
   return o;
 }
 
@@ -274,8 +291,10 @@ int main(int argc, char** argv) {
       t1_useful, t1_su, t1_useful > 0 ? t1_su / t1_useful : 0.0, t1_sa,
       t1_useful > 0 ? t1_sa / t1_useful : 0.0);
 
-  const std::uint32_t batch =
-      o.batch != 0 ? o.batch : auto_batch(a.nnz() / static_cast<std::uint64_t>(o.nodes), o.units);
+  const std::uint32_t batch = o.batch != 0
+                                  ? o.batch
+                                  : auto_batch(a.nnz() / static_cast<std::uint64_t>(o.nodes),
+                                               *std::max_element(o.units.begin(), o.units.end()));
   std::printf("batch %u idxs per work request%s\n", batch, o.batch != 0 ? "" : " (auto)");
   a = netsparse::CsrMatrix{};  // the idx lists are all the emulation needs
   std::vector<LadderStep> steps;
@@ -345,15 +364,27 @@ int main(int argc, char** argv) {
     std::printf("%-9s %9s %6s %9s %9s %7s %8s %9s %10s %11s %11s %9s %12s\n", "mechanisms",
                 "time_us", "F+C%", "PRs/rdpk", "PRs/rspk", "hit%", "goodput%", "line%",
                 "traffic/SU", "speedup/SU", "speedup/SA", "wall_s", "PRs/wall_s");
-    for (std::size_t k = 0; k < steps.size(); ++k) {
-      const LadderStep& s = steps[k];
+    struct RunSpec {
+      LadderStep step;
+      int units;
+      std::uint32_t delay;
+    };
+    std::vector<RunSpec> runs;
+    for (int u : o.units)
+      for (std::uint32_t d : o.delays)
+        for (const LadderStep& st : steps) runs.push_back({st, u, d});
+    const bool sweep = o.units.size() > 1 || o.delays.size() > 1;
+    for (std::size_t k = 0; k < runs.size(); ++k) {
+      const LadderStep& s = runs[k].step;
+      if (sweep) std::printf("units %d, NIC delay %u cycles:\n", runs[k].units, runs[k].delay);
       ClusterConfig c;
       c.fabric.nodes = o.nodes;
       c.fabric.racks = o.racks;
       c.node.flags = s.flags;
       c.node.batch = batch;
       c.node.step_grid_cycles = o.grid;
-      c.node.client_units = c.node.server_units = o.units;
+      c.node.client_units = c.node.server_units = runs[k].units;
+      c.node.delay_cycles = runs[k].delay;
       c.tor.enabled = s.tor;
       const auto t0 = std::chrono::steady_clock::now();
       RunResult r;
@@ -475,7 +506,8 @@ int main(int argc, char** argv) {
             t.rx_packets ? t.rx_wait_ps * us / t.rx_packets : 0.0, hub,
             static_cast<unsigned long long>(max_served), r.nodes[hub].done_ps * us);
       }
-      js << (k ? "," : "") << "{\"mechanisms\":\"" << s.name << "\",\"tail_node\":" << d.tail
+      js << (k ? "," : "") << "{\"mechanisms\":\"" << s.name << "\",\"units\":" << runs[k].units
+         << ",\"nic_delay_cycles\":" << runs[k].delay << ",\"tail_node\":" << d.tail
          << ",\"time_us\":" << d.time_us << ",\"fc_rate\":" << d.fc_rate
          << ",\"read_prs_per_packet\":" << d.read_prs_per_packet
          << ",\"response_prs_per_packet\":" << d.resp_prs_per_packet
@@ -488,7 +520,7 @@ int main(int argc, char** argv) {
          << ",\"failed_wrs\":" << failed << "}";
       // Each step's results are kept as soon as it ends: a long ladder loses nothing if stopped.
       std::fflush(stdout);
-      const bool last = k + 1 == steps.size() && ki + 1 == o.Ks.size();
+      const bool last = k + 1 == runs.size() && ki + 1 == o.Ks.size();
       if (!write_json(o.json, head.str() + done_experiments + js.str() + "]}", load_s, last))
         return 1;
     }

@@ -22,6 +22,15 @@ Every file given is read, and what it is drawn into follows from its content, no
     goals.md             the benchmark's goals, for every case with netsparse, ideal and su
   bench_index_gather runs (a "rows" list):
     index_gather.png     rows per second per rank of every mode, per K
+  netsparse_emulate runs (an "experiments" list; the emulated cluster, docs/emulation.md):
+    emu_table8.png       the ladder RIG -> +Filter -> +Coalesce -> +NIC concat -> +Switch,
+                         speedup over SUOpt per matrix and K                    (paper Table 8)
+    emu_fig12.png        NetSparse (every mechanism) and SAOpt over SUOpt, per matrix, per K
+                                                                                 (paper Fig. 12)
+    emu_fig16_units.png  speedup over SUOpt against the RIG units per NIC (--units lists)
+                                                                                 (paper Fig. 16)
+    emu_fig17_delay.png  speedup over SUOpt against the NIC concatenation delay (--delay lists)
+                                                                                 (paper Fig. 17)
 Every figure names the kernel, K, ranks and rounds of its data: in the title when all of its data
 share them, else on each group, series or panel -- a figure mixing runs is never titled with one
 run's settings. The output ends with every input and the figures it went into (or why none).
@@ -64,12 +73,17 @@ IG_COLORS = {"rig": "#c0392b", "rig-nofilter": "#e6b0aa", "rig-nocoalesce": "#d9
 # ---- inputs ------------------------------------------------------------------------------------
 
 class Run:
-    """One JSON file: kind 'bench' (netsparse_bench) or 'ig' (bench_index_gather)."""
+    """One JSON file: kind 'bench' (netsparse_bench), 'ig' (bench_index_gather) or 'emu'
+    (netsparse_emulate)."""
 
     def __init__(self, path, data, kind):
         self.path, self.data, self.kind = path, data, kind
         self.name = os.path.basename(path)
         self.used = []  # the figures this file went into
+
+    def use(self, figure):
+        if figure not in self.used:
+            self.used.append(figure)
 
 
 class Case:
@@ -131,8 +145,12 @@ def load(paths):
             runs.append(Run(path, data, "bench"))
         elif isinstance(data, dict) and isinstance(data.get("rows"), list) and "np" in data:
             runs.append(Run(path, data, "ig"))
+        elif isinstance(data, dict) and isinstance(data.get("experiments"), list) \
+                and "nodes" in data:
+            runs.append(Run(path, data, "emu"))
         else:
-            problems.append((path, "neither netsparse_bench nor bench_index_gather JSON"))
+            problems.append((path, "not netsparse_bench, bench_index_gather or netsparse_emulate "
+                                   "JSON"))
     return runs, problems
 
 
@@ -566,6 +584,129 @@ def index_gather(runs, out_dir):
     return save(fig, out_dir, "index_gather.png")
 
 
+
+# ---- netsparse_emulate -------------------------------------------------------------------------
+
+EMU_LADDER = ["rig", "filter", "coalesce", "nic", "switch"]
+EMU_NAMES = {"rig": "RIG", "filter": "+Filter", "coalesce": "+Coalesce", "nic": "+NIC concat",
+             "switch": "+Switch"}
+EMU_DEFAULT_UNITS, EMU_DEFAULT_DELAY = 32, 500
+
+
+def emu_groups(runs):
+    """(run, experiment, [its runs]) for every emulator file and K."""
+    for run in runs:
+        if run.kind != "emu":
+            continue
+        for exp in run.data["experiments"]:
+            yield run, exp, exp.get("runs", [])
+
+
+def emu_label(run, exp):
+    d = run.data
+    return f"{d.get('matrix')}, K={exp.get('K')}, {d.get('nodes')} nodes / {d.get('racks')} racks"
+
+
+def emu_default(r):
+    return r.get("units", EMU_DEFAULT_UNITS) == EMU_DEFAULT_UNITS and \
+        r.get("nic_delay_cycles", EMU_DEFAULT_DELAY) == EMU_DEFAULT_DELAY
+
+
+def emu_table8(runs, out_dir):
+    panels = []
+    for run, exp, rs in emu_groups(runs):
+        steps = {r["mechanisms"]: r for r in rs if emu_default(r)}
+        if len(steps) >= 2:
+            panels.append((run, exp, [steps[m] for m in EMU_LADDER if m in steps]))
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
+    for ax, (run, exp, rs) in zip(axes[0], panels):
+        run.use("emu_table8.png")
+        ys = [r["speedup_over_su_opt"] for r in rs]
+        bars = ax.bar(range(len(rs)), ys, color="#c0392b", edgecolor="black", linewidth=0.4)
+        for b, r in zip(bars, rs):
+            ax.annotate(f"{r['speedup_over_su_opt']:.2f}", (b.get_x() + b.get_width() / 2,
+                        b.get_height()), ha="center", va="bottom", fontsize=6)
+            if not r.get("checks_ok", True):
+                ax.annotate("CHECK FAILED", (b.get_x(), 0), fontsize=6, color="red")
+        ax.set_xticks(range(len(rs)))
+        ax.set_xticklabels([EMU_NAMES.get(r["mechanisms"], r["mechanisms"]) for r in rs],
+                           fontsize=7, rotation=30, ha="right")
+        ax.set_ylabel("speedup over SUOpt", fontsize=8)
+        ax.set_title(emu_label(run, exp), fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("Emulated cluster: each mechanism added in turn (Table 8), tail node's "
+                 "communication time", fontsize=9)
+    fig.tight_layout()
+    return save(fig, out_dir, "emu_table8.png")
+
+
+def emu_fig12(runs, out_dir):
+    by_k = {}
+    for run, exp, rs in emu_groups(runs):
+        full = [r for r in rs if r["mechanisms"] == "switch" and emu_default(r)]
+        if full and exp.get("sa_opt_us"):
+            by_k.setdefault(exp["K"], []).append((run, exp, full[0]))
+    if not by_k:
+        return None
+    ks = sorted(by_k)
+    fig, axes = plt.subplots(1, len(ks), figsize=(4.4 * len(ks), 3.8), squeeze=False)
+    for ax, k in zip(axes[0], ks):
+        entries = by_k[k]
+        xs = range(len(entries))
+        ns = [r["speedup_over_su_opt"] for _, _, r in entries]
+        sa = [e["su_opt_us"] / e["sa_opt_us"] for _, e, _ in entries]
+        ax.bar([x - 0.2 for x in xs], sa, width=0.4, color=MODE_COLORS["sa-opt"],
+               edgecolor="black", linewidth=0.4, label="SAOpt")
+        ax.bar([x + 0.2 for x in xs], ns, width=0.4, color=MODE_COLORS["netsparse"],
+               edgecolor="black", linewidth=0.4, label="NetSparse")
+        for run, _, _ in entries:
+            run.use("emu_fig12.png")
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([f"{run.data.get('matrix')}\n{run.data.get('nodes')} nodes"
+                            for run, _, _ in entries], fontsize=6)
+        ax.set_yscale("log")
+        ax.axhline(1, color="black", linewidth=0.6)
+        ax.set_ylabel("communication speedup over SUOpt", fontsize=8)
+        ax.set_title(f"K = {k}", fontsize=8)
+        ax.legend(fontsize=7)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("Emulated cluster (Fig. 12): NetSparse with every mechanism and SAOpt over "
+                 "SUOpt", fontsize=9)
+    fig.tight_layout()
+    return save(fig, out_dir, "emu_fig12.png")
+
+
+def emu_sweep(runs, out_dir, key, fixed, name, xlabel, title):
+    series = []  # (label, xs, ys, run)
+    for run, exp, rs in emu_groups(runs):
+        by_step = {}
+        for r in rs:
+            if r.get(fixed[0], fixed[1]) == fixed[1] and key in r:
+                by_step.setdefault(r["mechanisms"], []).append(r)
+        for step, pts in by_step.items():
+            xs = sorted({p[key] for p in pts})
+            if len(xs) < 2:
+                continue
+            pts.sort(key=lambda p: p[key])
+            series.append((f"{emu_label(run, exp)}, {EMU_NAMES.get(step, step)}",
+                           [p[key] for p in pts], [p["speedup_over_su_opt"] for p in pts], run))
+    if not series:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for label, xs, ys, run in series:
+        run.use(name)
+        ax.plot(xs, ys, marker="o", label=label)
+    ax.set_xscale("symlog" if key == "nic_delay_cycles" else "log", base=2)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel("speedup over SUOpt", fontsize=8)
+    ax.legend(fontsize=6)
+    ax.grid(alpha=0.3)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return save(fig, out_dir, name)
+
 # ---- main --------------------------------------------------------------------------------------
 
 def parse_args(argv):
@@ -593,7 +734,8 @@ def main(argv):
     for path, why in problems:
         print(f"plot.py: skipping {path}: {why}", file=sys.stderr)
     if not runs:
-        print("plot.py: no netsparse_bench or bench_index_gather JSON among the inputs",
+        print("plot.py: no netsparse_bench, bench_index_gather or netsparse_emulate JSON among "
+              "the inputs",
               file=sys.stderr)
         return 1
     os.makedirs(out_dir, exist_ok=True)
@@ -605,7 +747,14 @@ def main(argv):
     used_elsewhere |= {id(c) for c in ablation_cases(cases)}
     chosen = fig12_cases(cases, used_elsewhere)
     made += [fig12(chosen, out_dir), changing(cases, out_dir), table7(chosen, out_dir),
-             goals(cases, out_dir), index_gather(runs, out_dir)]
+             goals(cases, out_dir), index_gather(runs, out_dir), emu_table8(runs, out_dir),
+             emu_fig12(runs, out_dir),
+             emu_sweep(runs, out_dir, "units", ("nic_delay_cycles", EMU_DEFAULT_DELAY),
+                       "emu_fig16_units.png", "RIG units per NIC",
+                       "Emulated cluster (Fig. 16): RIG units per NIC"),
+             emu_sweep(runs, out_dir, "nic_delay_cycles", ("units", EMU_DEFAULT_UNITS),
+                       "emu_fig17_delay.png", "NIC concatenation delay (cycles at 2.2 GHz)",
+                       "Emulated cluster (Fig. 17): concatenation delay")]
     for p in made:
         if p:
             print(p)

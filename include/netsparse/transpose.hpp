@@ -34,8 +34,10 @@ inline constexpr int kDefaultTransposeLeaves = 64;
 // Speed on a CPU (docs/benchmarks.md, "Local transpose"): scan is the fastest here, 3-4x ahead
 // of merge on NotreDame_www, mdual and kron20 with 2 threads; merge is MeNDA's dataflow in
 // software (log2 N compare levels per nonzero where the hardware tree pops one per cycle).
+// The default is therefore scan; merge is there to study MeNDA's dataflow (and for hardware
+// that merges at one element per cycle).
 struct TransposeOptions {
-  TransposeMethod method = TransposeMethod::merge;
+  TransposeMethod method = TransposeMethod::scan;
   int leaves = 0;           // merge only: leaves of the merge tree, >= 2; 0 = default
   int threads = 0;          // OpenMP threads; 0 = omp_get_max_threads()
   bool check_input = true;  // validate the CsrMatrix first (one parallel pass over it)

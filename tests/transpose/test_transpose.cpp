@@ -254,8 +254,10 @@ CsrMatrix small() {
 }
 
 TEST(TransposeBadInput, Leaves) {
-  expect_invalid(small(), {.leaves = 1}, "at least 2 leaves, got 1");
-  expect_invalid(small(), {.leaves = -4}, "at least 2 leaves, got -4");
+  expect_invalid(small(), {.method = TransposeMethod::merge, .leaves = 1},
+                 "at least 2 leaves, got 1");
+  expect_invalid(small(), {.method = TransposeMethod::merge, .leaves = -4},
+                 "at least 2 leaves, got -4");
   EXPECT_NO_THROW((void)transpose(small(), {.method = TransposeMethod::scan, .leaves = 1}));
 }
 

@@ -1,0 +1,38 @@
+# bench/plot.py draws the emulator's figures (Table 8, Fig. 12, Fig. 16, Fig. 17) from
+# netsparse_emulate's JSON: a small ladder with a units sweep and a delay sweep, then plot.py;
+# every figure must be written and name the JSON it came from.
+#   cmake -DEMULATE=... -DPLOT=bench/plot.py -DPYTHON=... -DWORK_DIR=... -P plot_emulate.cmake
+foreach(var EMULATE PLOT PYTHON WORK_DIR)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "plot_emulate.cmake: -D${var}= is required")
+  endif()
+endforeach()
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+set(common --nodes 16 --racks 2 --matrix gen:kron:12)
+execute_process(COMMAND ${EMULATE} ${common} --K 1,16 --mechanisms all --json ${WORK_DIR}/ladder.json
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "netsparse_emulate (ladder) failed (${rc}): ${err}")
+endif()
+execute_process(COMMAND ${EMULATE} ${common} --K 16 --mechanisms switch --units 4,8,32
+                        --delay 0,500,5000 --json ${WORK_DIR}/sweep.json
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "netsparse_emulate (sweep) failed (${rc}): ${err}")
+endif()
+execute_process(COMMAND ${PYTHON} ${PLOT} -o ${WORK_DIR}/figures ${WORK_DIR}/ladder.json
+                        ${WORK_DIR}/sweep.json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "plot.py failed (${rc}):\n${out}\n${err}")
+endif()
+foreach(fig emu_table8 emu_fig12 emu_fig16_units emu_fig17_delay)
+  if(NOT EXISTS ${WORK_DIR}/figures/${fig}.png)
+    message(FATAL_ERROR "plot.py did not write ${fig}.png:\n${out}\n${err}")
+  endif()
+endforeach()
+if(NOT out MATCHES "ladder.json: [^\n]*emu_table8.png" OR NOT out MATCHES "sweep.json: [^\n]*emu_fig16_units.png")
+  message(FATAL_ERROR "plot.py does not say which input went into which figure:\n${out}")
+endif()
+message("${out}")
