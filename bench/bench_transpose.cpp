@@ -307,7 +307,10 @@ int main(int argc, char** argv) {
     impls.push_back({"Eigen (int64)", [&] { et64 = e64.transpose(); }, t_bytes, {}});
     impls.push_back({"Eigen (int32)", [&] { et32 = e32.transpose(); }, t_bytes, {}});
     impls.push_back(
-        {"merge (fresh)", [&] { fresh = transpose(a, {.leaves = o.leaves[0]}); }, t_bytes, {}});
+        {"merge (fresh)",
+         [&] { fresh = transpose(a, {.method = TransposeMethod::merge, .leaves = o.leaves[0]}); },
+         t_bytes,
+         {}});
     measure(impls, o.rounds);
     for (std::size_t i = 0; i < k + 2; ++i)
       if (!same(outs[i], want)) {
