@@ -90,6 +90,33 @@ inline void merge_leaves(Leaves& leaves, int k, Sink& sink, std::int64_t total, 
   }
 }
 
+// Leaves of a later merge pass: intermediate streams of (key, value) pairs in a buffer, leaf i
+// being [leaf[i].p, leaf[i].e) of key/val (the transpose's later passes, the outer-product
+// SpMV's).
+template <class T>
+struct PairLeaves {
+  struct Leaf {
+    std::int64_t p, e;
+  };
+  const std::uint64_t* key;
+  const T* val;
+  Leaf* leaf;
+  std::uint64_t head(int i) const {
+    const Leaf& s = leaf[i];
+    return s.p < s.e ? key[s.p] : kNoKey;
+  }
+  template <class Sink>
+  std::uint64_t pop(int i, std::uint64_t k, Sink& sink) {
+    Leaf& s = leaf[i];
+    std::int64_t p = s.p;
+    sink.put(k, val[p]);
+    s.p = ++p;
+    prefetch_next_line(key + p);
+    prefetch_next_line(val + p);
+    return p < s.e ? key[p] : kNoKey;
+  }
+};
+
 // A contiguous band [lo, hi) of output indices (A's columns for the transpose, A's rows for
 // the outer-product SpMV) holding the nonzeros [off, off + nnz) of the output.
 struct Band {

@@ -22,6 +22,7 @@ using td::AlignedArray;
 using td::Band;
 using td::kNoKey;
 using td::make_aligned_array;
+using td::PairLeaves;
 using td::prefetch_next_line;
 
 struct ColStream {
@@ -53,30 +54,6 @@ struct ScaledLeaves {
     prefetch_next_line(col + p);
     prefetch_next_line(val + p);
     return p < s.e ? static_cast<std::uint64_t>(col[p]) : kNoKey;
-  }
-};
-
-template <class T>
-struct PairLeaves {
-  struct Leaf {
-    std::int64_t p, e;
-  };
-  const std::uint64_t* key;
-  const T* val;
-  Leaf* leaf;
-  std::uint64_t head(int i) const {
-    const Leaf& s = leaf[i];
-    return s.p < s.e ? key[s.p] : kNoKey;
-  }
-  template <class Sink>
-  std::uint64_t pop(int i, std::uint64_t k, Sink& sink) {
-    Leaf& s = leaf[i];
-    std::int64_t p = s.p;
-    sink.put(k, val[p]);
-    s.p = ++p;
-    prefetch_next_line(key + p);
-    prefetch_next_line(val + p);
-    return p < s.e ? key[p] : kNoKey;
   }
 };
 

@@ -76,6 +76,7 @@ using td::AlignedArray;
 using td::Band;
 using td::kNoKey;
 using td::make_aligned_array;
+using td::PairLeaves;
 using td::prefetch_next_line;
 
 [[noreturn]] void fail(const char* who, const std::string& msg) {
@@ -407,28 +408,7 @@ struct RawLeaves {
 };
 
 // Leaves of a later pass: intermediate COO streams (key, value) in a buffer.
-struct BufLeaves {
-  struct Leaf {
-    std::int64_t p, e;
-  };
-  const std::uint64_t* key;
-  const double* val;
-  Leaf* leaf;
-  std::uint64_t head(int i) const {
-    const Leaf& x = leaf[i];
-    return x.p < x.e ? key[x.p] : kNoKey;
-  }
-  template <class Sink>
-  std::uint64_t pop(int i, std::uint64_t k, Sink& sink) {
-    Leaf& x = leaf[i];
-    std::int64_t p = x.p;
-    sink.put(k, val[p]);
-    x.p = ++p;
-    prefetch_next_line(key + p);
-    prefetch_next_line(val + p);
-    return p < x.e ? key[p] : kNoKey;
-  }
-};
+using BufLeaves = PairLeaves<double>;
 
 struct BufSink {
   std::uint64_t* key;
