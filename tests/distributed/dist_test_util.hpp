@@ -31,6 +31,36 @@ inline std::string data_path(const std::string& rel) {
   return std::string(NETSPARSE_TEST_DATA_DIR) + "/" + rel;
 }
 
+// Result tolerances against the double-precision references.
+inline constexpr double kTolerance = 2e-5;  // fp32 sums of a few hundred terms
+// fp64 (DistOptions::scalar): the fixtures' Matrix Market values carry digits float cannot hold
+// and every sum rounds, so a path that went through float anywhere misses this by far.
+inline constexpr double kF64Tolerance = 1e-12;
+
+// A matrix both distributed (under test) and whole (for the reference).
+struct Fixture {
+  std::string name;
+  DistMatrix dm;
+  CsrMatrix whole;
+};
+
+inline Fixture make_fixture(const std::string& spec) {
+  Fixture f;
+  f.name = spec;
+  f.dm = load_distributed_matrix(MPI_COMM_WORLD, spec);
+  // The whole matrix, built by one rank alone (the loaders are tested against the serial
+  // readers and generators in test_dist_matrix).
+  f.whole = load_distributed_matrix(MPI_COMM_SELF, spec).local();
+  return f;
+}
+
+// The matrices every distributed kernel is tested on: a Kronecker graph, a stencil, a road
+// grid, a symmetric and a rectangular Matrix Market file.
+inline std::vector<std::string> fixture_specs() {
+  return {"gen:kron:8", "gen:stencil:6:5:4:2", "gen:road:17:13:0.05",
+          data_path("distributed/small_symmetric.mtx"), data_path("distributed/rect_general.mtx")};
+}
+
 // Value of element (global row, j) of dense operand `which`: in [-1, 1), not a simple pattern.
 inline float operand_value(int which, gidx_t row, int j) {
   std::uint64_t z = static_cast<std::uint64_t>(row) * 0x9e3779b97f4a7c15ULL +

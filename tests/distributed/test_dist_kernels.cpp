@@ -23,37 +23,15 @@ using test::row_block;
 using test::world_rank;
 using test::world_size;
 
-constexpr double kTolerance = 2e-5;  // fp32 sums of a few hundred terms vs a double reference
-// fp64 (DistOptions::scalar): the fixtures' Matrix Market values carry digits float cannot hold
-// and every sum rounds, so a path that went through float anywhere misses this by far.
-constexpr double kF64Tolerance = 1e-12;
-
-// A matrix both distributed (under test) and whole (for the reference).
-struct Fixture {
-  std::string name;
-  DistMatrix dm;
-  CsrMatrix whole;
-};
-
-Fixture make_fixture(const std::string& spec) {
-  Fixture f;
-  f.name = spec;
-  f.dm = load_distributed_matrix(MPI_COMM_WORLD, spec);
-  // The whole matrix, built by one rank alone (the loaders are tested against the serial
-  // readers and generators in test_dist_matrix).
-  f.whole = load_distributed_matrix(MPI_COMM_SELF, spec).local();
-  return f;
-}
+using test::Fixture;
+using test::kF64Tolerance;
+using test::kTolerance;
+using test::make_fixture;
 
 std::vector<Fixture>& fixtures() {
   static std::vector<Fixture> all = [] {
     std::vector<Fixture> v;
-    for (const std::string& spec :
-         {std::string("gen:kron:8"), std::string("gen:stencil:6:5:4:2"),
-          std::string("gen:road:17:13:0.05"), test::data_path("distributed/small_symmetric.mtx"),
-          test::data_path("distributed/rect_general.mtx")}) {
-      v.push_back(make_fixture(spec));
-    }
+    for (const std::string& spec : test::fixture_specs()) v.push_back(make_fixture(spec));
     return v;
   }();
   return all;

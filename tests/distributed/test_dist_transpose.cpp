@@ -23,14 +23,9 @@ using test::operand_block;
 using test::row_block;
 using test::world_rank;
 
-constexpr double kTolerance = 2e-5;
-constexpr double kF64Tolerance = 1e-12;
-
-struct Fixture {
-  std::string name;
-  DistMatrix dm;
-  CsrMatrix whole;
-};
+using test::Fixture;
+using test::kF64Tolerance;
+using test::kTolerance;
 
 // A wide rows x cols matrix (default 23 x 71) with empty rows and columns and irregular values
 // (rectangular the other way from rect_general.mtx), built from its rows on every rank.
@@ -56,16 +51,7 @@ std::vector<Fixture>& fixtures() {
   static std::vector<Fixture> all = [] {
     std::vector<Fixture> v;
     // The fixtures of test_dist_kernels, and one more rectangular matrix.
-    for (const std::string& spec :
-         {std::string("gen:kron:8"), std::string("gen:stencil:6:5:4:2"),
-          std::string("gen:road:17:13:0.05"), test::data_path("distributed/small_symmetric.mtx"),
-          test::data_path("distributed/rect_general.mtx")}) {
-      Fixture f;
-      f.name = spec;
-      f.dm = load_distributed_matrix(MPI_COMM_WORLD, spec);
-      f.whole = load_distributed_matrix(MPI_COMM_SELF, spec).local();
-      v.push_back(std::move(f));
-    }
+    for (const std::string& spec : test::fixture_specs()) v.push_back(test::make_fixture(spec));
     // Rows and columns split differently: a wide matrix, and a 2 x 3 one that leaves ranks
     // without rows and without columns from 3 ranks on.
     for (const auto& [rows_n, cols_n] : {std::pair<gidx_t, gidx_t>{23, 71}, {2, 3}}) {
