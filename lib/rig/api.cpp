@@ -336,7 +336,7 @@ extern "C" ns_status_t ns_dereg_props(ns_mr* mr) {
   if (mr == nullptr) return invalid("ns_dereg_props", "mr is NULL");
   if (!live(mr, HandleKind::kMr)) return not_live("ns_dereg_props", "mr", HandleKind::kMr);
   return guarded("ns_dereg_props", [&]() -> ns_status_t {
-    netsparse::rig::Engine& engine = mr->engine;
+    netsparse::rig::Engine& engine = netsparse::rig::engine_of(mr);
     const bool clean = engine.deregister_region(mr);
     if (!clean) {
       set_last_error(
@@ -371,7 +371,7 @@ extern "C" ns_status_t ns_destroy_cq(ns_cq* cq) {
   if (cq == nullptr) return invalid("ns_destroy_cq", "cq is NULL");
   if (!live(cq, HandleKind::kCq)) return not_live("ns_destroy_cq", "cq", HandleKind::kCq);
   return guarded("ns_destroy_cq", [&]() -> ns_status_t {
-    cq->engine().destroy_cq(cq);  // throws (and keeps it) while it is in use
+    netsparse::rig::engine_of(cq).destroy_cq(cq);  // throws (and keeps it) while it is in use
     return NS_OK;
   });
 }
@@ -383,7 +383,7 @@ extern "C" ns_status_t ns_create_qp(ns_context* ctx, ns_cq* send_cq, int max_sen
   if (!live(ctx, HandleKind::kContext))
     return not_live("ns_create_qp", "ctx", HandleKind::kContext);
   if (!live(send_cq, HandleKind::kCq)) return not_live("ns_create_qp", "send_cq", HandleKind::kCq);
-  if (&send_cq->engine() != ctx)
+  if (&netsparse::rig::engine_of(send_cq) != static_cast<netsparse::rig::Engine*>(ctx))
     return invalid("ns_create_qp", "send_cq belongs to another context");
   if (max_send_wr < 1 || max_send_wr > (1 << 20)) {
     return invalid("ns_create_qp", "max_send_wr must be in 1..2^20");
@@ -398,7 +398,8 @@ extern "C" ns_status_t ns_destroy_qp(ns_qp* qp) {
   if (qp == nullptr) return invalid("ns_destroy_qp", "qp is NULL");
   if (!live(qp, HandleKind::kQp)) return not_live("ns_destroy_qp", "qp", HandleKind::kQp);
   return guarded("ns_destroy_qp", [&]() -> ns_status_t {
-    qp->engine().destroy_qp(qp);  // throws (and keeps it) while work is outstanding
+    netsparse::rig::engine_of(qp).destroy_qp(
+        qp);  // throws (and keeps it) while work is outstanding
     return NS_OK;
   });
 }
@@ -409,15 +410,16 @@ extern "C" ns_status_t ns_post_send(ns_qp* qp, ns_send_wr* wr, ns_send_wr** bad_
   if (!live(qp, HandleKind::kQp)) return not_live("ns_post_send", "qp", HandleKind::kQp);
   if (wr == nullptr) return NS_OK;
   return guarded("ns_post_send", [&]() -> ns_status_t {
-    if (qp->engine().broken()) {
+    Engine& engine = netsparse::rig::engine_of(qp);
+    if (engine.broken()) {
       if (bad_wr != nullptr) *bad_wr = wr;
-      set_last_error("ns_post_send: the engine failed: " + qp->engine().broken_reason());
+      set_last_error("ns_post_send: the engine failed: " + engine.broken_reason());
       return NS_ERR_TRANSPORT;
     }
     const netsparse::rig::PostResult r = qp->post(wr, bad_wr);
     if (r.status != NS_OK) set_last_error(std::string("ns_post_send: ") + wr_error_text(r.why));
     // INLINE: start the work at once (the caller may compute for a while before polling).
-    if (qp->engine().inline_mode()) qp->engine().progress_inline();
+    if (engine.inline_mode()) engine.progress_inline();
     return r.status;
   });
 }
@@ -429,8 +431,9 @@ extern "C" int ns_poll_cq(ns_cq* cq, int num_entries, ns_wc* wc) {
   if (!live(cq, HandleKind::kCq)) return not_live("ns_poll_cq", "cq", HandleKind::kCq);
   return guarded("ns_poll_cq", [&]() -> ns_status_t {
     int n = cq->poll(num_entries, wc);
-    if (n == 0 && cq->engine().inline_mode()) {
-      cq->engine().progress_inline();
+    Engine& engine = netsparse::rig::engine_of(cq);
+    if (n == 0 && engine.inline_mode()) {
+      engine.progress_inline();
       n = cq->poll(num_entries, wc);
     }
     return n;
@@ -443,7 +446,7 @@ extern "C" int ns_cq_wait(ns_cq* cq, int num_entries, ns_wc* wc, int timeout_ms)
   }
   if (!live(cq, HandleKind::kCq)) return not_live("ns_cq_wait", "cq", HandleKind::kCq);
   return guarded("ns_cq_wait", [&]() -> ns_status_t {
-    Engine& e = cq->engine();
+    Engine& e = netsparse::rig::engine_of(cq);
     const std::uint64_t deadline =
         timeout_ms < 0 ? UINT64_MAX
                        : netsparse::rig::now_ns() + std::uint64_t(timeout_ms) * 1'000'000;

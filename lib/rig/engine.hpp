@@ -34,10 +34,13 @@
 #include "rig/clock.hpp"
 #include "rig/config.hpp"
 #include "rig/finalize_hook.hpp"
+#include "rig/handles.hpp"
 #include "rig/outbox.hpp"
+#include "rig/peer_health.hpp"
 #include "rig/port.hpp"
 #include "rig/queues.hpp"
 #include "rig/quiesce.hpp"
+#include "rig/read_unit.hpp"
 #include "rig/region.hpp"
 #include "rig/server_unit.hpp"
 #include "transport/transport.hpp"
@@ -153,7 +156,7 @@ class Engine : public PostTarget, public CommandSink {
   void note_failure() noexcept override { had_failure_.store(true, std::memory_order_relaxed); }
   bool had_failure() const noexcept { return had_failure_.load(std::memory_order_relaxed); }
 
-  bool peer_dead(int p) const noexcept { return dead_[p].load(std::memory_order_relaxed); }
+  bool peer_dead(int p) const noexcept { return health_.dead(p); }
   // Non-empty once a step failed (fail_engine): the reason; further work is refused.
   std::string broken_reason() const;
   bool broken() const noexcept { return broken_flag_.load(std::memory_order_acquire); }
@@ -185,7 +188,6 @@ class Engine : public PostTarget, public CommandSink {
   void on_packet(int src, std::span<const std::byte> bytes);
   std::size_t dispatch(std::uint64_t now);
   bool dispatch_one(Command& cmd, std::uint64_t now);  // false: cannot start it yet
-  std::size_t poll_reads();
   void run_watchdog(std::uint64_t now);
   // A step that threw (allocation failure, a transport error): every command in flight
   // completes with NS_WC_TRANSPORT_ERR and the engine refuses further work; nothing may
@@ -199,16 +201,7 @@ class Engine : public PostTarget, public CommandSink {
   std::unique_ptr<transport::Transport> tx_;
   const int rank_;
   const int size_;
-  std::unique_ptr<std::atomic<bool>[]> dead_;
-  // Failure detection for transports that cannot see a dead process (soft-RoCE drops packets to
-  // a vanished QP without a retry error): while a teardown quiesce waits, a peer that this node
-  // timed out on AND has not heard from for presume_dead_ns_ (NETSPARSE_PRESUME_DEAD_S, default
-  // 20 s) is presumed dead. A late live peer is never presumed dead unless requests to it timed
-  // out and it stayed silent that long; a transient stop shorter than that is not either.
-  std::vector<std::uint64_t> last_heard_ns_;  // progress path only
-  std::vector<std::uint64_t> timeouts_seen_;  // per peer, snapshot of timeouts_ at last frame
-  std::atomic<bool> quiesce_waiting_{false};
-  std::uint64_t presume_dead_ns_ = 20'000'000'000ull;
+  PeerHealth health_;  // dead flags, transport reports, presume-dead in teardown
 
   mutable std::mutex progress_mu_;
   std::atomic<int> admin_waiting_{0};
@@ -239,23 +232,11 @@ class Engine : public PostTarget, public CommandSink {
   };
   std::deque<PendingWc> wc_backlog_;
   std::uint64_t next_watchdog_ns_ = 0;
-  std::uint64_t rdma_reads_ = 0, timeouts_ = 0, malformed_packets_ = 0, completions_ = 0;
+  std::unique_ptr<ReadUnit> reads_;  // NS_WR_RDMA_READ
+  std::uint64_t timeouts_ = 0, malformed_packets_ = 0, completions_ = 0;
   std::uint64_t packets_in_ = 0, frames_in_ = 0, control_prs_ = 0, decode_errors_[8] = {};
-  std::uint64_t rdma_outstanding_ = 0;
-  // NS_WR_RDMA_READ in flight: each reads into an engine-owned bounce slot (the cookie is the
-  // slot), copied to the user's buffer on completion. At the command's deadline it completes
-  // with NS_WC_WATCHDOG_TIMEOUT and the slot is abandoned: a late answer lands in it and is
-  // discarded, the slot is reused only once the transport has finished with it.
-  struct ReadSlot {
-    Command* cmd = nullptr;  // nullptr: free, or abandoned while `busy`
-    bool busy = false;       // the transport may still write into it
-    std::vector<std::byte> bounce;
-  };
-  std::vector<ReadSlot> read_slots_;
-  std::vector<std::uint32_t> free_read_slots_;
   std::string broken_;  // why the engine failed (fail_engine), empty while healthy
   std::atomic<bool> broken_flag_{false};
-  std::vector<transport::ReadCompletion> read_completions_;
   std::function<void(const transport::ReceivedPacket&)> handler_;
   concat::ConcatStats concat_retired_;  // statistics of concatenation points already destroyed
   Quiesce quiesce_;
@@ -269,7 +250,8 @@ class Engine : public PostTarget, public CommandSink {
 
 }  // namespace netsparse::rig
 
-// The C handles are the engine objects.
+// The C handles are the engine objects. A queue, completion queue or region does not point at
+// its engine; engine_of() finds it in the handle registry (it is registered with its owner).
 struct ns_context final : netsparse::rig::Engine {
   using Engine::Engine;
 };
@@ -279,3 +261,10 @@ struct ns_cq final : netsparse::rig::Cq {
 struct ns_qp final : netsparse::rig::Qp {
   using Qp::Qp;
 };
+
+namespace netsparse::rig {
+// The context a live queue pair, completion queue or region belongs to.
+inline Engine& engine_of(const void* handle) noexcept {
+  return *static_cast<Engine*>(const_cast<void*>(handle_owner(handle)));
+}
+}  // namespace netsparse::rig

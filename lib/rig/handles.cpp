@@ -7,9 +7,13 @@
 namespace netsparse::rig {
 
 namespace {
+struct Entry {
+  HandleKind kind;
+  const void* owner;
+};
 struct Registry {
   std::shared_mutex mu;
-  std::unordered_map<const void*, HandleKind> live;
+  std::unordered_map<const void*, Entry> live;
 };
 Registry& registry() {
   static Registry* r = new Registry;  // never destroyed: handles may be checked during exit
@@ -17,10 +21,10 @@ Registry& registry() {
 }
 }  // namespace
 
-void register_handle(const void* h, HandleKind kind) {
+void register_handle(const void* h, HandleKind kind, const void* owner) {
   Registry& r = registry();
   std::unique_lock lk(r.mu);
-  r.live[h] = kind;
+  r.live[h] = Entry{kind, owner};
 }
 
 void unregister_handle(const void* h) noexcept {
@@ -34,7 +38,14 @@ bool is_live_handle(const void* h, HandleKind kind) noexcept {
   Registry& r = registry();
   std::shared_lock lk(r.mu);
   const auto it = r.live.find(h);
-  return it != r.live.end() && it->second == kind;
+  return it != r.live.end() && it->second.kind == kind;
+}
+
+const void* handle_owner(const void* h) noexcept {
+  Registry& r = registry();
+  std::shared_lock lk(r.mu);
+  const auto it = r.live.find(h);
+  return it == r.live.end() ? nullptr : it->second.owner;
 }
 
 const char* handle_kind_name(HandleKind kind) noexcept {

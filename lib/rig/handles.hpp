@@ -10,9 +10,13 @@ namespace netsparse::rig {
 
 enum class HandleKind : unsigned char { kFabric, kContext, kCq, kQp, kMr };
 
-void register_handle(const void* h, HandleKind kind);
+// `owner`: the context a queue, completion queue or region belongs to (nullptr for contexts and
+// fabrics). The objects themselves do not point back at their engine: the API finds it here.
+void register_handle(const void* h, HandleKind kind, const void* owner = nullptr);
 void unregister_handle(const void* h) noexcept;
 bool is_live_handle(const void* h, HandleKind kind) noexcept;
+// The owner given at registration; nullptr when `h` is not live.
+const void* handle_owner(const void* h) noexcept;
 const char* handle_kind_name(HandleKind kind) noexcept;
 
 }  // namespace netsparse::rig

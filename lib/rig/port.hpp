@@ -27,12 +27,14 @@ class CommandSink {
 struct UnitPort {
   std::uint32_t rank = 0;
   std::uint32_t size = 1;
-  const std::atomic<bool>* dead = nullptr;  // [size]: peers known to have failed
-  concat::ConcatPoint* concat = nullptr;    // set while a region is registered
-  Region* region = nullptr;                 // likewise
+  std::atomic<bool>* dead = nullptr;      // [size]: peers known to have failed (PeerHealth's flags)
+  concat::ConcatPoint* concat = nullptr;  // set while a region is registered
+  Region* region = nullptr;               // likewise
   CommandSink* sink = nullptr;
 
   bool peer_dead(std::uint32_t p) const noexcept { return dead[p].load(std::memory_order_relaxed); }
+  // A unit learned from the transport that p failed.
+  void mark_dead(std::uint32_t p) const noexcept { dead[p].store(true, std::memory_order_relaxed); }
 };
 
 }  // namespace netsparse::rig

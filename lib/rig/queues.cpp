@@ -68,8 +68,8 @@ WrError validate_wr(const ns_send_wr& w, const Region* reg) noexcept {
 }
 
 // ---- Qp ------------------------------------------------------------------------------------
-Qp::Qp(Engine& engine, PostTarget& target, Cq& cq, std::uint32_t depth)
-    : engine_(engine), target_(target), cq_(cq), slots_(depth), submit_(depth), free_(depth) {
+Qp::Qp(PostTarget& target, Cq& cq, std::uint32_t depth)
+    : target_(target), cq_(cq), slots_(depth), submit_(depth), free_(depth) {
   for (std::uint32_t i = 0; i < depth; ++i) {
     slots_[i].slot = i;
     slots_[i].qp = this;

@@ -21,7 +21,6 @@ namespace netsparse::rig {
 
 class Region;
 class Qp;
-class Engine;
 
 inline constexpr int kWaiterPosBits = 40;
 inline constexpr std::uint64_t kMaxWrCount = std::uint64_t{1} << kWaiterPosBits;
@@ -86,8 +85,7 @@ WrError validate_wr(const ns_send_wr& w, const Region* registered) noexcept;
 
 class Cq {
  public:
-  Cq(Engine& engine, std::uint32_t cqe) : engine_(engine), ring_(cqe) {}
-  Engine& engine() const noexcept { return engine_; }
+  explicit Cq(std::uint32_t cqe) : ring_(cqe) {}
   // Producer (engine). False when full: the engine keeps the completion and retries.
   bool push(const ns_wc& wc) noexcept { return ring_.push(wc); }
   void notify() noexcept;  // wakes a thread sleeping in wait()
@@ -97,7 +95,6 @@ class Cq {
   std::atomic<int> users{0};  // queue pairs using it
 
  private:
-  Engine& engine_;
   SpscRing<ns_wc> ring_;
   std::mutex consumer_mu_;  // several application threads may poll one CQ
   std::atomic<int> sleepers_{0};
@@ -127,8 +124,7 @@ struct PostResult {
 
 class Qp {
  public:
-  Qp(Engine& engine, PostTarget& target, Cq& cq, std::uint32_t depth);
-  Engine& engine() const noexcept { return engine_; }
+  Qp(PostTarget& target, Cq& cq, std::uint32_t depth);
   Cq& cq() const noexcept { return cq_; }
   // ns_post_send (thread-safe: one lock per chain).
   PostResult post(ns_send_wr* wr, ns_send_wr** bad_wr);
@@ -145,7 +141,6 @@ class Qp {
   std::atomic<std::uint32_t> outstanding{0};
 
  private:
-  Engine& engine_;
   PostTarget& target_;
   Cq& cq_;
   std::vector<Command> slots_;

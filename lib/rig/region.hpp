@@ -20,8 +20,6 @@
 
 namespace netsparse::rig {
 
-class Engine;
-
 // What ranks compare before registering a region collectively (Engine::register_region): this
 // rank's refusal reason, if any, and the arguments that must agree. One fixed-size record per
 // rank, exchanged with Transport::allgather.
@@ -150,10 +148,7 @@ void Region::retire(Command& c, Complete&& complete) {
 
 }  // namespace netsparse::rig
 
-// The C handle is the region, plus the engine it belongs to (for ns_dereg_props).
+// The C handle is the region (its context is found through the handle registry).
 struct ns_mr final : netsparse::rig::Region {
-  template <class... Args>
-  explicit ns_mr(netsparse::rig::Engine& e, Args&&... args)
-      : Region(std::forward<Args>(args)...), engine(e) {}
-  netsparse::rig::Engine& engine;
+  using Region::Region;
 };

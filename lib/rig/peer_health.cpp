@@ -1,0 +1,50 @@
+#include "rig/peer_health.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace netsparse::rig {
+
+namespace {
+std::uint64_t presume_dead_ns_from_env() {
+  const char* v = std::getenv("NETSPARSE_PRESUME_DEAD_S");
+  if (v == nullptr || *v == '\0') return 20'000'000'000ull;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !(s > 0) || s > 86400) {
+    throw std::invalid_argument(std::string("NETSPARSE_PRESUME_DEAD_S='") + v +
+                                "' is not a number of seconds in (0, 86400]");
+  }
+  return static_cast<std::uint64_t>(s * 1e9);
+}
+}  // namespace
+
+PeerHealth::PeerHealth(int rank, int size, std::uint64_t now_ns, std::uint64_t presume_dead_ns)
+    : rank_(rank),
+      size_(size),
+      dead_(new std::atomic<bool>[static_cast<std::size_t>(size)]),
+      last_heard_ns_(static_cast<std::size_t>(size), now_ns),
+      timeouts_seen_(static_cast<std::size_t>(size), 0),
+      presume_dead_ns_(presume_dead_ns != 0 ? presume_dead_ns : presume_dead_ns_from_env()) {
+  for (int p = 0; p < size_; ++p) dead_[p].store(false);
+}
+
+int PeerHealth::check(std::uint64_t now_ns, std::uint64_t timeouts, transport::Transport& tx) {
+  int marked = 0;
+  const bool waiting = quiesce_waiting_.load(std::memory_order_acquire);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || dead(p)) continue;
+    const auto i = static_cast<std::size_t>(p);
+    const bool presumed =
+        waiting && timeouts > timeouts_seen_[i] && now_ns >= last_heard_ns_[i] + presume_dead_ns_;
+    if (presumed) tx.note_peer_failed(p);
+    if (presumed || tx.peer_failed(p)) {
+      mark_dead(p);
+      ++marked;
+    }
+  }
+  return marked;
+}
+
+}  // namespace netsparse::rig
