@@ -50,6 +50,7 @@ typedef struct ns_cq ns_cq;           /* completion queue */
 typedef struct ns_qp ns_qp;           /* queue pair: a bounded command ring towards the engine */
 typedef struct ns_mr ns_mr;           /* the registered (distributed) property array */
 typedef struct ns_fabric ns_fabric;   /* in-process fabric: N nodes = threads of this process */
+typedef struct ns_plan ns_plan;       /* a learned gather plan (ns_plan_create) */
 
 enum ns_transport {
   NS_TRANSPORT_AUTO = 0,
@@ -170,7 +171,9 @@ ns_status_t ns_create_qp(ns_context* ctx, ns_cq* send_cq, int max_send_wr, ns_qp
 ns_status_t ns_destroy_qp(ns_qp* qp); /* NS_ERR_STATE while work requests are outstanding */
 
 /* ---- work requests ------------------------------------------------------------------------- */
-enum ns_wr_opcode { NS_WR_RIG = 0, NS_WR_RDMA_READ = 1 };
+/* NS_WR_RIG_PLAN: start a gather plan (ns_plan_create): the same gather again, recorded once and
+ * replayed in bulk. */
+enum ns_wr_opcode { NS_WR_RIG = 0, NS_WR_RDMA_READ = 1, NS_WR_RIG_PLAN = 2 };
 enum ns_rig_layout {
   /* Property of idx i goes to out + (i - window_base) * prop_bytes; every idx must lie in
    * [window_base, window_base + window_len) (else NS_WC_LOC_INV_REQ). Uses the Idx Filter. */
@@ -205,12 +208,29 @@ struct ns_send_wr {
       uint64_t idx;
       void* out; /* one property */
     } rdma_read;
+    struct {
+      struct ns_plan* plan; /* NS_WR_RIG_PLAN: the gather to run (flags: NS_SEND_SIGNALED) */
+    } plan;
   } wr;
 };
 /* Validates and queues the chain. Stops at the first WR that is invalid (NS_ERR_INVALID) or does
  * not fit (NS_ERR_NO_RESOURCE: max_send_wr outstanding); *bad_wr then points at it and the WRs
  * before it are posted. One doorbell per chain. Thread-safe (one lock per chain per QP). */
 ns_status_t ns_post_send(ns_qp* qp, struct ns_send_wr* wr, struct ns_send_wr** bad_wr);
+
+/* ---- gather plans ---------------------------------------------------------------------------
+ * A plan is one RIG gather the application repeats (a fixed sparsity pattern: same idx list, same
+ * output), like MPI_Send_init. ns_plan_create copies the idx list of `wr` (an NS_WR_RIG valid on
+ * the registered region; `out` must stay valid while the plan lives). Each start is a work
+ * request {opcode NS_WR_RIG_PLAN, wr.plan.plan} posted with ns_post_send; its completion has
+ * opcode NS_WR_RIG_PLAN. The first start (and the first after the region is registered again)
+ * runs the RIG path and records, per owner, which rows it sends and where they land; every later
+ * start replays that recording in bulk: one request per owner, rows packed without per-property
+ * headers. The output is what a fresh NS_WR_RIG with the same arguments would write. One start
+ * of a plan at a time (NS_ERR_INVALID while one is in flight). Local: no collective. */
+ns_status_t ns_plan_create(ns_context* ctx, const struct ns_send_wr* wr, ns_plan** out);
+/* NS_ERR_STATE while a start is in flight. */
+ns_status_t ns_plan_destroy(ns_plan* plan);
 
 /* ---- completions --------------------------------------------------------------------------- */
 enum ns_wc_status {
@@ -260,6 +280,14 @@ enum ns_stat {
   NS_STAT_MALFORMED,       /* packets or PRs dropped by validation (decode error, bad unit, ...) */
   NS_STAT_STALE_RESPONSES, /* responses that matched no pending entry (dropped) */
   NS_STAT_FRAMES,          /* transport messages sent: each frames one or more packets */
+  /* Gather plans (ns_plan_create): their traffic is not in the Table 7 counters above. */
+  NS_STAT_PLAN_RECORDS,     /* recordings kept (a plan's RIG gather that succeeded) */
+  NS_STAT_PLAN_REPLAYS,     /* plan starts served from a recording */
+  NS_STAT_PLAN_ROWS,        /* properties landed by replays */
+  NS_STAT_PLAN_PACKETS,     /* plan packets sent (lists, starts, rows, refusals) */
+  NS_STAT_PLAN_BYTES,       /* their bytes as sent: 32 B header per packet + body */
+  NS_STAT_PLAN_WIRE_BYTES,  /* the same with the paper's 50 B upper-layer model per packet */
+  NS_STAT_PLAN_ROWS_SERVED, /* properties this node packed for its peers' replays */
   NS_STAT__COUNT
 };
 const char* ns_stat_name(int which); /* "prs_requested", ...; NULL if out of range */

@@ -295,6 +295,35 @@ inline ns_send_wr rdma_read_wr(std::uint64_t wr_id, const PropertyRegion& mr, st
   return wr;
 }
 
+// A learned gather plan (ns_plan_create): one RIG gather repeated; start it with plan_wr.
+class GatherPlan {
+ public:
+  GatherPlan() = default;
+  // `wr`: an NS_WR_RIG on the registered region (rig_wr); its idx list is copied.
+  GatherPlan(Context& ctx, const ns_send_wr& wr) {
+    ns_plan* p = nullptr;
+    detail::check(ns_plan_create(ctx.get(), &wr, &p), "ns_plan_create");
+    h_ = Handle(p);
+  }
+  void close() { h_.close("ns_plan_destroy"); }
+  ns_plan* get() const noexcept { return h_.get(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(h_); }
+
+ private:
+  using Handle = detail::Handle<ns_plan, ns_plan_destroy>;
+  Handle h_;
+};
+
+inline ns_send_wr plan_wr(std::uint64_t wr_id, const GatherPlan& plan,
+                          unsigned send_flags = NS_SEND_SIGNALED) {
+  ns_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = NS_WR_RIG_PLAN;
+  wr.send_flags = send_flags;
+  wr.wr.plan.plan = plan.get();
+  return wr;
+}
+
 class Qp {
  public:
   Qp() = default;

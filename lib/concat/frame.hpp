@@ -29,7 +29,8 @@ struct FrameSplit {
 };
 
 // Length of the packet whose header starts at `bytes` (bytes.size() >= 14), or 0 when its type
-// is unknown or its n_prs is 0 (no packet has zero records). Never overflows: a length beyond
+// is unknown or its n_prs is 0 (no protocol packet has zero records; plan packets, plan_wire.hpp,
+// have their own rule). Never overflows: a length beyond
 // bytes.size() is reported as bytes.size() + 1.
 std::size_t packet_length(std::span<const std::byte> bytes) noexcept;
 

@@ -124,6 +124,16 @@ const char* wr_error_text(WrError e) {
       return "unknown opcode";
     case WrError::kQueueFull:
       return "send queue full (max_send_wr outstanding)";
+    case WrError::kPlanNull:
+      return "wr.plan.plan is NULL";
+    case WrError::kPlanForeign:
+      return "wr.plan.plan is not a live plan of this context";
+    case WrError::kPlanBusy:
+      return "a start of wr.plan.plan is still in flight (one at a time)";
+    case WrError::kPlanPropBytes:
+      return "the registered region's prop_bytes differs from the one the plan was created with";
+    case WrError::kNoRegion:
+      return "no property region is registered";
   }
   return "unknown reason";
 }
@@ -185,6 +195,8 @@ extern "C" const char* ns_wr_opcode_str(int opcode) {
       return "RIG";
     case NS_WR_RDMA_READ:
       return "RDMA_READ";
+    case NS_WR_RIG_PLAN:
+      return "RIG_PLAN";
     default:
       return "unknown opcode";
   }
@@ -404,6 +416,37 @@ extern "C" ns_status_t ns_destroy_qp(ns_qp* qp) {
   });
 }
 
+// ---- gather plans --------------------------------------------------------------------------
+extern "C" ns_status_t ns_plan_create(ns_context* ctx, const ns_send_wr* wr, ns_plan** out) {
+  if (ctx == nullptr || wr == nullptr || out == nullptr) {
+    return invalid("ns_plan_create", "ctx, wr or out is NULL");
+  }
+  if (!live(ctx, HandleKind::kContext))
+    return not_live("ns_plan_create", "ctx", HandleKind::kContext);
+  if (wr->opcode != NS_WR_RIG) return invalid("ns_plan_create", "wr->opcode must be NS_WR_RIG");
+  return guarded("ns_plan_create", [&]() -> ns_status_t {
+    const netsparse::rig::Region* reg = ctx->region();
+    if (reg == nullptr) {
+      set_last_error("ns_plan_create: no property region is registered");
+      return NS_ERR_NOT_REGISTERED;
+    }
+    if (const WrError why = netsparse::rig::validate_wr(*wr, reg); why != WrError::kNone) {
+      return invalid("ns_plan_create", wr_error_text(why));
+    }
+    *out = static_cast<ns_plan*>(ctx->create_plan(*wr));
+    return NS_OK;
+  });
+}
+
+extern "C" ns_status_t ns_plan_destroy(ns_plan* plan) {
+  if (plan == nullptr) return invalid("ns_plan_destroy", "plan is NULL");
+  if (!live(plan, HandleKind::kPlan)) return not_live("ns_plan_destroy", "plan", HandleKind::kPlan);
+  return guarded("ns_plan_destroy", [&]() -> ns_status_t {
+    netsparse::rig::engine_of(plan).destroy_plan(plan);
+    return NS_OK;
+  });
+}
+
 // ---- work requests and completions ---------------------------------------------------------
 extern "C" ns_status_t ns_post_send(ns_qp* qp, ns_send_wr* wr, ns_send_wr** bad_wr) {
   if (qp == nullptr) return invalid("ns_post_send", "qp is NULL");
@@ -477,11 +520,12 @@ extern "C" int ns_cq_wait(ns_cq* cq, int num_entries, ns_wc* wc, int timeout_ms)
 // ---- statistics ----------------------------------------------------------------------------
 namespace {
 const char* const kStatNames[NS_STAT__COUNT] = {
-    "prs_requested", "prs_filtered",     "prs_coalesced", "prs_local",      "prs_sent",
-    "read_packets",  "response_packets", "read_bytes",    "response_bytes", "header_bytes",
-    "payload_bytes", "wire_bytes",       "stalls",        "expirations",    "timeouts",
-    "rdma_reads",    "server_prs",       "invalid_prs",   "malformed",      "stale_responses",
-    "frames",
+    "prs_requested", "prs_filtered",     "prs_coalesced",    "prs_local",      "prs_sent",
+    "read_packets",  "response_packets", "read_bytes",       "response_bytes", "header_bytes",
+    "payload_bytes", "wire_bytes",       "stalls",           "expirations",    "timeouts",
+    "rdma_reads",    "server_prs",       "invalid_prs",      "malformed",      "stale_responses",
+    "frames",        "plan_records",     "plan_replays",     "plan_rows",      "plan_packets",
+    "plan_bytes",    "plan_wire_bytes",  "plan_rows_served",
 };
 
 // The NS_STAT_* byte and packet counters are the paper's Table 7: read and response (property)
@@ -532,6 +576,20 @@ std::uint64_t stat_of(const Engine::Snapshot& s, int which) {
       return s.client.stale_responses;
     case NS_STAT_FRAMES:
       return s.frames.frames;
+    case NS_STAT_PLAN_RECORDS:
+      return s.plans.recorded;
+    case NS_STAT_PLAN_REPLAYS:
+      return s.plans.replays;
+    case NS_STAT_PLAN_ROWS:
+      return s.plans.rows_in;
+    case NS_STAT_PLAN_PACKETS:
+      return s.plans.packets_out;
+    case NS_STAT_PLAN_BYTES:
+      return s.plans.bytes_out;
+    case NS_STAT_PLAN_WIRE_BYTES:
+      return s.plans.bytes_out + netsparse::concat::kUpperLayerBytes * s.plans.packets_out;
+    case NS_STAT_PLAN_ROWS_SERVED:
+      return s.plans.rows_served;
     default:
       return 0;
   }
@@ -638,8 +696,11 @@ extern "C" int ns_stats_json(const ns_context* ctx, char* buf, size_t len) {
     add("\"engine\":{\"completions\":%" PRIu64 ",\"packets_in\":%" PRIu64 ",", s.completions,
         s.packets_in);
     add("\"control_prs\":%" PRIu64 ",\"released_prs\":%" PRIu64 ",\"stale_waiters\":%" PRIu64
-        ",\"transport_bytes_sent\":%" PRIu64 "}}",
+        ",\"transport_bytes_sent\":%" PRIu64 "},",
         s.control_prs, s.client.released, s.client.stale_waiters, s.tx_bytes);
+    add("\"plans\":{\"installs\":%" PRIu64 ",\"refused\":%" PRIu64 ",\"stale\":%" PRIu64
+        ",\"malformed\":%" PRIu64 "}}",
+        s.plans.installs, s.plans.refused, s.plans.stale, s.plans.malformed);
     if (len > 0) {
       const std::size_t n = std::min(len - 1, j.size());
       std::memcpy(buf, j.data(), n);

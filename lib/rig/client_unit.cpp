@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "rig/copy.hpp"
+#include "rig/plan.hpp"
 #include "rig/region.hpp"
 
 namespace netsparse::rig {
@@ -171,6 +172,8 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
   const std::uint32_t slot = current_slot_;
   const std::uint8_t slot_epoch = slots_[slot].epoch;
   const bool remote_only = (c.flags & NS_SEND_REMOTE_ONLY) != 0;
+  // A plan's first start: record what the path decides per idx (plan.hpp), nothing else changes.
+  Plan* const rec = c.recording ? c.plan : nullptr;
   const std::uint64_t row_begin = r.row_begin;
   // Rows of this node are read from host memory at random: prefetch a few idxs ahead so the
   // local copies overlap their cache misses (the remote ones go to the concatenation queue).
@@ -228,6 +231,7 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
       }
       copy_prop(dst, r.base + (i - r.row_begin) * P, P);
       if (on_rows) rows.set(i, filter::kRowPresent);
+      if (rec != nullptr) rec->add_local(static_cast<std::uint64_t>(dst - c.out), i - r.row_begin);
       continue;
     }
     if (port_.peer_dead(static_cast<std::uint32_t>(owner))) {
@@ -243,13 +247,19 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
           if (coalesce_on) {
             ++k.requested;
             ++k.coalesced;
-            if (!indexed) slots_[slot].copies.emplace_back(j, first->pos);
+            if (!indexed) {
+              slots_[slot].copies.emplace_back(j, first->pos);
+              if (rec != nullptr) rec->add_copy(j * P, std::uint64_t{first->pos} * P);
+            }
             continue;
           }
         } else if (filter_on) {
           ++k.requested;
           ++k.filtered;
-          if (!indexed) copy_prop(dst, c.out + std::uint64_t{first->pos} * P, P);
+          if (!indexed) {
+            copy_prop(dst, c.out + std::uint64_t{first->pos} * P, P);
+            if (rec != nullptr) rec->add_copy(j * P, std::uint64_t{first->pos} * P);
+          }
           continue;
         }
       }
@@ -276,6 +286,10 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
     ++k.requested;
     ++k.sent;
     ++c.outstanding;
+    if (rec != nullptr) {
+      rec->add_remote(static_cast<std::uint32_t>(owner), i - r.solver.begin(owner),
+                      static_cast<std::uint64_t>(dst - c.out));
+    }
     if (use == FilterUse::kPerWr && first == nullptr) {
       dedup_.record(i, static_cast<std::uint32_t>(j), req);
     }

@@ -46,6 +46,7 @@ Engine::Engine(std::unique_ptr<transport::Transport> tx, const Config& config)
   port_.sink = this;
   outbox_ = std::make_unique<Outbox>(*tx_, health_.flags(), *this, size_);
   reads_ = std::make_unique<ReadUnit>(port_, *tx_);
+  plans_ = std::make_unique<PlanUnit>(port_, *outbox_);
   for (int u = 0; u < config_.client_units; ++u) {
     clients_.push_back(std::make_unique<ClientUnit>(port_, static_cast<std::uint16_t>(u), config_));
   }
@@ -62,6 +63,7 @@ Engine::~Engine() {
   // Whatever the API did not destroy goes with the engine: its handles die now.
   for (const auto& q : qps_) unregister_handle(q.get());
   for (const auto& c : cqs_) unregister_handle(c.get());
+  for (const auto& p : plan_handles_) unregister_handle(p.get());
   if (region_owner_) unregister_handle(region_owner_.get());
   stop_progress_thread();
 }
@@ -118,6 +120,7 @@ void Engine::fail_engine(const char* what) noexcept {
   note_failure();
   for (auto& u : clients_) u->fail_all(NS_WC_TRANSPORT_ERR);
   reads_->fail_all(NS_WC_TRANSPORT_ERR);
+  plans_->fail_all(NS_WC_TRANSPORT_ERR);
   // Commands not yet dispatched fail too, in order per queue pair.
   for (auto& qp : qps_) {
     while (Command* c = qp->peek()) {
@@ -241,7 +244,15 @@ void Engine::on_frame(const transport::ReceivedPacket& m) {
     return;
   }
   health_.heard_from(m.src, now_ns(), timeouts_);
-  for (std::size_t k = 0; k < s.packets; ++k) on_packet(m.src, frame_packets_[k]);
+  for (std::size_t k = 0; k < s.packets; ++k) {
+    const std::span<const std::byte> p = frame_packets_[k];
+    if (concat::is_plan_type(concat::wire::load<std::uint16_t>(p.data() + concat::kOffType))) {
+      ++packets_in_;
+      plans_->on_packet(m.src, p, now_ns());
+    } else {
+      on_packet(m.src, p);
+    }
+  }
 }
 
 void Engine::on_packet(int, std::span<const std::byte> bytes) {
@@ -334,6 +345,15 @@ bool Engine::dispatch_one(Command& c, std::uint64_t now) {
   c.status = NS_WC_SUCCESS;
   Region& r = *c.mr;
   if (c.opcode == NS_WR_RDMA_READ) return reads_->start(c, now);
+  if (c.opcode == NS_WR_RIG_PLAN && !c.recording) {
+    if (!plans_->needs_recording(c)) {
+      plans_->start(c, now);
+      return true;
+    }
+    // Not recorded for this region yet: this start is a RIG gather that records it.
+    c.recording = true;
+    c.plan->begin_recording(static_cast<std::uint32_t>(size_));
+  }
   // RIG
   if (c.deadline_ns <= now) {
     c.status = NS_WC_WATCHDOG_TIMEOUT;
@@ -369,6 +389,7 @@ void Engine::complete(Command& c) {
   const bool signaled = (c.flags & NS_SEND_SIGNALED) != 0 || c.status != NS_WC_SUCCESS;
   Qp& qp = *c.qp;
   Cq& cq = qp.cq();
+  if (c.plan != nullptr) plans_->on_complete(c);  // the plan may be started again
   c.mr->inflight.fetch_sub(1, std::memory_order_release);
   qp.release(c);  // the slot may be reused from here on; `c` is not touched again
   active_commands.fetch_sub(1, std::memory_order_acq_rel);
@@ -395,6 +416,7 @@ std::size_t Engine::flush_completions() {
 
 void Engine::run_watchdog(std::uint64_t now) {
   if (health_.check(now, timeouts_, *tx_) > 0) note_failure();
+  plans_->watchdog(now);  // also fails replays waiting for an owner now known dead
   if (config_.watchdog_ms == 0) return;
   for (auto& u : clients_) u->watchdog(now);
   reads_->watchdog(now);

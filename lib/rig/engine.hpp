@@ -37,6 +37,8 @@
 #include "rig/handles.hpp"
 #include "rig/outbox.hpp"
 #include "rig/peer_health.hpp"
+#include "rig/plan.hpp"
+#include "rig/plan_unit.hpp"
 #include "rig/port.hpp"
 #include "rig/queues.hpp"
 #include "rig/quiesce.hpp"
@@ -90,6 +92,9 @@ class Engine : public PostTarget, public CommandSink {
   void destroy_cq(Cq* cq);
   Qp* create_qp(Cq& cq, std::uint32_t depth);
   void destroy_qp(Qp* qp);
+  // `wr` was validated (an NS_WR_RIG on the registered region).
+  Plan* create_plan(const ns_send_wr& wr);
+  void destroy_plan(Plan* plan);  // EngineError(NS_ERR_STATE) while a start is in flight
   int live_objects() const;
 
   // ---- progress ----
@@ -124,6 +129,7 @@ class Engine : public PostTarget, public CommandSink {
     ServerCounters server;
     concat::ConcatStats concat;
     OutboxStats frames;
+    PlanCounters plans;
     std::uint64_t timeouts = 0, rdma_reads = 0, malformed_packets = 0, completions = 0;
     std::uint64_t packets_in = 0, frames_in = 0, tx_bytes = 0;
     std::uint64_t control_prs = 0, decode_errors[8] = {};
@@ -233,6 +239,9 @@ class Engine : public PostTarget, public CommandSink {
   std::deque<PendingWc> wc_backlog_;
   std::uint64_t next_watchdog_ns_ = 0;
   std::unique_ptr<ReadUnit> reads_;  // NS_WR_RDMA_READ
+  std::unique_ptr<PlanUnit> plans_;  // NS_WR_RIG_PLAN replays, and the lists peers installed
+  std::vector<std::unique_ptr<ns_plan>> plan_handles_;
+  std::uint32_t next_plan_id_ = 1;
   std::uint64_t timeouts_ = 0, malformed_packets_ = 0, completions_ = 0;
   std::uint64_t packets_in_ = 0, frames_in_ = 0, control_prs_ = 0, decode_errors_[8] = {};
   std::string broken_;  // why the engine failed (fail_engine), empty while healthy

@@ -170,6 +170,7 @@ Region* Engine::register_region(void* base, std::uint64_t local_rows, std::uint3
   port_.concat = concat_.get();
   port_.region = region_owner_.get();
   region_.store(region_owner_.get(), std::memory_order_release);
+  plans_->region_changed();
   register_handle(region_owner_.get(), HandleKind::kMr, static_cast<const Engine*>(this));
   tx_->barrier();  // every node can serve before anyone posts
   return region_owner_.get();
@@ -223,6 +224,7 @@ void Engine::drop_region() {
   region_.store(nullptr, std::memory_order_release);
   port_.concat = nullptr;
   port_.region = nullptr;
+  plans_->region_changed();
   concat_.reset();
   region_owner_.reset();
 }
@@ -269,6 +271,31 @@ void Engine::destroy_qp(Qp* qp) {
   qps_.erase(it);
 }
 
+Plan* Engine::create_plan(const ns_send_wr& wr) {
+  AdminLock lk(progress_mu_, admin_waiting_);
+  const Region* r = region();
+  if (r == nullptr) throw EngineError(NS_ERR_NOT_REGISTERED, "no property region is registered");
+  plan_handles_.push_back(std::make_unique<ns_plan>(next_plan_id_++, wr, r->prop_bytes,
+                                                    static_cast<PostTarget*>(this)));
+  ns_plan* p = plan_handles_.back().get();
+  register_handle(p, HandleKind::kPlan, static_cast<const Engine*>(this));
+  plans_->add(*p);
+  return p;
+}
+
+void Engine::destroy_plan(Plan* plan) {
+  AdminLock lk(progress_mu_, admin_waiting_);
+  if (plan->busy.load(std::memory_order_acquire)) {
+    throw EngineError(NS_ERR_STATE, "a start of this plan is still in flight");
+  }
+  auto it = std::find_if(plan_handles_.begin(), plan_handles_.end(),
+                         [&](const auto& p) { return p.get() == plan; });
+  if (it == plan_handles_.end()) throw EngineError(NS_ERR_INVALID, "unknown plan");
+  plans_->remove(**it);
+  unregister_handle(it->get());
+  plan_handles_.erase(it);
+}
+
 // ---- statistics ----------------------------------------------------------------------------
 std::uint64_t Engine::next_timer_ns() const {
   std::lock_guard<std::mutex> lk(progress_mu_);
@@ -302,6 +329,7 @@ Engine::Snapshot Engine::snapshot() const {
   s.concat = concat_retired_;
   if (concat_) s.concat.merge(concat_->stats());
   s.frames = outbox_->stats();
+  s.plans = plans_->counters;
   s.timeouts = timeouts_;
   s.rdma_reads = reads_->reads();
   s.malformed_packets = malformed_packets_;
@@ -324,6 +352,7 @@ void Engine::reset_stats() {
   concat_retired_ = concat::ConcatStats{};
   if (concat_) concat_->reset_stats();
   outbox_->reset_stats();
+  plans_->counters = PlanCounters{};
   reads_->reset_stats();
   timeouts_ = malformed_packets_ = completions_ = packets_in_ = frames_in_ = control_prs_ = steps_ =
       0;

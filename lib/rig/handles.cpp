@@ -60,6 +60,8 @@ const char* handle_kind_name(HandleKind kind) noexcept {
       return "queue pair";
     case HandleKind::kMr:
       return "property region";
+    case HandleKind::kPlan:
+      return "gather plan";
   }
   return "handle";
 }

@@ -8,7 +8,7 @@
 
 namespace netsparse::rig {
 
-enum class HandleKind : unsigned char { kFabric, kContext, kCq, kQp, kMr };
+enum class HandleKind : unsigned char { kFabric, kContext, kCq, kQp, kMr, kPlan };
 
 // `owner`: the context a queue, completion queue or region belongs to (nullptr for contexts and
 // fabrics). The objects themselves do not point back at their engine: the API finds it here.

@@ -17,30 +17,33 @@ Outbox::Outbox(transport::Transport& tx, std::atomic<bool>* dead, CommandSink& s
 
 void Outbox::on_packet(std::uint32_t dest, concat::PrType, std::span<const std::byte> packet,
                        concat::FlushCause) {
+  std::memcpy(packet_room(dest, packet.size()), packet.data(), packet.size());
+  commit_packet(dest, packet.size());
+}
+
+std::byte* Outbox::packet_room(std::uint32_t dest, std::size_t bytes) {
   std::deque<Frame>& q = queues_[dest];
   Lent& lent = lent_[dest];
   // In the transport's memory while nothing is queued for dest (order is kept: once a frame
   // waits in the queue, everything after it waits behind it).
   if (q.empty() && !dead_[dest].load(std::memory_order_relaxed)) {
-    if (!lent.room.empty() && (lent.used + packet.size() > lent.room.size() ||
-                               lent.packets == concat::kMaxPacketsPerFrame)) {
+    if (!lent.room.empty() &&
+        (lent.used + bytes > lent.room.size() || lent.packets == concat::kMaxPacketsPerFrame)) {
       commit_lent(dest);  // full: it leaves now, the next one is reserved below
     }
-    if (lent.room.empty() && packet.size() <= frame_bytes_) {
+    if (lent.room.empty() && bytes <= frame_bytes_) {
       lent.room = tx_.reserve(static_cast<int>(dest));
       lent.used = 0;
       lent.packets = 0;
       if (!lent.room.empty()) mark_dirty(dest);
     }
-    if (!lent.room.empty()) {
-      std::memcpy(lent.room.data() + lent.used, packet.data(), packet.size());
-      lent.used += packet.size();
-      ++lent.packets;
-      return;
+    if (!lent.room.empty() && lent.used + bytes <= lent.room.size()) {
+      room_in_lent_ = true;
+      return lent.room.data() + lent.used;
     }
   }
   if (!lent.room.empty()) commit_lent(dest);  // keep the order: what was lent leaves first
-  if (q.empty() || q.back().bytes.size() + packet.size() > frame_bytes_ ||
+  if (q.empty() || q.back().bytes.size() + bytes > frame_bytes_ ||
       q.back().packets == concat::kMaxPacketsPerFrame) {
     mark_dirty(dest);
     Frame f;
@@ -54,7 +57,21 @@ void Outbox::on_packet(std::uint32_t dest, concat::PrType, std::span<const std::
     ++queued_frames_;
   }
   Frame& f = q.back();
-  f.bytes.insert(f.bytes.end(), packet.begin(), packet.end());
+  room_in_lent_ = false;
+  room_at_ = f.bytes.size();
+  f.bytes.resize(room_at_ + bytes);
+  return f.bytes.data() + room_at_;
+}
+
+void Outbox::commit_packet(std::uint32_t dest, std::size_t used) {
+  if (room_in_lent_) {
+    Lent& lent = lent_[dest];
+    lent.used += used;
+    ++lent.packets;
+    return;
+  }
+  Frame& f = queues_[dest].back();
+  f.bytes.resize(room_at_ + used);
   ++f.packets;
 }
 

@@ -37,6 +37,12 @@ class Outbox final : public concat::PacketSink {
   Outbox(transport::Transport& tx, std::atomic<bool>* dead, CommandSink& sink, int nodes);
   void on_packet(std::uint32_t dest, concat::PrType type, std::span<const std::byte> packet,
                  concat::FlushCause cause) override;
+  // Room for one packet of up to `bytes` bytes (at most frame_capacity()) at the end of dest's
+  // frame, a new frame when it does not fit; the caller writes the packet there and then calls
+  // commit_packet(dest, its length) before anything else uses the outbox. Lets a unit build a
+  // bulk packet in place (plan rows) instead of copying it in.
+  std::byte* packet_room(std::uint32_t dest, std::size_t bytes);
+  void commit_packet(std::uint32_t dest, std::size_t used);
   // Sends every frame (closed or still open), in order per destination, until the transport
   // refuses; returns frames sent.
   std::size_t flush();
@@ -77,6 +83,8 @@ class Outbox final : public concat::PacketSink {
   }
   std::vector<std::vector<std::byte>> spare_;
   std::size_t queued_frames_ = 0;
+  bool room_in_lent_ = false;  // packet_room's answer: in the lent frame, or at room_at_ of the
+  std::size_t room_at_ = 0;    // last queued frame
   OutboxStats stats_;
 };
 

@@ -1,6 +1,8 @@
 #include "rig/queues.hpp"
 
 #include "rig/clock.hpp"
+#include "rig/handles.hpp"
+#include "rig/plan.hpp"
 #include "rig/region.hpp"
 
 namespace netsparse::rig {
@@ -35,9 +37,17 @@ void Cq::sleep(std::chrono::microseconds d) {
 }
 
 // ---- validation ----------------------------------------------------------------------------
-WrError validate_wr(const ns_send_wr& w, const Region* reg) noexcept {
+WrError validate_wr(const ns_send_wr& w, const Region* reg, const PostTarget* target) noexcept {
   constexpr unsigned kFlags = NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH | NS_SEND_REMOTE_ONLY;
   if ((w.send_flags & ~kFlags) != 0) return WrError::kUnknownFlags;
+  if (w.opcode == NS_WR_RIG_PLAN) {
+    const Plan* p = w.wr.plan.plan;
+    if (p == nullptr) return WrError::kPlanNull;
+    if (!is_live_handle(p, HandleKind::kPlan) || p->target != target) return WrError::kPlanForeign;
+    if (reg == nullptr) return WrError::kNoRegion;
+    if (p->prop_bytes != reg->prop_bytes) return WrError::kPlanPropBytes;
+    return WrError::kNone;
+  }
   if (w.opcode == NS_WR_RIG) {
     const auto& r = w.wr.rig;
     if (r.mr == nullptr) return WrError::kRigMrNull;
@@ -87,12 +97,19 @@ PostResult Qp::post(ns_send_wr* wr, ns_send_wr** bad_wr) {
   Region* reg = nullptr;
   ns_send_wr* w = wr;
   for (; w != nullptr; w = w->next) {
-    if (const WrError why = validate_wr(*w, registered); why != WrError::kNone) {
+    if (const WrError why = validate_wr(*w, registered, &target_); why != WrError::kNone) {
       result = {NS_ERR_INVALID, why};
+      break;
+    }
+    Plan* plan = w->opcode == NS_WR_RIG_PLAN ? w->wr.plan.plan : nullptr;
+    // One start of a plan at a time: its recording and output are single.
+    if (plan != nullptr && plan->busy.exchange(true, std::memory_order_acq_rel)) {
+      result = {NS_ERR_INVALID, WrError::kPlanBusy};
       break;
     }
     std::uint32_t slot = 0;
     if (!free_.pop(slot)) {
+      if (plan != nullptr) plan->busy.store(false, std::memory_order_release);
       result = {NS_ERR_NO_RESOURCE, WrError::kQueueFull};
       break;
     }
@@ -101,7 +118,18 @@ PostResult Qp::post(ns_send_wr* wr, ns_send_wr** bad_wr) {
     c.opcode = w->opcode;
     c.flags = w->send_flags;
     c.deadline_ns = deadline;
-    if (w->opcode == NS_WR_RIG) {
+    c.plan = plan;
+    c.recording = false;
+    if (plan != nullptr) {
+      reg = const_cast<Region*>(registered);
+      c.flags |= plan->flags;
+      c.idx = plan->idx.data();
+      c.count = plan->idx.size();
+      c.out = plan->out;
+      c.layout = plan->layout;
+      c.window_base = plan->window_base;
+      c.window_len = plan->window_len;
+    } else if (w->opcode == NS_WR_RIG) {
       const auto& r = w->wr.rig;
       reg = static_cast<Region*>(r.mr);
       c.idx = r.idx;

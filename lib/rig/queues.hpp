@@ -21,6 +21,7 @@ namespace netsparse::rig {
 
 class Region;
 class Qp;
+class Plan;
 
 inline constexpr int kWaiterPosBits = 40;
 inline constexpr std::uint64_t kMaxWrCount = std::uint64_t{1} << kWaiterPosBits;
@@ -59,6 +60,9 @@ struct Command {
   bool generated_seen = false;  // kRows: the region has counted the end of its generation
   Qp* qp = nullptr;
   std::uint32_t slot = 0;
+  // NS_WR_RIG_PLAN: the plan started; `recording` while its RIG gather records it (plan.hpp).
+  Plan* plan = nullptr;
+  bool recording = false;
 };
 
 // Why a work request was refused (the API layer words it).
@@ -80,8 +84,15 @@ enum class WrError : int {
   kReadOutNull,
   kUnknownOpcode,
   kQueueFull,
+  kPlanNull,
+  kPlanForeign,
+  kPlanBusy,
+  kPlanPropBytes,
+  kNoRegion,
 };
-WrError validate_wr(const ns_send_wr& w, const Region* registered) noexcept;
+// `target`: the engine posting (plans must belong to it); may be null when no plan can occur.
+WrError validate_wr(const ns_send_wr& w, const Region* registered,
+                    const class PostTarget* target = nullptr) noexcept;
 
 class Cq {
  public:

@@ -74,6 +74,12 @@ bool Region::admit(Command& c, const Config& config) {
   const bool dedup = config.filter_on() || config.coalesce_on();
   c.filter = FilterUse::kNone;
   if (!dedup) return true;
+  // A plan's recording must see every idx of its own list: nothing may be left out because an
+  // earlier command of the epoch brought it (the filter), only repeats inside the list.
+  if (c.recording) {
+    if (c.count <= UINT32_MAX) c.filter = FilterUse::kPerWr;
+    return true;
+  }
   if (c.layout == NS_RIG_LAYOUT_INDEXED) {
     const std::uint64_t mapping =
         reinterpret_cast<std::uint64_t>(c.out) - c.window_base * prop_bytes;

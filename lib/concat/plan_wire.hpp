@@ -1,0 +1,90 @@
+// The software wire of learned gather plans (docs/protocol.md, "Plan packets"). The paper's
+// per-PR format (protocol.hpp: 18 B per PR) models a NIC packet; a replay of a recorded gather
+// needs none of it: the client already knows which rows each owner sends and where each lands,
+// so rows travel packed, in the order of the list the owner holds, behind one small header per
+// packet. Plan packets share the frame with protocol packets and the first 14 bytes of their
+// layout (type | dest | record length | count), so a frame is still split by its headers alone.
+//
+//   plan header (32 B): type 2 | dest 4 | rec_len 4 | n 4 | src_node 4 | plan 4 | version 4 |
+//                       seq 2 | first 4
+//   body: n records of rec_len bytes
+//
+//   kInstall  client -> owner: records [first, first + n) of the plan's row list, owner-local
+//             row numbers of rec_len = 4 (rows < 2^32) or 8 bytes. A new version starts a new
+//             list (first = 0).
+//   kStart    client -> owner: send every row of the list (n = 0; `first` = the list's length,
+//             which must match what the owner holds); `seq` names this start.
+//   kRows     owner -> client: rows [first, first + n) of the list, rec_len = the row's bytes,
+//             for start `seq`.
+//   kRefuse   owner -> client: the plan cannot be served (n = 0; `first` = a PlanRefusal).
+//
+// Like decode_packet, decode_plan_packet checks every length before it trusts one, never reads
+// outside the buffer and overflows on no value.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "concat/protocol.hpp"
+
+namespace netsparse::concat {
+
+enum class PlanType : std::uint16_t {
+  kInstall = 0x11,
+  kStart = 0x12,
+  kRows = 0x13,
+  kRefuse = 0x14
+};
+
+constexpr bool is_plan_type(std::uint16_t raw) noexcept {
+  return raw >= static_cast<std::uint16_t>(PlanType::kInstall) &&
+         raw <= static_cast<std::uint16_t>(PlanType::kRefuse);
+}
+
+// The same 32 bytes a lone PR costs (14 + 18): a row packet with one row is never larger than a
+// response packet with one PR, so any property a region accepts fits a plan row packet too.
+inline constexpr std::size_t kPlanHeaderBytes = 32;
+static_assert(kPlanHeaderBytes == kConcatHeaderBytes + kPrHeaderBytes);
+
+enum class PlanRefusal : std::uint32_t {
+  kUnknown = 1,     // no list of this plan and version (never installed, or the region changed)
+  kOutOfRange = 2,  // a row of the list is outside the owner's rows
+  kBadList = 3,     // the list's chunks did not tile it, or its length differs from kStart's
+};
+const char* to_string(PlanRefusal r) noexcept;
+
+struct PlanHeader {
+  PlanType type;
+  std::uint32_t dest;
+  std::uint32_t rec_len;
+  std::uint32_t n;
+  std::uint32_t src_node;
+  std::uint32_t plan;
+  std::uint32_t version;
+  std::uint16_t seq;
+  std::uint32_t first;
+};
+
+// Writes the 32-byte header at dst; returns kPlanHeaderBytes.
+std::size_t encode_plan_header(std::byte* dst, const PlanHeader& h) noexcept;
+
+// Length of the plan packet starting at `bytes` (at least kConcatHeaderBytes long): its header
+// and body, bytes.size() + 1 when that exceeds the buffer (never overflows), 0 when the type is
+// not a plan type or the header's counts are impossible for it.
+std::size_t plan_packet_length(std::span<const std::byte> bytes) noexcept;
+
+// A validated plan packet: the header and a view of its body.
+struct PlanPacket {
+  PlanHeader header;
+  std::span<const std::byte> body;  // n * rec_len bytes
+};
+
+// Validates everything: length (kTruncated / kCountMismatch), type (kUnknownType), destination
+// (kWrongDestination), record length for the type (kInstall 4 or 8, kRows expected_row_bytes,
+// kStart and kRefuse 0 with n = 0: kPropLenMismatch / kCountMismatch). `bytes` must be exactly
+// one packet. On error *out is untouched.
+DecodeError decode_plan_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,
+                               std::uint32_t expected_row_bytes, PlanPacket* out) noexcept;
+
+}  // namespace netsparse::concat

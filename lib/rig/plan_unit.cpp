@@ -1,0 +1,354 @@
+#include "rig/plan_unit.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "rig/copy.hpp"
+#include "rig/region.hpp"
+
+namespace netsparse::rig {
+
+using concat::PlanHeader;
+using concat::PlanPacket;
+using concat::PlanRefusal;
+using concat::PlanType;
+
+void PlanCounters::add(const PlanCounters& o) {
+  recorded += o.recorded;
+  replays += o.replays;
+  rows_in += o.rows_in;
+  installs += o.installs;
+  packets_out += o.packets_out;
+  bytes_out += o.bytes_out;
+  rows_served += o.rows_served;
+  refused += o.refused;
+  stale += o.stale;
+  malformed += o.malformed;
+}
+
+void PlanUnit::region_changed() noexcept {
+  ++region_gen_;
+  stored_.clear();
+  stored_per_peer_.clear();
+}
+
+bool PlanUnit::needs_recording(const Command& c) const noexcept {
+  return c.plan->region_gen() != region_gen_;
+}
+
+// ---- client ----------------------------------------------------------------------------------
+void PlanUnit::send_header_only(std::uint32_t dest, PlanType type, std::uint32_t plan,
+                                std::uint32_t version, std::uint16_t seq, std::uint32_t first) {
+  std::byte* at = outbox_.packet_room(dest, concat::kPlanHeaderBytes);
+  concat::encode_plan_header(at,
+                             PlanHeader{type, dest, 0, 0, port_.rank, plan, version, seq, first});
+  outbox_.commit_packet(dest, concat::kPlanHeaderBytes);
+  ++counters.packets_out;
+  counters.bytes_out += concat::kPlanHeaderBytes;
+}
+
+void PlanUnit::send_install(std::uint32_t owner, const Plan& p, const PlanPeer& peer) {
+  // 4-byte rows where the owner's rows fit (they almost always do), else 8.
+  const std::uint64_t max_row = *std::max_element(peer.rows.begin(), peer.rows.end());
+  const std::uint32_t width = max_row <= UINT32_MAX ? 4 : 8;
+  const std::size_t per_packet = (outbox_.frame_capacity() - concat::kPlanHeaderBytes) / width;
+  const std::size_t n_rows = peer.rows.size();
+  for (std::size_t first = 0; first < n_rows; first += per_packet) {
+    const auto n = static_cast<std::uint32_t>(std::min(per_packet, n_rows - first));
+    const std::size_t bytes = concat::kPlanHeaderBytes + std::size_t{n} * width;
+    std::byte* at = outbox_.packet_room(owner, bytes);
+    concat::encode_plan_header(at, PlanHeader{PlanType::kInstall, owner, width, n, port_.rank, p.id,
+                                              p.version(), 0, static_cast<std::uint32_t>(first)});
+    std::byte* body = at + concat::kPlanHeaderBytes;
+    for (std::uint32_t k = 0; k < n; ++k) {
+      if (width == 4) {
+        concat::wire::store<std::uint32_t>(body + 4 * k,
+                                           static_cast<std::uint32_t>(peer.rows[first + k]));
+      } else {
+        concat::wire::store<std::uint64_t>(body + 8 * k, peer.rows[first + k]);
+      }
+    }
+    outbox_.commit_packet(owner, bytes);
+    ++counters.packets_out;
+    counters.bytes_out += bytes;
+  }
+  ++counters.installs;
+}
+
+void PlanUnit::start(Command& c, std::uint64_t now) {
+  Plan& p = *c.plan;
+  const Region& r = *port_.region;
+  const std::uint32_t P = r.prop_bytes;
+  c.outstanding = 0;
+  if (c.deadline_ns <= now) {
+    port_.sink->note_timeout();
+    c.status = NS_WC_WATCHDOG_TIMEOUT;
+    port_.sink->complete(c);
+    return;
+  }
+  for (const PlanPeer& peer : p.peers()) {
+    if (port_.peer_dead(peer.owner)) {
+      c.status = NS_WC_TRANSPORT_ERR;
+      port_.sink->complete(c);
+      return;
+    }
+  }
+  ++counters.replays;
+  p.active = &c;
+  ++p.seq;
+  for (PlanPeer& peer : p.peers()) {
+    if (peer.rows.empty()) continue;
+    if (peer.installed != p.version()) {
+      send_install(peer.owner, p, peer);
+      peer.installed = p.version();
+    }
+    peer.arrived = 0;
+    send_header_only(peer.owner, PlanType::kStart, p.id, p.version(), p.seq,
+                     static_cast<std::uint32_t>(peer.rows.size()));
+    ++c.outstanding;
+  }
+  // This node's rows while the owners answer.
+  for (const auto& [dst, row] : p.local()) copy_prop(c.out + dst, r.base + row * P, P);
+  if (c.outstanding == 0) {
+    finish(p, NS_WC_SUCCESS);
+  } else {
+    active_.push_back(&p);
+  }
+}
+
+void PlanUnit::finish(Plan& p, int status) {
+  Command& c = *p.active;
+  p.active = nullptr;
+  if (c.status == NS_WC_SUCCESS) c.status = status;
+  if (c.status == NS_WC_SUCCESS) {
+    const std::uint32_t P = p.prop_bytes;
+    for (const auto& [dst, src] : p.copies()) copy_prop(c.out + dst, c.out + src, P);
+  }
+  const auto it = std::find(active_.begin(), active_.end(), &p);
+  if (it != active_.end()) {
+    *it = active_.back();
+    active_.pop_back();
+  }
+  port_.sink->complete(c);
+}
+
+void PlanUnit::peer_done(Plan& p) {
+  if (--p.active->outstanding == 0) finish(p, NS_WC_SUCCESS);
+}
+
+void PlanUnit::on_complete(Command& c) noexcept {
+  Plan& p = *c.plan;
+  if (c.recording) {
+    const bool ok = c.status == NS_WC_SUCCESS;
+    p.end_recording(ok, region_gen_, ok ? next_version_++ : 0);
+    if (next_version_ == 0) next_version_ = 1;  // 0 means "none installed"
+    if (ok) ++counters.recorded;
+  }
+  p.busy.store(false, std::memory_order_release);
+}
+
+void PlanUnit::on_rows(int src, const PlanPacket& pkt) {
+  const PlanHeader& h = pkt.header;
+  const auto it = plans_.find(h.plan);
+  Plan* p = it == plans_.end() ? nullptr : it->second;
+  if (p == nullptr || p->active == nullptr || h.seq != p->seq || h.version != p->version()) {
+    ++counters.stale;  // a start that completed (watchdog) or an older plan
+    return;
+  }
+  const int at = p->peer_of(static_cast<std::uint32_t>(src));
+  if (at < 0) {
+    ++counters.malformed;
+    return;
+  }
+  PlanPeer& peer = p->peers()[static_cast<std::size_t>(at)];
+  // In order, within the list: anything else is a broken owner; the start fails, nothing lands.
+  if (h.first != peer.arrived || h.n > peer.rows.size() - peer.arrived) {
+    ++counters.malformed;
+    p->active->status = NS_WC_TRANSPORT_ERR;
+    peer.arrived = static_cast<std::uint32_t>(peer.rows.size());
+    peer_done(*p);
+    return;
+  }
+  std::byte* const out = p->active->out;
+  const std::uint32_t P = p->prop_bytes;
+  const std::byte* body = pkt.body.data();
+  if (peer.contiguous) {
+    std::memcpy(out + peer.dst[0] + std::uint64_t{h.first} * P, body, std::size_t{h.n} * P);
+  } else {
+    const std::uint64_t* dst = peer.dst.data() + h.first;
+    constexpr std::uint32_t kPrefetch = 8;  // destinations are scattered: overlap the misses
+    for (std::uint32_t k = 0; k < h.n; ++k) {
+      if (k + kPrefetch < h.n) __builtin_prefetch(out + dst[k + kPrefetch], 1);
+      copy_prop(out + dst[k], body + std::size_t{k} * P, P);
+    }
+  }
+  peer.arrived += h.n;
+  counters.rows_in += h.n;
+  if (peer.arrived == peer.rows.size()) peer_done(*p);
+}
+
+void PlanUnit::on_refuse(int src, const PlanPacket& pkt) {
+  const PlanHeader& h = pkt.header;
+  const auto it = plans_.find(h.plan);
+  Plan* p = it == plans_.end() ? nullptr : it->second;
+  if (p == nullptr || p->active == nullptr || h.seq != p->seq || h.version != p->version()) {
+    ++counters.stale;
+    return;
+  }
+  const int at = p->peer_of(static_cast<std::uint32_t>(src));
+  if (at < 0) {
+    ++counters.malformed;
+    return;
+  }
+  PlanPeer& peer = p->peers()[static_cast<std::size_t>(at)];
+  // The owner lost or refused the list: the next start installs it again.
+  peer.installed = 0;
+  if (peer.arrived == peer.rows.size()) return;  // already done (cannot happen with ordering)
+  peer.arrived = static_cast<std::uint32_t>(peer.rows.size());
+  p->active->status = NS_WC_REM_INV_REQ;
+  peer_done(*p);
+}
+
+// ---- owner -----------------------------------------------------------------------------------
+void PlanUnit::on_install(int src, const PlanPacket& pkt) {
+  const PlanHeader& h = pkt.header;
+  const std::uint64_t key = (std::uint64_t(static_cast<std::uint32_t>(src)) << 32) | h.plan;
+  auto it = stored_.find(key);
+  if (it == stored_.end()) {
+    std::size_t& n = stored_per_peer_[static_cast<std::uint32_t>(src)];
+    if (n == kMaxStoredPerPeer) {
+      ++counters.malformed;  // a peer never has this many plans: refused at its kStart
+      return;
+    }
+    ++n;
+    it = stored_.emplace(key, Stored{}).first;
+  }
+  Stored& s = it->second;
+  if (s.version != h.version) {  // a new recording replaces the old list
+    s.version = h.version;
+    s.bad = PlanRefusal{};
+    s.rows.clear();
+  }
+  if (s.bad != PlanRefusal{}) return;
+  if (h.first != s.rows.size()) {
+    s.bad = PlanRefusal::kBadList;
+    return;
+  }
+  const Region& r = *port_.region;
+  const std::byte* b = pkt.body.data();
+  for (std::uint32_t k = 0; k < h.n; ++k) {
+    const std::uint64_t row = h.rec_len == 4 ? concat::wire::load<std::uint32_t>(b + 4 * k)
+                                             : concat::wire::load<std::uint64_t>(b + 8 * k);
+    if (row >= r.local_rows) {  // checked once here, so serving never reads outside the rows
+      s.bad = PlanRefusal::kOutOfRange;
+      s.rows.clear();
+      return;
+    }
+    s.rows.push_back(row);
+  }
+}
+
+void PlanUnit::on_start(int src, const PlanPacket& pkt) {
+  const PlanHeader& h = pkt.header;
+  const auto dest = static_cast<std::uint32_t>(src);
+  const std::uint64_t key = (std::uint64_t(dest) << 32) | h.plan;
+  const auto it = stored_.find(key);
+  PlanRefusal why{};
+  if (it == stored_.end() || it->second.version != h.version) {
+    why = PlanRefusal::kUnknown;
+  } else if (it->second.bad != PlanRefusal{}) {
+    why = it->second.bad;
+  } else if (it->second.rows.size() != h.first) {
+    why = PlanRefusal::kBadList;
+  }
+  if (why != PlanRefusal{}) {
+    ++counters.refused;
+    send_header_only(dest, PlanType::kRefuse, h.plan, h.version, h.seq,
+                     static_cast<std::uint32_t>(why));
+    return;
+  }
+  const std::vector<std::uint64_t>& rows = it->second.rows;
+  const Region& r = *port_.region;
+  const std::uint32_t P = r.prop_bytes;
+  const std::size_t per_packet =
+      std::max<std::size_t>(1, (outbox_.frame_capacity() - concat::kPlanHeaderBytes) / P);
+  constexpr std::size_t kPrefetch = 8;  // rows are read at random: overlap the misses
+  for (std::size_t first = 0; first < rows.size(); first += per_packet) {
+    const auto n = static_cast<std::uint32_t>(std::min(per_packet, rows.size() - first));
+    const std::size_t bytes = concat::kPlanHeaderBytes + std::size_t{n} * P;
+    std::byte* at = outbox_.packet_room(dest, bytes);
+    concat::encode_plan_header(at, PlanHeader{PlanType::kRows, dest, P, n, port_.rank, h.plan,
+                                              h.version, h.seq, static_cast<std::uint32_t>(first)});
+    std::byte* body = at + concat::kPlanHeaderBytes;
+    const std::uint64_t* row = rows.data() + first;
+    for (std::uint32_t k = 0; k < n; ++k) {
+      if (k + kPrefetch < n) {
+        const std::byte* ahead = r.base + row[k + kPrefetch] * P;
+        for (std::uint32_t l = 0; l < P; l += 64) __builtin_prefetch(ahead + l);
+      }
+      copy_prop(body + std::size_t{k} * P, r.base + row[k] * P, P);
+    }
+    outbox_.commit_packet(dest, bytes);
+    ++counters.packets_out;
+    counters.bytes_out += bytes;
+  }
+  counters.rows_served += rows.size();
+}
+
+void PlanUnit::on_packet(int src, std::span<const std::byte> bytes, std::uint64_t) {
+  const Region* r = port_.region;
+  PlanPacket pkt;
+  if (r == nullptr || src == static_cast<int>(port_.rank) ||
+      concat::decode_plan_packet(bytes, port_.rank, r->prop_bytes, &pkt) !=
+          concat::DecodeError::kOk ||
+      pkt.header.src_node != static_cast<std::uint32_t>(src)) {
+    ++counters.malformed;
+    return;
+  }
+  switch (pkt.header.type) {
+    case PlanType::kInstall:
+      on_install(src, pkt);
+      return;
+    case PlanType::kStart:
+      on_start(src, pkt);
+      return;
+    case PlanType::kRows:
+      on_rows(src, pkt);
+      return;
+    case PlanType::kRefuse:
+      on_refuse(src, pkt);
+      return;
+  }
+}
+
+// ---- failures --------------------------------------------------------------------------------
+void PlanUnit::watchdog(std::uint64_t now) {
+  for (std::size_t k = active_.size(); k-- > 0;) {
+    Plan& p = *active_[k];
+    int status = NS_WC_SUCCESS;
+    if (p.active->deadline_ns <= now) {
+      port_.sink->note_timeout();
+      status = NS_WC_WATCHDOG_TIMEOUT;
+    } else {
+      for (const PlanPeer& peer : p.peers()) {
+        if (peer.arrived < peer.rows.size() && port_.peer_dead(peer.owner)) {
+          status = NS_WC_TRANSPORT_ERR;
+        }
+      }
+    }
+    if (status != NS_WC_SUCCESS) {
+      p.active->status = status;
+      finish(p, status);
+    }
+  }
+}
+
+void PlanUnit::fail_all(int status) {
+  while (!active_.empty()) {
+    Plan& p = *active_.back();
+    p.active->status = status;
+    finish(p, status);
+  }
+}
+
+}  // namespace netsparse::rig
