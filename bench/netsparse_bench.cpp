@@ -51,6 +51,7 @@ struct Options {
   std::vector<int> ks = {16, 128};
   std::vector<std::string> modes;  // empty = all (+ ablation variants with --ablation)
   bool ablation = false;
+  bool no_plans_row = false;  // --no-plans: also netsparse on the per-request RIG path
   int iters = 5;
   int warmup = 1;
   int rounds = 1;
@@ -110,6 +111,9 @@ Modes
                            ideal              no communication (the compute-only bound)
                          and the ablation variants below. ideal always runs (it is the
                          reference every result is checked against).
+  --no-plans             also run netsparse-noplan: netsparse on a fixed pattern without gather
+                         plans (every run takes the per-request RIG path: the ablation of
+                         plans; netsparse itself records its gathers once and replays them)
   --ablation             also run the paper's Table 8 ladder on the per-nonzero idx stream:
                            rig          no filter, no coalescing, no concatenation
                            rig+filter   + Idx Filter
@@ -244,10 +248,14 @@ const std::vector<std::string>& ablation_labels() {
   return labels;
 }
 
+// netsparse without gather plans (DistOptions::plans = false).
+constexpr const char* kNoPlanLabel = "netsparse-noplan";
+
 bool is_known_mode(const std::string& m) {
   if (std::find(ablation_labels().begin(), ablation_labels().end(), m) != ablation_labels().end()) {
     return true;
   }
+  if (m == kNoPlanLabel) return true;
   try {
     (void)parse_comm_mode(m);
     return true;
@@ -307,6 +315,8 @@ std::optional<Options> parse_args(int argc, char** argv) {
       }
     } else if (a == "--ablation") {
       o.ablation = true;
+    } else if (a == "--no-plans") {
+      o.no_plans_row = true;
     } else if (a == "--iters") {
       o.iters = static_cast<int>(parse_int(a, value(), 1, 1000000));
     } else if (a == "--rounds") {
@@ -419,6 +429,10 @@ std::vector<Variant> make_variants(const Options& o) {
       if (std::find(labels.begin(), labels.end(), l) == labels.end()) labels.push_back(l);
     }
   }
+  if (o.no_plans_row && std::find(labels.begin(), labels.end(), kNoPlanLabel) == labels.end()) {
+    const auto ns = std::find(labels.begin(), labels.end(), std::string("netsparse"));
+    labels.insert(ns == labels.end() ? labels.end() : ns + 1, kNoPlanLabel);
+  }
   // ideal runs first: it is the reference.
   labels.erase(std::remove(labels.begin(), labels.end(), std::string("ideal")), labels.end());
   labels.insert(labels.begin(), "ideal");
@@ -433,6 +447,9 @@ std::vector<Variant> make_variants(const Options& o) {
       const std::uint32_t flags[] = {all_off, NS_CTX_NO_COALESCE | NS_CTX_NO_CONCAT,
                                      NS_CTX_NO_CONCAT, 0};
       v.options.engine.flags = flags[ladder - ablation_labels().begin()];
+    } else if (l == kNoPlanLabel) {
+      v.options.mode = CommMode::netsparse;
+      v.options.plans = false;
     } else {
       v.options.mode = parse_comm_mode(l);
     }
@@ -448,6 +465,7 @@ struct Result {
   CommMode mode{};
   std::vector<double> times;        // per timed iteration, slowest rank
   std::vector<double> setup_times;  // changing sparsity: per iteration; else one entry
+  std::vector<double> first_times;  // the first run after the setup (plans record there)
   std::vector<double> plan_times;   // the mode's own part of the setup (DistKernel::plan_seconds)
   // Changing sparsity: time per iteration without the setup every mode shares (splitting the
   // rows and tiling the local part), i.e. the mode's communication plan + its run.
@@ -653,7 +671,8 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
     progress.show(tag + " " + v.label + ": warm-up " + std::to_string(i + 1));
     const CsrMatrix* p = o.changing ? &w.warm_patterns[i] : nullptr;
     if (p != nullptr) w.clear_out(out_size(w, *p));
-    iteration(p);
+    const auto times = iteration(p);
+    if (i == 0) res.first_times.push_back(times.t);
   }
   kern.reset_stats();
   if (engine) engine->reset_stats();
@@ -663,6 +682,7 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
     const CsrMatrix* p = o.changing ? &w.patterns[i] : nullptr;
     if (p != nullptr) w.clear_out(out_size(w, *p));
     const auto times = iteration(p);
+    if (i == 0 && o.warmup == 0) res.first_times.push_back(times.t);
     res.times.push_back(times.t);
     if (o.changing) {
       res.setup_times.push_back(times.setup);
@@ -763,8 +783,32 @@ bool request_based(CommMode m) {
 }
 
 bool is_ablation(const std::string& label) {
-  return std::find(ablation_labels().begin(), ablation_labels().end(), label) !=
-         ablation_labels().end();
+  return label == kNoPlanLabel || std::find(ablation_labels().begin(), ablation_labels().end(),
+                                            label) != ablation_labels().end();
+}
+
+// Time to solution: setup + the first run + (n - 1) runs at the median (fixed pattern; with
+// --changing-sparsity every iteration already includes its setup: n runs at the median).
+double time_to_solution(const Result& r, int n, bool changing) {
+  const double t = median(r.times);
+  if (changing) return n * t;
+  const double first = r.first_times.empty() ? t : median(r.first_times);
+  return median(r.setup_times) + first + (n - 1) * t;
+}
+constexpr int kSolutionRuns[] = {1, 10, 100};
+
+// The time-to-solution table: when a mode's setup pays off, and when it never does.
+void print_time_to_solution(const std::vector<Result>& results, const Options& o) {
+  std::printf("   time to solution (setup + first run + (n-1) x time/it%s):\n",
+              o.changing ? "; changing sparsity: n x time/it, setup included" : "");
+  std::printf("   %-20s %10s %10s %10s %10s\n", "mode", "first run", "n = 1", "n = 10", "n = 100");
+  for (const Result& r : results) {
+    if (!r.error.empty() || r.mode == CommMode::ideal) continue;
+    const double first = r.first_times.empty() ? median(r.times) : median(r.first_times);
+    std::printf("   %-20s %8.3fms", r.label.c_str(), first * 1e3);
+    for (int n : kSolutionRuns) std::printf(" %8.2fms", time_to_solution(r, n, o.changing) * 1e3);
+    std::printf("\n");
+  }
 }
 
 Derived derive(const Result& r, const std::map<std::string, const Result*>& by_label,
@@ -908,6 +952,7 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
         "here. Most often timing noise (the machine's load drifting between modes): %s\n",
         join(beat_ideal).c_str(), advice.c_str());
   }
+  print_time_to_solution(results, o);
   // The goals of the benchmark, for the netsparse mode.
   const auto ns = by_label.find("netsparse");
   if (ns == by_label.end() || !ns->second->error.empty()) return;
@@ -945,6 +990,16 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
     std::printf("   netsparse is %s than the best other mode (%s: %.3f ms, netsparse %.3f ms)\n",
                 compare(t_ns, best_other, "slower", "faster").c_str(), best_label.c_str(),
                 best_other * 1e3, t_ns * 1e3);
+  }
+  if (const auto ie = by_label.find("inspector-executor");
+      ie != by_label.end() && ie->second->error.empty()) {
+    std::string line;
+    for (int n : kSolutionRuns) {
+      line += (line.empty() ? "" : ", ") + std::string("n = ") + std::to_string(n) + ": " +
+              compare(time_to_solution(*ns->second, n, o.changing),
+                      time_to_solution(*ie->second, n, o.changing), "slower", "faster");
+    }
+    std::printf("   time to solution, netsparse against inspector-executor: %s\n", line.c_str());
   }
   if (o.changing && by_label.count("inspector-executor") &&
       by_label.at("inspector-executor")->error.empty() && t_ns > 0) {
@@ -1228,6 +1283,8 @@ int main(int argc, char** argv) {
               acc.times.insert(acc.times.end(), r.times.begin(), r.times.end());
               acc.setup_times.insert(acc.setup_times.end(), r.setup_times.begin(),
                                      r.setup_times.end());
+              acc.first_times.insert(acc.first_times.end(), r.first_times.begin(),
+                                     r.first_times.end());
               acc.plan_times.insert(acc.plan_times.end(), r.plan_times.begin(), r.plan_times.end());
               acc.own_times.insert(acc.own_times.end(), r.own_times.begin(), r.own_times.end());
               acc.err = std::max(acc.err, r.err);
@@ -1255,6 +1312,10 @@ int main(int argc, char** argv) {
                  << json_escape(r.error) << "\", \"time_s\": " << d.t << ", \"times_s\": [";
             for (std::size_t i = 0; i < r.times.size(); ++i) json << (i ? ", " : "") << r.times[i];
             json << "], \"setup_s\": " << d.setup << ", \"plan_s\": " << d.plan
+                 << ", \"first_run_s\": " << (r.first_times.empty() ? d.t : median(r.first_times))
+                 << ", \"time_to_solution_s\": {\"1\": " << time_to_solution(r, 1, o.changing)
+                 << ", \"10\": " << time_to_solution(r, 10, o.changing)
+                 << ", \"100\": " << time_to_solution(r, 100, o.changing) << "}"
                  << ", \"time_without_shared_setup_s\": " << d.own
                  << ", \"speedup_vs_su\": " << d.vs_su << ", \"fraction_of_ideal\": " << d.of_ideal
                  << ", \"max_rel_err\": " << (std::isfinite(r.err) ? r.err : 1e300)

@@ -133,6 +133,10 @@ struct DistOptions {
   // it (they redo their setup, which is what a changing pattern costs them).
   bool dynamic_pattern = false;
   RigIdxSource rig_idx = RigIdxSource::unique_columns;
+  // netsparse on a fixed pattern (unique_columns): each gather is a learned plan (ns_plan_create):
+  // the first run records it through the RIG path, later runs replay it in bulk. false: every
+  // run takes the per-request RIG path (the ablation the benchmark prints as netsparse-noplan).
+  bool plans = true;
   // sa-vanilla: RDMA READ work requests in flight at most.
   int max_outstanding_reads = 4096;
   // Engine used when no RigEngine is passed to the kernel (netsparse, sa-vanilla).

@@ -409,10 +409,10 @@ std::unique_ptr<dist::ExchangeBase> make_exchange(DistKernel::Impl& s,
       if (!engine) engine = std::make_shared<RigEngine>(s.comm, options.engine);
       s.engine = engine;
       return dist::make_rig_exchange<T>(
-          engine, options.mode == CommMode::sa_vanilla,
-          options.mode == CommMode::netsparse && options.dynamic_pattern,
-          options.mode == CommMode::netsparse && !options.dynamic_pattern &&
-              options.rig_idx == RigIdxSource::unique_columns);
+          engine, options.mode == CommMode::sa_vanilla              ? dist::RigVariant::vanilla
+                  : options.dynamic_pattern                         ? dist::RigVariant::direct
+                  : options.rig_idx == RigIdxSource::unique_columns ? dist::RigVariant::compact
+                                                                    : dist::RigVariant::panels);
     case CommMode::su:
       return dist::make_su_exchange<T>();
     case CommMode::su_panel:

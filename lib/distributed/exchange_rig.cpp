@@ -184,14 +184,19 @@ namespace dist {
 
 namespace {
 
+// The engine's counters a run reads before and after. Plan traffic (replays) is counted with
+// the paper's 50 B upper-layer model per packet, like the RIG packets, so wire bytes compare
+// across modes; each replayed row is a property received.
 struct EngineCounters {
-  std::uint64_t wire = 0, packets = 0, prs_sent = 0, rdma_reads = 0;
+  std::uint64_t wire = 0, packets = 0, prs_sent = 0, rdma_reads = 0, plan_rows = 0;
   static EngineCounters read(const RigEngine& e) {
     EngineCounters c;
-    c.wire = e.stat(NS_STAT_WIRE_BYTES);
-    c.packets = e.stat(NS_STAT_READ_PACKETS) + e.stat(NS_STAT_RESPONSE_PACKETS);
+    c.wire = e.stat(NS_STAT_WIRE_BYTES) + e.stat(NS_STAT_PLAN_WIRE_BYTES);
+    c.packets = e.stat(NS_STAT_READ_PACKETS) + e.stat(NS_STAT_RESPONSE_PACKETS) +
+                e.stat(NS_STAT_PLAN_PACKETS);
     c.prs_sent = e.stat(NS_STAT_PRS_SENT);
     c.rdma_reads = e.stat(NS_STAT_RDMA_READS);
+    c.plan_rows = e.stat(NS_STAT_PLAN_ROWS);
     return c;
   }
 };
@@ -206,8 +211,11 @@ struct EngineCounters {
 template <class T>
 class RigExchange final : public Exchange<T> {
  public:
-  RigExchange(std::shared_ptr<RigEngine> engine, bool vanilla, bool direct, bool compact)
-      : engine_(std::move(engine)), vanilla_(vanilla), direct_(direct), compact_(compact) {}
+  RigExchange(std::shared_ptr<RigEngine> engine, RigVariant variant)
+      : engine_(std::move(engine)),
+        vanilla_(variant == RigVariant::vanilla),
+        direct_(variant == RigVariant::direct),
+        compact_(variant == RigVariant::compact) {}
 
   bool needs_remote_panels() const noexcept override { return !direct_ && !compact_; }
   bool direct_csr() const noexcept override { return direct_; }
@@ -221,6 +229,7 @@ class RigExchange final : public Exchange<T> {
       // A fixed pattern: gather the distinct remote columns straight into a compact buffer
       // (POSITIONAL), computed with the remote part renumbered onto it, as the
       // inspector-executor does (same kernel, same cache behaviour); the setup is paid once.
+      plans_.clear();  // they gather into the window resized below
       ghosts_.build(pat.remote_csr, rc.cols->n_rows(), pat.local_part.config(), rc.scalar());
       window_[0].resize(ghosts_.ghosts().size() * static_cast<std::size_t>(rc.k));
       window_[1].clear();
@@ -282,7 +291,8 @@ class RigExchange final : public Exchange<T> {
       stats.bytes_sent += after.wire - before.wire;
       stats.messages_sent += after.packets - before.packets;
       stats.requests += after.prs_sent - before.prs_sent;
-      stats.payload_bytes_in += (after.prs_sent - before.prs_sent) * e.piece_bytes;
+      stats.payload_bytes_in +=
+          (after.prs_sent - before.prs_sent + after.plan_rows - before.plan_rows) * e.piece_bytes;
     }
   }
 
@@ -418,10 +428,25 @@ class RigExchange final : public Exchange<T> {
                   piece_buf_[0]);
     const std::size_t piece_elems = k / e.pieces;
     const std::uint64_t batch = rc.options->batch;
-    for (std::uint64_t off = 0; off < idx.size(); off += batch) {
-      const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
-      wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt),
-                           window_[0].data() + off * piece_elems, Layout::kPositional));
+    // A plan per batch, created on the first run (a region must be registered): they record on
+    // their first start and replay afterwards (a region registered again re-records them).
+    const bool use_plans = rc.options->plans;
+    if (use_plans && plans_.empty()) {
+      for (std::uint64_t off = 0; off < idx.size(); off += batch) {
+        const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
+        plans_.emplace_back(
+            e.ctx, rig_wr(0, e.region, idx.subspan(off, cnt), window_[0].data() + off * piece_elems,
+                          Layout::kPositional));
+      }
+    }
+    if (use_plans) {
+      for (const GatherPlan& p : plans_) wrs.push_back(plan_wr(0, p));
+    } else {
+      for (std::uint64_t off = 0; off < idx.size(); off += batch) {
+        const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
+        wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt),
+                             window_[0].data() + off * piece_elems, Layout::kPositional));
+      }
     }
     pending_[0] = static_cast<std::int64_t>(wrs.size());
     if (!wrs.empty()) {
@@ -567,6 +592,7 @@ class RigExchange final : public Exchange<T> {
   const bool direct_;
   const bool compact_;
   GhostLayout ghosts_;
+  std::vector<GatherPlan> plans_;  // compact mode: one per batch of the ghost list
   std::vector<T> window_[2];
   std::vector<ns_send_wr> wrs_[2];
   std::int64_t pending_[2] = {0, 0};  // work requests in flight per window
@@ -577,14 +603,14 @@ class RigExchange final : public Exchange<T> {
 }  // namespace
 
 template <class T>
-std::unique_ptr<Exchange<T>> make_rig_exchange(std::shared_ptr<RigEngine> engine, bool vanilla,
-                                               bool direct, bool compact) {
-  return std::make_unique<RigExchange<T>>(std::move(engine), vanilla, direct, compact);
+std::unique_ptr<Exchange<T>> make_rig_exchange(std::shared_ptr<RigEngine> engine,
+                                               RigVariant variant) {
+  return std::make_unique<RigExchange<T>>(std::move(engine), variant);
 }
-template std::unique_ptr<Exchange<float>> make_rig_exchange<float>(std::shared_ptr<RigEngine>, bool,
-                                                                   bool, bool);
+template std::unique_ptr<Exchange<float>> make_rig_exchange<float>(std::shared_ptr<RigEngine>,
+                                                                   RigVariant);
 template std::unique_ptr<Exchange<double>> make_rig_exchange<double>(std::shared_ptr<RigEngine>,
-                                                                     bool, bool, bool);
+                                                                     RigVariant);
 
 }  // namespace dist
 }  // namespace netsparse

@@ -125,12 +125,17 @@ template <class T>
 std::unique_ptr<Exchange<T>> make_ie_exchange();
 template <class T>
 std::unique_ptr<Exchange<T>> make_conveyor_exchange(bool prefilter);
-// vanilla: sa-vanilla; direct: DistOptions::dynamic_pattern; compact: a fixed pattern gathered
-// as distinct columns into a compact buffer (RigIdxSource::unique_columns); otherwise the
-// per-nonzero idx stream per column panel (RigIdxSource::nonzeros).
+// How the RIG engine modes gather.
+enum class RigVariant {
+  vanilla,  // sa-vanilla: one NS_WR_RDMA_READ per remote nonzero
+  panels,   // the per-nonzero idx stream per column panel, INDEXED (RigIdxSource::nonzeros)
+  compact,  // a fixed pattern: the distinct remote columns into a compact buffer, POSITIONAL
+            // (RigIdxSource::unique_columns), as gather plans unless DistOptions::plans is off
+  direct,   // DistOptions::dynamic_pattern: the CSR's own column array, NS_SEND_REMOTE_ONLY
+};
 template <class T>
-std::unique_ptr<Exchange<T>> make_rig_exchange(std::shared_ptr<RigEngine> engine, bool vanilla,
-                                               bool direct = false, bool compact = false);
+std::unique_ptr<Exchange<T>> make_rig_exchange(std::shared_ptr<RigEngine> engine,
+                                               RigVariant variant);
 
 // Byte accounting: every mode prices its wire bytes with the one wire model
 // (concat/wire_model.hpp: MPI messages, NetSparse packets, the paper's lone PR).
