@@ -463,10 +463,11 @@ std::vector<Variant> make_variants(const Options& o) {
 struct Result {
   std::string label;
   CommMode mode{};
-  std::vector<double> times;        // per timed iteration, slowest rank
-  std::vector<double> setup_times;  // changing sparsity: per iteration; else one entry
-  std::vector<double> first_times;  // the first run after the setup (plans record there)
-  std::vector<double> plan_times;   // the mode's own part of the setup (DistKernel::plan_seconds)
+  std::vector<double> times;         // per timed iteration, slowest rank
+  std::vector<double> setup_times;   // changing sparsity: per iteration; else one entry
+  std::vector<double> first_times;   // the first run after the setup (plans record there)
+  std::vector<double> engine_times;  // the part of the setup that opened the RIG engine
+  std::vector<double> plan_times;    // the mode's own part of the setup (DistKernel::plan_seconds)
   // Changing sparsity: time per iteration without the setup every mode shares (splitting the
   // rows and tiling the local part), i.e. the mode's communication plan + its run.
   std::vector<double> own_times;
@@ -641,6 +642,7 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   std::shared_ptr<RigEngine> engine;
   if (uses_rig_engine(v.options.mode)) {
     engine = std::make_shared<RigEngine>(MPI_COMM_WORLD, v.options.engine);
+    res.engine_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
     print_engine_config_once(*engine, w.rank);
   }
   DistKernel kern(*w.a, w.kernel, w.k, v.options, engine);
@@ -801,11 +803,14 @@ constexpr int kSolutionRuns[] = {1, 10, 100};
 void print_time_to_solution(const std::vector<Result>& results, const Options& o) {
   std::printf("   time to solution (setup + first run + (n-1) x time/it%s):\n",
               o.changing ? "; changing sparsity: n x time/it, setup included" : "");
-  std::printf("   %-20s %10s %10s %10s %10s\n", "mode", "first run", "n = 1", "n = 10", "n = 100");
+  std::printf("   %-20s %10s %12s %10s %10s %10s %10s\n", "mode", "setup", "engine open",
+              "first run", "n = 1", "n = 10", "n = 100");
   for (const Result& r : results) {
     if (!r.error.empty() || r.mode == CommMode::ideal) continue;
     const double first = r.first_times.empty() ? median(r.times) : median(r.first_times);
-    std::printf("   %-20s %8.3fms", r.label.c_str(), first * 1e3);
+    std::printf("   %-20s %8.3fms %12s %8.3fms", r.label.c_str(), median(r.setup_times) * 1e3,
+                r.engine_times.empty() ? "-" : fmt("%.3fms", median(r.engine_times) * 1e3).c_str(),
+                first * 1e3);
     for (int n : kSolutionRuns) std::printf(" %8.2fms", time_to_solution(r, n, o.changing) * 1e3);
     std::printf("\n");
   }
@@ -1285,6 +1290,8 @@ int main(int argc, char** argv) {
                                      r.setup_times.end());
               acc.first_times.insert(acc.first_times.end(), r.first_times.begin(),
                                      r.first_times.end());
+              acc.engine_times.insert(acc.engine_times.end(), r.engine_times.begin(),
+                                      r.engine_times.end());
               acc.plan_times.insert(acc.plan_times.end(), r.plan_times.begin(), r.plan_times.end());
               acc.own_times.insert(acc.own_times.end(), r.own_times.begin(), r.own_times.end());
               acc.err = std::max(acc.err, r.err);
@@ -1312,6 +1319,8 @@ int main(int argc, char** argv) {
                  << json_escape(r.error) << "\", \"time_s\": " << d.t << ", \"times_s\": [";
             for (std::size_t i = 0; i < r.times.size(); ++i) json << (i ? ", " : "") << r.times[i];
             json << "], \"setup_s\": " << d.setup << ", \"plan_s\": " << d.plan
+                 << ", \"engine_open_s\": "
+                 << (r.engine_times.empty() ? 0.0 : median(r.engine_times))
                  << ", \"first_run_s\": " << (r.first_times.empty() ? d.t : median(r.first_times))
                  << ", \"time_to_solution_s\": {\"1\": " << time_to_solution(r, 1, o.changing)
                  << ", \"10\": " << time_to_solution(r, 10, o.changing)

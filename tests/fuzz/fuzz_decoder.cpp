@@ -1,5 +1,7 @@
-// libFuzzer target for the packet decoder. Input layout: 4 bytes expected_dest, 4 bytes
-// expected_prop_len (both little-endian), then the packet. Checks, under ASan/UBSan:
+// libFuzzer target for the packet decoders: the paper's protocol packets (decode_packet), the
+// gather plans' compact packets (decode_plan_packet) and frames of either (split_frame). Input
+// layout: 4 bytes expected_dest, 4 bytes expected_prop_len (both little-endian), then the
+// packet. Checks, under ASan/UBSan:
 //  * decode_packet never reads outside the packet (the packet is copied into an exactly sized
 //    heap buffer, so one byte past it is a heap-buffer-overflow);
 //  * whatever decodes re-encodes, through the public encoders, to the very same bytes, and the
@@ -13,6 +15,8 @@
 #include <memory>
 #include <vector>
 
+#include "concat/frame.hpp"
+#include "concat/plan_wire.hpp"
 #include "concat/protocol.hpp"
 
 using namespace netsparse::concat;
@@ -26,6 +30,41 @@ std::uint32_t le32(const std::uint8_t* p) {
   return std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 |
          std::uint32_t{p[3]} << 24;
 }
+
+// The plan decoder on the same bytes: a packet it accepts lies exactly in the buffer, re-encodes
+// to the same header, and its body is n records of a length allowed for its type; split_frame
+// either refuses the bytes or tiles them exactly with packets whose lengths it proved.
+void check_plan_and_frame(std::span<const std::byte> bytes, std::uint32_t dest,
+                          std::uint32_t row_bytes) {
+  PlanPacket pk;
+  const DecodeError err = decode_plan_packet(bytes, dest, row_bytes, &pk);
+  if (err == DecodeError::kOk) {
+    const PlanHeader& h = pk.header;
+    if (!is_plan_type(static_cast<std::uint16_t>(h.type))) fail("plan: accepted an unknown type");
+    if (dest != kAnyDestination && h.dest != dest) fail("plan: accepted a foreign dest");
+    if (pk.body.size() != std::size_t{h.n} * h.rec_len) fail("plan: body size");
+    if (pk.body.data() != bytes.data() + kPlanHeaderBytes) fail("plan: body not in place");
+    if (kPlanHeaderBytes + pk.body.size() != bytes.size()) fail("plan: not exact");
+    if (h.type == PlanType::kRows && h.rec_len != row_bytes) fail("plan: rows of a foreign size");
+    if (h.type == PlanType::kInstall && h.rec_len != 4 && h.rec_len != 8) fail("plan: row width");
+    std::byte again[kPlanHeaderBytes];
+    encode_plan_header(again, h);
+    if (std::memcmp(again, bytes.data(), kPlanHeaderBytes) != 0) fail("plan: round trip");
+    if (plan_packet_length(bytes) != bytes.size()) fail("plan: length disagrees");
+  } else if (to_string(err) == nullptr) {
+    fail("plan: error without text");
+  }
+  std::span<const std::byte> parts[16];
+  const FrameSplit split = split_frame(bytes, parts);
+  if (split.error == DecodeError::kOk) {
+    std::size_t covered = 0;
+    for (std::size_t k = 0; k < split.packets; ++k) {
+      if (parts[k].data() != bytes.data() + covered) fail("frame: packets not in order");
+      covered += parts[k].size();
+    }
+    if (covered != bytes.size()) fail("frame: packets do not tile it");
+  }
+}
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -37,6 +76,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::unique_ptr<std::byte[]> packet(new std::byte[len]);
   if (len != 0) std::memcpy(packet.get(), data + 8, len);
 
+  check_plan_and_frame(std::span<const std::byte>(packet.get(), len), expected_dest,
+                       expected_prop_len);
   PacketView view;
   const DecodeError err = decode_packet(std::span<const std::byte>(packet.get(), len),
                                         expected_dest, expected_prop_len, &view);

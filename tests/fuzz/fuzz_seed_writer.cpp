@@ -1,9 +1,11 @@
 // Writes a small corpus of valid decoder inputs (8-byte expectation prefix + packet) for
-// fuzz_decoder into the directory given as argv[1]: all four PR types, several sizes.
+// fuzz_decoder into the directory given as argv[1]: all four PR types, several sizes, and the
+// four plan packet types (concat/plan_wire.hpp).
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "concat/plan_wire.hpp"
 #include "concat/protocol.hpp"
 
 using namespace netsparse::concat;
@@ -46,6 +48,28 @@ int main(int argc, char** argv) {
           return 1;
         }
       }
+    }
+  }
+  // Plan packets: lists of 4- and 8-byte rows, starts, rows of 4..64 bytes, refusals.
+  struct PlanSeed {
+    PlanType type;
+    std::uint32_t rec_len, n;
+  };
+  for (const PlanSeed ps : {PlanSeed{PlanType::kInstall, 4, 3}, PlanSeed{PlanType::kInstall, 8, 2},
+                            PlanSeed{PlanType::kStart, 0, 0}, PlanSeed{PlanType::kRows, 4, 3},
+                            PlanSeed{PlanType::kRows, 64, 2}, PlanSeed{PlanType::kRefuse, 0, 0}}) {
+    std::vector<std::byte> in;
+    put32(in, 1);
+    put32(in, ps.type == PlanType::kRows ? ps.rec_len : 16);
+    const std::size_t start = in.size();
+    in.resize(start + kPlanHeaderBytes + std::size_t{ps.n} * ps.rec_len, std::byte{7});
+    encode_plan_header(in.data() + start, {ps.type, 1, ps.rec_len, ps.n, 0, 5, 2, 9, 0});
+    const std::string path = std::string(argv[1]) + "/seed-" + std::to_string(written++);
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr || std::fwrite(in.data(), 1, in.size(), f) != in.size() ||
+        std::fclose(f) != 0) {
+      std::perror(path.c_str());
+      return 1;
     }
   }
   std::printf("wrote %d seeds to %s\n", written, argv[1]);
