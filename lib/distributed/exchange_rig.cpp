@@ -470,21 +470,92 @@ class RigExchange final : public Exchange<T> {
   }
 
   // ---- direct mode (DistOptions::dynamic_pattern) ----
-  // The idx stream is the CSR's own column-index array, posted as it is with
-  // NS_SEND_REMOTE_ONLY: the engine skips this rank's columns and its Idx Filter drops the
-  // repeats. Nothing is prepared per pattern (no extraction, no distinct-column pass).
+  // Nothing is prepared per pattern: each run takes the CSR rows as they are.
+  //   SpMM / SpMV: one bulk pass over the column stream finds the distinct remote columns (a
+  //     test-and-set per remote nonzero in a per-column tag array, epoch-tagged so it is never
+  //     cleared) and writes the remote nonzeros renumbered onto them; the distinct list is
+  //     gathered POSITIONAL into a compact buffer while the local columns are computed; the
+  //     remote part is then computed from the compact buffer (cache-resident where a window
+  //     over every column is not).
+  //   SDDMM: its outputs follow the CSR's own order, so it posts the CSR's column array as it is
+  //     (NS_SEND_REMOTE_ONLY, the engine's Idx Filter drops the repeats) into a window over
+  //     every column.
   void setup_direct(const Pattern&, const RunContext& rc) {
-    const std::uint64_t window_bytes = std::uint64_t(rc.cols->n_rows()) * rc.row_bytes();
-    constexpr std::uint64_t kMaxWindowBytes = std::uint64_t{2} << 30;
-    if (window_bytes > kMaxWindowBytes) {
-      throw std::length_error(
-          "netsparse with a changing pattern gathers into a window over every "
-          "column: " +
-          std::to_string(window_bytes) +
-          " bytes (n_cols x K x element size) exceeds the 2 GiB limit; use a fixed "
-          "pattern (tiled, windowed) or a smaller K");
+    constexpr std::uint64_t kMaxBytes = std::uint64_t{2} << 30;
+    const auto n_cols = static_cast<std::uint64_t>(rc.cols->n_rows());
+    if (rc.kernel == KernelKind::sddmm) {
+      const std::uint64_t window_bytes = n_cols * rc.row_bytes();
+      if (window_bytes > kMaxBytes) {
+        throw std::length_error(
+            "netsparse SDDMM with a changing pattern gathers into a window over every column: " +
+            std::to_string(window_bytes) +
+            " bytes (n_cols x K x element size) exceeds the 2 GiB limit; use a fixed pattern "
+            "(tiled, windowed) or a smaller K");
+      }
+      window_[0].resize(static_cast<std::size_t>(n_cols) * rc.k);
+      return;
     }
-    window_[0].resize(static_cast<std::size_t>(rc.cols->n_rows()) * rc.k);
+    if (n_cols * sizeof(std::uint64_t) > kMaxBytes) {
+      throw std::length_error(
+          "netsparse with a changing pattern keeps 8 bytes per column: " + std::to_string(n_cols) +
+          " columns exceed the 2 GiB limit; use a fixed pattern");
+    }
+    if (col_tag_.size() != n_cols) {
+      col_tag_.assign(static_cast<std::size_t>(n_cols), 0);
+      tag_epoch_ = 0;
+    }
+  }
+
+  // The bulk pass: ghosts_list_ = the distinct remote columns in first-occurrence order,
+  // remote_ = the remote nonzeros with their columns renumbered onto that list.
+  void split_remote(const CsrMatrix& a, gidx_t cb, gidx_t ce) {
+    if (++tag_epoch_ == 0) {  // wrapped: really clear once every 2^32 runs
+      std::fill(col_tag_.begin(), col_tag_.end(), 0);
+      tag_epoch_ = 1;
+    }
+    const std::uint64_t epoch = std::uint64_t{tag_epoch_} << 32;
+    const std::int64_t n = a.n_rows;
+    remote_.n_rows_global = a.n_rows_global;
+    remote_.row_begin = a.row_begin;
+    remote_.n_rows = n;
+    // Grown, never shrunk: a kernel reads row_ptr.back() nonzeros, the rest is spare room, and
+    // growing again after a shrink would zero-fill megabytes every run.
+    remote_.row_ptr.resize(static_cast<std::size_t>(n) + 1);
+    if (remote_.col_idx.size() < static_cast<std::size_t>(a.nnz())) {
+      remote_.col_idx.resize(static_cast<std::size_t>(a.nnz()));
+      remote_.values.resize(static_cast<std::size_t>(a.nnz()));
+    }
+    ghost_list_.clear();
+    const gidx_t* col = a.col_idx.data();
+    const double* val = a.values.data();
+    std::uint64_t* tag = col_tag_.data();
+    gidx_t* rcol = remote_.col_idx.data();
+    double* rval = remote_.values.data();
+    std::int64_t out = 0;
+    remote_.row_ptr[0] = 0;
+    for (std::int64_t r = 0; r < n; ++r) {
+      const std::int64_t b = a.row_ptr[r], e = a.row_ptr[r + 1];
+      // Columns are sorted within a row: the local ones are one run [l, h).
+      const std::int64_t l = std::lower_bound(col + b, col + e, cb) - col;
+      const std::int64_t h = std::lower_bound(col + l, col + e, ce) - col;
+      for (int part = 0; part < 2; ++part) {
+        const std::int64_t jb = part == 0 ? b : h, je = part == 0 ? l : e;
+        for (std::int64_t j = jb; j < je; ++j) {
+          const auto c = static_cast<std::size_t>(col[j]);
+          std::uint64_t t = tag[c];
+          if ((t & ~std::uint64_t{0xFFFFFFFF}) != epoch) {  // first time this run: a new ghost
+            t = epoch | ghost_list_.size();
+            tag[c] = t;
+            ghost_list_.push_back(static_cast<std::uint64_t>(c));
+          }
+          rcol[out] = static_cast<gidx_t>(t & 0xFFFFFFFF);
+          rval[out] = val[j];
+          ++out;
+        }
+      }
+      remote_.row_ptr[static_cast<std::size_t>(r) + 1] = out;
+    }
+    remote_.n_cols = static_cast<gidx_t>(ghost_list_.size());
   }
 
   void run_direct(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
@@ -495,32 +566,44 @@ class RigExchange final : public Exchange<T> {
     const int k = rc.k;
     const gidx_t cb = pat.col_begin, ce = pat.col_end;
     const gidx_t n_cols = rc.cols->n_rows();
-    // Every request of the run at once, into a window over all columns (a new filter epoch).
+    const bool compact = rc.kernel != KernelKind::sddmm;
     double t = now_seconds();
     const std::uint64_t batch = rc.options->batch;
     std::vector<ns_send_wr>& wrs = wrs_[0];
     wrs.clear();
-    // Column ids are non-negative, so their int64 and uint64 representations agree.
-    const std::span<const std::uint64_t> idx =
-        piece_idx({reinterpret_cast<const std::uint64_t*>(a.col_idx.data()), a.col_idx.size()},
-                  e.pieces, piece_buf_[0]);
-    for (std::uint64_t off = 0; off < idx.size(); off += batch) {
-      const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
-      wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt), window_[0].data(), Layout::kIndexed,
-                           0, static_cast<std::uint64_t>(n_cols) * e.pieces));
-      wrs.back().send_flags |= NS_SEND_REMOTE_ONLY;
+    if (compact) {
+      split_remote(a, cb, ce);
+      const std::size_t need = ghost_list_.size() * static_cast<std::size_t>(k);
+      if (window_[0].size() < need) window_[0].resize(need);
+      const std::span<const std::uint64_t> idx = piece_idx(ghost_list_, e.pieces, piece_buf_[0]);
+      const std::size_t piece_elems = static_cast<std::size_t>(k) / e.pieces;
+      for (std::uint64_t off = 0; off < idx.size(); off += batch) {
+        const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
+        wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt),
+                             window_[0].data() + off * piece_elems, Layout::kPositional));
+      }
+    } else {
+      // Column ids are non-negative, so their int64 and uint64 representations agree.
+      const std::span<const std::uint64_t> idx =
+          piece_idx({reinterpret_cast<const std::uint64_t*>(a.col_idx.data()), a.col_idx.size()},
+                    e.pieces, piece_buf_[0]);
+      for (std::uint64_t off = 0; off < idx.size(); off += batch) {
+        const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
+        wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt), window_[0].data(),
+                             Layout::kIndexed, 0, static_cast<std::uint64_t>(n_cols) * e.pieces));
+        wrs.back().send_flags |= NS_SEND_REMOTE_ONLY;
+      }
+      if (!wrs.empty()) wrs.front().send_flags |= NS_SEND_NEW_EPOCH;
     }
     pending_[0] = static_cast<std::int64_t>(wrs.size());
     if (!wrs.empty()) {
       for (std::size_t i = 0; i + 1 < wrs.size(); ++i) wrs[i].next = &wrs[i + 1];
-      wrs.front().send_flags |= NS_SEND_NEW_EPOCH;
       post_chain(wrs.data(), "netsparse");
     }
     stats.post_seconds += now_seconds() - t;
     // The local part while the gather runs (the kernels drive the engine between row chunks).
     t = now_seconds();
     const BasicDenseConstView<T> local{ops.b, cb, k, ce - cb};
-    const BasicDenseConstView<T> window{window_[0].data(), 0, k, n_cols};
     if (rc.kernel == KernelKind::sddmm) {
       sddmm_csr_columns(a, cb, ce, true, ops.x, k, local, k, ops.out);
     } else {
@@ -533,9 +616,12 @@ class RigExchange final : public Exchange<T> {
     const double t1 = now_seconds();
     stats.wait_seconds += t1 - t0;
     if (rc.kernel == KernelKind::sddmm) {
+      const BasicDenseConstView<T> window{window_[0].data(), 0, k, n_cols};
       sddmm_csr_columns(a, cb, ce, false, ops.x, k, window, k, ops.out);
     } else {
-      spmm_csr_columns(a, cb, ce, false, window, ops.out, k, k, true);
+      const auto n_ghosts = static_cast<gidx_t>(ghost_list_.size());
+      const BasicDenseConstView<T> ghosts{window_[0].data(), 0, k, n_ghosts};
+      spmm_csr_columns(remote_, 0, n_ghosts, true, ghosts, ops.out, k, k, true);
     }
     stats.compute_seconds += now_seconds() - t1;
   }
@@ -598,6 +684,12 @@ class RigExchange final : public Exchange<T> {
   std::int64_t pending_[2] = {0, 0};  // work requests in flight per window
   std::vector<std::uint64_t> nonzero_idx_;
   std::vector<std::size_t> nonzero_ptr_;
+  // direct mode, SpMM / SpMV (split_remote): per global column (epoch << 32) | ghost slot, the
+  // run's distinct remote columns, and its remote nonzeros renumbered onto them.
+  std::vector<std::uint64_t> col_tag_;
+  std::uint32_t tag_epoch_ = 0;
+  std::vector<std::uint64_t> ghost_list_;
+  CsrMatrix remote_;
 };
 
 }  // namespace
