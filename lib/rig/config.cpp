@@ -11,6 +11,8 @@
 #include <string>
 #include <thread>
 
+#include "config/settings.hpp"
+
 namespace netsparse::rig {
 
 Config Config::from_attr(const ns_context_attr* attr) {
@@ -83,13 +85,8 @@ std::uint64_t Config::fixed_memory_bytes() const noexcept {
 
 void Config::check_memory_budget() const {
   std::uint64_t budget = 0;
-  if (const char* env = std::getenv("NETSPARSE_MAX_CONTEXT_BYTES"); env != nullptr && *env) {
-    char* end = nullptr;
-    budget = std::strtoull(env, &end, 10);
-    if (end == env || *end != '\0') {
-      throw std::invalid_argument(std::string("NETSPARSE_MAX_CONTEXT_BYTES='") + env +
-                                  "' is not a byte count");
-    }
+  if (config::is_set(config::Env::kMaxContextBytes)) {
+    budget = static_cast<std::uint64_t>(config::integer(config::Env::kMaxContextBytes));
   } else {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     budget = pages > 0 && page > 0

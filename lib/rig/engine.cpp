@@ -15,6 +15,7 @@
 #include <string>
 
 #include "concat/frame.hpp"
+#include "config/settings.hpp"
 #include "rig/backoff.hpp"
 #include "rig/copy.hpp"
 #include "rig/handles.hpp"
@@ -59,23 +60,14 @@ Engine::Engine(std::unique_ptr<transport::Transport> tx, const Config& config)
       size_(tx_->size()),
       dead_(new std::atomic<bool>[static_cast<std::size_t>(size_)]),
       quiesce_(size_),
-      profile_([] {
-        const char* v = std::getenv("NETSPARSE_ENGINE_PROFILE");
-        return v != nullptr && v[0] == '1';
-      }()) {
+      profile_(netsparse::config::choice(netsparse::config::Env::kEngineProfile) == "1") {
   if (config_.progress_mode == NS_PROGRESS_AUTO) config_.progress_mode = NS_PROGRESS_THREAD;
   for (int p = 0; p < size_; ++p) dead_[p].store(false);
   last_heard_ns_.assign(static_cast<std::size_t>(size_), now_ns());
   timeouts_seen_.assign(static_cast<std::size_t>(size_), 0);
-  if (const char* v = std::getenv("NETSPARSE_PRESUME_DEAD_S"); v != nullptr && *v) {
-    char* end = nullptr;
-    const double s = std::strtod(v, &end);
-    if (end == v || *end != '\0' || !(s > 0) || s > 86400) {
-      throw std::invalid_argument(std::string("NETSPARSE_PRESUME_DEAD_S='") + v +
-                                  "' is not a number of seconds in (0, 86400]");
-    }
-    presume_dead_ns_ = static_cast<std::uint64_t>(s * 1e9);
-  }
+  if (netsparse::config::is_set(netsparse::config::Env::kPresumeDeadS))
+    presume_dead_ns_ = static_cast<std::uint64_t>(
+        netsparse::config::real(netsparse::config::Env::kPresumeDeadS) * 1e9);
   port_.rank = static_cast<std::uint32_t>(rank_);
   port_.size = static_cast<std::uint32_t>(size_);
   port_.dead = dead_.get();
