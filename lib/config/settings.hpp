@@ -70,7 +70,7 @@ inline constexpr Setting kEnvironment[] = {
   {"NETSPARSE_IB_GID_INDEX", Type::kInteger, "-1", "", -1, 65535, false, Scope::kLibrary,
    "GID index (-1: the lowest RoCE v2 IPv4-mapped GID, else 0)"},
   {"NETSPARSE_IB_MAX_PACKET", Type::kInteger, "4096", "", 64, 1 << 20, true, Scope::kLibrary,
-   "verbs receive buffer = largest verbs message, bytes"},
+   "largest verbs message (receive buffer), bytes"},
   {"NETSPARSE_IB_PEER_TIMEOUT_MS", Type::kInteger, "1000", "", 1, 3600000, false,
    Scope::kLibrary, "how soon a dead peer's QP errors out (RC retry timeout), ms"},
   {"NETSPARSE_MPI_READS", Type::kChoice, "auto", "auto|rma|messages", 0, 0, true,
@@ -80,10 +80,13 @@ inline constexpr Setting kEnvironment[] = {
    "1: ranks of one host exchange the engine's frames through shared-memory rings (and detect "
    "each other's death); 0: MPI only"},
   {"NETSPARSE_MPI_MESSAGE_BYTES", Type::kInteger, "65536", "", 64, 1 << 24, true,
-   Scope::kLibrary, "largest MPI transport message (frame); a larger property travels in "
-   "pieces"},
+   Scope::kLibrary, "largest MPI transport message (frame); a property larger than one message "
+   "(K above 16376 in fp32, 8188 in fp64) travels in pieces, so raising it only saves PR "
+   "headers"},
   {"NETSPARSE_PRESUME_DEAD_S", Type::kReal, "20", "", 0, 86400, false, Scope::kLibrary,
-   "teardown only: a peer timed out on and silent this long is presumed dead, seconds"},
+   "teardown only: a peer this rank timed out on and has not heard from for this many "
+   "seconds is presumed dead, for transports that cannot see a dead process (soft-RoCE drops "
+   "packets to a vanished QP silently)"},
   {"NETSPARSE_PROGRESS_INTERVAL_NS", Type::kInteger, "5000", "", 0, 1e9, false,
    Scope::kLibrary, "how often the kernels drive an engine without a progress thread, ns"},
   {"NETSPARSE_ENGINE_PROFILE", Type::kChoice, "0", "0|1", 0, 0, false, Scope::kLibrary,
