@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "config/settings.hpp"
 #include "netsparse/autotune.hpp"
 #include "netsparse/generators.hpp"
 #include "netsparse/local_kernels.hpp"
@@ -114,9 +115,9 @@ std::vector<std::string> split(const std::string& s) {
 
 Options parse_options(int argc, char** argv) {
   Options o;
-  if (const char* env = std::getenv("NETSPARSE_DATA_DIR"); env && *env) {
-    o.data_dir = env;
-  } else if (const char* home = std::getenv("HOME")) {
+  if (netsparse::config::is_set(netsparse::config::Env::kDataDir)) {
+    o.data_dir = netsparse::config::text(netsparse::config::Env::kDataDir);
+  } else if (const char* home = netsparse::config::foreign("HOME")) {
     o.data_dir = std::string(home) + "/.cache/netsparse/matrices";
   }
   for (int i = 1; i < argc; ++i) {

@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "config/settings.hpp"
 #include "netsparse/distributed.hpp"
 #include "stall_guard.hpp"
 
@@ -1074,9 +1075,9 @@ std::string write_file(const std::string& path, const std::string& text) {
 // outnumber the cores?
 bool threads_outnumber_cores(bool thread_progress) {
   const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const char* local = netsparse::config::foreign("OMPI_COMM_WORLD_LOCAL_SIZE");
   const long ranks = local != nullptr ? std::max(1L, std::atol(local)) : 1;
-  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const char* omp = netsparse::config::foreign("OMP_NUM_THREADS");
   const long per_rank = omp != nullptr ? std::max(1L, std::atol(omp)) : std::max(1L, cores / ranks);
   return ranks * (per_rank + (thread_progress ? 1 : 0)) > cores;
 }
@@ -1143,7 +1144,7 @@ int main(int argc, char** argv) {
     }
     Options& o = *parsed;
     // One OpenMP thread per core share unless the user chose: ranks on one node split its cores.
-    if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    if (netsparse::config::foreign("OMP_NUM_THREADS") == nullptr) {
       MPI_Comm node;
       MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
       int local = 1;

@@ -9,10 +9,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include "config/settings.hpp"
 
 namespace netsparse::bench {
 
@@ -20,8 +21,9 @@ class StallGuard {
  public:
   StallGuard(const char* program, int rank, std::chrono::seconds limit)
       : program_(program), rank_(rank) {
-    if (const char* env = std::getenv("NETSPARSE_BENCH_STALL_S"); env != nullptr && *env) {
-      limit = std::chrono::seconds(std::strtoll(env, nullptr, 10));
+    // A malformed value throws std::invalid_argument naming the variable (config/settings.hpp).
+    if (config::is_set(config::Env::kBenchStallS)) {
+      limit = std::chrono::seconds(config::integer(config::Env::kBenchStallS));
     }
     limit_ = limit;
     beat("start");

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <charconv>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -211,6 +213,46 @@ DistMatrix generate_with(MPI_Comm comm, gidx_t n, PartitionKind partition, const
   return DistMatrix(comm, std::move(local), std::move(rows), std::move(cols), std::move(name));
 }
 
+// What a rank's input is, for the check that every rank reads the same one: its size, a
+// checksum (FNV-1a) of its header or content, a description and the path, for the message.
+struct InputSignature {
+  std::uint64_t bytes = 0;
+  std::uint64_t checksum = 0;
+  char what[128] = {};
+  char path[256] = {};
+};
+
+// FNV-1a over the bytes of `values` (a checksum, not a defence against an adversary).
+template <class T>
+std::uint64_t fnv1a(std::uint64_t h, const T* values, std::size_t count) {
+  const auto* p = reinterpret_cast<const unsigned char*>(values);
+  for (std::size_t i = 0; i < count * sizeof(T); ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+constexpr std::uint64_t kFnvBasis = 0xcbf29ce484222325ull;
+
+// Collective, before any rank parses further: the ranks' inputs must be the same (same size and
+// checksum), else every rank throws the same ParseError naming the first rank whose input
+// differs from rank 0's (its file, and both descriptions). Without this, ranks that were given
+// different files parse byte ranges of different contents and the error, if any, blames a
+// valid file ("too many entries").
+void agree_on_input(MPI_Comm comm, const std::string& path, const InputSignature& mine_in) {
+  InputSignature mine = mine_in;
+  std::snprintf(mine.path, sizeof mine.path, "%s", path.c_str());
+  const int nranks = dist::comm_size(comm);
+  std::vector<InputSignature> all(static_cast<std::size_t>(nranks));
+  check_mpi(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm),
+            "MPI_Allgather");
+  for (int r = 1; r < nranks; ++r) {
+    const InputSignature& a = all[static_cast<std::size_t>(r)];
+    if (a.bytes == all[0].bytes && a.checksum == all[0].checksum) continue;
+    throw ParseError(a.path, 0,
+                     "rank " + std::to_string(r) + "'s input differs from rank 0's (" +
+                         all[0].path + "): rank " + std::to_string(r) + " has " + a.what +
+                         ", rank 0 has " + all[0].what + "; every rank must read the same file");
+  }
+}
+
 }  // namespace
 
 DistMatrix read_distributed_matrix_market(MPI_Comm comm, const std::string& path,
@@ -221,6 +263,22 @@ DistMatrix read_distributed_matrix_market(MPI_Comm comm, const std::string& path
   // header error is met by every rank at once.
   const MatrixMarketHeader header =
       collective_call(comm, [&] { return read_matrix_market_header(path); });
+  {
+    InputSignature sig;
+    sig.bytes = header.file_size;
+    const std::int64_t fields[] = {static_cast<std::int64_t>(header.field),
+                                   static_cast<std::int64_t>(header.symmetry),
+                                   header.n_rows,
+                                   header.n_cols,
+                                   header.n_entries,
+                                   static_cast<std::int64_t>(header.data_offset)};
+    sig.checksum = fnv1a(kFnvBasis, fields, std::size(fields));
+    std::snprintf(sig.what, sizeof sig.what, "%llu bytes, %lld x %lld with %lld entries",
+                  static_cast<unsigned long long>(header.file_size),
+                  static_cast<long long>(header.n_rows), static_cast<long long>(header.n_cols),
+                  static_cast<long long>(header.n_entries));
+    agree_on_input(comm, path, sig);
+  }
 
   // Byte ranges of the data part, one per rank. A range owns the lines that START in it.
   const std::uint64_t data_bytes = header.file_size - header.data_offset;
@@ -261,6 +319,16 @@ DistMatrix read_distributed_metis(MPI_Comm comm, const std::string& path, Partit
   const int rank = dist::comm_rank(comm);
   MetisGraph graph = collective_call(comm, [&] { return read_metis_graph(path); });
   const CsrMatrix& whole = graph.adjacency;
+  {
+    InputSignature sig;
+    sig.bytes = static_cast<std::uint64_t>(whole.nnz());
+    sig.checksum = fnv1a(fnv1a(fnv1a(kFnvBasis, whole.row_ptr.data(), whole.row_ptr.size()),
+                               whole.col_idx.data(), whole.col_idx.size()),
+                         whole.values.data(), whole.values.size());
+    std::snprintf(sig.what, sizeof sig.what, "a graph of %lld vertices and %lld adjacency entries",
+                  static_cast<long long>(whole.n_rows), static_cast<long long>(whole.nnz()));
+    agree_on_input(comm, path, sig);
+  }
   RowPartition rows = partition == PartitionKind::balanced_nnz
                           ? RowPartition::balanced_by_nnz(whole, nranks)
                           : RowPartition::equal_blocks(whole.n_rows, nranks);

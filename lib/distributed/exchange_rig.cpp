@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "config/settings.hpp"
 #include "distributed/ghosts.hpp"
 #include "distributed/kernel_impl.hpp"
 #include "distributed/mpi_util.hpp"
@@ -77,19 +78,16 @@ struct RigEngine::Impl {
   }
 
   // Application-driven progress (INLINE engines): the kernels call this between tiles; it steps
-  // the engine at most every kProgressIntervalNs so that an idle engine costs the compute
+  // the engine at most every progress_interval_ns so that an idle engine costs the compute
   // little (a step polls the transport) while peers still get their answers within microseconds.
-  static inline const std::uint64_t kProgressIntervalNs = [] {
-    const char* v = std::getenv("NETSPARSE_PROGRESS_INTERVAL_NS");
-    return v != nullptr ? std::strtoull(v, nullptr, 10) : 5000ull;
-  }();
+  std::uint64_t progress_interval_ns = 5000;  // NETSPARSE_PROGRESS_INTERVAL_NS, read at open
   bool inline_progress = false;
   std::chrono::steady_clock::time_point last_progress{};
   double progress_seconds = 0;  // spent in progress_tick's engine steps
   static void progress_tick(void* self) {
     auto& s = *static_cast<Impl*>(self);
     const auto now = std::chrono::steady_clock::now();
-    if (now - s.last_progress < std::chrono::nanoseconds(kProgressIntervalNs)) return;
+    if (now - s.last_progress < std::chrono::nanoseconds(s.progress_interval_ns)) return;
     ns_progress(s.ctx.get());
     s.last_progress = std::chrono::steady_clock::now();
     s.progress_seconds += std::chrono::duration<double>(s.last_progress - now).count();
@@ -145,7 +143,9 @@ RigEngine::RigEngine(MPI_Comm comm, const EngineOptions& options)
   // Opening is collective; a failure on one rank must not leave the others waiting.
   std::exception_ptr error;
   try {
-    s.ctx = open_mpi(comm, attr);
+    s.ctx = open_mpi(comm, attr);  // validates the environment (config/settings.hpp)
+    s.progress_interval_ns = static_cast<std::uint64_t>(
+        config::integer(config::Env::kProgressIntervalNs));
   } catch (...) {
     error = std::current_exception();
   }

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "config/settings.hpp"
 #include "kernels/kernel_variants.hpp"
 
 namespace netsparse {
@@ -115,8 +116,8 @@ std::atomic<const IsaKernels*> g_active{nullptr};
 const IsaKernels& active_variant() {
   const IsaKernels* v = g_active.load(std::memory_order_acquire);
   if (v != nullptr) return *v;
-  if (const char* env = std::getenv("NETSPARSE_KERNEL_ISA"); env != nullptr && *env != '\0') {
-    v = &variant_named(env, "from NETSPARSE_KERNEL_ISA");
+  if (const std::string isa = config::choice(config::Env::kKernelIsa); !isa.empty()) {
+    v = &variant_named(isa, "from NETSPARSE_KERNEL_ISA");
   } else {
     for (const IsaKernels* cand : kVariants) {
       if (cpu_can_run(*cand)) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "config/settings.hpp"
 #include "netsparse/config.h"
 #include "netsparse/netsparse.h"
 #include "rig/engine.hpp"
@@ -634,6 +635,33 @@ extern "C" void ns_stats_reset(ns_context* ctx) {
   }
 }
 
+namespace {
+
+// The configuration table's variables with the values in effect (config/settings.hpp): the
+// default when unset, the raw text when it is malformed (the context opened before it was set).
+std::string environment_json() {
+  namespace cf = netsparse::config;
+  std::string j = "{";
+  for (int i = 0; i < static_cast<int>(cf::Env::kCount); ++i) {
+    const auto e = static_cast<cf::Env>(i);
+    std::string value;
+    try {
+      value = cf::effective(e);
+    } catch (const std::invalid_argument&) {
+      value = cf::raw(e);
+    }
+    std::string quoted;
+    for (const char ch : value) {
+      if (ch == '"' || ch == '\\') quoted += '\\';
+      if (static_cast<unsigned char>(ch) >= 0x20) quoted += ch;
+    }
+    j += std::string(i == 0 ? "" : ",") + "\"" + cf::setting(e).name + "\":\"" + quoted + "\"";
+  }
+  return j + "}";
+}
+
+}  // namespace
+
 extern "C" int ns_stats_json(const ns_context* ctx, char* buf, size_t len) {
   if (ctx == nullptr || (buf == nullptr && len != 0)) {
     return invalid("ns_stats_json", "ctx is NULL or buf is NULL with len > 0");
@@ -661,7 +689,8 @@ extern "C" int ns_stats_json(const ns_context* ctx, char* buf, size_t len) {
     add("\"watchdog_ms\":%u,\"idx_chunk\":%u,\"filter\":%s,\"coalesce\":%s,\"concat\":%s,",
         cfg.watchdog_ms, cfg.idx_chunk, cfg.filter_on() ? "true" : "false",
         cfg.coalesce_on() ? "true" : "false", cfg.concat_on() ? "true" : "false");
-    add("\"virtual_queues\":%s},\"stats\":{", cfg.virtual_queues ? "true" : "false");
+    add("\"virtual_queues\":%s},", cfg.virtual_queues ? "true" : "false");
+    j += "\"environment\":" + environment_json() + ",\"stats\":{";
     for (int k = 0; k < NS_STAT__COUNT; ++k) {
       add("%s\"%s\":%" PRIu64, k == 0 ? "" : ",", kStatNames[k], stat_of(s, k));
     }

@@ -11,50 +11,46 @@
 #include <string>
 #include <thread>
 
+#include "config/settings.hpp"
+
 namespace netsparse::rig {
 
+namespace {
+
+// The value of attribute `a` when it lies in the table's range, else std::invalid_argument
+// naming the field and the range.
+template <typename T>
+T in_range(config::Attr a, T value) {
+  const config::Attribute& d = config::attribute(a);
+  if (static_cast<double>(value) < d.lo || static_cast<double>(value) > d.hi) {
+    throw std::invalid_argument(std::string("ns_context_attr.") + d.name + " must be in " +
+                                std::to_string(static_cast<long long>(d.lo)) + ".." +
+                                std::to_string(static_cast<long long>(d.hi)) + ", got " +
+                                std::to_string(value));
+  }
+  return value;
+}
+
+}  // namespace
+
 Config Config::from_attr(const ns_context_attr* attr) {
+  using config::Attr;
   Config c;
   if (attr == nullptr) return c;
   const std::uint64_t m = attr->comp_mask;
   constexpr std::uint64_t kKnown = (NS_CTX_ATTR_VIRTUAL_QUEUES << 1) - 1;
   if ((m & ~kKnown) != 0) throw std::invalid_argument("ns_context_attr: unknown comp_mask bits");
-  if (m & NS_CTX_ATTR_TRANSPORT) {
-    if (attr->transport < NS_TRANSPORT_AUTO || attr->transport > NS_TRANSPORT_INPROC) {
-      throw std::invalid_argument("ns_context_attr.transport: unknown transport " +
-                                  std::to_string(attr->transport));
-    }
-    c.transport = attr->transport;
-  }
+  if (m & NS_CTX_ATTR_TRANSPORT) c.transport = in_range(Attr::kTransport, attr->transport);
   if (m & NS_CTX_ATTR_UNITS) {
-    if (attr->num_client_units < 1 || attr->num_client_units > kMaxUnits ||
-        attr->num_server_units < 1 || attr->num_server_units > kMaxUnits) {
-      throw std::invalid_argument("ns_context_attr: unit counts must be in 1.." +
-                                  std::to_string(kMaxUnits));
-    }
-    c.client_units = attr->num_client_units;
-    c.server_units = attr->num_server_units;
+    c.client_units = in_range(Attr::kClientUnits, attr->num_client_units);
+    c.server_units = in_range(Attr::kServerUnits, attr->num_server_units);
   }
-  if (m & NS_CTX_ATTR_PROGRESS) {
-    if (attr->progress_mode != NS_PROGRESS_THREAD && attr->progress_mode != NS_PROGRESS_INLINE &&
-        attr->progress_mode != NS_PROGRESS_AUTO) {
-      throw std::invalid_argument("ns_context_attr.progress_mode: unknown mode " +
-                                  std::to_string(attr->progress_mode));
-    }
-    c.progress_mode = attr->progress_mode;
-  }
-  if (m & NS_CTX_ATTR_PACKET) {
-    if (attr->packet_bytes < 64 || attr->packet_bytes > (1u << 20)) {
-      throw std::invalid_argument("ns_context_attr.packet_bytes must be in 64..1048576");
-    }
-    c.packet_bytes = attr->packet_bytes;
-  }
+  if (m & NS_CTX_ATTR_PROGRESS)
+    c.progress_mode = in_range(Attr::kProgressMode, attr->progress_mode);
+  if (m & NS_CTX_ATTR_PACKET) c.packet_bytes = in_range(Attr::kPacketBytes, attr->packet_bytes);
   if (m & NS_CTX_ATTR_DELAY) c.delay_ns = attr->concat_delay_ns;
   if (m & NS_CTX_ATTR_PENDING) {
-    if (attr->pending_entries < 1 || attr->pending_entries > (1u << 20)) {
-      throw std::invalid_argument("ns_context_attr.pending_entries must be in 1..1048576");
-    }
-    c.pending_entries = attr->pending_entries;
+    c.pending_entries = in_range(Attr::kPendingEntries, attr->pending_entries);
   }
   if (m & NS_CTX_ATTR_WATCHDOG) c.watchdog_ms = attr->watchdog_ms;
   if (m & NS_CTX_ATTR_FLAGS) {
@@ -63,12 +59,7 @@ Config Config::from_attr(const ns_context_attr* attr) {
       throw std::invalid_argument("ns_context_attr.flags: unknown bits");
     c.flags = attr->flags;
   }
-  if (m & NS_CTX_ATTR_BATCH) {
-    if (attr->idx_chunk < 1 || attr->idx_chunk > (1u << 20)) {
-      throw std::invalid_argument("ns_context_attr.idx_chunk must be in 1..1048576");
-    }
-    c.idx_chunk = attr->idx_chunk;
-  }
+  if (m & NS_CTX_ATTR_BATCH) c.idx_chunk = in_range(Attr::kIdxChunk, attr->idx_chunk);
   if (m & NS_CTX_ATTR_VIRTUAL_QUEUES) c.virtual_queues = attr->virtual_queues != 0;
   return c;
 }
@@ -83,13 +74,8 @@ std::uint64_t Config::fixed_memory_bytes() const noexcept {
 
 void Config::check_memory_budget() const {
   std::uint64_t budget = 0;
-  if (const char* env = std::getenv("NETSPARSE_MAX_CONTEXT_BYTES"); env != nullptr && *env) {
-    char* end = nullptr;
-    budget = std::strtoull(env, &end, 10);
-    if (end == env || *end != '\0') {
-      throw std::invalid_argument(std::string("NETSPARSE_MAX_CONTEXT_BYTES='") + env +
-                                  "' is not a byte count");
-    }
+  if (config::is_set(config::Env::kMaxContextBytes)) {
+    budget = static_cast<std::uint64_t>(config::integer(config::Env::kMaxContextBytes));
   } else {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     budget = pages > 0 && page > 0

@@ -6,30 +6,41 @@
 #include <string>
 #include <vector>
 
+#include "config/settings.hpp"
 #include "netsparse/netsparse.h"
 
 namespace netsparse::rig {
 
-inline constexpr int kMaxUnits = 1024;  // also the bound on a PR's src_unit
+// Also the bound on a PR's src_unit.
+inline constexpr int kMaxUnits = static_cast<int>(config::attribute(config::Attr::kClientUnits).hi);
+
+// Defaults and ranges are the configuration table's (config/settings.hpp, kAttributes); the
+// reasons for them are given there and here.
+template <typename T>
+constexpr T attr_default(config::Attr a) {
+  return static_cast<T>(config::attribute(a).def);
+}
 
 struct Config {
-  int client_units = 2;
-  int server_units = 2;
-  int progress_mode = NS_PROGRESS_AUTO;  // resolved by the context opener (see choose_progress)
-  std::uint32_t packet_bytes = 1500;     // one protocol packet = the paper's 1500 B NIC packet
-  std::uint64_t delay_ns = 2000;
+  int client_units = attr_default<int>(config::Attr::kClientUnits);
+  int server_units = attr_default<int>(config::Attr::kServerUnits);
+  // resolved by the context opener (see choose_progress)
+  int progress_mode = attr_default<int>(config::Attr::kProgressMode);
+  // one protocol packet = the paper's 1500 B NIC packet
+  std::uint32_t packet_bytes = attr_default<std::uint32_t>(config::Attr::kPacketBytes);
+  std::uint64_t delay_ns = attr_default<std::uint64_t>(config::Attr::kConcatDelayNs);
   // In-flight PRs per client unit. The paper's hardware table has 256 entries; in software an
   // entry is 24 bytes of host memory, and a small table only makes the engine wait for round
   // trips (the profile in docs/benchmarks.md: 2232 stalls per run at 256 entries).
-  std::uint32_t pending_entries = 8192;
-  std::uint32_t watchdog_ms = 5000;
-  std::uint32_t flags = 0;
+  std::uint32_t pending_entries = attr_default<std::uint32_t>(config::Attr::kPendingEntries);
+  std::uint32_t watchdog_ms = attr_default<std::uint32_t>(config::Attr::kWatchdogMs);
+  std::uint32_t flags = attr_default<std::uint32_t>(config::Attr::kFlags);
   // Idxs a client unit processes per step: large enough that a step's fixed cost (transport
   // poll, expiry check) is spread over many PRs, small enough that other units and the server
   // side get their turn.
-  std::uint32_t idx_chunk = 4096;
-  bool virtual_queues = false;
-  int transport = NS_TRANSPORT_AUTO;
+  std::uint32_t idx_chunk = attr_default<std::uint32_t>(config::Attr::kIdxChunk);
+  bool virtual_queues = attr_default<int>(config::Attr::kVirtualQueues) != 0;
+  int transport = attr_default<int>(config::Attr::kTransport);
   std::string progress_reason;  // why AUTO chose what it chose (statistics JSON)
 
   bool filter_on() const noexcept { return (flags & NS_CTX_NO_FILTER) == 0; }

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "concat/frame.hpp"
+#include "config/settings.hpp"
 #include "rig/backoff.hpp"
 #include "rig/copy.hpp"
 #include "rig/handles.hpp"
@@ -35,10 +36,7 @@ Engine::Engine(std::unique_ptr<transport::Transport> tx, const Config& config)
       size_(tx_->size()),
       health_(rank_, size_, now_ns()),
       quiesce_(size_),
-      profile_([] {
-        const char* v = std::getenv("NETSPARSE_ENGINE_PROFILE");
-        return v != nullptr && v[0] == '1';
-      }()) {
+      profile_(netsparse::config::choice(netsparse::config::Env::kEngineProfile) == "1") {
   if (config_.progress_mode == NS_PROGRESS_AUTO) config_.progress_mode = NS_PROGRESS_THREAD;
   port_.rank = static_cast<std::uint32_t>(rank_);
   port_.size = static_cast<std::uint32_t>(size_);

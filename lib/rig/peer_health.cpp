@@ -1,22 +1,15 @@
 #include "rig/peer_health.hpp"
 
-#include <cstdlib>
-#include <stdexcept>
-#include <string>
+#include "config/settings.hpp"
 
 namespace netsparse::rig {
 
 namespace {
+// NETSPARSE_PRESUME_DEAD_S from the configuration table (validated there), default 20 s.
 std::uint64_t presume_dead_ns_from_env() {
-  const char* v = std::getenv("NETSPARSE_PRESUME_DEAD_S");
-  if (v == nullptr || *v == '\0') return 20'000'000'000ull;
-  char* end = nullptr;
-  const double s = std::strtod(v, &end);
-  if (end == v || *end != '\0' || !(s > 0) || s > 86400) {
-    throw std::invalid_argument(std::string("NETSPARSE_PRESUME_DEAD_S='") + v +
-                                "' is not a number of seconds in (0, 86400]");
-  }
-  return static_cast<std::uint64_t>(s * 1e9);
+  using netsparse::config::Env;
+  if (!netsparse::config::is_set(Env::kPresumeDeadS)) return 20'000'000'000ull;
+  return static_cast<std::uint64_t>(netsparse::config::real(Env::kPresumeDeadS) * 1e9);
 }
 }  // namespace
 

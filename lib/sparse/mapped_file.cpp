@@ -20,17 +20,33 @@ struct FdCloser {
   ~FdCloser() { ::close(fd); }
 };
 
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO or pipe";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
 }  // namespace
 
 MappedFile::MappedFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever if none
+  // comes; it changes nothing for a regular file, and anything else is refused below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw ParseError(path, 0, std::string("cannot open file: ") + std::strerror(errno));
   FdCloser closer{fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     throw ParseError(path, 0, std::string("cannot stat file: ") + std::strerror(errno));
   }
-  if (!S_ISREG(st.st_mode)) throw ParseError(path, 0, "not a regular file");
+  if (!S_ISREG(st.st_mode)) {
+    throw ParseError(path, 0,
+                     std::string("not a regular file (") + file_kind(st.st_mode) +
+                         "): the readers map or measure their input, so a pipe, a "
+                         "device or a directory cannot be read; copy it to a file");
+  }
   size_ = static_cast<std::size_t>(st.st_size);
   if (size_ == 0) return;
   void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);

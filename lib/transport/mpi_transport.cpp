@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "config/settings.hpp"
 #include "transport/transport_factory.hpp"
 
 namespace netsparse::transport {
@@ -67,12 +68,10 @@ void check_mpi(int rc, const char* what) {
 
 MpiReadMode resolve_read_mode(MpiReadMode requested) {
   if (requested != MpiReadMode::kAuto) return requested;
-  const char* env = std::getenv("NETSPARSE_MPI_READS");
-  if (env == nullptr || env[0] == '\0' || std::string(env) == "auto") return MpiReadMode::kAuto;
-  if (std::string(env) == "rma") return MpiReadMode::kRma;
-  if (std::string(env) == "messages") return MpiReadMode::kMessages;
-  throw std::invalid_argument(std::string("NETSPARSE_MPI_READS='") + env +
-                              "' is not one of auto, rma, messages");
+  const std::string mode = config::choice(config::Env::kMpiReads);
+  if (mode == "rma") return MpiReadMode::kRma;
+  if (mode == "messages") return MpiReadMode::kMessages;
+  return MpiReadMode::kAuto;
 }
 
 // A read request of the kMessages mode, as sent on the wire.
@@ -768,15 +767,10 @@ std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_mu
         "MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided)");
   }
   MpiOptions resolved = options;
-  if (const char* env = std::getenv("NETSPARSE_MPI_MESSAGE_BYTES"); env != nullptr && *env) {
+  if (config::is_set(config::Env::kMpiMessageBytes)) {
     // Largest transport message (frame); e.g. below the MPI's eager limit to avoid rendezvous.
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(env, &end, 10);
-    if (end == env || *end != '\0' || v < 64 || v > (1ull << 24)) {
-      throw std::invalid_argument(std::string("NETSPARSE_MPI_MESSAGE_BYTES='") + env +
-                                  "' is not a byte count in 64..16777216");
-    }
-    resolved.max_packet_bytes = static_cast<std::size_t>(v);
+    resolved.max_packet_bytes =
+        static_cast<std::size_t>(config::integer(config::Env::kMpiMessageBytes));
   }
   return std::make_unique<MpiTransport>(comm, resolved);
 }

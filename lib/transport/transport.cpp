@@ -1,10 +1,10 @@
 // Names, transport selection and the factory.
 #include "transport/transport_factory.hpp"
 
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
+#include "config/settings.hpp"
 #include "transport/verbs_config.hpp"
 
 namespace netsparse::transport {
@@ -47,13 +47,7 @@ TransportKind parse_transport_kind(std::string_view text) {
 }
 
 TransportKind transport_from_env() {
-  const char* value = std::getenv("NETSPARSE_TRANSPORT");
-  const std::string_view text = (value == nullptr || value[0] == '\0') ? "auto" : value;
-  try {
-    return parse_transport_kind(text);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("NETSPARSE_TRANSPORT: ") + e.what());
-  }
+  return parse_transport_kind(config::choice(config::Env::kTransport));
 }
 
 std::unique_ptr<Transport> make_transport(TransportKind kind, MPI_Comm comm,
@@ -61,11 +55,7 @@ std::unique_ptr<Transport> make_transport(TransportKind kind, MPI_Comm comm,
   switch (kind) {
     case TransportKind::kMpi: {
       auto mpi = make_mpi_transport(comm, options.need_thread_multiple, options.mpi);
-      const char* shm = std::getenv("NETSPARSE_MPI_SHM");
-      if (shm != nullptr && std::string(shm) == "0") return mpi;
-      if (shm != nullptr && *shm != '\0' && std::string(shm) != "1") {
-        throw std::invalid_argument(std::string("NETSPARSE_MPI_SHM='") + shm + "' is not 0 or 1");
-      }
+      if (config::choice(config::Env::kMpiShm) == "0") return mpi;
       return make_host_shm_transport(comm, std::move(mpi));
     }
     case TransportKind::kVerbs: {

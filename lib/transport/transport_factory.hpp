@@ -111,7 +111,7 @@ struct VerbsOptions {
 
   // Overrides the fields that have a variable set: NETSPARSE_IB_DEVICE, NETSPARSE_IB_PORT,
   // NETSPARSE_IB_GID_INDEX, NETSPARSE_IB_MAX_PACKET, NETSPARSE_IB_PEER_TIMEOUT_MS; throws
-  // std::runtime_error naming the variable on a malformed value.
+  // std::invalid_argument naming the variable on a malformed value (config/settings.hpp).
   VerbsOptions& apply_env();
   static VerbsOptions from_env() { return VerbsOptions{}.apply_env(); }
   // Throws std::invalid_argument naming the field when a value is out of range.

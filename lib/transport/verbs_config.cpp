@@ -11,51 +11,21 @@
 #include <limits>
 #include <stdexcept>
 
+#include "config/settings.hpp"
 #include "transport/transport_factory.hpp"
 
 namespace netsparse::transport {
 
-namespace {
-
-// Parses the whole of `text` as a decimal integer in [lo, hi]; throws naming `what`.
-long long parse_int(const char* what, const std::string& text, long long lo, long long hi) {
-  // strtoll alone would accept leading blanks and '+': be strict, the value is a setting.
-  const bool starts_ok = !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) ||
-                                           (text[0] == '-' && text.size() > 1));
-  errno = 0;
-  char* end = nullptr;
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (!starts_ok || end != text.c_str() + text.size() || errno == ERANGE || value < lo ||
-      value > hi) {
-    throw std::runtime_error(std::string("netsparse: environment variable ") + what + "='" + text +
-                             "' is not an integer in [" + std::to_string(lo) + ", " +
-                             std::to_string(hi) + "]");
-  }
-  return value;
-}
-
-const char* env_or_null(const char* name) {
-  const char* value = std::getenv(name);
-  return (value != nullptr && value[0] != '\0') ? value : nullptr;
-}
-
-}  // namespace
-
 VerbsOptions& VerbsOptions::apply_env() {
-  if (const char* v = env_or_null("NETSPARSE_IB_DEVICE")) device = v;
-  if (const char* v = env_or_null("NETSPARSE_IB_PORT")) {
-    port = static_cast<int>(parse_int("NETSPARSE_IB_PORT", v, 0, 255));
-  }
-  if (const char* v = env_or_null("NETSPARSE_IB_GID_INDEX")) {
-    gid_index = static_cast<int>(parse_int("NETSPARSE_IB_GID_INDEX", v, -1, 65535));
-  }
-  if (const char* v = env_or_null("NETSPARSE_IB_MAX_PACKET")) {
-    max_packet_bytes =
-        static_cast<std::size_t>(parse_int("NETSPARSE_IB_MAX_PACKET", v, 64, 1 << 20));
-  }
-  if (const char* v = env_or_null("NETSPARSE_IB_PEER_TIMEOUT_MS")) {
-    peer_timeout_ms = static_cast<int>(parse_int("NETSPARSE_IB_PEER_TIMEOUT_MS", v, 1, 3600000));
-  }
+  using config::Env;
+  if (config::is_set(Env::kIbDevice)) device = config::text(Env::kIbDevice);
+  if (config::is_set(Env::kIbPort)) port = static_cast<int>(config::integer(Env::kIbPort));
+  if (config::is_set(Env::kIbGidIndex))
+    gid_index = static_cast<int>(config::integer(Env::kIbGidIndex));
+  if (config::is_set(Env::kIbMaxPacket))
+    max_packet_bytes = static_cast<std::size_t>(config::integer(Env::kIbMaxPacket));
+  if (config::is_set(Env::kIbPeerTimeoutMs))
+    peer_timeout_ms = static_cast<int>(config::integer(Env::kIbPeerTimeoutMs));
   return *this;
 }
 

@@ -106,6 +106,48 @@ TEST(DistMatrix, MalformedFilesFailOnEveryRankWithTheSerialMessage) {
   }
 }
 
+// Ranks given different files (issue 21.3): refused before parsing, on every rank, naming the
+// first rank whose input differs and its file, not a ":0:" error about a valid file.
+TEST(DistMatrix, DifferentInputsPerRankAreNamed) {
+  const int r = world_rank(), p = world_size();
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("netsparse_rank_input_" + std::to_string(::getpid()) + ".mtx"))
+                               .string();
+  {  // rank 0: 3 entries; the others: 4 (a different size and header)
+    std::ofstream out(path);
+    out << "%%MatrixMarket matrix coordinate real general\n3 3 " << (r == 0 ? 3 : 4) << "\n"
+        << "1 1 1\n2 2 2\n3 3 3\n"
+        << (r == 0 ? "" : "1 3 4\n");
+  }
+  const std::string metis = path + ".graph";
+  {  // a triangle on rank 0, a path on the others
+    std::ofstream out(metis);
+    out << (r == 0 ? "3 3\n2 3\n1 3\n1 2\n" : "3 2\n2\n1 3\n2\n");
+  }
+  for (const std::string& file : {path, metis}) {
+    if (p == 1) {  // one rank: nothing to disagree with, the file is read
+      EXPECT_NO_THROW((void)load_distributed_matrix(MPI_COMM_WORLD, file)) << file;
+      continue;
+    }
+    try {
+      (void)load_distributed_matrix(MPI_COMM_WORLD, file);
+      ADD_FAILURE() << file << ": different inputs accepted";
+    } catch (const ParseError& e) {
+      EXPECT_EQ(e.line(), 0) << e.what();
+      EXPECT_NE(e.reason().find("rank 1's input differs from rank 0's"), std::string::npos)
+          << e.what();
+      EXPECT_EQ(std::string(e.what()).find(":0:"), std::string::npos) << e.what();
+      // Every rank names rank 1's file (each rank wrote its own, named by its pid).
+      if (r == 1) {
+        EXPECT_EQ(e.file(), file);
+      }
+      EXPECT_NE(e.file().find("netsparse_rank_input_"), std::string::npos) << e.what();
+    }
+  }
+  std::remove(metis.c_str());
+  std::remove(path.c_str());
+}
+
 TEST(DistMatrix, GeneratorsEqualSerialGeneration) {
   KroneckerParams kron;
   kron.scale = 7;

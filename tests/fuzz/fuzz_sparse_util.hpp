@@ -50,7 +50,9 @@ auto run(const char* what, F&& f) -> Outcome<decltype(f())> {
     out.value.emplace(f());
   } catch (const ParseError& e) {
     if (e.line() < 0) fail(std::string(what) + ": negative line in " + e.what());
-    const std::string prefix = e.file() + ":" + std::to_string(e.line()) + ": ";
+    // "FILE:LINE: " for a line, "FILE: " (no ":0:") for the file as a whole.
+    const std::string prefix =
+        e.line() > 0 ? e.file() + ":" + std::to_string(e.line()) + ": " : e.file() + ": ";
     if (std::string(e.what()).rfind(prefix, 0) != 0 || e.reason().empty()) {
       fail(std::string(what) + ": malformed ParseError " + e.what());
     }

@@ -564,6 +564,9 @@ TEST(Stats, JsonParsesAndNamesEveryCounter) {
     EXPECT_EQ(ns_stats_json(n.ctx, s.data(), s.size()), need);
     s.resize(static_cast<std::size_t>(need));
     EXPECT_TRUE(JsonValidator(s).valid()) << s;
+    // The configuration in effect: every variable of the table (lib/config/settings.hpp).
+    EXPECT_NE(s.find("\"environment\":{\"NETSPARSE_TRANSPORT\":\""), std::string::npos) << s;
+    EXPECT_NE(s.find("\"NETSPARSE_MPI_MESSAGE_BYTES\":\"65536\""), std::string::npos) << s;
     for (int k = 0; k < NS_STAT__COUNT; ++k) {
       const std::string key =
           std::string("\"") + ns_stat_name(k) + "\":" + std::to_string(stat(n.ctx, k));

@@ -2,6 +2,7 @@
 #include <omp.h>
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <bit>
@@ -231,7 +232,9 @@ TEST_P(MatrixMarketBadFile, ThrowsParseErrorWithLineAndReason) {
     EXPECT_EQ(e.file(), path);
     EXPECT_EQ(e.line(), bad.line) << e.what();
     EXPECT_NE(e.reason().find(bad.reason), std::string::npos) << e.what();
-    const std::string prefix = path + ":" + std::to_string(bad.line) + ": ";
+    // No ":0:" for an error about the file as a whole.
+    const std::string prefix =
+        bad.line > 0 ? path + ":" + std::to_string(bad.line) + ": " : path + ": ";
     EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
   }
 }
@@ -319,6 +322,32 @@ TEST(MatrixMarketErrors, DirectoryIsNotAFile) {
     EXPECT_EQ(e.line(), 0);
     EXPECT_NE(e.reason().find("not a regular file"), std::string::npos) << e.what();
   }
+}
+
+// A FIFO nobody writes to: opening it for reading would wait for a writer forever. It must be
+// refused at once, like a directory, by every reader (the header reader too), with a message
+// that names the kind of file and has no ":0:" (the error is not about a line).
+TEST(MatrixMarketErrors, FifoIsRefusedWithoutWaiting) {
+  const TempFile f("fifo");
+  ASSERT_EQ(::mkfifo(f.path().c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  for (int reader = 0; reader < 2; ++reader) {
+    try {
+      if (reader == 0) {
+        read_matrix_market(f.path());
+      } else {
+        read_matrix_market_header(f.path());
+      }
+      ADD_FAILURE() << "no error";
+    } catch (const ParseError& e) {
+      EXPECT_EQ(e.line(), 0);
+      EXPECT_NE(e.reason().find("not a regular file (a FIFO or pipe)"), std::string::npos)
+          << e.what();
+      EXPECT_EQ(std::string(e.what()), f.path() + ": " + e.reason());
+    }
+  }
+  // Generous (CI shares two cores); a wait for a writer would never end at all.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
 TEST(MatrixMarketErrors, NulByteIsNonNumeric) {

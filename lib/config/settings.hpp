@@ -1,0 +1,195 @@
+// The configuration table: every NETSPARSE_* environment variable and every context attribute
+// (ns_context_attr), declared once with its type, default, range and one line of doc. The
+// environment is read here and nowhere else (the only std::getenv of lib/, bench/, examples/),
+// and a bad value is refused with a message naming the variable. netsparse_info prints the
+// table, ns_stats_json reports the effective values, the README's environment table is checked
+// against it (tests/config). The bottom component: it includes nothing else of lib/.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace netsparse::config {
+
+enum class Type {
+  kChoice,   // one of `choices` ("a|b|c")
+  kInteger,  // a decimal integer in [lo, hi]
+  kReal,     // a decimal number in (lo, hi]
+  kText,     // any text (a device name, a directory)
+};
+
+// Who reads a setting: the library (checked when a context opens) or the benchmarks.
+enum class Scope { kLibrary, kBenchmark };
+
+struct Setting {
+  const char* name;
+  Type type;
+  const char* default_text;  // as a user would write it; "" = computed (doc says how)
+  const char* choices;       // kChoice: "a|b|c"
+  double lo, hi;             // kInteger: [lo, hi]; kReal: (lo, hi]
+  // Changes what the ranks of one context do together (its collectives, its message sizes):
+  // ns_open_mpi refuses a context whose ranks have different effective values.
+  bool agreed;
+  Scope scope;
+  const char* doc;
+};
+
+// The environment variables; the order of kEnvironment.
+enum class Env : int {
+  kTransport,
+  kIbDevice,
+  kIbPort,
+  kIbGidIndex,
+  kIbMaxPacket,
+  kIbPeerTimeoutMs,
+  kMpiReads,
+  kMpiShm,
+  kMpiMessageBytes,
+  kPresumeDeadS,
+  kProgressIntervalNs,
+  kEngineProfile,
+  kMaxContextBytes,
+  kKernelIsa,
+  kBenchStallS,
+  kDataDir,
+  kCount
+};
+
+// clang-format off
+inline constexpr Setting kEnvironment[] = {
+  {"NETSPARSE_TRANSPORT", Type::kChoice, "auto", "auto|verbs|mpi|inproc", 0, 0, false,
+   Scope::kLibrary, "transport when ns_context_attr.transport is AUTO: auto (verbs if an ACTIVE "
+   "RDMA port exists, else mpi), verbs, mpi, inproc; the resolved transport must agree"},
+  {"NETSPARSE_IB_DEVICE", Type::kText, "", "", 0, 0, false, Scope::kLibrary,
+   "RDMA device (default: the first with an ACTIVE port)"},
+  {"NETSPARSE_IB_PORT", Type::kInteger, "0", "", 0, 255, false, Scope::kLibrary,
+   "RDMA port (0: the device's first ACTIVE port)"},
+  {"NETSPARSE_IB_GID_INDEX", Type::kInteger, "-1", "", -1, 65535, false, Scope::kLibrary,
+   "GID index (-1: the lowest RoCE v2 IPv4-mapped GID, else 0)"},
+  {"NETSPARSE_IB_MAX_PACKET", Type::kInteger, "4096", "", 64, 1 << 20, true, Scope::kLibrary,
+   "largest verbs message (receive buffer), bytes"},
+  {"NETSPARSE_IB_PEER_TIMEOUT_MS", Type::kInteger, "1000", "", 1, 3600000, false,
+   Scope::kLibrary, "how soon a dead peer's QP errors out (RC retry timeout), ms"},
+  {"NETSPARSE_MPI_READS", Type::kChoice, "auto", "auto|rma|messages", 0, 0, true,
+   Scope::kLibrary, "one-sided reads over MPI: auto (RMA when the window works, else messages), "
+   "rma, messages"},
+  {"NETSPARSE_MPI_SHM", Type::kChoice, "1", "0|1", 0, 0, true, Scope::kLibrary,
+   "1: ranks of one host exchange the engine's frames through shared-memory rings (and detect "
+   "each other's death); 0: MPI only"},
+  {"NETSPARSE_MPI_MESSAGE_BYTES", Type::kInteger, "65536", "", 64, 1 << 24, true,
+   Scope::kLibrary, "largest MPI transport message (frame); a property larger than one message "
+   "(K above 16376 in fp32, 8188 in fp64) travels in pieces, so raising it only saves PR "
+   "headers"},
+  {"NETSPARSE_PRESUME_DEAD_S", Type::kReal, "20", "", 0, 86400, false, Scope::kLibrary,
+   "teardown only: a peer this rank timed out on and has not heard from for this many "
+   "seconds is presumed dead, for transports that cannot see a dead process (soft-RoCE drops "
+   "packets to a vanished QP silently)"},
+  {"NETSPARSE_PROGRESS_INTERVAL_NS", Type::kInteger, "5000", "", 0, 1e9, false,
+   Scope::kLibrary, "how often the kernels drive an engine without a progress thread, ns"},
+  {"NETSPARSE_ENGINE_PROFILE", Type::kChoice, "0", "0|1", 0, 0, false, Scope::kLibrary,
+   "1: time the engine's steps by stage (\"profile\" in ns_stats_json)"},
+  {"NETSPARSE_MAX_CONTEXT_BYTES", Type::kInteger, "", "", 1, 9.2e18, false, Scope::kLibrary,
+   "a context's memory budget, bytes (default: a quarter of physical memory)"},
+  {"NETSPARSE_KERNEL_ISA", Type::kChoice, "", "baseline|avx2|avx512", 0, 0, false,
+   Scope::kLibrary, "instruction set of the local kernels (default: the best the CPU runs)"},
+  {"NETSPARSE_BENCH_STALL_S", Type::kInteger, "120", "", 0, 1e6, false, Scope::kBenchmark,
+   "the benchmarks give up (exit 3) after this many seconds without progress (0 = never)"},
+  {"NETSPARSE_DATA_DIR", Type::kText, "~/.cache/netsparse/matrices", "", 0, 0, false,
+   Scope::kBenchmark, "where scripts/fetch-matrices.sh puts the real matrices"},
+};
+// clang-format on
+static_assert(std::size(kEnvironment) == static_cast<std::size_t>(Env::kCount));
+
+// The context attributes (ns_context_attr, netsparse.h): the same declaration, so that
+// netsparse_info lists them and Config takes its defaults and ranges from here.
+enum class Attr : int {
+  kTransport,
+  kClientUnits,
+  kServerUnits,
+  kProgressMode,
+  kPacketBytes,
+  kConcatDelayNs,
+  kPendingEntries,
+  kWatchdogMs,
+  kFlags,
+  kIdxChunk,
+  kVirtualQueues,
+  kCount
+};
+
+struct Attribute {
+  const char* name;          // the field of ns_context_attr
+  const char* mask;          // the comp_mask bit that selects it
+  double def, lo, hi;        // default and range (integers)
+  const char* default_text;  // as printed
+  bool agreed;               // must be equal on every rank (ns_open_mpi refuses otherwise)
+  const char* doc;
+};
+
+// clang-format off
+inline constexpr Attribute kAttributes[] = {
+  {"transport", "NS_CTX_ATTR_TRANSPORT", 0, 0, 3, "NS_TRANSPORT_AUTO", true,
+   "NS_TRANSPORT_AUTO (NETSPARSE_TRANSPORT decides), _MPI, _VERBS, _INPROC"},
+  {"num_client_units", "NS_CTX_ATTR_UNITS", 2, 1, 1024, "2", false,
+   "client RIG units (walk work requests)"},
+  {"num_server_units", "NS_CTX_ATTR_UNITS", 2, 1, 1024, "2", false,
+   "server RIG units (answer peers' reads)"},
+  {"progress_mode", "NS_CTX_ATTR_PROGRESS", 2, 0, 2, "NS_PROGRESS_AUTO", true,
+   "NS_PROGRESS_THREAD, _INLINE or _AUTO (a thread only where a core is free for it)"},
+  {"packet_bytes", "NS_CTX_ATTR_PACKET", 1500, 64, 1 << 20, "1500", true,
+   "protocol packet (one concatenation queue), bytes"},
+  {"concat_delay_ns", "NS_CTX_ATTR_DELAY", 2000, 0, 1.8e19, "2000", true,
+   "how long a concatenation queue may wait to fill, ns"},
+  {"pending_entries", "NS_CTX_ATTR_PENDING", 8192, 1, 1 << 20, "8192", false,
+   "in-flight PRs per client unit (Pending PR Table entries)"},
+  {"watchdog_ms", "NS_CTX_ATTR_WATCHDOG", 5000, 0, 4294967295.0, "5000", false,
+   "a work request not done in this time completes NS_WC_WATCHDOG_TIMEOUT, ms"},
+  {"flags", "NS_CTX_ATTR_FLAGS", 0, 0, 7, "0", true,
+   "NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE | NS_CTX_NO_CONCAT (ablations)"},
+  {"idx_chunk", "NS_CTX_ATTR_BATCH", 4096, 1, 1 << 20, "4096", false,
+   "idxs a client unit walks per engine step"},
+  {"virtual_queues", "NS_CTX_ATTR_VIRTUAL_QUEUES", 0, 0, 1, "0", true,
+   "1: virtualized concatenation queues"},
+};
+// clang-format on
+static_assert(std::size(kAttributes) == static_cast<std::size_t>(Attr::kCount));
+
+constexpr const Setting& setting(Env e) {
+  return kEnvironment[static_cast<int>(e)];
+}
+// How many variables are agreed (fixed-size agreement records hold one value per such variable).
+inline constexpr std::size_t kAgreedCount = [] {
+  std::size_t n = 0;
+  for (const Setting& s : kEnvironment) n += s.agreed ? 1 : 0;
+  return n;
+}();
+constexpr const Attribute& attribute(Attr a) {
+  return kAttributes[static_cast<int>(a)];
+}
+
+// The raw value of a variable, nullptr when unset or empty.
+const char* raw(Env e);
+bool is_set(Env e);
+// Typed reads: the default when unset; std::invalid_argument naming the variable and the
+// accepted values when the value is malformed or out of range.
+std::string choice(Env e);  // kChoice: the chosen text ("" when unset with no default)
+long long integer(Env e);   // kInteger (callers check is_set() when the default is computed)
+double real(Env e);         // kReal
+std::string text(Env e);    // kText
+// The value in effect as text: the variable's, else the default ("" for a computed default).
+// Throws like the typed reads.
+std::string effective(Env e);
+// Checks every variable of `scope`: the first error message, "" when all are good.
+std::string first_error(Scope scope);
+// The effective values of the agreed variables, in table order (for ns_open_mpi's agreement).
+std::vector<std::pair<const char*, std::string>> agreed_values();
+std::vector<std::string> agreed_names();
+
+// A variable that is not NetSparse's (HOME, OMP_NUM_THREADS, OMPI_COMM_WORLD_LOCAL_SIZE): the
+// raw value, nullptr when unset. Here so that the environment is read in one place.
+const char* foreign(const char* name);
+
+}  // namespace netsparse::config
