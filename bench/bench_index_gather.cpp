@@ -442,9 +442,11 @@ double run_rig(Engine& e, const Data& d, const Options& o, float* out) {
         w.wr.rig.layout = NS_RIG_LAYOUT_INDEXED;
         w.wr.rig.window_base = 0;
         w.wr.rig.window_len = d.n_total;
+        w.wr.rig.out_bytes = d.n_total * static_cast<std::uint64_t>(d.K) * sizeof(float);
       } else {
         w.wr.rig.out = out + begin * static_cast<std::uint64_t>(d.K);
         w.wr.rig.layout = NS_RIG_LAYOUT_POSITIONAL;
+        w.wr.rig.out_bytes = w.wr.rig.count * static_cast<std::uint64_t>(d.K) * sizeof(float);
       }
       ns_send_wr* bad = nullptr;
       const ns_status_t s = ns_post_send(e.qp, &w, &bad);
@@ -486,6 +488,7 @@ double run_vanilla(Engine& e, const Data& d, const std::vector<std::uint64_t>& i
         w[k].wr.rdma_read.mr = e.mr;
         w[k].wr.rdma_read.idx = idx[j];
         w[k].wr.rdma_read.out = out + j * static_cast<std::uint64_t>(d.K);
+        w[k].wr.rdma_read.out_bytes = static_cast<std::uint64_t>(d.K) * sizeof(float);
         w[k].next = k + 1 < c ? &w[k + 1] : nullptr;
       }
       ns_send_wr* bad = nullptr;

@@ -158,7 +158,7 @@ bool run_step(const Workload& w, const LadderStep& step, std::uint32_t batch, in
     std::uint64_t posted = 0, done = 0;
     while (done < wrs && error.empty()) {
       while (posted < wrs && posted - done < model.qp_depth) {
-        ns_send_wr wr = gather_wr(posted, idxs, batch, mr, out.data(), total_rows);
+        ns_send_wr wr = gather_wr(posted, idxs, batch, mr, out.data(), total_rows, w.prop_bytes);
         ns_send_wr* bad = nullptr;
         const ns_status_t s = ns_post_send(qp, &wr, &bad);
         if (s == NS_ERR_NO_RESOURCE) break;

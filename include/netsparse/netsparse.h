@@ -202,11 +202,16 @@ struct ns_send_wr {
       void* out;           /* written by the engine until completion */
       int layout;          /* enum ns_rig_layout */
       uint64_t window_base, window_len; /* INDEXED only */
+      /* Bytes the caller owns at `out` (like a verbs SGE's length). Checked before anything is
+       * written: at least count x prop_bytes (POSITIONAL) or window_len x prop_bytes (INDEXED),
+       * else NS_ERR_INVALID. Required: 0 is too small for any non-empty gather. */
+      uint64_t out_bytes;
     } rig;
     struct {
       ns_mr* mr;
       uint64_t idx;
-      void* out; /* one property */
+      void* out;          /* one property */
+      uint64_t out_bytes; /* bytes at `out`: at least prop_bytes, else NS_ERR_INVALID */
     } rdma_read;
     struct {
       struct ns_plan* plan; /* NS_WR_RIG_PLAN: the gather to run (flags: NS_SEND_SIGNALED) */

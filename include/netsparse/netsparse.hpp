@@ -265,10 +265,12 @@ class Cq {
   Handle h_;
 };
 
-// Work-request builders (fill the union member of the opcode; chain with .next).
+// Work-request builders (fill the union member of the opcode; chain with .next). `out_bytes`:
+// the bytes the caller owns at `out`, checked by ns_post_send before anything is written; the
+// span overloads take it from the span.
 inline ns_send_wr rig_wr(std::uint64_t wr_id, const PropertyRegion& mr,
-                         std::span<const std::uint64_t> idx, void* out, Layout layout,
-                         std::uint64_t window_base = 0, std::uint64_t window_len = 0,
+                         std::span<const std::uint64_t> idx, void* out, std::uint64_t out_bytes,
+                         Layout layout, std::uint64_t window_base = 0, std::uint64_t window_len = 0,
                          unsigned send_flags = NS_SEND_SIGNALED) {
   ns_send_wr wr{};
   wr.wr_id = wr_id;
@@ -281,10 +283,19 @@ inline ns_send_wr rig_wr(std::uint64_t wr_id, const PropertyRegion& mr,
   wr.wr.rig.layout = static_cast<int>(layout);
   wr.wr.rig.window_base = window_base;
   wr.wr.rig.window_len = window_len;
+  wr.wr.rig.out_bytes = out_bytes;
   return wr;
 }
+template <class T>
+ns_send_wr rig_wr(std::uint64_t wr_id, const PropertyRegion& mr, std::span<const std::uint64_t> idx,
+                  std::span<T> out, Layout layout, std::uint64_t window_base = 0,
+                  std::uint64_t window_len = 0, unsigned send_flags = NS_SEND_SIGNALED) {
+  return rig_wr(wr_id, mr, idx, static_cast<void*>(out.data()), out.size_bytes(), layout,
+                window_base, window_len, send_flags);
+}
 inline ns_send_wr rdma_read_wr(std::uint64_t wr_id, const PropertyRegion& mr, std::uint64_t idx,
-                               void* out, unsigned send_flags = NS_SEND_SIGNALED) {
+                               void* out, std::uint64_t out_bytes,
+                               unsigned send_flags = NS_SEND_SIGNALED) {
   ns_send_wr wr{};
   wr.wr_id = wr_id;
   wr.opcode = NS_WR_RDMA_READ;
@@ -292,6 +303,7 @@ inline ns_send_wr rdma_read_wr(std::uint64_t wr_id, const PropertyRegion& mr, st
   wr.wr.rdma_read.mr = mr.get();
   wr.wr.rdma_read.idx = idx;
   wr.wr.rdma_read.out = out;
+  wr.wr.rdma_read.out_bytes = out_bytes;
   return wr;
 }
 

@@ -144,8 +144,8 @@ RigEngine::RigEngine(MPI_Comm comm, const EngineOptions& options)
   std::exception_ptr error;
   try {
     s.ctx = open_mpi(comm, attr);  // validates the environment (config/settings.hpp)
-    s.progress_interval_ns = static_cast<std::uint64_t>(
-        config::integer(config::Env::kProgressIntervalNs));
+    s.progress_interval_ns =
+        static_cast<std::uint64_t>(config::integer(config::Env::kProgressIntervalNs));
   } catch (...) {
     error = std::current_exception();
   }
@@ -363,7 +363,7 @@ class RigExchange final : public Exchange<T> {
     wrs.clear();
     for (std::uint64_t off = 0; off < idx.size(); off += batch) {
       const std::uint64_t n = std::min<std::uint64_t>(batch, idx.size() - off);
-      wrs.push_back(rig_wr(slot_j, e.region, idx.subspan(off, n), window_[slot_j & 1].data(),
+      wrs.push_back(rig_wr(slot_j, e.region, idx.subspan(off, n), std::span<T>(window_[slot_j & 1]),
                            Layout::kIndexed, static_cast<std::uint64_t>(w.begin) * pieces,
                            static_cast<std::uint64_t>(w.size()) * pieces));
     }
@@ -435,7 +435,8 @@ class RigExchange final : public Exchange<T> {
       for (std::uint64_t off = 0; off < idx.size(); off += batch) {
         const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
         plans_.emplace_back(
-            e.ctx, rig_wr(0, e.region, idx.subspan(off, cnt), window_[0].data() + off * piece_elems,
+            e.ctx, rig_wr(0, e.region, idx.subspan(off, cnt),
+                          std::span<T>(window_[0]).subspan(off * piece_elems, cnt * piece_elems),
                           Layout::kPositional));
       }
     }
@@ -445,7 +446,8 @@ class RigExchange final : public Exchange<T> {
       for (std::uint64_t off = 0; off < idx.size(); off += batch) {
         const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
         wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt),
-                             window_[0].data() + off * piece_elems, Layout::kPositional));
+                             std::span<T>(window_[0]).subspan(off * piece_elems, cnt * piece_elems),
+                             Layout::kPositional));
       }
     }
     pending_[0] = static_cast<std::int64_t>(wrs.size());
@@ -580,7 +582,8 @@ class RigExchange final : public Exchange<T> {
       for (std::uint64_t off = 0; off < idx.size(); off += batch) {
         const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
         wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt),
-                             window_[0].data() + off * piece_elems, Layout::kPositional));
+                             std::span<T>(window_[0]).subspan(off * piece_elems, cnt * piece_elems),
+                             Layout::kPositional));
       }
     } else {
       // Column ids are non-negative, so their int64 and uint64 representations agree.
@@ -589,7 +592,7 @@ class RigExchange final : public Exchange<T> {
                     e.pieces, piece_buf_[0]);
       for (std::uint64_t off = 0; off < idx.size(); off += batch) {
         const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
-        wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt), window_[0].data(),
+        wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt), std::span<T>(window_[0]),
                              Layout::kIndexed, 0, static_cast<std::uint64_t>(n_cols) * e.pieces));
         wrs.back().send_flags |= NS_SEND_REMOTE_ONLY;
       }
@@ -650,7 +653,7 @@ class RigExchange final : public Exchange<T> {
           for (std::uint32_t c = 0; c < e.pieces; ++c) {  // one read per piece of the property
             chain.push_back(rdma_read_wr(0, e.region,
                                          static_cast<std::uint64_t>(idx) * e.pieces + c,
-                                         row + c * (k / e.pieces)));
+                                         row + c * (k / e.pieces), e.piece_bytes));
           }
           s.next();
         }

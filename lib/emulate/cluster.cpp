@@ -264,7 +264,8 @@ void Run::close_nodes() {
 void Run::post_more(Node& n) {
   const NodeModel& m = config_.node;
   while (n.wrs_posted - n.wrs_done < m.qp_depth && n.next_pos < n.idxs->size()) {
-    ns_send_wr wr = gather_wr(n.wrs_posted, *n.idxs, m.batch, n.mr, n.out, w_.row_offsets.back());
+    ns_send_wr wr = gather_wr(n.wrs_posted, *n.idxs, m.batch, n.mr, n.out, w_.row_offsets.back(),
+                              w_.prop_bytes);
     ns_send_wr* bad = nullptr;
     const ns_status_t s = ns_post_send(n.qp, &wr, &bad);
     if (s == NS_ERR_NO_RESOURCE) return;

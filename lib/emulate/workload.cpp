@@ -119,7 +119,7 @@ ns_context_attr node_attr(const NodeModel& m) {
 }
 
 ns_send_wr gather_wr(std::uint64_t n, std::span<const std::uint64_t> idxs, std::uint32_t batch,
-                     ns_mr* mr, void* out, std::uint64_t total_rows) {
+                     ns_mr* mr, void* out, std::uint64_t total_rows, std::uint32_t prop_bytes) {
   const std::size_t begin = static_cast<std::size_t>(n) * batch;
   ns_send_wr wr{};
   wr.wr_id = n;
@@ -133,6 +133,7 @@ ns_send_wr gather_wr(std::uint64_t n, std::span<const std::uint64_t> idxs, std::
   wr.wr.rig.layout = NS_RIG_LAYOUT_INDEXED;
   wr.wr.rig.window_base = 0;
   wr.wr.rig.window_len = total_rows;
+  wr.wr.rig.out_bytes = total_rows * prop_bytes;  // `out` holds every row (INDEXED over all)
   return wr;
 }
 

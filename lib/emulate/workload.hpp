@@ -51,9 +51,9 @@ ns_context_attr node_attr(const NodeModel& model);
 
 // The host's work request number `n` of a node: `batch` idxs from position n * batch of its
 // list, INDEXED into the whole column range, remote rows only, the first one opening the Idx
-// Filter's epoch.
+// Filter's epoch. `out` holds total_rows properties of prop_bytes.
 ns_send_wr gather_wr(std::uint64_t n, std::span<const std::uint64_t> idxs, std::uint32_t batch,
-                     ns_mr* mr, void* out, std::uint64_t total_rows);
+                     ns_mr* mr, void* out, std::uint64_t total_rows, std::uint32_t prop_bytes);
 
 // One node's traffic as its engine counts it. Every field is fixed by the workload when
 // concatenation is off; with coalescing on, filtered + coalesced is (which of the two catches a

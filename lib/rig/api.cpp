@@ -135,6 +135,11 @@ const char* wr_error_text(WrError e) {
       return "the registered region's prop_bytes differs from the one the plan was created with";
     case WrError::kNoRegion:
       return "no property region is registered";
+    case WrError::kOutTooSmall:
+      return "wr.rig.out_bytes is smaller than the output the gather writes (count x prop_bytes "
+             "for POSITIONAL, window_len x prop_bytes for INDEXED)";
+    case WrError::kReadOutTooSmall:
+      return "wr.rdma_read.out_bytes is smaller than prop_bytes";
   }
   return "unknown reason";
 }

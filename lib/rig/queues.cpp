@@ -60,8 +60,10 @@ WrError validate_wr(const ns_send_wr& w, const Region* reg, const PostTarget* ta
       if (r.window_len == 0) return WrError::kWindowLenZero;
       if (r.window_base + r.window_len < r.window_base) return WrError::kWindowOverflow;
       if (r.window_len > UINT64_MAX / reg->prop_bytes) return WrError::kWindowTooLarge;
+      if (r.out_bytes < r.window_len * reg->prop_bytes) return WrError::kOutTooSmall;
     } else if (r.layout == NS_RIG_LAYOUT_POSITIONAL) {
       if (r.count > UINT64_MAX / reg->prop_bytes) return WrError::kPositionalTooLarge;
+      if (r.out_bytes < r.count * reg->prop_bytes) return WrError::kOutTooSmall;
     } else {
       return WrError::kUnknownLayout;
     }
@@ -72,6 +74,7 @@ WrError validate_wr(const ns_send_wr& w, const Region* reg, const PostTarget* ta
     if (r.mr == nullptr) return WrError::kReadMrNull;
     if (static_cast<const Region*>(r.mr) != reg) return WrError::kReadMrForeign;
     if (r.out == nullptr) return WrError::kReadOutNull;
+    if (r.out_bytes < reg->prop_bytes) return WrError::kReadOutTooSmall;
     return WrError::kNone;
   }
   return WrError::kUnknownOpcode;

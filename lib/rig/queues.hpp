@@ -89,6 +89,8 @@ enum class WrError : int {
   kPlanBusy,
   kPlanPropBytes,
   kNoRegion,
+  kOutTooSmall,
+  kReadOutTooSmall,
 };
 // `target`: the engine posting (plans must belong to it); may be null when no plan can occur.
 WrError validate_wr(const ns_send_wr& w, const Region* registered,

@@ -87,6 +87,7 @@ bool open_raw(RawContext& r, int progress, int rank, int size) {
   r.wr.wr.rig.idx = r.idx.data();
   r.wr.wr.rig.count = r.idx.size();
   r.wr.wr.rig.out = r.out.data();
+  r.wr.wr.rig.out_bytes = r.out.size() * sizeof(float);
   r.wr.wr.rig.layout = NS_RIG_LAYOUT_POSITIONAL;
   if (ns_post_send(r.qp, &r.wr, nullptr) != NS_OK) return false;
   ns_wc wc{};

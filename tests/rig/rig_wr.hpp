@@ -10,6 +10,8 @@
 namespace rigtest {
 
 // A RIG of idx (read by the engine until completion) into out; INDEXED layouts take the window.
+// The tests size every output for what they gather; out_bytes = UINT64_MAX vouches for that
+// (tests of the length check set wr.rig.out_bytes themselves).
 inline ns_send_wr rig_wr(std::uint64_t id, ns_mr* mr, const std::uint64_t* idx, std::uint64_t count,
                          void* out, int layout = NS_RIG_LAYOUT_POSITIONAL,
                          std::uint64_t window_base = 0, std::uint64_t window_len = 0,
@@ -25,6 +27,7 @@ inline ns_send_wr rig_wr(std::uint64_t id, ns_mr* mr, const std::uint64_t* idx, 
   w.wr.rig.layout = layout;
   w.wr.rig.window_base = window_base;
   w.wr.rig.window_len = window_len;
+  w.wr.rig.out_bytes = UINT64_MAX;
   return w;
 }
 

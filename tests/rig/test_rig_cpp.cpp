@@ -36,8 +36,19 @@ TEST(Cpp, RaiiGatherBothLayoutsAndErrors) {
       const std::vector<std::uint64_t> idx = {89, 0, 45, 45, 30, 89};
       std::vector<float> pos(idx.size() * K), panel(30 * K, -1.0f);
       const std::vector<std::uint64_t> panel_idx = {31, 59, 40, 31};
-      ns_send_wr a = ns::rig_wr(1, mr, idx, pos.data(), ns::Layout::kPositional);
-      ns_send_wr b = ns::rig_wr(2, mr, panel_idx, panel.data(), ns::Layout::kIndexed, 30, 30);
+      ns_send_wr a = ns::rig_wr(1, mr, idx, std::span<float>(pos), ns::Layout::kPositional);
+      ns_send_wr b =
+          ns::rig_wr(2, mr, panel_idx, std::span<float>(panel), ns::Layout::kIndexed, 30, 30);
+      // An output one property short is refused before anything is written.
+      ns_send_wr shorter = ns::rig_wr(4, mr, idx, std::span<float>(pos).first(pos.size() - K),
+                                      ns::Layout::kPositional);
+      try {
+        qp.post(shorter);
+        ADD_FAILURE() << "a too-small output was accepted";
+      } catch (const ns::Error& e) {
+        EXPECT_EQ(e.status(), NS_ERR_INVALID);
+        EXPECT_NE(std::string(e.what()).find("wr.rig.out_bytes"), std::string::npos) << e.what();
+      }
       a.next = &b;
       qp.post(a);
       ns_wc wc[2];
@@ -53,7 +64,7 @@ TEST(Cpp, RaiiGatherBothLayoutsAndErrors) {
           EXPECT_EQ(panel[(row - 30) * K + k], static_cast<float>(row * 10 + k));
       EXPECT_EQ(panel[(32 - 30) * K], -1.0f);  // not requested, untouched
       // An invalid work request throws netsparse::Error with its status and the reason.
-      ns_send_wr bad = ns::rig_wr(3, mr, idx, pos.data(), ns::Layout::kIndexed, 0, 0);
+      ns_send_wr bad = ns::rig_wr(3, mr, idx, std::span<float>(pos), ns::Layout::kIndexed, 0, 0);
       try {
         qp.post(bad);
         ADD_FAILURE() << "no exception";

@@ -381,6 +381,7 @@ TEST(RdmaRead, SingleReadsEveryByte) {
       w[k].wr.rdma_read.mr = n.mr;
       w[k].wr.rdma_read.idx = rows[k];
       w[k].wr.rdma_read.out = out.data() + k * n.P;
+      w[k].wr.rdma_read.out_bytes = n.P;
     }
     chain(w);
     ASSERT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK) << ns_last_error();
@@ -397,6 +398,25 @@ TEST(RdmaRead, SingleReadsEveryByte) {
     auto e = wait_completions(n.cq, 1);
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].status, NS_WC_REM_INV_REQ);
+    // Outputs too small for what the request writes are refused before anything is written
+    // (like an SGE's length): a read into P - 1 bytes, a POSITIONAL gather one property short,
+    // an INDEXED window one property short.
+    bad_read.wr.rdma_read.idx = 0;
+    bad_read.wr.rdma_read.out_bytes = n.P - 1;
+    EXPECT_EQ(ns_post_send(n.qp, &bad_read, nullptr), NS_ERR_INVALID);
+    EXPECT_NE(std::string(ns_last_error()).find("wr.rdma_read.out_bytes"), std::string::npos)
+        << ns_last_error();
+    std::vector<std::uint8_t> small(rows.size() * n.P, kSentinel);
+    ns_send_wr g = rig(1, n.mr, rows, small.data(), NS_RIG_LAYOUT_POSITIONAL);
+    g.wr.rig.out_bytes = small.size() - n.P;
+    EXPECT_EQ(ns_post_send(n.qp, &g, nullptr), NS_ERR_INVALID);
+    EXPECT_NE(std::string(ns_last_error()).find("wr.rig.out_bytes"), std::string::npos)
+        << ns_last_error();
+    g = rig(2, n.mr, rows, small.data(), NS_RIG_LAYOUT_INDEXED, 0, rows.size());
+    g.wr.rig.out_bytes = (rows.size() - 1) * n.P;
+    EXPECT_EQ(ns_post_send(n.qp, &g, nullptr), NS_ERR_INVALID);
+    EXPECT_TRUE(std::all_of(small.begin(), small.end(), [](auto b) { return b == kSentinel; }))
+        << "nothing may be written by a refused request";
     n.sync->arrive_and_wait();
   });
 }
@@ -935,6 +955,7 @@ TEST(EngineV2, RdmaReadsToASilentlyDeadPeerTimeOut) {
           w[k].wr.rdma_read.mr = n.mr;
           w[k].wr.rdma_read.idx = 400 + static_cast<std::uint64_t>(k);  // the dead node's rows
           w[k].wr.rdma_read.out = dead_out.data() + k * n.P;
+          w[k].wr.rdma_read.out_bytes = n.P;
         }
         w[4].wr_id = 20;
         w[4].opcode = NS_WR_RDMA_READ;
@@ -942,6 +963,7 @@ TEST(EngineV2, RdmaReadsToASilentlyDeadPeerTimeOut) {
         w[4].wr.rdma_read.mr = n.mr;
         w[4].wr.rdma_read.idx = live_row;
         w[4].wr.rdma_read.out = live_out.data();
+        w[4].wr.rdma_read.out_bytes = n.P;
         chain(w);
         ASSERT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK) << ns_last_error();
         std::map<std::uint64_t, int> status;

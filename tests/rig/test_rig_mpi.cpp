@@ -189,6 +189,7 @@ TEST(Mpi, OutOfRangeIdxAndRdmaRead) {
     reads[k].wr.rdma_read.mr = s.mr;
     reads[k].wr.rdma_read.idx = rows[k];
     reads[k].wr.rdma_read.out = out.data() + k * s.P;
+    reads[k].wr.rdma_read.out_bytes = s.P;
     reads[k].next = k + 1 < rows.size() ? &reads[k + 1] : nullptr;
   }
   ASSERT_EQ(ns_post_send(s.qp, reads.data(), nullptr), NS_OK) << ns_last_error();
