@@ -147,20 +147,26 @@ void PlanUnit::on_complete(Command& c) noexcept {
   p.busy.store(false, std::memory_order_release);
 }
 
-void PlanUnit::on_rows(int src, const PlanPacket& pkt) {
-  const PlanHeader& h = pkt.header;
+PlanUnit::Answer PlanUnit::answer_to(int src, const PlanHeader& h) {
   const auto it = plans_.find(h.plan);
   Plan* p = it == plans_.end() ? nullptr : it->second;
   if (p == nullptr || p->active == nullptr || h.seq != p->seq || h.version != p->version()) {
     ++counters.stale;  // a start that completed (watchdog) or an older plan
-    return;
+    return {};
   }
   const int at = p->peer_of(static_cast<std::uint32_t>(src));
   if (at < 0) {
-    ++counters.malformed;
-    return;
+    ++counters.malformed;  // src sends nothing for this plan
+    return {};
   }
-  PlanPeer& peer = p->peers()[static_cast<std::size_t>(at)];
+  return {p, &p->peers()[static_cast<std::size_t>(at)]};
+}
+
+void PlanUnit::on_rows(int src, const PlanPacket& pkt) {
+  const PlanHeader& h = pkt.header;
+  const auto [p, found] = answer_to(src, h);
+  if (p == nullptr) return;
+  PlanPeer& peer = *found;
   // In order, within the list: anything else is a broken owner; the start fails, nothing lands.
   if (h.first != peer.arrived || h.n > peer.rows.size() - peer.arrived) {
     ++counters.malformed;
@@ -188,19 +194,9 @@ void PlanUnit::on_rows(int src, const PlanPacket& pkt) {
 }
 
 void PlanUnit::on_refuse(int src, const PlanPacket& pkt) {
-  const PlanHeader& h = pkt.header;
-  const auto it = plans_.find(h.plan);
-  Plan* p = it == plans_.end() ? nullptr : it->second;
-  if (p == nullptr || p->active == nullptr || h.seq != p->seq || h.version != p->version()) {
-    ++counters.stale;
-    return;
-  }
-  const int at = p->peer_of(static_cast<std::uint32_t>(src));
-  if (at < 0) {
-    ++counters.malformed;
-    return;
-  }
-  PlanPeer& peer = p->peers()[static_cast<std::size_t>(at)];
+  const auto [p, found] = answer_to(src, pkt.header);
+  if (p == nullptr) return;
+  PlanPeer& peer = *found;
   // The owner lost or refused the list: the next start installs it again.
   peer.installed = 0;
   if (peer.arrived == peer.rows.size()) return;  // already done (cannot happen with ordering)

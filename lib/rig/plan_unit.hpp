@@ -80,6 +80,13 @@ class PlanUnit {
                         std::uint32_t version, std::uint16_t seq, std::uint32_t first);
   void on_install(int src, const concat::PlanPacket& pkt);
   void on_start(int src, const concat::PlanPacket& pkt);
+  // The plan and owner an answer (kRows, kRefuse) from src belongs to, or {nullptr, nullptr}
+  // (counted stale or malformed) when no start of it is in flight or src is not its owner.
+  struct Answer {
+    Plan* plan = nullptr;
+    PlanPeer* peer = nullptr;
+  };
+  Answer answer_to(int src, const concat::PlanHeader& h);
   void on_rows(int src, const concat::PlanPacket& pkt);
   void on_refuse(int src, const concat::PlanPacket& pkt);
   // One owner of the start in flight is done (all rows, refused or failed).
