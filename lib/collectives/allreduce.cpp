@@ -59,8 +59,10 @@ class DenseOp final : public Communicator::Op {
       for (std::uint32_t b = b0_; b < b1_; ++b)
         tree_arrive(b, me, in_ + elem0(b) * esize_, kPersistent);
     } else if (out_ != in_) {
-      std::memcpy(out_ + elem0(b0_) * esize_, in_ + elem0(b0_) * esize_,
-                  (elem0(b1_) - elem0(b0_)) * esize_);
+      const std::uint64_t end = std::min<std::uint64_t>(elem0(b1_), a.count);
+      if (end > elem0(b0_))
+        std::memcpy(out_ + elem0(b0_) * esize_, in_ + elem0(b0_) * esize_,
+                    (end - elem0(b0_)) * esize_);
     }
   }
 
