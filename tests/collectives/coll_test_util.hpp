@@ -96,11 +96,13 @@ inline Bytes tree_reference(const Reducer& red, std::vector<Bytes> level, std::u
   return level.at(0);
 }
 
-// ((v0 op v1) op v2) op ...: another order, to show the data is order-sensitive.
-inline Bytes sequential_reference(const Reducer& red, const std::vector<Bytes>& in,
+// v0 op (v1 op (v2 op ...)): another order than the tree's for three ranks or more, to show
+// that the data is order-sensitive.
+inline Bytes right_fold_reference(const Reducer& red, const std::vector<Bytes>& in,
                                   std::uint64_t count) {
-  Bytes r = in.at(0);
-  for (std::size_t k = 1; k < in.size(); ++k) red.combine(r.data(), r.data(), in[k].data(), count);
+  Bytes r = in.back();
+  for (std::size_t k = in.size() - 1; k-- > 0;)
+    red.combine(r.data(), in[k].data(), r.data(), count);
   return r;
 }
 
