@@ -291,8 +291,9 @@ int main(int argc, char** argv) {
         }
         ns_sparse_result* res = nullptr;
         sp.times.push_back(timed(MPI_COMM_WORLD, [&] {
+          ns_sparse_params sparams{NS_SPARSE_OUTPUT_AUTO, out.data()};  // like MPI's recvbuf
           check(ns_sparse_allreduce(coll, n, idx.size(), idx.data(), vals.data(), NS_DTYPE_FP32,
-                                    NS_OP_SUM, nullptr, &res),
+                                    NS_OP_SUM, &sparams, &res),
                 "ns_sparse_allreduce");
         }));
         if (round == 0) {

@@ -98,7 +98,10 @@ typedef struct ns_sparse_result ns_sparse_result;
 enum ns_sparse_output { NS_SPARSE_OUTPUT_AUTO = 0, NS_SPARSE_OUTPUT_SPARSE = 1,
                         NS_SPARSE_OUTPUT_DENSE = 2 };
 struct ns_sparse_params {
-  int output; /* enum ns_sparse_output: AUTO = dense when that is the smaller form */
+  int output;      /* enum ns_sparse_output: AUTO = dense when that is the smaller form */
+  void* dense_out; /* optional, n elements: a dense result is left here (as MPI_Allreduce's
+                      recvbuf: no allocation; ns_sparse_result_values then points here);
+                      used as scratch when the result comes out sparse */
 };
 /* Collective. Sums vectors of length n given as nnz (idx, value) entries per rank (indices < n,
  * any order, repeats summed; op must be NS_OP_SUM: absent entries are zeros). The result is

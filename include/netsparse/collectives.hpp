@@ -86,6 +86,7 @@ class Collectives {
       throw Error(NS_ERR_INVALID, "sparse_allreduce: idx and values differ in length");
     ns_sparse_params p{};
     p.output = output;
+    p.dense_out = nullptr;
     ns_sparse_result* r = nullptr;
     detail::check(ns_sparse_allreduce(h_.get(), n, idx.size(), idx.data(), values.data(),
                                       dtype_of<T>(), NS_OP_SUM, &p, &r),

@@ -247,6 +247,7 @@ ns_status_t ns_sparse_allreduce(ns_coll* coll, uint64_t n, uint64_t nnz, const u
       if (params->output < 0 || params->output > 2)
         throw std::invalid_argument("params->output must be an ns_sparse_output");
       a.output = static_cast<cl::SparseOutput>(params->output);
+      a.dense_out = params->dense_out;
     }
     auto r = std::make_unique<ns_sparse_result>();
     try {
@@ -272,7 +273,7 @@ const uint64_t* ns_sparse_result_indices(const ns_sparse_result* r) {
   return live(r) && !r->r.dense ? r->r.indices.data() : nullptr;
 }
 const void* ns_sparse_result_values(const ns_sparse_result* r) {
-  return live(r) ? r->r.values.data() : nullptr;
+  return live(r) ? r->r.data() : nullptr;
 }
 void ns_sparse_result_free(ns_sparse_result* r) {
   if (!live(r)) return;

@@ -103,6 +103,9 @@ struct SparseArgs {
   int dtype = static_cast<int>(DataType::kFp32);
   int op = static_cast<int>(ReduceOp::kSum);  // sum only: absent entries are zeros
   SparseOutput output = SparseOutput::kAuto;
+  // Optional, n elements: dense blocks are assembled here (scratch otherwise), and a dense
+  // result is left here instead of in memory of the result's own (as MPI_Allreduce's recvbuf).
+  void* dense_out = nullptr;
 };
 // Zero-filled bytes from calloc: a large dense result is mapped lazily (pages fault in as they
 // are written) instead of being cleared first.
@@ -128,7 +131,11 @@ struct SparseResult {
   bool dense = false;  // values holds n elements; else indices (ascending) and their values
   std::vector<std::uint64_t> indices;
   ByteBuffer values;
+  std::byte* dense_external = nullptr;  // a dense result left in SparseArgs::dense_out
   std::uint64_t size() const noexcept { return dense ? n : indices.size(); }
+  const std::byte* data() const noexcept {
+    return dense_external != nullptr ? dense_external : values.data();
+  }
 };
 
 // What the last operation did (benchmarks, tests).

@@ -402,6 +402,8 @@ void check_sparse(int P, DataType t, std::uint64_t n, std::uint64_t nnz, int dup
   const Bytes expected = sparse_reference(t, n, in);
   const std::size_t es = element_size(t);
   std::vector<SparseResult> got(static_cast<std::size_t>(P));
+  // Every other seed, a caller-given dense output full of garbage (scratch until the end).
+  std::vector<Bytes> given(static_cast<std::size_t>(P), Bytes(n * es, std::byte{0xcd}));
   const auto o = run_ranks(
       P,
       [&](int r, Communicator& c) {
@@ -413,6 +415,7 @@ void check_sparse(int P, DataType t, std::uint64_t n, std::uint64_t nnz, int dup
         a.values = s.values.data();
         a.dtype = static_cast<int>(t);
         a.output = output;
+        if (seed % 2 == 0) a.dense_out = given[static_cast<std::size_t>(r)].data();
         got[static_cast<std::size_t>(r)] = c.sparse_allreduce(a);
       },
       delay_us, seed, 20000, packet_bytes);
@@ -427,8 +430,10 @@ void check_sparse(int P, DataType t, std::uint64_t n, std::uint64_t nnz, int dup
     }
     Bytes dense(n * es);
     if (g.dense) {
-      ASSERT_EQ(g.values.size(), n * es);
-      if (n) std::memcpy(dense.data(), g.values.data(), n * es);
+      if (g.dense_external == nullptr) {
+        ASSERT_EQ(g.values.size(), n * es);
+      }
+      if (n) std::memcpy(dense.data(), g.data(), n * es);
     } else {
       ASSERT_EQ(g.values.size(), g.indices.size() * es);
       for (std::size_t k = 0; k < g.indices.size(); ++k) {
@@ -436,7 +441,7 @@ void check_sparse(int P, DataType t, std::uint64_t n, std::uint64_t nnz, int dup
         if (k > 0) {
           ASSERT_LT(g.indices[k - 1], g.indices[k]) << "indices not ascending";
         }
-        std::memcpy(dense.data() + g.indices[k] * es, g.values.data() + k * es, es);
+        std::memcpy(dense.data() + g.indices[k] * es, g.data() + k * es, es);
       }
     }
     ASSERT_TRUE(dense == expected)
