@@ -89,7 +89,7 @@ int ns_coll_last_algorithm(const ns_coll* coll);
 const char* ns_allreduce_algorithm_str(int algorithm);
 
 /* Collective. recv may equal send (in place); otherwise they must not overlap. params may be
- * NULL (AUTO, no flags). */
+ * NULL (AUTO, no flags). On failure the contents of recv are undefined. */
 ns_status_t ns_allreduce(ns_coll* coll, const void* send, void* recv, uint64_t count, int dtype,
                          int op, const struct ns_allreduce_params* params);
 

@@ -365,7 +365,6 @@ TEST(DenseAllreduce, RankThatNeverJoinsTimesOutAndBreaksTheCommunicator) {
 }
 
 TEST(DenseAllreduce, ReportedDeadPeerFailsTheOthersQuickly) {
-  std::atomic<bool> go{false};
   const auto t0 = std::chrono::steady_clock::now();
   const auto o = run_ranks(
       3,
@@ -384,7 +383,6 @@ TEST(DenseAllreduce, ReportedDeadPeerFailsTheOthersQuickly) {
       },
       0, 1, /*timeout_ms=*/30000, 512,
       [&](tr::InprocFabric& f) { f.kill(2, tr::FailureVisibility::kReported); });
-  (void)go;
   for (int r = 0; r < 2; ++r) {
     EXPECT_TRUE(o[static_cast<std::size_t>(r)].threw);
     EXPECT_EQ(o[static_cast<std::size_t>(r)].failure, Failure::kPeerFailed)
