@@ -31,6 +31,10 @@ Every file given is read, and what it is drawn into follows from its content, no
                                                                                  (paper Fig. 16)
     emu_fig17_delay.png  speedup over SUOpt against the NIC concatenation delay (--delay lists)
                                                                                  (paper Fig. 17)
+  bench_allreduce runs ("bench": "allreduce"; lib/collectives, docs/collectives.md):
+    allreduce_npP.png    dense: time per allreduce against the vector size, MPI_Allreduce and
+                         each of Flare's designs (and the reproducible tree); sparse: speedup
+                         and byte reduction over MPI_Allreduce of the dense vector, per density
 Every figure names the kernel, K, ranks and rounds of its data: in the title when all of its data
 share them, else on each group, series or panel -- a figure mixing runs is never titled with one
 run's settings. The output ends with every input and the figures it went into (or why none).
@@ -145,11 +149,14 @@ def load(paths):
             runs.append(Run(path, data, "bench"))
         elif isinstance(data, dict) and isinstance(data.get("rows"), list) and "np" in data:
             runs.append(Run(path, data, "ig"))
+        elif isinstance(data, dict) and data.get("bench") == "allreduce" \
+                and isinstance(data.get("records"), list):
+            runs.append(Run(path, data, "allreduce"))
         elif isinstance(data, dict) and isinstance(data.get("experiments"), list) \
                 and "nodes" in data:
             runs.append(Run(path, data, "emu"))
         else:
-            problems.append((path, "not netsparse_bench, bench_index_gather or netsparse_emulate "
+            problems.append((path, "not netsparse_bench, bench_index_gather, netsparse_emulate or bench_allreduce "
                                    "JSON"))
     return runs, problems
 
@@ -709,6 +716,74 @@ def emu_sweep(runs, out_dir, key, fixed, name, xlabel, title):
 
 # ---- main --------------------------------------------------------------------------------------
 
+ALLREDUCE_COLORS = {"mpi_allreduce": "#000000", "auto": "#9467bd", "single_buffer": "#1f77b4",
+                    "multi_buffer_2": "#17becf", "multi_buffer_4": "#2ca02c",
+                    "tree_reproducible": "#d62728"}
+
+
+def allreduce(runs, out_dir):
+    """One figure per bench_allreduce run: dense times by size, sparse ratios by density."""
+    made = []
+    for run in runs:
+        if run.kind != "allreduce":
+            continue
+        d = run.data
+        recs = [r for r in d["records"] if r.get("agrees", True)]
+        dense = [r for r in recs if r["section"] == "dense"]
+        sparse = [r for r in recs if r["section"] == "sparse"]
+        if not dense and not sparse:
+            continue
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        ax = axes[0]
+        for variant in ALLREDUCE_COLORS:
+            pts = sorted((r["size_bytes"], r["time_s"]) for r in dense if r["variant"] == variant)
+            if pts:
+                ax.plot([p[0] / 2**20 for p in pts], [p[1] * 1e3 for p in pts], "o-",
+                        color=ALLREDUCE_COLORS[variant], label=variant)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("vector size (MiB, fp32 sum)")
+        ax.set_ylabel("time per allreduce (ms, median)")
+        ax.set_title("dense allreduce")
+        if dense:
+            ax.legend(fontsize=8)
+        ax = axes[1]
+        densities = sorted({r["density"] for r in sparse})
+        variants = ["mpi_densify_allreduce", "netsparse_dense", "netsparse_sparse"]
+        width = 0.8 / len(variants)
+        for k, variant in enumerate(variants):
+            xs, ys, notes = [], [], []
+            for i, dens in enumerate(densities):
+                base = next((r for r in sparse if r["density"] == dens
+                             and r["variant"] == "mpi_allreduce_dense"), None)
+                r = next((r for r in sparse if r["density"] == dens and r["variant"] == variant),
+                         None)
+                if base and r and r["time_s"] > 0:
+                    xs.append(i + (k - 1) * width)
+                    ys.append(base["time_s"] / r["time_s"])
+                    notes.append(base["bytes_per_rank"] / r["bytes_per_rank"]
+                                 if r["bytes_per_rank"] else 0)
+            bars = ax.bar(xs, ys, width, label=variant)
+            for bar, note in zip(bars, notes):
+                ax.annotate(f"{note:.0f}x fewer B" if note >= 1.5 else "", (bar.get_x()
+                            + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
+                            fontsize=7)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(densities)))
+        ax.set_xticklabels([f"{100 * x:g} %" for x in densities])
+        ax.set_xlabel(f"density of each rank's vector (n = {d.get('sparse_n')})")
+        ax.set_ylabel("speedup over MPI_Allreduce of the dense vector")
+        ax.set_title("sparse allreduce")
+        if sparse:
+            ax.legend(fontsize=8)
+        fig.suptitle(f"bench_allreduce: np {d.get('np')}, transport {d.get('transport')}, "
+                     f"median of {d.get('rounds')} rounds, load {d.get('loadavg_1min')}")
+        fig.tight_layout()
+        made.append(save(fig, out_dir, f"allreduce_np{d.get('np')}.png"))
+        run.use(f"allreduce_np{d.get('np')}.png")
+    return ", ".join(made) if made else None
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="plot.py", description=__doc__.split("\n\n")[0],
@@ -734,8 +809,8 @@ def main(argv):
     for path, why in problems:
         print(f"plot.py: skipping {path}: {why}", file=sys.stderr)
     if not runs:
-        print("plot.py: no netsparse_bench, bench_index_gather or netsparse_emulate JSON among "
-              "the inputs",
+        print("plot.py: no netsparse_bench, bench_index_gather, netsparse_emulate or "
+              "bench_allreduce JSON among the inputs",
               file=sys.stderr)
         return 1
     os.makedirs(out_dir, exist_ok=True)
@@ -748,7 +823,7 @@ def main(argv):
     chosen = fig12_cases(cases, used_elsewhere)
     made += [fig12(chosen, out_dir), changing(cases, out_dir), table7(chosen, out_dir),
              goals(cases, out_dir), index_gather(runs, out_dir), emu_table8(runs, out_dir),
-             emu_fig12(runs, out_dir),
+             emu_fig12(runs, out_dir), allreduce(runs, out_dir),
              emu_sweep(runs, out_dir, "units", ("nic_delay_cycles", EMU_DEFAULT_DELAY),
                        "emu_fig16_units.png", "RIG units per NIC",
                        "Emulated cluster (Fig. 16): RIG units per NIC"),

@@ -17,6 +17,9 @@
 #include "netsparse/netsparse.hpp"
 #include "netsparse/netsparse_mpi.h"
 
+// Dense and sparse allreduce over the library's transports (C API, C++ wrapper, MPI opening).
+#include "netsparse/collectives_mpi.h"
+
 // Sparse matrices: CSR / COO, readers and generators, 1D partitions.
 #include "netsparse/coo.hpp"
 #include "netsparse/csr.hpp"

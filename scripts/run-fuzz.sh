@@ -2,7 +2,7 @@
 # Bounded libFuzzer run of one NetSparse fuzz target under ASan + UBSan.
 #   scripts/run-fuzz.sh [SECONDS] [TARGET]   SECONDS: default 30, at most 60
 #                                            TARGET: decoder (default), concat_point,
-#                                                    matrix_market or metis
+#                                                    sparse_packet, matrix_market or metis
 # Configures a separate clang build (build-fuzz, or $NETSPARSE_FUZZ_BUILD_DIR) with
 # -DNETSPARSE_FUZZ=ON, builds only that fuzz target (and, for the decoder, its seed writer),
 # seeds a fresh corpus (valid packets for the decoder; the readers' test fixtures, valid,
@@ -17,9 +17,10 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || ((seconds < 1 || seconds > 60)); then
 fi
 target="${2:-decoder}"
 case "$target" in
-  decoder | concat_point | matrix_market | metis) ;;
+  decoder | concat_point | sparse_packet | matrix_market | metis) ;;
   *)
-    echo "run-fuzz: TARGET must be decoder, concat_point, matrix_market or metis, got '$target'" >&2
+    echo "run-fuzz: TARGET must be decoder, concat_point, sparse_packet, matrix_market or metis," \
+      "got '$target'" >&2
     exit 2
     ;;
 esac
@@ -45,6 +46,21 @@ case "$target" in
     ;;
   concat_point)
     ninja -C "$build" -j"$jobs" fuzz_concat_point  # op streams: an empty corpus is a fine start
+    ;;
+  sparse_packet)
+    ninja -C "$build" -j"$jobs" fuzz_sparse_packet
+    # Seeds: a layout (4-byte values, n = 1000, span 300) and one valid packet of each encoding.
+    printf '\x02\xe8\x03\x00\x00\x00\x00\x00\x00\x2c\x01\x00\x00' >"$corpus/layout"
+    { cat "$corpus/layout"
+      printf '\x04\x01\x00\x00\x07\x00\x00\x00\x01\x00\x00\x00\x02\x00\x00\x00'
+      printf '\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'
+      printf '\x05\x00\x00\x00\x2a\x00\x00\x00\x00\x00\x80\x3f\x00\x00\x00\x40'
+    } >"$corpus/sparse"
+    { cat "$corpus/layout"
+      printf '\x05\x03\x00\x00\x07\x00\x00\x00\x03\x00\x00\x00\x02\x00\x00\x00'
+      printf '\x00\x00\x00\x00\x01\x00\x00\x00\x62\x00\x00\x00\x00\x00\x00\x00'
+      printf '\x00\x00\x80\x3f\x00\x00\x00\x40'
+    } >"$corpus/dense"
     ;;
   matrix_market | metis)
     ninja -C "$build" -j"$jobs" "fuzz_$target"

@@ -86,6 +86,10 @@ stage ctest-tsan with_env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 # 4. Bounded fuzzing of the packet decoder, the concatenation point and the file readers.
 stage fuzz-decoder bash scripts/run-fuzz.sh "${NETSPARSE_FUZZ_SECONDS:-30}" decoder
 stage fuzz-concat-point bash scripts/run-fuzz.sh "${NETSPARSE_FUZZ_SECONDS:-30}" concat_point
+# The sparse-allreduce packet decoder: a small grammar, 15 s at most.
+fuzz_sparse_seconds="${NETSPARSE_FUZZ_SECONDS:-15}"
+if ((fuzz_sparse_seconds > 15)); then fuzz_sparse_seconds=15; fi
+stage fuzz-sparse-packet bash scripts/run-fuzz.sh "$fuzz_sparse_seconds" sparse_packet
 stage fuzz-matrix-market bash scripts/run-fuzz.sh "${NETSPARSE_FUZZ_SECONDS:-30}" matrix_market
 stage fuzz-metis bash scripts/run-fuzz.sh "${NETSPARSE_FUZZ_SECONDS:-30}" metis
 

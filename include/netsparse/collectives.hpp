@@ -1,0 +1,113 @@
+// C++ layer over collectives.h: an RAII communicator, typed spans, exceptions (netsparse::Error,
+// as in netsparse.hpp). Header-only; every call maps to one C call. Open one with
+// netsparse::open_collectives (collectives_mpi.h).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "netsparse/collectives.h"
+#include "netsparse/netsparse.hpp"
+
+namespace netsparse {
+
+// IEEE binary16 storage for NS_DTYPE_FP16 (the library converts; no arithmetic here).
+struct Half {
+  std::uint16_t bits;
+};
+
+template <class T>
+constexpr int dtype_of() {
+  if constexpr (std::is_same_v<T, std::int8_t>)
+    return NS_DTYPE_INT8;
+  else if constexpr (std::is_same_v<T, std::int16_t>)
+    return NS_DTYPE_INT16;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return NS_DTYPE_INT32;
+  else if constexpr (std::is_same_v<T, Half>)
+    return NS_DTYPE_FP16;
+  else if constexpr (std::is_same_v<T, float>)
+    return NS_DTYPE_FP32;
+  else if constexpr (std::is_same_v<T, double>)
+    return NS_DTYPE_FP64;
+  else
+    static_assert(sizeof(T) == 0, "no NetSparse datatype for this type");
+}
+
+struct AllreduceOptions {
+  ns_allreduce_algorithm algorithm = NS_ALLREDUCE_AUTO;
+  bool reproducible = false;
+};
+
+template <class T>
+struct SparseVector {
+  std::uint64_t n = 0;
+  bool dense = false;                  // values has n entries
+  std::vector<std::uint64_t> indices;  // ascending (sparse only)
+  std::vector<T> values;
+};
+
+class Collectives {
+ public:
+  Collectives() = default;
+  explicit Collectives(ns_coll* c) noexcept : h_(c) {}
+  ns_coll* get() const noexcept { return h_.get(); }
+  int rank() const { return ns_coll_rank(h_.get()); }
+  int size() const { return ns_coll_size(h_.get()); }
+  // Bytes the transport sent during the last call.
+  std::uint64_t bytes_sent() const { return ns_coll_bytes_sent(h_.get()); }
+  void close() { h_.close("ns_coll_close"); }
+
+  template <class T>
+  ns_allreduce_algorithm allreduce(std::span<const T> send, std::span<T> recv, ns_op op = NS_OP_SUM,
+                                   const AllreduceOptions& o = {}) {
+    if (send.size() != recv.size())
+      throw Error(NS_ERR_INVALID, "allreduce: send and recv differ in length");
+    ns_allreduce_params p{};
+    p.algorithm = o.algorithm;
+    p.flags = o.reproducible ? unsigned{NS_ALLREDUCE_REPRODUCIBLE} : 0u;
+    detail::check(
+        ns_allreduce(h_.get(), send.data(), recv.data(), send.size(), dtype_of<T>(), op, &p),
+        "ns_allreduce");
+    return static_cast<ns_allreduce_algorithm>(ns_coll_last_algorithm(h_.get()));
+  }
+  template <class T>
+  ns_allreduce_algorithm allreduce(std::span<T> inout, ns_op op = NS_OP_SUM,
+                                   const AllreduceOptions& o = {}) {
+    return allreduce(std::span<const T>(inout), inout, op, o);
+  }
+
+  template <class T>
+  SparseVector<T> sparse_allreduce(std::uint64_t n, std::span<const std::uint64_t> idx,
+                                   std::span<const T> values,
+                                   ns_sparse_output output = NS_SPARSE_OUTPUT_AUTO) {
+    if (idx.size() != values.size())
+      throw Error(NS_ERR_INVALID, "sparse_allreduce: idx and values differ in length");
+    ns_sparse_params p{};
+    p.output = output;
+    p.dense_out = nullptr;
+    ns_sparse_result* r = nullptr;
+    detail::check(ns_sparse_allreduce(h_.get(), n, idx.size(), idx.data(), values.data(),
+                                      dtype_of<T>(), NS_OP_SUM, &p, &r),
+                  "ns_sparse_allreduce");
+    SparseVector<T> v;
+    v.n = n;
+    v.dense = ns_sparse_result_is_dense(r) != 0;
+    const std::uint64_t size = ns_sparse_result_size(r);
+    const T* vals = static_cast<const T*>(ns_sparse_result_values(r));
+    v.values.assign(vals, vals + size);
+    if (!v.dense) {
+      const std::uint64_t* ix = ns_sparse_result_indices(r);
+      v.indices.assign(ix, ix + size);
+    }
+    ns_sparse_result_free(r);
+    return v;
+  }
+
+ private:
+  detail::Handle<ns_coll, ns_coll_close> h_;
+};
+
+}  // namespace netsparse

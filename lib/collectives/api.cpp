@@ -1,0 +1,284 @@
+// The C API of collectives.h / collectives_mpi.h over collectives::Communicator. Every entry
+// point validates its handle, catches every exception (none crosses the C boundary) and records
+// the reason of a failure for ns_last_error() (the RIG API's per-thread record).
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "collectives/communicator.hpp"
+#include "netsparse/collectives_mpi.h"
+#include "rig/api_error.hpp"
+#include "transport/transport_factory.hpp"
+
+namespace cl = netsparse::collectives;
+
+struct ns_coll {
+  std::unique_ptr<cl::Communicator> comm;
+  int last_algorithm = -1;
+  std::uint64_t last_bytes = 0;
+};
+struct ns_sparse_result {
+  cl::SparseResult r;
+};
+
+namespace {
+
+std::mutex g_live_mutex;
+std::unordered_set<const void*> g_live;  // live ns_coll and ns_sparse_result handles
+
+bool live(const void* h) {
+  std::lock_guard lock(g_live_mutex);
+  return h != nullptr && g_live.count(h) != 0;
+}
+void add_live(const void* h) {
+  std::lock_guard lock(g_live_mutex);
+  g_live.insert(h);
+}
+void drop_live(const void* h) {
+  std::lock_guard lock(g_live_mutex);
+  g_live.erase(h);
+}
+
+ns_status_t fail(const char* call, ns_status_t s, const std::string& why) {
+  netsparse::rig::set_last_error(std::string(call) + ": " + why);
+  return s;
+}
+
+ns_status_t status_of(cl::Failure f) {
+  switch (f) {
+    case cl::Failure::kInvalid:
+    case cl::Failure::kMismatch:
+      return NS_ERR_INVALID;
+    case cl::Failure::kTimeout:
+      return NS_ERR_TIMEOUT;
+    case cl::Failure::kPeerFailed:
+    case cl::Failure::kProtocol:
+      return NS_ERR_TRANSPORT;
+    case cl::Failure::kBroken:
+      return NS_ERR_STATE;
+  }
+  return NS_ERR_TRANSPORT;
+}
+
+template <class F>
+ns_status_t guarded(const char* call, F&& f) noexcept {
+  try {
+    return f();
+  } catch (const cl::CollectiveError& e) {
+    return fail(call, status_of(e.failure()), e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(call, NS_ERR_NO_MEMORY, "out of memory");
+  } catch (const std::invalid_argument& e) {
+    return fail(call, NS_ERR_INVALID, e.what());
+  } catch (const std::exception& e) {
+    return fail(call, NS_ERR_TRANSPORT, e.what());
+  } catch (...) {
+    return fail(call, NS_ERR_TRANSPORT, "unknown exception");
+  }
+}
+
+// Refusal reasons agreed over MPI before the transport is built (its setup is collective).
+std::string agree_on_open(MPI_Comm comm, const std::string& why) {
+  char mine[256] = {};
+  std::snprintf(mine, sizeof mine, "%s", why.c_str());
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  std::vector<char> all(static_cast<std::size_t>(size) * sizeof mine);
+  if (MPI_Allgather(mine, sizeof mine, MPI_CHAR, all.data(), sizeof mine, MPI_CHAR, comm) !=
+      MPI_SUCCESS)
+    return "MPI_Allgather of the settings failed";
+  for (int r = 0; r < size; ++r) {
+    const char* e = all.data() + static_cast<std::size_t>(r) * sizeof mine;
+    if (e[0] != '\0') return "rank " + std::to_string(r) + ": " + e;
+  }
+  return {};
+}
+
+}  // namespace
+
+extern "C" {
+
+ns_status_t ns_coll_open_mpi(MPI_Comm comm, const ns_coll_attr* attr, ns_coll** out) {
+  namespace tr = netsparse::transport;
+  const char* call = "ns_coll_open_mpi";
+  if (out == nullptr) return fail(call, NS_ERR_INVALID, "out is NULL");
+  *out = nullptr;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    return fail(call, NS_ERR_STATE, "MPI is not initialized (or already finalized)");
+  if (comm == MPI_COMM_NULL) return fail(call, NS_ERR_INVALID, "comm is MPI_COMM_NULL");
+  cl::Options options;
+  int transport = NS_TRANSPORT_AUTO;
+  std::string why;
+  tr::TransportKind kind = tr::TransportKind::kMpi;
+  try {
+    if (attr != nullptr) {
+      if (attr->comp_mask & ~std::uint64_t{7}) why = "unknown comp_mask bits";
+      if (attr->comp_mask & NS_COLL_ATTR_TRANSPORT) transport = attr->transport;
+      if (attr->comp_mask & NS_COLL_ATTR_TIMEOUT) {
+        if (attr->timeout_ms == 0 || attr->timeout_ms > 0x7fffffffu)
+          why = "timeout_ms must be in [1, 2^31)";
+        options.timeout_ms = static_cast<int>(attr->timeout_ms);
+      }
+      if (attr->comp_mask & NS_COLL_ATTR_PACKET) options.packet_bytes = attr->packet_bytes;
+    }
+    switch (transport) {
+      case NS_TRANSPORT_AUTO:
+        kind = tr::transport_from_env();
+        break;
+      case NS_TRANSPORT_MPI:
+        kind = tr::TransportKind::kMpi;
+        break;
+      case NS_TRANSPORT_VERBS:
+        kind = tr::TransportKind::kVerbs;
+        break;
+      default:
+        why = "transport must be AUTO, MPI or VERBS";
+    }
+    if (why.empty() && kind == tr::TransportKind::kInproc) {
+      int size = 1;
+      MPI_Comm_size(comm, &size);
+      if (size > 1) why = "the inproc transport needs a communicator of one rank";
+    }
+    if (why.empty() && kind == tr::TransportKind::kVerbs && !tr::verbs_device_available())
+      why = "verbs asked for, but no RDMA device with an ACTIVE port (or built without verbs)";
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  const std::string agreed = agree_on_open(comm, why);
+  if (!agreed.empty()) {
+    const bool unsupported = agreed.find("verbs asked for") != std::string::npos;
+    return fail(call, unsupported ? NS_ERR_UNSUPPORTED : NS_ERR_INVALID, agreed);
+  }
+  return guarded(call, [&]() -> ns_status_t {
+    tr::TransportOptions topt;
+    auto t = tr::make_transport(kind, comm, topt);
+    auto c = std::make_unique<ns_coll>();
+    c->comm = std::make_unique<cl::Communicator>(std::move(t), options);
+    *out = c.release();
+    add_live(*out);
+    return NS_OK;
+  });
+}
+
+ns_status_t ns_coll_close(ns_coll* coll) {
+  if (!live(coll)) return fail("ns_coll_close", NS_ERR_INVALID, "not a live ns_coll");
+  drop_live(coll);
+  return guarded("ns_coll_close", [&]() -> ns_status_t {
+    delete coll;  // the transport's teardown (collective with the live peers)
+    return NS_OK;
+  });
+}
+
+int ns_coll_rank(const ns_coll* coll) {
+  return live(coll) ? coll->comm->rank() : -1;
+}
+int ns_coll_size(const ns_coll* coll) {
+  return live(coll) ? coll->comm->size() : -1;
+}
+const char* ns_coll_transport_name(const ns_coll* coll) {
+  return live(coll) ? netsparse::transport::to_string(coll->comm->transport().kind()) : "";
+}
+uint64_t ns_coll_bytes_sent(const ns_coll* coll) {
+  return live(coll) ? coll->last_bytes : 0;
+}
+int ns_coll_last_algorithm(const ns_coll* coll) {
+  return live(coll) ? coll->last_algorithm : -1;
+}
+
+const char* ns_allreduce_algorithm_str(int algorithm) {
+  if (algorithm < 0 || algorithm >= cl::kAlgorithmCount) return "unknown algorithm";
+  return cl::to_string(static_cast<cl::Algorithm>(algorithm));
+}
+
+ns_status_t ns_allreduce(ns_coll* coll, const void* send, void* recv, uint64_t count, int dtype,
+                         int op, const ns_allreduce_params* params) {
+  if (!live(coll)) return fail("ns_allreduce", NS_ERR_INVALID, "not a live ns_coll");
+  return guarded("ns_allreduce", [&]() -> ns_status_t {
+    cl::AllreduceArgs a;
+    a.send = send;
+    a.recv = recv;
+    a.count = count;
+    a.dtype = dtype;
+    a.op = op;
+    cl::UserOp user;
+    if (params != nullptr) {
+      a.algorithm = params->algorithm;
+      a.reproducible = (params->flags & NS_ALLREDUCE_REPRODUCIBLE) != 0;
+      user.fn = params->user_fn;
+      user.user_data = params->user_data;
+      user.commutative = params->user_commutative != 0;
+      user.id = params->user_op_id;
+      a.user = &user;
+    }
+    try {
+      coll->last_algorithm = static_cast<int>(coll->comm->allreduce(a));
+    } catch (...) {
+      coll->last_bytes = coll->comm->last_stats().bytes_sent;
+      throw;
+    }
+    coll->last_bytes = coll->comm->last_stats().bytes_sent;
+    return NS_OK;
+  });
+}
+
+ns_status_t ns_sparse_allreduce(ns_coll* coll, uint64_t n, uint64_t nnz, const uint64_t* idx,
+                                const void* values, int dtype, int op,
+                                const ns_sparse_params* params, ns_sparse_result** out) {
+  if (!live(coll)) return fail("ns_sparse_allreduce", NS_ERR_INVALID, "not a live ns_coll");
+  if (out == nullptr) return fail("ns_sparse_allreduce", NS_ERR_INVALID, "out is NULL");
+  *out = nullptr;
+  return guarded("ns_sparse_allreduce", [&]() -> ns_status_t {
+    cl::SparseArgs a;
+    a.n = n;
+    a.nnz = nnz;
+    a.idx = idx;
+    a.values = values;
+    a.dtype = dtype;
+    a.op = op;
+    if (params != nullptr) {
+      if (params->output < 0 || params->output > 2)
+        throw std::invalid_argument("params->output must be an ns_sparse_output");
+      a.output = static_cast<cl::SparseOutput>(params->output);
+      a.dense_out = params->dense_out;
+    }
+    auto r = std::make_unique<ns_sparse_result>();
+    try {
+      r->r = coll->comm->sparse_allreduce(a);
+    } catch (...) {
+      coll->last_bytes = coll->comm->last_stats().bytes_sent;
+      throw;
+    }
+    coll->last_bytes = coll->comm->last_stats().bytes_sent;
+    *out = r.release();
+    add_live(*out);
+    return NS_OK;
+  });
+}
+
+int ns_sparse_result_is_dense(const ns_sparse_result* r) {
+  return live(r) && r->r.dense ? 1 : 0;
+}
+uint64_t ns_sparse_result_size(const ns_sparse_result* r) {
+  return live(r) ? r->r.size() : 0;
+}
+const uint64_t* ns_sparse_result_indices(const ns_sparse_result* r) {
+  return live(r) && !r->r.dense ? r->r.indices.data() : nullptr;
+}
+const void* ns_sparse_result_values(const ns_sparse_result* r) {
+  return live(r) ? r->r.data() : nullptr;
+}
+void ns_sparse_result_free(ns_sparse_result* r) {
+  if (!live(r)) return;
+  drop_live(r);
+  delete r;
+}
+
+}  // extern "C"

@@ -1,0 +1,328 @@
+// The operation driver: agreement, dispatch, deadline, failure detection (op.hpp).
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "collectives/communicator.hpp"
+#include "collectives/op.hpp"
+#include "rig/backoff.hpp"
+
+namespace netsparse::collectives {
+
+const char* to_string(Algorithm a) noexcept {
+  switch (a) {
+    case Algorithm::kAuto:
+      return "auto";
+    case Algorithm::kSingleBuffer:
+      return "single_buffer";
+    case Algorithm::kMultiBuffer2:
+      return "multi_buffer_2";
+    case Algorithm::kMultiBuffer4:
+      return "multi_buffer_4";
+    case Algorithm::kTree:
+      return "tree";
+  }
+  return "unknown algorithm";
+}
+
+Algorithm choose_algorithm(std::uint64_t bytes, bool reproducible) noexcept {
+  if (reproducible) return Algorithm::kTree;
+  if (bytes > (512u << 10)) return Algorithm::kSingleBuffer;
+  if (bytes > (256u << 10)) return Algorithm::kMultiBuffer4;
+  if (bytes > (128u << 10)) return Algorithm::kMultiBuffer2;
+  return Algorithm::kTree;
+}
+
+const char* to_string(LocalError e) noexcept {
+  switch (e) {
+    case LocalError::kNone:
+      return "no error";
+    case LocalError::kNullBuffer:
+      return "a buffer is NULL";
+    case LocalError::kBadDataType:
+      return "unknown datatype";
+    case LocalError::kBadOp:
+      return "unknown reduction operator";
+    case LocalError::kNoUserFunction:
+      return "NS_OP_USER without a user function";
+    case LocalError::kOverlap:
+      return "send and receive buffers overlap without being equal";
+    case LocalError::kTooLarge:
+      return "the vector has too many blocks for the wire format";
+    case LocalError::kBadAlgorithm:
+      return "unknown algorithm";
+    case LocalError::kIndexOutOfRange:
+      return "an index is >= n";
+    case LocalError::kSparseOp:
+      return "sparse allreduce supports sum only (absent entries are 0)";
+    case LocalError::kNonCommutativeDesign:
+      return "a non-commutative user operator needs the tree algorithm";
+  }
+  return "unknown local error";
+}
+
+bool same_arguments(const wire::Descriptor& a, const wire::Descriptor& b) noexcept {
+  return a.collective == b.collective && a.dtype == b.dtype && a.op == b.op && a.flags == b.flags &&
+         a.user_op_id == b.user_op_id && a.packet_bytes == b.packet_bytes && a.count == b.count;
+}
+
+std::string describe(const wire::Descriptor& d) {
+  const auto t = data_type_from_int(d.dtype);
+  const auto o = reduce_op_from_int(d.op);
+  std::string s = d.collective == wire::Collective::kSparse ? "sparse n " : "count ";
+  s += std::to_string(d.count);
+  s += std::string(", ") + (t ? to_string(*t) : "datatype " + std::to_string(d.dtype));
+  s += std::string(", ") + (o ? to_string(*o) : "op " + std::to_string(d.op));
+  if (d.op == static_cast<std::uint8_t>(ReduceOp::kUser))
+    s += " (id " + std::to_string(d.user_op_id) + ")";
+  if (d.flags & 1) s += ", reproducible";
+  s += ", packet " + std::to_string(d.packet_bytes) + " B";
+  return s;
+}
+
+Communicator::Op::Op(Communicator& c, const wire::Descriptor& m)
+    : comm(c),
+      tr(*c.transport_),
+      P(c.size()),
+      me(c.rank()),
+      mine(m),
+      args_ok(m.local_error == 0),
+      desc(static_cast<std::size_t>(P)),
+      have_desc(static_cast<std::size_t>(P), 0),
+      src_ok(static_cast<std::size_t>(P), 0) {
+  desc[static_cast<std::size_t>(me)] = mine;
+  have_desc[static_cast<std::size_t>(me)] = 1;
+  src_ok[static_cast<std::size_t>(me)] = args_ok ? 1 : 0;
+}
+
+void Communicator::Op::record_failure(Failure f, const std::string& why) {
+  if (failed) return;
+  failed = true;
+  failure = f;
+  failure_reason = why;
+}
+
+bool Communicator::Op::send(int dest, std::size_t bytes,
+                            const std::function<void(std::byte*)>& fill) {
+  if (pending_dest >= 0) return false;
+  const std::span<std::byte> lent = tr.reserve(dest);
+  if (!lent.empty()) {
+    if (lent.size() >= bytes) {
+      fill(lent.data());
+      const transport::TxStatus s = tr.commit(dest, bytes);
+      if (s == transport::TxStatus::kOk) return true;
+      record_failure(
+          s == transport::TxStatus::kPeerFailed ? Failure::kPeerFailed : Failure::kProtocol,
+          "sending to rank " + std::to_string(dest) + ": " + transport::to_string(s));
+      return true;
+    }
+    tr.commit(dest, 0);  // too small to use: drop the reservation
+  }
+  std::vector<std::byte>& st = comm.staging();
+  if (st.size() < bytes) st.resize(bytes);
+  fill(st.data());
+  const transport::TxStatus s = tr.send(dest, std::span<const std::byte>(st.data(), bytes));
+  if (s == transport::TxStatus::kOk) return true;
+  if (s == transport::TxStatus::kNoResource) {  // keep it; run() retries it first
+    pending_dest = dest;
+    pending_bytes = bytes;
+    return true;
+  }
+  record_failure(s == transport::TxStatus::kPeerFailed ? Failure::kPeerFailed : Failure::kProtocol,
+                 "sending to rank " + std::to_string(dest) + ": " + transport::to_string(s));
+  return true;
+}
+
+Communicator::Communicator(std::unique_ptr<transport::Transport> transport, Options options)
+    : transport_(std::move(transport)), options_(options) {
+  if (!transport_) throw std::invalid_argument("Communicator: no transport");
+  const std::size_t max = transport_->max_packet_bytes();
+  packet_bytes_ =
+      options_.packet_bytes == 0 ? std::min<std::size_t>(max, 65536) : options_.packet_bytes;
+  if (packet_bytes_ > max)
+    throw std::invalid_argument("Communicator: packet_bytes " + std::to_string(packet_bytes_) +
+                                " exceeds the transport's largest packet " + std::to_string(max));
+  if (packet_bytes_ < wire::kHeaderBytes + 64)
+    throw std::invalid_argument("Communicator: packet_bytes " + std::to_string(packet_bytes_) +
+                                " is too small (at least " +
+                                std::to_string(wire::kHeaderBytes + 64) + ")");
+  if (options_.timeout_ms <= 0) throw std::invalid_argument("Communicator: timeout_ms must be > 0");
+}
+
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const noexcept {
+  return transport_->rank();
+}
+int Communicator::size() const noexcept {
+  return transport_->size();
+}
+
+std::byte* Communicator::scratch(std::size_t id, std::size_t bytes) {
+  if (scratch_.size() <= id) {
+    scratch_.resize(id + 1);
+    scratch_bytes_.resize(id + 1, 0);
+  }
+  if (scratch_bytes_[id] < bytes) {
+    scratch_[id].reset();
+    scratch_[id] = std::make_unique_for_overwrite<std::byte[]>(bytes);
+    scratch_bytes_[id] = bytes;
+  }
+  return scratch_[id].get();
+}
+
+void Communicator::fail(Failure f, const std::string& why) {
+  if (f == Failure::kTimeout || f == Failure::kPeerFailed || f == Failure::kProtocol) broken_ = why;
+  throw CollectiveError(f, why);
+}
+
+void Communicator::run(Op& op) {
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::milliseconds(options_.timeout_ms);
+  const std::uint64_t bytes_before = transport_->bytes_sent();
+  op.seq = next_seq();
+  const int P = op.P;
+
+  const auto dispatch = [&](int src, std::span<const std::byte> packet) {
+    if (op.failed) return;
+    wire::Header h;
+    const wire::DecodeError e = wire::decode_header(packet, &h);
+    if (e != wire::DecodeError::kOk || src < 0 || src >= P || src == op.me) {
+      op.record_failure(Failure::kProtocol, "malformed packet from rank " + std::to_string(src) +
+                                                ": " + wire::to_string(e));
+      return;
+    }
+    if (h.seq == op.seq) {
+      const auto s = static_cast<std::size_t>(src);
+      if (h.kind == wire::Kind::kDescriptor) {
+        wire::Descriptor d;
+        const wire::DecodeError de =
+            wire::decode_descriptor(packet.subspan(wire::kHeaderBytes), &d);
+        if (de != wire::DecodeError::kOk || op.have_desc[s]) {
+          op.record_failure(Failure::kProtocol, "bad descriptor from rank " + std::to_string(src));
+          return;
+        }
+        op.desc[s] = d;
+        op.have_desc[s] = 1;
+        op.src_ok[s] = op.args_ok && d.local_error == 0 && same_arguments(d, op.mine) ? 1 : 0;
+        ++op.n_desc;
+      } else if (!op.have_desc[s]) {
+        op.record_failure(Failure::kProtocol,
+                          "data before the descriptor from rank " + std::to_string(src));
+      } else if (op.src_ok[s]) {
+        op.on_data(src, h, packet);
+      }
+    } else if (h.seq == op.seq + 1) {
+      stash_.push_back({src, std::vector<std::byte>(packet.begin(), packet.end())});
+    } else if (static_cast<std::int32_t>(h.seq - op.seq) > 0) {
+      op.record_failure(Failure::kProtocol, "packet of operation " + std::to_string(h.seq) +
+                                                " from rank " + std::to_string(src) +
+                                                " during operation " + std::to_string(op.seq));
+    }  // else: a packet of an earlier operation that failed here: dropped
+  };
+
+  // Packets of this operation that arrived during the previous one, in arrival order.
+  std::vector<Stashed> early;
+  early.swap(stash_);
+  for (const Stashed& s : early) dispatch(s.src, s.bytes);
+
+  const auto handler = [&](const transport::ReceivedPacket& p) { dispatch(p.src, p.bytes); };
+  rig::Backoff backoff(16, 256);
+  std::uint64_t iterations = 0;
+  for (;;) {
+    bool progress = false;
+    // 1. the staged packet the transport refused last time
+    if (op.pending_dest >= 0) {
+      const transport::TxStatus s = transport_->send(
+          op.pending_dest, std::span<const std::byte>(staging_.data(), op.pending_bytes));
+      if (s == transport::TxStatus::kOk) {
+        op.pending_dest = -1;
+        progress = true;
+      } else if (s != transport::TxStatus::kNoResource) {
+        op.record_failure(
+            s == transport::TxStatus::kPeerFailed ? Failure::kPeerFailed : Failure::kProtocol,
+            "sending to rank " + std::to_string(op.pending_dest) + ": " + transport::to_string(s));
+      }
+    }
+    // 2. our descriptor, to every peer in staggered order (before any data to that peer)
+    while (!op.failed && op.desc_sent < P - 1 && op.pending_dest < 0) {
+      const int dest = (op.me + 1 + op.desc_sent) % P;
+      const bool sent =
+          op.send(dest, wire::kHeaderBytes + wire::kDescriptorBytes, [&](std::byte* out) {
+            wire::Header h{wire::Kind::kDescriptor, 0, op.seq, 0, 0, 0, 0, 0};
+            wire::encode_header(h, out);
+            wire::encode_descriptor(op.mine, out + wire::kHeaderBytes);
+          });
+      if (!sent) break;
+      ++op.desc_sent;
+      progress = true;
+    }
+    // 3. data (the operation decides what it may send before the agreement)
+    if (!op.failed && op.desc_sent == P - 1) progress |= op.pump();
+    // 4. receive
+    if (!op.failed) progress |= transport_->poll(handler, 64) > 0;
+    if (op.failed) {
+      stats_.bytes_sent = transport_->bytes_sent() - bytes_before;
+      fail(op.failure, op.failure_reason);
+    }
+    // 5. the verdict, once every descriptor is in: the same on every rank
+    // (only once ours went out everywhere: a peer must never miss it because we left early)
+    if (!op.agreed && op.n_desc == P && op.desc_sent == P - 1 && op.pending_dest < 0) {
+      for (int r = 0; r < P; ++r) {
+        const wire::Descriptor& d = op.desc[static_cast<std::size_t>(r)];
+        if (d.local_error != 0) {
+          const auto le = static_cast<LocalError>(d.local_error);
+          fail(Failure::kInvalid, "rank " + std::to_string(r) + ": " + to_string(le));
+        }
+      }
+      for (int r = 1; r < P; ++r) {
+        if (!same_arguments(op.desc[0], op.desc[static_cast<std::size_t>(r)]))
+          fail(Failure::kMismatch, "ranks disagree: rank 0 has " + describe(op.desc[0]) +
+                                       "; rank " + std::to_string(r) + " has " +
+                                       describe(op.desc[static_cast<std::size_t>(r)]));
+      }
+      op.agreed = true;
+      op.on_agreed();
+      progress = true;
+    }
+    if (op.agreed && op.desc_sent == P - 1 && op.pending_dest < 0 && op.finished()) break;
+    // 6. deadline and the transport's failure detection
+    ++iterations;
+    if (!progress || (iterations & 63) == 0) {
+      for (int p = 0; p < P; ++p) {
+        if (p != op.me && transport_->peer_failed(p))
+          fail(Failure::kPeerFailed, "rank " + std::to_string(p) +
+                                         " failed (reported by the transport) during operation " +
+                                         std::to_string(op.seq));
+      }
+      if (clock::now() > deadline) {
+        std::string missing;
+        for (int p = 0; p < P; ++p)
+          if (!op.have_desc[static_cast<std::size_t>(p)]) {
+            missing += ' ';
+            missing += std::to_string(p);
+          }
+        std::string why = "operation " + std::to_string(op.seq) + " not done after ";
+        why += std::to_string(options_.timeout_ms);
+        why += " ms";
+        if (missing.empty()) {
+          why += " (every rank joined; a peer stopped mid-way)";
+        } else {
+          why += " (no descriptor from rank";
+          why += missing;
+          why += ")";
+        }
+        fail(Failure::kTimeout, why);
+      }
+    }
+    if (progress) {
+      backoff.reset();
+    } else if (backoff.pause()) {
+      std::this_thread::sleep_for(backoff.sleep_for(std::chrono::microseconds(50)));
+    }
+  }
+  stats_.bytes_sent = transport_->bytes_sent() - bytes_before;
+}
+
+}  // namespace netsparse::collectives

@@ -1,0 +1,212 @@
+// Allreduce over the engine's transports (lib/transport): Flare's host-side designs in software.
+//
+// Every block of the vector (one packet's worth of elements) has an aggregator, the rank owning
+// the contiguous range of blocks it lies in: ranks send their blocks to the aggregators
+// (staggered: rank r starts with rank r + 1, so no aggregator is hit by everyone at once), the
+// aggregator combines the P contributions of a block with one of Flare's designs and sends the
+// result to every rank. Before any data counts, the ranks agree: each sends a descriptor of its
+// arguments first (same per-pair channel, so it precedes the data), and every rank checks all P
+// descriptors, so a bad argument on one rank or a mismatch fails every rank with one message.
+// docs/collectives.md has the designs, the wire format and the decisions.
+//
+// Threading: one thread at a time per Communicator (like the Transport it owns).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "collectives/reduce_ops.hpp"
+#include "collectives/wire.hpp"
+#include "transport/transport.hpp"
+
+namespace netsparse::collectives {
+
+// Values are the C API's NS_ALLREDUCE_* algorithms.
+enum class Algorithm : std::uint8_t {
+  kAuto = 0,          // Flare's rule by size (choose_algorithm)
+  kSingleBuffer = 1,  // one accumulator per block, contributions combined as they arrive
+  kMultiBuffer2 = 2,  // B = 2 accumulators per block, combined once all arrived
+  kMultiBuffer4 = 3,  // B = 4
+  kTree = 4,          // fixed pairwise tree over the ranks: bitwise reproducible
+};
+inline constexpr int kAlgorithmCount = 5;
+const char* to_string(Algorithm a) noexcept;
+// Flare's selection by the vector's size in bytes: single buffer above 512 KiB, 4 buffers above
+// 256 KiB, 2 above 128 KiB, else the tree; always the tree when reproducibility is asked.
+Algorithm choose_algorithm(std::uint64_t bytes, bool reproducible) noexcept;
+
+// Why a rank refuses its own arguments; sent in its descriptor so every rank reports it.
+enum class LocalError : std::int32_t {
+  kNone = 0,
+  kNullBuffer,
+  kBadDataType,
+  kBadOp,
+  kNoUserFunction,
+  kOverlap,
+  kTooLarge,
+  kBadAlgorithm,
+  kIndexOutOfRange,
+  kSparseOp,
+  kNonCommutativeDesign,
+};
+const char* to_string(LocalError e) noexcept;
+
+enum class Failure {
+  kInvalid,     // this or another rank's arguments were refused (communicator still usable)
+  kMismatch,    // ranks passed different datatype / op / count / ... (still usable)
+  kTimeout,     // the deadline passed (communicator broken)
+  kPeerFailed,  // the transport reports a peer dead (broken)
+  kProtocol,    // a malformed or unexpected packet arrived (broken)
+  kBroken,      // an earlier failure broke this communicator
+};
+class CollectiveError : public std::runtime_error {
+ public:
+  CollectiveError(Failure f, const std::string& what) : std::runtime_error(what), failure_(f) {}
+  Failure failure() const noexcept { return failure_; }
+
+ private:
+  Failure failure_;
+};
+
+struct Options {
+  // Deadline of one operation: a peer that does not take part (dead, or never calling) makes
+  // the call fail after this long instead of hanging. The transport's own failure detection
+  // (intra-host rings, verbs) fails it sooner.
+  int timeout_ms = 60000;
+  // Packet size (header included); 0 = the transport's largest, at most 64 KiB. Every rank
+  // must use the same (agreed per operation).
+  std::size_t packet_bytes = 0;
+};
+
+struct AllreduceArgs {
+  const void* send = nullptr;  // count elements; may equal recv (in place)
+  void* recv = nullptr;        // count elements
+  std::uint64_t count = 0;
+  int dtype = 0;                 // DataType as int (checked)
+  int op = 0;                    // ReduceOp as int (checked)
+  const UserOp* user = nullptr;  // for ReduceOp::kUser
+  int algorithm = 0;             // Algorithm as int; kAuto by default
+  bool reproducible = false;     // forces the tree
+};
+
+enum class SparseOutput { kAuto, kSparse, kDense };
+struct SparseArgs {
+  std::uint64_t n = 0;    // dense length of the vectors
+  std::uint64_t nnz = 0;  // this rank's entries (repeated indices are summed)
+  const std::uint64_t* idx = nullptr;
+  const void* values = nullptr;
+  int dtype = static_cast<int>(DataType::kFp32);
+  int op = static_cast<int>(ReduceOp::kSum);  // sum only: absent entries are zeros
+  SparseOutput output = SparseOutput::kAuto;
+  // Optional, n elements: dense blocks are assembled here (scratch otherwise), and a dense
+  // result is left here instead of in memory of the result's own (as MPI_Allreduce's recvbuf).
+  void* dense_out = nullptr;
+};
+// Zero-filled bytes from calloc: a large dense result is mapped lazily (pages fault in as they
+// are written) instead of being cleared first.
+class ByteBuffer {
+ public:
+  ByteBuffer() = default;
+  explicit ByteBuffer(std::size_t bytes);
+  std::byte* data() noexcept { return p_.get(); }
+  const std::byte* data() const noexcept { return p_.get(); }
+  std::size_t size() const noexcept { return n_; }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const noexcept;
+  };
+  std::unique_ptr<std::byte, Free> p_;
+  std::size_t n_ = 0;
+};
+
+struct SparseResult {
+  std::uint64_t n = 0;
+  DataType dtype = DataType::kFp32;
+  bool dense = false;  // values holds n elements; else indices (ascending) and their values
+  std::vector<std::uint64_t> indices;
+  ByteBuffer values;
+  std::byte* dense_external = nullptr;  // a dense result left in SparseArgs::dense_out
+  std::uint64_t size() const noexcept { return dense ? n : indices.size(); }
+  const std::byte* data() const noexcept {
+    return dense_external != nullptr ? dense_external : values.data();
+  }
+};
+
+// What the last operation did (benchmarks, tests).
+struct OpStats {
+  Algorithm algorithm = Algorithm::kAuto;
+  std::uint64_t bytes_sent = 0;    // transport bytes of this operation
+  std::uint32_t blocks = 0;        // blocks of the vector
+  std::uint32_t span = 0;          // sparse: indices per block
+  std::uint64_t dense_blocks = 0;  // sparse: result blocks sent dense-encoded (by this rank)
+};
+
+class Communicator {
+ public:
+  explicit Communicator(std::unique_ptr<transport::Transport> transport, Options options = {});
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const noexcept;
+  int size() const noexcept;
+  std::size_t packet_bytes() const noexcept { return packet_bytes_; }
+  transport::Transport& transport() noexcept { return *transport_; }
+  const Options& options() const noexcept { return options_; }
+  void set_timeout_ms(int ms) noexcept { options_.timeout_ms = ms; }
+  bool broken() const noexcept { return !broken_.empty(); }
+  const std::string& broken_reason() const noexcept { return broken_; }
+  const OpStats& last_stats() const noexcept { return stats_; }
+
+  // Collective. Throws CollectiveError (every rank throws for kInvalid / kMismatch).
+  Algorithm allreduce(const AllreduceArgs& args);
+  SparseResult sparse_allreduce(const SparseArgs& args);
+
+  // Machinery shared by the operations (public for the operation classes in the .cpp files).
+  struct Op;
+  struct Pending;
+
+ private:
+  friend struct Op;
+  void run(Op& op);
+  void fail(Failure f, const std::string& why);  // marks broken (if f breaks) and throws
+
+  std::unique_ptr<transport::Transport> transport_;
+  Options options_;
+  std::size_t packet_bytes_ = 0;
+  std::uint32_t seq_ = 0;
+  std::string broken_;
+  OpStats stats_;
+  // Packets of the next operation that arrived while this one ran (a peer may be one ahead).
+  struct Stashed {
+    int src;
+    std::vector<std::byte> bytes;
+  };
+  std::vector<Stashed> stash_;
+  // Scratch arrays kept across operations (no page faults per call): id -> bytes.
+  std::vector<std::unique_ptr<std::byte[]>> scratch_;
+  std::vector<std::size_t> scratch_bytes_;
+  std::byte* scratch(std::size_t id, std::size_t bytes);
+  std::vector<std::byte> staging_;
+  // The sparse roots' dense accumulators and touched bitmaps, all zero between operations.
+  std::vector<std::byte> sparse_acc_;
+  std::vector<std::uint64_t> sparse_bits_;
+
+ public:
+  // ---- used by the operations ----
+  std::byte* scratch_array(std::size_t id, std::size_t bytes) { return scratch(id, bytes); }
+  std::vector<Stashed>& stash() noexcept { return stash_; }
+  std::uint32_t next_seq() noexcept { return ++seq_; }
+  std::vector<std::byte>& staging() noexcept { return staging_; }
+  OpStats& stats() noexcept { return stats_; }
+  std::vector<std::byte>& sparse_acc() noexcept { return sparse_acc_; }
+  std::vector<std::uint64_t>& sparse_bits() noexcept { return sparse_bits_; }
+};
+
+}  // namespace netsparse::collectives
