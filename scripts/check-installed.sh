@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Checks an installed NetSparse (prefix = $1) the way downstream users consume it:
 #   1. find_package(NetSparse) from three projects: C + C++ (tests/install/consumer), C++ only
-#      (consumer_cxx: project(x CXX), no C compiler) and C only (consumer_c: project(x C));
-#   2. pkg-config: a C++ and a C program linked with `pkg-config --libs netsparse`, which must
-#      carry an rpath;
+#      (consumer_cxx: project(x CXX), no C compiler) and C only (consumer_c: project(x C)); the
+#      C++ ones set no C++ standard (the exported target carries cxx_std_20);
+#   2. pkg-config: a C++ program built with `pkg-config --cflags --libs netsparse` and no -std of
+#      its own (Cflags carry -std=c++20), a C program with netsparse-c; Libs carry an rpath;
 #   3. examples/ built standalone against the install, each run on 2 ranks.
 # Every program runs WITHOUT LD_LIBRARY_PATH: the rpath CMake records, and the one netsparse.pc
 # carries, must find libnetsparse.so.
@@ -29,13 +30,20 @@ if [[ " $libs " != *" -Wl,-rpath,"* ]]; then
   echo "pkg-config --libs netsparse has no rpath: $libs" >&2
   exit 1
 fi
+# No -std here: the C++20 the headers need must come from `pkg-config --cflags netsparse`.
+cflags=$(pkg-config --cflags netsparse)
+if [[ " $cflags " != *" -std=c++20 "* ]]; then
+  echo "pkg-config --cflags netsparse does not carry -std=c++20: $cflags" >&2
+  exit 1
+fi
 # shellcheck disable=SC2046
-g++ -std=c++20 "$root/tests/install/consumer/main.cpp" -o "$work/pc-consumer" \
+g++ "$root/tests/install/consumer/main.cpp" -o "$work/pc-consumer" \
   $(pkg-config --cflags --libs netsparse) $(pkg-config --cflags --libs ompi)
 run "$work/pc-consumer"
+echo "--- pkg-config --libs netsparse-c (a C program)"
 # shellcheck disable=SC2046
-gcc -std=c11 "$root/tests/install/consumer_c/main.c" -o "$work/pc-consumer-c" \
-  $(pkg-config --cflags --libs netsparse ompi-c)
+gcc -std=c11 -Werror "$root/tests/install/consumer_c/main.c" -o "$work/pc-consumer-c" \
+  $(pkg-config --cflags --libs netsparse-c ompi-c)
 run "$work/pc-consumer-c"
 
 # The real examples, built standalone against the install and run as a user would.
