@@ -16,6 +16,8 @@ Tensors are handed to the library as numpy views (no copy) when they are CPU, co
 the operator's dtype; anything else is made so first (.contiguous(), the dtype is checked).
 """
 
+import time as _time
+
 import numpy as _np
 import torch
 
@@ -40,15 +42,19 @@ class SpmmFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, op):
         ctx.op = op
+        t0 = _time.perf_counter()
         y = torch.empty((op.rows_local, op.k), dtype=op.dtype)
         op.forward_kernel.spmm(_as_numpy(x, op.dtype, "X"), y.numpy())
+        op.seconds["forward"] += _time.perf_counter() - t0
         return y
 
     @staticmethod
     def backward(ctx, dy):
         op = ctx.op
+        t0 = _time.perf_counter()
         dx = torch.empty((op.cols_local, op.k), dtype=op.dtype)
         op.backward_kernel.spmm(_as_numpy(dy, op.dtype, "dY"), dx.numpy())
+        op.seconds["backward"] += _time.perf_counter() - t0
         return dx, None
 
 
@@ -91,11 +97,15 @@ class DistSpmm:
         r, c = a.row_offsets, a.col_offsets
         self.rows_local = int(r[a.rank + 1] - r[a.rank])
         self.cols_local = int(c[a.rank + 1] - c[a.rank])
+        # Seconds this rank spent in the products and their setups (for tables; reset freely).
+        self.seconds = {"forward": 0.0, "backward": 0.0, "set_pattern": 0.0}
 
     def set_pattern(self, a_local):
         """Collective: this rank's rows of A get a new pattern (scipy.sparse)."""
+        t0 = _time.perf_counter()
         self.forward_kernel.set_pattern(a_local)
         self.backward_kernel.set_pattern(a_local)
+        self.seconds["set_pattern"] += _time.perf_counter() - t0
 
     def __call__(self, x):
         return SpmmFunction.apply(x, self)

@@ -25,6 +25,16 @@ template <class T>
   return "?";
 }
 
+// Equivalent dtypes (the same type and byte order; not necessarily the same dtype object: an
+// array that travelled through pickle has its own).
+[[nodiscard]] inline bool same_dtype(const py::dtype& a, const py::dtype& b) {
+  return py::detail::npy_api::get().PyArray_EquivTypes_(a.ptr(), b.ptr());
+}
+template <class T>
+[[nodiscard]] inline bool has_dtype(const py::array& a) {
+  return same_dtype(a.dtype(), py::dtype::of<T>());
+}
+
 // "float32", "int64", ...
 [[nodiscard]] inline std::string dtype_text(const py::dtype& d) {
   return d.attr("name").cast<std::string>();
@@ -58,7 +68,7 @@ template <class T>
            std::string(py::str(py::type::of(obj).attr("__name__")));
   }
   const auto a = py::reinterpret_borrow<py::array>(obj);
-  if (!a.dtype().is(py::dtype::of<std::remove_const_t<T>>())) {
+  if (!has_dtype<std::remove_const_t<T>>(a)) {
     return name + " must have dtype " + dtype_name<std::remove_const_t<T>>() + ", got " +
            dtype_text(a.dtype()) + " (no implicit conversion: convert with .astype)";
   }

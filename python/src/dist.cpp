@@ -49,9 +49,7 @@ void with_csr_arrays(const py::array& indptr, const py::array& indices, const py
     using T = decltype(tag);
     return std::span<const T>(static_cast<const T*>(a.data()), static_cast<std::size_t>(a.size()));
   };
-  const auto is = [](const py::array& a, auto tag) {
-    return a.dtype().is(py::dtype::of<decltype(tag)>());
-  };
+  const auto is = [](const py::array& a, auto tag) { return has_dtype<decltype(tag)>(a); };
   for (const py::array* a : {&indptr, &indices, &data}) {
     if ((a->flags() & py::array::c_style) == 0 || a->ndim() != 1) {
       throw py::value_error("CSR arrays must be 1-D and contiguous");
@@ -175,8 +173,8 @@ std::shared_ptr<CsrMatrix> pattern_rows(const PyDistMatrix& a, const py::object&
 
 ScalarType parse_dtype(const py::object& dtype) {
   const py::dtype d = py::dtype::from_args(dtype);
-  if (d.is(py::dtype::of<float>())) return ScalarType::f32;
-  if (d.is(py::dtype::of<double>())) return ScalarType::f64;
+  if (same_dtype(d, py::dtype::of<float>())) return ScalarType::f32;
+  if (same_dtype(d, py::dtype::of<double>())) return ScalarType::f64;
   throw py::value_error("dtype must be float32 or float64, got " + dtype_text(d));
 }
 

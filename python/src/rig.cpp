@@ -108,7 +108,7 @@ py::array gather(PyRigTable& t, py::object idx_obj, py::object out_obj, int time
   std::span<const std::uint64_t> idx;
   std::string problem;
   if (py::isinstance<py::array>(idx_obj) &&
-      py::reinterpret_borrow<py::array>(idx_obj).dtype().is(py::dtype::of<std::int64_t>())) {
+      has_dtype<std::int64_t>(py::reinterpret_borrow<py::array>(idx_obj))) {
     // int64 (numpy's default integer): same bits as uint64 for valid (non-negative) idxs; a
     // negative one is out of range and refused by the engine.
     std::span<const std::int64_t> signed_idx;
@@ -123,7 +123,7 @@ py::array gather(PyRigTable& t, py::object idx_obj, py::object out_obj, int time
   if (out_obj.is_none()) out_obj = py::array(t.rows.dtype(), shape);
   if (!py::isinstance<py::array>(out_obj)) throw py::value_error("out must be a numpy.ndarray");
   auto out = py::reinterpret_borrow<py::array>(out_obj);
-  if (!out.dtype().is(t.rows.dtype())) {
+  if (!same_dtype(out.dtype(), t.rows.dtype())) {
     throw py::value_error("out must have the table's dtype " + dtype_text(t.rows.dtype()) +
                           ", got " + dtype_text(out.dtype()));
   }
