@@ -54,5 +54,22 @@ for example in spmm_distributed rig_gather gcn_train; do
   echo "--- example $example (mpirun -np 2, against the installed package)"
   run mpirun --oversubscribe --bind-to none -np 2 "$work/examples/$example"
 done
-echo "installed package OK (find_package from C + C++, C++-only and C-only projects;" \
-  "pkg-config with rpath; examples; no LD_LIBRARY_PATH)"
+# The Python package, when it was built: the README's example from the installed package.
+pydir=$(find "$prefix" -path '*/site-packages/netsparse/__init__.py' -printf '%h\n' 2>/dev/null |
+  head -1)
+if [[ -n "$pydir" ]]; then
+  echo "--- Python: the README example, PYTHONPATH=$(dirname "$pydir") (mpirun -np 2)"
+  # The python3 with numpy, scipy and mpi4py (as python/CMakeLists.txt picks it).
+  python=""
+  for candidate in python3 /usr/bin/python3; do
+    if "$candidate" -c "import numpy, scipy, mpi4py" 2>/dev/null; then
+      python=$candidate
+      break
+    fi
+  done
+  run env PYTHONPATH="$(dirname "$pydir")" PYTHONDONTWRITEBYTECODE=1 \
+    mpirun --oversubscribe --bind-to none -np 2 "${python:?no python3 with numpy, scipy, mpi4py}" \
+    "$root/tests/python/run_readme_example.py" "$root/README.md"
+fi
+echo "installed package OK (find_package from C + C++, C++-only and C-only projects with no" \
+  "C++ standard of their own; pkg-config with rpath; examples; Python; no LD_LIBRARY_PATH)"
