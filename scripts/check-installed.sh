@@ -38,7 +38,7 @@ if [[ " $cflags " != *" -std=c++20 "* ]]; then
 fi
 # shellcheck disable=SC2046
 g++ "$root/tests/install/consumer/main.cpp" -o "$work/pc-consumer" \
-  $(pkg-config --cflags --libs netsparse) $(pkg-config --cflags --libs ompi)
+  $(pkg-config --cflags --libs netsparse) $(pkg-config --cflags --libs ompi-cxx)
 run "$work/pc-consumer"
 echo "--- pkg-config --libs netsparse-c (a C program)"
 # shellcheck disable=SC2046
