@@ -516,7 +516,38 @@ rows directly (no setup); other modes redo their setup.)",
           "This rank's statistics: 'last_run' and 'total' (bytes, messages, seconds), setup "
           "times, the pattern's remote volume and, for the RIG modes, the engine's counters as "
           "JSON text ('engine_json').")
-      .def("reset_stats", [](PyDistKernel& s) { s.kernel->reset_stats(); });
+      .def("reset_stats", [](PyDistKernel& s) { s.kernel->reset_stats(); })
+      .def(
+          "_cpp_spmm_seconds",
+          [](PyDistKernel& s, py::object b, py::object c, int iters) {
+            // The C++ call alone, for the Python-overhead benchmark (python/bench): the same
+            // loop as a Python caller's (barrier, spmm, this rank's seconds), without Python.
+            std::span<const double> bd;
+            std::span<double> cd;
+            std::span<const float> bf;
+            std::span<float> cf;
+            const bool f32 = s.scalar == ScalarType::f32;
+            agree_on_arguments(
+                s.a.comm(),
+                f32 ? first_problem({check_array(b, "B", {s.col_block(), s.k}, false, bf),
+                                     check_array(c, "C", {s.row_block(), s.k}, true, cf)})
+                    : first_problem({check_array(b, "B", {s.col_block(), s.k}, false, bd),
+                                     check_array(c, "C", {s.row_block(), s.k}, true, cd)}));
+            std::vector<double> seconds;
+            py::gil_scoped_release release;
+            for (int i = 0; i < iters; ++i) {
+              MPI_Barrier(s.a.comm());
+              const double t0 = MPI_Wtime();
+              if (f32) {
+                s.kernel->spmm(bf, cf);
+              } else {
+                s.kernel->spmm(bd, cd);
+              }
+              seconds.push_back(MPI_Wtime() - t0);
+            }
+            return seconds;
+          },
+          py::arg("b"), py::arg("c"), py::arg("iters"));
 
   py::class_<PyTransposedSpmm>(m, "TransposedSpmm", R"(C = A^T @ B on a DistMatrix without
 forming A^T on one rank (the backward pass of a GNN layer):
