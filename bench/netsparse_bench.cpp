@@ -111,7 +111,7 @@ Modes
                            ideal              no communication (the compute-only bound)
                            petsc              PETSc's MatMult / MatMatMult (MPIDENSE B), fp64;
                                               built with PETSc, in the default list with
-                                              --dtype f64 and a fixed pattern
+                                              --dtype f64, a fixed pattern and no SDDMM
                          and the ablation variants below. ideal always runs (it is the
                          reference every result is checked against).
   --ablation             also run the paper's Table 8 ladder on the per-nonzero idx stream:
@@ -418,8 +418,9 @@ std::vector<Variant> make_variants(const Options& o) {
   std::vector<std::string> labels = o.modes;
   if (labels.empty()) {
     for (CommMode m : all_comm_modes()) labels.emplace_back(to_string(m));
-    if (bench::kPetscMode && o.dist.scalar == ScalarType::f64 && !o.changing) {
-      labels.emplace_back("petsc");
+    if (bench::kPetscMode && o.dist.scalar == ScalarType::f64 && !o.changing &&
+        std::count(o.kernels.begin(), o.kernels.end(), KernelKind::sddmm) == 0) {
+      labels.emplace_back("petsc");  // PETSc has MatMult and MatMatMult, no SDDMM
     }
   }
   if (o.ablation) {
