@@ -21,7 +21,7 @@ import time as _time
 import numpy as _np
 import torch
 
-from . import DistKernel, Engine, TransposedSpmm
+from . import DistKernel, Engine, Pattern, TransposedSpmm
 
 __all__ = ["DistSpmm", "SpmmFunction"]
 
@@ -101,10 +101,11 @@ class DistSpmm:
         self.seconds = {"forward": 0.0, "backward": 0.0, "set_pattern": 0.0}
 
     def set_pattern(self, a_local):
-        """Collective: this rank's rows of A get a new pattern (scipy.sparse)."""
+        """Collective: this rank's rows of A get a new pattern (scipy.sparse or Pattern)."""
         t0 = _time.perf_counter()
-        self.forward_kernel.set_pattern(a_local)
-        self.backward_kernel.set_pattern(a_local)
+        pattern = a_local if isinstance(a_local, Pattern) else Pattern(self.a, a_local)
+        self.forward_kernel.set_pattern(pattern)  # checked once, used by both
+        self.backward_kernel.set_pattern(pattern)
         self.seconds["set_pattern"] += _time.perf_counter() - t0
 
     def __call__(self, x):

@@ -153,9 +153,26 @@ PartitionKind parse_partition(const std::string& s) {
   throw py::value_error("partition must be 'equal_rows' or 'balanced_nnz', got '" + s + "'");
 }
 
+// A pattern of a DistMatrix's rows on this rank, validated once (netsparse.Pattern): handed to
+// several kernels' set_pattern (a DistKernel and a TransposedSpmm of one training step) without
+// converting and checking the scipy matrix again for each.
+struct PyPattern {
+  std::shared_ptr<const DistMatrix> of;  // the matrix whose partition it was checked against
+  std::shared_ptr<const CsrMatrix> rows;
+};
+
 // This rank's rows of a's shape as a CsrMatrix, from a scipy matrix (collective: validated
-// and agreed on by from_local_csr).
-std::shared_ptr<CsrMatrix> pattern_rows(const PyDistMatrix& a, const py::object& matrix) {
+// and agreed on by from_local_csr) or a Pattern made for a.
+std::shared_ptr<const CsrMatrix> pattern_rows(const PyDistMatrix& a, const py::object& matrix) {
+  if (py::isinstance<PyPattern>(matrix)) {
+    const auto& p = matrix.cast<const PyPattern&>();
+    const bool same = p.of == a.m || (p.of->rows().offsets() == a.m->rows().offsets() &&
+                                      p.of->cols().offsets() == a.m->cols().offsets());
+    agree_on_arguments(a.comm(), same ? std::string()
+                                      : std::string("the Pattern was made for "
+                                                    "another row / column split"));
+    return p.rows;
+  }
   const ScipyCsr c = scipy_csr(a.comm(), matrix, "the pattern");
   CsrImportOptions opt;
   opt.columns = ColumnOrder::require_sorted;
@@ -223,7 +240,7 @@ struct PyDistKernel {
   std::unique_ptr<DistKernel> kernel;
   // The current pattern when set_pattern was called: a dynamic_pattern kernel BORROWS these
   // rows, so they live as long as the kernel uses them.
-  std::shared_ptr<CsrMatrix> pattern;
+  std::shared_ptr<const CsrMatrix> pattern;
   ScalarType scalar;
   int k;
 
@@ -367,6 +384,15 @@ ValueError naming the row: call a_local.sum_duplicates()); COO is converted.)",
         return PyDistMatrix{a.comm_obj, std::move(t)};
       });
 
+  py::class_<PyPattern>(m, "Pattern", R"(Pattern(a, a_local): a new sparsity pattern of this
+rank's rows of DistMatrix a (scipy.sparse, the block's shape), checked once (collective), to
+hand to several kernels' set_pattern.)")
+      .def(py::init([](const PyDistMatrix& a, const py::object& a_local) {
+             return PyPattern{a.m, pattern_rows(a, a_local)};
+           }),
+           py::arg("a"), py::arg("a_local"))
+      .def_property_readonly("nnz", [](const PyPattern& p) { return p.rows->nnz(); });
+
   py::class_<PyEngine>(m, "Engine", R"(A RIG engine (ns_context over MPI) shared by kernels:
 netsparse.Engine(comm, progress="auto"). Collective to create and to destroy.)")
       .def(py::init([](py::object comm_obj, const std::string& progress) {
@@ -463,7 +489,7 @@ ValueError on every rank.)")
       .def(
           "set_pattern",
           [](PyDistKernel& s, const py::object& a_local) {
-            std::shared_ptr<CsrMatrix> rows = pattern_rows(s.a, a_local);
+            std::shared_ptr<const CsrMatrix> rows = pattern_rows(s.a, a_local);
             {
               py::gil_scoped_release release;
               s.kernel->set_pattern(*rows);
@@ -471,7 +497,7 @@ ValueError on every rank.)")
             s.pattern = std::move(rows);  // the previous rows are no longer borrowed
           },
           R"(Collective: this rank's rows get a new sparsity pattern (scipy.sparse, the block's
-shape; e.g. a.sample_rows(...)). With dynamic_pattern=True the netsparse mode computes on these
+shape, e.g. a.sample_rows(...); or a netsparse.Pattern). With dynamic_pattern=True the netsparse mode computes on these
 rows directly (no setup); other modes redo their setup.)",
           py::arg("a_local"))
       .def("replicate",
@@ -600,7 +626,7 @@ dynamic_pattern=False, engine=None). B: a's row block x k, C: a's column block x
       .def(
           "set_pattern",
           [](PyTransposedSpmm& s, const py::object& a_local) {
-            std::shared_ptr<CsrMatrix> rows = pattern_rows(s.a, a_local);
+            std::shared_ptr<const CsrMatrix> rows = pattern_rows(s.a, a_local);
             py::gil_scoped_release release;
             s.op->set_pattern(*rows);  // copied or transposed inside: need not stay alive
           },
