@@ -20,9 +20,14 @@ the others with "rank R: <that message>"), so no rank is left waiting in a colle
 remains is a Python exception raised by your own code on one rank only: the other ranks then
 wait in their next collective. Run scripts as `mpirun -np N python3 -m mpi4py script.py`
 (mpi4py then calls MPI_Abort on an unhandled exception, ending every rank) or catch and call
-MPI.COMM_WORLD.Abort(1) yourself. C API failures raise netsparse.Error (a RuntimeError with
+MPI.COMM_WORLD.Abort(1) yourself. (The objects still alive on a rank that ends on an uncaught
+exception are not torn down: their teardown is collective and would wait for the peers, so
+the abort would never come; tests/python/check_raise_on_one_rank.py checks the job ends.) C API failures raise netsparse.Error (a RuntimeError with
 .status, the ns_status_t); malformed matrix files raise netsparse.ParseError (a ValueError).
 """
+
+import atexit as _atexit
+import sys as _sys
 
 import numpy as _np
 import scipy.sparse as _sp
@@ -54,6 +59,18 @@ __all__ = [
     "equal_blocks",
     "balanced_blocks",
 ]
+
+
+def _abandon_teardown_after_uncaught_exception():
+    """An uncaught exception is ending this rank (Python set sys.last_value before running the
+    atexit hooks) while its peers may wait in a collective: the objects still alive are left
+    as they are instead of torn down collectively (which would wait for those peers), so that
+    mpi4py's MPI_Abort (`python3 -m mpi4py`) runs and ends the job."""
+    if getattr(_sys, "last_value", None) is not None:
+        _netsparse._abandon_teardown()
+
+
+_atexit.register(_abandon_teardown_after_uncaught_exception)
 
 
 def _csr_arrays(a, name="the matrix"):

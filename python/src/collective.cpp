@@ -3,6 +3,7 @@
 // mpi4py's C API: PyMPIComm_Type, PyMPIComm_Get (mpi4py/include, found by python/CMakeLists.txt).
 #include <mpi4py/mpi4py.h>
 
+#include <atomic>
 #include <climits>
 #include <stdexcept>
 #include <vector>
@@ -24,6 +25,17 @@ MPI_Comm comm_from(py::handle comm) {
   if (c == nullptr) throw py::error_already_set();
   if (*c == MPI_COMM_NULL) throw py::value_error("the communicator is MPI.COMM_NULL");
   return *c;
+}
+
+namespace {
+std::atomic<bool> abandoned{false};
+}  // namespace
+
+void abandon_teardown() noexcept {
+  abandoned = true;
+}
+bool teardown_abandoned() noexcept {
+  return abandoned;
 }
 
 void agree_on_arguments(MPI_Comm comm, const std::string& problem) {

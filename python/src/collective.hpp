@@ -6,6 +6,8 @@
 #include <pybind11/pybind11.h>
 
 #include <string>
+#include <type_traits>
+#include <utility>
 
 namespace netsparse::python {
 
@@ -21,5 +23,19 @@ void import_mpi4py_api();
 // text, the others with "rank R: <the lowest such rank's text>". Costs one MPI_Allreduce of an
 // int when every rank is fine. Call it with the GIL held.
 void agree_on_arguments(MPI_Comm comm, const std::string& problem);
+
+// Teardown after an uncaught exception. The objects' destructors are collective (an engine's
+// ns_close, a region's deregistration wait for every rank), so a rank that ends on an uncaught
+// exception while its peers wait in a collective would wait for them in its own interpreter
+// teardown, before mpi4py's MPI_Abort (python3 -m mpi4py) could end the job. The package's
+// atexit hook calls abandon_teardown() in that case, and the destructors then leave the C++
+// objects as they are (leak()) instead of tearing them down: the process is ending anyway.
+void abandon_teardown() noexcept;
+[[nodiscard]] bool teardown_abandoned() noexcept;
+// Moves `object` to the heap and never frees it.
+template <class T>
+void leak(T&& object) {
+  (void)new std::remove_cvref_t<T>(std::forward<T>(object));
+}
 
 }  // namespace netsparse::python

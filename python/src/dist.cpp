@@ -36,6 +36,13 @@ struct PyDistMatrix {
 struct PyEngine {
   py::object comm_obj;
   std::shared_ptr<RigEngine> engine;
+  PyEngine(py::object c, std::shared_ptr<RigEngine> e)
+      : comm_obj(std::move(c)), engine(std::move(e)) {}
+  PyEngine(const PyEngine&) = default;
+  PyEngine& operator=(const PyEngine&) = default;
+  ~PyEngine() {
+    if (teardown_abandoned()) leak(std::move(engine));  // collective.hpp
+  }
 };
 
 // ---- CSR arrays from numpy ----------------------------------------------------------------
@@ -238,6 +245,12 @@ py::array new_array(ScalarType t, std::vector<py::ssize_t> shape) {
 struct PyDistKernel {
   PyDistMatrix a;
   std::unique_ptr<DistKernel> kernel;
+  PyDistKernel() = default;
+  PyDistKernel(const PyDistKernel&) = delete;
+  PyDistKernel& operator=(const PyDistKernel&) = delete;
+  ~PyDistKernel() {
+    if (teardown_abandoned()) leak(std::move(kernel));  // collective.hpp
+  }
   // The current pattern when set_pattern was called: a dynamic_pattern kernel BORROWS these
   // rows, so they live as long as the kernel uses them.
   std::shared_ptr<const CsrMatrix> pattern;
@@ -282,6 +295,12 @@ struct PyDistKernel {
 struct PyTransposedSpmm {
   PyDistMatrix a;
   std::unique_ptr<TransposedSpmm> op;
+  PyTransposedSpmm() = default;
+  PyTransposedSpmm(const PyTransposedSpmm&) = delete;
+  PyTransposedSpmm& operator=(const PyTransposedSpmm&) = delete;
+  ~PyTransposedSpmm() {
+    if (teardown_abandoned()) leak(std::move(op));  // collective.hpp
+  }
   ScalarType scalar;
   int k;
 

@@ -32,6 +32,8 @@ PYBIND11_MODULE(_netsparse, m) {
     }
   });
 
+  m.def("_abandon_teardown", &netsparse::python::abandon_teardown,
+        "Called by the package's atexit hook when an uncaught exception ends this rank.");
   netsparse::python::bind_distributed(m);
   netsparse::python::bind_rig(m);
 }

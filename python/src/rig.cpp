@@ -36,6 +36,13 @@ struct PyRigContext {
   Cq cq;
   Qp qp;
   std::uint64_t next_wr_id = 1;
+  ~PyRigContext() {
+    if (teardown_abandoned()) {  // collective.hpp
+      leak(std::move(qp));
+      leak(std::move(cq));
+      leak(std::move(ctx));
+    }
+  }
 };
 
 struct PyRigTable {
@@ -43,6 +50,12 @@ struct PyRigTable {
   py::array rows;                     // registered memory: peers read it until close()
   PropertyRegion region;
   std::vector<std::uint64_t> offsets;
+  ~PyRigTable() {
+    if (teardown_abandoned()) {  // collective.hpp: the peers may still read rows
+      leak(std::move(region));
+      leak(std::move(rows));
+    }
+  }
 
   [[nodiscard]] py::ssize_t width() const { return rows.ndim() == 2 ? rows.shape(1) : 1; }
 };
