@@ -20,6 +20,7 @@ import time as _time
 
 import numpy as _np
 import torch
+from torch.autograd.function import once_differentiable as _once_differentiable
 
 from . import DistKernel, Engine, Pattern, TransposedSpmm
 
@@ -49,6 +50,7 @@ class SpmmFunction(torch.autograd.Function):
         return y
 
     @staticmethod
+    @_once_differentiable  # dX = A^T dY is computed outside autograd: no double backward
     def backward(ctx, dy):
         op = ctx.op
         t0 = _time.perf_counter()
