@@ -37,6 +37,7 @@
 
 #include "config/settings.hpp"
 #include "netsparse/distributed.hpp"
+#include "petsc_mode.hpp"
 #include "stall_guard.hpp"
 
 namespace {
@@ -110,6 +111,9 @@ Modes
                            inspector-executor precomputed ghost exchange
                                               (MPI_Ineighbor_alltoallv), setup separate
                            ideal              no communication (the compute-only bound)
+                           petsc              PETSc's MatMult / MatMatMult (MPIDENSE B), fp64;
+                                              built with PETSc, in the default list with
+                                              --dtype f64, a fixed pattern and no SDDMM
                          and the ablation variants below. ideal always runs (it is the
                          reference every result is checked against).
   --no-plans             also run netsparse-noplan: netsparse on a fixed pattern without gather
@@ -253,6 +257,7 @@ const std::vector<std::string>& ablation_labels() {
 constexpr const char* kNoPlanLabel = "netsparse-noplan";
 
 bool is_known_mode(const std::string& m) {
+  if (m == "petsc") return bench::kPetscMode;  // PETSc's own products (bench/petsc_mode.cpp)
   if (std::find(ablation_labels().begin(), ablation_labels().end(), m) != ablation_labels().end()) {
     return true;
   }
@@ -424,6 +429,10 @@ std::vector<Variant> make_variants(const Options& o) {
   std::vector<std::string> labels = o.modes;
   if (labels.empty()) {
     for (CommMode m : all_comm_modes()) labels.emplace_back(to_string(m));
+    if (bench::kPetscMode && o.dist.scalar == ScalarType::f64 && !o.changing &&
+        std::count(o.kernels.begin(), o.kernels.end(), KernelKind::sddmm) == 0) {
+      labels.emplace_back("petsc");  // PETSc has MatMult and MatMatMult, no SDDMM
+    }
   }
   if (o.ablation) {
     for (const std::string& l : ablation_labels()) {
@@ -451,6 +460,8 @@ std::vector<Variant> make_variants(const Options& o) {
     } else if (l == kNoPlanLabel) {
       v.options.mode = CommMode::netsparse;
       v.options.plans = false;
+    } else if (l == "petsc") {
+      v.options.mode = CommMode::inspector_executor;  // its class: PETSc's VecScatter plan
     } else {
       v.options.mode = parse_comm_mode(l);
     }
@@ -733,6 +744,37 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
     res.engine_prs_per_packet = allreduce(engine->prs_per_packet(), MPI_MAX);
     if (w.rank == 0) res.engine_json = engine->stats_json();
   }
+  return res;
+}
+
+// The petsc mode: PETSc's MatMult / MatMatMult on the same matrix and operands, fp64.
+Result measure_petsc(const Variant& v, Workload& w, const Options& o,
+                     const std::vector<double>& ref) {
+  if (o.dist.scalar != ScalarType::f64 || o.changing) {
+    throw std::invalid_argument("the petsc mode runs with --dtype f64 and a fixed pattern");
+  }
+  Result res;
+  res.label = v.label;
+  res.mode = v.options.mode;
+  bench::PetscRun run;  // named only when built with PETSc (no definition otherwise)
+  if constexpr (bench::kPetscMode) {
+    run = bench::run_petsc(*w.a, w.kernel, w.k, w.f64.b, o.warmup, o.iters);
+  }
+  res.times = run.times;
+  res.setup_times = res.plan_times = {run.setup_seconds};
+  const double bytes = run.ghost_bytes + 50 * run.ghost_messages;  // as inspector-executor's
+  res.bytes_total = allreduce(bytes, MPI_SUM);
+  res.bytes_tail = allreduce(bytes, MPI_MAX);
+  res.messages_total = allreduce(run.ghost_messages, MPI_SUM);
+  double err = ref.size() == run.out.size() ? 0 : INFINITY, scale = 0;
+  for (std::size_t i = 0; i < ref.size() && i < run.out.size(); ++i) {
+    err = std::max(err, std::abs(run.out[i] - ref[i]));
+    scale = std::max(scale, std::abs(ref[i]));
+  }
+  err = allreduce(err, MPI_MAX);
+  scale = allreduce(scale, MPI_MAX);
+  res.err = scale > 0 ? err / scale : err;
+  res.correct = res.err <= o.tolerance;
   return res;
 }
 
@@ -1278,9 +1320,13 @@ int main(int argc, char** argv) {
             const Variant& v = variants[vi];
             Result r;
             try {
-              r = measure(v, w, o, v.options.mode == CommMode::ideal ? nullptr : &reference,
-                          progress,
-                          o.rounds > 1 ? tag + " round " + std::to_string(round + 1) : tag);
+              if (v.label == "petsc") {
+                r = measure_petsc(v, w, o, reference);
+              } else {
+                r = measure(v, w, o, v.options.mode == CommMode::ideal ? nullptr : &reference,
+                            progress,
+                            o.rounds > 1 ? tag + " round " + std::to_string(round + 1) : tag);
+              }
             } catch (const std::exception& e) {
               // A failure is collective in the library (every rank throws); report and go on.
               r.label = v.label;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Checks an installed NetSparse (prefix = $1) the way downstream users consume it:
 #   1. find_package(NetSparse) from three projects: C + C++ (tests/install/consumer), C++ only
-#      (consumer_cxx: project(x CXX), no C compiler) and C only (consumer_c: project(x C));
-#   2. pkg-config: a C++ and a C program linked with `pkg-config --libs netsparse`, which must
-#      carry an rpath;
+#      (consumer_cxx: project(x CXX), no C compiler) and C only (consumer_c: project(x C)); the
+#      C++ ones set no C++ standard (the exported target carries cxx_std_20);
+#   2. pkg-config: a C++ program built with `pkg-config --cflags --libs netsparse` and no -std of
+#      its own (Cflags carry -std=c++20), a C program with netsparse-c; Libs carry an rpath;
 #   3. examples/ built standalone against the install, each run on 2 ranks.
 # Every program runs WITHOUT LD_LIBRARY_PATH: the rpath CMake records, and the one netsparse.pc
 # carries, must find libnetsparse.so.
@@ -29,13 +30,20 @@ if [[ " $libs " != *" -Wl,-rpath,"* ]]; then
   echo "pkg-config --libs netsparse has no rpath: $libs" >&2
   exit 1
 fi
+# No -std here: the C++20 the headers need must come from `pkg-config --cflags netsparse`.
+cflags=$(pkg-config --cflags netsparse)
+if [[ " $cflags " != *" -std=c++20 "* ]]; then
+  echo "pkg-config --cflags netsparse does not carry -std=c++20: $cflags" >&2
+  exit 1
+fi
 # shellcheck disable=SC2046
-g++ -std=c++20 "$root/tests/install/consumer/main.cpp" -o "$work/pc-consumer" \
-  $(pkg-config --cflags --libs netsparse) $(pkg-config --cflags --libs ompi)
+g++ "$root/tests/install/consumer/main.cpp" -o "$work/pc-consumer" \
+  $(pkg-config --cflags --libs netsparse) $(pkg-config --cflags --libs ompi-cxx)
 run "$work/pc-consumer"
+echo "--- pkg-config --libs netsparse-c (a C program)"
 # shellcheck disable=SC2046
-gcc -std=c11 "$root/tests/install/consumer_c/main.c" -o "$work/pc-consumer-c" \
-  $(pkg-config --cflags --libs netsparse ompi-c)
+gcc -std=c11 -Werror "$root/tests/install/consumer_c/main.c" -o "$work/pc-consumer-c" \
+  $(pkg-config --cflags --libs netsparse-c ompi-c)
 run "$work/pc-consumer-c"
 
 # The real examples, built standalone against the install and run as a user would.
@@ -46,5 +54,22 @@ for example in spmm_distributed rig_gather gcn_train; do
   echo "--- example $example (mpirun -np 2, against the installed package)"
   run mpirun --oversubscribe --bind-to none -np 2 "$work/examples/$example"
 done
-echo "installed package OK (find_package from C + C++, C++-only and C-only projects;" \
-  "pkg-config with rpath; examples; no LD_LIBRARY_PATH)"
+# The Python package, when it was built: the README's example from the installed package.
+pydir=$(find "$prefix" -path '*/site-packages/netsparse/__init__.py' -printf '%h\n' 2>/dev/null |
+  head -1)
+if [[ -n "$pydir" ]]; then
+  echo "--- Python: the README example, PYTHONPATH=$(dirname "$pydir") (mpirun -np 2)"
+  # The python3 with numpy, scipy and mpi4py (as python/CMakeLists.txt picks it).
+  python=""
+  for candidate in python3 /usr/bin/python3; do
+    if "$candidate" -c "import numpy, scipy, mpi4py" 2>/dev/null; then
+      python=$candidate
+      break
+    fi
+  done
+  run env PYTHONPATH="$(dirname "$pydir")" PYTHONDONTWRITEBYTECODE=1 \
+    mpirun --oversubscribe --bind-to none -np 2 "${python:?no python3 with numpy, scipy, mpi4py}" \
+    "$root/tests/python/run_readme_example.py" "$root/README.md"
+fi
+echo "installed package OK (find_package from C + C++, C++-only and C-only projects with no" \
+  "C++ standard of their own; pkg-config with rpath; examples; Python; no LD_LIBRARY_PATH)"

@@ -13,6 +13,12 @@ pkgs=(
   zlib1g-dev
   clang clang-format libclang-rt-14-dev libomp-dev
   python3 python3-matplotlib
+  # the Python module (python/) and its tests; PETSc interop (include/netsparse/petsc.hpp)
+  pybind11-dev python3-dev python3-numpy python3-scipy python3-mpi4py python3-pytest
+  python3-torch petsc-dev
+  # an optimized BLAS behind Debian's libblas.so.3 alternative (numpy, torch and PETSc call it):
+  # the default reference BLAS makes torch's thin matmuls ~10x slower (measured in the GCN)
+  libopenblas0-openmp
   xz-utils zstd
 )
 if [[ " $* " == *" --vm "* ]]; then
