@@ -264,6 +264,21 @@ struct MinimumTraffic {
 [[nodiscard]] MinimumTraffic minimum_traffic(const DistKernel& kernel,
                                              std::uint32_t packet_bytes = 1500);
 
+// The job's hosts and racks as the node-aware modes see them: ranks sharing memory
+// (MPI_COMM_TYPE_SHARED), or virtual hosts of NETSPARSE_RANKS_PER_HOST consecutive ranks, in
+// racks of NETSPARSE_HOSTS_PER_RACK hosts (docs/node-aware.md). Collective; a layout the ranks
+// disagree on or that does not divide the job is refused on every rank with the same
+// std::invalid_argument.
+struct HostLayout {
+  int hosts = 1;
+  int racks = 1;
+  bool virtual_hosts = false;
+  int host = 0;  // this rank's host, rack, and whether it leads its host (its lowest rank)
+  int rack = 0;
+  bool leader = true;
+};
+[[nodiscard]] HostLayout host_layout(MPI_Comm comm);
+
 // The inter-host volume of the kernel's current pattern on the job's hosts, as node-aware-ie sees
 // them (MPI_COMM_TYPE_SHARED, or virtual hosts of NETSPARSE_RANKS_PER_HOST consecutive ranks;
 // docs/node-aware.md). Collective; every rank gets the same values.

@@ -24,9 +24,9 @@ using dist::check_mpi;
 
 namespace {
 constexpr std::array<CommMode, 9> kAllModes = {
-    CommMode::netsparse,          CommMode::su,           CommMode::su_panel,
-    CommMode::sa_vanilla,         CommMode::sa_conveyors, CommMode::sa_opt,
-    CommMode::inspector_executor, CommMode::node_aware_ie, CommMode::ideal};
+    CommMode::netsparse,    CommMode::su,     CommMode::su_panel,           CommMode::sa_vanilla,
+    CommMode::sa_conveyors, CommMode::sa_opt, CommMode::inspector_executor, CommMode::node_aware_ie,
+    CommMode::ideal};
 }  // namespace
 
 const char* to_string(CommMode mode) noexcept {
@@ -649,6 +649,18 @@ gidx_t DistKernel::window_columns() const noexcept {
 }
 const std::shared_ptr<RigEngine>& DistKernel::engine() const noexcept {
   return impl_->engine;
+}
+
+HostLayout host_layout(MPI_Comm comm) {
+  const dist::Topology topo = dist::Topology::build(comm);
+  HostLayout l;
+  l.hosts = topo.nhosts();
+  l.racks = topo.nracks();
+  l.virtual_hosts = topo.virtual_hosts();
+  l.host = topo.host();
+  l.rack = topo.rack();
+  l.leader = topo.is_leader();
+  return l;
 }
 
 HostVolume host_volume(const DistKernel& kernel) {

@@ -169,8 +169,8 @@ class NodeIeExchange final : public Exchange<T> {
     // On-host rows, straight from their owners.
     for (int i = 0; i < hsize_; ++i) {
       if (near_recv_counts_[i] == 0) continue;
-      post(MPI_Irecv(ghost_.data() + near_recv_displs_[i] * k, near_recv_counts_[i], rc.row_type,
-                     i, kTagNear, hc, &reqs_.emplace_back()),
+      post(MPI_Irecv(ghost_.data() + near_recv_displs_[i] * k, near_recv_counts_[i], rc.row_type, i,
+                     kTagNear, hc, &reqs_.emplace_back()),
            "MPI_Irecv");
     }
     gather_rows(ops.b, near_send_local_.data(), static_cast<std::int64_t>(near_send_local_.size()),
@@ -222,9 +222,9 @@ class NodeIeExchange final : public Exchange<T> {
     if (leader) {
       // Step 2 (inter): one message per destination host, each row once.
       const double w0 = now_seconds();
-      check_mpi(MPI_Waitall(static_cast<int>(up_reqs_.size()), up_reqs_.data(),
-                            MPI_STATUSES_IGNORE),
-                "MPI_Waitall");
+      check_mpi(
+          MPI_Waitall(static_cast<int>(up_reqs_.size()), up_reqs_.data(), MPI_STATUSES_IGNORE),
+          "MPI_Waitall");
       waited += now_seconds() - w0;
       gather_rows(gather_.data(), out_index_.data(), static_cast<std::int64_t>(out_index_.size()),
                   k, outbound_.data());
@@ -254,8 +254,8 @@ class NodeIeExchange final : public Exchange<T> {
       for (int i = 1; i < hsize_; ++i) {
         const std::int64_t n = down_displs_[i + 1] - down_displs_[i];
         if (n == 0) continue;
-        post(MPI_Isend(down_packed_.data() + down_displs_[i] * k, static_cast<int>(n),
-                       rc.row_type, i, kTagDown, hc, &reqs_.emplace_back()),
+        post(MPI_Isend(down_packed_.data() + down_displs_[i] * k, static_cast<int>(n), rc.row_type,
+                       i, kTagDown, hc, &reqs_.emplace_back()),
              "MPI_Isend");
         ++intra_msgs;
         intra_rows += static_cast<std::uint64_t>(n);
@@ -289,8 +289,7 @@ class NodeIeExchange final : public Exchange<T> {
   static void post(int rc, const char* call) { check_mpi(rc, call); }
 
   // Global rows this rank owns -> local row numbers.
-  static std::vector<std::int64_t> to_local(const std::vector<gidx_t>& rows, gidx_t cb,
-                                            gidx_t ce) {
+  static std::vector<std::int64_t> to_local(const std::vector<gidx_t>& rows, gidx_t cb, gidx_t ce) {
     std::vector<std::int64_t> out(rows.size());
     for (std::size_t i = 0; i < rows.size(); ++i) {
       if (rows[i] < cb || rows[i] >= ce) {
@@ -376,10 +375,10 @@ class NodeIeExchange final : public Exchange<T> {
   }
 
   Topology topo_;
-  int hsize_ = 0, hrank_ = 0;     // ranks of this host, this rank's place among them
-  std::vector<int> host_index_;   // per rank of the job: its place in its host (this host only)
-  GhostLayout layout_;            // as inspector-executor: sorted ghosts, compact remote part
-  std::vector<T> ghost_;          // the gathered ghost rows, in ghost order
+  int hsize_ = 0, hrank_ = 0;    // ranks of this host, this rank's place among them
+  std::vector<int> host_index_;  // per rank of the job: its place in its host (this host only)
+  GhostLayout layout_;           // as inspector-executor: sorted ghosts, compact remote part
+  std::vector<T> ghost_;         // the gathered ghost rows, in ghost order
   // On-host exchange (per host rank).
   std::vector<int> near_recv_counts_, near_send_counts_;
   std::vector<std::int64_t> near_recv_displs_;  // in ghost rows

@@ -95,22 +95,28 @@ void expect_refused_everywhere(F&& f, const std::string& needle, const std::stri
   MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
   root.resize(static_cast<std::size_t>(n));
   MPI_Bcast(root.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
-  EXPECT_TRUE(test::all_ranks(root == message)) << what << ": rank " << world_rank() << " got '"
-                                                << message << "', rank 0 '" << root << "'";
+  EXPECT_TRUE(test::all_ranks(root == message))
+      << what << ": rank " << world_rank() << " got '" << message << "', rank 0 '" << root << "'";
 }
 
 TEST(Topology, MismatchedLayoutsAreRefusedOnEveryRankWithOneMessage) {
   const int r = world_rank();
   expect_refused_everywhere(
-      [] { (void)dist::Topology::build(MPI_COMM_WORLD, {3, 0}); },
+      [] {
+        (void)dist::Topology::build(MPI_COMM_WORLD, {3, 0});
+      },
       "NETSPARSE_RANKS_PER_HOST=3 does not divide the job's " + std::to_string(world_size()),
       "3 ranks per host");
   // Rank 1 alone disagrees (every rank must still refuse, none may hang).
   expect_refused_everywhere(
-      [r] { (void)dist::Topology::build(MPI_COMM_WORLD, {r == 1 ? 1 : 2, 0}); },
+      [r] {
+        (void)dist::Topology::build(MPI_COMM_WORLD, {r == 1 ? 1 : 2, 0});
+      },
       "the ranks disagree: rank 0 has NETSPARSE_RANKS_PER_HOST=2", "disagreeing ranks");
   expect_refused_everywhere(
-      [] { (void)dist::Topology::build(MPI_COMM_WORLD, {2, 3}); },
+      [] {
+        (void)dist::Topology::build(MPI_COMM_WORLD, {2, 3});
+      },
       "NETSPARSE_HOSTS_PER_RACK=3 does not divide", "3 hosts per rack");
   // Through the environment and a kernel: a value that is not a number on one rank only.
   ASSERT_GT(ranks_per_host(), 0);
