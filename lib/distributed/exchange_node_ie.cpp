@@ -169,17 +169,17 @@ class NodeIeExchange final : public Exchange<T> {
     // On-host rows, straight from their owners.
     for (int i = 0; i < hsize_; ++i) {
       if (near_recv_counts_[i] == 0) continue;
-      post(MPI_Irecv(ghost_.data() + near_recv_displs_[i] * k, near_recv_counts_[i], rc.row_type, i,
-                     kTagNear, hc, &reqs_.emplace_back()),
-           "MPI_Irecv");
+      check_mpi(MPI_Irecv(ghost_.data() + near_recv_displs_[i] * k, near_recv_counts_[i],
+                          rc.row_type, i, kTagNear, hc, &reqs_.emplace_back()),
+                "MPI_Irecv");
     }
     gather_rows(ops.b, near_send_local_.data(), static_cast<std::int64_t>(near_send_local_.size()),
                 k, near_packed_.data());
     for (int i = 0, off = 0; i < hsize_; off += near_send_counts_[i], ++i) {
       if (near_send_counts_[i] == 0) continue;
-      post(MPI_Isend(near_packed_.data() + std::size_t(off) * k, near_send_counts_[i], rc.row_type,
-                     i, kTagNear, hc, &reqs_.emplace_back()),
-           "MPI_Isend");
+      check_mpi(MPI_Isend(near_packed_.data() + std::size_t(off) * k, near_send_counts_[i],
+                          rc.row_type, i, kTagNear, hc, &reqs_.emplace_back()),
+                "MPI_Isend");
       ++intra_msgs;
       intra_rows += static_cast<std::uint64_t>(near_send_counts_[i]);
     }
@@ -192,30 +192,30 @@ class NodeIeExchange final : public Exchange<T> {
       for (int i = 1; i < hsize_; ++i) {
         const std::int64_t n = up_displs_[i + 1] - up_displs_[i];
         if (n == 0) continue;
-        post(MPI_Irecv(gather_.data() + up_displs_[i] * k, static_cast<int>(n), rc.row_type, i,
-                       kTagUp, hc, &up_reqs_.emplace_back()),
-             "MPI_Irecv");
+        check_mpi(MPI_Irecv(gather_.data() + up_displs_[i] * k, static_cast<int>(n), rc.row_type, i,
+                            kTagUp, hc, &up_reqs_.emplace_back()),
+                  "MPI_Irecv");
       }
       for (int h = 0; h < topo_.nhosts(); ++h) {
         const std::int64_t n = in_displs_[h + 1] - in_displs_[h];
         if (n == 0) continue;
-        post(MPI_Irecv(inbound_.data() + in_displs_[h] * k, static_cast<int>(n), rc.row_type, h,
-                       kTagInter, lc, &reqs_.emplace_back()),
-             "MPI_Irecv");
+        check_mpi(MPI_Irecv(inbound_.data() + in_displs_[h] * k, static_cast<int>(n), rc.row_type,
+                            h, kTagInter, lc, &reqs_.emplace_back()),
+                  "MPI_Irecv");
       }
     } else {
       gather_rows(ops.b, up_local_.data(), n_up, k, up_packed_.data());
       if (n_up > 0) {
-        post(MPI_Isend(up_packed_.data(), static_cast<int>(n_up), rc.row_type, 0, kTagUp, hc,
-                       &reqs_.emplace_back()),
-             "MPI_Isend");
+        check_mpi(MPI_Isend(up_packed_.data(), static_cast<int>(n_up), rc.row_type, 0, kTagUp, hc,
+                            &reqs_.emplace_back()),
+                  "MPI_Isend");
         ++intra_msgs;
         intra_rows += static_cast<std::uint64_t>(n_up);
       }
       if (!off_cols_.empty()) {
-        post(MPI_Irecv(down_.data(), static_cast<int>(off_cols_.size()), rc.row_type, 0, kTagDown,
-                       hc, &reqs_.emplace_back()),
-             "MPI_Irecv");
+        check_mpi(MPI_Irecv(down_.data(), static_cast<int>(off_cols_.size()), rc.row_type, 0,
+                            kTagDown, hc, &reqs_.emplace_back()),
+                  "MPI_Irecv");
       }
     }
     double waited = 0;
@@ -231,9 +231,9 @@ class NodeIeExchange final : public Exchange<T> {
       for (int h = 0; h < topo_.nhosts(); ++h) {
         const std::int64_t n = out_displs_[h + 1] - out_displs_[h];
         if (n == 0) continue;
-        post(MPI_Isend(outbound_.data() + out_displs_[h] * k, static_cast<int>(n), rc.row_type, h,
-                       kTagInter, lc, &reqs_.emplace_back()),
-             "MPI_Isend");
+        check_mpi(MPI_Isend(outbound_.data() + out_displs_[h] * k, static_cast<int>(n), rc.row_type,
+                            h, kTagInter, lc, &reqs_.emplace_back()),
+                  "MPI_Isend");
         ++inter_msgs;
         inter_rows += static_cast<std::uint64_t>(n);
       }
@@ -254,9 +254,9 @@ class NodeIeExchange final : public Exchange<T> {
       for (int i = 1; i < hsize_; ++i) {
         const std::int64_t n = down_displs_[i + 1] - down_displs_[i];
         if (n == 0) continue;
-        post(MPI_Isend(down_packed_.data() + down_displs_[i] * k, static_cast<int>(n), rc.row_type,
-                       i, kTagDown, hc, &reqs_.emplace_back()),
-             "MPI_Isend");
+        check_mpi(MPI_Isend(down_packed_.data() + down_displs_[i] * k, static_cast<int>(n),
+                            rc.row_type, i, kTagDown, hc, &reqs_.emplace_back()),
+                  "MPI_Isend");
         ++intra_msgs;
         intra_rows += static_cast<std::uint64_t>(n);
       }
@@ -286,8 +286,6 @@ class NodeIeExchange final : public Exchange<T> {
   }
 
  private:
-  static void post(int rc, const char* call) { check_mpi(rc, call); }
-
   // Global rows this rank owns -> local row numbers.
   static std::vector<std::int64_t> to_local(const std::vector<gidx_t>& rows, gidx_t cb, gidx_t ce) {
     std::vector<std::int64_t> out(rows.size());
