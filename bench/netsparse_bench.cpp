@@ -100,7 +100,8 @@ Workload
   --sample-max N         at most N nonzeros per row per iteration (default 0: no cap)
 
 Modes
-  --modes LIST           comma-separated, default all:
+  --modes LIST           comma-separated, default all (node-aware-ie only when the job
+                         spans several hosts, real or NETSPARSE_RANKS_PER_HOST virtual ones):
                            netsparse          RIG work requests per column panel (the engine)
                            su                 MPI_Allgatherv of the whole operand
                            su-panel           MPI_Iallgatherv per column panel, pipelined
@@ -110,6 +111,10 @@ Modes
                            sa-opt             the same with a free perfect prefilter (SAOpt)
                            inspector-executor precomputed ghost exchange
                                               (MPI_Ineighbor_alltoallv), setup separate
+                           node-aware-ie      the same, node-aware: rows from another host
+                                              go through the hosts' leaders, one message per
+                                              host pair, each row once per host (hosts:
+                                              shared memory, or NETSPARSE_RANKS_PER_HOST)
                            ideal              no communication (the compute-only bound)
                            petsc              PETSc's MatMult / MatMatMult (MPIDENSE B), fp64;
                                               built with PETSc, in the default list with
@@ -425,10 +430,15 @@ struct Variant {
   DistOptions options;
 };
 
-std::vector<Variant> make_variants(const Options& o) {
+// `hosts`: the job's hosts (host_layout): node-aware-ie joins the default list only when there
+// are several -- on one host it is inspector-executor with extra steps, and the main job (np 2
+// on one machine) keeps its list and its time.
+std::vector<Variant> make_variants(const Options& o, int hosts) {
   std::vector<std::string> labels = o.modes;
   if (labels.empty()) {
-    for (CommMode m : all_comm_modes()) labels.emplace_back(to_string(m));
+    for (CommMode m : all_comm_modes()) {
+      if (m != CommMode::node_aware_ie || hosts > 1) labels.emplace_back(to_string(m));
+    }
     if (bench::kPetscMode && o.dist.scalar == ScalarType::f64 && !o.changing &&
         std::count(o.kernels.begin(), o.kernels.end(), KernelKind::sddmm) == 0) {
       labels.emplace_back("petsc");  // PETSc has MatMult and MatMatMult, no SDDMM
@@ -490,6 +500,9 @@ struct Result {
   bool correct = true;
   // Sums over ranks (per iteration) and tail (max over ranks) of the per-rank values.
   double bytes_total = 0, bytes_tail = 0, requests_total = 0, messages_total = 0;
+  // Host-level traffic (inspector-executor, node-aware-ie), sums over ranks per iteration.
+  double inter_bytes_total = 0, inter_payload_total = 0, inter_messages_total = 0;
+  double intra_bytes_total = 0;
   double useful_tail = 0, wait_tail = 0, sync_tail = 0;
   double compute_tail = 0, post_tail = 0, progress_tail = 0;
   double engine_fc = -1;  // engine's own (filtered + coalesced) / requested, RIG modes
@@ -517,6 +530,10 @@ struct Volume {
   // RIG wire bytes (that payload requested and answered in full packets of packet_bytes).
   double min_wire_total = 0, min_wire_tail = 0, min_property_total = 0, min_property_tail = 0;
   unsigned packet_bytes = 0;
+  // Between hosts (host_volume): the node-wide minimum payload (each remote row into a host
+  // once) and the per-rank one (each rank's own rows from other hosts).
+  HostVolume hosts;
+  double host_min_payload = 0, rank_host_payload = 0;
 };
 
 bool stderr_is_tty() {
@@ -731,6 +748,11 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   res.bytes_tail = allreduce(bytes, MPI_MAX);
   res.requests_total = allreduce(static_cast<double>(s.requests) / iters, MPI_SUM);
   res.messages_total = allreduce(static_cast<double>(s.messages_sent) / iters, MPI_SUM);
+  res.inter_bytes_total = allreduce(static_cast<double>(s.inter_host_bytes) / iters, MPI_SUM);
+  res.inter_payload_total =
+      allreduce(static_cast<double>(s.inter_host_payload_bytes) / iters, MPI_SUM);
+  res.inter_messages_total = allreduce(static_cast<double>(s.inter_host_messages) / iters, MPI_SUM);
+  res.intra_bytes_total = allreduce(static_cast<double>(s.intra_host_bytes) / iters, MPI_SUM);
   res.wait_tail = allreduce(s.wait_seconds / iters, MPI_MAX);
   res.sync_tail = allreduce(s.sync_seconds / iters, MPI_MAX);
   res.compute_tail = allreduce(s.compute_seconds / iters, MPI_MAX);
@@ -953,6 +975,15 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
         "%u B packets with NetSparse's headers\n",
         human_bytes(vol.min_wire_total).c_str(), human_bytes(vol.min_wire_tail).c_str(),
         vol.packet_bytes);
+    if (vol.hosts.hosts > 1) {
+      std::printf(
+          "   between hosts (%d hosts%s, %d rack%s): node-wide minimum payload %s = each remote "
+          "row into a host once; per-rank %s = each rank's own (%.2fx)\n",
+          vol.hosts.hosts, vol.hosts.virtual_hosts ? ", virtual" : "", vol.hosts.racks,
+          vol.hosts.racks == 1 ? "" : "s", human_bytes(vol.host_min_payload).c_str(),
+          human_bytes(vol.rank_host_payload).c_str(),
+          vol.rank_host_payload > 0 ? vol.host_min_payload / vol.rank_host_payload : 0.0);
+    }
   }
   std::printf("%-20s %10s %10s %7s %8s %9s %6s %7s %8s %7s %11s %9s %10s\n", "mode", "time/it",
               o.changing ? "setup/it" : "setup", "vs su", "of ideal", "err", "F+C", "PR/pkt",
@@ -983,6 +1014,19 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
     }
   }
   if (empty) return;
+  // Between hosts: the modes that count host-level traffic (inspector-executor, node-aware-ie).
+  if (vol.hosts.hosts > 1 && !nothing_remote) {
+    for (const Result& r : results) {
+      if (!r.error.empty() || (r.inter_bytes_total <= 0 && r.intra_bytes_total <= 0)) continue;
+      std::printf(
+          "   between hosts: %-18s payload %s = %.2fx the node-wide minimum, wire %s in %.0f "
+          "messages; within hosts %s\n",
+          r.label.c_str(), human_bytes(r.inter_payload_total).c_str(),
+          vol.host_min_payload > 0 ? r.inter_payload_total / vol.host_min_payload : 0.0,
+          human_bytes(r.inter_bytes_total).c_str(), r.inter_messages_total,
+          human_bytes(r.intra_bytes_total).c_str());
+    }
+  }
   if (!below_wire.empty()) {
     std::printf(
         "   note: %s moved less than the RIG wire minimum but not less than the payload: counted "
@@ -1223,7 +1267,7 @@ int main(int argc, char** argv) {
     progress.show("measuring the line rate");
     const double line_rate = measure_line_rate(MPI_COMM_WORLD, o.line_rate_bytes);
     progress.clear();
-    const std::vector<Variant> variants = make_variants(o);
+    const std::vector<Variant> variants = make_variants(o, host_layout(MPI_COMM_WORLD).hosts);
     if (rank == 0) {
       std::printf(
           "netsparse_bench: %s (%lld x %lld, %lld nonzeros, %s partition, loaded in %.2f s)\n",
@@ -1309,6 +1353,9 @@ int main(int argc, char** argv) {
           vol.min_wire_tail = allreduce(double(mt.wire_bytes), MPI_MAX);
           vol.min_property_total = allreduce(double(mt.property_bytes), MPI_SUM);
           vol.min_property_tail = allreduce(double(mt.property_bytes), MPI_MAX);
+          vol.hosts = host_volume(probe);
+          vol.host_min_payload = double(vol.hosts.host_rows_total * vol.hosts.row_bytes);
+          vol.rank_host_payload = double(vol.hosts.rank_rows_total * vol.hosts.row_bytes);
         }
 
         std::vector<Result> results;
@@ -1391,6 +1438,10 @@ int main(int argc, char** argv) {
                  << ", \"bytes_total\": " << r.bytes_total << ", \"bytes_tail\": " << r.bytes_tail
                  << ", \"requests_total\": " << r.requests_total
                  << ", \"messages_total\": " << r.messages_total
+                 << ", \"inter_host_bytes_total\": " << r.inter_bytes_total
+                 << ", \"inter_host_payload_total\": " << r.inter_payload_total
+                 << ", \"inter_host_messages_total\": " << r.inter_messages_total
+                 << ", \"intra_host_bytes_total\": " << r.intra_bytes_total
                  << ", \"wait_tail_s\": " << r.wait_tail << ", \"sync_tail_s\": " << r.sync_tail
                  << ", \"compute_tail_s\": " << r.compute_tail
                  << ", \"post_tail_s\": " << r.post_tail
@@ -1405,6 +1456,9 @@ int main(int argc, char** argv) {
                  << ", \"min_wire_tail\": " << vol.min_wire_tail
                  << ", \"min_property_total\": " << vol.min_property_total
                  << ", \"min_property_tail\": " << vol.min_property_tail
+                 << ", \"hosts\": " << vol.hosts.hosts
+                 << ", \"host_min_payload_total\": " << vol.host_min_payload
+                 << ", \"rank_host_payload_total\": " << vol.rank_host_payload
                  << ", \"engine_stats\": " << (r.engine_json.empty() ? "null" : r.engine_json)
                  << "}";
             first_record = false;

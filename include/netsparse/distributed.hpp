@@ -28,6 +28,13 @@
 //   inspector-executor PETSc/Tpetra-style: a setup computes the ghost rows and builds a
 //                      distributed-graph communicator; each run packs and exchanges them with
 //                      MPI_Ineighbor_alltoallv, overlapped with the local block's compute.
+//   node-aware-ie      inspector-executor made node-aware (Bienz, Gropp, Olson; JPDC 2019):
+//                      rows owned on the rank's host come straight from their owner; rows from
+//                      other hosts take three steps: the owners' ranks send them to their host
+//                      leader, one message per host pair carries each row once per host
+//                      (de-duplicated host-wide), the receiving leader scatters them to the ranks
+//                      of its host that need them. Hosts: MPI_COMM_TYPE_SHARED, or virtual hosts
+//                      of NETSPARSE_RANKS_PER_HOST consecutive ranks (docs/node-aware.md).
 //   ideal              no communication: every rank holds all of the operand (replicate()).
 #pragma once
 
@@ -56,6 +63,7 @@ enum class CommMode {
   sa_conveyors,
   sa_opt,
   inspector_executor,
+  node_aware_ie,
   ideal
 };
 [[nodiscard]] const char* to_string(CommMode mode) noexcept;  // "netsparse", "su-panel", ...
@@ -164,6 +172,12 @@ struct CommStats {
   double compute_seconds = 0;   // local kernels (RIG modes: including the progress they drive)
   double post_seconds = 0;      // RIG modes: ns_post_send of the gather work requests
   double progress_seconds = 0;  // RIG modes, INLINE: engine steps run from inside the kernels
+  // Host-level traffic (inspector-executor and node-aware-ie; 0 in the other modes). Hosts as
+  // node-aware-ie sees them (docs/node-aware.md): discovered, or virtual hosts.
+  std::uint64_t inter_host_bytes = 0;          // wire bytes this rank sent to other hosts
+  std::uint64_t inter_host_payload_bytes = 0;  // the property bytes in them
+  std::uint64_t inter_host_messages = 0;       // messages this rank sent to other hosts
+  std::uint64_t intra_host_bytes = 0;          // wire bytes sent to other ranks of its host
 };
 
 // The communication volume a pattern needs, independent of the mode (collective to compute).
@@ -173,6 +187,8 @@ struct PatternVolume {
   std::uint64_t remote_rows_total = 0;   // columns owned by other ranks (what SU receives)
   std::vector<std::uint64_t> unique_remote_per_owner;  // distinct remote columns per owner rank
 };
+
+struct HostVolume;
 
 class DistKernel {
  public:
@@ -229,6 +245,7 @@ class DistKernel {
   struct Impl;
 
  private:
+  friend HostVolume host_volume(const DistKernel& kernel);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -246,6 +263,39 @@ struct MinimumTraffic {
 };
 [[nodiscard]] MinimumTraffic minimum_traffic(const DistKernel& kernel,
                                              std::uint32_t packet_bytes = 1500);
+
+// The job's hosts and racks as the node-aware modes see them: ranks sharing memory
+// (MPI_COMM_TYPE_SHARED), or virtual hosts of NETSPARSE_RANKS_PER_HOST consecutive ranks, in
+// racks of NETSPARSE_HOSTS_PER_RACK hosts (docs/node-aware.md). Collective; a layout the ranks
+// disagree on or that does not divide the job is refused on every rank with the same
+// std::invalid_argument.
+struct HostLayout {
+  int hosts = 1;
+  int racks = 1;
+  bool virtual_hosts = false;
+  int host = 0;  // this rank's host, rack, and whether it leads its host (its lowest rank)
+  int rack = 0;
+  bool leader = true;
+};
+[[nodiscard]] HostLayout host_layout(MPI_Comm comm);
+
+// The inter-host volume of the kernel's current pattern on the job's hosts, as node-aware-ie sees
+// them (MPI_COMM_TYPE_SHARED, or virtual hosts of NETSPARSE_RANKS_PER_HOST consecutive ranks;
+// docs/node-aware.md). Collective; every rank gets the same values.
+struct HostVolume {
+  int hosts = 1;
+  int racks = 1;
+  bool virtual_hosts = false;
+  std::uint64_t row_bytes = 0;  // one property (K x scalar)
+  // Sum over ranks of the distinct rows each rank needs from other hosts: what per-rank modes
+  // (inspector-executor) carry between hosts.
+  std::uint64_t rank_rows_total = 0;
+  // Sum over hosts of the distinct rows each host needs from other hosts: the node-wide minimum
+  // (each remote row crosses into a host once per gather); and the largest host's share.
+  std::uint64_t host_rows_total = 0;
+  std::uint64_t host_rows_tail = 0;
+};
+[[nodiscard]] HostVolume host_volume(const DistKernel& kernel);
 
 // The line rate goodput and line utilization are divided by (bytes / second per rank): every
 // rank streams `bytes` to rank (r + P/2) mod P while receiving as much from (r - P/2) mod P, all

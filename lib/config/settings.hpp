@@ -53,6 +53,8 @@ enum class Env : int {
   kEngineProfile,
   kMaxContextBytes,
   kKernelIsa,
+  kRanksPerHost,
+  kHostsPerRack,
   kBenchStallS,
   kDataDir,
   kCount
@@ -95,6 +97,12 @@ inline constexpr Setting kEnvironment[] = {
    "a context's memory budget, bytes (default: a quarter of physical memory)"},
   {"NETSPARSE_KERNEL_ISA", Type::kChoice, "", "baseline|avx2|avx512", 0, 0, false,
    Scope::kLibrary, "instruction set of the local kernels (default: the best the CPU runs)"},
+  {"NETSPARSE_RANKS_PER_HOST", Type::kInteger, "", "", 1, 1 << 24, true, Scope::kLibrary,
+   "the job's hosts are groups of this many consecutive ranks (virtual hosts on one machine, "
+   "for tests and benchmarks; default: ranks sharing memory form a host); node-aware-ie and "
+   "the host counters use them (docs/node-aware.md)"},
+  {"NETSPARSE_HOSTS_PER_RACK", Type::kInteger, "", "", 1, 1 << 24, true, Scope::kLibrary,
+   "racks of this many consecutive hosts (default: one rack)"},
   {"NETSPARSE_BENCH_STALL_S", Type::kInteger, "120", "", 0, 1e6, false, Scope::kBenchmark,
    "the benchmarks give up (exit 3) after this many seconds without progress (0 = never)"},
   {"NETSPARSE_DATA_DIR", Type::kText, "~/.cache/netsparse/matrices", "", 0, 0, false,

@@ -12,6 +12,7 @@
 
 #include "distributed/kernel_impl.hpp"
 #include "distributed/mpi_util.hpp"
+#include "distributed/topology.hpp"
 #include "netsparse/distributed.hpp"
 #include "rig/finalize_hook.hpp"
 
@@ -22,9 +23,10 @@ using dist::check_mpi;
 // ---- modes -----------------------------------------------------------------------------------
 
 namespace {
-constexpr std::array<CommMode, 8> kAllModes = {
+constexpr std::array<CommMode, 9> kAllModes = {
     CommMode::netsparse,    CommMode::su,     CommMode::su_panel,           CommMode::sa_vanilla,
-    CommMode::sa_conveyors, CommMode::sa_opt, CommMode::inspector_executor, CommMode::ideal};
+    CommMode::sa_conveyors, CommMode::sa_opt, CommMode::inspector_executor, CommMode::node_aware_ie,
+    CommMode::ideal};
 }  // namespace
 
 const char* to_string(CommMode mode) noexcept {
@@ -43,6 +45,8 @@ const char* to_string(CommMode mode) noexcept {
       return "sa-opt";
     case CommMode::inspector_executor:
       return "inspector-executor";
+    case CommMode::node_aware_ie:
+      return "node-aware-ie";
     case CommMode::ideal:
       return "ideal";
   }
@@ -394,6 +398,10 @@ void DistKernel::Impl::run(const dist::Operands<T>& ops) {
   total.compute_seconds += last.compute_seconds;
   total.post_seconds += last.post_seconds;
   total.progress_seconds += last.progress_seconds;
+  total.inter_host_bytes += last.inter_host_bytes;
+  total.inter_host_payload_bytes += last.inter_host_payload_bytes;
+  total.inter_host_messages += last.inter_host_messages;
+  total.intra_host_bytes += last.intra_host_bytes;
 }
 
 namespace {
@@ -423,6 +431,8 @@ std::unique_ptr<dist::ExchangeBase> make_exchange(DistKernel::Impl& s,
       return dist::make_conveyor_exchange<T>(true);
     case CommMode::inspector_executor:
       return dist::make_ie_exchange<T>();
+    case CommMode::node_aware_ie:
+      return dist::make_node_ie_exchange<T>();
     case CommMode::ideal:
       return dist::make_ideal_exchange<T>();
   }
@@ -639,6 +649,65 @@ gidx_t DistKernel::window_columns() const noexcept {
 }
 const std::shared_ptr<RigEngine>& DistKernel::engine() const noexcept {
   return impl_->engine;
+}
+
+HostLayout host_layout(MPI_Comm comm) {
+  const dist::Topology topo = dist::Topology::build(comm);
+  HostLayout l;
+  l.hosts = topo.nhosts();
+  l.racks = topo.nracks();
+  l.virtual_hosts = topo.virtual_hosts();
+  l.host = topo.host();
+  l.rack = topo.rack();
+  l.leader = topo.is_leader();
+  return l;
+}
+
+HostVolume host_volume(const DistKernel& kernel) {
+  const DistKernel::Impl& s = *kernel.impl_;
+  const dist::Topology topo = dist::Topology::build(s.comm);
+  // This rank's distinct rows owned on other hosts (sorted: one pass over a column bitmap).
+  const gidx_t n_cols = s.cols.n_rows();
+  std::vector<std::uint64_t> bits(static_cast<std::size_t>((n_cols + 63) / 64), 0);
+  for (const gidx_t c : s.rows_in_use->col_idx) {
+    if (topo.host_of(s.cols.owner(c)) != topo.host()) bits[c >> 6] |= std::uint64_t{1} << (c & 63);
+  }
+  std::vector<gidx_t> mine;
+  for (std::size_t w = 0; w < bits.size(); ++w) {
+    for (std::uint64_t b = bits[w]; b != 0; b &= b - 1) {
+      mine.push_back(static_cast<gidx_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(b))));
+    }
+  }
+  // The host's union, at its leader.
+  const MPI_Comm hc = topo.host_comm();
+  const int hsize = dist::comm_size(hc), hrank = dist::comm_rank(hc);
+  const int n = dist::to_mpi_count(mine.size(), "host_volume rows");
+  std::vector<int> counts(static_cast<std::size_t>(hsize)), displs(hsize + 1, 0);
+  check_mpi(MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, hc), "MPI_Gather");
+  for (int i = 0; i < hsize; ++i) {
+    displs[i + 1] = dist::to_mpi_count(std::uint64_t(displs[i]) + std::uint64_t(counts[i]),
+                                       "host_volume gathered rows");
+  }
+  std::vector<gidx_t> all(hrank == 0 ? static_cast<std::size_t>(displs.back()) : 0);
+  dist::ByteBlockType item(sizeof(gidx_t));
+  check_mpi(MPI_Gatherv(mine.data(), n, item.get(), all.data(), counts.data(), displs.data(),
+                        item.get(), 0, hc),
+            "MPI_Gatherv");
+  std::sort(all.begin(), all.end());
+  const auto host_rows =
+      static_cast<std::uint64_t>(std::unique(all.begin(), all.end()) - all.begin());
+  std::uint64_t sums[2] = {mine.size(), hrank == 0 ? host_rows : 0}, tail = sums[1];
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_UINT64_T, MPI_SUM, s.comm), "MPI_Allreduce");
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &tail, 1, MPI_UINT64_T, MPI_MAX, s.comm), "MPI_Allreduce");
+  HostVolume v;
+  v.hosts = topo.nhosts();
+  v.racks = topo.nracks();
+  v.virtual_hosts = topo.virtual_hosts();
+  v.row_bytes = std::uint64_t(s.k) * scalar_bytes(s.options.scalar);
+  v.rank_rows_total = sums[0];
+  v.host_rows_total = sums[1];
+  v.host_rows_tail = tail;
+  return v;
 }
 
 // minimum_traffic and measure_line_rate: traffic.cpp.

@@ -13,6 +13,7 @@
 #include "distributed/ghosts.hpp"
 #include "distributed/kernel_impl.hpp"
 #include "distributed/mpi_util.hpp"
+#include "distributed/topology.hpp"
 
 namespace netsparse::dist {
 
@@ -29,6 +30,9 @@ class IeExchange final : public Exchange<T> {
 
   void setup(const Pattern& pat, const RunContext& rc) override {
     const int p = rc.nranks;
+    // The hosts, for the host-level counters only (CommStats::inter_host_*): the exchange itself
+    // is per rank.
+    if (topo_.nranks() == 0) topo_ = Topology::build(rc.comm);
     // 1. Ghosts: the distinct remote columns, sorted (hence grouped by owner in rank order),
     //    and the remote part renumbered onto them and tiled (GhostLayout).
     const CsrMatrix& remote = pat.remote_csr;
@@ -140,6 +144,16 @@ class IeExchange final : public Exchange<T> {
         concat::mpi_messages_wire_bytes(dests_.size(), send_local_.size() * row_bytes);
     stats.messages_sent += dests_.size();
     stats.payload_bytes_in += layout_.ghosts().size() * row_bytes;
+    std::uint64_t inter_msgs = 0, inter_rows = 0, intra_msgs = 0, intra_rows = 0;
+    for (std::size_t d = 0; d < dests_.size(); ++d) {
+      const bool other_host = topo_.host_of(dests_[d]) != topo_.host();
+      (other_host ? inter_msgs : intra_msgs) += 1;
+      (other_host ? inter_rows : intra_rows) += static_cast<std::uint64_t>(send_counts_[d]);
+    }
+    stats.inter_host_bytes += concat::mpi_messages_wire_bytes(inter_msgs, inter_rows * row_bytes);
+    stats.inter_host_payload_bytes += inter_rows * row_bytes;
+    stats.inter_host_messages += inter_msgs;
+    stats.intra_host_bytes += concat::mpi_messages_wire_bytes(intra_msgs, intra_rows * row_bytes);
   }
 
  private:
@@ -147,6 +161,7 @@ class IeExchange final : public Exchange<T> {
     if (graph_ != MPI_COMM_NULL) MPI_Comm_free(&graph_);
   }
 
+  Topology topo_;
   GhostLayout layout_;  // distinct remote columns and the remote part renumbered onto them
   std::vector<gidx_t> send_local_;  // local rows to send, grouped by destination
   std::vector<int> sources_, dests_;

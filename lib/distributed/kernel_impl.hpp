@@ -123,6 +123,10 @@ template <class T>
 std::unique_ptr<Exchange<T>> make_ideal_exchange();
 template <class T>
 std::unique_ptr<Exchange<T>> make_ie_exchange();
+// node-aware-ie (exchange_node_ie.cpp): the three-step node-aware exchange over the job's hosts
+// (Topology::build(comm), overridable by NETSPARSE_RANKS_PER_HOST / NETSPARSE_HOSTS_PER_RACK).
+template <class T>
+std::unique_ptr<Exchange<T>> make_node_ie_exchange();
 template <class T>
 std::unique_ptr<Exchange<T>> make_conveyor_exchange(bool prefilter);
 // How the RIG engine modes gather.

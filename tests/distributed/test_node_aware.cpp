@@ -1,0 +1,283 @@
+// Hosts and racks (Topology) and the node-aware-ie mode, under mpirun with virtual hosts
+// (NETSPARSE_RANKS_PER_HOST=2, and NETSPARSE_HOSTS_PER_RACK=2 at np 8; ctest sets them):
+//   - the layout is the one the environment asks for (hosts, leaders, communicators, racks);
+//   - every kernel (SpMM, SDDMM, SpMV; fp32 and fp64; a changing pattern) gives byte for byte
+//     what inspector-executor gives (the same ghost rows in the same compact layout: any row
+//     delivered wrong or to the wrong place changes bytes), which is within tolerance of the
+//     single-process reference;
+//   - the inter-host payload equals the node-wide minimum of a model computed here from the whole
+//     matrix (each remote row crosses into a host once), one message per host pair that needs
+//     one, and inspector-executor's inter-host payload equals the per-rank model;
+//   - mismatched layouts are refused on every rank with the same message.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dist_test_util.hpp"
+#include "distributed/topology.hpp"
+#include "netsparse/distributed.hpp"
+
+namespace netsparse {
+namespace {
+
+using test::Fixture;
+using test::make_fixture;
+using test::max_relative_error;
+using test::operand_block;
+using test::world_rank;
+using test::world_size;
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : 0;
+}
+
+// The layout the test runs under (ctest's environment): ranks per host and hosts per rack.
+int ranks_per_host() {
+  return env_int("NETSPARSE_RANKS_PER_HOST");
+}
+int hosts_per_rack() {
+  return env_int("NETSPARSE_HOSTS_PER_RACK");
+}
+
+TEST(Topology, VirtualHostsAsTheEnvironmentAsks) {
+  const int rph = ranks_per_host(), r = world_rank(), p = world_size();
+  ASSERT_GT(rph, 0) << "run with NETSPARSE_RANKS_PER_HOST set (tests/distributed/CMakeLists.txt)";
+  const dist::Topology t = dist::Topology::build(MPI_COMM_WORLD);
+  EXPECT_TRUE(t.virtual_hosts());
+  EXPECT_EQ(t.nhosts(), p / rph);
+  EXPECT_EQ(t.host(), r / rph);
+  EXPECT_EQ(t.leader_of(t.host()), r - r % rph);
+  EXPECT_EQ(t.is_leader(), r % rph == 0);
+  int host_size = 0, host_rank = -1;
+  MPI_Comm_size(t.host_comm(), &host_size);
+  MPI_Comm_rank(t.host_comm(), &host_rank);
+  EXPECT_EQ(host_size, rph);
+  EXPECT_EQ(host_rank, r % rph);
+  if (t.is_leader()) {
+    ASSERT_NE(t.leaders_comm(), MPI_COMM_NULL);
+    int leaders = 0, leader_rank = -1;
+    MPI_Comm_size(t.leaders_comm(), &leaders);
+    MPI_Comm_rank(t.leaders_comm(), &leader_rank);
+    EXPECT_EQ(leaders, t.nhosts());
+    EXPECT_EQ(leader_rank, t.host());
+  } else {
+    EXPECT_EQ(t.leaders_comm(), MPI_COMM_NULL);
+  }
+  const int hpr = hosts_per_rack();
+  EXPECT_EQ(t.nracks(), hpr > 0 ? t.nhosts() / hpr : 1);
+  EXPECT_EQ(t.rack(), hpr > 0 ? t.host() / hpr : 0);
+}
+
+// Runs `f`, which must throw std::invalid_argument on every rank with one and the same message
+// containing `needle`.
+template <class F>
+void expect_refused_everywhere(F&& f, const std::string& needle, const std::string& what) {
+  std::string message;
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    message = e.what();
+  } catch (const std::exception& e) {
+    message = std::string("WRONG KIND: ") + e.what();
+  }
+  EXPECT_NE(message.find(needle), std::string::npos) << what << ": got '" << message << "'";
+  EXPECT_EQ(message.rfind("WRONG KIND", 0), std::string::npos) << what << ": " << message;
+  // The same text on every rank: rank 0's, broadcast, compared everywhere.
+  std::string root = message;
+  int n = static_cast<int>(root.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  root.resize(static_cast<std::size_t>(n));
+  MPI_Bcast(root.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
+  EXPECT_TRUE(test::all_ranks(root == message))
+      << what << ": rank " << world_rank() << " got '" << message << "', rank 0 '" << root << "'";
+}
+
+TEST(Topology, MismatchedLayoutsAreRefusedOnEveryRankWithOneMessage) {
+  const int r = world_rank();
+  expect_refused_everywhere(
+      [] {
+        (void)dist::Topology::build(MPI_COMM_WORLD, {3, 0});
+      },
+      "NETSPARSE_RANKS_PER_HOST=3 does not divide the job's " + std::to_string(world_size()),
+      "3 ranks per host");
+  // Rank 1 alone disagrees (every rank must still refuse, none may hang).
+  expect_refused_everywhere(
+      [r] {
+        (void)dist::Topology::build(MPI_COMM_WORLD, {r == 1 ? 1 : 2, 0});
+      },
+      "the ranks disagree: rank 0 has NETSPARSE_RANKS_PER_HOST=2", "disagreeing ranks");
+  expect_refused_everywhere(
+      [] {
+        (void)dist::Topology::build(MPI_COMM_WORLD, {2, 3});
+      },
+      "NETSPARSE_HOSTS_PER_RACK=3 does not divide", "3 hosts per rack");
+  // Through the environment and a kernel: a value that is not a number on one rank only.
+  ASSERT_GT(ranks_per_host(), 0);
+  Fixture f = make_fixture("gen:kron:6");
+  const std::string saved = std::getenv("NETSPARSE_RANKS_PER_HOST");
+  if (r == world_size() - 1) setenv("NETSPARSE_RANKS_PER_HOST", "two", 1);
+  DistOptions o;
+  o.mode = CommMode::node_aware_ie;
+  expect_refused_everywhere([&] { DistKernel k(f.dm, KernelKind::spmm, 2, o); },
+                            "NETSPARSE_RANKS_PER_HOST='two' is not an integer in [1, ",
+                            "a bad environment value on one rank");
+  setenv("NETSPARSE_RANKS_PER_HOST", saved.c_str(), 1);
+}
+
+// Runs one kernel in `mode` twice (operand values change in place) and returns the outputs of
+// both runs concatenated; `err` gets the worst error against the reference.
+template <class T>
+std::vector<T> run_kernel(DistKernel& kern, const Fixture& f, const CsrMatrix& rows,
+                          KernelKind kernel, int k, double& err) {
+  const int r = world_rank();
+  const gidx_t cb = f.dm.cols().begin(r), ce = f.dm.cols().end(r);
+  const gidx_t rb = f.dm.rows().begin(r), re = f.dm.rows().end(r);
+  std::vector<T> all;
+  for (int which : {1, 3}) {
+    const std::vector<float> b32 = operand_block(which, cb, ce, k);
+    const std::vector<T> b(b32.begin(), b32.end());
+    std::vector<T> out;
+    std::vector<double> want;
+    if (kernel == KernelKind::sddmm) {
+      const std::vector<float> x32 = operand_block(which + 1, rb, re, k);
+      const std::vector<T> x(x32.begin(), x32.end());
+      out.assign(static_cast<std::size_t>(rows.nnz()), T(-7));
+      kern.sddmm(x, b, out);
+      want = test::reference_sddmm(rows, k, which + 1, which);
+    } else {
+      out.assign(static_cast<std::size_t>(re - rb) * k, T(-7));
+      if (kernel == KernelKind::spmv) {
+        kern.spmv(b, out);
+      } else {
+        kern.spmm(b, out);
+      }
+      want = test::reference_spmm(rows, k, which);
+    }
+    err = std::max(err, max_relative_error(out, want));
+    all.insert(all.end(), out.begin(), out.end());
+  }
+  return all;
+}
+
+template <class T>
+void expect_equal_to_ie(const Fixture& f, KernelKind kernel, int k, bool changing) {
+  DistOptions o;
+  o.scalar = scalar_type_of<T>;
+  o.tiling.row_panel = 16;
+  o.mode = CommMode::inspector_executor;
+  DistKernel ie(f.dm, kernel, k, o);
+  o.mode = CommMode::node_aware_ie;
+  DistKernel na(f.dm, kernel, k, o);
+  const double tol = std::is_same_v<T, float> ? test::kTolerance : test::kF64Tolerance;
+  const std::string what = f.name + " " + to_string(kernel) + " K=" + std::to_string(k) + " " +
+                           std::string(to_string(o.scalar)) + (changing ? " changing" : "");
+  for (int iteration = 0; iteration < (changing ? 2 : 1); ++iteration) {
+    CsrMatrix rows = f.dm.local();
+    if (changing) {
+      rows = sample_rows(f.dm.local(), SamplingParams{0.5, 0}, 11 + iteration);
+      ie.set_pattern(rows);
+      na.set_pattern(rows);
+    }
+    double err_ie = 0, err_na = 0;
+    const std::vector<T> want = run_kernel<T>(ie, f, rows, kernel, k, err_ie);
+    const std::vector<T> got = run_kernel<T>(na, f, rows, kernel, k, err_na);
+    EXPECT_LE(err_na, tol) << what;
+    ASSERT_EQ(got.size(), want.size()) << what;
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)), 0)
+        << what << ": node-aware-ie differs from inspector-executor";
+  }
+}
+
+TEST(NodeAwareIe, EveryKernelEqualsInspectorExecutorByteForByte) {
+  for (const char* spec : {"gen:kron:8", "gen:stencil:6:5:4:2"}) {
+    const Fixture f = make_fixture(spec);
+    for (const bool changing : {false, true}) {
+      expect_equal_to_ie<float>(f, KernelKind::spmm, 5, changing);
+      expect_equal_to_ie<float>(f, KernelKind::sddmm, 3, changing);
+      expect_equal_to_ie<float>(f, KernelKind::spmv, 1, changing);
+      expect_equal_to_ie<double>(f, KernelKind::spmm, 5, changing);
+      expect_equal_to_ie<double>(f, KernelKind::sddmm, 3, changing);
+      expect_equal_to_ie<double>(f, KernelKind::spmv, 1, changing);
+    }
+  }
+}
+
+std::uint64_t sum_over_ranks(std::uint64_t v) {
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  return v;
+}
+
+// The model, from the whole matrix and the layout alone: per host, the distinct columns its
+// ranks' rows touch that ranks of other hosts own; per rank, the same per rank.
+TEST(NodeAwareIe, InterHostPayloadIsTheNodeWideMinimum) {
+  const Fixture f = make_fixture("gen:kron:9");
+  const int rph = ranks_per_host(), p = world_size(), nhosts = p / rph;
+  const int k = 4;
+  const RowPartition& rows = f.dm.rows();
+  const RowPartition& cols = f.dm.cols();
+  std::vector<std::set<gidx_t>> per_host(static_cast<std::size_t>(nhosts));
+  std::set<std::pair<int, int>> host_pairs;  // (from, to) with rows to carry
+  std::uint64_t per_rank_total = 0;
+  for (int q = 0; q < p; ++q) {
+    std::set<gidx_t> mine;
+    const int h = q / rph;
+    for (gidx_t row = rows.begin(q); row < rows.end(q); ++row) {
+      for (std::int64_t i = f.whole.row_ptr[row]; i < f.whole.row_ptr[row + 1]; ++i) {
+        const gidx_t c = f.whole.col_idx[i];
+        const int owner_host = cols.owner(c) / rph;
+        if (owner_host == h) continue;
+        mine.insert(c);
+        per_host[h].insert(c);
+        host_pairs.insert({owner_host, h});
+      }
+    }
+    per_rank_total += mine.size();
+  }
+  std::uint64_t node_wide = 0;
+  for (const auto& s : per_host) node_wide += s.size();
+  ASSERT_LT(node_wide, per_rank_total) << "the fixture must have rows shared by a host's ranks";
+
+  const std::uint64_t row_bytes = k * sizeof(float);
+  const HostVolume v = host_volume(DistKernel(f.dm, KernelKind::spmm, k, DistOptions{}));
+  EXPECT_EQ(v.hosts, nhosts);
+  EXPECT_TRUE(v.virtual_hosts);
+  EXPECT_EQ(v.host_rows_total, node_wide);
+  EXPECT_EQ(v.rank_rows_total, per_rank_total);
+  EXPECT_EQ(v.row_bytes, row_bytes);
+
+  for (const CommMode mode : {CommMode::node_aware_ie, CommMode::inspector_executor}) {
+    DistOptions o;
+    o.mode = mode;
+    DistKernel kern(f.dm, KernelKind::spmm, k, o);
+    double err = 0;
+    (void)run_kernel<float>(kern, f, f.dm.local(), KernelKind::spmm, k, err);
+    EXPECT_LE(err, test::kTolerance);
+    const CommStats& s = kern.last_run_stats();
+    const std::uint64_t payload = sum_over_ranks(s.inter_host_payload_bytes);
+    const std::uint64_t messages = sum_over_ranks(s.inter_host_messages);
+    const std::uint64_t wire = sum_over_ranks(s.inter_host_bytes);
+    EXPECT_GT(sum_over_ranks(s.intra_host_bytes), 0u) << to_string(mode);
+    if (mode == CommMode::node_aware_ie) {
+      EXPECT_EQ(payload, node_wide * row_bytes);
+      EXPECT_EQ(messages, host_pairs.size());  // one per host pair with rows to carry
+      // Only leaders talk across hosts.
+      if (world_rank() % rph != 0) {
+        EXPECT_EQ(s.inter_host_messages, 0u);
+      }
+    } else {
+      EXPECT_EQ(payload, per_rank_total * row_bytes);
+      EXPECT_GT(messages, host_pairs.size());
+    }
+    EXPECT_EQ(wire, payload + 50 * messages) << to_string(mode);  // the wire model's 50 B
+  }
+}
+
+}  // namespace
+}  // namespace netsparse
