@@ -5,11 +5,13 @@
 //    contiguous ranges of blocks per aggregator, as in the dense allreduce;
 //  * leaf (every rank, per block): repeated indices are pre-combined in a small hash table
 //    with a bounded probe, entries that find no slot go to a spill buffer and travel as they
-//    are; a block whose entries would take more bytes than its dense values travels dense;
+//    are; a block whose entries would take at least half the bytes of its dense values
+//    travels dense (leaf_dense);
 //  * packets never mix blocks, the last packet of a block carries the block's packet count,
 //    an empty block is one header-only packet;
-//  * root (the aggregator): a dense accumulator per block plus a touched bitmap; a finished
-//    block goes back sparse (ascending offsets, from the bitmap) or dense when it filled up;
+//  * root (the aggregator): a dense accumulator per block plus a touched bitmap (a block that
+//    receives dense values accumulates in its place in the output instead); a finished block
+//    goes back sparse (ascending offsets, from the bitmap) or dense when it filled up;
 //  * output: sparse (ascending indices) or dense, by the result's density (or as asked).
 #include <algorithm>
 #include <bit>
