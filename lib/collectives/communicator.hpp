@@ -170,7 +170,6 @@ class Communicator {
 
   // Machinery shared by the operations (public for the operation classes in the .cpp files).
   struct Op;
-  struct Pending;
 
  private:
   friend struct Op;

@@ -5,11 +5,13 @@
 //    contiguous ranges of blocks per aggregator, as in the dense allreduce;
 //  * leaf (every rank, per block): repeated indices are pre-combined in a small hash table
 //    with a bounded probe, entries that find no slot go to a spill buffer and travel as they
-//    are; a block whose entries would take more bytes than its dense values travels dense;
+//    are; a block whose entries would take at least half the bytes of its dense values
+//    travels dense (leaf_dense);
 //  * packets never mix blocks, the last packet of a block carries the block's packet count,
 //    an empty block is one header-only packet;
-//  * root (the aggregator): a dense accumulator per block plus a touched bitmap; a finished
-//    block goes back sparse (ascending offsets, from the bitmap) or dense when it filled up;
+//  * root (the aggregator): a dense accumulator per block plus a touched bitmap (a block that
+//    receives dense values accumulates in its place in the output instead); a finished block
+//    goes back sparse (ascending offsets, from the bitmap) or dense when it filled up;
 //  * output: sparse (ascending indices) or dense, by the result's density (or as asked).
 #include <algorithm>
 #include <bit>
@@ -664,13 +666,14 @@ SparseResult Communicator::sparse_allreduce(const SparseArgs& a) {
   } else if (a.n > (std::uint64_t{1} << 62) / element_size(*type)) {
     err = LocalError::kTooLarge;
   } else {
+    // One branch-free pass (it vectorizes): the largest index and whether any index descends.
+    std::uint64_t max = 0, descents = 0;
     for (std::uint64_t i = 0; i < a.nnz; ++i) {
-      if (a.idx[i] >= a.n) {
-        err = LocalError::kIndexOutOfRange;
-        break;
-      }
-      if (i > 0 && a.idx[i] < a.idx[i - 1]) sorted = false;
+      max = std::max(max, a.idx[i]);
+      descents += i > 0 && a.idx[i] < a.idx[i - 1];
     }
+    if (a.nnz > 0 && max >= a.n) err = LocalError::kIndexOutOfRange;
+    sorted = descents == 0;
   }
   d.local_error = static_cast<std::int32_t>(err);
   stats_ = OpStats{};
