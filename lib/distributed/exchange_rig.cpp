@@ -144,8 +144,8 @@ RigEngine::RigEngine(MPI_Comm comm, const EngineOptions& options)
   std::exception_ptr error;
   try {
     s.ctx = open_mpi(comm, attr);  // validates the environment (config/settings.hpp)
-    s.progress_interval_ns = static_cast<std::uint64_t>(
-        config::integer(config::Env::kProgressIntervalNs));
+    s.progress_interval_ns =
+        static_cast<std::uint64_t>(config::integer(config::Env::kProgressIntervalNs));
   } catch (...) {
     error = std::current_exception();
   }
