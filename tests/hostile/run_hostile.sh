@@ -127,6 +127,13 @@ run env.info_bad_value 30 1 "NETSPARSE_MPI_READS='sideways' is not one of auto, 
 # stopped for a second (SIGSTOP), a benchmark whose step stalls (its guard ends it, exit 3).
 run rig.peer_exit.np3 90 0 "peer_exit: PASS" \
   env OMPI_MCA_orte_enable_recovery=1 "${mpirun[@]}" -np 3 "$build/tests/rig/test_rig_peer_exit"
+# 21.2: a peer SIGKILLed while the survivors READ from it (NS_WR_RDMA_READ): error completions
+# within the watchdog, teardown ends (it stalled inside MPI_Rget before).
+for progress in thread inline; do
+  run "rig.peer_kill_reads.$progress.np3" 90 0 "kill_reads: PASS" \
+    env OMPI_MCA_orte_enable_recovery=1 "${mpirun[@]}" -np 3 \
+    "$build/tests/rig/test_rig_peer_kill_reads" "$progress"
+done
 run rig.transient_stop.np2 90 0 "transient_stop: PASS" \
   "${mpirun[@]}" -np 2 "$build/tests/rig/test_rig_mpi_transient_stop"
 run bench.stall_guard 90 3 "^netsparse_bench: rank [01] made no progress for 1 s while" \
