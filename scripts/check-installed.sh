@@ -4,7 +4,8 @@
 #      (consumer_cxx: project(x CXX), no C compiler) and C only (consumer_c: project(x C));
 #   2. pkg-config: a C++ and a C program linked with `pkg-config --libs netsparse`, which must
 #      carry an rpath;
-#   3. examples/ built standalone against the install, each run on 2 ranks.
+#   3. the installed netsparse_info runs;
+#   4. examples/ built standalone against the install, each run on 2 ranks.
 # Every program runs WITHOUT LD_LIBRARY_PATH: the rpath CMake records, and the one netsparse.pc
 # carries, must find libnetsparse.so.
 set -euo pipefail
@@ -37,6 +38,10 @@ run "$work/pc-consumer"
 gcc -std=c11 "$root/tests/install/consumer_c/main.c" -o "$work/pc-consumer-c" \
   $(pkg-config --cflags --libs netsparse ompi-c)
 run "$work/pc-consumer-c"
+
+echo "--- netsparse_info (installed): the features and the configuration table"
+run "$prefix/bin/netsparse_info" | sed -n 1,6p
+run "$prefix/bin/netsparse_info" --markdown >/dev/null
 
 # The real examples, built standalone against the install and run as a user would.
 cmake -S "$root/examples" -B "$work/examples" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
