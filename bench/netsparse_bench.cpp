@@ -1220,6 +1220,9 @@ int main(int argc, char** argv) {
     if (parsed && rank == 0 && !parsed->json.empty() && input_error.empty()) {
       input_error = json_path_problem(parsed->json);
     }
+    for (const auto scope :
+         {netsparse::config::Scope::kBenchmark, netsparse::config::Scope::kLibrary})
+      if (input_error.empty()) input_error = netsparse::config::first_error(scope);  // NETSPARSE_*
     if (agreed_error(rank, input_error)) {
       MPI_Finalize();
       return kExitError;

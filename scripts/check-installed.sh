@@ -5,7 +5,8 @@
 #      C++ ones set no C++ standard (the exported target carries cxx_std_20);
 #   2. pkg-config: a C++ program built with `pkg-config --cflags --libs netsparse` and no -std of
 #      its own (Cflags carry -std=c++20), a C program with netsparse-c; Libs carry an rpath;
-#   3. examples/ built standalone against the install, each run on 2 ranks.
+#   3. the installed netsparse_info runs;
+#   4. examples/ built standalone against the install, each run on 2 ranks.
 # Every program runs WITHOUT LD_LIBRARY_PATH: the rpath CMake records, and the one netsparse.pc
 # carries, must find libnetsparse.so.
 set -euo pipefail
@@ -45,6 +46,10 @@ echo "--- pkg-config --libs netsparse-c (a C program)"
 gcc -std=c11 -Werror "$root/tests/install/consumer_c/main.c" -o "$work/pc-consumer-c" \
   $(pkg-config --cflags --libs netsparse-c ompi-c)
 run "$work/pc-consumer-c"
+
+echo "--- netsparse_info (installed): the features and the configuration table"
+run "$prefix/bin/netsparse_info" | sed -n 1,6p
+run "$prefix/bin/netsparse_info" --markdown >/dev/null
 
 # The real examples, built standalone against the install and run as a user would.
 cmake -S "$root/examples" -B "$work/examples" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null

@@ -22,7 +22,13 @@ extern "C" {
 
 /* Collective over comm. NS_ERR_STATE if MPI is not initialized, NS_ERR_MPI_THREAD_LEVEL (see
  * above), NS_ERR_UNSUPPORTED when verbs is requested but unavailable, NS_ERR_TRANSPORT when the
- * transport cannot be set up; ns_last_error() says why. */
+ * transport cannot be set up; ns_last_error() says why. Before any other collective the ranks
+ * agree on their arguments and environment: when one rank refuses (bad attribute or NETSPARSE_*
+ * value, thread level, no verbs) or the ranks differ in what decides the collectives or must be
+ * equal (transport, progress_mode, packet_bytes, flags, virtual_queues, concat_delay_ns,
+ * NETSPARSE_MPI_SHM / _MPI_READS / _MPI_MESSAGE_BYTES / _IB_MAX_PACKET), every rank returns the
+ * same status (NS_ERR_INVALID for a disagreement) with the same message naming the rank and the
+ * setting. */
 ns_status_t ns_open_mpi(MPI_Comm comm, const struct ns_context_attr* attr, ns_context** out);
 
 #ifdef __cplusplus

@@ -5,8 +5,9 @@
 // ~40 % of the RIG engine's step time. Ranks on one host can share memory directly: one
 // single-producer/single-consumer byte ring per ordered pair of the host's ranks, in POSIX shared
 // memory. A send is one copy into the receiver's ring; the receiver hands the bytes to its
-// handler in place (no copy) and then releases them. Traffic to other hosts, one-sided reads,
-// barriers and failure detection stay with the wrapped MPI transport.
+// handler in place (no copy) and then releases them. Reads of this host's ranks copy from their
+// memory with process_vm_readv (a dead peer is an error at once, see read()). Traffic to other
+// hosts, their reads, barriers and their failure detection stay with the wrapped MPI transport.
 //
 // Segments: each rank creates one segment holding the rings whose RECEIVER it is (one per
 // sender of its host), under a name agreed through MPI; peers map it; once everybody has mapped
@@ -24,6 +25,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -31,6 +33,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -176,15 +180,66 @@ class HostShmTransport final : public Transport {
     return delivered;
   }
 
+  // Collective (as the inner registration is): every rank's base address and size of the
+  // region, for the reads of this host's ranks below.
   int register_memory(void* base, std::size_t bytes) override {
-    return inner_->register_memory(base, bytes);
+    const RegionSpan mine{reinterpret_cast<std::uintptr_t>(base), bytes};
+    std::vector<RegionSpan> all(static_cast<std::size_t>(size()));
+    inner_->allgather(&mine, sizeof mine, all.data());
+    const int region = inner_->register_memory(base, bytes);
+    spans_[region] = std::move(all);
+    return region;
   }
-  void deregister_memory(int region) override { inner_->deregister_memory(region); }
+  void deregister_memory(int region) override {
+    spans_.erase(region);
+    inner_->deregister_memory(region);
+  }
+  // A read of a rank of this host copies from its memory directly (process_vm_readv, what Open
+  // MPI's single-copy path does inside MPI_Rget), so that a peer that died is an error at once:
+  // Open MPI's RMA retries a failed single-copy read forever inside MPI_Rget (measured: a
+  // survivor's engine stuck there after its peer was SIGKILLed, issue 21.2). Without the
+  // permission to read another process (EPERM, ENOSYS) reads go to the MPI transport.
   TxStatus read(int dest, int region, std::uint64_t offset, void* local, std::size_t bytes,
                 std::uint64_t cookie) override {
-    return inner_->read(dest, region, offset, local, bytes, cookie);
+    const int h = dest >= 0 && dest < size() ? host_index_[static_cast<std::size_t>(dest)] : -1;
+    const auto span = spans_.find(region);
+    if (h < 0 || dest == rank() || !direct_reads_ || span == spans_.end()) {
+      return inner_->read(dest, region, offset, local, bytes, cookie);
+    }
+    const RegionSpan& remote = span->second[static_cast<std::size_t>(dest)];
+    if (offset > remote.bytes || bytes > remote.bytes - offset) return TxStatus::kError;
+    if (failed_[static_cast<std::size_t>(h)] || inner_->peer_failed(dest)) {
+      return TxStatus::kPeerFailed;
+    }
+    iovec to{local, bytes};
+    iovec from{reinterpret_cast<void*>(remote.base + offset), bytes};
+    const ssize_t got = process_vm_readv(pids_[static_cast<std::size_t>(h)], &to, 1, &from, 1, 0);
+    if (got == static_cast<ssize_t>(bytes)) {
+      direct_done_.push_back(ReadCompletion{cookie, true});
+      return TxStatus::kOk;
+    }
+    if (got < 0 && errno == ESRCH) {
+      failed_[static_cast<std::size_t>(h)] = 1;
+      return TxStatus::kPeerFailed;
+    }
+    if (got < 0 && (errno == EPERM || errno == ENOSYS)) {
+      direct_reads_ = false;
+      return inner_->read(dest, region, offset, local, bytes, cookie);
+    }
+    return TxStatus::kError;  // EFAULT, a short read: the registered range is not readable
   }
-  int poll_reads(ReadCompletion* out, int max) override { return inner_->poll_reads(out, max); }
+  int poll_reads(ReadCompletion* out, int max) override {
+    int n = 0;
+    while (n < max && !direct_done_.empty()) {
+      out[n++] = direct_done_.front();
+      direct_done_.pop_front();
+    }
+    if (n < max) {
+      const int more = inner_->poll_reads(out + n, max - n);
+      if (more > 0) n += more;
+    }
+    return n;
+  }
   void barrier() override { inner_->barrier(); }
   void allgather(const void* mine, std::size_t bytes, void* all) override {
     inner_->allgather(mine, bytes, all);
@@ -397,6 +452,13 @@ class HostShmTransport final : public Transport {
   std::vector<int> pids_;                      // by host index
   mutable std::vector<std::chrono::steady_clock::time_point> checked_;
   std::uint64_t ring_bytes_sent_ = 0;
+  struct RegionSpan {
+    std::uint64_t base;
+    std::uint64_t bytes;
+  };
+  std::map<int, std::vector<RegionSpan>> spans_;  // region -> every rank's (base, size)
+  std::deque<ReadCompletion> direct_done_;        // reads done by process_vm_readv
+  bool direct_reads_ = true;
 };
 
 }  // namespace

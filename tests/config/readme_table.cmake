@@ -1,3 +1,4 @@
+cmake_minimum_required(VERSION 3.25)
 # The README's environment table must be exactly what `netsparse_info --markdown` prints from the
 # configuration table (lib/config/settings.hpp). To update the README, paste that output between
 # the markers `<!-- environment table: netsparse_info --markdown -->` and `<!-- end -->`.

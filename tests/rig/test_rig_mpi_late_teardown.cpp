@@ -47,7 +47,8 @@ int run(int progress, int rank, int size) {
   ns_wc wc{};
   if (ns_post_send(qp, &w, nullptr) != NS_OK || ns_cq_wait(cq, 1, &wc, 10000) != 1 ||
       wc.status != NS_WC_SUCCESS) {
-    std::fprintf(stderr, "rank %d: gather failed\n", rank);
+    std::fprintf(stderr, "rank %d: gather failed (status %d: %s)\n", rank,
+                 static_cast<int>(wc.status), ns_last_error());
     ++failures;
   }
   for (std::size_t j = 0; j < idx.size(); ++j) {

@@ -1,0 +1,23 @@
+cmake_minimum_required(VERSION 3.25)
+# Fails when a source file of lib/, bench/, examples/ or tools/ outside lib/config calls getenv
+# (or secure_getenv): the environment is read through lib/config/settings.hpp only.
+set(offenders "")
+foreach(dir IN ITEMS lib bench examples tools)
+  file(GLOB_RECURSE sources ${ROOT}/${dir}/*.c ${ROOT}/${dir}/*.cpp ${ROOT}/${dir}/*.h
+       ${ROOT}/${dir}/*.hpp ${ROOT}/${dir}/*.inc)
+  foreach(source IN LISTS sources)
+    if(source MATCHES "/lib/config/")
+      continue()
+    endif()
+    file(STRINGS ${source} lines REGEX "getenv[ \t]*\\(")
+    foreach(line IN LISTS lines)
+      string(STRIP "${line}" line)
+      list(APPEND offenders "${source}: ${line}")
+    endforeach()
+  endforeach()
+endforeach()
+if(offenders)
+  list(JOIN offenders "\n  " text)
+  message(FATAL_ERROR "getenv outside lib/config (use lib/config/settings.hpp):\n  ${text}")
+endif()
+message(STATUS "no getenv outside lib/config")
