@@ -70,8 +70,11 @@ struct ns_allreduce_params {
   uint32_t user_op_id;  /* names the operator; must be the same on every rank */
 };
 
-enum ns_coll_attr_mask { NS_COLL_ATTR_TRANSPORT = 1u << 0, NS_COLL_ATTR_TIMEOUT = 1u << 1,
-                         NS_COLL_ATTR_PACKET = 1u << 2 };
+enum ns_coll_attr_mask {
+  NS_COLL_ATTR_TRANSPORT = 1u << 0,
+  NS_COLL_ATTR_TIMEOUT = 1u << 1,
+  NS_COLL_ATTR_PACKET = 1u << 2
+};
 struct ns_coll_attr {
   uint64_t comp_mask;    /* ns_coll_attr_mask bits of the fields that are set */
   int transport;         /* enum ns_transport (AUTO honours NETSPARSE_TRANSPORT); not INPROC */
@@ -95,8 +98,11 @@ ns_status_t ns_allreduce(ns_coll* coll, const void* send, void* recv, uint64_t c
 
 /* ---- sparse allreduce --------------------------------------------------------------------- */
 typedef struct ns_sparse_result ns_sparse_result;
-enum ns_sparse_output { NS_SPARSE_OUTPUT_AUTO = 0, NS_SPARSE_OUTPUT_SPARSE = 1,
-                        NS_SPARSE_OUTPUT_DENSE = 2 };
+enum ns_sparse_output {
+  NS_SPARSE_OUTPUT_AUTO = 0,
+  NS_SPARSE_OUTPUT_SPARSE = 1,
+  NS_SPARSE_OUTPUT_DENSE = 2
+};
 struct ns_sparse_params {
   int output;      /* enum ns_sparse_output: AUTO = dense when that is the smaller form */
   void* dense_out; /* optional, n elements: a dense result is left here (as MPI_Allreduce's
