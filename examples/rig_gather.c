@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   wr[0].wr.rig.count = GATHER / 2;
   wr[0].wr.rig.out = positional;
   wr[0].wr.rig.layout = NS_RIG_LAYOUT_POSITIONAL;
-  wr[0].wr.rig.out_bytes = sizeof positional; /* checked before anything is written */
+  wr[0].wr.rig.out_bytes = sizeof(float) * GATHER * K; /* checked before anything is written */
 
   wr[1].wr_id = 2;
   wr[1].next = NULL;
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   wr[1].wr.rig.layout = NS_RIG_LAYOUT_INDEXED;
   wr[1].wr.rig.window_base = offsets[peer];
   wr[1].wr.rig.window_len = ROWS;
-  wr[1].wr.rig.out_bytes = sizeof window;
+  wr[1].wr.rig.out_bytes = sizeof(float) * ROWS * K;
 
   struct ns_send_wr* bad = NULL;
   s = ns_post_send(qp, &wr[0], &bad);

@@ -66,7 +66,9 @@ DecodeError decode_plan_packet(std::span<const std::byte> bytes, std::uint32_t e
       if (h.n == 0) return DecodeError::kCountMismatch;
       break;
     case PlanType::kRows:
-      if (h.rec_len != expected_row_bytes) return DecodeError::kPropLenMismatch;
+      // Rows of 0 bytes do not exist (a region's prop_bytes is never 0): refused even when the
+      // caller expects 0, so that no count of empty records passes as a packet.
+      if (h.rec_len == 0 || h.rec_len != expected_row_bytes) return DecodeError::kPropLenMismatch;
       if (h.n == 0) return DecodeError::kCountMismatch;
       break;
     case PlanType::kStart:
