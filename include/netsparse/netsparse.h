@@ -82,7 +82,17 @@ enum ns_context_attr_mask {
   NS_CTX_ATTR_WATCHDOG = 1u << 6,
   NS_CTX_ATTR_FLAGS = 1u << 7,
   NS_CTX_ATTR_BATCH = 1u << 8,
-  NS_CTX_ATTR_VIRTUAL_QUEUES = 1u << 9
+  NS_CTX_ATTR_VIRTUAL_QUEUES = 1u << 9,
+  NS_CTX_ATTR_WIRE = 1u << 10
+};
+/* How RIG requests and answers travel (docs/protocol.md). */
+enum ns_wire {
+  /* The software wire (default): one 32 B header per packet, requests as packed 4 B rows,
+   * answers as rows in request order with no per-PR header. */
+  NS_WIRE_COMPACT = 0,
+  /* The paper's NIC packet format (Fig. 6): an 18 B header per PR on requests and answers.
+   * Used by the cluster emulator and its switch; also with virtual_queues (paper §7.2). */
+  NS_WIRE_PAPER = 1
 };
 /* Context parameters. Only the fields named in comp_mask are read; the others take their
  * default, so a zeroed struct (or NULL) means "all defaults" and the struct can grow. */
@@ -101,6 +111,7 @@ struct ns_context_attr {
   uint32_t flags;     /* ns_context_flags (ablations), default 0 */
   uint32_t idx_chunk; /* idxs a client unit processes per engine step, default 4096 */
   int virtual_queues; /* nonzero: virtualized concatenation queues (paper §7.2), default 0 */
+  int wire;           /* enum ns_wire, default NS_WIRE_COMPACT; must agree across ranks */
 };
 
 /* ---- in-process fabric (tests, emulation) -------------------------------------------------- */
@@ -293,6 +304,11 @@ enum ns_stat {
   NS_STAT_PLAN_BYTES,       /* their bytes as sent: 32 B header per packet + body */
   NS_STAT_PLAN_WIRE_BYTES,  /* the same with the paper's 50 B upper-layer model per packet */
   NS_STAT_PLAN_ROWS_SERVED, /* properties this node packed for its peers' replays */
+  /* The bytes really moved. The Table 7 counters above price RIG traffic in the paper's packet
+   * format whatever the wire; these count what this transport carried. */
+  NS_STAT_MOVED_BYTES,     /* bytes of every frame sent (RIG, plans, control), as sent */
+  NS_STAT_COMPACT_PACKETS, /* compact-wire packets sent (reads, rows, refusals) */
+  NS_STAT_COMPACT_BYTES,   /* their bytes as sent: 32 B header per packet + body */
   NS_STAT__COUNT
 };
 const char* ns_stat_name(int which); /* "prs_requested", ...; NULL if out of range */

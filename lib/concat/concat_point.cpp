@@ -295,6 +295,25 @@ void ConcatPoint::account(PrType type, std::uint32_t n, std::size_t bytes,
   stats_.prs_per_packet_hist[std::min<std::uint32_t>(n, 64)] += 1;
 }
 
+void ConcatPoint::account_model(PrType t, std::uint64_t n_prs) noexcept {
+  const std::uint32_t per = max_prs_[type_index(t)];
+  const std::uint64_t full = n_prs / per;
+  const auto rest = static_cast<std::uint32_t>(n_prs % per);
+  if (full != 0) {
+    const int ti = type_index(t);
+    const std::size_t bytes = packet_bytes(t, config_.prop_len, per);
+    stats_.packets[ti] += full;
+    stats_.prs[ti] += full * per;
+    stats_.header_bytes[ti] += full * (kConcatHeaderBytes + std::uint64_t{per} * kPrHeaderBytes);
+    stats_.payload_bytes[ti] +=
+        carries_payload(t) ? full * per * std::uint64_t{config_.prop_len} : 0;
+    stats_.wire_bytes[ti] += full * (bytes + kUpperLayerBytes);
+    stats_.flushes[static_cast<int>(FlushCause::kFull)] += full;
+    stats_.prs_per_packet_hist[std::min<std::uint32_t>(per, 64)] += full;
+  }
+  if (rest != 0) account(t, rest, packet_bytes(t, config_.prop_len, rest), FlushCause::kExplicit);
+}
+
 void ConcatPoint::poll_expired(std::uint64_t now_ns) {
   const std::size_t mask = ring_.size() - 1;
   // The head is always live (tombstones are dropped eagerly), and ETs are in arrival order.

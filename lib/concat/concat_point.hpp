@@ -109,6 +109,12 @@ class ConcatPoint {
   void flush_all();                               // explicit (end of batch); O(non-empty queues)
   bool empty() const noexcept;                    // nothing buffered
 
+  // Counts n_prs PRs of type t (kRead or kResponse) to one destination that travelled in another
+  // format (the compact software wire, gather_wire.hpp) as the packets this point would have
+  // made of them back to back: full packets (kFull) and the rest in one (kExplicit). So the
+  // statistics keep pricing RIG traffic in the paper's format whatever the wire carried.
+  void account_model(PrType t, std::uint64_t n_prs) noexcept;
+
   const ConcatStats& stats() const noexcept { return stats_; }
   void reset_stats() { stats_ = ConcatStats{}; }
   // Bytes of queue storage: packet buffers (or chunk pool), per-queue heads, the EQ ring and the

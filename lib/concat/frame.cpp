@@ -1,5 +1,6 @@
 #include "concat/frame.hpp"
 
+#include "concat/gather_wire.hpp"
 #include "concat/plan_wire.hpp"
 
 namespace netsparse::concat {
@@ -8,6 +9,7 @@ std::size_t packet_length(std::span<const std::byte> bytes) noexcept {
   const std::byte* p = bytes.data();
   const auto raw_type = wire::load<std::uint16_t>(p + kOffType);
   if (is_plan_type(raw_type)) return plan_packet_length(bytes);
+  if (is_gather_type(raw_type)) return gather_packet_length(bytes);
   if (!is_known_type(raw_type)) return 0;
   const auto n_prs = wire::load<std::uint32_t>(p + kOffNumPrs);
   if (n_prs == 0) return 0;
@@ -36,8 +38,9 @@ FrameSplit split_frame(std::span<const std::byte> frame,
     const std::size_t len = packet_length(rest);
     if (len == 0) {
       const auto raw = wire::load<std::uint16_t>(rest.data() + kOffType);
-      s.error = is_known_type(raw) || is_plan_type(raw) ? DecodeError::kCountMismatch
-                                                        : DecodeError::kUnknownType;
+      s.error = is_known_type(raw) || is_plan_type(raw) || is_gather_type(raw)
+                    ? DecodeError::kCountMismatch
+                    : DecodeError::kUnknownType;
       return s;
     }
     if (len > rest.size()) {

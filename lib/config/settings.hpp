@@ -125,6 +125,7 @@ enum class Attr : int {
   kFlags,
   kIdxChunk,
   kVirtualQueues,
+  kWire,
   kCount
 };
 
@@ -160,7 +161,9 @@ inline constexpr Attribute kAttributes[] = {
   {"idx_chunk", "NS_CTX_ATTR_BATCH", 4096, 1, 1 << 20, "4096", false,
    "idxs a client unit walks per engine step"},
   {"virtual_queues", "NS_CTX_ATTR_VIRTUAL_QUEUES", 0, 0, 1, "0", true,
-   "1: virtualized concatenation queues"},
+   "1: virtualized concatenation queues (implies the paper's wire)"},
+  {"wire", "NS_CTX_ATTR_WIRE", 0, 0, 1, "NS_WIRE_COMPACT", true,
+   "NS_WIRE_COMPACT (packed rows, no per-PR header) or NS_WIRE_PAPER (Fig. 6, 18 B per PR)"},
 };
 // clang-format on
 static_assert(std::size(kAttributes) == static_cast<std::size_t>(Attr::kCount));

@@ -105,7 +105,9 @@ ns_context_attr node_attr(const NodeModel& m) {
   ns_context_attr attr{};
   attr.comp_mask = NS_CTX_ATTR_UNITS | NS_CTX_ATTR_PROGRESS | NS_CTX_ATTR_PACKET |
                    NS_CTX_ATTR_DELAY | NS_CTX_ATTR_PENDING | NS_CTX_ATTR_FLAGS | NS_CTX_ATTR_BATCH |
-                   NS_CTX_ATTR_WATCHDOG;
+                   NS_CTX_ATTR_WATCHDOG | NS_CTX_ATTR_WIRE;
+  // The emulator models the paper's NIC: its packets, its switch (which parses PRs), its bytes.
+  attr.wire = NS_WIRE_PAPER;
   attr.num_client_units = m.client_units;
   attr.num_server_units = m.server_units;
   attr.progress_mode = NS_PROGRESS_INLINE;

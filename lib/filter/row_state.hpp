@@ -43,6 +43,11 @@ class RowStateFilter {
     if ((w >> 32) != epoch_) return kRowNone;
     return static_cast<RowState>((w >> shift(i)) & 3u);
   }
+  // A cache hint for row i's word (any i: out-of-range rows are ignored). Rows are claimed at
+  // random, and a filter larger than the cache would otherwise stall every claim on a miss.
+  void prefetch(std::uint64_t i) const noexcept {
+    if (i < rows_) __builtin_prefetch(&words_[i / kRowsPerWord], 1);
+  }
   // Returns the previous state; a kNone row becomes kRequested.
   RowState claim(std::uint64_t i) noexcept {
     std::uint64_t& w = words_[i / kRowsPerWord];

@@ -531,7 +531,8 @@ const char* const kStatNames[NS_STAT__COUNT] = {
     "payload_bytes", "wire_bytes",       "stalls",           "expirations",    "timeouts",
     "rdma_reads",    "server_prs",       "invalid_prs",      "malformed",      "stale_responses",
     "frames",        "plan_records",     "plan_replays",     "plan_rows",      "plan_packets",
-    "plan_bytes",    "plan_wire_bytes",  "plan_rows_served",
+    "plan_bytes",    "plan_wire_bytes",  "plan_rows_served", "moved_bytes",    "compact_packets",
+    "compact_bytes",
 };
 
 // The NS_STAT_* byte and packet counters are the paper's Table 7: read and response (property)
@@ -596,6 +597,12 @@ std::uint64_t stat_of(const Engine::Snapshot& s, int which) {
       return s.plans.bytes_out + netsparse::concat::kUpperLayerBytes * s.plans.packets_out;
     case NS_STAT_PLAN_ROWS_SERVED:
       return s.plans.rows_served;
+    case NS_STAT_MOVED_BYTES:
+      return s.frames.frame_bytes;
+    case NS_STAT_COMPACT_PACKETS:
+      return s.client.compact_packets + s.server.compact_packets;
+    case NS_STAT_COMPACT_BYTES:
+      return s.client.compact_bytes + s.server.compact_bytes;
     default:
       return 0;
   }
@@ -694,7 +701,8 @@ extern "C" int ns_stats_json(const ns_context* ctx, char* buf, size_t len) {
     add("\"watchdog_ms\":%u,\"idx_chunk\":%u,\"filter\":%s,\"coalesce\":%s,\"concat\":%s,",
         cfg.watchdog_ms, cfg.idx_chunk, cfg.filter_on() ? "true" : "false",
         cfg.coalesce_on() ? "true" : "false", cfg.concat_on() ? "true" : "false");
-    add("\"virtual_queues\":%s},", cfg.virtual_queues ? "true" : "false");
+    add("\"virtual_queues\":%s,\"wire\":\"%s\"},", cfg.virtual_queues ? "true" : "false",
+        cfg.compact_wire() ? "compact" : "paper");
     j += "\"environment\":" + environment_json() + ",\"stats\":{";
     for (int k = 0; k < NS_STAT__COUNT; ++k) {
       add("%s\"%s\":%" PRIu64, k == 0 ? "" : ",", kStatNames[k], stat_of(s, k));

@@ -38,6 +38,7 @@ struct OpenAgreement {
   std::uint32_t packet_bytes;
   std::uint32_t flags;
   std::int32_t virtual_queues;
+  std::int32_t wire;
   std::uint64_t delay_ns;
   // The effective values of the agreed environment variables (config/settings.hpp), in table
   // order; values are short (choices and integers), longer ones are cut.
@@ -94,6 +95,7 @@ std::pair<ns_status_t, std::string> agree_on_open(MPI_Comm comm, const OpenAgree
       differ("packet_bytes", [&](const OpenAgreement& x) { return num(x.packet_bytes); }),
       differ("flags", [&](const OpenAgreement& x) { return num(x.flags); }),
       differ("virtual_queues", [&](const OpenAgreement& x) { return num(x.virtual_queues); }),
+      differ("wire", [&](const OpenAgreement& x) { return num(x.wire); }),
       differ("concat_delay_ns", [&](const OpenAgreement& x) { return num(x.delay_ns); })};
   const auto names = netsparse::config::agreed_names();
   for (std::size_t i = 0; i < names.size(); ++i) {
@@ -171,6 +173,7 @@ OpenAgreement local_settings(const ns_context_attr* attr, netsparse::rig::Config
   mine.packet_bytes = cfg.packet_bytes;
   mine.flags = cfg.flags;
   mine.virtual_queues = cfg.virtual_queues ? 1 : 0;
+  mine.wire = cfg.wire;
   mine.delay_ns = cfg.delay_ns;
   if (mine.error[0] == '\0') {  // the values are valid (first_error found nothing)
     const auto values = netsparse::config::agreed_values();

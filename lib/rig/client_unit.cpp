@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "rig/copy.hpp"
+#include "rig/outbox.hpp"
 #include "rig/plan.hpp"
 #include "rig/region.hpp"
 
@@ -22,6 +23,8 @@ void ClientCounters::add(const ClientCounters& o) {
   released += o.released;
   invalid_local += o.invalid_local;
   responses += o.responses;
+  compact_packets += o.compact_packets;
+  compact_bytes += o.compact_bytes;
 }
 
 // ---- WrDedup -------------------------------------------------------------------------------
@@ -100,7 +103,7 @@ void WrDedup::record(std::uint64_t idx, std::uint32_t pos, std::uint32_t req) {
 
 // ---- ClientUnit ----------------------------------------------------------------------------
 ClientUnit::ClientUnit(const UnitPort& port, std::uint16_t id, const Config& config)
-    : port_(port), id_(id), config_(config), slots_(kUnitSlots) {
+    : port_(port), id_(id), config_(config), slots_(kUnitSlots), compact_(config.compact_wire()) {
   const std::uint32_t n = config.pending_entries;
   entries_.assign(n, Entry{0, 0, 0, 0, 0, false});
   free_.reserve(n);
@@ -108,6 +111,19 @@ ClientUnit::ClientUnit(const UnitPort& port, std::uint16_t id, const Config& con
   id_bits_ = std::max(1u, static_cast<unsigned>(std::bit_width(n - 1)));
   id_mask_ = (std::uint32_t{1} << id_bits_) - 1;
   gen_mask_ = id_bits_ >= 32 ? 0 : (std::uint32_t{0xFFFFFFFFu} >> id_bits_);
+  if (compact_) {
+    // A read is one software packet of at most packet_bytes with 4 B rows (8 B rows must still
+    // fit one frame); without concatenation every PR is a read of its own.
+    const std::size_t frame = port.outbox != nullptr ? port.outbox->frame_capacity() : 65536;
+    const std::size_t cap =
+        std::min<std::size_t>({(config.packet_bytes - concat::kGatherHeaderBytes) / 4,
+                               (frame - concat::kGatherHeaderBytes) / 8, std::size_t{n}});
+    batch_cap_ = config.concat_on() ? static_cast<std::uint32_t>(std::max<std::size_t>(1, cap)) : 1;
+    max_batches_ = std::min<std::uint32_t>(n, 1u << kBatchIndexBits);
+    open_.assign(port.size, kNoBatch);
+    entries_.clear();  // the per-PR table is not used
+    free_.clear();
+  }
 }
 
 void ClientUnit::take(Command& cmd) {
@@ -134,6 +150,7 @@ std::size_t ClientUnit::generate(std::uint64_t now) {
     processed = static_cast<std::size_t>(next_ - before);
   }
   if (c.status != NS_WC_SUCCESS || next_ == c.count) {
+    if (compact_) send_open_batches();
     c.generated = true;
     c.mr->generated(c);
     current_ = nullptr;
@@ -177,9 +194,21 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
   const std::uint64_t row_begin = r.row_begin;
   // Rows of this node are read from host memory at random: prefetch a few idxs ahead so the
   // local copies overlap their cache misses (the remote ones go to the concatenation queue).
+  // Likewise the filter word of each idx (per-WR or the region's row states), further ahead:
+  // both filters are arrays over the global rows, claimed at random.
   constexpr std::uint64_t kPrefetch = 8;
+  constexpr std::uint64_t kPrefetchFilter = 16;
+  const bool per_wr = use == FilterUse::kPerWr;
   for (; next_ < end; ++next_) {
     const std::uint64_t j = next_;
+    if (j + kPrefetchFilter < end) {
+      const std::uint64_t far = c.idx[j + kPrefetchFilter];
+      if (per_wr) {
+        dedup_.prefetch(far);
+      } else if (use == FilterUse::kRows) {
+        rows.prefetch(far);
+      }
+    }
     if (j + kPrefetch < end) {
       const std::uint64_t ahead = c.idx[j + kPrefetch] - r.row_begin;
       if (ahead < local_rows) __builtin_prefetch(r.base + ahead * P);
@@ -264,25 +293,39 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
         }
       }
     }
-    if (free_.empty()) {
-      // Pending PR Table full: stop taking idxs from this command until answers free entries.
+    const auto dest = static_cast<std::uint32_t>(owner);
+    if (compact_ ? !compact_room(dest) : free_.empty()) {
+      // Pending PR Table (or the compact reads' in-flight bound) full: stop taking idxs from
+      // this command until answers free room; the reads being filled leave now.
       if (claimed) rows.set(i, filter::kRowNone);
       if (use == FilterUse::kPerWr && first == nullptr) dedup_.forget(i);
       if (!stalled_) ++counters.stalls;
       stalled_ = true;
+      if (compact_) send_open_batches();
       return false;
     }
-    const std::uint32_t e = free_.back();
-    free_.pop_back();
-    Entry& entry = entries_[e];
-    entry.idx = i;
-    entry.pos = j;
-    entry.slot = static_cast<std::uint16_t>(slot);
-    entry.slot_epoch = slot_epoch;
-    entry.live = true;
-    const std::uint32_t req = request_id(e);
-    cp.push(concat::PrType::kRead, static_cast<std::uint32_t>(owner),
-            concat::PrHeader{port_.rank, id_, i, req}, nullptr, now);
+    std::uint32_t req;
+    if (compact_) {
+      Batch& b = open_batch(dest);
+      const std::uint64_t row = i - r.solver.begin(owner);
+      b.rows.push_back(row);
+      b.at.push_back(static_cast<std::uint64_t>(dst - c.out));
+      b.max_row = std::max(b.max_row, row);
+      ++inflight_prs_;
+      req = tag_of(open_[dest]);
+      if (b.rows.size() == batch_cap_) send_batch(dest);
+    } else {
+      const std::uint32_t e = free_.back();
+      free_.pop_back();
+      Entry& entry = entries_[e];
+      entry.idx = i;
+      entry.pos = j;
+      entry.slot = static_cast<std::uint16_t>(slot);
+      entry.slot_epoch = slot_epoch;
+      entry.live = true;
+      req = request_id(e);
+      cp.push(concat::PrType::kRead, dest, concat::PrHeader{port_.rank, id_, i, req}, nullptr, now);
+    }
     ++k.requested;
     ++k.sent;
     ++c.outstanding;
@@ -328,6 +371,169 @@ void ClientUnit::on_response(const concat::PrHeader& pr, const std::byte* payloa
     copy_prop(c.out + entry.pos * P, payload, P);
   }
   if (--c.outstanding == 0 && c.generated) finish_slot(entry.slot);
+}
+
+// ---- compact wire --------------------------------------------------------------------------
+bool ClientUnit::compact_room(std::uint32_t owner) const noexcept {
+  if (inflight_prs_ >= config_.pending_entries) return false;
+  return open_[owner] != kNoBatch || !free_batches_.empty() || batches_.size() < max_batches_;
+}
+
+ClientUnit::Batch& ClientUnit::open_batch(std::uint32_t owner) {
+  if (open_[owner] != kNoBatch) return batches_[open_[owner]];
+  std::uint32_t b;
+  if (!free_batches_.empty()) {
+    b = free_batches_.back();
+    free_batches_.pop_back();
+  } else {  // compact_room() said there is room for one more
+    b = static_cast<std::uint32_t>(batches_.size());
+    batches_.emplace_back();
+  }
+  Batch& batch = batches_[b];
+  batch.owner = owner;
+  batch.received = 0;
+  batch.max_row = 0;
+  batch.slot = static_cast<std::uint16_t>(current_slot_);
+  batch.slot_epoch = slots_[current_slot_].epoch;
+  batch.live = true;
+  batch.sent = false;
+  batch.rows.reserve(batch_cap_);
+  batch.at.reserve(batch_cap_);
+  open_[owner] = b;
+  open_owners_.push_back(owner);
+  return batch;
+}
+
+void ClientUnit::send_batch(std::uint32_t owner) {
+  const std::uint32_t b = open_[owner];
+  Batch& batch = batches_[b];
+  open_[owner] = kNoBatch;
+  open_owners_.erase(std::find(open_owners_.begin(), open_owners_.end(), owner));
+  batch.sent = true;
+  const auto n = static_cast<std::uint32_t>(batch.rows.size());
+  const std::uint32_t width = batch.max_row <= 0xFFFFFFFFu ? 4 : 8;
+  const std::size_t bytes = concat::kGatherHeaderBytes + std::size_t{n} * width;
+  std::byte* at = port_.outbox->packet_room(owner, bytes);
+  concat::encode_gather_header(
+      at, concat::GatherHeader{concat::GatherType::kGatherRead, owner, width, n, port_.rank,
+                               tag_of(b), id_, 0, n});
+  std::byte* body = at + concat::kGatherHeaderBytes;
+  if (width == 4) {
+    for (std::uint32_t k = 0; k < n; ++k) {
+      concat::wire::store<std::uint32_t>(body + std::size_t{k} * 4,
+                                         static_cast<std::uint32_t>(batch.rows[k]));
+    }
+  } else {
+    for (std::uint32_t k = 0; k < n; ++k) {
+      concat::wire::store<std::uint64_t>(body + std::size_t{k} * 8, batch.rows[k]);
+    }
+  }
+  port_.outbox->commit_packet(owner, bytes);
+  ++counters.compact_packets;
+  counters.compact_bytes += bytes;
+  port_.concat->account_model(concat::PrType::kRead, n);
+}
+
+void ClientUnit::send_open_batches() {
+  while (!open_owners_.empty()) send_batch(open_owners_.back());
+}
+
+void ClientUnit::free_batch(std::uint32_t b) noexcept {
+  Batch& batch = batches_[b];
+  if (!batch.sent && open_[batch.owner] == b) {
+    open_[batch.owner] = kNoBatch;
+    open_owners_.erase(std::find(open_owners_.begin(), open_owners_.end(), batch.owner));
+  }
+  inflight_prs_ -= static_cast<std::uint32_t>(batch.rows.size() - batch.received);
+  batch.rows.clear();
+  batch.at.clear();
+  batch.live = false;
+  batch.sent = false;
+  batch.gen = (batch.gen + 1) & ((1u << (32 - kBatchIndexBits)) - 1);
+  free_batches_.push_back(b);
+}
+
+ClientUnit::Batch* ClientUnit::answered_batch(std::uint32_t src, const concat::GatherHeader& h) {
+  const std::uint32_t b = h.tag & ((1u << kBatchIndexBits) - 1);
+  // Answers of one read come in order over one link (MPI, rings and RC verbs keep order per
+  // peer): anything else is late (after a watchdog), duplicated or forged.
+  if (!batch_live(h.tag) || !batches_[b].sent || batches_[b].owner != src ||
+      h.total != batches_[b].rows.size() || h.first != batches_[b].received) {
+    ++counters.stale_responses;
+    return nullptr;
+  }
+  return &batches_[b];
+}
+
+void ClientUnit::on_rows(std::uint32_t src, const concat::GatherPacket& pkt) {
+  const concat::GatherHeader& h = pkt.header;
+  Batch* bp = answered_batch(src, h);
+  if (bp == nullptr) return;
+  Batch& batch = *bp;
+  const std::uint32_t b = h.tag & ((1u << kBatchIndexBits) - 1);
+  counters.responses += h.n;
+  stalled_ = false;
+  Slot& s = slots_[batch.slot];
+  if (s.cmd == nullptr || s.epoch != batch.slot_epoch) {  // its command is gone (watchdog)
+    counters.stale_waiters += h.n;
+    batch.received += h.n;
+    if (batch.received == batch.rows.size()) free_batch(b);
+    return;
+  }
+  Command& c = *s.cmd;
+  Region& r = *c.mr;
+  const std::uint32_t P = r.prop_bytes;
+  const std::byte* row = pkt.body.data();
+  const std::uint64_t* at = batch.at.data() + h.first;
+  // Rows land at random places in the output: prefetch a few ahead (the offsets are in order).
+  constexpr std::uint32_t kAhead = 8;
+  for (std::uint32_t k = 0; k < h.n; ++k) {
+    if (k + kAhead < h.n) __builtin_prefetch(c.out + at[k + kAhead], 1);
+    copy_prop(c.out + at[k], row + std::size_t{k} * P, P);
+  }
+  if (c.filter == FilterUse::kRows) {
+    const std::uint64_t base = r.solver.begin(static_cast<int>(batch.owner));
+    const std::uint64_t total = r.solver.total_rows();
+    for (std::uint32_t k = 0; k < h.n; ++k) {
+      const std::uint64_t idx = base + batch.rows[h.first + k];
+      if (idx < total) r.rows().set(idx, filter::kRowPresent);
+    }
+  }
+  batch.received += h.n;
+  inflight_prs_ -= h.n;
+  c.outstanding -= h.n;
+  const std::uint16_t slot = batch.slot;
+  if (batch.received == batch.rows.size()) free_batch(b);
+  if (c.outstanding == 0 && c.generated) finish_slot(slot);
+}
+
+void ClientUnit::on_refuse(std::uint32_t src, const concat::GatherHeader& h) {
+  Batch* bp = answered_batch(src, h);
+  if (bp == nullptr) return;
+  Batch& batch = *bp;
+  const std::uint32_t b = h.tag & ((1u << kBatchIndexBits) - 1);
+  const std::uint32_t left = static_cast<std::uint32_t>(batch.rows.size()) - batch.received;
+  counters.responses += left;
+  stalled_ = false;
+  Slot& s = slots_[batch.slot];
+  if (s.cmd == nullptr || s.epoch != batch.slot_epoch) {
+    counters.stale_waiters += left;
+    free_batch(b);
+    return;
+  }
+  Command& c = *s.cmd;
+  if (c.status == NS_WC_SUCCESS) c.status = NS_WC_REM_INV_REQ;
+  if (c.filter == FilterUse::kRows) {  // nobody brings these rows: ask again next time
+    const std::uint64_t base = c.mr->solver.begin(static_cast<int>(batch.owner));
+    const std::uint64_t total = c.mr->solver.total_rows();
+    for (std::size_t k = batch.received; k < batch.rows.size(); ++k) {
+      if (base + batch.rows[k] < total) c.mr->rows().set(base + batch.rows[k], filter::kRowNone);
+    }
+  }
+  c.outstanding -= left;
+  const std::uint16_t slot = batch.slot;
+  free_batch(b);
+  if (c.outstanding == 0 && c.generated) finish_slot(slot);
 }
 
 void ClientUnit::prefetch_destination(std::uint32_t req_id, std::uint64_t idx) const noexcept {
@@ -376,6 +582,19 @@ void ClientUnit::release_entries(std::uint32_t s) {
     }
     free_entry(e);
     ++counters.released;
+  }
+  for (std::uint32_t b = 0; b < batches_.size(); ++b) {
+    Batch& batch = batches_[b];
+    if (!batch.live || batch.slot != s || batch.slot_epoch != epoch) continue;
+    if (c != nullptr && c->filter == FilterUse::kRows) {
+      const std::uint64_t base = c->mr->solver.begin(static_cast<int>(batch.owner));
+      const std::uint64_t total = c->mr->solver.total_rows();
+      for (std::size_t k = batch.received; k < batch.rows.size(); ++k) {
+        if (base + batch.rows[k] < total) c->mr->rows().set(base + batch.rows[k], filter::kRowNone);
+      }
+    }
+    counters.released += batch.rows.size() - batch.received;
+    free_batch(b);
   }
   if (c != nullptr) c->outstanding = 0;
   stalled_ = false;

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "concat/gather_wire.hpp"
 #include "concat/protocol.hpp"
 #include "filter/row_state.hpp"
 #include "rig/config.hpp"
@@ -25,6 +26,7 @@ struct ClientCounters {
   std::uint64_t requested = 0, filtered = 0, coalesced = 0, local = 0, sent = 0;
   std::uint64_t stalls = 0, stale_responses = 0, stale_waiters = 0, released = 0;
   std::uint64_t invalid_local = 0, responses = 0;
+  std::uint64_t compact_packets = 0, compact_bytes = 0;  // compact reads sent, as sent
   void add(const ClientCounters& o);
 };
 
@@ -47,6 +49,9 @@ class WrDedup {
   // either records() it or forget()s it (it was not sent after all).
   const Hit* find(std::uint64_t idx);
   void record(std::uint64_t idx, std::uint32_t pos, std::uint32_t req);
+  void prefetch(std::uint64_t idx) const noexcept {
+    if (use_bitmap_) seen_.prefetch(idx);
+  }
   void forget(std::uint64_t idx) noexcept {
     if (use_bitmap_) seen_.set(idx, filter::kRowNone);
   }
@@ -86,6 +91,9 @@ class ClientUnit {
   // Processes up to one chunk of idxs of the current command; returns the work done.
   std::size_t generate(std::uint64_t now);
   void on_response(const concat::PrHeader& pr, const std::byte* payload, bool invalid);
+  // Compact wire (gather_wire.hpp): rows of one of this unit's reads from `src`, or its refusal.
+  void on_rows(std::uint32_t src, const concat::GatherPacket& pkt);
+  void on_refuse(std::uint32_t src, const concat::GatherHeader& h);
   // Cache hints for an answer a few PRs ahead: its Pending PR Table entry, and (once that entry
   // is cached) the place its property goes. Answers land at random places in the output, and
   // each miss would otherwise stall the copy.
@@ -99,7 +107,7 @@ class ClientUnit {
   // Completes every command with `status` (teardown).
   void fail_all(int status);
   std::uint32_t entries_in_flight() const noexcept {
-    return static_cast<std::uint32_t>(entries_.size() - free_.size());
+    return static_cast<std::uint32_t>(entries_.size() - free_.size()) + inflight_prs_;
   }
   ClientCounters counters;
 
@@ -125,6 +133,7 @@ class ClientUnit {
     return (entries_[e].gen << id_bits_) | e;
   }
   bool request_live(std::uint32_t req) const noexcept {
+    if (compact_) return batch_live(req);
     const std::uint32_t e = req & id_mask_;
     return e < entries_.size() && entries_[e].live && entries_[e].gen == (req >> id_bits_);
   }
@@ -133,6 +142,41 @@ class ClientUnit {
     entries_[e].gen = (entries_[e].gen + 1) & gen_mask_;
     free_.push_back(e);
   }
+  // ---- the compact wire: a read per owner holds the owner-local rows asked for, in order, and
+  // where each answer goes; the owner answers with the rows in that order (gather_wire.hpp).
+  // It replaces the Pending PR Table: one record per read, not per PR, and answers are matched
+  // per packet. Reads fill while the command's idxs are walked and leave when full, when the
+  // command's idxs are all walked, or before the unit stalls.
+  struct Batch {
+    std::vector<std::uint64_t> rows;  // owner-local rows (4 B each on the wire when they fit)
+    std::vector<std::uint64_t> at;    // byte offset in the command's output of each answer
+    std::uint64_t max_row = 0;
+    std::uint32_t owner = 0;
+    std::uint32_t received = 0;  // answers arrive in order: rows [0, received) have landed
+    std::uint32_t gen = 0;
+    std::uint16_t slot = 0;
+    std::uint8_t slot_epoch = 0;
+    bool live = false;  // being filled or in flight
+    bool sent = false;
+  };
+  static constexpr std::uint32_t kNoBatch = 0xFFFFFFFFu;
+  static constexpr std::uint32_t kBatchIndexBits = 16;
+  std::uint32_t tag_of(std::uint32_t b) const noexcept {
+    return (batches_[b].gen << kBatchIndexBits) | b;
+  }
+  bool batch_live(std::uint32_t tag) const noexcept {
+    const std::uint32_t b = tag & ((1u << kBatchIndexBits) - 1);
+    return b < batches_.size() && batches_[b].live && batches_[b].gen == (tag >> kBatchIndexBits);
+  }
+  // Room for one more PR to `owner` (an open read, or a free one, and the in-flight bound).
+  bool compact_room(std::uint32_t owner) const noexcept;
+  // The open read to `owner` (opened for the current command's slot if none is).
+  Batch& open_batch(std::uint32_t owner);
+  void send_batch(std::uint32_t owner);
+  void send_open_batches();
+  void free_batch(std::uint32_t b) noexcept;
+  // The batch an answer from src names, or nullptr (counted stale) when none is in flight.
+  Batch* answered_batch(std::uint32_t src, const concat::GatherHeader& h);
   // Walks idxs [next_, next_ + budget) of the current command; false if stalled.
   bool run(Command& c, std::uint64_t now, std::uint64_t budget);
   // Frees the entries of slot s (its command failed); their rows become unrequested again.
@@ -156,6 +200,15 @@ class ClientUnit {
   std::uint64_t next_ = 0;  // next idx position of the current command
   bool stalled_ = false;
   WrDedup dedup_;
+  // compact wire
+  const bool compact_;
+  std::uint32_t batch_cap_ = 1;    // rows per read
+  std::uint32_t max_batches_ = 1;  // reads open or in flight
+  std::uint32_t inflight_prs_ = 0;
+  std::vector<Batch> batches_;
+  std::vector<std::uint32_t> free_batches_;
+  std::vector<std::uint32_t> open_;         // per owner: its read being filled, or kNoBatch
+  std::vector<std::uint32_t> open_owners_;  // owners with a read being filled
 };
 
 }  // namespace netsparse::rig

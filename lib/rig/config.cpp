@@ -38,7 +38,7 @@ Config Config::from_attr(const ns_context_attr* attr) {
   Config c;
   if (attr == nullptr) return c;
   const std::uint64_t m = attr->comp_mask;
-  constexpr std::uint64_t kKnown = (NS_CTX_ATTR_VIRTUAL_QUEUES << 1) - 1;
+  constexpr std::uint64_t kKnown = (NS_CTX_ATTR_WIRE << 1) - 1;
   if ((m & ~kKnown) != 0) throw std::invalid_argument("ns_context_attr: unknown comp_mask bits");
   if (m & NS_CTX_ATTR_TRANSPORT) c.transport = in_range(Attr::kTransport, attr->transport);
   if (m & NS_CTX_ATTR_UNITS) {
@@ -61,6 +61,7 @@ Config Config::from_attr(const ns_context_attr* attr) {
   }
   if (m & NS_CTX_ATTR_BATCH) c.idx_chunk = in_range(Attr::kIdxChunk, attr->idx_chunk);
   if (m & NS_CTX_ATTR_VIRTUAL_QUEUES) c.virtual_queues = attr->virtual_queues != 0;
+  if (m & NS_CTX_ATTR_WIRE) c.wire = in_range(Attr::kWire, attr->wire);
   return c;
 }
 

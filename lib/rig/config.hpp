@@ -40,12 +40,16 @@ struct Config {
   // side get their turn.
   std::uint32_t idx_chunk = attr_default<std::uint32_t>(config::Attr::kIdxChunk);
   bool virtual_queues = attr_default<int>(config::Attr::kVirtualQueues) != 0;
+  int wire = attr_default<int>(config::Attr::kWire);
   int transport = attr_default<int>(config::Attr::kTransport);
   std::string progress_reason;  // why AUTO chose what it chose (statistics JSON)
 
   bool filter_on() const noexcept { return (flags & NS_CTX_NO_FILTER) == 0; }
   bool coalesce_on() const noexcept { return (flags & NS_CTX_NO_COALESCE) == 0; }
   bool concat_on() const noexcept { return (flags & NS_CTX_NO_CONCAT) == 0; }
+  // The compact software wire (gather_wire.hpp) unless the paper's format is asked for, or the
+  // paper's virtualized queues (they exist only in that format).
+  bool compact_wire() const noexcept { return wire == NS_WIRE_COMPACT && !virtual_queues; }
   bool inline_progress() const noexcept { return progress_mode == NS_PROGRESS_INLINE; }
   // Defaults overridden by the fields attr->comp_mask names; std::invalid_argument on a bad value.
   static Config from_attr(const ns_context_attr* attr);

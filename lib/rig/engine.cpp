@@ -16,6 +16,7 @@
 #include <string>
 
 #include "concat/frame.hpp"
+#include "concat/gather_wire.hpp"
 #include "config/settings.hpp"
 #include "rig/backoff.hpp"
 #include "rig/copy.hpp"
@@ -43,6 +44,7 @@ Engine::Engine(std::unique_ptr<transport::Transport> tx, const Config& config)
   port_.dead = health_.flags();
   port_.sink = this;
   outbox_ = std::make_unique<Outbox>(*tx_, health_.flags(), *this, size_);
+  port_.outbox = outbox_.get();
   reads_ = std::make_unique<ReadUnit>(port_, *tx_);
   plans_ = std::make_unique<PlanUnit>(port_, *outbox_);
   for (int u = 0; u < config_.client_units; ++u) {
@@ -244,12 +246,47 @@ void Engine::on_frame(const transport::ReceivedPacket& m) {
   health_.heard_from(m.src, now_ns(), timeouts_);
   for (std::size_t k = 0; k < s.packets; ++k) {
     const std::span<const std::byte> p = frame_packets_[k];
-    if (concat::is_plan_type(concat::wire::load<std::uint16_t>(p.data() + concat::kOffType))) {
+    const auto type = concat::wire::load<std::uint16_t>(p.data() + concat::kOffType);
+    if (concat::is_gather_type(type)) {
+      on_compact(m.src, p);
+    } else if (concat::is_plan_type(type)) {
       ++packets_in_;
       plans_->on_packet(m.src, p, now_ns());
     } else {
       on_packet(m.src, p);
     }
+  }
+}
+
+void Engine::on_compact(int src, std::span<const std::byte> bytes) {
+  ++packets_in_;
+  Region* r = region();
+  concat::GatherPacket pkt;
+  const concat::DecodeError err =
+      r == nullptr ? concat::DecodeError::kWrongDestination
+                   : concat::decode_gather_packet(bytes, static_cast<std::uint32_t>(rank_),
+                                                  r->prop_bytes, &pkt);
+  if (err != concat::DecodeError::kOk) {
+    ++malformed_packets_;
+    ++decode_errors_[static_cast<int>(err) & 7];
+    return;
+  }
+  const auto from = static_cast<std::uint32_t>(src);
+  if (pkt.header.type == concat::GatherType::kGatherRead) {
+    // The units are identical and the engine thread is one: rotate for the statistics.
+    servers_[next_server_]->serve_compact(from, pkt);
+    next_server_ = (next_server_ + 1) % servers_.size();
+    return;
+  }
+  if (pkt.header.unit >= clients_.size() || pkt.header.src_node != from) {
+    ++malformed_packets_;
+    return;
+  }
+  ClientUnit& unit = *clients_[pkt.header.unit];
+  if (pkt.header.type == concat::GatherType::kGatherRows) {
+    unit.on_rows(from, pkt);
+  } else {
+    unit.on_refuse(from, pkt.header);
   }
 }
 

@@ -192,6 +192,8 @@ class Engine : public PostTarget, public CommandSink {
   std::size_t poll_transport();
   void on_frame(const transport::ReceivedPacket& frame);
   void on_packet(int src, std::span<const std::byte> bytes);
+  // One compact-wire packet (gather_wire.hpp): reads to a server unit, answers to their unit.
+  void on_compact(int src, std::span<const std::byte> bytes);
   std::size_t dispatch(std::uint64_t now);
   bool dispatch_one(Command& cmd, std::uint64_t now);  // false: cannot start it yet
   void run_watchdog(std::uint64_t now);

@@ -12,6 +12,7 @@ namespace netsparse::rig {
 
 struct Command;
 class Region;
+class Outbox;
 
 class CommandSink {
  public:
@@ -30,6 +31,7 @@ struct UnitPort {
   std::atomic<bool>* dead = nullptr;      // [size]: peers known to have failed (PeerHealth's flags)
   concat::ConcatPoint* concat = nullptr;  // set while a region is registered
   Region* region = nullptr;               // likewise
+  Outbox* outbox = nullptr;  // where units build compact packets in place (gather_wire.hpp)
   CommandSink* sink = nullptr;
 
   bool peer_dead(std::uint32_t p) const noexcept { return dead[p].load(std::memory_order_relaxed); }

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "concat/gather_wire.hpp"
 #include "concat/protocol.hpp"
 #include "rig/port.hpp"
 
@@ -15,6 +16,7 @@ namespace netsparse::rig {
 
 struct ServerCounters {
   std::uint64_t packets = 0, answered = 0, invalid = 0, malformed_prs = 0;
+  std::uint64_t compact_packets = 0, compact_bytes = 0;  // rows and refusals sent, as sent
   void add(const ServerCounters& o);
 };
 
@@ -23,6 +25,11 @@ class ServerUnit {
   explicit ServerUnit(const UnitPort& port) : port_(port) {}
   // Answers every PR of a validated kRead packet; returns PRs answered.
   std::size_t serve(const concat::PacketView& v, std::uint64_t now);
+  // Answers a validated compact read from node src (gather_wire.hpp): every row is checked
+  // against this node's rows first; one outside refuses the whole read and nothing is read.
+  // Otherwise the rows are packed straight into the outbox's frames, in the read's order.
+  // Returns rows answered.
+  std::size_t serve_compact(std::uint32_t src, const concat::GatherPacket& pkt);
   ServerCounters counters;
 
  private:

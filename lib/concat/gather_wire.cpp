@@ -1,0 +1,88 @@
+#include "concat/gather_wire.hpp"
+
+namespace netsparse::concat {
+
+namespace {
+constexpr std::size_t kOffSrc = 14, kOffTag = 18, kOffUnit = 22, kOffFirst = 24, kOffTotal = 28;
+}
+
+std::size_t encode_gather_header(std::byte* dst, const GatherHeader& h) noexcept {
+  wire::store<std::uint16_t>(dst + kOffType, static_cast<std::uint16_t>(h.type));
+  wire::store<std::uint32_t>(dst + kOffDest, h.dest);
+  wire::store<std::uint32_t>(dst + kOffPropLen, h.rec_len);
+  wire::store<std::uint32_t>(dst + kOffNumPrs, h.n);
+  wire::store<std::uint32_t>(dst + kOffSrc, h.src_node);
+  wire::store<std::uint32_t>(dst + kOffTag, h.tag);
+  wire::store<std::uint16_t>(dst + kOffUnit, h.unit);
+  wire::store<std::uint32_t>(dst + kOffFirst, h.first);
+  wire::store<std::uint32_t>(dst + kOffTotal, h.total);
+  return kGatherHeaderBytes;
+}
+
+std::size_t gather_packet_length(std::span<const std::byte> bytes) noexcept {
+  const std::byte* p = bytes.data();
+  const auto raw = wire::load<std::uint16_t>(p + kOffType);
+  if (!is_gather_type(raw)) return 0;
+  if (bytes.size() < kGatherHeaderBytes) return bytes.size() + 1;
+  const auto rec = wire::load<std::uint32_t>(p + kOffPropLen);
+  const auto n = wire::load<std::uint32_t>(p + kOffNumPrs);
+  if (static_cast<GatherType>(raw) == GatherType::kGatherRefuse) {
+    return n == 0 && rec == 0 ? kGatherHeaderBytes : 0;
+  }
+  if (n == 0 || rec == 0) return 0;  // reads and rows always carry records
+  const std::size_t room = bytes.size() - kGatherHeaderBytes;
+  if (n > room / rec) return bytes.size() + 1;  // by division: n * rec may overflow
+  return kGatherHeaderBytes + std::size_t{n} * rec;
+}
+
+DecodeError decode_gather_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,
+                                 std::uint32_t expected_row_bytes, GatherPacket* out) noexcept {
+  if (bytes.size() < kConcatHeaderBytes) return DecodeError::kTruncated;
+  const std::byte* p = bytes.data();
+  const auto raw = wire::load<std::uint16_t>(p + kOffType);
+  if (!is_gather_type(raw)) return DecodeError::kUnknownType;
+  if (bytes.size() < kGatherHeaderBytes) return DecodeError::kTruncated;
+  const GatherHeader h{static_cast<GatherType>(raw),
+                       wire::load<std::uint32_t>(p + kOffDest),
+                       wire::load<std::uint32_t>(p + kOffPropLen),
+                       wire::load<std::uint32_t>(p + kOffNumPrs),
+                       wire::load<std::uint32_t>(p + kOffSrc),
+                       wire::load<std::uint32_t>(p + kOffTag),
+                       wire::load<std::uint16_t>(p + kOffUnit),
+                       wire::load<std::uint32_t>(p + kOffFirst),
+                       wire::load<std::uint32_t>(p + kOffTotal)};
+  switch (h.type) {
+    case GatherType::kGatherRead:
+      if (h.rec_len != 4 && h.rec_len != 8) return DecodeError::kPropLenMismatch;
+      if (h.n == 0 || h.first != 0 || h.total != h.n) return DecodeError::kCountMismatch;
+      break;
+    case GatherType::kGatherRows:
+      // Rows of 0 bytes do not exist (a region's prop_bytes is never 0): refused even when the
+      // caller expects 0, so that no count of empty records passes as a packet.
+      if (h.rec_len == 0 || h.rec_len != expected_row_bytes) return DecodeError::kPropLenMismatch;
+      // first + n <= total, written so that no sum can overflow.
+      if (h.n == 0 || h.n > h.total || h.first > h.total - h.n) {
+        return DecodeError::kCountMismatch;
+      }
+      break;
+    case GatherType::kGatherRefuse:
+      if (h.rec_len != 0) return DecodeError::kPropLenMismatch;
+      if (h.n != 0 || h.first >= h.total) return DecodeError::kCountMismatch;
+      break;
+  }
+  if (expected_dest != kAnyDestination && h.dest != expected_dest) {
+    return DecodeError::kWrongDestination;
+  }
+  const std::size_t body = bytes.size() - kGatherHeaderBytes;
+  if (h.rec_len == 0) {
+    if (body != 0) return DecodeError::kCountMismatch;
+  } else {
+    if (body % h.rec_len != 0) return DecodeError::kTruncated;
+    if (body / h.rec_len != h.n) return DecodeError::kCountMismatch;
+  }
+  out->header = h;
+  out->body = bytes.subspan(kGatherHeaderBytes);
+  return DecodeError::kOk;
+}
+
+}  // namespace netsparse::concat
