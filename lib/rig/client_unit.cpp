@@ -456,9 +456,11 @@ void ClientUnit::free_batch(std::uint32_t b) noexcept {
 ClientUnit::Batch* ClientUnit::answered_batch(std::uint32_t src, const concat::GatherHeader& h) {
   const std::uint32_t b = h.tag & ((1u << kBatchIndexBits) - 1);
   // Answers of one read come in order over one link (MPI, rings and RC verbs keep order per
-  // peer): anything else is late (after a watchdog), duplicated or forged.
+  // peer): anything else is late (after a watchdog), duplicated or forged. (A refusal's `first`
+  // is the refused row's position, not a continuation.)
   if (!batch_live(h.tag) || !batches_[b].sent || batches_[b].owner != src ||
-      h.total != batches_[b].rows.size() || h.first != batches_[b].received) {
+      h.total != batches_[b].rows.size() ||
+      (h.type == concat::GatherType::kGatherRows && h.first != batches_[b].received)) {
     ++counters.stale_responses;
     return nullptr;
   }

@@ -1,5 +1,6 @@
 // libFuzzer target for the packet decoders: the paper's protocol packets (decode_packet), the
-// gather plans' compact packets (decode_plan_packet) and frames of either (split_frame). Input
+// gather plans' packets (decode_plan_packet), the compact wire's gather packets
+// (decode_gather_packet) and frames of any of them (split_frame). Input
 // layout: 4 bytes expected_dest, 4 bytes expected_prop_len (both little-endian), then the
 // packet. Checks, under ASan/UBSan:
 //  * decode_packet never reads outside the packet (the packet is copied into an exactly sized
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "concat/frame.hpp"
+#include "concat/gather_wire.hpp"
 #include "concat/plan_wire.hpp"
 #include "concat/protocol.hpp"
 
@@ -53,6 +55,30 @@ void check_plan_and_frame(std::span<const std::byte> bytes, std::uint32_t dest,
     if (plan_packet_length(bytes) != bytes.size()) fail("plan: length disagrees");
   } else if (to_string(err) == nullptr) {
     fail("plan: error without text");
+  }
+  GatherPacket gk;
+  const DecodeError gerr = decode_gather_packet(bytes, dest, row_bytes, &gk);
+  if (gerr == DecodeError::kOk) {
+    const GatherHeader& h = gk.header;
+    if (!is_gather_type(static_cast<std::uint16_t>(h.type)))
+      fail("gather: accepted a foreign type");
+    if (dest != kAnyDestination && h.dest != dest) fail("gather: accepted a foreign dest");
+    if (gk.body.size() != std::size_t{h.n} * h.rec_len) fail("gather: body size");
+    if (gk.body.data() != bytes.data() + kGatherHeaderBytes) fail("gather: body not in place");
+    if (kGatherHeaderBytes + gk.body.size() != bytes.size()) fail("gather: not exact");
+    if (h.type == GatherType::kGatherRows &&
+        (h.rec_len != row_bytes || std::uint64_t{h.first} + h.n > h.total)) {
+      fail("gather: rows of a foreign size or beyond their read");
+    }
+    if (h.type == GatherType::kGatherRead && h.rec_len != 4 && h.rec_len != 8) {
+      fail("gather: row width");
+    }
+    std::byte again[kGatherHeaderBytes];
+    encode_gather_header(again, h);
+    if (std::memcmp(again, bytes.data(), kGatherHeaderBytes) != 0) fail("gather: round trip");
+    if (gather_packet_length(bytes) != bytes.size()) fail("gather: length disagrees");
+  } else if (to_string(gerr) == nullptr) {
+    fail("gather: error without text");
   }
   std::span<const std::byte> parts[16];
   const FrameSplit split = split_frame(bytes, parts);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "concat/gather_wire.hpp"
 #include "concat/plan_wire.hpp"
 #include "concat/protocol.hpp"
 
@@ -64,6 +65,31 @@ int main(int argc, char** argv) {
     const std::size_t start = in.size();
     in.resize(start + kPlanHeaderBytes + std::size_t{ps.n} * ps.rec_len, std::byte{7});
     encode_plan_header(in.data() + start, {ps.type, 1, ps.rec_len, ps.n, 0, 5, 2, 9, 0});
+    const std::string path = std::string(argv[1]) + "/seed-" + std::to_string(written++);
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr || std::fwrite(in.data(), 1, in.size(), f) != in.size() ||
+        std::fclose(f) != 0) {
+      std::perror(path.c_str());
+      return 1;
+    }
+  }
+  // Compact gather packets: reads of 4- and 8-byte rows, rows of 4..64 bytes, a refusal.
+  struct GatherSeed {
+    GatherType type;
+    std::uint32_t rec_len, n, first, total;
+  };
+  for (const GatherSeed gs : {GatherSeed{GatherType::kGatherRead, 4, 3, 0, 3},
+                              GatherSeed{GatherType::kGatherRead, 8, 2, 0, 2},
+                              GatherSeed{GatherType::kGatherRows, 4, 3, 2, 5},
+                              GatherSeed{GatherType::kGatherRows, 64, 2, 0, 2},
+                              GatherSeed{GatherType::kGatherRefuse, 0, 0, 1, 4}}) {
+    std::vector<std::byte> in;
+    put32(in, 1);
+    put32(in, gs.type == GatherType::kGatherRows ? gs.rec_len : 16);
+    const std::size_t start = in.size();
+    in.resize(start + kGatherHeaderBytes + std::size_t{gs.n} * gs.rec_len, std::byte{7});
+    encode_gather_header(in.data() + start,
+                         {gs.type, 1, gs.rec_len, gs.n, 0, 5, 2, gs.first, gs.total});
     const std::string path = std::string(argv[1]) + "/seed-" + std::to_string(written++);
     std::FILE* f = std::fopen(path.c_str(), "wb");
     if (f == nullptr || std::fwrite(in.data(), 1, in.size(), f) != in.size() ||
