@@ -48,6 +48,7 @@ enum class Env : int {
   kMpiReads,
   kMpiShm,
   kMpiMessageBytes,
+  kWire,
   kPresumeDeadS,
   kProgressIntervalNs,
   kEngineProfile,
@@ -85,6 +86,9 @@ inline constexpr Setting kEnvironment[] = {
    Scope::kLibrary, "largest MPI transport message (frame); a property larger than one message "
    "(K above 16376 in fp32, 8188 in fp64) travels in pieces, so raising it only saves PR "
    "headers"},
+  {"NETSPARSE_WIRE", Type::kChoice, "compact", "compact|paper", 0, 0, true, Scope::kLibrary,
+   "how RIG reads and answers travel when ns_context_attr.wire is not set: compact (packed rows, "
+   "no per-PR header) or paper (the MICRO '25 Fig. 6 format, 18 B per PR)"},
   {"NETSPARSE_PRESUME_DEAD_S", Type::kReal, "20", "", 0, 86400, false, Scope::kLibrary,
    "teardown only: a peer this rank timed out on and has not heard from for this many "
    "seconds is presumed dead, for transports that cannot see a dead process (soft-RoCE drops "

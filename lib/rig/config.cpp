@@ -36,6 +36,7 @@ T in_range(config::Attr a, T value) {
 Config Config::from_attr(const ns_context_attr* attr) {
   using config::Attr;
   Config c;
+  c.wire = config::choice(config::Env::kWire) == "paper" ? NS_WIRE_PAPER : NS_WIRE_COMPACT;
   if (attr == nullptr) return c;
   const std::uint64_t m = attr->comp_mask;
   constexpr std::uint64_t kKnown = (NS_CTX_ATTR_WIRE << 1) - 1;
