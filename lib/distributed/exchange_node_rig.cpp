@@ -135,17 +135,24 @@ class NodeRigExchange final : public Exchange<T> {
       if (region_.get() != nullptr) region_.close();  // collective over the leaders (all here)
     }
 
-    // 1. The host's Idx Filter: cleared by the leader, then every rank's test-and-sets.
+    // 1. The host's Idx Filter: cleared by the leader, then every rank's test-and-sets. The
+    // host's own columns that a host mate reads go into the export bits (the rows a run must
+    // put into the store).
     std::atomic<std::uint64_t>* filter = filter_words();
+    std::atomic<std::uint64_t>* exported = filter + words_;
     if (hrank_ == 0) {
-      for (std::size_t w = 0; w < words_; ++w) filter[w].store(0, std::memory_order_relaxed);
+      for (std::size_t w = 0; w < 2 * words_; ++w) filter[w].store(0, std::memory_order_relaxed);
     }
     check_mpi(MPI_Barrier(hc), "MPI_Barrier");
     std::uint64_t lookups = 0;
     for (const gidx_t c : pat.remote_csr.col_idx) {
-      if (topo_.host_of(cols.owner(c)) == my_host) continue;
+      const std::uint64_t bit = std::uint64_t{1} << (c & 63);
+      if (topo_.host_of(cols.owner(c)) == my_host) {
+        exported[c >> 6].fetch_or(bit, std::memory_order_relaxed);
+        continue;
+      }
       ++lookups;
-      filter[c >> 6].fetch_or(std::uint64_t{1} << (c & 63), std::memory_order_relaxed);
+      filter[c >> 6].fetch_or(bit, std::memory_order_relaxed);
     }
     filter_lookups_ = lookups;
     check_mpi(MPI_Barrier(hc), "MPI_Barrier");
@@ -164,6 +171,18 @@ class NodeRigExchange final : public Exchange<T> {
     const std::size_t k = static_cast<std::size_t>(rc.k);
     const std::size_t need = std::max<std::size_t>(64, n_total_ * k * sizeof(T));
     if (need > store_.size()) store_ = HostSegment(hc, need);  // same decision on every rank
+
+    // The rows other hosts gather from this one: the leaders swap their unions once per
+    // pattern and mark the host's columns among them; then each rank lists its exported rows.
+    if (topo_.is_leader() && topo_.nhosts() > 1) mark_other_hosts_unions(cols, exported);
+    check_mpi(MPI_Barrier(hc), "MPI_Barrier");
+    const gidx_t cb = cols.begin(rc.rank), ce = cols.end(rc.rank);
+    export_rows_.clear();
+    for (gidx_t c = cb; c < ce; ++c) {
+      if ((exported[c >> 6].load(std::memory_order_relaxed) >> (c & 63)) & 1) {
+        export_rows_.push_back(static_cast<std::int64_t>(c - cb));
+      }
+    }
 
     // 3. This rank's remote nonzeros renumbered onto store positions, tiled once.
     CsrMatrix compact = pat.remote_csr;
@@ -195,8 +214,19 @@ class NodeRigExchange final : public Exchange<T> {
     const double tp = now_seconds();
     // This rank's rows into the host's store (the region other hosts read, and the rows this
     // host's other ranks read in place).
+    // Only the rows someone reads from the store (a host mate, or another host); all of them
+    // in one copy when that is most of the block.
     const auto my_rows = static_cast<std::size_t>(rc.cols->size(rc.rank));
-    std::copy_n(ops.b, my_rows * k, store + (n_low_ + hoff_[hrank_]) * k);
+    T* mine = store + (n_low_ + hoff_[hrank_]) * k;
+    if (2 * export_rows_.size() > my_rows) {
+      std::copy_n(ops.b, my_rows * k, mine);
+    } else {
+      for (const std::int64_t r : export_rows_) {
+        std::copy_n(ops.b + static_cast<std::size_t>(r) * k, k,
+                    mine + static_cast<std::size_t>(r) * k);
+      }
+    }
+    const std::uint64_t copied = 2 * export_rows_.size() > my_rows ? my_rows : export_rows_.size();
     LeaderCounters before;
     double waited = 0;
     try {
@@ -245,7 +275,7 @@ class NodeRigExchange final : public Exchange<T> {
     compute.finish(pat, rc, ops);
     stats.compute_seconds += (t0 - tc) + (now_seconds() - t1);
 
-    stats.intra_host_bytes += my_rows * row_bytes;
+    stats.intra_host_bytes += copied * row_bytes;
     stats.host_filter_lookups += filter_lookups_;
     if (ctx_) {
       const LeaderCounters after = LeaderCounters::read(ctx_);
@@ -298,7 +328,7 @@ class NodeRigExchange final : public Exchange<T> {
     // error, naming the cause, comes first and reaches it through the failed flag.
     barrier_deadline_ = topo_.is_leader() ? deadline_ : 3 * deadline_;
     words_ = static_cast<std::size_t>((cols.n_rows() + 63) / 64);
-    control_ = HostSegment(hc, kControlHead + words_ * sizeof(std::uint64_t));
+    control_ = HostSegment(hc, kControlHead + 2 * words_ * sizeof(std::uint64_t));
     if (hrank_ == 0) new (control_.data()) HostControl(comm_size(hc));
     // One engine per host, at its leader; a single host has nobody to gather from.
     std::exception_ptr error;
@@ -310,6 +340,36 @@ class NodeRigExchange final : public Exchange<T> {
       }
     }
     agree_on_failure(rc.comm, error);
+  }
+
+  // Leader: every other host's union (its filter's set bits, from all leaders), and the columns
+  // of this host among them set in `exported`.
+  void mark_other_hosts_unions(const RowPartition& cols, std::atomic<std::uint64_t>* exported) {
+    std::vector<gidx_t> mine;
+    mine.reserve(static_cast<std::size_t>(n_union_));
+    for (std::size_t w = 0; w < words_; ++w) {
+      for (std::uint64_t m = bits_[w]; m != 0; m &= m - 1) {
+        mine.push_back(static_cast<gidx_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(m))));
+      }
+    }
+    const MPI_Comm lc = topo_.leaders_comm();
+    const int nhosts = topo_.nhosts();
+    const int n = to_mpi_count(mine.size(), "netsparse-node host union");
+    std::vector<int> counts(static_cast<std::size_t>(nhosts)), displs(nhosts + 1, 0);
+    check_mpi(MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, lc), "MPI_Allgather");
+    for (int h = 0; h < nhosts; ++h) {
+      displs[h + 1] = to_mpi_count(std::uint64_t(displs[h]) + std::uint64_t(counts[h]),
+                                   "netsparse-node host unions");
+    }
+    std::vector<gidx_t> all(static_cast<std::size_t>(displs.back()));
+    ByteBlockType item(sizeof(gidx_t));
+    check_mpi(MPI_Allgatherv(mine.data(), n, item.get(), all.data(), counts.data(), displs.data(),
+                             item.get(), lc),
+              "MPI_Allgatherv");
+    for (const gidx_t c : all) {
+      if (topo_.host_of(cols.owner(c)) != topo_.host()) continue;
+      exported[c >> 6].fetch_or(std::uint64_t{1} << (c & 63), std::memory_order_relaxed);
+    }
   }
 
   void open_engine(const EngineOptions& options) {
@@ -496,14 +556,17 @@ class NodeRigExchange final : public Exchange<T> {
   std::vector<std::uint64_t> engine_base_;  // engine row of each rank's first column
   std::chrono::milliseconds deadline_{120000}, barrier_deadline_{120000};
   // Host-shared memory.
-  HostSegment control_;  // HostControl + the Idx Filter (words_ words)
-  HostSegment store_;    // [low | the host's rows | high], n_total_ rows of K
+  // HostControl + the Idx Filter (words_ words) + the export bits (words_ words: the host's rows
+  // that a host mate or another host reads)
+  HostSegment control_;
+  HostSegment store_;  // [low | the host's rows | high], n_total_ rows of K
   std::size_t words_ = 0;
   // The filter as this rank read it after setup, and its per-word prefix counts.
   std::vector<std::uint64_t> bits_, prefix_;
   std::uint64_t n_union_ = 0, n_low_ = 0, n_total_ = 0;
-  std::uint64_t filter_lookups_ = 0;  // this rank's off-host remote nonzeros (filter lookups)
-  TiledMatrix compact_;               // this rank's remote nonzeros on store positions
+  std::vector<std::int64_t> export_rows_;  // this rank's local rows someone reads from the store
+  std::uint64_t filter_lookups_ = 0;       // this rank's off-host remote nonzeros (filter lookups)
+  TiledMatrix compact_;                    // this rank's remote nonzeros on store positions
   // The leader's engine (empty on the other ranks, and with a single host).
   Context ctx_;
   Cq cq_;
