@@ -100,8 +100,9 @@ Workload
   --sample-max N         at most N nonzeros per row per iteration (default 0: no cap)
 
 Modes
-  --modes LIST           comma-separated, default all (node-aware-ie only when the job
-                         spans several hosts, real or NETSPARSE_RANKS_PER_HOST virtual ones):
+  --modes LIST           comma-separated, default all (node-aware-ie and netsparse-node only
+                         when the job spans several hosts, real or NETSPARSE_RANKS_PER_HOST
+                         virtual ones):
                            netsparse          RIG work requests per column panel (the engine)
                            su                 MPI_Allgatherv of the whole operand
                            su-panel           MPI_Iallgatherv per column panel, pipelined
@@ -115,6 +116,9 @@ Modes
                                               go through the hosts' leaders, one message per
                                               host pair, each row once per host (hosts:
                                               shared memory, or NETSPARSE_RANKS_PER_HOST)
+                           netsparse-node     node-wide NetSparse: one Idx Filter, property
+                                              store and RIG engine per host (its leader);
+                                              each remote row lands once per host
                            ideal              no communication (the compute-only bound)
                            petsc              PETSc's MatMult / MatMatMult (MPIDENSE B), fp64;
                                               built with PETSc, in the default list with
@@ -430,14 +434,15 @@ struct Variant {
   DistOptions options;
 };
 
-// `hosts`: the job's hosts (host_layout): node-aware-ie joins the default list only when there
-// are several -- on one host it is inspector-executor with extra steps, and the main job (np 2
-// on one machine) keeps its list and its time.
+// `hosts`: the job's hosts (host_layout): node-aware-ie and netsparse-node join the default list
+// only when there are several -- on one host it is inspector-executor with extra steps, and the
+// main job (np 2 on one machine) keeps its list and its time.
 std::vector<Variant> make_variants(const Options& o, int hosts) {
   std::vector<std::string> labels = o.modes;
   if (labels.empty()) {
     for (CommMode m : all_comm_modes()) {
-      if (m != CommMode::node_aware_ie || hosts > 1) labels.emplace_back(to_string(m));
+      const bool node_mode = m == CommMode::node_aware_ie || m == CommMode::netsparse_node;
+      if (!node_mode || hosts > 1) labels.emplace_back(to_string(m));
     }
     if (bench::kPetscMode && o.dist.scalar == ScalarType::f64 && !o.changing &&
         std::count(o.kernels.begin(), o.kernels.end(), KernelKind::sddmm) == 0) {
@@ -482,6 +487,26 @@ std::vector<Variant> make_variants(const Options& o, int hosts) {
 
 // ---- measurement -----------------------------------------------------------------------------
 
+bool counts_host_traffic(CommMode m) {
+  return m == CommMode::inspector_executor || m == CommMode::node_aware_ie ||
+         m == CommMode::netsparse_node;
+}
+
+// Per host (host order, on every rank): inter-host bytes, inter-host messages, intra-host bytes and
+// rows landed per iteration, summed over the host's ranks. Collective.
+std::vector<double> per_host_totals(const CommStats& s, double iters) {
+  const HostLayout l = host_layout(MPI_COMM_WORLD);
+  std::vector<double> mine(static_cast<std::size_t>(4 * l.hosts), 0.0);
+  const std::size_t h = static_cast<std::size_t>(4 * l.host);
+  mine[h] = static_cast<double>(s.inter_host_bytes) / iters;
+  mine[h + 1] = static_cast<double>(s.inter_host_messages) / iters;
+  mine[h + 2] = static_cast<double>(s.intra_host_bytes) / iters;
+  mine[h + 3] = static_cast<double>(s.host_rows_landed) / iters;
+  MPI_Allreduce(MPI_IN_PLACE, mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_SUM,
+                MPI_COMM_WORLD);
+  return mine;
+}
+
 struct Result {
   std::string label;
   CommMode mode{};
@@ -503,6 +528,10 @@ struct Result {
   // Host-level traffic (inspector-executor, node-aware-ie), sums over ranks per iteration.
   double inter_bytes_total = 0, inter_payload_total = 0, inter_messages_total = 0;
   double intra_bytes_total = 0;
+  // netsparse-node: the host Idx Filter's lookups and the rows landed in the hosts' stores (sums
+  // per iteration), and per host inter-host bytes, frames, intra-host bytes, rows.
+  double host_lookups_total = 0, host_landed_total = 0;
+  std::vector<double> per_host;  // 4 values per host, in host order
   double useful_tail = 0, wait_tail = 0, sync_tail = 0;
   double compute_tail = 0, post_tail = 0, progress_tail = 0;
   double engine_fc = -1;  // engine's own (filtered + coalesced) / requested, RIG modes
@@ -510,6 +539,20 @@ struct Result {
   std::string engine_json;
   std::string error;
 };
+
+// [{"inter_host_bytes": .., "inter_host_messages": .., "intra_host_bytes": .., "rows_landed": ..}]
+std::string per_host_json(const std::vector<double>& v) {
+  std::string out = "[";
+  char buf[192];
+  for (std::size_t h = 0; h + 3 < v.size(); h += 4) {
+    std::snprintf(buf, sizeof buf,
+                  "%s{\"inter_host_bytes\": %.0f, \"inter_host_messages\": %.0f, "
+                  "\"intra_host_bytes\": %.0f, \"rows_landed\": %.0f}",
+                  h == 0 ? "" : ", ", v[h], v[h + 1], v[h + 2], v[h + 3]);
+    out += buf;
+  }
+  return out + "]";
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -753,6 +796,9 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
       allreduce(static_cast<double>(s.inter_host_payload_bytes) / iters, MPI_SUM);
   res.inter_messages_total = allreduce(static_cast<double>(s.inter_host_messages) / iters, MPI_SUM);
   res.intra_bytes_total = allreduce(static_cast<double>(s.intra_host_bytes) / iters, MPI_SUM);
+  res.host_lookups_total = allreduce(static_cast<double>(s.host_filter_lookups) / iters, MPI_SUM);
+  res.host_landed_total = allreduce(static_cast<double>(s.host_rows_landed) / iters, MPI_SUM);
+  if (counts_host_traffic(kern.mode())) res.per_host = per_host_totals(s, iters);
   res.wait_tail = allreduce(s.wait_seconds / iters, MPI_MAX);
   res.sync_tail = allreduce(s.sync_seconds / iters, MPI_MAX);
   res.compute_tail = allreduce(s.compute_seconds / iters, MPI_MAX);
@@ -1007,9 +1053,11 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
     if (r.mode == CommMode::ideal) continue;
     if (d.of_ideal > 1) beat_ideal.push_back(r.label + " " + fmt("%.0f%%", 100 * d.of_ideal));
     if (nothing_remote) continue;
-    if (r.bytes_total < vol.min_property_total) {
+    // netsparse-node's minimum is the node-wide one (each remote row into a host once).
+    const bool node_wide = r.mode == CommMode::netsparse_node;
+    if (r.bytes_total < (node_wide ? vol.host_min_payload : vol.min_property_total)) {
       below_payload.push_back(r.label);
-    } else if (r.bytes_total < vol.min_wire_total) {
+    } else if (!node_wide && r.bytes_total < vol.min_wire_total) {
       below_wire.push_back(r.label);
     }
   }
@@ -1020,11 +1068,15 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
       if (!r.error.empty() || (r.inter_bytes_total <= 0 && r.intra_bytes_total <= 0)) continue;
       std::printf(
           "   between hosts: %-18s payload %s = %.2fx the node-wide minimum, wire %s in %.0f "
-          "messages; within hosts %s\n",
+          "messages; within hosts %s%s\n",
           r.label.c_str(), human_bytes(r.inter_payload_total).c_str(),
           vol.host_min_payload > 0 ? r.inter_payload_total / vol.host_min_payload : 0.0,
           human_bytes(r.inter_bytes_total).c_str(), r.inter_messages_total,
-          human_bytes(r.intra_bytes_total).c_str());
+          human_bytes(r.intra_bytes_total).c_str(),
+          r.host_lookups_total > 0 ? fmt("; node-wide F+C %.1f%%",
+                                         100 * (1 - r.host_landed_total / r.host_lookups_total))
+                                         .c_str()
+                                   : "");
     }
   }
   if (!below_wire.empty()) {
@@ -1445,6 +1497,11 @@ int main(int argc, char** argv) {
                  << ", \"inter_host_payload_total\": " << r.inter_payload_total
                  << ", \"inter_host_messages_total\": " << r.inter_messages_total
                  << ", \"intra_host_bytes_total\": " << r.intra_bytes_total
+                 << ", \"host_filter_lookups_total\": " << r.host_lookups_total
+                 << ", \"host_rows_landed_total\": " << r.host_landed_total
+                 << ", \"host_fc_rate\": "
+                 << (r.host_lookups_total > 0 ? 1 - r.host_landed_total / r.host_lookups_total : -1)
+                 << ", \"per_host\": " << per_host_json(r.per_host)
                  << ", \"wait_tail_s\": " << r.wait_tail << ", \"sync_tail_s\": " << r.sync_tail
                  << ", \"compute_tail_s\": " << r.compute_tail
                  << ", \"post_tail_s\": " << r.post_tail

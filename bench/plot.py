@@ -487,6 +487,40 @@ def table7(chosen, out_dir):
     return path
 
 
+def hosts_table(cases, out_dir):
+    """Issue 22: per mode that counts host traffic, on runs spanning several hosts, the traffic
+    between hosts against the node-wide minimum, within hosts, netsparse-node's node-wide F+C
+    rate, and per host the bytes, messages and rows landed (hosts.md)."""
+    rows = []
+    for c in cases:
+        for mode, r in c.records.items():
+            if r.get("hosts", 1) <= 1 or r.get("error") or not r.get("per_host"):
+                continue
+            c.use("hosts.md")
+            low = r.get("host_min_payload_total") or 0
+            fc = r.get("host_fc_rate", -1)
+            per_host = "; ".join(
+                f"{h['inter_host_bytes'] / 1e6:.2f} MB, {h['inter_host_messages']:.0f} msgs"
+                + (f", {h['rows_landed']:.0f} rows" if h.get("rows_landed") else "")
+                for h in r["per_host"])
+            rows.append(f"| {c.run.name} | {c.settings['matrix']} | {c.kernel} | {c.k} | "
+                        f"{c.settings['ranks']} / {r['hosts']} | {mode} | "
+                        f"{r['inter_host_payload_total'] / low if low else 0:.2f}x | "
+                        f"{r['inter_host_bytes_total'] / 1e6:.3f} MB | "
+                        f"{r['inter_host_messages_total']:.0f} | "
+                        f"{r['intra_host_bytes_total'] / 1e6:.2f} MB | "
+                        f"{'-' if fc is None or fc < 0 else f'{100 * fc:.1f}%'} | {per_host} |")
+    if not rows:
+        return None
+    text = ("| run | matrix | kernel | K | ranks / hosts | mode | inter-host payload vs node-wide "
+            "min | inter-host wire | inter-host msgs | intra-host | node-wide F+C | per host |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
+    path = os.path.join(out_dir, "hosts.md")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def goals(cases, out_dir):
     """The benchmark's goals for every case that ran netsparse beside ideal and su."""
     lines = []
@@ -822,7 +856,8 @@ def main(argv):
     used_elsewhere |= {id(c) for c in ablation_cases(cases)}
     chosen = fig12_cases(cases, used_elsewhere)
     made += [fig12(chosen, out_dir), changing(cases, out_dir), table7(chosen, out_dir),
-             goals(cases, out_dir), index_gather(runs, out_dir), emu_table8(runs, out_dir),
+             goals(cases, out_dir), hosts_table(cases, out_dir), index_gather(runs, out_dir),
+             emu_table8(runs, out_dir),
              emu_fig12(runs, out_dir), allreduce(runs, out_dir),
              emu_sweep(runs, out_dir, "units", ("nic_delay_cycles", EMU_DEFAULT_DELAY),
                        "emu_fig16_units.png", "RIG units per NIC",

@@ -35,6 +35,11 @@
 //                      (de-duplicated host-wide), the receiving leader scatters them to the ranks
 //                      of its host that need them. Hosts: MPI_COMM_TYPE_SHARED, or virtual hosts
 //                      of NETSPARSE_RANKS_PER_HOST consecutive ranks (docs/node-aware.md).
+//   netsparse-node     node-wide NetSparse: the ranks of a host share one Idx Filter and one
+//                      store of arrived rows (shared memory: every remote row lands once per host,
+//                      ranks read it and their host's rows in place), and one RIG engine run by
+//                      the host leader, whose packets to another host are that host pair's frames
+//                      (gather plans for the host's union of remote rows; docs/node-aware.md).
 //   ideal              no communication: every rank holds all of the operand (replicate()).
 #pragma once
 
@@ -64,6 +69,7 @@ enum class CommMode {
   sa_opt,
   inspector_executor,
   node_aware_ie,
+  netsparse_node,
   ideal
 };
 [[nodiscard]] const char* to_string(CommMode mode) noexcept;  // "netsparse", "su-panel", ...
@@ -172,12 +178,19 @@ struct CommStats {
   double compute_seconds = 0;   // local kernels (RIG modes: including the progress they drive)
   double post_seconds = 0;      // RIG modes: ns_post_send of the gather work requests
   double progress_seconds = 0;  // RIG modes, INLINE: engine steps run from inside the kernels
-  // Host-level traffic (inspector-executor and node-aware-ie; 0 in the other modes). Hosts as
+  // Host-level traffic (inspector-executor, node-aware-ie, netsparse-node; 0 in the other modes;
+  // netsparse-node: the leaders' engine counters, messages = transport frames, and intra-host
+  // bytes = the rows each rank writes into its host's shared store). Hosts as
   // node-aware-ie sees them (docs/node-aware.md): discovered, or virtual hosts.
   std::uint64_t inter_host_bytes = 0;          // wire bytes this rank sent to other hosts
   std::uint64_t inter_host_payload_bytes = 0;  // the property bytes in them
   std::uint64_t inter_host_messages = 0;       // messages this rank sent to other hosts
   std::uint64_t intra_host_bytes = 0;          // wire bytes sent to other ranks of its host
+  // netsparse-node: the off-host remote nonzeros this rank put through its host's Idx Filter
+  // (the requests a per-rank NIC would see), and (leaders) the remote rows that landed in the
+  // host's store. Node-wide F+C rate = 1 - landed / lookups, summed over the host's ranks.
+  std::uint64_t host_filter_lookups = 0;
+  std::uint64_t host_rows_landed = 0;
 };
 
 // The communication volume a pattern needs, independent of the mode (collective to compute).

@@ -103,8 +103,8 @@ inline constexpr Setting kEnvironment[] = {
    Scope::kLibrary, "instruction set of the local kernels (default: the best the CPU runs)"},
   {"NETSPARSE_RANKS_PER_HOST", Type::kInteger, "", "", 1, 1 << 24, true, Scope::kLibrary,
    "the job's hosts are groups of this many consecutive ranks (virtual hosts on one machine, "
-   "for tests and benchmarks; default: ranks sharing memory form a host); node-aware-ie and "
-   "the host counters use them (docs/node-aware.md)"},
+   "for tests and benchmarks; default: ranks sharing memory form a host); node-aware-ie, "
+   "netsparse-node and the host counters use them (docs/node-aware.md)"},
   {"NETSPARSE_HOSTS_PER_RACK", Type::kInteger, "", "", 1, 1 << 24, true, Scope::kLibrary,
    "racks of this many consecutive hosts (default: one rack)"},
   {"NETSPARSE_BENCH_STALL_S", Type::kInteger, "120", "", 0, 1e6, false, Scope::kBenchmark,

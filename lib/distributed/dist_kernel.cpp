@@ -23,10 +23,12 @@ using dist::check_mpi;
 // ---- modes -----------------------------------------------------------------------------------
 
 namespace {
-constexpr std::array<CommMode, 9> kAllModes = {
-    CommMode::netsparse,    CommMode::su,     CommMode::su_panel,           CommMode::sa_vanilla,
-    CommMode::sa_conveyors, CommMode::sa_opt, CommMode::inspector_executor, CommMode::node_aware_ie,
-    CommMode::ideal};
+constexpr std::array<CommMode, 10> kAllModes = {
+    CommMode::netsparse,          CommMode::su,
+    CommMode::su_panel,           CommMode::sa_vanilla,
+    CommMode::sa_conveyors,       CommMode::sa_opt,
+    CommMode::inspector_executor, CommMode::node_aware_ie,
+    CommMode::netsparse_node,     CommMode::ideal};
 }  // namespace
 
 const char* to_string(CommMode mode) noexcept {
@@ -47,6 +49,8 @@ const char* to_string(CommMode mode) noexcept {
       return "inspector-executor";
     case CommMode::node_aware_ie:
       return "node-aware-ie";
+    case CommMode::netsparse_node:
+      return "netsparse-node";
     case CommMode::ideal:
       return "ideal";
   }
@@ -402,6 +406,8 @@ void DistKernel::Impl::run(const dist::Operands<T>& ops) {
   total.inter_host_payload_bytes += last.inter_host_payload_bytes;
   total.inter_host_messages += last.inter_host_messages;
   total.intra_host_bytes += last.intra_host_bytes;
+  total.host_filter_lookups += last.host_filter_lookups;
+  total.host_rows_landed += last.host_rows_landed;
 }
 
 namespace {
@@ -433,6 +439,8 @@ std::unique_ptr<dist::ExchangeBase> make_exchange(DistKernel::Impl& s,
       return dist::make_ie_exchange<T>();
     case CommMode::node_aware_ie:
       return dist::make_node_ie_exchange<T>();
+    case CommMode::netsparse_node:
+      return dist::make_node_rig_exchange<T>();
     case CommMode::ideal:
       return dist::make_ideal_exchange<T>();
   }
@@ -532,9 +540,20 @@ void check_scalar(const char* call, ScalarType kernel_scalar) {
   }
 }
 
+// Every rank checks the run's arguments and all agree on a failure. netsparse-node gives up
+// after its deadline when a rank never joins (it died): its runs fail, they never hang.
+template <class F>
+void agree_on_arguments(const DistKernel::Impl& s, F&& f) {
+  if (s.options.mode == CommMode::netsparse_node) {
+    dist::collective_call_within(s.comm, dist::node_wait_deadline(s.options), f);
+  } else {
+    dist::collective_call(s.comm, f);
+  }
+}
+
 template <class T>
 void run_spmm(DistKernel::Impl& s, std::span<const T> b_local, std::span<T> c_local) {
-  dist::collective_call(s.comm, [&] {
+  agree_on_arguments(s, [&] {
     if (s.kernel != KernelKind::spmm)
       throw std::logic_error("DistKernel::spmm: not an SpMM kernel");
     check_scalar<T>("spmm", s.options.scalar);
@@ -547,7 +566,7 @@ void run_spmm(DistKernel::Impl& s, std::span<const T> b_local, std::span<T> c_lo
 template <class T>
 void run_sddmm(DistKernel::Impl& s, std::span<const T> x_local, std::span<const T> y_local,
                std::span<T> out) {
-  dist::collective_call(s.comm, [&] {
+  agree_on_arguments(s, [&] {
     if (s.kernel != KernelKind::sddmm) {
       throw std::logic_error("DistKernel::sddmm: not an SDDMM kernel");
     }
@@ -561,7 +580,7 @@ void run_sddmm(DistKernel::Impl& s, std::span<const T> x_local, std::span<const 
 
 template <class T>
 void run_spmv(DistKernel::Impl& s, std::span<const T> x_local, std::span<T> y_local) {
-  dist::collective_call(s.comm, [&] {
+  agree_on_arguments(s, [&] {
     if (s.kernel != KernelKind::spmv)
       throw std::logic_error("DistKernel::spmv: not an SpMV kernel");
     check_scalar<T>("spmv", s.options.scalar);

@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -127,6 +128,10 @@ std::unique_ptr<Exchange<T>> make_ie_exchange();
 // (Topology::build(comm), overridable by NETSPARSE_RANKS_PER_HOST / NETSPARSE_HOSTS_PER_RACK).
 template <class T>
 std::unique_ptr<Exchange<T>> make_node_ie_exchange();
+// netsparse-node (exchange_node_rig.cpp): node-wide NetSparse over the same hosts: one Idx
+// Filter and property store per host in shared memory, one RIG engine per host at its leader.
+template <class T>
+std::unique_ptr<Exchange<T>> make_node_rig_exchange();
 template <class T>
 std::unique_ptr<Exchange<T>> make_conveyor_exchange(bool prefilter);
 // How the RIG engine modes gather.
@@ -143,6 +148,14 @@ std::unique_ptr<Exchange<T>> make_rig_exchange(std::shared_ptr<RigEngine> engine
 
 // Byte accounting: every mode prices its wire bytes with the one wire model
 // (concat/wire_model.hpp: MPI messages, NetSparse packets, the paper's lone PR).
+
+// netsparse-node's deadline for every wait of a run (its host barrier, the leaders' quiesces and
+// completions, and the run's argument agreement in DistKernel): 2 x the engine watchdog + 1 s,
+// or 120 s without one. A rank that died makes the run throw after it instead of hanging.
+inline std::chrono::milliseconds node_wait_deadline(const DistOptions& options) {
+  const std::uint32_t watchdog = options.engine.watchdog_ms;
+  return std::chrono::milliseconds(watchdog > 0 ? 2 * std::int64_t{watchdog} + 1000 : 120000);
+}
 
 // Seconds since an arbitrary origin (MPI_Wtime).
 inline double now_seconds() {

@@ -1,7 +1,12 @@
 #include "distributed/mpi_util.hpp"
 
+#include <sched.h>
+
+#include <chrono>
 #include <climits>
 #include <cstring>
+#include <thread>
+#include <utility>
 
 #include "netsparse/sparse_error.hpp"
 
@@ -83,9 +88,35 @@ ErrorDescription describe(std::exception_ptr error) {
 }  // namespace
 
 void agree_on_failure(MPI_Comm comm, std::exception_ptr error) {
+  agree_on_failure(comm, std::move(error), std::chrono::milliseconds(0));
+}
+
+void agree_on_failure(MPI_Comm comm, std::exception_ptr error, std::chrono::milliseconds deadline) {
   const int rank = comm_rank(comm);
   int lowest = error ? rank : INT_MAX;
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  if (deadline.count() <= 0) {
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  } else {
+    MPI_Request req = MPI_REQUEST_NULL;
+    const int mine = lowest;
+    check_mpi(MPI_Iallreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, comm, &req), "MPI_Iallreduce");
+    const auto start = std::chrono::steady_clock::now();
+    for (int done = 0, polls = 0;; ++polls) {
+      check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) break;
+      if (polls < 10000) {  // ranks share cores: give the others the core, then back off
+        sched_yield();
+        continue;
+      }
+      if (std::chrono::steady_clock::now() - start > deadline) {
+        // The request stays pending: a collective cannot be cancelled, and the job is failing.
+        throw std::runtime_error("not every rank joined within " +
+                                 std::to_string(deadline.count()) +
+                                 " ms (a rank died or is stuck)");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
   if (lowest == INT_MAX) return;
 
   // The lowest failing rank describes its error to everybody: kind, line, then the two strings.

@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <limits>
@@ -26,6 +27,10 @@ void check_mpi(int rc, const char* call);
 // std::overflow_error, std::logic_error, else std::runtime_error -- and the same text).
 // Returns normally when no rank failed.
 void agree_on_failure(MPI_Comm comm, std::exception_ptr error);
+// Same, but a rank that never joins (dead) makes the others throw std::runtime_error after
+// `deadline` instead of waiting forever (the first step is a nonblocking allreduce polled until
+// then; the rest runs only when every rank joined). deadline <= 0: as above.
+void agree_on_failure(MPI_Comm comm, std::exception_ptr error, std::chrono::milliseconds deadline);
 
 // Runs f() on every rank and agrees on failure (see above).
 template <class F>
@@ -48,6 +53,18 @@ auto collective_call(MPI_Comm comm, F&& f) -> decltype(f()) {
     agree_on_failure(comm, error);
     return result;
   }
+}
+
+// Runs f() on every rank and agrees on failure within `deadline` (see above).
+template <class F>
+void collective_call_within(MPI_Comm comm, std::chrono::milliseconds deadline, F&& f) {
+  std::exception_ptr error;
+  try {
+    f();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  agree_on_failure(comm, error, deadline);
 }
 
 // An int count for an MPI call, or std::overflow_error naming what overflowed.

@@ -1,5 +1,5 @@
-// Hosts and racks (Topology) and the node-aware-ie mode, under mpirun with virtual hosts
-// (NETSPARSE_RANKS_PER_HOST=2, and NETSPARSE_HOSTS_PER_RACK=2 at np 8; ctest sets them):
+// Hosts and racks (Topology), the node-aware-ie and netsparse-node modes, under mpirun with virtual
+// hosts (NETSPARSE_RANKS_PER_HOST=2, and NETSPARSE_HOSTS_PER_RACK=2 at np 8; ctest sets them):
 //   - the layout is the one the environment asks for (hosts, leaders, communicators, racks);
 //   - every kernel (SpMM, SDDMM, SpMV; fp32 and fp64; a changing pattern) gives byte for byte
 //     what inspector-executor gives (the same ghost rows in the same compact layout: any row
@@ -8,7 +8,12 @@
 //   - the inter-host payload equals the node-wide minimum of a model computed here from the whole
 //     matrix (each remote row crosses into a host once), one message per host pair that needs
 //     one, and inspector-executor's inter-host payload equals the per-rank model;
-//   - mismatched layouts are refused on every rank with the same message.
+//   - mismatched layouts are refused on every rank with the same message;
+//   - netsparse-node (one Idx Filter, store and engine per host): every kernel byte for byte
+//     inspector-executor's too (the same remote nonzeros in the same column order, read from the
+//     host's store), with and without gather plans; its inter-host payload is the node-wide
+//     minimum, only leaders send between hosts, and the host filter's lookups and landed rows
+//     equal the model's (off-host remote nonzeros of the host's ranks, the host's union).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -167,13 +172,15 @@ std::vector<T> run_kernel(DistKernel& kern, const Fixture& f, const CsrMatrix& r
 }
 
 template <class T>
-void expect_equal_to_ie(const Fixture& f, KernelKind kernel, int k, bool changing) {
+void expect_equal_to_ie(const Fixture& f, KernelKind kernel, int k, bool changing,
+                        CommMode mode = CommMode::node_aware_ie, bool plans = true) {
   DistOptions o;
   o.scalar = scalar_type_of<T>;
   o.tiling.row_panel = 16;
   o.mode = CommMode::inspector_executor;
   DistKernel ie(f.dm, kernel, k, o);
-  o.mode = CommMode::node_aware_ie;
+  o.mode = mode;
+  o.plans = plans;
   DistKernel na(f.dm, kernel, k, o);
   const double tol = std::is_same_v<T, float> ? test::kTolerance : test::kF64Tolerance;
   const std::string what = f.name + " " + to_string(kernel) + " K=" + std::to_string(k) + " " +
@@ -191,7 +198,7 @@ void expect_equal_to_ie(const Fixture& f, KernelKind kernel, int k, bool changin
     EXPECT_LE(err_na, tol) << what;
     ASSERT_EQ(got.size(), want.size()) << what;
     EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)), 0)
-        << what << ": node-aware-ie differs from inspector-executor";
+        << what << ": " << to_string(mode) << " differs from inspector-executor";
   }
 }
 
@@ -206,6 +213,22 @@ TEST(NodeAwareIe, EveryKernelEqualsInspectorExecutorByteForByte) {
       expect_equal_to_ie<double>(f, KernelKind::sddmm, 3, changing);
       expect_equal_to_ie<double>(f, KernelKind::spmv, 1, changing);
     }
+  }
+}
+
+TEST(NetsparseNode, EveryKernelEqualsInspectorExecutorByteForByte) {
+  for (const char* spec : {"gen:kron:8", "gen:stencil:6:5:4:2"}) {
+    const Fixture f = make_fixture(spec);
+    for (const bool changing : {false, true}) {
+      const CommMode m = CommMode::netsparse_node;
+      expect_equal_to_ie<float>(f, KernelKind::spmm, 5, changing, m);
+      expect_equal_to_ie<float>(f, KernelKind::sddmm, 3, changing, m);
+      expect_equal_to_ie<float>(f, KernelKind::spmv, 1, changing, m);
+      expect_equal_to_ie<double>(f, KernelKind::spmm, 5, changing, m);
+      expect_equal_to_ie<double>(f, KernelKind::sddmm, 3, changing, m);
+      expect_equal_to_ie<double>(f, KernelKind::spmv, 1, changing, m);
+    }
+    expect_equal_to_ie<float>(f, KernelKind::spmm, 5, false, CommMode::netsparse_node, false);
   }
 }
 
@@ -225,6 +248,7 @@ TEST(NodeAwareIe, InterHostPayloadIsTheNodeWideMinimum) {
   std::vector<std::set<gidx_t>> per_host(static_cast<std::size_t>(nhosts));
   std::set<std::pair<int, int>> host_pairs;  // (from, to) with rows to carry
   std::uint64_t per_rank_total = 0;
+  std::uint64_t off_host_nonzeros = 0;  // what the hosts' Idx Filters look up
   for (int q = 0; q < p; ++q) {
     std::set<gidx_t> mine;
     const int h = q / rph;
@@ -233,6 +257,7 @@ TEST(NodeAwareIe, InterHostPayloadIsTheNodeWideMinimum) {
         const gidx_t c = f.whole.col_idx[i];
         const int owner_host = cols.owner(c) / rph;
         if (owner_host == h) continue;
+        ++off_host_nonzeros;
         mine.insert(c);
         per_host[h].insert(c);
         host_pairs.insert({owner_host, h});
@@ -252,7 +277,8 @@ TEST(NodeAwareIe, InterHostPayloadIsTheNodeWideMinimum) {
   EXPECT_EQ(v.rank_rows_total, per_rank_total);
   EXPECT_EQ(v.row_bytes, row_bytes);
 
-  for (const CommMode mode : {CommMode::node_aware_ie, CommMode::inspector_executor}) {
+  for (const CommMode mode :
+       {CommMode::node_aware_ie, CommMode::inspector_executor, CommMode::netsparse_node}) {
     DistOptions o;
     o.mode = mode;
     DistKernel kern(f.dm, KernelKind::spmm, k, o);
@@ -264,6 +290,20 @@ TEST(NodeAwareIe, InterHostPayloadIsTheNodeWideMinimum) {
     const std::uint64_t messages = sum_over_ranks(s.inter_host_messages);
     const std::uint64_t wire = sum_over_ranks(s.inter_host_bytes);
     EXPECT_GT(sum_over_ranks(s.intra_host_bytes), 0u) << to_string(mode);
+    if (mode == CommMode::netsparse_node) {
+      // Each remote row lands once per host; the leader's engine alone crosses hosts. Its wire
+      // bytes are the engine's packets (requests, concatenation headers), so only bounded here.
+      EXPECT_EQ(payload, node_wide * row_bytes);
+      EXPECT_EQ(sum_over_ranks(s.host_rows_landed), node_wide);
+      EXPECT_EQ(sum_over_ranks(s.host_filter_lookups), off_host_nonzeros);
+      EXPECT_GT(wire, payload);
+      EXPECT_GE(messages, host_pairs.size());
+      if (world_rank() % rph != 0) {
+        EXPECT_EQ(s.inter_host_messages, 0u);
+        EXPECT_EQ(s.inter_host_bytes, 0u);
+      }
+      continue;
+    }
     if (mode == CommMode::node_aware_ie) {
       EXPECT_EQ(payload, node_wide * row_bytes);
       EXPECT_EQ(messages, host_pairs.size());  // one per host pair with rows to carry
