@@ -35,6 +35,10 @@ Every file given is read, and what it is drawn into follows from its content, no
     allreduce_npP.png    dense: time per allreduce against the vector size, MPI_Allreduce and
                          each of Flare's designs (and the reproducible tree); sparse: speedup
                          and byte reduction over MPI_Allreduce of the dense vector, per density
+  bench_scatter_reduce runs ("bench": "scatter_reduce"; NS_WR_RIS, docs/scatter_reduce.md):
+    scatter_reduce_npP.png  time per scatter-reduce of each variant (RIS, the Conveyors push of
+                         (idx, value) pairs, the same after local combining) per K, with the
+                         speedup of RIS over each and the bytes each rank sent
 Every figure names the kernel, K, ranks and rounds of its data: in the title when all of its data
 share them, else on each group, series or panel -- a figure mixing runs is never titled with one
 run's settings. The output ends with every input and the figures it went into (or why none).
@@ -145,7 +149,10 @@ def load(paths):
         except (OSError, json.JSONDecodeError) as e:
             problems.append((path, f"not read: {e}"))
             continue
-        if isinstance(data, dict) and isinstance(data.get("results"), list):
+        if isinstance(data, dict) and data.get("bench") == "scatter_reduce" \
+                and isinstance(data.get("records"), list):
+            runs.append(Run(path, data, "scatter_reduce"))
+        elif isinstance(data, dict) and isinstance(data.get("results"), list):
             runs.append(Run(path, data, "bench"))
         elif isinstance(data, dict) and isinstance(data.get("rows"), list) and "np" in data:
             runs.append(Run(path, data, "ig"))
@@ -156,8 +163,8 @@ def load(paths):
                 and "nodes" in data:
             runs.append(Run(path, data, "emu"))
         else:
-            problems.append((path, "not netsparse_bench, bench_index_gather, netsparse_emulate or bench_allreduce "
-                                   "JSON"))
+            problems.append((path, "not netsparse_bench, bench_index_gather, netsparse_emulate, "
+                                   "bench_allreduce or bench_scatter_reduce JSON"))
     return runs, problems
 
 
@@ -818,6 +825,50 @@ def allreduce(runs, out_dir):
     return ", ".join(made) if made else None
 
 
+SCATTER_COLORS = {"ris": "#d62728", "conveyors": "#1f77b4", "conveyors-combined": "#17becf"}
+
+
+def scatter_reduce(runs, out_dir):
+    """One figure per bench_scatter_reduce run: median time per variant and K, RIS's speedup."""
+    made = []
+    for run in runs:
+        if run.kind != "scatter_reduce":
+            continue
+        d = run.data
+        recs = [r for r in d["records"] if r.get("agrees", True) and r["median_s"] > 0]
+        ks = sorted({r["K"] for r in recs})
+        if not ks:
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        width = 0.8 / len(SCATTER_COLORS)
+        for v, (variant, color) in enumerate(SCATTER_COLORS.items()):
+            for i, k in enumerate(ks):
+                r = next((r for r in recs if r["K"] == k and r["variant"] == variant), None)
+                ris = next((r for r in recs if r["K"] == k and r["variant"] == "ris"), None)
+                if r is None:
+                    continue
+                bar = ax.bar(i + (v - 1) * width, r["median_s"] * 1e3, width, color=color,
+                             label=variant if i == 0 else None)[0]
+                note = f"{r['bytes_per_rank'] / 2**20:.1f} MiB"
+                if ris and variant != "ris":
+                    note = f"RIS {r['median_s'] / ris['median_s']:.2f}x\n" + note
+                ax.annotate(note, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                            ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(ks)))
+        ax.set_xticklabels([f"K = {k}" for k in ks])
+        ax.set_ylabel("time per scatter-reduce (ms, median, slowest rank)")
+        ax.legend(fontsize=8)
+        ax.set_title(f"bench_scatter_reduce: np {d.get('np')}, {d.get('updates')} updates/rank, "
+                     f"{d.get('hot_fraction')} into {d.get('hot')} hot rows\n"
+                     f"transport {d.get('transport')}, median of {d.get('rounds')} rounds, "
+                     f"load {d.get('loadavg_1min')}", fontsize=9)
+        fig.tight_layout()
+        name = f"scatter_reduce_np{d.get('np')}.png"
+        made.append(save(fig, out_dir, name))
+        run.use(name)
+    return ", ".join(made) if made else None
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="plot.py", description=__doc__.split("\n\n")[0],
@@ -843,8 +894,8 @@ def main(argv):
     for path, why in problems:
         print(f"plot.py: skipping {path}: {why}", file=sys.stderr)
     if not runs:
-        print("plot.py: no netsparse_bench, bench_index_gather, netsparse_emulate or "
-              "bench_allreduce JSON among the inputs",
+        print("plot.py: no netsparse_bench, bench_index_gather, netsparse_emulate, "
+              "bench_allreduce or bench_scatter_reduce JSON among the inputs",
               file=sys.stderr)
         return 1
     os.makedirs(out_dir, exist_ok=True)
@@ -857,8 +908,8 @@ def main(argv):
     chosen = fig12_cases(cases, used_elsewhere)
     made += [fig12(chosen, out_dir), changing(cases, out_dir), table7(chosen, out_dir),
              goals(cases, out_dir), hosts_table(cases, out_dir), index_gather(runs, out_dir),
-             emu_table8(runs, out_dir),
-             emu_fig12(runs, out_dir), allreduce(runs, out_dir),
+             emu_table8(runs, out_dir), emu_fig12(runs, out_dir), allreduce(runs, out_dir),
+             scatter_reduce(runs, out_dir),
              emu_sweep(runs, out_dir, "units", ("nic_delay_cycles", EMU_DEFAULT_DELAY),
                        "emu_fig16_units.png", "RIG units per NIC",
                        "Emulated cluster (Fig. 16): RIG units per NIC"),

@@ -4,7 +4,8 @@
  *   open a context (in-process fabric or MPI communicator: netsparse_mpi.h)
  *   -> register the local property array (collective)
  *   -> create completion queues and queue pairs
- *   -> ns_post_send(qp, chain of ns_send_wr, &bad_wr)   opcode NS_WR_RIG or NS_WR_RDMA_READ
+ *   -> ns_post_send(qp, chain of ns_send_wr, &bad_wr)   opcode NS_WR_RIG, NS_WR_RDMA_READ or
+ *                                                        NS_WR_RIS (scatter-reduce)
  *   -> ns_poll_cq(cq, n, wc)                             status per work request
  *
  * Every call returns an ns_status_t (0 ok, negative error) or documents otherwise; the reason of
@@ -183,8 +184,12 @@ ns_status_t ns_destroy_qp(ns_qp* qp); /* NS_ERR_STATE while work requests are ou
 
 /* ---- work requests ------------------------------------------------------------------------- */
 /* NS_WR_RIG_PLAN: start a gather plan (ns_plan_create): the same gather again, recorded once and
- * replayed in bulk. */
-enum ns_wr_opcode { NS_WR_RIG = 0, NS_WR_RDMA_READ = 1, NS_WR_RIG_PLAN = 2 };
+ * replayed in bulk. NS_WR_RIS: Remote Indexed Scatter-Reduce, the dual of RIG (docs/api.md). */
+enum ns_wr_opcode { NS_WR_RIG = 0, NS_WR_RDMA_READ = 1, NS_WR_RIG_PLAN = 2, NS_WR_RIS = 3 };
+/* NS_WR_RIS: how a value combines into its row, element by element (integers wrap). */
+enum ns_ris_op { NS_RIS_SUM = 0, NS_RIS_MIN = 1, NS_RIS_MAX = 2 };
+/* NS_WR_RIS: the elements of a row (prop_bytes must be a multiple of their size). */
+enum ns_ris_datatype { NS_RIS_FLOAT32 = 0, NS_RIS_FLOAT64 = 1, NS_RIS_INT32 = 2, NS_RIS_INT64 = 3 };
 enum ns_rig_layout {
   /* Property of idx i goes to out + (i - window_base) * prop_bytes; every idx must lie in
    * [window_base, window_base + window_len) (else NS_WC_LOC_INV_REQ). Uses the Idx Filter. */
@@ -227,6 +232,20 @@ struct ns_send_wr {
     struct {
       struct ns_plan* plan; /* NS_WR_RIG_PLAN: the gather to run (flags: NS_SEND_SIGNALED) */
     } plan;
+    /* NS_WR_RIS: row idx[j] of the region (on its owner) becomes op(row, values row j), for
+     * every j; repeated idxs are combined on this node first. The owner applies each packet
+     * whole, on its engine thread: atomic with respect to every other RIS and RIG on the
+     * region. An idx >= the region's total rows fails the WR (NS_WC_LOC_INV_REQ, wc.count =
+     * its position) before anything is written anywhere. Flags: NS_SEND_SIGNALED only. */
+    struct {
+      ns_mr* mr;
+      const uint64_t* idx;   /* count global row ids; read until completion */
+      uint64_t count;        /* < 2^40 */
+      const void* values;    /* count rows of prop_bytes bytes; read until completion */
+      uint64_t values_bytes; /* bytes at `values`: at least count x prop_bytes */
+      int op;                /* enum ns_ris_op */
+      int datatype;          /* enum ns_ris_datatype */
+    } ris;
   } wr;
 };
 /* Validates and queues the chain. Stops at the first WR that is invalid (NS_ERR_INVALID) or does
@@ -309,6 +328,14 @@ enum ns_stat {
   NS_STAT_MOVED_BYTES,     /* bytes of every frame sent (RIG, plans, control), as sent */
   NS_STAT_COMPACT_PACKETS, /* compact-wire packets sent (reads, rows, refusals) */
   NS_STAT_COMPACT_BYTES,   /* their bytes as sent: 32 B header per packet + body */
+  /* Scatter-reduce (NS_WR_RIS): not in the Table 7 counters either. */
+  NS_STAT_SCATTER_RECORDS,  /* (idx, value) pairs posted */
+  NS_STAT_SCATTER_COMBINED, /* of those, folded into an earlier pair of the same idx locally */
+  NS_STAT_SCATTER_LOCAL,    /* distinct rows of this node applied by its own engine */
+  NS_STAT_SCATTER_SENT,     /* distinct rows sent to their owners */
+  NS_STAT_SCATTER_PACKETS,  /* scatter packets sent (updates and acknowledgements) */
+  NS_STAT_SCATTER_BYTES,    /* their bytes as sent: 32 B header per packet + records */
+  NS_STAT_SCATTER_APPLIED,  /* rows this node applied for its peers */
   NS_STAT__COUNT
 };
 const char* ns_stat_name(int which); /* "prs_requested", ...; NULL if out of range */

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 
 #include "netsparse/netsparse.h"
@@ -305,6 +306,48 @@ inline ns_send_wr rdma_read_wr(std::uint64_t wr_id, const PropertyRegion& mr, st
   wr.wr.rdma_read.out = out;
   wr.wr.rdma_read.out_bytes = out_bytes;
   return wr;
+}
+
+// Remote Indexed Scatter-Reduce (NS_WR_RIS): row idx[j] (on its owner) becomes op(row, values
+// row j); `values_bytes`: the bytes at `values` (at least idx.size() x prop_bytes).
+enum class RisOp : int { kSum = NS_RIS_SUM, kMin = NS_RIS_MIN, kMax = NS_RIS_MAX };
+enum class RisType : int {
+  kFloat32 = NS_RIS_FLOAT32,
+  kFloat64 = NS_RIS_FLOAT64,
+  kInt32 = NS_RIS_INT32,
+  kInt64 = NS_RIS_INT64
+};
+inline ns_send_wr ris_wr(std::uint64_t wr_id, const PropertyRegion& mr,
+                         std::span<const std::uint64_t> idx, const void* values,
+                         std::uint64_t values_bytes, RisOp op, RisType type,
+                         unsigned send_flags = NS_SEND_SIGNALED) {
+  ns_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = NS_WR_RIS;
+  wr.send_flags = send_flags;
+  wr.wr.ris.mr = mr.get();
+  wr.wr.ris.idx = idx.data();
+  wr.wr.ris.count = idx.size();
+  wr.wr.ris.values = values;
+  wr.wr.ris.values_bytes = values_bytes;
+  wr.wr.ris.op = static_cast<int>(op);
+  wr.wr.ris.datatype = static_cast<int>(type);
+  return wr;
+}
+// The datatype follows the span's element type (float, double, int32_t, int64_t).
+template <class T>
+ns_send_wr ris_wr(std::uint64_t wr_id, const PropertyRegion& mr, std::span<const std::uint64_t> idx,
+                  std::span<const T> values, RisOp op = RisOp::kSum,
+                  unsigned send_flags = NS_SEND_SIGNALED) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                    std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>,
+                "ris_wr: values of float, double, int32_t or int64_t");
+  const RisType type = std::is_same_v<T, float>          ? RisType::kFloat32
+                       : std::is_same_v<T, double>       ? RisType::kFloat64
+                       : std::is_same_v<T, std::int32_t> ? RisType::kInt32
+                                                         : RisType::kInt64;
+  return ris_wr(wr_id, mr, idx, static_cast<const void*>(values.data()), values.size_bytes(), op,
+                type, send_flags);
 }
 
 // A learned gather plan (ns_plan_create): one RIG gather repeated; start it with plan_wr.

@@ -2,6 +2,7 @@
 
 #include "concat/gather_wire.hpp"
 #include "concat/plan_wire.hpp"
+#include "concat/scatter_wire.hpp"
 
 namespace netsparse::concat {
 
@@ -10,6 +11,7 @@ std::size_t packet_length(std::span<const std::byte> bytes) noexcept {
   const auto raw_type = wire::load<std::uint16_t>(p + kOffType);
   if (is_plan_type(raw_type)) return plan_packet_length(bytes);
   if (is_gather_type(raw_type)) return gather_packet_length(bytes);
+  if (is_scatter_type(raw_type)) return scatter_packet_length(bytes);
   if (!is_known_type(raw_type)) return 0;
   const auto n_prs = wire::load<std::uint32_t>(p + kOffNumPrs);
   if (n_prs == 0) return 0;
@@ -38,9 +40,10 @@ FrameSplit split_frame(std::span<const std::byte> frame,
     const std::size_t len = packet_length(rest);
     if (len == 0) {
       const auto raw = wire::load<std::uint16_t>(rest.data() + kOffType);
-      s.error = is_known_type(raw) || is_plan_type(raw) || is_gather_type(raw)
-                    ? DecodeError::kCountMismatch
-                    : DecodeError::kUnknownType;
+      s.error =
+          is_known_type(raw) || is_plan_type(raw) || is_gather_type(raw) || is_scatter_type(raw)
+              ? DecodeError::kCountMismatch
+              : DecodeError::kUnknownType;
       return s;
     }
     if (len > rest.size()) {

@@ -140,6 +140,26 @@ const char* wr_error_text(WrError e) {
              "for POSITIONAL, window_len x prop_bytes for INDEXED)";
     case WrError::kReadOutTooSmall:
       return "wr.rdma_read.out_bytes is smaller than prop_bytes";
+    case WrError::kRisMrNull:
+      return "wr.ris.mr is NULL";
+    case WrError::kRisMrForeign:
+      return "wr.ris.mr is not the region registered on this context";
+    case WrError::kRisCountTooLarge:
+      return "wr.ris.count must be < 2^40";
+    case WrError::kRisIdxNull:
+      return "wr.ris.idx is NULL";
+    case WrError::kRisValuesNull:
+      return "wr.ris.values is NULL";
+    case WrError::kRisValuesTooSmall:
+      return "wr.ris.values_bytes is smaller than count x prop_bytes";
+    case WrError::kRisUnknownOp:
+      return "wr.ris.op is not an ns_ris_op (SUM, MIN, MAX)";
+    case WrError::kRisUnknownDatatype:
+      return "wr.ris.datatype is not an ns_ris_datatype (FLOAT32, FLOAT64, INT32, INT64)";
+    case WrError::kRisRowNotWhole:
+      return "the region's prop_bytes is not a multiple of the size of wr.ris.datatype";
+    case WrError::kRisFlags:
+      return "NS_WR_RIS takes no send_flags but NS_SEND_SIGNALED";
   }
   return "unknown reason";
 }
@@ -203,6 +223,8 @@ extern "C" const char* ns_wr_opcode_str(int opcode) {
       return "RDMA_READ";
     case NS_WR_RIG_PLAN:
       return "RIG_PLAN";
+    case NS_WR_RIS:
+      return "RIS";
     default:
       return "unknown opcode";
   }
@@ -526,13 +548,14 @@ extern "C" int ns_cq_wait(ns_cq* cq, int num_entries, ns_wc* wc, int timeout_ms)
 // ---- statistics ----------------------------------------------------------------------------
 namespace {
 const char* const kStatNames[NS_STAT__COUNT] = {
-    "prs_requested", "prs_filtered",     "prs_coalesced",    "prs_local",      "prs_sent",
-    "read_packets",  "response_packets", "read_bytes",       "response_bytes", "header_bytes",
-    "payload_bytes", "wire_bytes",       "stalls",           "expirations",    "timeouts",
-    "rdma_reads",    "server_prs",       "invalid_prs",      "malformed",      "stale_responses",
-    "frames",        "plan_records",     "plan_replays",     "plan_rows",      "plan_packets",
-    "plan_bytes",    "plan_wire_bytes",  "plan_rows_served", "moved_bytes",    "compact_packets",
-    "compact_bytes",
+    "prs_requested",   "prs_filtered",     "prs_coalesced",    "prs_local",      "prs_sent",
+    "read_packets",    "response_packets", "read_bytes",       "response_bytes", "header_bytes",
+    "payload_bytes",   "wire_bytes",       "stalls",           "expirations",    "timeouts",
+    "rdma_reads",      "server_prs",       "invalid_prs",      "malformed",      "stale_responses",
+    "frames",          "plan_records",     "plan_replays",     "plan_rows",      "plan_packets",
+    "plan_bytes",      "plan_wire_bytes",  "plan_rows_served", "moved_bytes",    "compact_packets",
+    "compact_bytes",   "scatter_records",  "scatter_combined", "scatter_local",  "scatter_sent",
+    "scatter_packets", "scatter_bytes",    "scatter_applied",
 };
 
 // The NS_STAT_* byte and packet counters are the paper's Table 7: read and response (property)
@@ -603,6 +626,20 @@ std::uint64_t stat_of(const Engine::Snapshot& s, int which) {
       return s.client.compact_packets + s.server.compact_packets;
     case NS_STAT_COMPACT_BYTES:
       return s.client.compact_bytes + s.server.compact_bytes;
+    case NS_STAT_SCATTER_RECORDS:
+      return s.scatters.records;
+    case NS_STAT_SCATTER_COMBINED:
+      return s.scatters.combined;
+    case NS_STAT_SCATTER_LOCAL:
+      return s.scatters.local;
+    case NS_STAT_SCATTER_SENT:
+      return s.scatters.sent;
+    case NS_STAT_SCATTER_PACKETS:
+      return s.scatters.packets_out;
+    case NS_STAT_SCATTER_BYTES:
+      return s.scatters.bytes_out;
+    case NS_STAT_SCATTER_APPLIED:
+      return s.scatters.applied;
     default:
       return 0;
   }
@@ -741,8 +778,10 @@ extern "C" int ns_stats_json(const ns_context* ctx, char* buf, size_t len) {
         ",\"transport_bytes_sent\":%" PRIu64 "},",
         s.control_prs, s.client.released, s.client.stale_waiters, s.tx_bytes);
     add("\"plans\":{\"installs\":%" PRIu64 ",\"refused\":%" PRIu64 ",\"stale\":%" PRIu64
-        ",\"malformed\":%" PRIu64 "}}",
+        ",\"malformed\":%" PRIu64 "},",
         s.plans.installs, s.plans.refused, s.plans.stale, s.plans.malformed);
+    add("\"scatter\":{\"refused\":%" PRIu64 ",\"stale\":%" PRIu64 ",\"malformed\":%" PRIu64 "}}",
+        s.scatters.refused, s.scatters.stale, s.scatters.malformed);
     if (len > 0) {
       const std::size_t n = std::min(len - 1, j.size());
       std::memcpy(buf, j.data(), n);

@@ -17,6 +17,7 @@
 
 #include "concat/frame.hpp"
 #include "concat/gather_wire.hpp"
+#include "concat/scatter_wire.hpp"
 #include "config/settings.hpp"
 #include "rig/backoff.hpp"
 #include "rig/copy.hpp"
@@ -47,6 +48,7 @@ Engine::Engine(std::unique_ptr<transport::Transport> tx, const Config& config)
   port_.outbox = outbox_.get();
   reads_ = std::make_unique<ReadUnit>(port_, *tx_);
   plans_ = std::make_unique<PlanUnit>(port_, *outbox_);
+  scatters_ = std::make_unique<ScatterUnit>(port_, *outbox_);
   for (int u = 0; u < config_.client_units; ++u) {
     clients_.push_back(std::make_unique<ClientUnit>(port_, static_cast<std::uint16_t>(u), config_));
   }
@@ -121,6 +123,7 @@ void Engine::fail_engine(const char* what) noexcept {
   for (auto& u : clients_) u->fail_all(NS_WC_TRANSPORT_ERR);
   reads_->fail_all(NS_WC_TRANSPORT_ERR);
   plans_->fail_all(NS_WC_TRANSPORT_ERR);
+  scatters_->fail_all(NS_WC_TRANSPORT_ERR);
   // Commands not yet dispatched fail too, in order per queue pair.
   for (auto& qp : qps_) {
     while (Command* c = qp->peek()) {
@@ -252,6 +255,9 @@ void Engine::on_frame(const transport::ReceivedPacket& m) {
     } else if (concat::is_plan_type(type)) {
       ++packets_in_;
       plans_->on_packet(m.src, p, now_ns());
+    } else if (concat::is_scatter_type(type)) {
+      ++packets_in_;
+      scatters_->on_packet(m.src, p);
     } else {
       on_packet(m.src, p);
     }
@@ -380,6 +386,10 @@ bool Engine::dispatch_one(Command& c, std::uint64_t now) {
   c.status = NS_WC_SUCCESS;
   Region& r = *c.mr;
   if (c.opcode == NS_WR_RDMA_READ) return reads_->start(c, now);
+  if (c.opcode == NS_WR_RIS) {
+    scatters_->start(c, now);
+    return true;
+  }
   if (c.opcode == NS_WR_RIG_PLAN && !c.recording) {
     if (!plans_->needs_recording(c)) {
       plans_->start(c, now);
@@ -451,7 +461,8 @@ std::size_t Engine::flush_completions() {
 
 void Engine::run_watchdog(std::uint64_t now) {
   if (health_.check(now, timeouts_, *tx_) > 0) note_failure();
-  plans_->watchdog(now);  // also fails replays waiting for an owner now known dead
+  plans_->watchdog(now);     // also fails replays waiting for an owner now known dead
+  scatters_->watchdog(now);  // likewise for scatter-reduces
   if (config_.watchdog_ms == 0) return;
   for (auto& u : clients_) u->watchdog(now);
   reads_->watchdog(now);

@@ -44,6 +44,7 @@
 #include "rig/quiesce.hpp"
 #include "rig/read_unit.hpp"
 #include "rig/region.hpp"
+#include "rig/scatter_unit.hpp"
 #include "rig/server_unit.hpp"
 #include "transport/transport.hpp"
 
@@ -130,6 +131,7 @@ class Engine : public PostTarget, public CommandSink {
     concat::ConcatStats concat;
     OutboxStats frames;
     PlanCounters plans;
+    ScatterCounters scatters;
     std::uint64_t timeouts = 0, rdma_reads = 0, malformed_packets = 0, completions = 0;
     std::uint64_t packets_in = 0, frames_in = 0, tx_bytes = 0;
     std::uint64_t control_prs = 0, decode_errors[8] = {};
@@ -240,8 +242,9 @@ class Engine : public PostTarget, public CommandSink {
   };
   std::deque<PendingWc> wc_backlog_;
   std::uint64_t next_watchdog_ns_ = 0;
-  std::unique_ptr<ReadUnit> reads_;  // NS_WR_RDMA_READ
-  std::unique_ptr<PlanUnit> plans_;  // NS_WR_RIG_PLAN replays, and the lists peers installed
+  std::unique_ptr<ReadUnit> reads_;        // NS_WR_RDMA_READ
+  std::unique_ptr<PlanUnit> plans_;        // NS_WR_RIG_PLAN replays, and the lists peers installed
+  std::unique_ptr<ScatterUnit> scatters_;  // NS_WR_RIS, both halves
   std::vector<std::unique_ptr<ns_plan>> plan_handles_;
   std::uint32_t next_plan_id_ = 1;
   std::uint64_t timeouts_ = 0, malformed_packets_ = 0, completions_ = 0;

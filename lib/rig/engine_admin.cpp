@@ -330,6 +330,7 @@ Engine::Snapshot Engine::snapshot() const {
   if (concat_) s.concat.merge(concat_->stats());
   s.frames = outbox_->stats();
   s.plans = plans_->counters;
+  s.scatters = scatters_->counters;
   s.timeouts = timeouts_;
   s.rdma_reads = reads_->reads();
   s.malformed_packets = malformed_packets_;
@@ -353,6 +354,7 @@ void Engine::reset_stats() {
   if (concat_) concat_->reset_stats();
   outbox_->reset_stats();
   plans_->counters = PlanCounters{};
+  scatters_->counters = ScatterCounters{};
   reads_->reset_stats();
   timeouts_ = malformed_packets_ = completions_ = packets_in_ = frames_in_ = control_prs_ = steps_ =
       0;

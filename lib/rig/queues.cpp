@@ -37,6 +37,28 @@ void Cq::sleep(std::chrono::microseconds d) {
 }
 
 // ---- validation ----------------------------------------------------------------------------
+namespace {
+WrError validate_ris(const ns_send_wr& w, const Region* reg) noexcept {
+  const auto& r = w.wr.ris;
+  if ((w.send_flags & ~unsigned{NS_SEND_SIGNALED}) != 0) return WrError::kRisFlags;
+  if (r.mr == nullptr) return WrError::kRisMrNull;
+  if (static_cast<const Region*>(r.mr) != reg) return WrError::kRisMrForeign;
+  if (r.count >= kMaxWrCount) return WrError::kRisCountTooLarge;
+  if (r.op < NS_RIS_SUM || r.op > NS_RIS_MAX) return WrError::kRisUnknownOp;
+  if (r.datatype < NS_RIS_FLOAT32 || r.datatype > NS_RIS_INT64) {
+    return WrError::kRisUnknownDatatype;
+  }
+  const std::uint32_t elem = r.datatype == NS_RIS_FLOAT32 || r.datatype == NS_RIS_INT32 ? 4 : 8;
+  if (reg->prop_bytes % elem != 0) return WrError::kRisRowNotWhole;
+  if (r.count == 0) return WrError::kNone;
+  if (r.idx == nullptr) return WrError::kRisIdxNull;
+  if (r.values == nullptr) return WrError::kRisValuesNull;
+  // count < 2^40 and prop_bytes < 2^32: the product fits.
+  if (r.values_bytes < r.count * reg->prop_bytes) return WrError::kRisValuesTooSmall;
+  return WrError::kNone;
+}
+}  // namespace
+
 WrError validate_wr(const ns_send_wr& w, const Region* reg, const PostTarget* target) noexcept {
   constexpr unsigned kFlags = NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH | NS_SEND_REMOTE_ONLY;
   if ((w.send_flags & ~kFlags) != 0) return WrError::kUnknownFlags;
@@ -69,6 +91,7 @@ WrError validate_wr(const ns_send_wr& w, const Region* reg, const PostTarget* ta
     }
     return WrError::kNone;
   }
+  if (w.opcode == NS_WR_RIS) return validate_ris(w, reg);
   if (w.opcode == NS_WR_RDMA_READ) {
     const auto& r = w.wr.rdma_read;
     if (r.mr == nullptr) return WrError::kReadMrNull;
@@ -141,6 +164,15 @@ PostResult Qp::post(ns_send_wr* wr, ns_send_wr** bad_wr) {
       c.layout = r.layout;
       c.window_base = r.window_base;
       c.window_len = r.window_len;
+    } else if (w->opcode == NS_WR_RIS) {
+      const auto& r = w->wr.ris;
+      reg = static_cast<Region*>(r.mr);
+      c.idx = r.idx;
+      c.count = r.count;
+      c.out = nullptr;
+      c.values = static_cast<const std::byte*>(r.values);
+      c.op = r.op;
+      c.datatype = r.datatype;
     } else {
       const auto& r = w->wr.rdma_read;
       reg = static_cast<Region*>(r.mr);

@@ -63,6 +63,10 @@ struct Command {
   // NS_WR_RIG_PLAN: the plan started; `recording` while its RIG gather records it (plan.hpp).
   Plan* plan = nullptr;
   bool recording = false;
+  // NS_WR_RIS: `count` value rows at `values`, combined by op over datatype (netsparse.h).
+  const std::byte* values = nullptr;
+  int op = NS_RIS_SUM;
+  int datatype = NS_RIS_FLOAT32;
 };
 
 // Why a work request was refused (the API layer words it).
@@ -91,6 +95,16 @@ enum class WrError : int {
   kNoRegion,
   kOutTooSmall,
   kReadOutTooSmall,
+  kRisMrNull,
+  kRisMrForeign,
+  kRisCountTooLarge,
+  kRisIdxNull,
+  kRisValuesNull,
+  kRisValuesTooSmall,
+  kRisUnknownOp,
+  kRisUnknownDatatype,
+  kRisRowNotWhole,
+  kRisFlags,
 };
 // `target`: the engine posting (plans must belong to it); may be null when no plan can occur.
 WrError validate_wr(const ns_send_wr& w, const Region* registered,

@@ -1,6 +1,7 @@
 // libFuzzer target for the packet decoders: the paper's protocol packets (decode_packet), the
 // gather plans' packets (decode_plan_packet), the compact wire's gather packets
-// (decode_gather_packet) and frames of any of them (split_frame). Input
+// (decode_gather_packet), scatter-reduce packets (decode_scatter_packet) and frames of any of
+// them (split_frame). Input
 // layout: 4 bytes expected_dest, 4 bytes expected_prop_len (both little-endian), then the
 // packet. Checks, under ASan/UBSan:
 //  * decode_packet never reads outside the packet (the packet is copied into an exactly sized
@@ -20,6 +21,7 @@
 #include "concat/gather_wire.hpp"
 #include "concat/plan_wire.hpp"
 #include "concat/protocol.hpp"
+#include "concat/scatter_wire.hpp"
 
 using namespace netsparse::concat;
 
@@ -79,6 +81,29 @@ void check_plan_and_frame(std::span<const std::byte> bytes, std::uint32_t dest,
     if (gather_packet_length(bytes) != bytes.size()) fail("gather: length disagrees");
   } else if (to_string(gerr) == nullptr) {
     fail("gather: error without text");
+  }
+  ScatterPacket sp;
+  const DecodeError serr = decode_scatter_packet(bytes, dest, row_bytes, &sp);
+  if (serr == DecodeError::kOk) {
+    const ScatterHeader& h = sp.header;
+    if (!is_scatter_type(static_cast<std::uint16_t>(h.type))) fail("scatter: unknown type");
+    if (dest != kAnyDestination && h.dest != dest) fail("scatter: accepted a foreign dest");
+    if (sp.body.size() != std::size_t{h.n} * h.rec_len) fail("scatter: body size");
+    if (kScatterHeaderBytes + sp.body.size() != bytes.size()) fail("scatter: not exact");
+    if (h.type == ScatterType::kUpdate && (h.n == 0 || h.rec_len != kScatterRowBytes + row_bytes))
+      fail("scatter: records of a foreign size");
+    if (h.type == ScatterType::kAck && (h.n != 0 || h.rec_len != 0)) fail("scatter: ack body");
+    if (h.op >= kScatterOps || h.datatype >= kScatterDatatypes) fail("scatter: op or datatype");
+    for (std::uint32_t k = 0; k < h.n; ++k) {
+      if (sp.value(k) + row_bytes > bytes.data() + bytes.size()) fail("scatter: record overruns");
+      (void)sp.row(k);
+    }
+    std::byte again[kScatterHeaderBytes];
+    encode_scatter_header(again, h);
+    if (std::memcmp(again, bytes.data(), kScatterHeaderBytes) != 0) fail("scatter: round trip");
+    if (scatter_packet_length(bytes) != bytes.size()) fail("scatter: length disagrees");
+  } else if (to_string(serr) == nullptr) {
+    fail("scatter: error without text");
   }
   std::span<const std::byte> parts[16];
   const FrameSplit split = split_frame(bytes, parts);

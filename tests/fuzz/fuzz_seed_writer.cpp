@@ -1,6 +1,7 @@
 // Writes a small corpus of valid decoder inputs (8-byte expectation prefix + packet) for
 // fuzz_decoder into the directory given as argv[1]: all four PR types, several sizes, and the
-// four plan packet types (concat/plan_wire.hpp).
+// four plan packet types (concat/plan_wire.hpp) and both scatter packet types
+// (concat/scatter_wire.hpp).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "concat/gather_wire.hpp"
 #include "concat/plan_wire.hpp"
 #include "concat/protocol.hpp"
+#include "concat/scatter_wire.hpp"
 
 using namespace netsparse::concat;
 
@@ -90,6 +92,31 @@ int main(int argc, char** argv) {
     in.resize(start + kGatherHeaderBytes + std::size_t{gs.n} * gs.rec_len, std::byte{7});
     encode_gather_header(in.data() + start,
                          {gs.type, 1, gs.rec_len, gs.n, 0, 5, 2, gs.first, gs.total});
+    const std::string path = std::string(argv[1]) + "/seed-" + std::to_string(written++);
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr || std::fwrite(in.data(), 1, in.size(), f) != in.size() ||
+        std::fclose(f) != 0) {
+      std::perror(path.c_str());
+      return 1;
+    }
+  }
+  // Scatter packets: updates of 4..64-byte rows, acknowledgements of every status.
+  struct ScatterSeed {
+    ScatterType type;
+    std::uint32_t row_bytes, n;
+    ScatterStatus status;
+  };
+  for (const ScatterSeed ss : {ScatterSeed{ScatterType::kUpdate, 4, 3, ScatterStatus::kApplied},
+                               ScatterSeed{ScatterType::kUpdate, 64, 2, ScatterStatus::kApplied},
+                               ScatterSeed{ScatterType::kAck, 16, 0, ScatterStatus::kApplied},
+                               ScatterSeed{ScatterType::kAck, 16, 0, ScatterStatus::kOutOfRange}}) {
+    std::vector<std::byte> in;
+    put32(in, 1);
+    put32(in, ss.row_bytes);
+    const std::size_t start = in.size();
+    const std::uint32_t rec = ss.n == 0 ? 0 : 8 + ss.row_bytes;
+    in.resize(start + kScatterHeaderBytes + std::size_t{ss.n} * rec, std::byte{3});
+    encode_scatter_header(in.data() + start, {ss.type, 1, rec, ss.n, 0, 77, 0, 1, ss.status});
     const std::string path = std::string(argv[1]) + "/seed-" + std::to_string(written++);
     std::FILE* f = std::fopen(path.c_str(), "wb");
     if (f == nullptr || std::fwrite(in.data(), 1, in.size(), f) != in.size() ||

@@ -1,0 +1,96 @@
+#include "concat/scatter_wire.hpp"
+
+namespace netsparse::concat {
+
+namespace {
+constexpr std::size_t kOffSrc = 14, kOffReq = 18, kOffOp = 22, kOffDatatype = 24, kOffStatus = 26,
+                      kOffReserved = 30;
+}
+
+const char* to_string(ScatterStatus s) noexcept {
+  switch (s) {
+    case ScatterStatus::kApplied:
+      return "applied";
+    case ScatterStatus::kOutOfRange:
+      return "a row of the packet is outside the owner's rows (nothing applied)";
+    case ScatterStatus::kBadRow:
+      return "the owner's prop_bytes is not a multiple of the datatype's size";
+  }
+  return "unknown scatter status";
+}
+
+std::size_t encode_scatter_header(std::byte* dst, const ScatterHeader& h) noexcept {
+  wire::store<std::uint16_t>(dst + kOffType, static_cast<std::uint16_t>(h.type));
+  wire::store<std::uint32_t>(dst + kOffDest, h.dest);
+  wire::store<std::uint32_t>(dst + kOffPropLen, h.rec_len);
+  wire::store<std::uint32_t>(dst + kOffNumPrs, h.n);
+  wire::store<std::uint32_t>(dst + kOffSrc, h.src_node);
+  wire::store<std::uint32_t>(dst + kOffReq, h.req_id);
+  wire::store<std::uint16_t>(dst + kOffOp, h.op);
+  wire::store<std::uint16_t>(dst + kOffDatatype, h.datatype);
+  wire::store<std::uint32_t>(dst + kOffStatus, static_cast<std::uint32_t>(h.status));
+  wire::store<std::uint16_t>(dst + kOffReserved, 0);
+  return kScatterHeaderBytes;
+}
+
+std::size_t scatter_packet_length(std::span<const std::byte> bytes) noexcept {
+  const std::byte* p = bytes.data();
+  if (!is_scatter_type(wire::load<std::uint16_t>(p + kOffType))) return 0;
+  if (bytes.size() < kScatterHeaderBytes) return bytes.size() + 1;
+  const auto rec = wire::load<std::uint32_t>(p + kOffPropLen);
+  const auto n = wire::load<std::uint32_t>(p + kOffNumPrs);
+  if (n == 0) return kScatterHeaderBytes;
+  if (rec == 0) return 0;
+  const std::size_t room = bytes.size() - kScatterHeaderBytes;
+  if (n > room / rec) return bytes.size() + 1;  // by division: n * rec may overflow
+  return kScatterHeaderBytes + std::size_t{n} * rec;
+}
+
+DecodeError decode_scatter_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,
+                                  std::uint32_t expected_prop_bytes, ScatterPacket* out) noexcept {
+  if (bytes.size() < kConcatHeaderBytes) return DecodeError::kTruncated;
+  const std::byte* p = bytes.data();
+  const auto raw = wire::load<std::uint16_t>(p + kOffType);
+  if (!is_scatter_type(raw)) return DecodeError::kUnknownType;
+  if (bytes.size() < kScatterHeaderBytes) return DecodeError::kTruncated;
+  const auto status = wire::load<std::uint32_t>(p + kOffStatus);
+  ScatterHeader h{static_cast<ScatterType>(raw),
+                  wire::load<std::uint32_t>(p + kOffDest),
+                  wire::load<std::uint32_t>(p + kOffPropLen),
+                  wire::load<std::uint32_t>(p + kOffNumPrs),
+                  wire::load<std::uint32_t>(p + kOffSrc),
+                  wire::load<std::uint32_t>(p + kOffReq),
+                  wire::load<std::uint16_t>(p + kOffOp),
+                  wire::load<std::uint16_t>(p + kOffDatatype),
+                  static_cast<ScatterStatus>(status)};
+  if (h.type == ScatterType::kUpdate) {
+    // Rows of 0 bytes do not exist: refused even when the caller expects 0.
+    if (expected_prop_bytes == 0 || expected_prop_bytes > UINT32_MAX - kScatterRowBytes ||
+        h.rec_len != kScatterRowBytes + expected_prop_bytes) {
+      return DecodeError::kPropLenMismatch;
+    }
+    if (h.n == 0 || status != 0) return DecodeError::kCountMismatch;
+  } else {
+    if (h.rec_len != 0) return DecodeError::kPropLenMismatch;
+    if (h.n != 0 || status >= kScatterStatuses) return DecodeError::kCountMismatch;
+  }
+  if (h.op >= kScatterOps || h.datatype >= kScatterDatatypes ||
+      wire::load<std::uint16_t>(p + kOffReserved) != 0) {
+    return DecodeError::kCountMismatch;
+  }
+  if (expected_dest != kAnyDestination && h.dest != expected_dest) {
+    return DecodeError::kWrongDestination;
+  }
+  const std::size_t body = bytes.size() - kScatterHeaderBytes;
+  if (h.rec_len == 0) {
+    if (body != 0) return DecodeError::kCountMismatch;
+  } else {
+    if (body % h.rec_len != 0) return DecodeError::kTruncated;
+    if (body / h.rec_len != h.n) return DecodeError::kCountMismatch;
+  }
+  out->header = h;
+  out->body = bytes.subspan(kScatterHeaderBytes);
+  return DecodeError::kOk;
+}
+
+}  // namespace netsparse::concat
