@@ -336,6 +336,14 @@ enum ns_stat {
   NS_STAT_SCATTER_PACKETS,  /* scatter packets sent (updates and acknowledgements) */
   NS_STAT_SCATTER_BYTES,    /* their bytes as sent: 32 B header per packet + records */
   NS_STAT_SCATTER_APPLIED,  /* rows this node applied for its peers */
+  /* Gauges: the engine's queues at the moment of the call (ns_stats_reset leaves them). Bounded
+   * by the configuration while the engine keeps up; bench_soak prints them per interval. */
+  NS_STAT_COMMANDS_ACTIVE, /* work requests posted and not yet completed */
+  NS_STAT_FILTER_COMMANDS, /* of those, on the row filter and admitted (completion order) */
+  NS_STAT_WC_BACKLOG,      /* completions waiting for room in their completion queue */
+  NS_STAT_PRS_IN_FLIGHT,   /* Pending PR Table entries in use (all client units) */
+  NS_STAT_PRS_BUFFERED,    /* PRs waiting in concatenation queues */
+  NS_STAT_FRAMES_QUEUED,   /* frames waiting for the transport to take them */
   NS_STAT__COUNT
 };
 const char* ns_stat_name(int which); /* "prs_requested", ...; NULL if out of range */

@@ -548,14 +548,15 @@ extern "C" int ns_cq_wait(ns_cq* cq, int num_entries, ns_wc* wc, int timeout_ms)
 // ---- statistics ----------------------------------------------------------------------------
 namespace {
 const char* const kStatNames[NS_STAT__COUNT] = {
-    "prs_requested",   "prs_filtered",     "prs_coalesced",    "prs_local",      "prs_sent",
-    "read_packets",    "response_packets", "read_bytes",       "response_bytes", "header_bytes",
-    "payload_bytes",   "wire_bytes",       "stalls",           "expirations",    "timeouts",
-    "rdma_reads",      "server_prs",       "invalid_prs",      "malformed",      "stale_responses",
-    "frames",          "plan_records",     "plan_replays",     "plan_rows",      "plan_packets",
-    "plan_bytes",      "plan_wire_bytes",  "plan_rows_served", "moved_bytes",    "compact_packets",
-    "compact_bytes",   "scatter_records",  "scatter_combined", "scatter_local",  "scatter_sent",
-    "scatter_packets", "scatter_bytes",    "scatter_applied",
+    "prs_requested",   "prs_filtered",     "prs_coalesced",    "prs_local",       "prs_sent",
+    "read_packets",    "response_packets", "read_bytes",       "response_bytes",  "header_bytes",
+    "payload_bytes",   "wire_bytes",       "stalls",           "expirations",     "timeouts",
+    "rdma_reads",      "server_prs",       "invalid_prs",      "malformed",       "stale_responses",
+    "frames",          "plan_records",     "plan_replays",     "plan_rows",       "plan_packets",
+    "plan_bytes",      "plan_wire_bytes",  "plan_rows_served", "moved_bytes",     "compact_packets",
+    "compact_bytes",   "scatter_records",  "scatter_combined", "scatter_local",   "scatter_sent",
+    "scatter_packets", "scatter_bytes",    "scatter_applied",  "commands_active", "filter_commands",
+    "wc_backlog",      "prs_in_flight",    "prs_buffered",     "frames_queued",
 };
 
 // The NS_STAT_* byte and packet counters are the paper's Table 7: read and response (property)
@@ -640,6 +641,18 @@ std::uint64_t stat_of(const Engine::Snapshot& s, int which) {
       return s.scatters.bytes_out;
     case NS_STAT_SCATTER_APPLIED:
       return s.scatters.applied;
+    case NS_STAT_COMMANDS_ACTIVE:
+      return s.commands_active;
+    case NS_STAT_FILTER_COMMANDS:
+      return s.filter_commands;
+    case NS_STAT_WC_BACKLOG:
+      return s.wc_backlog;
+    case NS_STAT_PRS_IN_FLIGHT:
+      return s.prs_in_flight;
+    case NS_STAT_PRS_BUFFERED:
+      return s.prs_buffered;
+    case NS_STAT_FRAMES_QUEUED:
+      return s.frames_queued;
     default:
       return 0;
   }

@@ -135,6 +135,13 @@ class Engine : public PostTarget, public CommandSink {
     std::uint64_t timeouts = 0, rdma_reads = 0, malformed_packets = 0, completions = 0;
     std::uint64_t packets_in = 0, frames_in = 0, tx_bytes = 0;
     std::uint64_t control_prs = 0, decode_errors[8] = {};
+    // Gauges: the engine's queues at the moment of the snapshot (not reset by reset_stats).
+    std::uint64_t commands_active = 0;  // posted, not completed
+    std::uint64_t filter_commands = 0;  // on the row filter, admitted, not completed
+    std::uint64_t wc_backlog = 0;       // completions waiting for room in their CQ
+    std::uint64_t prs_in_flight = 0;    // Pending PR Table entries in use, all client units
+    std::uint64_t prs_buffered = 0;     // PRs in concatenation queues
+    std::uint64_t frames_queued = 0;    // frames the transport has not taken yet
     // NETSPARSE_ENGINE_PROFILE=1: nanoseconds of engine steps by stage (kStage*), and steps.
     bool profiled = false;
     std::uint64_t steps = 0, stage_ns[5] = {};
@@ -236,9 +243,14 @@ class Engine : public PostTarget, public CommandSink {
   std::vector<std::unique_ptr<ServerUnit>> servers_;
   std::size_t next_client_ = 0, next_server_ = 0, next_qp_ = 0;
   std::vector<std::span<const std::byte>> frame_packets_;  // split_frame's output
+  // A completion whose CQ was full, and the queue-pair slot of its command, held until the
+  // completion is in the CQ: the host cannot post past its queue pairs' depth while completions
+  // wait, so this backlog is bounded by those depths (see complete()).
   struct PendingWc {
     Cq* cq;
     ns_wc wc;
+    Qp* qp;
+    Command* cmd;
   };
   std::deque<PendingWc> wc_backlog_;
   std::uint64_t next_watchdog_ns_ = 0;

@@ -339,6 +339,12 @@ Engine::Snapshot Engine::snapshot() const {
   s.frames_in = frames_in_;
   s.tx_bytes = tx_->bytes_sent();
   s.control_prs = control_prs_;
+  s.commands_active = active_commands.load(std::memory_order_relaxed);
+  if (const Region* r = region()) s.filter_commands = r->fifo_depth();
+  s.wc_backlog = wc_backlog_.size();
+  for (const auto& u : clients_) s.prs_in_flight += u->entries_in_flight();
+  if (concat_) s.prs_buffered = concat_->buffered_prs();
+  s.frames_queued = outbox_->queued_frames();
   std::copy(std::begin(decode_errors_), std::end(decode_errors_), std::begin(s.decode_errors));
   s.profiled = profile_;
   s.steps = steps_;

@@ -47,6 +47,7 @@ class Outbox final : public concat::PacketSink {
   // refuses; returns frames sent.
   std::size_t flush();
   bool empty() const noexcept { return dirty_.empty(); }
+  std::size_t queued_frames() const noexcept { return queued_frames_; }  // waiting in the queues
   const OutboxStats& stats() const noexcept { return stats_; }
   void reset_stats() noexcept { stats_ = OutboxStats{}; }
   std::size_t frame_capacity() const noexcept { return frame_bytes_; }

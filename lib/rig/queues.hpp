@@ -115,6 +115,8 @@ class Cq {
   explicit Cq(std::uint32_t cqe) : ring_(cqe) {}
   // Producer (engine). False when full: the engine keeps the completion and retries.
   bool push(const ns_wc& wc) noexcept { return ring_.push(wc); }
+  // Producer (engine): a push now would succeed (only the consumer makes room).
+  bool has_room() noexcept { return ring_.free_space() > 0; }
   void notify() noexcept;  // wakes a thread sleeping in wait()
   int poll(int n, ns_wc* wc) noexcept;
   // Sleeps until notify() or the timeout; the caller re-polls.

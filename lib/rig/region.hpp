@@ -74,6 +74,8 @@ class Region {
   template <class Complete>
   void retire(Command& c, Complete&& complete);
   bool idle() const noexcept { return fifo_.empty() && generating_ == 0; }
+  // Commands on the row filter admitted and not yet completed (statistics).
+  std::size_t fifo_depth() const noexcept { return fifo_.size(); }
 
  private:
   struct FifoEntry {
