@@ -221,40 +221,6 @@ Exit codes
   throw std::invalid_argument(what + " (see --help)");
 }
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-long long parse_int(const std::string& opt, const std::string& v, long long lo, long long hi) {
-  try {
-    std::size_t pos = 0;
-    const long long x = std::stoll(v, &pos);
-    if (pos != v.size() || x < lo || x > hi) throw std::out_of_range("");
-    return x;
-  } catch (const std::exception&) {
-    usage_error(opt + " needs an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                "], got '" + v + "'");
-  }
-}
-
-double parse_double(const std::string& opt, const std::string& v, double lo, double hi) {
-  try {
-    std::size_t pos = 0;
-    const double x = std::stod(v, &pos);
-    if (pos != v.size() || !(x >= lo && x <= hi)) throw std::out_of_range("");
-    return x;
-  } catch (const std::exception&) {
-    usage_error(opt + " needs a number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                "], got '" + v + "'");
-  }
-}
-
 const std::vector<std::string>& ablation_labels() {
   static const std::vector<std::string> labels = {"rig", "rig+filter", "rig+filter+coalesce",
                                                   "rig+all"};
@@ -278,151 +244,94 @@ bool is_known_mode(const std::string& m) {
   }
 }
 
+// Every rank parses the same argv. Throws std::invalid_argument with the message for a bad
+// option (reported once for the job, exit 2); std::nullopt when --help was asked for.
 std::optional<Options> parse_args(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") return std::nullopt;
-    if (a == "--matrix") {
-      o.matrix = value();
-    } else if (a == "--partition") {
-      const std::string v = value();
-      if (v == "equal") {
-        o.partition = PartitionKind::equal_rows;
-      } else if (v == "balanced") {
-        o.partition = PartitionKind::balanced_nnz;
-      } else {
-        usage_error("--partition takes equal or balanced");
-      }
-    } else if (a == "--kernel") {
-      o.kernels.clear();
-      for (const std::string& k : split_list(value())) {
-        if (k == "spmm") {
-          o.kernels.push_back(KernelKind::spmm);
-        } else if (k == "sddmm") {
-          o.kernels.push_back(KernelKind::sddmm);
-        } else if (k == "spmv") {
-          o.kernels.push_back(KernelKind::spmv);
-        } else {
-          usage_error("unknown kernel '" + k + "' (spmm, sddmm, spmv)");
-        }
-      }
-      if (o.kernels.empty()) usage_error("--kernel needs at least one kernel");
-    } else if (a == "--dtype") {
-      const std::string t = value();
-      if (!parse_scalar_type(t, o.dist.scalar))
-        usage_error("--dtype takes f32 or f64, not '" + t + "'");
-    } else if (a == "--K") {
-      o.ks.clear();
-      for (const std::string& k : split_list(value())) {
-        o.ks.push_back(static_cast<int>(parse_int("--K", k, 1, 1 << 20)));
-      }
-      if (o.ks.empty()) usage_error("--K needs at least one width");
-    } else if (a == "--modes") {
-      o.modes = split_list(value());
-      for (const std::string& m : o.modes) {
-        if (!is_known_mode(m)) usage_error("unknown mode '" + m + "'");
-      }
-    } else if (a == "--ablation") {
-      o.ablation = true;
-    } else if (a == "--no-plans") {
-      o.no_plans_row = true;
-    } else if (a == "--iters") {
-      o.iters = static_cast<int>(parse_int(a, value(), 1, 1000000));
-    } else if (a == "--rounds") {
-      o.rounds = static_cast<int>(parse_int(a, value(), 1, 1000));
-    } else if (a == "--warmup") {
-      o.warmup = static_cast<int>(parse_int(a, value(), 0, 1000000));
-    } else if (a == "--changing-sparsity") {
-      o.changing = true;
-      o.dist.dynamic_pattern = true;  // netsparse computes on the sampled CSR, no inspector
-    } else if (a == "--sample-fraction") {
-      o.sampling.keep_fraction = parse_double(a, value(), 0.0, 1.0);
-    } else if (a == "--sample-max") {
-      o.sampling.max_per_row = static_cast<int>(parse_int(a, value(), 0, 1 << 30));
-    } else if (a == "--batch") {
-      o.dist.batch = static_cast<std::uint64_t>(parse_int(a, value(), 1, 1LL << 40));
-    } else if (a == "--rig-idx") {
-      const std::string v = value();
-      if (v == "unique") {
-        o.dist.rig_idx = RigIdxSource::unique_columns;
-      } else if (v == "nonzeros") {
-        o.dist.rig_idx = RigIdxSource::nonzeros;
-      } else {
-        usage_error("--rig-idx takes unique or nonzeros");
-      }
-    } else if (a == "--window") {
-      o.dist.tiling.col_panel = parse_int(a, value(), 0, 1LL << 32);
-    } else if (a == "--row-panel") {
-      o.dist.tiling.row_panel = static_cast<int>(parse_int(a, value(), 1, 1 << 30));
-    } else if (a == "--delay-ns") {
-      o.dist.engine.delay_ns = parse_int(a, value(), 0, 1LL << 40);
-    } else if (a == "--packet-bytes") {
-      o.dist.engine.packet_bytes = static_cast<std::uint32_t>(parse_int(a, value(), 64, 1 << 24));
-    } else if (a == "--client-units") {
-      o.dist.engine.client_units = static_cast<int>(parse_int(a, value(), 1, 1024));
-    } else if (a == "--server-units") {
-      o.dist.engine.server_units = static_cast<int>(parse_int(a, value(), 1, 1024));
-    } else if (a == "--pending") {
-      o.dist.engine.pending_entries = static_cast<std::uint32_t>(parse_int(a, value(), 1, 1 << 24));
-    } else if (a == "--idx-chunk") {
-      o.dist.engine.idx_chunk = static_cast<std::uint32_t>(parse_int(a, value(), 1, 1 << 24));
-    } else if (a == "--progress") {
-      const std::string v = value();
-      if (v == "thread") {
-        o.dist.engine.progress = NS_PROGRESS_THREAD;
-      } else if (v == "inline") {
-        o.dist.engine.progress = NS_PROGRESS_INLINE;
-      } else if (v == "auto") {
-        o.dist.engine.progress = NS_PROGRESS_AUTO;
-      } else {
-        usage_error("--progress takes auto, thread or inline");
-      }
-    } else if (a == "--transport") {
-      const std::string v = value();
-      if (v == "auto") {
-        o.dist.engine.transport = NS_TRANSPORT_AUTO;
-      } else if (v == "mpi") {
-        o.dist.engine.transport = NS_TRANSPORT_MPI;
-      } else if (v == "verbs") {
-        o.dist.engine.transport = NS_TRANSPORT_VERBS;
-      } else if (v == "inproc") {
-        o.dist.engine.transport = NS_TRANSPORT_INPROC;
-      } else {
-        usage_error("--transport takes auto, mpi, verbs or inproc");
-      }
-    } else if (a == "--no-filter") {
-      o.dist.engine.flags |= NS_CTX_NO_FILTER;
-    } else if (a == "--no-coalesce") {
-      o.dist.engine.flags |= NS_CTX_NO_COALESCE;
-    } else if (a == "--no-concat") {
-      o.dist.engine.flags |= NS_CTX_NO_CONCAT;
-    } else if (a == "--max-outstanding") {
-      o.dist.max_outstanding_reads = static_cast<int>(parse_int(a, value(), 1, 1 << 20));
-    } else if (a == "--conveyor-buffer") {
-      o.dist.conveyor_buffer_bytes = static_cast<std::size_t>(parse_int(a, value(), 16, 1 << 26));
-    } else if (a == "--conveyor-buffers") {
-      o.dist.conveyor_buffers_per_link = static_cast<int>(parse_int(a, value(), 1, 1024));
-    } else if (a == "--ie-p2p") {
-      o.dist.ie_point_to_point = true;
-    } else if (a == "--json") {
-      o.json = value();
-    } else if (a == "--tolerance") {
-      o.tolerance = parse_double(a, value(), 0.0, 1.0);
-    } else if (a == "--line-rate-bytes") {
-      o.line_rate_bytes = static_cast<std::size_t>(parse_int(a, value(), 1, 1LL << 30));
-    } else if (a == "--spin" || a == "--yield") {
-      // handled before MPI_Init
-    } else if (a == "--no-progress") {
-      o.progress = false;
-    } else {
-      usage_error("unknown option '" + a + "'");
+  CLI::App app{"netsparse_bench"};
+  const auto member = [&](const char* name, std::vector<std::string> allowed, auto apply) {
+    app.add_option_function<std::string>(name, apply)->check(CLI::IsMember(std::move(allowed)));
+  };
+  // Workload
+  app.add_option("--matrix", o.matrix);
+  member("--partition", {"equal", "balanced"}, [&](const std::string& v) {
+    o.partition = v == "equal" ? PartitionKind::equal_rows : PartitionKind::balanced_nnz;
+  });
+  app.add_option_function<std::string>("--kernel", [&](const std::string& v) {
+    static const std::map<std::string, KernelKind> kinds = {
+        {"spmm", KernelKind::spmm}, {"sddmm", KernelKind::sddmm}, {"spmv", KernelKind::spmv}};
+    o.kernels.clear();
+    for (const std::string& k : bench::member_list("--kernel", v, {"spmm", "sddmm", "spmv"}))
+      o.kernels.push_back(kinds.at(k));
+  });
+  app.add_option_function<std::string>("--dtype", [&](const std::string& t) {
+    if (!parse_scalar_type(t, o.dist.scalar))
+      throw CLI::ValidationError("--dtype", "takes f32 or f64, not '" + t + "'");
+  });
+  app.add_option_function<std::string>("--K", [&](const std::string& v) {
+    o.ks.clear();
+    for (long long k : bench::int_list("--K", v, 1, 1 << 20)) o.ks.push_back(static_cast<int>(k));
+  });
+  app.add_option("--iters", o.iters)->check(CLI::Range(1, 1000000));
+  app.add_option("--warmup", o.warmup)->check(CLI::Range(0, 1000000));
+  app.add_option("--rounds", o.rounds)->check(CLI::Range(1, 1000));
+  app.add_flag_callback("--changing-sparsity", [&] {
+    o.changing = true;
+    o.dist.dynamic_pattern = true;  // netsparse computes on the sampled CSR, no inspector
+  });
+  app.add_option("--sample-fraction", o.sampling.keep_fraction)->check(CLI::Range(0.0, 1.0));
+  app.add_option("--sample-max", o.sampling.max_per_row)->check(CLI::Range(0, 1 << 30));
+  // Modes
+  app.add_option_function<std::string>("--modes", [&](const std::string& v) {
+    o.modes = bench::split(v);
+    for (const std::string& m : o.modes) {
+      if (!is_known_mode(m)) throw CLI::ValidationError("--modes", "unknown mode '" + m + "'");
     }
-  }
+  });
+  app.add_flag("--ablation", o.ablation);
+  app.add_flag("--no-plans", o.no_plans_row);
+  // NetSparse engine (RIG) knobs
+  app.add_option("--batch", o.dist.batch)->check(CLI::Range(1LL, 1LL << 40));
+  member("--rig-idx", {"unique", "nonzeros"}, [&](const std::string& v) {
+    o.dist.rig_idx = v == "unique" ? RigIdxSource::unique_columns : RigIdxSource::nonzeros;
+  });
+  app.add_option("--window", o.dist.tiling.col_panel)->check(CLI::Range(0LL, 1LL << 32));
+  app.add_option("--row-panel", o.dist.tiling.row_panel)->check(CLI::Range(1, 1 << 30));
+  app.add_option("--delay-ns", o.dist.engine.delay_ns)->check(CLI::Range(0LL, 1LL << 40));
+  app.add_option("--packet-bytes", o.dist.engine.packet_bytes)->check(CLI::Range(64, 1 << 24));
+  app.add_option("--client-units", o.dist.engine.client_units)->check(CLI::Range(1, 1024));
+  app.add_option("--server-units", o.dist.engine.server_units)->check(CLI::Range(1, 1024));
+  app.add_option("--pending", o.dist.engine.pending_entries)->check(CLI::Range(1, 1 << 24));
+  app.add_option("--idx-chunk", o.dist.engine.idx_chunk)->check(CLI::Range(1, 1 << 24));
+  member("--progress", {"auto", "thread", "inline"}, [&](const std::string& v) {
+    o.dist.engine.progress = v == "thread"   ? NS_PROGRESS_THREAD
+                             : v == "inline" ? NS_PROGRESS_INLINE
+                                             : NS_PROGRESS_AUTO;
+  });
+  member("--transport", {"auto", "mpi", "verbs", "inproc"}, [&](const std::string& v) {
+    o.dist.engine.transport = v == "mpi"      ? NS_TRANSPORT_MPI
+                              : v == "verbs"  ? NS_TRANSPORT_VERBS
+                              : v == "inproc" ? NS_TRANSPORT_INPROC
+                                              : NS_TRANSPORT_AUTO;
+  });
+  app.add_flag_callback("--no-filter", [&] { o.dist.engine.flags |= NS_CTX_NO_FILTER; });
+  app.add_flag_callback("--no-coalesce", [&] { o.dist.engine.flags |= NS_CTX_NO_COALESCE; });
+  app.add_flag_callback("--no-concat", [&] { o.dist.engine.flags |= NS_CTX_NO_CONCAT; });
+  app.add_option("--max-outstanding", o.dist.max_outstanding_reads)->check(CLI::Range(1, 1 << 20));
+  // Baseline knobs
+  app.add_option("--conveyor-buffer", o.dist.conveyor_buffer_bytes)->check(CLI::Range(16, 1 << 26));
+  app.add_option("--conveyor-buffers", o.dist.conveyor_buffers_per_link)
+      ->check(CLI::Range(1, 1024));
+  app.add_flag("--ie-p2p", o.dist.ie_point_to_point);
+  // Output
+  app.add_option("--json", o.json);
+  app.add_option("--tolerance", o.tolerance)->check(CLI::Range(0.0, 1.0));
+  app.add_option("--line-rate-bytes", o.line_rate_bytes)->check(CLI::Range(1LL, 1LL << 30));
+  app.add_flag_callback("--no-progress", [&] { o.progress = false; });
+  app.add_flag("--spin,--yield");  // read before MPI_Init (choose_mpi_yield)
+  const bench::CliResult r = bench::parse_command_line(app, argc, argv);
+  if (r.kind == bench::CliResult::Kind::help) return std::nullopt;
+  if (r.kind == bench::CliResult::Kind::error) usage_error(r.error);
   return o;
 }
 
