@@ -3,6 +3,6 @@
 if(TARGET netsparse_collectives)
   add_executable(bench_allreduce ${CMAKE_CURRENT_SOURCE_DIR}/bench_allreduce.cpp)
   # Public API only (collectives_mpi.h).
-  target_link_libraries(bench_allreduce PRIVATE netsparse_collectives MPI::MPI_CXX
+  target_link_libraries(bench_allreduce PRIVATE netsparse_collectives netsparse_bench_common MPI::MPI_CXX
     netsparse_build_flags)
 endif()

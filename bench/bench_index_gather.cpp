@@ -22,18 +22,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cli.hpp"
 #include "concat/wire_model.hpp"
 #include "distributed/request_reply.hpp"
 #include "netsparse/distributed.hpp"
 #include "netsparse/netsparse_mpi.h"
+#include "report.hpp"
 #include "stall_guard.hpp"
+#include "stats.hpp"
 
 namespace {
 
@@ -64,157 +67,93 @@ struct Options {
   std::uint64_t seed = 12345;
 };
 
-[[noreturn]] void usage(int rank, int code) {
-  if (rank == 0) {
-    std::printf(
-        "usage: mpirun -np N bench_index_gather [options]\n"
-        "  --K LIST              properties of K floats, comma separated (default 1,16,128,256)\n"
-        "  --n-per-rank N        table rows per rank (default 262144)\n"
-        "  --requests N          indices gathered per rank (default 524288; capped so the output\n"
-        "                        stays <= --max-out-mb)\n"
-        "  --max-out-mb N        output buffer cap per mode in MiB (default 128)\n"
-        "  --vanilla-requests N  indices for the vanilla mode (default 131072; it is slow)\n"
-        "  --unique              draw each rank's indices without repetition (no filtering help)\n"
-        "  --modes LIST          "
-        "rig,rig-nofilter,rig-nocoalesce,rig-noconcat,vanilla,conveyors,line\n"
-        "  --progress MODE       thread | inline | both (default both)\n"
-        "  --batch N             idxs per RIG work request (default 8192)\n"
-        "  --layout L            RIG output: positional (out[j] = row idx[j], default) or indexed\n"
-        "                        (a replica of the whole table, row i at out[i]: repeats across\n"
-        "                        work requests are dropped by the Idx Filter)\n"
-        "  --inflight N          RIG work requests in flight (default 8)\n"
-        "  --packet-bytes N      NetSparse packet size (default: engine default, 1500)\n"
-        "  --delay-ns N          concatenation delay (default: engine default)\n"
-        "  --units C,S           client and server units (default: engine default 2,2)\n"
-        "  --pending N           Pending PR Table entries per client unit (default: engine's 256)\n"
-        "  --conveyor-buffer L   bytes per conveyor link buffer, list (default 10000,4000)\n"
-        "  --conveyor-nbuf L     buffers per conveyor link, list (default 2,8); every combination\n"
-        "                        is measured and the fastest is the baseline of the ratios\n"
-        "  --reps N              repetitions per mode, best time reported (default 1)\n"
-        "  --seed N              index seed (default 12345)\n"
-        "  --json FILE           also write every row as JSON\n"
-        "  --help\n");
-  }
-  MPI_Finalize();
-  std::exit(code);
-}
+const char* const kHelp =
+    "usage: mpirun -np N bench_index_gather [options]\n"
+    "  --K LIST              properties of K floats, comma separated (default 1,16,128,256)\n"
+    "  --n-per-rank N        table rows per rank (default 262144)\n"
+    "  --requests N          indices gathered per rank (default 524288; capped so the output\n"
+    "                        stays <= --max-out-mb)\n"
+    "  --max-out-mb N        output buffer cap per mode in MiB (default 128)\n"
+    "  --vanilla-requests N  indices for the vanilla mode (default 131072; it is slow)\n"
+    "  --unique              draw each rank's indices without repetition (no filtering help)\n"
+    "  --modes LIST          "
+    "rig,rig-nofilter,rig-nocoalesce,rig-noconcat,vanilla,conveyors,line\n"
+    "  --progress MODE       thread | inline | both (default both)\n"
+    "  --batch N             idxs per RIG work request (default 8192)\n"
+    "  --layout L            RIG output: positional (out[j] = row idx[j], default) or indexed\n"
+    "                        (a replica of the whole table, row i at out[i]: repeats across\n"
+    "                        work requests are dropped by the Idx Filter)\n"
+    "  --inflight N          RIG work requests in flight (default 8)\n"
+    "  --packet-bytes N      NetSparse packet size (default: engine default, 1500)\n"
+    "  --delay-ns N          concatenation delay (default: engine default)\n"
+    "  --units C,S           client and server units (default: engine default 2,2)\n"
+    "  --pending N           Pending PR Table entries per client unit (default: engine's 256)\n"
+    "  --conveyor-buffer L   bytes per conveyor link buffer, list (default 10000,4000)\n"
+    "  --conveyor-nbuf L     buffers per conveyor link, list (default 2,8); every combination\n"
+    "                        is measured and the fastest is the baseline of the ratios\n"
+    "  --reps N              repetitions per mode, best time reported (default 1)\n"
+    "  --seed N              index seed (default 12345)\n"
+    "  --json FILE           also write every row as JSON\n"
+    "  --help\n";
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
+const std::vector<std::string> kModes = {
+    "rig", "rig-nofilter", "rig-nocoalesce", "rig-noconcat", "vanilla", "conveyors", "line"};
 
-std::uint64_t parse_u64(const char* flag, const char* v, int rank) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long x = std::strtoull(v, &end, 10);
-  if (errno != 0 || end == v || *end != '\0') {
-    if (rank == 0) std::fprintf(stderr, "bench_index_gather: %s: not a number: '%s'\n", flag, v);
-    usage(rank, 2);
-  }
-  return x;
-}
-
-Options parse(int argc, char** argv, int rank) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        if (rank == 0) std::fprintf(stderr, "bench_index_gather: %s needs a value\n", a.c_str());
-        usage(rank, 2);
-      }
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      usage(rank, 0);
-    } else if (a == "--K") {
-      o.K.clear();
-      for (const auto& k : split(next()))
-        o.K.push_back(static_cast<int>(parse_u64("--K", k.c_str(), rank)));
-    } else if (a == "--n-per-rank") {
-      o.n_per_rank = parse_u64("--n-per-rank", next(), rank);
-    } else if (a == "--requests") {
-      o.requests = parse_u64("--requests", next(), rank);
-    } else if (a == "--max-out-mb") {
-      o.max_out_bytes = parse_u64("--max-out-mb", next(), rank) << 20;
-    } else if (a == "--vanilla-requests") {
-      o.vanilla_requests = parse_u64("--vanilla-requests", next(), rank);
-    } else if (a == "--unique") {
-      o.unique = true;
-    } else if (a == "--modes") {
-      o.modes = split(next());
-    } else if (a == "--progress") {
-      const std::string p = next();
-      if (p == "thread") {
-        o.progress = {NS_PROGRESS_THREAD};
-      } else if (p == "inline") {
-        o.progress = {NS_PROGRESS_INLINE};
-      } else if (p == "both") {
-        o.progress = {NS_PROGRESS_THREAD, NS_PROGRESS_INLINE};
-      } else {
-        if (rank == 0) std::fprintf(stderr, "bench_index_gather: --progress thread|inline|both\n");
-        usage(rank, 2);
-      }
-    } else if (a == "--layout") {
-      const std::string l = next();
-      if (l != "positional" && l != "indexed") {
-        if (rank == 0) std::fprintf(stderr, "bench_index_gather: --layout positional|indexed\n");
-        usage(rank, 2);
-      }
-      o.indexed = l == "indexed";
-    } else if (a == "--batch") {
-      o.batch = parse_u64("--batch", next(), rank);
-    } else if (a == "--inflight") {
-      o.inflight = static_cast<int>(parse_u64("--inflight", next(), rank));
-    } else if (a == "--packet-bytes") {
-      o.packet_bytes = static_cast<std::uint32_t>(parse_u64("--packet-bytes", next(), rank));
-    } else if (a == "--delay-ns") {
-      o.delay_ns = static_cast<std::int64_t>(parse_u64("--delay-ns", next(), rank));
-    } else if (a == "--units") {
-      const auto u = split(next());
-      if (u.size() != 2) usage(rank, 2);
-      o.client_units = static_cast<int>(parse_u64("--units", u[0].c_str(), rank));
-      o.server_units = static_cast<int>(parse_u64("--units", u[1].c_str(), rank));
-    } else if (a == "--pending") {
-      o.pending = static_cast<std::uint32_t>(parse_u64("--pending", next(), rank));
-    } else if (a == "--conveyor-buffer") {
-      o.conveyor_buffers.clear();
-      for (const auto& b : split(next()))
-        o.conveyor_buffers.push_back(parse_u64("--conveyor-buffer", b.c_str(), rank));
-    } else if (a == "--conveyor-nbuf") {
-      o.conveyor_nbufs.clear();
-      for (const auto& b : split(next())) {
-        o.conveyor_nbufs.push_back(static_cast<int>(parse_u64("--conveyor-nbuf", b.c_str(), rank)));
-      }
-    } else if (a == "--reps") {
-      o.reps = std::max(1, static_cast<int>(parse_u64("--reps", next(), rank)));
-    } else if (a == "--seed") {
-      o.seed = parse_u64("--seed", next(), rank);
-    } else if (a == "--json") {
-      o.json = next();
-    } else {
-      if (rank == 0) std::fprintf(stderr, "bench_index_gather: unknown option %s\n", a.c_str());
-      usage(rank, 2);
-    }
-  }
-  for (const auto& m : o.modes) {
-    static const char* const kKnown[] = {
-        "rig", "rig-nofilter", "rig-nocoalesce", "rig-noconcat", "vanilla", "conveyors", "line"};
-    if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return m == k; }) ==
-        std::end(kKnown)) {
-      if (rank == 0) std::fprintf(stderr, "bench_index_gather: unknown mode %s\n", m.c_str());
-      usage(rank, 2);
-    }
-  }
-  if (o.K.empty() || o.n_per_rank == 0 || o.requests == 0 || o.batch == 0 || o.inflight < 1)
-    usage(rank, 2);
-  return o;
+// Every rank parses the same argv; rank 0 prints. -1: go on, else the exit code (2: bad option).
+int parse(int argc, char** argv, int rank, Options& o) {
+  namespace nb = netsparse::bench;
+  constexpr long long kMax = 1LL << 40;
+  CLI::App app{"bench_index_gather"};
+  app.add_option_function<std::string>("--K", [&](const std::string& v) {
+    o.K.clear();
+    for (long long k : nb::int_list("--K", v, 1, 1 << 20)) o.K.push_back(static_cast<int>(k));
+  });
+  app.add_option("--n-per-rank", o.n_per_rank)->check(CLI::Range(1LL, kMax));
+  app.add_option("--requests", o.requests)->check(CLI::Range(1LL, kMax));
+  app.add_option_function<std::uint64_t>("--max-out-mb",
+                                         [&](std::uint64_t mb) { o.max_out_bytes = mb << 20; })
+      ->check(CLI::Range(1LL, 1LL << 30));
+  app.add_option("--vanilla-requests", o.vanilla_requests)->check(CLI::Range(0LL, kMax));
+  app.add_flag("--unique", o.unique);
+  app.add_option_function<std::string>(
+      "--modes", [&](const std::string& v) { o.modes = nb::member_list("--modes", v, kModes); });
+  const std::map<std::string, std::vector<int>> progress = {
+      {"thread", {NS_PROGRESS_THREAD}},
+      {"inline", {NS_PROGRESS_INLINE}},
+      {"both", {NS_PROGRESS_THREAD, NS_PROGRESS_INLINE}}};
+  app.add_option_function<std::string>("--progress",
+                                       [&](const std::string& v) { o.progress = progress.at(v); })
+      ->check(CLI::IsMember({"thread", "inline", "both"}));
+  app.add_option_function<std::string>("--layout",
+                                       [&](const std::string& v) { o.indexed = v == "indexed"; })
+      ->check(CLI::IsMember({"positional", "indexed"}));
+  app.add_option("--batch", o.batch)->check(CLI::Range(1LL, kMax));
+  app.add_option("--inflight", o.inflight)->check(CLI::Range(1, 1 << 20));
+  app.add_option("--packet-bytes", o.packet_bytes)->check(CLI::Range(0, 1 << 24));
+  app.add_option("--delay-ns", o.delay_ns)->check(CLI::Range(0LL, kMax));
+  app.add_option_function<std::string>("--units", [&](const std::string& v) {
+    const std::vector<long long> u = nb::int_list("--units", v, 1, 1024);
+    if (u.size() != 2)
+      throw CLI::ValidationError("--units", "needs C,S (two counts), got '" + v + "'");
+    o.client_units = static_cast<int>(u[0]);
+    o.server_units = static_cast<int>(u[1]);
+  });
+  app.add_option("--pending", o.pending)->check(CLI::Range(1, 1 << 24));
+  app.add_option_function<std::string>("--conveyor-buffer", [&](const std::string& v) {
+    o.conveyor_buffers.clear();
+    for (long long b : nb::int_list("--conveyor-buffer", v, 16, 1 << 26))
+      o.conveyor_buffers.push_back(static_cast<std::size_t>(b));
+  });
+  app.add_option_function<std::string>("--conveyor-nbuf", [&](const std::string& v) {
+    o.conveyor_nbufs.clear();
+    for (long long b : nb::int_list("--conveyor-nbuf", v, 1, 1024))
+      o.conveyor_nbufs.push_back(static_cast<int>(b));
+  });
+  app.add_option("--reps", o.reps)->check(CLI::Range(1, 1000000));
+  app.add_option("--seed", o.seed);
+  app.add_option("--json", o.json);
+  return nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_index_gather",
+                                 kHelp, rank == 0);
 }
 
 bool has_mode(const Options& o, const char* m) {
@@ -335,11 +274,8 @@ struct Row {
   std::uint64_t errors = 0;  // summed over ranks
 };
 
-double max_over_ranks(double v) {
-  double m = 0;
-  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return m;
-}
+using netsparse::bench::max_over_ranks;
+
 double mean_over_ranks(double v) {
   double s = 0;
   int n = 1;
@@ -404,10 +340,8 @@ struct Engine {
     if (rank != 0 || n <= 0) return;
     std::string json(static_cast<std::size_t>(n) + 1, '\0');
     ns_stats_json(ctx, json.data(), json.size());
-    const std::size_t at = json.find("\"config\":");
-    const std::size_t end = at == std::string::npos ? at : json.find('}', at);
-    if (end == std::string::npos) return;
-    const std::string config = json.substr(at + 9, end - at - 8);
+    json.resize(static_cast<std::size_t>(n));
+    const std::string config = netsparse::bench::parse_json(json, "ns_stats_json")["config"].dump();
     if (std::find(seen.begin(), seen.end(), config) != seen.end()) return;
     seen.push_back(config);
     std::printf("engine config (%s transport): %s\n", ns_transport_name(ctx), config.c_str());
@@ -568,6 +502,306 @@ void print_row(const Row& r) {
               r.errors == 0 ? "ok" : "WRONG");
 }
 
+// ---- one run ---------------------------------------------------------------------------------
+enum class VariantKind { rig, vanilla, conveyors };
+
+// One measured configuration: a mode with its progress (or conveyor buffers), best of --reps.
+struct Variant {
+  std::string mode, progress;
+  VariantKind kind = VariantKind::rig;
+  int progress_mode = NS_PROGRESS_THREAD;
+  std::uint32_t flags = 0;
+  std::size_t conveyor_buffer = 0;
+  int conveyor_nbuf = 0;
+  std::uint64_t requests = 0;
+  double best = 1e300, wire = 0, ppp = 0, fc = 0;
+  std::uint64_t errors = 0, remote = 0;
+};
+
+// The data of one K, its output buffers and the indices vanilla reads (a prefix: it is slow).
+struct Workload {
+  Data d;
+  std::uint64_t requests = 0;
+  std::vector<std::uint64_t> vidx;
+  std::vector<float> out, replica;
+};
+
+Workload make_workload(const Options& o, int K, int rank, int size) {
+  Workload w;
+  w.requests = std::max<std::uint64_t>(
+      1, std::min<std::uint64_t>(o.requests,
+                                 o.max_out_bytes / (4ull * static_cast<std::uint64_t>(K))));
+  if (o.unique && w.requests > o.n_per_rank * static_cast<std::uint64_t>(size)) {
+    if (rank == 0) std::fprintf(stderr, "--unique needs --requests <= n_per_rank * np\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  w.d = make_data(o, K, w.requests, rank, size);
+  w.out.resize(w.requests * static_cast<std::uint64_t>(K));
+  w.replica.resize(o.indexed ? w.d.n_total * static_cast<std::uint64_t>(K) : 0);
+  const std::uint64_t nv = std::min<std::uint64_t>(o.vanilla_requests, w.requests);
+  w.vidx.assign(w.d.idx.begin(), w.d.idx.begin() + static_cast<std::ptrdiff_t>(nv));
+  return w;
+}
+
+std::vector<Variant> make_variants(const Options& o, const std::vector<int>& progress,
+                                   const Workload& w) {
+  std::vector<Variant> variants;
+  const std::pair<const char*, std::uint32_t> rig_modes[] = {{"rig", 0},
+                                                             {"rig-nofilter", NS_CTX_NO_FILTER},
+                                                             {"rig-nocoalesce", NS_CTX_NO_COALESCE},
+                                                             {"rig-noconcat", NS_CTX_NO_CONCAT}};
+  for (const auto& [name, flags] : rig_modes) {
+    if (!has_mode(o, name)) continue;
+    for (int p : progress) {
+      Variant v;
+      v.mode = name;
+      v.progress = progress_name(p);
+      v.progress_mode = p;
+      v.flags = flags;
+      v.requests = w.requests;
+      variants.push_back(v);
+    }
+  }
+  if (has_mode(o, "vanilla")) {
+    for (int p : progress) {
+      Variant v;
+      v.mode = "vanilla";
+      v.progress = progress_name(p);
+      v.kind = VariantKind::vanilla;
+      v.progress_mode = p;
+      v.requests = w.vidx.size();
+      for (std::uint64_t i : w.vidx)
+        v.remote += (i < w.d.row_begin || i >= w.d.row_begin + w.d.n_local) ? 1 : 0;
+      variants.push_back(v);
+    }
+  }
+  if (has_mode(o, "conveyors")) {
+    for (std::size_t cb : o.conveyor_buffers) {
+      for (int nb : o.conveyor_nbufs) {
+        Variant v;
+        v.mode = "conveyors";
+        v.progress = std::to_string(cb) + "x" + std::to_string(nb);
+        v.kind = VariantKind::conveyors;
+        v.conveyor_buffer = cb;
+        v.conveyor_nbuf = nb;
+        v.requests = w.requests;
+        variants.push_back(v);
+      }
+    }
+  }
+  return variants;
+}
+
+// One round of one variant: the slowest rank's time, wire bytes, PRs per packet, F+C rate.
+struct Measurement {
+  double t = 0, wire = 0, ppp = 0, fc = 0;
+};
+
+Measurement measure_rig(Variant& v, const Options& o, Workload& w) {
+  Measurement m;
+  Data& d = w.d;
+  Engine e(rig_attr(o, v.progress_mode, v.flags), d, 2 * o.inflight);
+  MPI_Barrier(MPI_COMM_WORLD);
+  float* target = o.indexed ? w.replica.data() : w.out.data();
+  if (o.indexed) std::fill(w.replica.begin(), w.replica.end(), -1.0f);
+  const double mine = run_rig(e, d, o, target);
+  // Serve the peers until they are done too (INLINE mode: nobody else would), and only
+  // then block in an MPI collective.
+  if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce", NS_ERR_TIMEOUT);
+  m.t = max_over_ranks(mine);
+  m.wire = static_cast<double>(ns_stat_get(e.ctx, NS_STAT_WIRE_BYTES));
+  m.ppp = ns_stat_prs_per_packet(e.ctx);
+  const double req = static_cast<double>(ns_stat_get(e.ctx, NS_STAT_PRS_REQUESTED));
+  m.fc = req == 0 ? 0
+                  : static_cast<double>(ns_stat_get(e.ctx, NS_STAT_PRS_FILTERED) +
+                                        ns_stat_get(e.ctx, NS_STAT_PRS_COALESCED)) /
+                        req;
+  v.errors +=
+      o.indexed ? count_errors_indexed(d, w.replica.data()) : count_errors(d, d.idx, w.out.data());
+  return m;
+}
+
+Measurement measure_vanilla(Variant& v, const Options& o, Workload& w) {
+  Measurement m;
+  const int depth = 1024;
+  Engine e(rig_attr(o, v.progress_mode, 0), w.d, depth);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double mine = run_vanilla(e, w.d, w.vidx, depth, w.out.data());
+  if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce", NS_ERR_TIMEOUT);
+  m.t = max_over_ranks(mine);
+  // Each remote read is the paper's lone PR both ways (2 x 78 B + P), as netsparse_bench
+  // prices sa-vanilla: the one wire model.
+  m.wire = static_cast<double>(v.remote) *
+           static_cast<double>(netsparse::concat::lone_read_wire_bytes(w.d.P));
+  m.ppp = 1;
+  v.errors += count_errors(w.d, w.vidx, w.out.data());
+  return m;
+}
+
+Measurement measure_conveyors(Variant& v, Workload& w) {
+  Measurement m;
+  netsparse::dist::ConveyorOptions req, rep;
+  req.buffer_bytes = v.conveyor_buffer;
+  req.buffers_per_link = v.conveyor_nbuf;
+  rep = req;
+  rep.buffer_bytes = std::max<std::size_t>(v.conveyor_buffer, 4 + w.d.P);  // >= 1 reply
+  netsparse::dist::RequestReply rr(MPI_COMM_WORLD, req, rep);
+  MPI_Barrier(MPI_COMM_WORLD);
+  m.t = max_over_ranks(run_conveyors(rr, w.d, w.out.data()));
+  const auto& q = rr.requests().stats();
+  const auto& r = rr.replies().stats();
+  m.wire = static_cast<double>(netsparse::dist::wire_bytes(q) + netsparse::dist::wire_bytes(r));
+  // Items (requests + replies) per message.
+  const double messages = static_cast<double>(q.buffers_sent + r.buffers_sent);
+  m.ppp = messages == 0 ? 0 : static_cast<double>(q.pushed + r.pushed) / messages;
+  v.errors += count_errors(w.d, w.d.idx, w.out.data());
+  return m;
+}
+
+void measure(Variant& v, const Options& o, Workload& w) {
+  std::fill(w.out.begin(), w.out.end(), -1.0f);
+  Measurement m;
+  switch (v.kind) {
+    case VariantKind::rig:
+      m = measure_rig(v, o, w);
+      break;
+    case VariantKind::vanilla:
+      m = measure_vanilla(v, o, w);
+      break;
+    case VariantKind::conveyors:
+      m = measure_conveyors(v, w);
+      break;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (m.t < v.best) {
+    v.best = m.t;
+    v.wire = m.wire;
+    v.ppp = m.ppp;
+    v.fc = m.fc;
+  }
+}
+
+// The variants' rows of one K (collective), printed by rank 0.
+std::vector<Row> summarize(const std::vector<Variant>& variants, int K, const Workload& w,
+                           std::uint64_t requests, double line, int rank) {
+  const Data& d = w.d;
+  if (rank == 0) {
+    std::printf("\nK=%d (%u B properties), %" PRIu64
+                " requests per rank; line rate %.2f GB/s per rank\n",
+                K, d.P, requests, line / 1e9);
+    std::printf("%-15s %-8s %9s %10s %13s %9s %9s %8s %7s %s\n", "mode", "progress", "requests",
+                "time_ms", "Mrows/s/rank", "goodput", "line_util", "PRs/pkt", "F+C", "check");
+  }
+  std::vector<Row> rows;
+  for (const Variant& v : variants) {
+    Row r;
+    r.K = K;
+    r.mode = v.mode;
+    r.progress = v.progress;
+    r.requests = v.requests;
+    r.seconds = v.best;
+    r.rows_per_s = static_cast<double>(v.requests) / v.best;
+    const double useful = v.kind == VariantKind::vanilla ? static_cast<double>(v.remote)
+                                                         : static_cast<double>(d.distinct_remote);
+    r.goodput = mean_over_ranks(useful * d.P / v.best / line);
+    r.line_util = mean_over_ranks(v.wire / v.best / line);
+    r.prs_per_packet = mean_over_ranks(v.ppp);
+    r.fc_rate = mean_over_ranks(v.fc);
+    r.errors = sum_over_ranks(v.errors);
+    if (rank == 0) print_row(r);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+// rig against the strongest conveyor configuration and against vanilla, per progress mode.
+void print_ratios(const std::vector<Row>& rows, const std::vector<int>& progress) {
+  const Row* conv = nullptr;
+  for (const Row& r : rows) {
+    if (r.mode == "conveyors" && (conv == nullptr || r.rows_per_s > conv->rows_per_s)) conv = &r;
+  }
+  auto find = [&](const char* mode, const char* prog) -> const Row* {
+    for (const Row& r : rows) {
+      if (r.mode == mode && r.progress == prog) return &r;
+    }
+    return nullptr;
+  };
+  for (int p : progress) {
+    const Row* rig = find("rig", progress_name(p));
+    const Row* van = find("vanilla", progress_name(p));
+    if (rig == nullptr) continue;
+    if (conv != nullptr) {
+      std::printf("ratio rig(%s) / conveyors(best: %s) = %.2f\n", progress_name(p),
+                  conv->progress.c_str(), rig->rows_per_s / conv->rows_per_s);
+    }
+    if (van != nullptr) {
+      std::printf("ratio rig(%s) / vanilla(%s)         = %.2f\n", progress_name(p),
+                  progress_name(p), rig->rows_per_s / van->rows_per_s);
+    }
+  }
+}
+
+// Every variant of one K: --reps interleaved rounds (a noisy neighbour on a shared machine hits
+// all variants alike), the best round of each. `line` rises to the best line rate measured.
+std::vector<Row> run_width(int K, const Options& o, const std::vector<int>& progress, double& line,
+                           netsparse::bench::StallGuard& stall, int rank, int size) {
+  Workload w = make_workload(o, K, rank, size);
+  std::vector<Variant> variants = make_variants(o, progress, w);
+  for (int rep = 0; rep < o.reps; ++rep) {
+    if (has_mode(o, "line")) line = std::max(line, netsparse::measure_line_rate(MPI_COMM_WORLD));
+    for (Variant& v : variants) {
+      stall.beat("K=" + std::to_string(K) + " " + v.mode + " (" + v.progress + ") round " +
+                 std::to_string(rep + 1));
+      measure(v, o, w);
+    }
+  }
+  std::vector<Row> rows = summarize(variants, K, w, w.requests, line, rank);
+  if (rank == 0) print_ratios(rows, progress);
+  return rows;
+}
+
+void print_header(const Options& o, int size) {
+  std::printf("index gather: np=%d, n_per_rank=%" PRIu64
+              ", %s indices, RIG layout %s, batch=%" PRIu64 ", inflight=%d\n",
+              size, o.n_per_rank, o.unique ? "unique" : "uniform random",
+              o.indexed ? "indexed (replica)" : "positional", o.batch, o.inflight);
+  std::printf(
+      "engine knobs given: packet_bytes %s, pending entries/unit %s, units %s "
+      "(the configuration each engine runs is printed when it opens)\n",
+      o.packet_bytes ? std::to_string(o.packet_bytes).c_str() : "default",
+      o.pending ? std::to_string(o.pending).c_str() : "default",
+      o.client_units
+          ? (std::to_string(o.client_units) + "," + std::to_string(o.server_units)).c_str()
+          : "default");
+  std::printf("%d interleaved round(s) per K; each figure is the best round\n", o.reps);
+}
+
+netsparse::bench::Json report(const Options& o, int size, double line,
+                              const std::vector<Row>& rows) {
+  netsparse::bench::Json doc;
+  doc["np"] = size;
+  doc["n_per_rank"] = o.n_per_rank;
+  doc["unique"] = o.unique;
+  doc["batch"] = o.batch;
+  doc["reps"] = o.reps;
+  doc["line_rate_bytes_per_s"] = line;
+  netsparse::bench::Json& out = doc["rows"] = netsparse::bench::Json::array();
+  for (const Row& r : rows) {
+    out.push_back({{"K", r.K},
+                   {"mode", r.mode},
+                   {"progress", r.progress},
+                   {"requests", r.requests},
+                   {"seconds", r.seconds},
+                   {"rows_per_s_per_rank", r.rows_per_s},
+                   {"goodput", r.goodput},
+                   {"line_util", r.line_util},
+                   {"prs_per_packet", r.prs_per_packet},
+                   {"fc_rate", r.fc_rate},
+                   {"errors", r.errors}});
+  }
+  return doc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -576,7 +810,11 @@ int main(int argc, char** argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const Options o = parse(argc, argv, rank);
+  Options o;
+  if (const int code = parse(argc, argv, rank, o); code >= 0) {
+    MPI_Finalize();
+    return code;
+  }
   std::vector<int> progress = o.progress;
   if (provided < MPI_THREAD_MULTIPLE) {
     if (rank == 0)
@@ -586,239 +824,18 @@ int main(int argc, char** argv) {
   // The library's one line-rate definition (netsparse_bench's too): every rank streaming to
   // rank r + P/2 at once.
   double line = netsparse::measure_line_rate(MPI_COMM_WORLD);
-  std::vector<Row> rows;
-  if (rank == 0) {
-    std::printf("index gather: np=%d, n_per_rank=%" PRIu64
-                ", %s indices, RIG layout %s, batch=%" PRIu64 ", inflight=%d\n",
-                size, o.n_per_rank, o.unique ? "unique" : "uniform random",
-                o.indexed ? "indexed (replica)" : "positional", o.batch, o.inflight);
-    std::printf(
-        "engine knobs given: packet_bytes %s, pending entries/unit %s, units %s "
-        "(the configuration each engine runs is printed when it opens)\n",
-        o.packet_bytes ? std::to_string(o.packet_bytes).c_str() : "default",
-        o.pending ? std::to_string(o.pending).c_str() : "default",
-        o.client_units
-            ? (std::to_string(o.client_units) + "," + std::to_string(o.server_units)).c_str()
-            : "default");
-    std::printf("%d interleaved round(s) per K; each figure is the best round\n", o.reps);
-  }
+  if (rank == 0) print_header(o, size);
   // A dead peer must not keep the survivors waiting forever in MPI (stall_guard.hpp): exit 3
   // after 120 s without progress, saying which measurement was running.
   netsparse::bench::StallGuard stall("bench_index_gather", rank, std::chrono::seconds(120));
+  std::vector<Row> rows;
   for (int K : o.K) {
-    const std::uint64_t requests = std::max<std::uint64_t>(
-        1, std::min<std::uint64_t>(o.requests,
-                                   o.max_out_bytes / (4ull * static_cast<std::uint64_t>(K))));
-    if (o.unique && requests > o.n_per_rank * static_cast<std::uint64_t>(size)) {
-      if (rank == 0) std::fprintf(stderr, "--unique needs --requests <= n_per_rank * np\n");
-      MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    Data d = make_data(o, K, requests, rank, size);
-    std::vector<float> out(requests * static_cast<std::uint64_t>(K));
-    std::vector<float> replica(o.indexed ? d.n_total * static_cast<std::uint64_t>(K) : 0);
-    // Every variant runs once per round, rounds repeated --reps times (interleaved, so a noisy
-    // neighbour on a shared machine hits all variants alike); the best round is reported.
-    struct Variant {
-      std::string mode, progress;
-      int kind = 0;  // 0 RIG, 1 vanilla, 2 conveyors
-      int progress_mode = NS_PROGRESS_THREAD;
-      std::uint32_t flags = 0;
-      std::size_t conveyor_buffer = 0;
-      int conveyor_nbuf = 0;
-      std::uint64_t requests = 0;
-      double best = 1e300, wire = 0, ppp = 0, fc = 0;
-      std::uint64_t errors = 0, remote = 0;
-    };
-    std::vector<Variant> variants;
-    const std::pair<const char*, std::uint32_t> rig_modes[] = {
-        {"rig", 0},
-        {"rig-nofilter", NS_CTX_NO_FILTER},
-        {"rig-nocoalesce", NS_CTX_NO_COALESCE},
-        {"rig-noconcat", NS_CTX_NO_CONCAT}};
-    for (const auto& [name, flags] : rig_modes) {
-      if (!has_mode(o, name)) continue;
-      for (int p : progress) {
-        Variant v;
-        v.mode = name;
-        v.progress = progress_name(p);
-        v.progress_mode = p;
-        v.flags = flags;
-        v.requests = requests;
-        variants.push_back(v);
-      }
-    }
-    const std::uint64_t nv = std::min<std::uint64_t>(o.vanilla_requests, requests);
-    const std::vector<std::uint64_t> vidx(d.idx.begin(),
-                                          d.idx.begin() + static_cast<std::ptrdiff_t>(nv));
-    if (has_mode(o, "vanilla")) {
-      for (int p : progress) {
-        Variant v;
-        v.mode = "vanilla";
-        v.progress = progress_name(p);
-        v.kind = 1;
-        v.progress_mode = p;
-        v.requests = nv;
-        for (std::uint64_t i : vidx)
-          v.remote += (i < d.row_begin || i >= d.row_begin + d.n_local) ? 1 : 0;
-        variants.push_back(v);
-      }
-    }
-    if (has_mode(o, "conveyors")) {
-      for (std::size_t cb : o.conveyor_buffers) {
-        for (int nb : o.conveyor_nbufs) {
-          Variant v;
-          v.mode = "conveyors";
-          v.progress = std::to_string(cb) + "x" + std::to_string(nb);
-          v.kind = 2;
-          v.conveyor_buffer = cb;
-          v.conveyor_nbuf = nb;
-          v.requests = requests;
-          variants.push_back(v);
-        }
-      }
-    }
-    for (int rep = 0; rep < o.reps; ++rep) {
-      if (has_mode(o, "line")) line = std::max(line, netsparse::measure_line_rate(MPI_COMM_WORLD));
-      for (Variant& v : variants) {
-        stall.beat("K=" + std::to_string(K) + " " + v.mode + " (" + v.progress + ") round " +
-                   std::to_string(rep + 1));
-        std::fill(out.begin(), out.end(), -1.0f);
-        double t = 0, wire = 0, ppp = 0, fc = 0;
-        if (v.kind == 0) {
-          Engine e(rig_attr(o, v.progress_mode, v.flags), d, 2 * o.inflight);
-          MPI_Barrier(MPI_COMM_WORLD);
-          float* target = o.indexed ? replica.data() : out.data();
-          if (o.indexed) std::fill(replica.begin(), replica.end(), -1.0f);
-          const double mine = run_rig(e, d, o, target);
-          // Serve the peers until they are done too (INLINE mode: nobody else would), and only
-          // then block in an MPI collective.
-          if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce", NS_ERR_TIMEOUT);
-          t = max_over_ranks(mine);
-          wire = static_cast<double>(ns_stat_get(e.ctx, NS_STAT_WIRE_BYTES));
-          ppp = ns_stat_prs_per_packet(e.ctx);
-          const double req = static_cast<double>(ns_stat_get(e.ctx, NS_STAT_PRS_REQUESTED));
-          fc = req == 0 ? 0
-                        : static_cast<double>(ns_stat_get(e.ctx, NS_STAT_PRS_FILTERED) +
-                                              ns_stat_get(e.ctx, NS_STAT_PRS_COALESCED)) /
-                              req;
-          v.errors += o.indexed ? count_errors_indexed(d, replica.data())
-                                : count_errors(d, d.idx, out.data());
-        } else if (v.kind == 1) {
-          const int depth = 1024;
-          Engine e(rig_attr(o, v.progress_mode, 0), d, depth);
-          MPI_Barrier(MPI_COMM_WORLD);
-          const double mine = run_vanilla(e, d, vidx, depth, out.data());
-          if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce", NS_ERR_TIMEOUT);
-          t = max_over_ranks(mine);
-          // Each remote read is the paper's lone PR both ways (2 x 78 B + P), as netsparse_bench
-          // prices sa-vanilla: the one wire model.
-          wire = static_cast<double>(v.remote) *
-                 static_cast<double>(netsparse::concat::lone_read_wire_bytes(d.P));
-          ppp = 1;
-          v.errors += count_errors(d, vidx, out.data());
-        } else {
-          netsparse::dist::ConveyorOptions req, rep;
-          req.buffer_bytes = v.conveyor_buffer;
-          req.buffers_per_link = v.conveyor_nbuf;
-          rep = req;
-          rep.buffer_bytes = std::max<std::size_t>(v.conveyor_buffer, 4 + d.P);  // >= 1 reply
-          netsparse::dist::RequestReply rr(MPI_COMM_WORLD, req, rep);
-          MPI_Barrier(MPI_COMM_WORLD);
-          t = max_over_ranks(run_conveyors(rr, d, out.data()));
-          const auto& q = rr.requests().stats();
-          const auto& r = rr.replies().stats();
-          wire =
-              static_cast<double>(netsparse::dist::wire_bytes(q) + netsparse::dist::wire_bytes(r));
-          // Items (requests + replies) per message.
-          const double messages = static_cast<double>(q.buffers_sent + r.buffers_sent);
-          ppp = messages == 0 ? 0 : static_cast<double>(q.pushed + r.pushed) / messages;
-          v.errors += count_errors(d, d.idx, out.data());
-        }
-        MPI_Barrier(MPI_COMM_WORLD);
-        if (t < v.best) {
-          v.best = t;
-          v.wire = wire;
-          v.ppp = ppp;
-          v.fc = fc;
-        }
-      }
-    }
-    if (rank == 0) {
-      std::printf("\nK=%d (%u B properties), %" PRIu64
-                  " requests per rank; line rate %.2f GB/s per rank\n",
-                  K, d.P, requests, line / 1e9);
-      std::printf("%-15s %-8s %9s %10s %13s %9s %9s %8s %7s %s\n", "mode", "progress", "requests",
-                  "time_ms", "Mrows/s/rank", "goodput", "line_util", "PRs/pkt", "F+C", "check");
-    }
-    for (Variant& v : variants) {
-      Row r;
-      r.K = K;
-      r.mode = v.mode;
-      r.progress = v.progress;
-      r.requests = v.requests;
-      r.seconds = v.best;
-      r.rows_per_s = static_cast<double>(v.requests) / v.best;
-      const double useful =
-          v.kind == 1 ? static_cast<double>(v.remote) : static_cast<double>(d.distinct_remote);
-      r.goodput = mean_over_ranks(useful * d.P / v.best / line);
-      r.line_util = mean_over_ranks(v.wire / v.best / line);
-      r.prs_per_packet = mean_over_ranks(v.ppp);
-      r.fc_rate = mean_over_ranks(v.fc);
-      r.errors = sum_over_ranks(v.errors);
-      if (rank == 0) print_row(r);
-      rows.push_back(r);
-    }
-    if (rank == 0) {
-      const Row* conv = nullptr;  // the strongest baseline configuration
-      for (const Row& r : rows) {
-        if (r.K == K && r.mode == "conveyors" &&
-            (conv == nullptr || r.rows_per_s > conv->rows_per_s))
-          conv = &r;
-      }
-      auto find = [&](const char* mode, const char* prog) -> const Row* {
-        for (const Row& r : rows) {
-          if (r.K == K && r.mode == mode && r.progress == prog) return &r;
-        }
-        return nullptr;
-      };
-      for (int p : progress) {
-        const Row* rig = find("rig", progress_name(p));
-        const Row* van = find("vanilla", progress_name(p));
-        if (rig == nullptr) continue;
-        if (conv != nullptr) {
-          std::printf("ratio rig(%s) / conveyors(best: %s) = %.2f\n", progress_name(p),
-                      conv->progress.c_str(), rig->rows_per_s / conv->rows_per_s);
-        }
-        if (van != nullptr) {
-          std::printf("ratio rig(%s) / vanilla(%s)         = %.2f\n", progress_name(p),
-                      progress_name(p), rig->rows_per_s / van->rows_per_s);
-        }
-      }
-    }
+    const std::vector<Row> k_rows = run_width(K, o, progress, line, stall, rank, size);
+    rows.insert(rows.end(), k_rows.begin(), k_rows.end());
   }
   if (rank == 0 && !o.json.empty()) {
-    FILE* f = std::fopen(o.json.c_str(), "w");
-    if (f == nullptr) {
-      std::fprintf(stderr, "bench_index_gather: cannot write %s: %s\n", o.json.c_str(),
-                   std::strerror(errno));
-    } else {
-      std::fprintf(f,
-                   "{\"np\":%d,\"n_per_rank\":%" PRIu64 ",\"unique\":%s,\"batch\":%" PRIu64
-                   ",\"reps\":%d,\"line_rate_bytes_per_s\":%.6g,\"rows\":[",
-                   size, o.n_per_rank, o.unique ? "true" : "false", o.batch, o.reps, line);
-      for (std::size_t k = 0; k < rows.size(); ++k) {
-        const Row& r = rows[k];
-        std::fprintf(
-            f,
-            "%s{\"K\":%d,\"mode\":\"%s\",\"progress\":\"%s\",\"requests\":%" PRIu64
-            ",\"seconds\":%.6g,\"rows_per_s_per_rank\":%.6g,\"goodput\":%.6g,\"line_util\":%.6g,"
-            "\"prs_per_packet\":%.6g,\"fc_rate\":%.6g,\"errors\":%" PRIu64 "}",
-            k == 0 ? "" : ",", r.K, r.mode.c_str(), r.progress.c_str(), r.requests, r.seconds,
-            r.rows_per_s, r.goodput, r.line_util, r.prs_per_packet, r.fc_rate, r.errors);
-      }
-      std::fprintf(f, "]}\n");
-      std::fclose(f);
-    }
+    const std::string problem = netsparse::bench::write_json(o.json, report(o, size, line, rows));
+    if (!problem.empty()) std::fprintf(stderr, "bench_index_gather: %s\n", problem.c_str());
   }
   std::uint64_t wrong = 0;
   for (const Row& r : rows) wrong += r.errors;

@@ -35,10 +35,10 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "config/settings.hpp"
 #include "netsparse/autotune.hpp"
 #include "netsparse/generators.hpp"
@@ -95,65 +95,45 @@ struct Options {
   int kron_scale = 18;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
+const char* const kHelp =
+    "usage: bench_local_kernels [--data-dir DIR] [--matrices NotreDame_www,mdual,kron18,stencil]\n"
+    "                           [--ks 1,16,128] [--kernels spmm,sddmm,spmv] [--tune-budget S]\n"
+    "                           [--min-time S] [--stencil N] [--kron-scale S]\n"
+    "  --data-dir DIR     where the named matrices are (default NETSPARSE_DATA_DIR)\n"
+    "  --matrices LIST    NotreDame_www, mdual, kronS, stencil, comma-separated\n"
+    "  --ks LIST          dense widths K, each >= 1 (default 1,16,128)\n"
+    "  --kernels LIST     spmm, sddmm, spmv (default all)\n"
+    "  --tune-budget S    seconds per autotune search (default 4)\n"
+    "  --min-time S       seconds of timed runs per implementation and case (default 0.3)\n"
+    "  --stencil N        stencil of N^3 points x 3 dof (default 70)\n"
+    "  --kron-scale S     Kronecker generator scale (default 18)\n"
+    "Exit codes: 0 done, 2 a bad option.\n";
 
-[[noreturn]] void usage(const char* msg) {
-  std::fprintf(stderr,
-               "bench_local_kernels: %s\nusage: bench_local_kernels [--data-dir DIR] "
-               "[--matrices NotreDame_www,mdual,kron18,stencil] [--ks 1,16,128] "
-               "[--kernels spmm,sddmm,spmv] [--tune-budget S] [--min-time S] [--stencil N] "
-               "[--kron-scale S]\n",
-               msg);
-  std::exit(2);
-}
-
-Options parse_options(int argc, char** argv) {
-  Options o;
+// -1: go on; else the exit code (0 after --help, 2 after a bad option).
+int parse_options(int argc, char** argv, Options& o) {
+  namespace nb = netsparse::bench;
   if (netsparse::config::is_set(netsparse::config::Env::kDataDir)) {
     o.data_dir = netsparse::config::text(netsparse::config::Env::kDataDir);
   } else if (const char* home = netsparse::config::foreign("HOME")) {
     o.data_dir = std::string(home) + "/.cache/netsparse/matrices";
   }
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(("missing value after " + arg).c_str());
-      return argv[++i];
-    };
-    try {
-      if (arg == "--data-dir") {
-        o.data_dir = value();
-      } else if (arg == "--matrices") {
-        o.matrices = split(value());
-      } else if (arg == "--ks") {
-        o.ks.clear();
-        for (const std::string& k : split(value())) o.ks.push_back(std::stoi(k));
-      } else if (arg == "--kernels") {
-        o.kernels = split(value());
-      } else if (arg == "--tune-budget") {
-        o.tune_budget = std::stod(value());
-      } else if (arg == "--min-time") {
-        o.min_time = std::stod(value());
-      } else if (arg == "--stencil") {
-        o.stencil_n = std::stoll(value());
-      } else if (arg == "--kron-scale") {
-        o.kron_scale = std::stoi(value());
-      } else {
-        usage(("unknown argument " + arg).c_str());
-      }
-    } catch (const std::logic_error&) {
-      usage(("bad value for " + arg).c_str());
-    }
-  }
-  for (const int k : o.ks)
-    if (k < 1) usage("K must be >= 1");
-  return o;
+  CLI::App app{"bench_local_kernels"};
+  app.add_option("--data-dir", o.data_dir);
+  app.add_option_function<std::string>("--matrices",
+                                       [&](const std::string& v) { o.matrices = nb::split(v); });
+  app.add_option_function<std::string>("--ks", [&](const std::string& v) {
+    o.ks.clear();
+    for (long long k : nb::int_list("--ks", v, 1, 1 << 20)) o.ks.push_back(static_cast<int>(k));
+  });
+  app.add_option_function<std::string>("--kernels", [&](const std::string& v) {
+    o.kernels = nb::member_list("--kernels", v, {"spmm", "sddmm", "spmv"});
+  });
+  app.add_option("--tune-budget", o.tune_budget)->check(CLI::Range(0.0, 1e6));
+  app.add_option("--min-time", o.min_time)->check(CLI::Range(0.0, 1e6));
+  app.add_option("--stencil", o.stencil_n)->check(CLI::Range(1, 1 << 20));
+  app.add_option("--kron-scale", o.kron_scale)->check(CLI::Range(1, 40));
+  return nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_local_kernels",
+                                 kHelp, true);
 }
 
 double seconds_since(Clock::time_point t0) {
@@ -447,7 +427,8 @@ void run_matrix(const NamedMatrix& m, const Options& o, Reporter& rep, int threa
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse_options(argc, argv);
+  Options o;
+  if (const int code = parse_options(argc, argv, o); code >= 0) return code;
   const int threads = omp_get_max_threads();
   const Clock::time_point t0 = Clock::now();
   std::printf(

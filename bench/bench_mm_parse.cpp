@@ -21,8 +21,10 @@
 #include <unsupported/Eigen/SparseExtra>
 #include <vector>
 
+#include "cli.hpp"
 #include "netsparse/generators.hpp"
 #include "netsparse/matrix_market.hpp"
+#include "stats.hpp"
 
 namespace {
 
@@ -35,10 +37,7 @@ struct Series {
   const char* name;
   std::vector<double> wall;
   std::vector<double> cpu;
-  static double median(std::vector<double> s) {
-    std::sort(s.begin(), s.end());
-    return s[s.size() / 2];
-  }
+  static double median(const std::vector<double>& s) { return netsparse::bench::median(s); }
   [[nodiscard]] double best_wall() const { return *std::min_element(wall.begin(), wall.end()); }
   template <class F>
   void time(F&& f) {
@@ -64,11 +63,25 @@ std::string default_input() {
   return path;
 }
 
+const char* const kHelp =
+    "usage: bench_mm_parse [FILE.mtx] [REPETITIONS]\n"
+    "  FILE.mtx      the Matrix Market file to parse (default: a generated kron matrix, cached)\n"
+    "  REPETITIONS   timed parses per reader (default 5)\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string path = argc > 1 ? argv[1] : default_input();
-  const int reps = argc > 2 ? std::max(1, std::atoi(argv[2])) : 5;
+  namespace nb = netsparse::bench;
+  std::string path;
+  int reps = 5;
+  CLI::App app{"bench_mm_parse"};
+  app.add_option("file", path);
+  app.add_option("repetitions", reps)->check(CLI::Range(1, 1000000));
+  if (const int code = nb::finish_command_line(nb::parse_command_line(app, argc, argv),
+                                               "bench_mm_parse", kHelp, true);
+      code >= 0)
+    return code;
+  if (path.empty()) path = default_input();
   std::error_code ec;
   const auto bytes = static_cast<double>(std::filesystem::file_size(path, ec));
   if (ec) {

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli.hpp"
 #include "transport/transport_factory.hpp"
 
 namespace {
@@ -32,7 +33,7 @@ double seconds_since(Clock::time_point t0) {
 struct Settings {
   double seconds = 1.0;
   std::size_t packet = 0;  // 0: the transport's max_packet_bytes
-  std::string transports = "inproc,mpi,verbs";
+  std::vector<std::string> transports = {"inproc", "mpi", "verbs"};
   int pingpongs = 5000;
   int reads = 50000;
   int read_window = 64;
@@ -268,26 +269,25 @@ void raw_get_comparison(int reads, int window) {
   MPI_Win_free(&win);
 }
 
-Settings parse(int argc, char** argv) {
-  Settings s;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument("missing value after " + a);
-      return argv[++i];
-    };
-    if (a == "--seconds") {
-      s.seconds = std::stod(next());
-    } else if (a == "--packet") {
-      s.packet = std::stoul(next());
-    } else if (a == "--transports") {
-      s.transports = next();
-    } else {
-      throw std::invalid_argument("unknown argument " + a +
-                                  " (--seconds S --packet BYTES --transports inproc,mpi,verbs)");
-    }
-  }
-  return s;
+const char* const kHelp =
+    "usage: mpirun -np 2 bench_transport_bw [--seconds S] [--packet BYTES]\n"
+    "                                       [--transports inproc,mpi,verbs]\n"
+    "  --seconds S        length of each stream (default 1)\n"
+    "  --packet BYTES     message size (default: each transport's largest message)\n"
+    "  --transports LIST  inproc, mpi, verbs, comma-separated (default all)\n"
+    "Exit codes: 0 done, 1 a transport failed, 2 a bad option.\n";
+
+// Every rank parses the same argv; rank 0 prints. -1: go on, else the exit code.
+int parse(int argc, char** argv, int rank, Settings& s) {
+  namespace nb = netsparse::bench;
+  CLI::App app{"bench_transport_bw"};
+  app.add_option("--seconds", s.seconds)->check(CLI::Range(1e-3, 1e6));
+  app.add_option("--packet", s.packet)->check(CLI::Range(0, 1 << 30));
+  app.add_option_function<std::string>("--transports", [&](const std::string& v) {
+    s.transports = nb::member_list("--transports", v, {"inproc", "mpi", "verbs"});
+  });
+  return nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_transport_bw",
+                                 kHelp, rank == 0);
 }
 
 // A barrier that sleeps instead of spinning: idle ranks must not steal the cores the measured
@@ -303,7 +303,7 @@ void sleepy_barrier() {
 }
 
 bool wanted(const Settings& s, const char* name) {
-  return s.transports.find(name) != std::string::npos;
+  return std::find(s.transports.begin(), s.transports.end(), name) != s.transports.end();
 }
 
 }  // namespace
@@ -314,9 +314,13 @@ int main(int argc, char** argv) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  Settings s;
+  if (const int code = parse(argc, argv, rank, s); code >= 0) {
+    MPI_Finalize();
+    return code;
+  }
   int rc = 0;
   try {
-    const Settings s = parse(argc, argv);
     if (rank == 0) {
       std::printf("transport line rate: %d ranks, %.1f s streams, %d ping-pongs, %d reads\n", size,
                   s.seconds, s.pingpongs, s.reads);

@@ -38,10 +38,10 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "config/settings.hpp"
 #include "netsparse/autotune.hpp"
 #include "netsparse/generators.hpp"
@@ -50,6 +50,7 @@
 #include "netsparse/metis.hpp"
 #include "netsparse/tiled.hpp"
 #include "netsparse/transpose.hpp"
+#include "stats.hpp"
 
 namespace {
 
@@ -67,64 +68,45 @@ struct Options {
   bool check_input = false;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
+const char* const kHelp =
+    "usage: bench_transpose [--data-dir DIR] [--matrices gen:kron:20,NotreDame_www,mdual]\n"
+    "                       [--rounds N] [--leaves 64,16,...] [--no-spmv] [--check-input]\n"
+    "  --data-dir DIR     where the named matrices are (default NETSPARSE_DATA_DIR)\n"
+    "  --matrices LIST    generator specs or matrix names, comma-separated\n"
+    "  --rounds N         interleaved rounds; the median is reported (default 9)\n"
+    "  --leaves LIST      MeNDA merge-tree leaf counts, each >= 2\n"
+    "  --no-spmv          skip the outer-product vs row-wise SpMV comparison\n"
+    "  --check-input      also check each input matrix\n"
+    "Exit codes: 0 every result agreed, 1 a result differs, 2 a bad option.\n";
 
+// A bad matrix found after parsing: the same one line and exit code as a bad option.
 [[noreturn]] void usage(const std::string& msg) {
-  std::fprintf(stderr,
-               "bench_transpose: %s\nusage: bench_transpose [--data-dir DIR] "
-               "[--matrices gen:kron:20,NotreDame_www,mdual] [--rounds N] [--leaves 64,16,...] "
-               "[--no-spmv] [--check-input]\n",
-               msg.c_str());
+  std::fprintf(stderr, "bench_transpose: %s (see --help)\n", msg.c_str());
   std::exit(2);
 }
 
-Options parse(int argc, char** argv) {
-  Options o;
+// -1: go on; else the exit code (0 after --help, 2 after a bad option).
+int parse(int argc, char** argv, Options& o) {
+  namespace nb = netsparse::bench;
   if (netsparse::config::is_set(netsparse::config::Env::kDataDir)) {
     o.data_dir = netsparse::config::text(netsparse::config::Env::kDataDir);
   } else if (const char* home = netsparse::config::foreign("HOME")) {
     o.data_dir = std::string(home) + "/.cache/netsparse/matrices";
   }
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage("missing value after " + arg);
-      return argv[++i];
-    };
-    try {
-      if (arg == "--data-dir") {
-        o.data_dir = value();
-      } else if (arg == "--matrices") {
-        o.matrices = split(value());
-      } else if (arg == "--rounds") {
-        o.rounds = std::stoi(value());
-      } else if (arg == "--leaves") {
-        o.leaves.clear();
-        for (const std::string& l : split(value())) o.leaves.push_back(std::stoi(l));
-      } else if (arg == "--no-spmv") {
-        o.spmv = false;
-      } else if (arg == "--check-input") {
-        o.check_input = true;
-      } else if (arg == "--help" || arg == "-h") {
-        usage("help");
-      } else {
-        usage("unknown argument " + arg);
-      }
-    } catch (const std::logic_error&) {
-      usage("bad value for " + arg);
-    }
-  }
-  if (o.rounds < 1) usage("--rounds must be >= 1");
-  if (o.leaves.empty()) usage("--leaves needs at least one value");
-  for (const int l : o.leaves)
-    if (l < 2) usage("leaf counts must be >= 2");
-  return o;
+  CLI::App app{"bench_transpose"};
+  app.add_option("--data-dir", o.data_dir);
+  app.add_option_function<std::string>("--matrices",
+                                       [&](const std::string& v) { o.matrices = nb::split(v); });
+  app.add_option("--rounds", o.rounds)->check(CLI::Range(1, 1000000));
+  app.add_option_function<std::string>("--leaves", [&](const std::string& v) {
+    o.leaves.clear();
+    for (long long l : nb::int_list("--leaves", v, 2, 1 << 20))
+      o.leaves.push_back(static_cast<int>(l));
+  });
+  app.add_flag_callback("--no-spmv", [&] { o.spmv = false; });
+  app.add_flag("--check-input", o.check_input);
+  return nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_transpose", kHelp,
+                                 true);
 }
 
 double seconds_since(Clock::time_point t0) {
@@ -136,11 +118,7 @@ struct Impl {
   std::function<void()> run;
   double bytes = 0;
   std::vector<double> times;
-  [[nodiscard]] double median() const {
-    std::vector<double> t = times;
-    std::sort(t.begin(), t.end());
-    return t.empty() ? 0.0 : t[t.size() / 2];
-  }
+  [[nodiscard]] double median() const { return netsparse::bench::median(times); }
 };
 
 void measure(std::vector<Impl>& impls, int rounds) {
@@ -249,7 +227,8 @@ struct Row {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
+  Options o;
+  if (const int code = parse(argc, argv, o); code >= 0) return code;
   const int threads = std::max(1, omp_get_max_threads());
   std::printf(
       "# bench_transpose: %d OpenMP threads, median of %d interleaved rounds; Eigen %d.%d.%d "

@@ -8,6 +8,7 @@ if(TARGET netsparse_emulate AND TARGET netsparse_sparse)
   set_target_properties(netsparse_emulate_tool PROPERTIES OUTPUT_NAME netsparse_emulate)
   # netsparse_internal: the emulator is a white-box tool over the engine's internals.
   target_link_libraries(netsparse_emulate_tool PRIVATE netsparse_emulate netsparse_sparse
+    netsparse_bench_common
     netsparse_internal netsparse_build_flags)
 else()
   message(STATUS "netsparse_emulate not built: needs netsparse_emulate and netsparse_sparse")
@@ -19,6 +20,7 @@ endif()
 if(TARGET netsparse_emulate AND TARGET netsparse_sparse AND TARGET MPI::MPI_CXX)
   add_executable(netsparse_emulate_mpi ${CMAKE_CURRENT_SOURCE_DIR}/netsparse_emulate_mpi.cpp)
   target_link_libraries(netsparse_emulate_mpi PRIVATE netsparse_emulate netsparse_sparse
+    netsparse_bench_common
     netsparse_internal MPI::MPI_CXX netsparse_build_flags)
 else()
   message(STATUS "netsparse_emulate_mpi not built: needs netsparse_emulate, netsparse_sparse, MPI")

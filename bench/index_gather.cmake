@@ -8,6 +8,7 @@ if(TARGET netsparse_distributed)
   # netsparse_rig, whose public C API runs the RIG and vanilla modes).
   # netsparse_internal: the Conveyors baseline and the wire model are library internals.
   target_link_libraries(bench_index_gather PRIVATE netsparse_distributed netsparse_internal
+    netsparse_bench_common
     netsparse_config
     MPI::MPI_CXX netsparse_build_flags)
 else()

@@ -6,7 +6,7 @@
 # bench/sweep.sh produces JSON for bench/plot.py (figures in the style of the paper).
 if(TARGET netsparse_distributed)
   add_executable(netsparse_bench ${CMAKE_CURRENT_SOURCE_DIR}/netsparse_bench.cpp)
-  target_link_libraries(netsparse_bench PRIVATE netsparse_distributed netsparse_build_flags
+  target_link_libraries(netsparse_bench PRIVATE netsparse_distributed netsparse_bench_common netsparse_build_flags
     netsparse_config netsparse_internal)
 else()
   message(STATUS "netsparse_bench not built: needs netsparse_distributed")

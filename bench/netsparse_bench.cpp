@@ -35,10 +35,13 @@
 #include <thread>
 #include <vector>
 
+#include "cli.hpp"
 #include "config/settings.hpp"
 #include "netsparse/distributed.hpp"
 #include "petsc_mode.hpp"
+#include "report.hpp"
 #include "stall_guard.hpp"
+#include "stats.hpp"
 
 namespace {
 
@@ -222,40 +225,6 @@ Exit codes
   throw std::invalid_argument(what + " (see --help)");
 }
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-long long parse_int(const std::string& opt, const std::string& v, long long lo, long long hi) {
-  try {
-    std::size_t pos = 0;
-    const long long x = std::stoll(v, &pos);
-    if (pos != v.size() || x < lo || x > hi) throw std::out_of_range("");
-    return x;
-  } catch (const std::exception&) {
-    usage_error(opt + " needs an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                "], got '" + v + "'");
-  }
-}
-
-double parse_double(const std::string& opt, const std::string& v, double lo, double hi) {
-  try {
-    std::size_t pos = 0;
-    const double x = std::stod(v, &pos);
-    if (pos != v.size() || !(x >= lo && x <= hi)) throw std::out_of_range("");
-    return x;
-  } catch (const std::exception&) {
-    usage_error(opt + " needs a number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                "], got '" + v + "'");
-  }
-}
-
 const std::vector<std::string>& ablation_labels() {
   static const std::vector<std::string> labels = {"rig", "rig+filter", "rig+filter+coalesce",
                                                   "rig+all"};
@@ -279,151 +248,94 @@ bool is_known_mode(const std::string& m) {
   }
 }
 
+// Every rank parses the same argv. Throws std::invalid_argument with the message for a bad
+// option (reported once for the job, exit 2); std::nullopt when --help was asked for.
 std::optional<Options> parse_args(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") return std::nullopt;
-    if (a == "--matrix") {
-      o.matrix = value();
-    } else if (a == "--partition") {
-      const std::string v = value();
-      if (v == "equal") {
-        o.partition = PartitionKind::equal_rows;
-      } else if (v == "balanced") {
-        o.partition = PartitionKind::balanced_nnz;
-      } else {
-        usage_error("--partition takes equal or balanced");
-      }
-    } else if (a == "--kernel") {
-      o.kernels.clear();
-      for (const std::string& k : split_list(value())) {
-        if (k == "spmm") {
-          o.kernels.push_back(KernelKind::spmm);
-        } else if (k == "sddmm") {
-          o.kernels.push_back(KernelKind::sddmm);
-        } else if (k == "spmv") {
-          o.kernels.push_back(KernelKind::spmv);
-        } else {
-          usage_error("unknown kernel '" + k + "' (spmm, sddmm, spmv)");
-        }
-      }
-      if (o.kernels.empty()) usage_error("--kernel needs at least one kernel");
-    } else if (a == "--dtype") {
-      const std::string t = value();
-      if (!parse_scalar_type(t, o.dist.scalar))
-        usage_error("--dtype takes f32 or f64, not '" + t + "'");
-    } else if (a == "--K") {
-      o.ks.clear();
-      for (const std::string& k : split_list(value())) {
-        o.ks.push_back(static_cast<int>(parse_int("--K", k, 1, 1 << 20)));
-      }
-      if (o.ks.empty()) usage_error("--K needs at least one width");
-    } else if (a == "--modes") {
-      o.modes = split_list(value());
-      for (const std::string& m : o.modes) {
-        if (!is_known_mode(m)) usage_error("unknown mode '" + m + "'");
-      }
-    } else if (a == "--ablation") {
-      o.ablation = true;
-    } else if (a == "--no-plans") {
-      o.no_plans_row = true;
-    } else if (a == "--iters") {
-      o.iters = static_cast<int>(parse_int(a, value(), 1, 1000000));
-    } else if (a == "--rounds") {
-      o.rounds = static_cast<int>(parse_int(a, value(), 1, 1000));
-    } else if (a == "--warmup") {
-      o.warmup = static_cast<int>(parse_int(a, value(), 0, 1000000));
-    } else if (a == "--changing-sparsity") {
-      o.changing = true;
-      o.dist.dynamic_pattern = true;  // netsparse computes on the sampled CSR, no inspector
-    } else if (a == "--sample-fraction") {
-      o.sampling.keep_fraction = parse_double(a, value(), 0.0, 1.0);
-    } else if (a == "--sample-max") {
-      o.sampling.max_per_row = static_cast<int>(parse_int(a, value(), 0, 1 << 30));
-    } else if (a == "--batch") {
-      o.dist.batch = static_cast<std::uint64_t>(parse_int(a, value(), 1, 1LL << 40));
-    } else if (a == "--rig-idx") {
-      const std::string v = value();
-      if (v == "unique") {
-        o.dist.rig_idx = RigIdxSource::unique_columns;
-      } else if (v == "nonzeros") {
-        o.dist.rig_idx = RigIdxSource::nonzeros;
-      } else {
-        usage_error("--rig-idx takes unique or nonzeros");
-      }
-    } else if (a == "--window") {
-      o.dist.tiling.col_panel = parse_int(a, value(), 0, 1LL << 32);
-    } else if (a == "--row-panel") {
-      o.dist.tiling.row_panel = static_cast<int>(parse_int(a, value(), 1, 1 << 30));
-    } else if (a == "--delay-ns") {
-      o.dist.engine.delay_ns = parse_int(a, value(), 0, 1LL << 40);
-    } else if (a == "--packet-bytes") {
-      o.dist.engine.packet_bytes = static_cast<std::uint32_t>(parse_int(a, value(), 64, 1 << 24));
-    } else if (a == "--client-units") {
-      o.dist.engine.client_units = static_cast<int>(parse_int(a, value(), 1, 1024));
-    } else if (a == "--server-units") {
-      o.dist.engine.server_units = static_cast<int>(parse_int(a, value(), 1, 1024));
-    } else if (a == "--pending") {
-      o.dist.engine.pending_entries = static_cast<std::uint32_t>(parse_int(a, value(), 1, 1 << 24));
-    } else if (a == "--idx-chunk") {
-      o.dist.engine.idx_chunk = static_cast<std::uint32_t>(parse_int(a, value(), 1, 1 << 24));
-    } else if (a == "--progress") {
-      const std::string v = value();
-      if (v == "thread") {
-        o.dist.engine.progress = NS_PROGRESS_THREAD;
-      } else if (v == "inline") {
-        o.dist.engine.progress = NS_PROGRESS_INLINE;
-      } else if (v == "auto") {
-        o.dist.engine.progress = NS_PROGRESS_AUTO;
-      } else {
-        usage_error("--progress takes auto, thread or inline");
-      }
-    } else if (a == "--transport") {
-      const std::string v = value();
-      if (v == "auto") {
-        o.dist.engine.transport = NS_TRANSPORT_AUTO;
-      } else if (v == "mpi") {
-        o.dist.engine.transport = NS_TRANSPORT_MPI;
-      } else if (v == "verbs") {
-        o.dist.engine.transport = NS_TRANSPORT_VERBS;
-      } else if (v == "inproc") {
-        o.dist.engine.transport = NS_TRANSPORT_INPROC;
-      } else {
-        usage_error("--transport takes auto, mpi, verbs or inproc");
-      }
-    } else if (a == "--no-filter") {
-      o.dist.engine.flags |= NS_CTX_NO_FILTER;
-    } else if (a == "--no-coalesce") {
-      o.dist.engine.flags |= NS_CTX_NO_COALESCE;
-    } else if (a == "--no-concat") {
-      o.dist.engine.flags |= NS_CTX_NO_CONCAT;
-    } else if (a == "--max-outstanding") {
-      o.dist.max_outstanding_reads = static_cast<int>(parse_int(a, value(), 1, 1 << 20));
-    } else if (a == "--conveyor-buffer") {
-      o.dist.conveyor_buffer_bytes = static_cast<std::size_t>(parse_int(a, value(), 16, 1 << 26));
-    } else if (a == "--conveyor-buffers") {
-      o.dist.conveyor_buffers_per_link = static_cast<int>(parse_int(a, value(), 1, 1024));
-    } else if (a == "--ie-p2p") {
-      o.dist.ie_point_to_point = true;
-    } else if (a == "--json") {
-      o.json = value();
-    } else if (a == "--tolerance") {
-      o.tolerance = parse_double(a, value(), 0.0, 1.0);
-    } else if (a == "--line-rate-bytes") {
-      o.line_rate_bytes = static_cast<std::size_t>(parse_int(a, value(), 1, 1LL << 30));
-    } else if (a == "--spin" || a == "--yield") {
-      // handled before MPI_Init
-    } else if (a == "--no-progress") {
-      o.progress = false;
-    } else {
-      usage_error("unknown option '" + a + "'");
+  CLI::App app{"netsparse_bench"};
+  const auto member = [&](const char* name, std::vector<std::string> allowed, auto apply) {
+    app.add_option_function<std::string>(name, apply)->check(CLI::IsMember(std::move(allowed)));
+  };
+  // Workload
+  app.add_option("--matrix", o.matrix);
+  member("--partition", {"equal", "balanced"}, [&](const std::string& v) {
+    o.partition = v == "equal" ? PartitionKind::equal_rows : PartitionKind::balanced_nnz;
+  });
+  app.add_option_function<std::string>("--kernel", [&](const std::string& v) {
+    static const std::map<std::string, KernelKind> kinds = {
+        {"spmm", KernelKind::spmm}, {"sddmm", KernelKind::sddmm}, {"spmv", KernelKind::spmv}};
+    o.kernels.clear();
+    for (const std::string& k : bench::member_list("--kernel", v, {"spmm", "sddmm", "spmv"}))
+      o.kernels.push_back(kinds.at(k));
+  });
+  app.add_option_function<std::string>("--dtype", [&](const std::string& t) {
+    if (!parse_scalar_type(t, o.dist.scalar))
+      throw CLI::ValidationError("--dtype", "takes f32 or f64, not '" + t + "'");
+  });
+  app.add_option_function<std::string>("--K", [&](const std::string& v) {
+    o.ks.clear();
+    for (long long k : bench::int_list("--K", v, 1, 1 << 20)) o.ks.push_back(static_cast<int>(k));
+  });
+  app.add_option("--iters", o.iters)->check(CLI::Range(1, 1000000));
+  app.add_option("--warmup", o.warmup)->check(CLI::Range(0, 1000000));
+  app.add_option("--rounds", o.rounds)->check(CLI::Range(1, 1000));
+  app.add_flag_callback("--changing-sparsity", [&] {
+    o.changing = true;
+    o.dist.dynamic_pattern = true;  // netsparse computes on the sampled CSR, no inspector
+  });
+  app.add_option("--sample-fraction", o.sampling.keep_fraction)->check(CLI::Range(0.0, 1.0));
+  app.add_option("--sample-max", o.sampling.max_per_row)->check(CLI::Range(0, 1 << 30));
+  // Modes
+  app.add_option_function<std::string>("--modes", [&](const std::string& v) {
+    o.modes = bench::split(v);
+    for (const std::string& m : o.modes) {
+      if (!is_known_mode(m)) throw CLI::ValidationError("--modes", "unknown mode '" + m + "'");
     }
-  }
+  });
+  app.add_flag("--ablation", o.ablation);
+  app.add_flag("--no-plans", o.no_plans_row);
+  // NetSparse engine (RIG) knobs
+  app.add_option("--batch", o.dist.batch)->check(CLI::Range(1LL, 1LL << 40));
+  member("--rig-idx", {"unique", "nonzeros"}, [&](const std::string& v) {
+    o.dist.rig_idx = v == "unique" ? RigIdxSource::unique_columns : RigIdxSource::nonzeros;
+  });
+  app.add_option("--window", o.dist.tiling.col_panel)->check(CLI::Range(0LL, 1LL << 32));
+  app.add_option("--row-panel", o.dist.tiling.row_panel)->check(CLI::Range(1, 1 << 30));
+  app.add_option("--delay-ns", o.dist.engine.delay_ns)->check(CLI::Range(0LL, 1LL << 40));
+  app.add_option("--packet-bytes", o.dist.engine.packet_bytes)->check(CLI::Range(64, 1 << 24));
+  app.add_option("--client-units", o.dist.engine.client_units)->check(CLI::Range(1, 1024));
+  app.add_option("--server-units", o.dist.engine.server_units)->check(CLI::Range(1, 1024));
+  app.add_option("--pending", o.dist.engine.pending_entries)->check(CLI::Range(1, 1 << 24));
+  app.add_option("--idx-chunk", o.dist.engine.idx_chunk)->check(CLI::Range(1, 1 << 24));
+  member("--progress", {"auto", "thread", "inline"}, [&](const std::string& v) {
+    o.dist.engine.progress = v == "thread"   ? NS_PROGRESS_THREAD
+                             : v == "inline" ? NS_PROGRESS_INLINE
+                                             : NS_PROGRESS_AUTO;
+  });
+  member("--transport", {"auto", "mpi", "verbs", "inproc"}, [&](const std::string& v) {
+    o.dist.engine.transport = v == "mpi"      ? NS_TRANSPORT_MPI
+                              : v == "verbs"  ? NS_TRANSPORT_VERBS
+                              : v == "inproc" ? NS_TRANSPORT_INPROC
+                                              : NS_TRANSPORT_AUTO;
+  });
+  app.add_flag_callback("--no-filter", [&] { o.dist.engine.flags |= NS_CTX_NO_FILTER; });
+  app.add_flag_callback("--no-coalesce", [&] { o.dist.engine.flags |= NS_CTX_NO_COALESCE; });
+  app.add_flag_callback("--no-concat", [&] { o.dist.engine.flags |= NS_CTX_NO_CONCAT; });
+  app.add_option("--max-outstanding", o.dist.max_outstanding_reads)->check(CLI::Range(1, 1 << 20));
+  // Baseline knobs
+  app.add_option("--conveyor-buffer", o.dist.conveyor_buffer_bytes)->check(CLI::Range(16, 1 << 26));
+  app.add_option("--conveyor-buffers", o.dist.conveyor_buffers_per_link)
+      ->check(CLI::Range(1, 1024));
+  app.add_flag("--ie-p2p", o.dist.ie_point_to_point);
+  // Output
+  app.add_option("--json", o.json);
+  app.add_option("--tolerance", o.tolerance)->check(CLI::Range(0.0, 1.0));
+  app.add_option("--line-rate-bytes", o.line_rate_bytes)->check(CLI::Range(1LL, 1LL << 30));
+  app.add_flag_callback("--no-progress", [&] { o.progress = false; });
+  app.add_flag("--spin,--yield");  // read before MPI_Init (choose_mpi_yield)
+  const bench::CliResult r = bench::parse_command_line(app, argc, argv);
+  if (r.kind == bench::CliResult::Kind::help) return std::nullopt;
+  if (r.kind == bench::CliResult::Kind::error) usage_error(r.error);
   return o;
 }
 
@@ -541,29 +453,21 @@ struct Result {
 };
 
 // [{"inter_host_bytes": .., "inter_host_messages": .., "intra_host_bytes": .., "rows_landed": ..}]
-std::string per_host_json(const std::vector<double>& v) {
-  std::string out = "[";
-  char buf[192];
+bench::Json per_host_json(const std::vector<double>& v) {
+  bench::Json out = bench::Json::array();
   for (std::size_t h = 0; h + 3 < v.size(); h += 4) {
-    std::snprintf(buf, sizeof buf,
-                  "%s{\"inter_host_bytes\": %.0f, \"inter_host_messages\": %.0f, "
-                  "\"intra_host_bytes\": %.0f, \"rows_landed\": %.0f}",
-                  h == 0 ? "" : ", ", v[h], v[h + 1], v[h + 2], v[h + 3]);
-    out += buf;
+    out.push_back({{"inter_host_bytes", v[h]},
+                   {"inter_host_messages", v[h + 1]},
+                   {"intra_host_bytes", v[h + 2]},
+                   {"rows_landed", v[h + 3]}});
   }
-  return out + "]";
+  return out;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::median;
 
 double allreduce(double v, MPI_Op op) {
-  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
-  return v;
+  return bench::reduce_over_ranks(v, op);
 }
 
 // Pattern-wide numbers of one (matrix, kernel, K), summed over ranks or max over ranks.
@@ -691,21 +595,11 @@ void print_engine_config_once(const RigEngine& engine, int rank) {
   static bool printed = false;
   if (printed || rank != 0) return;
   printed = true;
-  const std::string json = engine.stats_json();
-  const std::string key = "\"config\":";
-  const std::size_t at = json.find(key);
-  const std::size_t end = at == std::string::npos ? at : json.find('}', at);
-  if (at == std::string::npos || end == std::string::npos) return;
+  const bench::Json stats = bench::parse_json(engine.stats_json(), "the engine's stats_json");
   std::printf("  engine config (%s transport): %s\n", engine.transport_name().c_str(),
-              json.substr(at + key.size(), end + 1 - at - key.size()).c_str());
-  const std::string dkey = "\"transport_detail\":\"";
-  const std::size_t d = json.find(dkey);
-  if (d != std::string::npos) {
-    const std::size_t e = json.find('"', d + dkey.size());
-    if (e != std::string::npos && e > d + dkey.size()) {
-      std::printf("  transport: %s\n", json.substr(d + dkey.size(), e - d - dkey.size()).c_str());
-    }
-  }
+              stats["config"].dump().c_str());
+  const std::string detail = stats.value("transport_detail", "");
+  if (!detail.empty()) std::printf("  transport: %s\n", detail.c_str());
 }
 
 Result measure(const Variant& v, Workload& w, const Options& o, const std::vector<double>* ref,
@@ -872,21 +766,6 @@ std::string human_count(double n) {
     ++u;
   }
   return fmt(u == 0 ? "%.0f" : "%.1f", n) + unit[u];
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt("\\u%04.0f", static_cast<double>(static_cast<unsigned char>(c)));
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 struct Derived {
@@ -1191,31 +1070,6 @@ bool agreed_error(int rank, const std::string& error) {
   return true;
 }
 
-// Why `path` cannot be written, or "" if it can: opened for appending, so an existing file keeps
-// its contents until the results replace it, and a file this check creates is removed again.
-std::string json_path_problem(const std::string& path) {
-  struct stat st {};
-  const bool existed = stat(path.c_str(), &st) == 0;
-  if (existed && S_ISDIR(st.st_mode)) return "--json " + path + ": is a directory";
-  FILE* f = std::fopen(path.c_str(), "a");
-  if (f == nullptr) return "--json " + path + ": cannot write: " + std::strerror(errno);
-  std::fclose(f);
-  if (!existed) std::remove(path.c_str());
-  return "";
-}
-
-// Writes `text` to `path`; "" or why it failed.
-std::string write_file(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return "--json " + path + ": cannot write: " + std::strerror(errno);
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const int err = errno;
-  if (std::fclose(f) != 0 || !ok) {
-    return "--json " + path + ": write failed: " + std::strerror(ok ? errno : err);
-  }
-  return "";
-}
-
 // Before MPI_Init: do this host's ranks (mpirun's OMPI_COMM_WORLD_LOCAL_SIZE) with their OpenMP
 // threads (OMP_NUM_THREADS, else one per core share as main() sets) and progress threads
 // outnumber the cores?
@@ -1228,15 +1082,14 @@ bool threads_outnumber_cores(bool thread_progress) {
   return ranks * (per_rank + (thread_progress ? 1 : 0)) > cores;
 }
 
-}  // namespace
+// ---- the run ---------------------------------------------------------------------------------
 
-int main(int argc, char** argv) {
-  // When the ranks' threads (OpenMP, and progress threads if asked for) outnumber the cores, a
-  // rank waiting in MPI must give its core to the thread it waits for, or every wait costs a
-  // scheduler time slice: then Open MPI yields when idle (read before MPI_Init). When they do
-  // not (the default: one OpenMP thread per core share, AUTO progress without a thread), a
-  // yield per idle poll only costs system calls. --spin / --yield force either. Every mode
-  // runs under the same setting.
+// Before MPI_Init: when the ranks' threads (OpenMP, and progress threads if asked for) outnumber
+// the cores, a rank waiting in MPI must give its core to the thread it waits for, or every wait
+// costs a scheduler time slice: then Open MPI yields when idle. When they do not (the default:
+// one OpenMP thread per core share, AUTO progress without a thread), a yield per idle poll only
+// costs system calls. --spin / --yield force either. Every mode runs under the same setting.
+void choose_mpi_yield(int argc, char** argv) {
   bool spin = false, yield = false, thread_progress = false;
   for (int i = 1; i < argc; ++i) {
     spin = spin || std::strcmp(argv[i], "--spin") == 0;
@@ -1248,6 +1101,304 @@ int main(int argc, char** argv) {
   if (!spin && (yield || threads_outnumber_cores(thread_progress))) {
     setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
   }
+}
+
+// One OpenMP thread per core share unless the user chose: ranks on one node split its cores.
+void choose_omp_threads(int rank) {
+  if (netsparse::config::foreign("OMP_NUM_THREADS") == nullptr) {
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    int local = 1;
+    MPI_Comm_size(node, &local);
+    MPI_Comm_free(&node);
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    omp_set_num_threads(std::max(1, cores / local));
+  }
+}
+
+// Input errors every rank meets before the run: a bad option (`parse_error`), inproc over
+// several ranks, an unwritable --json path, a bad NETSPARSE_* variable. "" when there is none.
+std::string input_problem(const std::optional<Options>& parsed, std::string parse_error, int rank,
+                          int nranks) {
+  if (!parse_error.empty()) return parse_error;
+  if (parsed && parsed->dist.engine.transport == NS_TRANSPORT_INPROC && nranks != 1) {
+    return "--transport inproc connects threads of one process: it needs exactly one rank, not " +
+           std::to_string(nranks) + " (use mpi or verbs)";
+  }
+  // Before the run, not after it: a --json path that cannot be written.
+  if (parsed && rank == 0 && !parsed->json.empty()) {
+    if (std::string p = bench::json_path_problem(parsed->json); !p.empty()) return p;
+  }
+  for (const auto scope :
+       {netsparse::config::Scope::kBenchmark, netsparse::config::Scope::kLibrary}) {
+    if (std::string e = netsparse::config::first_error(scope); !e.empty()) return e;  // NETSPARSE_*
+  }
+  return "";
+}
+
+void print_help() {
+  // The library's list of specification forms, indented under --matrix.
+  std::string forms;
+  std::istringstream lines(matrix_spec_help());
+  for (std::string line; std::getline(lines, line);) forms += "                   " + line + "\n";
+  std::printf(kHelp, forms.c_str());
+}
+
+void print_run_header(const DistMatrix& a, const Options& o, int nranks, double load_s,
+                      double line_rate) {
+  std::printf("netsparse_bench: %s (%lld x %lld, %lld nonzeros, %s partition, loaded in %.2f s)\n",
+              a.name().c_str(), static_cast<long long>(a.n_rows()),
+              static_cast<long long>(a.n_cols()), static_cast<long long>(a.nnz_global()),
+              to_string(o.partition), load_s);
+  std::printf(
+      "  %d ranks x %d OpenMP threads; line rate %.2f GB/s (all ranks streaming %s); "
+      "%d timed iterations after %d warm-up, %d round(s)%s\n",
+      nranks, omp_get_max_threads(), line_rate / 1e9,
+      human_bytes(static_cast<double>(o.line_rate_bytes)).c_str(), o.iters, o.warmup, o.rounds,
+      o.changing ? "; CHANGING SPARSITY (setup inside every iteration)" : "");
+  std::printf(
+      "  engine: batch %llu idxs, %s idxs, window %s, progress %s%s%s%s\n",
+      static_cast<unsigned long long>(o.dist.batch),
+      o.dist.rig_idx == RigIdxSource::unique_columns ? "unique" : "per-nonzero",
+      o.dist.tiling.col_panel > 0 ? std::to_string(o.dist.tiling.col_panel).c_str() : "auto",
+      o.dist.engine.progress == NS_PROGRESS_INLINE   ? "inline"
+      : o.dist.engine.progress == NS_PROGRESS_THREAD ? "thread"
+                                                     : "auto",
+      (o.dist.engine.flags & NS_CTX_NO_FILTER) ? ", no filter" : "",
+      (o.dist.engine.flags & NS_CTX_NO_COALESCE) ? ", no coalescing" : "",
+      (o.dist.engine.flags & NS_CTX_NO_CONCAT) ? ", no concatenation" : "");
+}
+
+Workload make_workload(const DistMatrix& a, KernelKind kernel, int k, int rank, const Options& o) {
+  Workload w;
+  w.a = &a;
+  w.kernel = kernel;
+  w.k = k;
+  w.rank = rank;
+  w.scalar = o.dist.scalar;
+  w.set_operands(make_block(1, a.cols().begin(rank), a.cols().end(rank), k),
+                 kernel == KernelKind::sddmm
+                     ? make_block(2, a.rows().begin(rank), a.rows().end(rank), k)
+                     : std::vector<double>{});
+  if (o.changing) {
+    for (int i = 0; i < o.warmup; ++i) {
+      w.warm_patterns.push_back(sample_rows(a.local(), o.sampling, 1000003u + i));
+    }
+    for (int i = 0; i < o.iters; ++i) {
+      w.patterns.push_back(sample_rows(a.local(), o.sampling, static_cast<std::uint64_t>(i)));
+    }
+  }
+  w.clear_out(out_size(w, a.local()));
+  return w;
+}
+
+// The pattern's volume (of the last timed pattern when it changes).
+Volume measure_volume(const DistMatrix& a, const Workload& w, KernelKind kernel, int k,
+                      const Options& o) {
+  Volume vol;
+  DistOptions su;
+  su.mode = CommMode::su;
+  su.scalar = o.dist.scalar;  // properties of K elements of the run's precision
+  DistKernel probe(a, kernel, k, su);
+  if (o.changing) probe.set_pattern(w.patterns.back());
+  const PatternVolume pv = probe.volume();
+  vol.packet_bytes = o.dist.engine.packet_bytes > 0 ? o.dist.engine.packet_bytes : 1500;
+  const MinimumTraffic mt = minimum_traffic(probe, vol.packet_bytes);
+  vol.nnz_total = static_cast<double>(a.nnz_global());
+  vol.remote_nnz_total = allreduce(double(pv.remote_nonzeros), MPI_SUM);
+  vol.unique_total = allreduce(double(pv.unique_remote_cols), MPI_SUM);
+  vol.unique_tail = allreduce(double(pv.unique_remote_cols), MPI_MAX);
+  vol.min_wire_total = allreduce(double(mt.wire_bytes), MPI_SUM);
+  vol.min_wire_tail = allreduce(double(mt.wire_bytes), MPI_MAX);
+  vol.min_property_total = allreduce(double(mt.property_bytes), MPI_SUM);
+  vol.min_property_tail = allreduce(double(mt.property_bytes), MPI_MAX);
+  vol.hosts = host_volume(probe);
+  vol.host_min_payload = double(vol.hosts.host_rows_total * vol.hosts.row_bytes);
+  vol.rank_host_payload = double(vol.hosts.rank_rows_total * vol.hosts.row_bytes);
+  return vol;
+}
+
+// A later round of the same variant: same pattern, same traffic, so the timings pool.
+void merge_round(Result& acc, const Result& r, int round) {
+  acc.times.insert(acc.times.end(), r.times.begin(), r.times.end());
+  acc.setup_times.insert(acc.setup_times.end(), r.setup_times.begin(), r.setup_times.end());
+  acc.first_times.insert(acc.first_times.end(), r.first_times.begin(), r.first_times.end());
+  acc.engine_times.insert(acc.engine_times.end(), r.engine_times.begin(), r.engine_times.end());
+  acc.construct_times.insert(acc.construct_times.end(), r.construct_times.begin(),
+                             r.construct_times.end());
+  acc.plan_times.insert(acc.plan_times.end(), r.plan_times.begin(), r.plan_times.end());
+  acc.own_times.insert(acc.own_times.end(), r.own_times.begin(), r.own_times.end());
+  acc.err = std::max(acc.err, r.err);
+  acc.correct = acc.correct && r.correct;
+  if (acc.error.empty()) acc.error = r.error;
+  acc.wait_tail = (acc.wait_tail * round + r.wait_tail) / (round + 1);
+  acc.sync_tail = (acc.sync_tail * round + r.sync_tail) / (round + 1);
+  acc.compute_tail = (acc.compute_tail * round + r.compute_tail) / (round + 1);
+  acc.post_tail = (acc.post_tail * round + r.post_tail) / (round + 1);
+  acc.progress_tail = (acc.progress_tail * round + r.progress_tail) / (round + 1);
+}
+
+// Every variant on one (kernel, K), --rounds times over: every mode once per round, so slow
+// drifts of the machine's load (other jobs) spread over all modes instead of biasing the ones
+// measured last. `exit_code` becomes 1 when a mode fails or disagrees with ideal.
+std::vector<Result> run_variants(const std::vector<Variant>& variants, Workload& w,
+                                 const Options& o, Progress& progress, const std::string& tag,
+                                 int& exit_code) {
+  std::vector<Result> results;
+  std::vector<double> reference;
+  for (int round = 0; round < o.rounds; ++round) {
+    for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+      const Variant& v = variants[vi];
+      Result r;
+      try {
+        if (v.label == "petsc") {
+          r = measure_petsc(v, w, o, reference);
+        } else {
+          r = measure(v, w, o, v.options.mode == CommMode::ideal ? nullptr : &reference, progress,
+                      o.rounds > 1 ? tag + " round " + std::to_string(round + 1) : tag);
+        }
+      } catch (const std::exception& e) {
+        // A failure is collective in the library (every rank throws); report and go on.
+        r.label = v.label;
+        r.mode = v.options.mode;
+        r.error = e.what();
+        r.correct = false;
+      }
+      if (v.options.mode == CommMode::ideal) reference = w.out_as_double();
+      if (!r.correct) exit_code = 1;
+      if (round == 0) {
+        results.push_back(std::move(r));
+      } else {
+        merge_round(results[vi], r, round);
+      }
+    }
+  }
+  return results;
+}
+
+// The run's settings: the head of the --json document ("results" follows).
+bench::Json run_json(const DistMatrix& a, const Options& o, int nranks, double line_rate) {
+  bench::Json j;
+  j["matrix"] = a.name();
+  j["spec"] = o.matrix;
+  j["rows"] = a.n_rows();
+  j["cols"] = a.n_cols();
+  j["nnz"] = a.nnz_global();
+  j["ranks"] = nranks;
+  j["omp_threads"] = omp_get_max_threads();
+  j["line_rate"] = line_rate;
+  j["partition"] = to_string(o.partition);
+  j["iters"] = o.iters;
+  j["warmup"] = o.warmup;
+  j["rounds"] = o.rounds;
+  j["changing_sparsity"] = o.changing;
+  j["sample_fraction"] = o.sampling.keep_fraction;
+  j["sample_max"] = o.sampling.max_per_row;
+  j["batch"] = o.dist.batch;
+  j["delay_ns"] = o.dist.engine.delay_ns;
+  j["packet_bytes"] = o.dist.engine.packet_bytes;
+  j["rig_idx"] = o.dist.rig_idx == RigIdxSource::unique_columns ? "unique" : "nonzeros";
+  j["dtype"] = to_string(o.dist.scalar);
+  j["time"] = static_cast<long long>(std::time(nullptr));
+  j["results"] = bench::Json::array();
+  return j;
+}
+
+// One mode's record of one (kernel, K): the table's columns and the raw figures behind them.
+bench::Json result_json(KernelKind kernel, int k, const Result& r, const Derived& d,
+                        const Volume& vol, const Options& o) {
+  const auto median_or = [](const std::vector<double>& v, double none) {
+    return v.empty() ? none : median(v);
+  };
+  bench::Json j;
+  j["kernel"] = to_string(kernel);
+  j["K"] = k;
+  j["mode"] = r.label;
+  j["comm_mode"] = to_string(r.mode);
+  j["error"] = r.error;
+  j["time_s"] = d.t;
+  j["times_s"] = r.times;
+  j["setup_s"] = d.setup;
+  j["plan_s"] = d.plan;
+  j["construct_s"] = median_or(r.construct_times, 0.0);
+  j["engine_open_s"] = median_or(r.engine_times, 0.0);
+  j["first_run_s"] = median_or(r.first_times, d.t);
+  j["time_to_solution_s"] = {{"1", time_to_solution(r, 1, o.changing)},
+                             {"10", time_to_solution(r, 10, o.changing)},
+                             {"100", time_to_solution(r, 100, o.changing)}};
+  j["time_without_shared_setup_s"] = d.own;
+  j["speedup_vs_su"] = d.vs_su;
+  j["fraction_of_ideal"] = d.of_ideal;
+  j["max_rel_err"] = std::isfinite(r.err) ? r.err : 1e300;
+  j["correct"] = r.correct;
+  j["bytes_total"] = r.bytes_total;
+  j["bytes_tail"] = r.bytes_tail;
+  j["requests_total"] = r.requests_total;
+  j["messages_total"] = r.messages_total;
+  j["inter_host_bytes_total"] = r.inter_bytes_total;
+  j["inter_host_payload_total"] = r.inter_payload_total;
+  j["inter_host_messages_total"] = r.inter_messages_total;
+  j["intra_host_bytes_total"] = r.intra_bytes_total;
+  j["host_filter_lookups_total"] = r.host_lookups_total;
+  j["host_rows_landed_total"] = r.host_landed_total;
+  j["host_fc_rate"] =
+      r.host_lookups_total > 0 ? 1 - r.host_landed_total / r.host_lookups_total : -1.0;
+  j["per_host"] = per_host_json(r.per_host);
+  j["wait_tail_s"] = r.wait_tail;
+  j["sync_tail_s"] = r.sync_tail;
+  j["compute_tail_s"] = r.compute_tail;
+  j["post_tail_s"] = r.post_tail;
+  j["progress_tail_s"] = r.progress_tail;
+  j["fc_rate"] = d.fc;
+  j["prs_per_packet"] = d.prs_per_packet;
+  j["goodput"] = d.goodput;
+  j["line_util"] = d.util;
+  j["traffic_vs_su"] = d.traffic_vs_su;
+  j["prs_vs_sa"] = d.prs_vs_sa;
+  j["engine_fc_rate"] = r.engine_fc;
+  j["engine_prs_per_packet"] = r.engine_prs_per_packet;
+  j["remote_nnz_total"] = vol.remote_nnz_total;
+  j["unique_remote_total"] = vol.unique_total;
+  j["min_wire_total"] = vol.min_wire_total;
+  j["min_wire_tail"] = vol.min_wire_tail;
+  j["min_property_total"] = vol.min_property_total;
+  j["min_property_tail"] = vol.min_property_tail;
+  j["hosts"] = vol.hosts.hosts;
+  j["host_min_payload_total"] = vol.host_min_payload;
+  j["rank_host_payload_total"] = vol.rank_host_payload;
+  j["engine_stats"] = bench::parse_json(r.engine_json, "the engine's stats_json");
+  return j;
+}
+
+// Rank 0: the table of one (kernel, K) and its records appended to `records`.
+void report_width(const DistMatrix& a, const std::string& tag, KernelKind kernel, int k,
+                  const std::vector<Result>& results, const Volume& vol, double line_rate,
+                  const Options& o, bench::Json& records) {
+  print_table(a.name() + ": " + tag + (o.changing ? " (changing sparsity)" : ""), results, vol,
+              line_rate, o);
+  std::map<std::string, const Result*> by_label;
+  for (const Result& r : results) by_label[r.label] = &r;
+  for (const Result& r : results) {
+    records.push_back(result_json(kernel, k, r, derive(r, by_label, vol, line_rate), vol, o));
+  }
+  std::fflush(stdout);
+}
+
+// Rank 0 writes the document; every rank learns whether it failed (exit 2 then).
+int write_report(const Options& o, const bench::Json& doc, int rank) {
+  std::string write_error;
+  if (rank == 0) {
+    write_error = bench::write_json(o.json, doc);
+    if (write_error.empty()) std::printf("\nwrote %s\n", o.json.c_str());
+  }
+  std::fflush(stdout);
+  return agreed_error(rank, write_error) ? kExitError : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  choose_mpi_yield(argc, argv);  // read by Open MPI in MPI_Init
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0, nranks = 1;
@@ -1256,58 +1407,30 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   try {
     std::optional<Options> parsed;
-    std::string input_error;
+    std::string parse_error;
     try {
       parsed = parse_args(argc, argv);
     } catch (const std::invalid_argument& e) {
-      input_error = e.what();
+      parse_error = e.what();
     }
-    if (parsed && parsed->dist.engine.transport == NS_TRANSPORT_INPROC && nranks != 1) {
-      input_error =
-          "--transport inproc connects threads of one process: it needs exactly one "
-          "rank, not " +
-          std::to_string(nranks) + " (use mpi or verbs)";
-    }
-    // Before the run, not after it: a --json path that cannot be written.
-    if (parsed && rank == 0 && !parsed->json.empty() && input_error.empty()) {
-      input_error = json_path_problem(parsed->json);
-    }
-    for (const auto scope :
-         {netsparse::config::Scope::kBenchmark, netsparse::config::Scope::kLibrary})
-      if (input_error.empty()) input_error = netsparse::config::first_error(scope);  // NETSPARSE_*
-    if (agreed_error(rank, input_error)) {
+    if (agreed_error(rank, input_problem(parsed, parse_error, rank, nranks))) {
       MPI_Finalize();
       return kExitError;
     }
     if (!parsed) {
-      if (rank == 0) {
-        // The library's list of specification forms, indented under --matrix.
-        std::string forms;
-        std::istringstream lines(matrix_spec_help());
-        for (std::string line; std::getline(lines, line);)
-          forms += "                   " + line + "\n";
-        std::printf(kHelp, forms.c_str());
-      }
+      if (rank == 0) print_help();
       MPI_Finalize();
       return 0;
     }
-    Options& o = *parsed;
-    // One OpenMP thread per core share unless the user chose: ranks on one node split its cores.
-    if (netsparse::config::foreign("OMP_NUM_THREADS") == nullptr) {
-      MPI_Comm node;
-      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-      int local = 1;
-      MPI_Comm_size(node, &local);
-      MPI_Comm_free(&node);
-      const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-      omp_set_num_threads(std::max(1, cores / local));
-    }
+    const Options& o = *parsed;
+    choose_omp_threads(rank);
     Progress progress(o.progress, rank);
     const double t_load = MPI_Wtime();
     progress.show("loading " + o.matrix);
     // A bad matrix file or specification fails on every rank alike (the library agrees on
     // reading errors): one line, exit 2.
     DistMatrix a;
+    std::string input_error;
     try {
       a = load_distributed_matrix(MPI_COMM_WORLD, o.matrix, o.partition);
     } catch (const std::exception& e) {
@@ -1323,223 +1446,36 @@ int main(int argc, char** argv) {
     const double line_rate = measure_line_rate(MPI_COMM_WORLD, o.line_rate_bytes);
     progress.clear();
     const std::vector<Variant> variants = make_variants(o, host_layout(MPI_COMM_WORLD).hosts);
-    if (rank == 0) {
-      std::printf(
-          "netsparse_bench: %s (%lld x %lld, %lld nonzeros, %s partition, loaded in %.2f s)\n",
-          a.name().c_str(), static_cast<long long>(a.n_rows()), static_cast<long long>(a.n_cols()),
-          static_cast<long long>(a.nnz_global()), to_string(o.partition), load_s);
-      std::printf(
-          "  %d ranks x %d OpenMP threads; line rate %.2f GB/s (all ranks streaming %s); "
-          "%d timed iterations after %d warm-up, %d round(s)%s\n",
-          nranks, omp_get_max_threads(), line_rate / 1e9,
-          human_bytes(static_cast<double>(o.line_rate_bytes)).c_str(), o.iters, o.warmup, o.rounds,
-          o.changing ? "; CHANGING SPARSITY (setup inside every iteration)" : "");
-      std::printf(
-          "  engine: batch %llu idxs, %s idxs, window %s, progress %s%s%s%s\n",
-          static_cast<unsigned long long>(o.dist.batch),
-          o.dist.rig_idx == RigIdxSource::unique_columns ? "unique" : "per-nonzero",
-          o.dist.tiling.col_panel > 0 ? std::to_string(o.dist.tiling.col_panel).c_str() : "auto",
-          o.dist.engine.progress == NS_PROGRESS_INLINE   ? "inline"
-          : o.dist.engine.progress == NS_PROGRESS_THREAD ? "thread"
-                                                         : "auto",
-          (o.dist.engine.flags & NS_CTX_NO_FILTER) ? ", no filter" : "",
-          (o.dist.engine.flags & NS_CTX_NO_COALESCE) ? ", no coalescing" : "",
-          (o.dist.engine.flags & NS_CTX_NO_CONCAT) ? ", no concatenation" : "");
-    }
-
-    std::ostringstream json;
-    json << "{\n  \"matrix\": \"" << json_escape(a.name()) << "\", \"spec\": \""
-         << json_escape(o.matrix) << "\", \"rows\": " << a.n_rows() << ", \"cols\": " << a.n_cols()
-         << ", \"nnz\": " << a.nnz_global() << ", \"ranks\": " << nranks
-         << ", \"omp_threads\": " << omp_get_max_threads() << ", \"line_rate\": " << line_rate
-         << ", \"partition\": \"" << to_string(o.partition) << "\", \"iters\": " << o.iters
-         << ", \"warmup\": " << o.warmup << ", \"rounds\": " << o.rounds
-         << ", \"changing_sparsity\": " << (o.changing ? "true" : "false")
-         << ", \"sample_fraction\": " << o.sampling.keep_fraction
-         << ", \"sample_max\": " << o.sampling.max_per_row << ", \"batch\": " << o.dist.batch
-         << ", \"delay_ns\": " << o.dist.engine.delay_ns
-         << ", \"packet_bytes\": " << o.dist.engine.packet_bytes << ", \"rig_idx\": \""
-         << (o.dist.rig_idx == RigIdxSource::unique_columns ? "unique" : "nonzeros")
-         << "\", \"dtype\": \"" << to_string(o.dist.scalar)
-         << "\", \"time\": " << std::time(nullptr) << ",\n  \"results\": [";
-    bool first_record = true;
-
+    if (rank == 0) print_run_header(a, o, nranks, load_s, line_rate);
+    bench::Json doc = run_json(a, o, nranks, line_rate);
     for (KernelKind kernel : o.kernels) {
-      std::vector<int> ks = kernel == KernelKind::spmv ? std::vector<int>{1} : o.ks;
-      for (int k : ks) {
-        Workload w;
-        w.a = &a;
-        w.kernel = kernel;
-        w.k = k;
-        w.rank = rank;
-        w.scalar = o.dist.scalar;
-        w.set_operands(make_block(1, a.cols().begin(rank), a.cols().end(rank), k),
-                       kernel == KernelKind::sddmm
-                           ? make_block(2, a.rows().begin(rank), a.rows().end(rank), k)
-                           : std::vector<double>{});
-        if (o.changing) {
-          for (int i = 0; i < o.warmup; ++i) {
-            w.warm_patterns.push_back(sample_rows(a.local(), o.sampling, 1000003u + i));
-          }
-          for (int i = 0; i < o.iters; ++i) {
-            w.patterns.push_back(sample_rows(a.local(), o.sampling, static_cast<std::uint64_t>(i)));
-          }
-        }
-        w.clear_out(out_size(w, a.local()));
+      for (int k : kernel == KernelKind::spmv ? std::vector<int>{1} : o.ks) {
+        Workload w = make_workload(a, kernel, k, rank, o);
         const std::string tag = std::string(to_string(kernel)) + " K=" + std::to_string(k) +
                                 (o.dist.scalar == ScalarType::f64 ? " f64" : "");
-
-        // The pattern's volume (of the last timed pattern when it changes).
-        Volume vol;
-        {
-          DistOptions su;
-          su.mode = CommMode::su;
-          su.scalar = o.dist.scalar;  // properties of K elements of the run's precision
-          DistKernel probe(a, kernel, k, su);
-          if (o.changing) probe.set_pattern(w.patterns.back());
-          const PatternVolume pv = probe.volume();
-          vol.packet_bytes = o.dist.engine.packet_bytes > 0 ? o.dist.engine.packet_bytes : 1500;
-          const MinimumTraffic mt = minimum_traffic(probe, vol.packet_bytes);
-          vol.nnz_total = static_cast<double>(a.nnz_global());
-          vol.remote_nnz_total = allreduce(double(pv.remote_nonzeros), MPI_SUM);
-          vol.unique_total = allreduce(double(pv.unique_remote_cols), MPI_SUM);
-          vol.unique_tail = allreduce(double(pv.unique_remote_cols), MPI_MAX);
-          vol.min_wire_total = allreduce(double(mt.wire_bytes), MPI_SUM);
-          vol.min_wire_tail = allreduce(double(mt.wire_bytes), MPI_MAX);
-          vol.min_property_total = allreduce(double(mt.property_bytes), MPI_SUM);
-          vol.min_property_tail = allreduce(double(mt.property_bytes), MPI_MAX);
-          vol.hosts = host_volume(probe);
-          vol.host_min_payload = double(vol.hosts.host_rows_total * vol.hosts.row_bytes);
-          vol.rank_host_payload = double(vol.hosts.rank_rows_total * vol.hosts.row_bytes);
-        }
-
-        std::vector<Result> results;
-        std::vector<double> reference;
-        // Rounds: every mode once per round, so slow drifts of the machine's load (other jobs)
-        // spread over all modes instead of biasing the ones measured last.
-        for (int round = 0; round < o.rounds; ++round) {
-          for (std::size_t vi = 0; vi < variants.size(); ++vi) {
-            const Variant& v = variants[vi];
-            Result r;
-            try {
-              if (v.label == "petsc") {
-                r = measure_petsc(v, w, o, reference);
-              } else {
-                r = measure(v, w, o, v.options.mode == CommMode::ideal ? nullptr : &reference,
-                            progress,
-                            o.rounds > 1 ? tag + " round " + std::to_string(round + 1) : tag);
-              }
-            } catch (const std::exception& e) {
-              // A failure is collective in the library (every rank throws); report and go on.
-              r.label = v.label;
-              r.mode = v.options.mode;
-              r.error = e.what();
-              r.correct = false;
-            }
-            if (v.options.mode == CommMode::ideal) reference = w.out_as_double();
-            if (!r.correct) exit_code = 1;
-            if (round == 0) {
-              results.push_back(std::move(r));
-            } else {
-              Result& acc = results[vi];  // same pattern, same traffic: merge the timings
-              acc.times.insert(acc.times.end(), r.times.begin(), r.times.end());
-              acc.setup_times.insert(acc.setup_times.end(), r.setup_times.begin(),
-                                     r.setup_times.end());
-              acc.first_times.insert(acc.first_times.end(), r.first_times.begin(),
-                                     r.first_times.end());
-              acc.engine_times.insert(acc.engine_times.end(), r.engine_times.begin(),
-                                      r.engine_times.end());
-              acc.construct_times.insert(acc.construct_times.end(), r.construct_times.begin(),
-                                         r.construct_times.end());
-              acc.plan_times.insert(acc.plan_times.end(), r.plan_times.begin(), r.plan_times.end());
-              acc.own_times.insert(acc.own_times.end(), r.own_times.begin(), r.own_times.end());
-              acc.err = std::max(acc.err, r.err);
-              acc.correct = acc.correct && r.correct;
-              if (acc.error.empty()) acc.error = r.error;
-              acc.wait_tail = (acc.wait_tail * round + r.wait_tail) / (round + 1);
-              acc.sync_tail = (acc.sync_tail * round + r.sync_tail) / (round + 1);
-              acc.compute_tail = (acc.compute_tail * round + r.compute_tail) / (round + 1);
-              acc.post_tail = (acc.post_tail * round + r.post_tail) / (round + 1);
-              acc.progress_tail = (acc.progress_tail * round + r.progress_tail) / (round + 1);
-            }
-          }
-        }
+        const Volume vol = measure_volume(a, w, kernel, k, o);
+        const std::vector<Result> results = run_variants(variants, w, o, progress, tag, exit_code);
         progress.clear();
-        if (rank == 0) {
-          print_table(a.name() + ": " + tag + (o.changing ? " (changing sparsity)" : ""), results,
-                      vol, line_rate, o);
-          std::map<std::string, const Result*> by_label;
-          for (const Result& r : results) by_label[r.label] = &r;
-          for (const Result& r : results) {
-            const Derived d = derive(r, by_label, vol, line_rate);
-            json << (first_record ? "\n" : ",\n") << "    {\"kernel\": \"" << to_string(kernel)
-                 << "\", \"K\": " << k << ", \"mode\": \"" << json_escape(r.label)
-                 << "\", \"comm_mode\": \"" << to_string(r.mode) << "\", \"error\": \""
-                 << json_escape(r.error) << "\", \"time_s\": " << d.t << ", \"times_s\": [";
-            for (std::size_t i = 0; i < r.times.size(); ++i) json << (i ? ", " : "") << r.times[i];
-            json << "], \"setup_s\": " << d.setup << ", \"plan_s\": " << d.plan
-                 << ", \"construct_s\": "
-                 << (r.construct_times.empty() ? 0.0 : median(r.construct_times))
-                 << ", \"engine_open_s\": "
-                 << (r.engine_times.empty() ? 0.0 : median(r.engine_times))
-                 << ", \"first_run_s\": " << (r.first_times.empty() ? d.t : median(r.first_times))
-                 << ", \"time_to_solution_s\": {\"1\": " << time_to_solution(r, 1, o.changing)
-                 << ", \"10\": " << time_to_solution(r, 10, o.changing)
-                 << ", \"100\": " << time_to_solution(r, 100, o.changing) << "}"
-                 << ", \"time_without_shared_setup_s\": " << d.own
-                 << ", \"speedup_vs_su\": " << d.vs_su << ", \"fraction_of_ideal\": " << d.of_ideal
-                 << ", \"max_rel_err\": " << (std::isfinite(r.err) ? r.err : 1e300)
-                 << ", \"correct\": " << (r.correct ? "true" : "false")
-                 << ", \"bytes_total\": " << r.bytes_total << ", \"bytes_tail\": " << r.bytes_tail
-                 << ", \"requests_total\": " << r.requests_total
-                 << ", \"messages_total\": " << r.messages_total
-                 << ", \"inter_host_bytes_total\": " << r.inter_bytes_total
-                 << ", \"inter_host_payload_total\": " << r.inter_payload_total
-                 << ", \"inter_host_messages_total\": " << r.inter_messages_total
-                 << ", \"intra_host_bytes_total\": " << r.intra_bytes_total
-                 << ", \"host_filter_lookups_total\": " << r.host_lookups_total
-                 << ", \"host_rows_landed_total\": " << r.host_landed_total
-                 << ", \"host_fc_rate\": "
-                 << (r.host_lookups_total > 0 ? 1 - r.host_landed_total / r.host_lookups_total : -1)
-                 << ", \"per_host\": " << per_host_json(r.per_host)
-                 << ", \"wait_tail_s\": " << r.wait_tail << ", \"sync_tail_s\": " << r.sync_tail
-                 << ", \"compute_tail_s\": " << r.compute_tail
-                 << ", \"post_tail_s\": " << r.post_tail
-                 << ", \"progress_tail_s\": " << r.progress_tail << ", \"fc_rate\": " << d.fc
-                 << ", \"prs_per_packet\": " << d.prs_per_packet << ", \"goodput\": " << d.goodput
-                 << ", \"line_util\": " << d.util << ", \"traffic_vs_su\": " << d.traffic_vs_su
-                 << ", \"prs_vs_sa\": " << d.prs_vs_sa << ", \"engine_fc_rate\": " << r.engine_fc
-                 << ", \"engine_prs_per_packet\": " << r.engine_prs_per_packet
-                 << ", \"remote_nnz_total\": " << vol.remote_nnz_total
-                 << ", \"unique_remote_total\": " << vol.unique_total
-                 << ", \"min_wire_total\": " << vol.min_wire_total
-                 << ", \"min_wire_tail\": " << vol.min_wire_tail
-                 << ", \"min_property_total\": " << vol.min_property_total
-                 << ", \"min_property_tail\": " << vol.min_property_tail
-                 << ", \"hosts\": " << vol.hosts.hosts
-                 << ", \"host_min_payload_total\": " << vol.host_min_payload
-                 << ", \"rank_host_payload_total\": " << vol.rank_host_payload
-                 << ", \"engine_stats\": " << (r.engine_json.empty() ? "null" : r.engine_json)
-                 << "}";
-            first_record = false;
+        // [{"inter_host_bytes": .., "inter_host_messages": .., "intra_host_bytes": ..,
+        // "rows_landed": ..}]
+        bench::Json per_host_json(const std::vector<double>& v) {
+          bench::Json out = bench::Json::array();
+          for (std::size_t h = 0; h + 3 < v.size(); h += 4) {
+            out.push_back({{"inter_host_bytes", v[h]},
+                           {"inter_host_messages", v[h + 1]},
+                           {"intra_host_bytes", v[h + 2]},
+                           {"rows_landed", v[h + 3]}});
           }
-          std::fflush(stdout);
+          return out;
         }
+
+        if (rank == 0) report_width(a, tag, kernel, k, results, vol, line_rate, o, doc["results"]);
       }
     }
-    json << "\n  ]\n}\n";
     if (rank == 0 && exit_code != 0) {
       std::printf("\n*** SOME MODES DISAGREE WITH ideal OR FAILED (see above) ***\n");
     }
-    if (!o.json.empty()) {
-      std::string write_error;
-      if (rank == 0) {
-        write_error = write_file(o.json, json.str());
-        if (write_error.empty()) std::printf("\nwrote %s\n", o.json.c_str());
-      }
-      std::fflush(stdout);
-      if (agreed_error(rank, write_error)) exit_code = kExitError;
-    }
+    if (!o.json.empty() && write_report(o, doc, rank) != 0) exit_code = kExitError;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "netsparse_bench (rank %d): %s\n", rank, e.what());
     exit_code = kExitError;

@@ -21,14 +21,15 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "emulate/cluster.hpp"
 #include "emulate/workload.hpp"
 #include "netsparse/netsparse.h"
+#include "report.hpp"
 
 namespace {
 
@@ -53,13 +54,7 @@ struct Options {
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::cerr << "netsparse_emulate: " << why
-            << "\nusage: netsparse_emulate [--nodes N] [--racks R] [--matrix gen:kron:S|"
-               "gen:road:W|gen:stencil:N|FILE.mtx] [--kernel spmm] [--K K] [--mechanisms "
-               "rig|filter|coalesce|nic|switch[,...]|all] [--seed S] [--batch N] [--units U,..] "
-               "[--delay CYCLES,..] [--grid CYCLES] [--sa-cores C] [--sa-item-ns NS] [--verify] "
-               "[--json FILE] "
-               "[--traffic FILE]\n";
+  std::cerr << "netsparse_emulate: " << why << " (see --help)\n";
   std::exit(2);
 }
 
@@ -97,65 +92,42 @@ Exit codes: 0 done, 2 bad options, 3 a check failed ("checks: FAILED").
 )";
 
 Options parse(int argc, char** argv) {
+  namespace nb = netsparse::bench;
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << kHelp;
-      std::exit(0);
-    }
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(a + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (a == "--nodes")
-        o.nodes = std::stoi(value());
-      else if (a == "--racks")
-        o.racks = std::stoi(value());
-      else if (a == "--matrix")
-        o.matrix = value();
-      else if (a == "--kernel")
-        o.kernel = value();
-      else if (a == "--K") {
-        o.Ks.clear();
-        std::stringstream list(value());
-        for (std::string k; std::getline(list, k, ',');)
-          o.Ks.push_back(static_cast<std::uint32_t>(std::stoul(k)));
-      } else if (a == "--sa-cores")
-        o.sa_cores = std::stoi(value());
-      else if (a == "--sa-item-ns")
-        o.sa_item_ns = std::stod(value());
-      else if (a == "--verify")
-        o.verify = true;
-      else if (a == "--mechanisms")
-        o.mechanisms = value();
-      else if (a == "--seed")
-        o.seed = std::stoull(value());
-      else if (a == "--batch") {
-        const std::string v = value();
-        o.batch = v == "auto" ? 0 : static_cast<std::uint32_t>(std::stoul(v));
-      } else if (a == "--units") {
-        o.units.clear();
-        std::stringstream list(value());
-        for (std::string u; std::getline(list, u, ',');) o.units.push_back(std::stoi(u));
-      } else if (a == "--delay") {
-        o.delays.clear();
-        std::stringstream list(value());
-        for (std::string d; std::getline(list, d, ',');)
-          o.delays.push_back(static_cast<std::uint32_t>(std::stoul(d)));
-      } else if (a == "--grid") {
-        o.grid = static_cast<std::uint32_t>(std::stoul(value()));
-      } else if (a == "--json")
-        o.json = value();
-      else if (a == "--traffic")
-        o.traffic = value();
-      else
-        usage("unknown option " + a);
-    } catch (const std::logic_error&) {
-      usage("bad value for " + a);
-    }
-  }
+  CLI::App app{"netsparse_emulate"};
+  app.add_option("--nodes", o.nodes)->check(CLI::Range(1, 1 << 20));
+  app.add_option("--racks", o.racks)->check(CLI::Range(1, 1 << 20));
+  app.add_option("--matrix", o.matrix);
+  app.add_option("--kernel", o.kernel);
+  app.add_option_function<std::string>("--K", [&](const std::string& v) {
+    o.Ks.clear();
+    for (long long k : nb::int_list("--K", v, 1, 1 << 20))
+      o.Ks.push_back(static_cast<std::uint32_t>(k));
+  });
+  app.add_option("--sa-cores", o.sa_cores)->check(CLI::Range(1, 1 << 20));
+  app.add_option("--sa-item-ns", o.sa_item_ns)->check(CLI::Range(0.0, 1e9));
+  app.add_flag("--verify", o.verify);
+  app.add_option("--mechanisms", o.mechanisms);
+  app.add_option("--seed", o.seed);
+  app.add_option_function<std::string>("--batch", [&](const std::string& v) {
+    o.batch =
+        v == "auto" ? 0 : static_cast<std::uint32_t>(nb::int_list("--batch", v, 1, 1LL << 31)[0]);
+  });
+  app.add_option_function<std::string>("--units", [&](const std::string& v) {
+    o.units.clear();
+    for (long long u : nb::int_list("--units", v, 1, 64)) o.units.push_back(static_cast<int>(u));
+  });
+  app.add_option_function<std::string>("--delay", [&](const std::string& v) {
+    o.delays.clear();
+    for (long long d : nb::int_list("--delay", v, 0, 1LL << 31))
+      o.delays.push_back(static_cast<std::uint32_t>(d));
+  });
+  app.add_option("--grid", o.grid);
+  app.add_option("--json", o.json);
+  app.add_option("--traffic", o.traffic);
+  const int code = nb::finish_command_line(nb::parse_command_line(app, argc, argv),
+                                           "netsparse_emulate", kHelp, true);
+  if (code >= 0) std::exit(code);
   if (o.kernel != "spmm") usage("only --kernel spmm is emulated");
   for (std::uint32_t k : o.Ks)
     if (k == 0) usage("--K must be >= 1");
@@ -185,13 +157,13 @@ struct Derived {
 };
 
 // Writes the JSON document so far (`complete` false while steps remain).
-bool write_json(const std::string& path, const std::string& head, double load_s, bool complete) {
+bool write_json(const std::string& path, netsparse::bench::Json doc, double load_s, bool complete) {
   if (path.empty()) return true;
-  std::ofstream f(path);
-  f << head << "],\"load_s\":" << load_s << ",\"complete\":" << (complete ? "true" : "false")
-    << "}\n";
-  if (!f) {
-    std::cerr << "netsparse_emulate: cannot write " << path << "\n";
+  doc["load_s"] = load_s;
+  doc["complete"] = complete;
+  const std::string problem = netsparse::bench::write_json(path, doc, -1);
+  if (!problem.empty()) {
+    std::cerr << "netsparse_emulate: " << problem << "\n";
     return false;
   }
   return true;
@@ -301,8 +273,7 @@ int main(int argc, char** argv) {
   if (o.mechanisms == "all") {
     steps.assign(ladder().begin(), ladder().end());
   } else {
-    std::stringstream list(o.mechanisms);
-    for (std::string name; std::getline(list, name, ',');) {
+    for (const std::string& name : netsparse::bench::split(o.mechanisms)) {
       const LadderStep* s = find_step(name);
       if (s == nullptr) usage("unknown --mechanisms " + name);
       steps.push_back(*s);
@@ -317,12 +288,16 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::ostringstream head;
-  head << "{\"matrix\":\"" << o.matrix << "\",\"nodes\":" << o.nodes << ",\"racks\":" << o.racks
-       << ",\"batch\":" << batch << ",\"table4_distinct_destinations\":" << table4
-       << ",\"table1\":{\"useful_per_node\":" << t1_useful << ",\"su_redundant_per_node\":" << t1_su
-       << ",\"sa_redundant_per_node\":" << t1_sa << "},\"experiments\":[";
-  std::string done_experiments;
+  netsparse::bench::Json doc;
+  doc["matrix"] = o.matrix;
+  doc["nodes"] = o.nodes;
+  doc["racks"] = o.racks;
+  doc["batch"] = batch;
+  doc["table4_distinct_destinations"] = table4;
+  doc["table1"] = {{"useful_per_node", t1_useful},
+                   {"su_redundant_per_node", t1_su},
+                   {"sa_redundant_per_node", t1_sa}};
+  doc["experiments"] = netsparse::bench::Json::array();
   int failed_checks = 0;
   for (std::size_t ki = 0; ki < o.Ks.size(); ++ki) {
     const std::uint32_t K = o.Ks[ki];
@@ -358,9 +333,12 @@ int main(int argc, char** argv) {
                             (sa_opt_us * 1e-6) / line_Bps
                       : 0.0,
         sa_tail);
-    std::ostringstream js;
-    js << "{\"K\":" << K << ",\"su_opt_us\":" << su_opt_us << ",\"sa_opt_us\":" << sa_opt_us
-       << ",\"sa_item_ns\":" << item_ns << ",\"sa_cores\":" << o.sa_cores << ",\"runs\":[";
+    doc["experiments"].push_back({{"K", K},
+                                  {"su_opt_us", su_opt_us},
+                                  {"sa_opt_us", sa_opt_us},
+                                  {"sa_item_ns", item_ns},
+                                  {"sa_cores", o.sa_cores},
+                                  {"runs", netsparse::bench::Json::array()}});
     std::printf("%-9s %9s %6s %9s %9s %7s %8s %9s %10s %11s %11s %9s %12s\n", "mechanisms",
                 "time_us", "F+C%", "PRs/rdpk", "PRs/rspk", "hit%", "goodput%", "line%",
                 "traffic/SU", "speedup/SU", "speedup/SA", "wall_s", "PRs/wall_s");
@@ -506,25 +484,33 @@ int main(int argc, char** argv) {
             t.rx_packets ? t.rx_wait_ps * us / t.rx_packets : 0.0, hub,
             static_cast<unsigned long long>(max_served), r.nodes[hub].done_ps * us);
       }
-      js << (k ? "," : "") << "{\"mechanisms\":\"" << s.name << "\",\"units\":" << runs[k].units
-         << ",\"nic_delay_cycles\":" << runs[k].delay << ",\"tail_node\":" << d.tail
-         << ",\"time_us\":" << d.time_us << ",\"fc_rate\":" << d.fc_rate
-         << ",\"read_prs_per_packet\":" << d.read_prs_per_packet
-         << ",\"response_prs_per_packet\":" << d.resp_prs_per_packet
-         << ",\"pcache_hit_rate\":" << d.hit_rate << ",\"goodput\":" << d.goodput
-         << ",\"line_utilisation\":" << d.line_util << ",\"traffic_vs_su\":" << d.traffic_vs_su
-         << ",\"su_opt_us\":" << d.su_opt_us << ",\"speedup_over_su_opt\":" << d.speedup_su
-         << ",\"speedup_over_sa_opt\":" << speedup_sa << ",\"prs_vs_sa\":" << prs_vs_sa
-         << ",\"checks_ok\":" << (failures.empty() ? "true" : "false") << ",\"events\":" << r.events
-         << ",\"simulated_prs\":" << requested << ",\"wall_s\":" << wall
-         << ",\"failed_wrs\":" << failed << "}";
+      doc["experiments"].back()["runs"].push_back(
+          {{"mechanisms", s.name},
+           {"units", runs[k].units},
+           {"nic_delay_cycles", runs[k].delay},
+           {"tail_node", d.tail},
+           {"time_us", d.time_us},
+           {"fc_rate", d.fc_rate},
+           {"read_prs_per_packet", d.read_prs_per_packet},
+           {"response_prs_per_packet", d.resp_prs_per_packet},
+           {"pcache_hit_rate", d.hit_rate},
+           {"goodput", d.goodput},
+           {"line_utilisation", d.line_util},
+           {"traffic_vs_su", d.traffic_vs_su},
+           {"su_opt_us", d.su_opt_us},
+           {"speedup_over_su_opt", d.speedup_su},
+           {"speedup_over_sa_opt", speedup_sa},
+           {"prs_vs_sa", prs_vs_sa},
+           {"checks_ok", failures.empty()},
+           {"events", r.events},
+           {"simulated_prs", requested},
+           {"wall_s", wall},
+           {"failed_wrs", failed}});
       // Each step's results are kept as soon as it ends: a long ladder loses nothing if stopped.
       std::fflush(stdout);
       const bool last = k + 1 == runs.size() && ki + 1 == o.Ks.size();
-      if (!write_json(o.json, head.str() + done_experiments + js.str() + "]}", load_s, last))
-        return 1;
+      if (!write_json(o.json, doc, load_s, last)) return 1;
     }
-    done_experiments += js.str() + "]}" + (ki + 1 < o.Ks.size() ? "," : "");
   }
   return failed_checks != 0 ? 3 : 0;
 }

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "emulate/workload.hpp"
 #include "netsparse/netsparse_mpi.h"
 
@@ -68,46 +69,30 @@ Exit codes: 0 done, 1 a run failed (error, failed work request or wrong property
 }
 
 Options parse(int argc, char** argv, int rank) {
+  namespace nb = netsparse::bench;
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      if (rank == 0) std::cout << kHelp;
-      MPI_Finalize();
-      std::exit(0);
-    }
-    if (i + 1 >= argc) bad_usage(a + " needs a value", rank);
-    const std::string v = argv[++i];
-    try {
-      if (a == "--matrix") {
-        o.matrix = v;
-      } else if (a == "--K") {
-        o.Ks.clear();
-        std::stringstream list(v);
-        for (std::string k; std::getline(list, k, ',');) {
-          const unsigned long K = std::stoul(k);
-          if (K == 0 || K > 4096) bad_usage("--K values must be in [1, 4096]", rank);
-          o.Ks.push_back(static_cast<std::uint32_t>(K));
-        }
-      } else if (a == "--mechanisms") {
-        o.mechanisms = v;
-      } else if (a == "--seed") {
-        o.seed = std::stoull(v);
-      } else if (a == "--batch") {
-        o.batch = v == "auto" ? 0 : static_cast<std::uint32_t>(std::stoul(v));
-      } else if (a == "--units") {
-        o.units = std::stoi(v);
-      } else if (a == "--traffic") {
-        o.traffic = v;
-      } else {
-        bad_usage("unknown option " + a, rank);
-      }
-    } catch (const std::logic_error&) {
-      bad_usage("bad value for " + a, rank);
-    }
+  CLI::App app{"netsparse_emulate_mpi"};
+  app.add_option("--matrix", o.matrix);
+  app.add_option_function<std::string>("--K", [&](const std::string& v) {
+    o.Ks.clear();
+    for (long long k : nb::int_list("--K", v, 1, 4096))
+      o.Ks.push_back(static_cast<std::uint32_t>(k));
+  });
+  app.add_option("--mechanisms", o.mechanisms);
+  app.add_option("--seed", o.seed);
+  app.add_option_function<std::string>("--batch", [&](const std::string& v) {
+    o.batch =
+        v == "auto" ? 0 : static_cast<std::uint32_t>(nb::int_list("--batch", v, 1, 1LL << 31)[0]);
+  });
+  app.add_option("--units", o.units)->check(CLI::Range(1, 1 << 20));
+  app.add_option("--traffic", o.traffic);
+  const nb::CliResult r = nb::parse_command_line(app, argc, argv);
+  if (r.kind == nb::CliResult::Kind::error) bad_usage(r.error, rank);
+  if (r.kind == nb::CliResult::Kind::help) {
+    if (rank == 0) std::cout << kHelp;
+    MPI_Finalize();
+    std::exit(0);
   }
-  if (o.Ks.empty()) bad_usage("--K needs values", rank);
-  if (o.units < 1) bad_usage("--units must be >= 1", rank);
   return o;
 }
 
@@ -219,8 +204,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const Options o = parse(argc, argv, rank);
   std::vector<LadderStep> steps;
-  std::stringstream list(o.mechanisms);
-  for (std::string name; std::getline(list, name, ',');) {
+  for (const std::string& name : netsparse::bench::split(o.mechanisms)) {
     const LadderStep* s = find_step(name);
     if (s == nullptr || s->tor)
       bad_usage("--mechanisms " + name + ": one of rig, filter, coalesce, nic", rank);

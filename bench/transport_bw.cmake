@@ -3,6 +3,7 @@
 if(TARGET netsparse_transport)
   add_executable(bench_transport_bw ${CMAKE_CURRENT_SOURCE_DIR}/bench_transport_bw.cpp)
   # Measures the transports themselves: white-box headers.
-  target_link_libraries(bench_transport_bw PRIVATE netsparse_transport netsparse_internal MPI::MPI_CXX
+  target_link_libraries(bench_transport_bw PRIVATE netsparse_transport netsparse_internal
+    netsparse_bench_common MPI::MPI_CXX
     netsparse_build_flags)
 endif()

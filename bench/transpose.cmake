@@ -4,6 +4,7 @@
 if(TARGET netsparse_transpose AND TARGET netsparse_kernels AND TARGET netsparse_sparse)
   add_executable(bench_transpose ${CMAKE_CURRENT_SOURCE_DIR}/bench_transpose.cpp)
   target_link_libraries(bench_transpose PRIVATE netsparse_transpose netsparse_kernels
+    netsparse_bench_common
     netsparse_config netsparse_internal
     netsparse_sparse Eigen3::Eigen OpenMP::OpenMP_CXX netsparse_build_flags)
   target_compile_options(bench_transpose PRIVATE -O3)

@@ -11,6 +11,8 @@ pkgs=(
   libopenmpi-dev openmpi-bin
   libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev
+  # the benchmarks' and tools' command lines and JSON (bench/common, lib JSON writers)
+  libcli11-dev nlohmann-json3-dev
   clang clang-format libclang-rt-14-dev libomp-dev
   python3 python3-matplotlib
   # the Python module (python/) and its tests; PETSc interop (include/netsparse/petsc.hpp)

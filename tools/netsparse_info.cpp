@@ -9,6 +9,8 @@
 #include <exception>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 #include "config/settings.hpp"
 #include "netsparse/config.h"
 #include "netsparse/local_kernels.hpp"
@@ -109,13 +111,23 @@ int print_table() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && std::strcmp(argv[1], "--markdown") == 0) {
+  CLI::App app{
+      "netsparse_info: the build's transports and kernel instruction sets, and the "
+      "configuration table with the values in effect (exit 1 if a value is bad)"};
+  bool markdown = false;
+  app.add_flag("--markdown", markdown, "print the environment table as the README's Markdown");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "netsparse_info: %s\nusage: netsparse_info [--markdown]\n", e.what());
+    return 2;
+  }
+  if (markdown) {
     print_markdown();
     return 0;
-  }
-  if (argc != 1) {
-    std::fprintf(stderr, "usage: %s [--markdown]\n", argv[0]);
-    return 2;
   }
   return print_table();
 }

@@ -1,7 +1,6 @@
 // The C API of netsparse.h over the RIG engine. Every entry point validates its arguments,
 // catches every exception (none crosses the C boundary) and records the reason of a failure for
 // ns_last_error().
-#include <cinttypes>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -9,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "config/settings.hpp"
 #include "netsparse/config.h"
@@ -701,9 +702,9 @@ namespace {
 
 // The configuration table's variables with the values in effect (config/settings.hpp): the
 // default when unset, the raw text when it is malformed (the context opened before it was set).
-std::string environment_json() {
+nlohmann::ordered_json environment_json() {
   namespace cf = netsparse::config;
-  std::string j = "{";
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
   for (int i = 0; i < static_cast<int>(cf::Env::kCount); ++i) {
     const auto e = static_cast<cf::Env>(i);
     std::string value;
@@ -712,14 +713,84 @@ std::string environment_json() {
     } catch (const std::invalid_argument&) {
       value = cf::raw(e);
     }
-    std::string quoted;
-    for (const char ch : value) {
-      if (ch == '"' || ch == '\\') quoted += '\\';
-      if (static_cast<unsigned char>(ch) >= 0x20) quoted += ch;
-    }
-    j += std::string(i == 0 ? "" : ",") + "\"" + cf::setting(e).name + "\":\"" + quoted + "\"";
+    j[cf::setting(e).name] = value;
   }
-  return j + "}";
+  return j;
+}
+
+double ratio(std::uint64_t num, std::uint64_t den) {
+  return den == 0 ? 0.0 : static_cast<double>(num) / static_cast<double>(den);
+}
+
+// ns_stats_json's document; ordered_json keeps the fields in the order they have always had.
+nlohmann::ordered_json stats_document(const ns_context* ctx) {
+  const Engine::Snapshot s = ctx->snapshot();
+  const Config& cfg = ctx->config();
+  nlohmann::ordered_json j;
+  j["version"] = NETSPARSE_VERSION_STRING;
+  j["rank"] = ctx->rank();
+  j["size"] = ctx->size();
+  j["transport"] = ctx->transport_name();
+  j["transport_detail"] = ctx->transport_detail();
+  j["config"] = {{"client_units", cfg.client_units},
+                 {"server_units", cfg.server_units},
+                 {"progress", cfg.progress_mode == NS_PROGRESS_INLINE ? "inline" : "thread"},
+                 {"progress_reason", cfg.progress_reason},
+                 {"packet_bytes", cfg.packet_bytes},
+                 {"concat_delay_ns", cfg.delay_ns},
+                 {"pending_entries", cfg.pending_entries},
+                 {"watchdog_ms", cfg.watchdog_ms},
+                 {"idx_chunk", cfg.idx_chunk},
+                 {"filter", cfg.filter_on()},
+                 {"coalesce", cfg.coalesce_on()},
+                 {"concat", cfg.concat_on()},
+                 {"virtual_queues", cfg.virtual_queues},
+                 {"wire", cfg.compact_wire() ? "compact" : "paper"}};
+  j["environment"] = environment_json();
+  nlohmann::ordered_json& stats = j["stats"] = nlohmann::ordered_json::object();
+  for (int k = 0; k < NS_STAT__COUNT; ++k) stats[kStatNames[k]] = stat_of(s, k);
+  j["prs_per_packet"] = prs_per_packet(s);
+  j["read_prs_per_packet"] = s.concat.prs_per_packet(0);
+  j["response_prs_per_packet"] = s.concat.prs_per_packet(1);
+  j["fc_rate"] = ratio(s.client.filtered + s.client.coalesced, s.client.requested);
+  static_assert(netsparse::concat::kNumFlushCauses == 5, "one JSON field per flush cause");
+  j["flushes"] = {{"full", s.concat.flushes[0]},
+                  {"expired", s.concat.flushes[1]},
+                  {"explicit", s.concat.flushes[2]},
+                  {"pool_pressure", s.concat.flushes[3]},
+                  {"unqueued", s.concat.flushes[4]}};
+  const int inv = netsparse::concat::type_index(netsparse::concat::PrType::kInvalid);
+  const int ctl = netsparse::concat::type_index(netsparse::concat::PrType::kControl);
+  j["signals"] = {{"invalid_packets", s.concat.packets[inv]},
+                  {"invalid_bytes", s.concat.wire_bytes[inv]},
+                  {"control_packets", s.concat.packets[ctl]},
+                  {"control_bytes", s.concat.wire_bytes[ctl]}};
+  j["frames"] = {{"sent", s.frames.frames},
+                 {"packets", s.frames.frame_packets},
+                 {"bytes", s.frames.frame_bytes},
+                 {"packets_per_frame", ratio(s.frames.frame_packets, s.frames.frames)},
+                 {"retries", s.frames.retries},
+                 {"dropped", s.frames.dropped},
+                 {"received", s.frames_in}};
+  if (s.profiled) {
+    nlohmann::ordered_json& profile = j["profile"] = {{"steps", s.steps}};
+    for (int k = 0; k < 5; ++k)
+      profile[std::string(Engine::kStageNames[k]) + "_ns"] = s.stage_ns[k];
+  }
+  j["engine"] = {{"completions", s.completions},
+                 {"packets_in", s.packets_in},
+                 {"control_prs", s.control_prs},
+                 {"released_prs", s.client.released},
+                 {"stale_waiters", s.client.stale_waiters},
+                 {"transport_bytes_sent", s.tx_bytes}};
+  j["plans"] = {{"installs", s.plans.installs},
+                {"refused", s.plans.refused},
+                {"stale", s.plans.stale},
+                {"malformed", s.plans.malformed}};
+  j["scatter"] = {{"refused", s.scatters.refused},
+                  {"stale", s.scatters.stale},
+                  {"malformed", s.scatters.malformed}};
+  return j;
 }
 
 }  // namespace
@@ -731,70 +802,9 @@ extern "C" int ns_stats_json(const ns_context* ctx, char* buf, size_t len) {
   if (!live(ctx, HandleKind::kContext))
     return not_live("ns_stats_json", "ctx", HandleKind::kContext);
   return guarded("ns_stats_json", [&]() -> int {
-    const Engine::Snapshot s = ctx->snapshot();
-    const Config& cfg = ctx->config();
-    std::string j;
-    char tmp[256];
-    auto add = [&](const char* fmt, auto... args) {
-      std::snprintf(tmp, sizeof tmp, fmt, args...);
-      j += tmp;
-    };
-    add("{\"version\":\"%s\",\"rank\":%d,\"size\":%d,\"transport\":\"%s\",",
-        NETSPARSE_VERSION_STRING, ctx->rank(), ctx->size(), ctx->transport_name());
-    j += "\"transport_detail\":\"" + ctx->transport_detail() + "\",";
-    add("\"config\":{\"client_units\":%d,\"server_units\":%d,\"progress\":\"%s\",",
-        cfg.client_units, cfg.server_units,
-        cfg.progress_mode == NS_PROGRESS_INLINE ? "inline" : "thread");
-    j += "\"progress_reason\":\"" + cfg.progress_reason + "\",";
-    add("\"packet_bytes\":%u,\"concat_delay_ns\":%" PRIu64 ",\"pending_entries\":%u,",
-        cfg.packet_bytes, cfg.delay_ns, cfg.pending_entries);
-    add("\"watchdog_ms\":%u,\"idx_chunk\":%u,\"filter\":%s,\"coalesce\":%s,\"concat\":%s,",
-        cfg.watchdog_ms, cfg.idx_chunk, cfg.filter_on() ? "true" : "false",
-        cfg.coalesce_on() ? "true" : "false", cfg.concat_on() ? "true" : "false");
-    add("\"virtual_queues\":%s,\"wire\":\"%s\"},", cfg.virtual_queues ? "true" : "false",
-        cfg.compact_wire() ? "compact" : "paper");
-    j += "\"environment\":" + environment_json() + ",\"stats\":{";
-    for (int k = 0; k < NS_STAT__COUNT; ++k) {
-      add("%s\"%s\":%" PRIu64, k == 0 ? "" : ",", kStatNames[k], stat_of(s, k));
-    }
-    add("},\"prs_per_packet\":%.4f,", prs_per_packet(s));
-    add("\"read_prs_per_packet\":%.4f,\"response_prs_per_packet\":%.4f,",
-        s.concat.prs_per_packet(0), s.concat.prs_per_packet(1));
-    const std::uint64_t req = s.client.requested;
-    add("\"fc_rate\":%.6f,",
-        req == 0 ? 0.0 : double(s.client.filtered + s.client.coalesced) / double(req));
-    add("\"flushes\":{\"full\":%" PRIu64 ",\"expired\":%" PRIu64 ",\"explicit\":%" PRIu64
-        ",\"pool_pressure\":%" PRIu64 ",\"unqueued\":%" PRIu64 "},",
-        s.concat.flushes[0], s.concat.flushes[1], s.concat.flushes[2], s.concat.flushes[3],
-        s.concat.flushes[4]);
-    static_assert(netsparse::concat::kNumFlushCauses == 5, "one JSON field per flush cause");
-    const int inv = netsparse::concat::type_index(netsparse::concat::PrType::kInvalid);
-    const int ctl = netsparse::concat::type_index(netsparse::concat::PrType::kControl);
-    add("\"signals\":{\"invalid_packets\":%" PRIu64 ",\"invalid_bytes\":%" PRIu64
-        ",\"control_packets\":%" PRIu64 ",\"control_bytes\":%" PRIu64 "},",
-        s.concat.packets[inv], s.concat.wire_bytes[inv], s.concat.packets[ctl],
-        s.concat.wire_bytes[ctl]);
-    add("\"frames\":{\"sent\":%" PRIu64 ",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64
-        ",\"packets_per_frame\":%.3f,\"retries\":%" PRIu64 ",\"dropped\":%" PRIu64
-        ",\"received\":%" PRIu64 "},",
-        s.frames.frames, s.frames.frame_packets, s.frames.frame_bytes,
-        s.frames.frames == 0 ? 0.0 : double(s.frames.frame_packets) / double(s.frames.frames),
-        s.frames.retries, s.frames.dropped, s.frames_in);
-    if (s.profiled) {
-      add("\"profile\":{\"steps\":%" PRIu64, s.steps);
-      for (int k = 0; k < 5; ++k) add(",\"%s_ns\":%" PRIu64, Engine::kStageNames[k], s.stage_ns[k]);
-      j += "},";
-    }
-    add("\"engine\":{\"completions\":%" PRIu64 ",\"packets_in\":%" PRIu64 ",", s.completions,
-        s.packets_in);
-    add("\"control_prs\":%" PRIu64 ",\"released_prs\":%" PRIu64 ",\"stale_waiters\":%" PRIu64
-        ",\"transport_bytes_sent\":%" PRIu64 "},",
-        s.control_prs, s.client.released, s.client.stale_waiters, s.tx_bytes);
-    add("\"plans\":{\"installs\":%" PRIu64 ",\"refused\":%" PRIu64 ",\"stale\":%" PRIu64
-        ",\"malformed\":%" PRIu64 "},",
-        s.plans.installs, s.plans.refused, s.plans.stale, s.plans.malformed);
-    add("\"scatter\":{\"refused\":%" PRIu64 ",\"stale\":%" PRIu64 ",\"malformed\":%" PRIu64 "}}",
-        s.scatters.refused, s.scatters.stale, s.scatters.malformed);
+    // Invalid UTF-8 in a string (a device name, an environment value) is replaced, not thrown.
+    const std::string j =
+        stats_document(ctx).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     if (len > 0) {
       const std::size_t n = std::min(len - 1, j.size());
       std::memcpy(buf, j.data(), n);

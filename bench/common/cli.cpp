@@ -1,0 +1,108 @@
+#include "cli.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+namespace netsparse::bench {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep)) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+CliResult parse_command_line(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+    return {};
+  } catch (const CLI::CallForHelp&) {
+    return {CliResult::Kind::help, ""};
+  } catch (const CLI::CallForAllHelp&) {
+    return {CliResult::Kind::help, ""};
+  } catch (const CLI::ParseError& e) {
+    return {CliResult::Kind::error, e.what()};
+  }
+}
+
+int finish_command_line(const CliResult& r, const char* program, const char* help, bool print,
+                        int error_exit) {
+  switch (r.kind) {
+    case CliResult::Kind::run:
+      return -1;
+    case CliResult::Kind::help:
+      if (print) std::fputs(help, stdout);
+      return 0;
+    case CliResult::Kind::error:
+      if (print) std::fprintf(stderr, "%s: %s (see --help)\n", program, r.error.c_str());
+      return error_exit;
+  }
+  return error_exit;
+}
+
+namespace {
+
+[[noreturn]] void bad_list(const std::string& option, const std::string& value,
+                           const std::string& want) {
+  throw CLI::ValidationError(option, "needs " + want + ", got '" + value + "'");
+}
+
+}  // namespace
+
+std::vector<long long> int_list(const std::string& option, const std::string& value, long long lo,
+                                long long hi) {
+  const std::string want = "a comma-separated list of integers in [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "]";
+  std::vector<long long> out;
+  for (const std::string& item : split(value)) {
+    std::size_t pos = 0;
+    long long x = 0;
+    try {
+      x = std::stoll(item, &pos);
+    } catch (const std::exception&) {
+      bad_list(option, value, want);
+    }
+    if (pos != item.size() || x < lo || x > hi) bad_list(option, value, want);
+    out.push_back(x);
+  }
+  if (out.empty()) bad_list(option, value, want);
+  return out;
+}
+
+std::vector<double> positive_list(const std::string& option, const std::string& value) {
+  const std::string want = "a comma-separated list of numbers > 0";
+  std::vector<double> out;
+  for (const std::string& item : split(value)) {
+    std::size_t pos = 0;
+    double x = 0;
+    try {
+      x = std::stod(item, &pos);
+    } catch (const std::exception&) {
+      bad_list(option, value, want);
+    }
+    if (pos != item.size() || !(x > 0)) bad_list(option, value, want);
+    out.push_back(x);
+  }
+  if (out.empty()) bad_list(option, value, want);
+  return out;
+}
+
+std::vector<std::string> member_list(const std::string& option, const std::string& value,
+                                     const std::vector<std::string>& allowed) {
+  std::string names;
+  for (const std::string& a : allowed) names += (names.empty() ? "" : ", ") + a;
+  std::vector<std::string> out = split(value);
+  for (const std::string& item : out) {
+    if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
+      throw CLI::ValidationError(option, "unknown item '" + item + "' (" + names + ")");
+    }
+  }
+  if (out.empty()) bad_list(option, value, "at least one of " + names);
+  return out;
+}
+
+}  // namespace netsparse::bench

@@ -1,0 +1,19 @@
+// The statistics every benchmark reports: medians over rounds, the slowest rank's value.
+#pragma once
+
+#include <mpi.h>
+
+#include <vector>
+
+namespace netsparse::bench {
+
+// The median of `v` (the mean of the two middle values for an even count); 0 when empty.
+double median(std::vector<double> v);
+
+// `v` reduced over the ranks of `comm` with `op` (every rank gets the result; collective).
+double reduce_over_ranks(double v, MPI_Op op, MPI_Comm comm = MPI_COMM_WORLD);
+
+// The slowest rank's time (or the largest value) over `comm` (collective).
+double max_over_ranks(double v, MPI_Comm comm = MPI_COMM_WORLD);
+
+}  // namespace netsparse::bench
