@@ -1456,19 +1456,6 @@ int main(int argc, char** argv) {
         const Volume vol = measure_volume(a, w, kernel, k, o);
         const std::vector<Result> results = run_variants(variants, w, o, progress, tag, exit_code);
         progress.clear();
-        // [{"inter_host_bytes": .., "inter_host_messages": .., "intra_host_bytes": ..,
-        // "rows_landed": ..}]
-        bench::Json per_host_json(const std::vector<double>& v) {
-          bench::Json out = bench::Json::array();
-          for (std::size_t h = 0; h + 3 < v.size(); h += 4) {
-            out.push_back({{"inter_host_bytes", v[h]},
-                           {"inter_host_messages", v[h + 1]},
-                           {"intra_host_bytes", v[h + 2]},
-                           {"rows_landed", v[h + 3]}});
-          }
-          return out;
-        }
-
         if (rank == 0) report_width(a, tag, kernel, k, results, vol, line_rate, o, doc["results"]);
       }
     }
