@@ -10,20 +10,13 @@
 #include <vector>
 
 #include "distributed/conveyor.hpp"
+#include "mpi_test_util.hpp"
 
 namespace netsparse::dist {
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using netsparse::test::world_rank;
+using netsparse::test::world_size;
 
 std::uint64_t mix(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;

@@ -10,6 +10,7 @@
 
 #include "concat/frame.hpp"
 #include "concat/protocol.hpp"
+#include "raw_peer.hpp"
 #include "rig/config.hpp"
 #include "rig/destination.hpp"
 #include "rig/engine.hpp"
@@ -106,25 +107,11 @@ std::vector<std::byte> packet(cc::PrType type, std::uint32_t dest, std::uint32_t
 // Node 1 is a real engine owning rows [100, 200); node 0 is a raw endpoint that forges packets.
 TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
   constexpr std::uint32_t P = 24;
-  tr::InprocFabric fabric(2);
-  auto raw = fabric.endpoint(0);
-  rig::Config cfg;
-  cfg.progress_mode = NS_PROGRESS_INLINE;
-  cfg.delay_ns = 0;  // answer at once
-  ns_context engine(fabric.endpoint(1), cfg);
-  const std::vector<std::uint64_t> offsets = {0, 100, 200};
-  auto block = rigtest::make_block(100, 200, P);
-  int raw_region = -1;
-  std::thread peer([&] {
-    // The engine agrees on the region's arguments first (Engine::register_region).
-    rig::RegionAgreement me = rig::RegionAgreement::of(P, offsets.data(), 2);
-    std::vector<rig::RegionAgreement> all(2);
-    raw->allgather(&me, sizeof me, all.data());
-    raw_region = raw->register_memory(nullptr, 0);
-    raw->barrier();
-  });
-  rig::Region* mr = engine.register_region(block.data(), 100, P, offsets.data());
-  peer.join();
+  rigtest::EngineWithRawPeer c(P);
+  auto& raw = c.raw;
+  ns_context& engine = c.engine;
+  const int raw_region = c.raw_region;
+  rig::Region* mr = c.mr;
   ASSERT_NE(mr, nullptr);
 
   auto drive = [&] {
@@ -247,25 +234,11 @@ TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
 // is answered) and counted once as malformed.
 TEST(Server, FramesAreSplitAndTruncatedFramesRefused) {
   constexpr std::uint32_t P = 16;
-  tr::InprocFabric fabric(2);
-  auto raw = fabric.endpoint(0);
-  rig::Config cfg;
-  cfg.progress_mode = NS_PROGRESS_INLINE;
-  cfg.delay_ns = 0;
-  ns_context engine(fabric.endpoint(1), cfg);
-  const std::vector<std::uint64_t> offsets = {0, 100, 200};
-  auto block = rigtest::make_block(100, 200, P);
-  int raw_region = -1;
-  std::thread peer([&] {
-    // The engine agrees on the region's arguments first (Engine::register_region).
-    rig::RegionAgreement me = rig::RegionAgreement::of(P, offsets.data(), 2);
-    std::vector<rig::RegionAgreement> all(2);
-    raw->allgather(&me, sizeof me, all.data());
-    raw_region = raw->register_memory(nullptr, 0);
-    raw->barrier();
-  });
-  rig::Region* mr = engine.register_region(block.data(), 100, P, offsets.data());
-  peer.join();
+  rigtest::EngineWithRawPeer c(P);
+  auto& raw = c.raw;
+  ns_context& engine = c.engine;
+  const int raw_region = c.raw_region;
+  rig::Region* mr = c.mr;
   const std::uint32_t me = 0;
   auto join = [](std::vector<std::vector<std::byte>> parts) {
     std::vector<std::byte> f;
@@ -396,13 +369,7 @@ TEST(Engine, AFailingStepBecomesErrorCompletionsNotAnAbort) {
   ns_context engine(std::move(throwing), cfg);
   const std::vector<std::uint64_t> offsets = {0, 100, 200};
   auto block = rigtest::make_block(100, 200, P);
-  std::thread peer([&] {
-    rig::RegionAgreement me = rig::RegionAgreement::of(P, offsets.data(), 2);
-    std::vector<rig::RegionAgreement> all(2);
-    raw->allgather(&me, sizeof me, all.data());
-    raw->register_memory(nullptr, 0);
-    raw->barrier();
-  });
+  std::thread peer([&] { rigtest::join_region_registration(*raw, P, offsets); });
   rig::Region* mr = engine.register_region(block.data(), 100, P, offsets.data());
   peer.join();
   rig::Cq* cq = engine.create_cq(8);

@@ -18,107 +18,28 @@
 
 #include "netsparse/netsparse.h"
 #include "netsparse/netsparse_mpi.h"
+#include "peer_failure_harness.hpp"
 #include "rig_wr.hpp"
+
+using namespace peerfail;
 
 namespace {
 
-// Long enough that a live peer never trips it on a loaded two-core CI machine.
-constexpr std::uint32_t kWatchdogMs = 2500;
-constexpr std::uint32_t kPropBytes = 16;
-constexpr std::uint64_t kRowsPerRank = 200;
-// The victim keeps serving for this long after the start barrier, so the survivors have
-// gathered from it successfully (and have requests in flight) when it exits.
-constexpr int kVictimLifetimeMs = 400;
-// Hang guard for every wait; generous because CI shares two cores. Not a timing assertion.
-constexpr int kHangGuardMs = 30000;
 // Rounds posted to the dead victim after its first failed one: every one must fail too.
 constexpr int kRoundsAfterDeath = 3;
-// Bound on the rounds before the victim's death is noticed (each one waits for completions).
-constexpr int kMaxRoundsBeforeDeath = 100000;
-
-int rank = 0;
-int failures = 0;
-
-void fail(const std::string& what) {
-  std::fprintf(stderr, "[rank %d] FAIL: %s\n", rank, what.c_str());
-  ++failures;
-}
-
-// Byte b of global row r: a function of both, so a misplaced or stale byte is caught.
-std::uint8_t prop_byte(std::uint64_t row, std::uint32_t b) {
-  std::uint64_t x = (row + 1) * 0x9E3779B97F4A7C15ull ^ (std::uint64_t{b} + 3) * 0xC2B2AE3Dull;
-  x ^= x >> 31;
-  return static_cast<std::uint8_t>(x);
-}
-
-long long ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                               t0)
-      .count();
-}
-
-// Waits for n completions (hang guard per wait); fewer than n means the engine hung.
-std::vector<ns_wc> wait_for(ns_cq* cq, int n) {
-  std::vector<ns_wc> got;
-  ns_wc wc[4];
-  while (static_cast<int>(got.size()) < n) {
-    const int k = ns_cq_wait(cq, 4, wc, kHangGuardMs);
-    if (k < 0) {
-      fail(std::string("ns_cq_wait: ") + ns_last_error());
-      break;
-    }
-    if (k == 0) {
-      fail("no completion within the hang guard of " + std::to_string(kHangGuardMs) + " ms");
-      break;
-    }
-    got.insert(got.end(), wc, wc + k);
-  }
-  return got;
-}
-
-bool is_peer_failure(int status) {
-  return status == NS_WC_WATCHDOG_TIMEOUT || status == NS_WC_TRANSPORT_ERR;
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0, size = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
   const bool inline_progress = argc > 1 && std::strcmp(argv[1], "inline") == 0;
-  if (provided < MPI_THREAD_MULTIPLE || size < 3) {
-    std::fprintf(stderr, "[rank %d] FAIL: needs MPI_THREAD_MULTIPLE and np >= 3 (np %d)\n", rank,
-                 size);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  const int victim = size - 1;
-  const int partner = (rank + 1) % victim;
-
-  ns_context_attr attr{};
-  attr.comp_mask = NS_CTX_ATTR_PROGRESS | NS_CTX_ATTR_WATCHDOG;
-  attr.progress_mode = inline_progress ? NS_PROGRESS_INLINE : NS_PROGRESS_THREAD;
-  attr.watchdog_ms = kWatchdogMs;
-  ns_context* ctx = nullptr;
-  if (ns_open_mpi(MPI_COMM_WORLD, &attr, &ctx) != NS_OK) {
-    std::fprintf(stderr, "[rank %d] FAIL: ns_open_mpi: %s\n", rank, ns_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  std::vector<std::uint64_t> offsets(static_cast<std::size_t>(size) + 1);
-  for (int p = 0; p <= size; ++p) offsets[static_cast<std::size_t>(p)] = kRowsPerRank * p;
-  std::vector<std::uint8_t> block(kRowsPerRank * kPropBytes);
-  for (std::uint64_t r = 0; r < kRowsPerRank; ++r)
-    for (std::uint32_t b = 0; b < kPropBytes; ++b)
-      block[r * kPropBytes + b] = prop_byte(offsets[static_cast<std::size_t>(rank)] + r, b);
-  ns_mr* mr = nullptr;
-  ns_cq* cq = nullptr;
-  ns_qp* qp = nullptr;
-  if (ns_reg_props(ctx, block.data(), kRowsPerRank, kPropBytes, offsets.data(), &mr) != NS_OK ||
-      ns_create_cq(ctx, 512, &cq) != NS_OK || ns_create_qp(ctx, cq, 256, &qp) != NS_OK) {
-    std::fprintf(stderr, "[rank %d] FAIL: setup: %s\n", rank, ns_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  Job job =
+      start_job(argc, argv, inline_progress ? NS_PROGRESS_INLINE : NS_PROGRESS_THREAD, 512, 256);
+  const int size = job.size, victim = job.victim, partner = job.partner;
+  ns_context* ctx = job.ctx;
+  ns_mr* mr = job.mr;
+  ns_cq* cq = job.cq;
+  ns_qp* qp = job.qp;
+  const std::vector<std::uint64_t>& offsets = job.offsets;
   MPI_Comm survivors = MPI_COMM_NULL;
   MPI_Comm_split(MPI_COMM_WORLD, rank == victim ? MPI_UNDEFINED : 0, rank, &survivors);
   MPI_Barrier(MPI_COMM_WORLD);

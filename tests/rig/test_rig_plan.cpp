@@ -11,6 +11,7 @@
 
 #include "concat/frame.hpp"
 #include "concat/plan_wire.hpp"
+#include "raw_peer.hpp"
 #include "rig/engine.hpp"
 #include "rig_cluster.hpp"
 #include "transport/transport.hpp"
@@ -67,10 +68,7 @@ class PlanReplay : public ::testing::TestWithParam<PlanCase> {};
 
 TEST_P(PlanReplay, EqualsAFreshGatherByteForByteAndReadsCurrentData) {
   const PlanCase pc = GetParam();
-  ClusterOptions o;
-  o.nodes = pc.nodes;
-  o.P = pc.P;
-  o.attr = make_attr(NS_PROGRESS_THREAD, pc.flags);
+  ClusterOptions o = cluster_options(pc.nodes, pc.P, make_attr(NS_PROGRESS_THREAD, pc.flags));
   run_cluster(o, [&](Node& n) {
     const bool indexed = pc.layout == NS_RIG_LAYOUT_INDEXED;
     std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, pc.count, 16, 7 + n.rank);
@@ -126,10 +124,7 @@ INSTANTIATE_TEST_SUITE_P(
 // A region registered again (other partition, other data) makes the recording stale: the next
 // start records afresh, and the output follows the new region.
 TEST(Plan, RegionRegisteredAgainIsRecordedAfresh) {
-  ClusterOptions o;
-  o.nodes = 3;
-  o.P = 8;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  ClusterOptions o = cluster_options(3, 8, make_attr(NS_PROGRESS_THREAD, 0));
   run_cluster(o, [&](Node& n) {
     const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 2000, 16, 3 + n.rank);
     std::vector<std::uint8_t> out(idx.size() * n.P);
@@ -163,10 +158,7 @@ TEST(Plan, RegionRegisteredAgainIsRecordedAfresh) {
 // A start carrying NS_SEND_NEW_EPOCH, and RIG work of other epochs between starts: the replay
 // does not depend on the Idx Filter, so its output stays complete.
 TEST(Plan, EpochsBetweenStartsDoNotMatter) {
-  ClusterOptions o;
-  o.nodes = 2;
-  o.P = 16;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  ClusterOptions o = cluster_options(2, 16, make_attr(NS_PROGRESS_THREAD, 0));
   run_cluster(o, [&](Node& n) {
     const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 1000, 8, 11 + n.rank);
     std::vector<std::uint8_t> out(n.total * n.P, kSentinel), other(n.total * n.P, kSentinel);
@@ -234,10 +226,7 @@ TEST(Plan, MisuseGetsClearErrors) {
 // A peer that died between the recording and a replay: the replay fails (error completion), it
 // does not hang and writes no stale data it claims as valid.
 TEST(Plan, PeerDeadBeforeReplayFails) {
-  ClusterOptions o;
-  o.nodes = 3;
-  o.P = 8;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  ClusterOptions o = cluster_options(3, 8, make_attr(NS_PROGRESS_THREAD, 0));
   o.attr.watchdog_ms = 3000;
   o.expect_local_close = true;
   ns_fabric* fabric = nullptr;
@@ -286,24 +275,11 @@ std::vector<std::byte> plan_packet(cc::PlanType type, std::uint32_t dest, std::u
 
 TEST(PlanServer, ServesInstalledListsAndRefusesEverythingElse) {
   constexpr std::uint32_t P = 24;
-  tr::InprocFabric fabric(2);
-  auto raw = fabric.endpoint(0);
-  nrig::Config cfg;
-  cfg.progress_mode = NS_PROGRESS_INLINE;
-  cfg.delay_ns = 0;
-  ns_context engine(fabric.endpoint(1), cfg);
-  const std::vector<std::uint64_t> offsets = {0, 100, 200};
-  auto block = make_block(100, 200, P);
-  int raw_region = -1;
-  std::thread peer([&] {
-    nrig::RegionAgreement me = nrig::RegionAgreement::of(P, offsets.data(), 2);
-    std::vector<nrig::RegionAgreement> all(2);
-    raw->allgather(&me, sizeof me, all.data());
-    raw_region = raw->register_memory(nullptr, 0);
-    raw->barrier();
-  });
-  nrig::Region* mr = engine.register_region(block.data(), 100, P, offsets.data());
-  peer.join();
+  rigtest::EngineWithRawPeer c(P);
+  auto& raw = c.raw;
+  ns_context& engine = c.engine;
+  const int raw_region = c.raw_region;
+  nrig::Region* mr = c.mr;
   ASSERT_NE(mr, nullptr);
   using T = cc::PlanType;
   // Plan 5: a valid list of two chunks, then a start; plan 6: a row outside the owner's 100
