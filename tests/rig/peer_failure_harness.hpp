@@ -75,7 +75,8 @@ inline bool is_peer_failure(int status) {
 }
 
 // Every rank's context, region (kRowsPerRank rows of kPropBytes) and queues; the last rank is
-// the victim, `partner` another survivor. Aborts the job on a setup failure.
+// the victim, `partner` another survivor. Aborts the job on a setup failure; returns after a
+// barrier, every region registered.
 struct Job {
   int size = 0, victim = 0, partner = 0;
   ns_context* ctx = nullptr;
@@ -84,6 +85,7 @@ struct Job {
   ns_qp* qp = nullptr;
   std::vector<std::uint64_t> offsets;
   std::vector<std::uint8_t> block;
+  MPI_Comm survivors = MPI_COMM_NULL;  // the survivors only: still works once the victim is gone
 };
 
 inline Job start_job(int& argc, char**& argv, int progress_mode, int cqe, int qp_depth) {
@@ -120,6 +122,8 @@ inline Job start_job(int& argc, char**& argv, int progress_mode, int cqe, int qp
     std::fprintf(stderr, "[rank %d] FAIL: setup: %s\n", rank, ns_last_error());
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
+  MPI_Comm_split(MPI_COMM_WORLD, rank == j.victim ? MPI_UNDEFINED : 0, rank, &j.survivors);
+  MPI_Barrier(MPI_COMM_WORLD);  // everyone registered; the engines serve from here
   return j;
 }
 

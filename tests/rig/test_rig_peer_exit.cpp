@@ -50,17 +50,8 @@ ns_send_wr rig_wr(std::uint64_t id, ns_mr* mr, const std::vector<std::uint64_t>&
 
 int main(int argc, char** argv) {
   Job job = start_job(argc, argv, NS_PROGRESS_THREAD, 64, 32);
-  const int size = job.size, victim = job.victim, partner = job.partner;
-  ns_context* ctx = job.ctx;
-  ns_mr* mr = job.mr;
-  ns_cq* cq = job.cq;
-  ns_qp* qp = job.qp;
-  const std::vector<std::uint64_t>& offsets = job.offsets;
-  MPI_Comm survivors = MPI_COMM_NULL;
-  MPI_Comm_split(MPI_COMM_WORLD, rank == victim ? MPI_UNDEFINED : 0, rank, &survivors);
-  MPI_Barrier(MPI_COMM_WORLD);  // everyone registered; the progress threads serve from here
 
-  if (rank == victim) {
+  if (rank == job.victim) {
     // Serves the survivors for a while, then vanishes without any teardown.
     std::this_thread::sleep_for(std::chrono::milliseconds(kVictimLifetimeMs));
     std::printf("[rank %d] victim exiting now\n", rank);
@@ -70,12 +61,13 @@ int main(int argc, char** argv) {
 
   // Rows of the victim, and rows of another survivor plus this rank's own (served locally).
   std::vector<std::uint64_t> victim_rows, survivor_rows;
-  for (std::uint64_t r = offsets[victim] + static_cast<std::uint64_t>(rank);
-       r < offsets[victim + 1]; r += 3)
+  for (std::uint64_t r = job.offsets[job.victim] + static_cast<std::uint64_t>(rank);
+       r < job.offsets[job.victim + 1]; r += 3)
     victim_rows.push_back(r);
-  for (std::uint64_t r = offsets[partner]; r < offsets[partner + 1]; r += 2)
+  for (std::uint64_t r = job.offsets[job.partner]; r < job.offsets[job.partner + 1]; r += 2)
     survivor_rows.push_back(r);
-  for (std::uint64_t r = offsets[rank]; r < offsets[rank + 1]; r += 5) survivor_rows.push_back(r);
+  for (std::uint64_t r = job.offsets[rank]; r < job.offsets[rank + 1]; r += 5)
+    survivor_rows.push_back(r);
 
   // Rounds of two WRs (victim rows, survivor rows), waited for together, until the victim's WR
   // fails and then kRoundsAfterDeath more. Before the death the victim's data must be right;
@@ -85,15 +77,15 @@ int main(int argc, char** argv) {
   long long first_failure_ms = -1;
   std::vector<std::uint8_t> victim_out, survivor_out;
   for (int round = 0; round < kMaxRoundsBeforeDeath && rounds_dead <= kRoundsAfterDeath; ++round) {
-    ns_send_wr w[2] = {rig_wr(0, mr, victim_rows, victim_out),
-                       rig_wr(1, mr, survivor_rows, survivor_out)};
+    ns_send_wr w[2] = {rig_wr(0, job.mr, victim_rows, victim_out),
+                       rig_wr(1, job.mr, survivor_rows, survivor_out)};
     w[0].next = &w[1];
     const auto posted = std::chrono::steady_clock::now();
-    if (ns_post_send(qp, w, nullptr) != NS_OK) {
+    if (ns_post_send(job.qp, w, nullptr) != NS_OK) {
       fail(std::string("ns_post_send: ") + ns_last_error());
       break;
     }
-    const std::vector<ns_wc> wcs = wait_for(cq, 2);
+    const std::vector<ns_wc> wcs = wait_for(job.cq, 2);
     if (wcs.size() != 2) break;  // hang already reported
     const long long waited_ms = ms_since(posted);
     for (const ns_wc& c : wcs) {
@@ -132,9 +124,9 @@ int main(int argc, char** argv) {
   // that it went local: the region is released without the collective part when a peer is
   // known to have failed (NS_ERR_TRANSPORT from ns_close, the context freed anyway).
   const auto teardown = std::chrono::steady_clock::now();
-  const ns_status_t qp_status = ns_destroy_qp(qp);
-  const ns_status_t cq_status = ns_destroy_cq(cq);
-  const ns_status_t close_status = ns_close(ctx);
+  const ns_status_t qp_status = ns_destroy_qp(job.qp);
+  const ns_status_t cq_status = ns_destroy_cq(job.cq);
+  const ns_status_t close_status = ns_close(job.ctx);
   const bool local_reported =
       close_status == NS_ERR_TRANSPORT &&
       std::string(ns_last_error()).find("released locally") != std::string::npos;
@@ -147,10 +139,10 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   std::fflush(stderr);
   int reported[2] = {failures, 1}, total[2] = {0, 0};  // {failures, survivors that reported}
-  MPI_Allreduce(reported, total, 2, MPI_INT, MPI_SUM, survivors);
+  MPI_Allreduce(reported, total, 2, MPI_INT, MPI_SUM, job.survivors);
   if (rank == 0)
     std::printf("peer_exit: %s (%d of %d survivors reported, %d failed checks)\n",
-                total[0] == 0 && total[1] == size - 1 ? "PASS" : "FAIL", total[1], size - 1,
+                total[0] == 0 && total[1] == job.size - 1 ? "PASS" : "FAIL", total[1], job.size - 1,
                 total[0]);
   std::fflush(stdout);
   // MPI_Finalize with a dead rank hangs under orte_enable_recovery (lib/transport/README.md);

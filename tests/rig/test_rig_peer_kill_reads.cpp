@@ -34,23 +34,14 @@ int main(int argc, char** argv) {
   const bool inline_progress = argc > 1 && std::strcmp(argv[1], "inline") == 0;
   Job job =
       start_job(argc, argv, inline_progress ? NS_PROGRESS_INLINE : NS_PROGRESS_THREAD, 512, 256);
-  const int size = job.size, victim = job.victim, partner = job.partner;
-  ns_context* ctx = job.ctx;
-  ns_mr* mr = job.mr;
-  ns_cq* cq = job.cq;
-  ns_qp* qp = job.qp;
-  const std::vector<std::uint64_t>& offsets = job.offsets;
-  MPI_Comm survivors = MPI_COMM_NULL;
-  MPI_Comm_split(MPI_COMM_WORLD, rank == victim ? MPI_UNDEFINED : 0, rank, &survivors);
-  MPI_Barrier(MPI_COMM_WORLD);
 
-  if (rank == victim) {
+  if (rank == job.victim) {
     // Serves reads for a while (inline: by polling), then is killed without any teardown.
     const auto until =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(kVictimLifetimeMs);
     while (std::chrono::steady_clock::now() < until) {
       if (inline_progress)
-        ns_progress(ctx);
+        ns_progress(job.ctx);
       else
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
@@ -69,24 +60,24 @@ int main(int argc, char** argv) {
   for (int round = 0; round < kMaxRoundsBeforeDeath && rounds_dead <= kRoundsAfterDeath; ++round) {
     std::vector<ns_send_wr> w(2 * kChain);
     for (int j = 0; j < 2 * kChain; ++j) {
-      const int owner = j < kChain ? victim : partner;
-      rows[j] = offsets[owner] + static_cast<std::uint64_t>((round * 7 + j) % kRowsPerRank);
+      const int owner = j < kChain ? job.victim : job.partner;
+      rows[j] = job.offsets[owner] + static_cast<std::uint64_t>((round * 7 + j) % kRowsPerRank);
       w[j] = ns_send_wr{};
       w[j].wr_id = static_cast<std::uint64_t>(j);
       w[j].opcode = NS_WR_RDMA_READ;
       w[j].send_flags = NS_SEND_SIGNALED;
-      w[j].wr.rdma_read.mr = mr;
+      w[j].wr.rdma_read.mr = job.mr;
       w[j].wr.rdma_read.idx = rows[j];
       w[j].wr.rdma_read.out = out.data() + j * kPropBytes;
       w[j].wr.rdma_read.out_bytes = kPropBytes;
       w[j].next = j + 1 < 2 * kChain ? &w[j + 1] : nullptr;
     }
     const auto posted = std::chrono::steady_clock::now();
-    if (ns_post_send(qp, w.data(), nullptr) != NS_OK) {
+    if (ns_post_send(job.qp, w.data(), nullptr) != NS_OK) {
       fail(std::string("ns_post_send: ") + ns_last_error());
       break;
     }
-    const std::vector<ns_wc> wcs = wait_for(cq, 2 * kChain);
+    const std::vector<ns_wc> wcs = wait_for(job.cq, 2 * kChain);
     if (static_cast<int>(wcs.size()) != 2 * kChain) break;
     const long long waited_ms = ms_since(posted);
     worst_wait_ms = std::max(worst_wait_ms, waited_ms);
@@ -129,9 +120,9 @@ int main(int argc, char** argv) {
               rank, rounds_ok, rounds_dead, worst_wait_ms, ms_since(start));
 
   const auto teardown = std::chrono::steady_clock::now();
-  const ns_status_t qp_status = ns_destroy_qp(qp);
-  const ns_status_t cq_status = ns_destroy_cq(cq);
-  const ns_status_t close_status = ns_close(ctx);
+  const ns_status_t qp_status = ns_destroy_qp(job.qp);
+  const ns_status_t cq_status = ns_destroy_cq(job.cq);
+  const ns_status_t close_status = ns_close(job.ctx);
   if (qp_status != NS_OK || cq_status != NS_OK || close_status == NS_OK)
     fail("teardown: destroy_qp " + std::to_string(qp_status) + ", destroy_cq " +
          std::to_string(cq_status) + ", close " + std::to_string(close_status) + ": " +
@@ -141,10 +132,10 @@ int main(int argc, char** argv) {
   std::printf("[rank %d] %s\n", rank, failures == 0 ? "PASS" : "FAIL");
   std::fflush(stdout);
   int reported[2] = {failures, 1}, total[2] = {0, 0};
-  MPI_Allreduce(reported, total, 2, MPI_INT, MPI_SUM, survivors);
+  MPI_Allreduce(reported, total, 2, MPI_INT, MPI_SUM, job.survivors);
   if (rank == 0)
     std::printf("kill_reads: %s (%d of %d survivors reported, %d failed checks)\n",
-                total[0] == 0 && total[1] == size - 1 ? "PASS" : "FAIL", total[1], size - 1,
+                total[0] == 0 && total[1] == job.size - 1 ? "PASS" : "FAIL", total[1], job.size - 1,
                 total[0]);
   std::fflush(stdout);
   // MPI_Finalize after a peer's death hangs in Open MPI 4.1 (docs/api.md): leave without it.
