@@ -3,6 +3,8 @@
 
 #include <mpi.h>
 
+#include <cstdint>
+
 namespace netsparse::test {
 
 inline int world_rank() {
@@ -15,6 +17,14 @@ inline int world_size() {
   int s = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &s);
   return s;
+}
+
+// SplitMix64's finalizer: deterministic, well-spread test values from an index (every rank
+// computes any rank's values).
+inline std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
 }
 
 // MPI_Init_thread at MPI_THREAD_MULTIPLE for the test programs with their own main (the RIG

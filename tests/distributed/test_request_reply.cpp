@@ -18,11 +18,7 @@ namespace {
 using netsparse::test::world_rank;
 using netsparse::test::world_size;
 
-std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+using netsparse::test::mix;
 
 // The distributed table: rank `owner` holds value(owner, j) for j < kTable.
 constexpr std::uint32_t kTable = 1000;

@@ -276,34 +276,30 @@ std::vector<std::byte> plan_packet(cc::PlanType type, std::uint32_t dest, std::u
 TEST(PlanServer, ServesInstalledListsAndRefusesEverythingElse) {
   constexpr std::uint32_t P = 24;
   rigtest::EngineWithRawPeer c(P);
-  auto& raw = c.raw;
-  ns_context& engine = c.engine;
-  const int raw_region = c.raw_region;
-  nrig::Region* mr = c.mr;
-  ASSERT_NE(mr, nullptr);
+  ASSERT_NE(c.mr, nullptr);
   using T = cc::PlanType;
   // Plan 5: a valid list of two chunks, then a start; plan 6: a row outside the owner's 100
   // rows; plan 7: started without a list; plan 5 again with a wrong length; a chunk that does
   // not continue the list (plan 8); malformed packets.
-  raw->send(1, plan_packet(T::kInstall, 1, 4, 5, 1, 0, 0, {3, 99, 3}));
-  raw->send(1, plan_packet(T::kInstall, 1, 4, 5, 1, 0, 3, {0, 50}));
-  raw->send(1, plan_packet(T::kStart, 1, 0, 5, 1, 42, 5, {}));
-  raw->send(1, plan_packet(T::kInstall, 1, 4, 6, 1, 0, 0, {1, 100}));
-  raw->send(1, plan_packet(T::kStart, 1, 0, 6, 1, 43, 2, {}));
-  raw->send(1, plan_packet(T::kStart, 1, 0, 7, 1, 44, 3, {}));
-  raw->send(1, plan_packet(T::kStart, 1, 0, 5, 1, 45, 4, {}));
-  raw->send(1, plan_packet(T::kInstall, 1, 4, 8, 1, 0, 1, {1}));
-  raw->send(1, plan_packet(T::kStart, 1, 0, 8, 1, 46, 1, {}));
+  c.raw->send(1, plan_packet(T::kInstall, 1, 4, 5, 1, 0, 0, {3, 99, 3}));
+  c.raw->send(1, plan_packet(T::kInstall, 1, 4, 5, 1, 0, 3, {0, 50}));
+  c.raw->send(1, plan_packet(T::kStart, 1, 0, 5, 1, 42, 5, {}));
+  c.raw->send(1, plan_packet(T::kInstall, 1, 4, 6, 1, 0, 0, {1, 100}));
+  c.raw->send(1, plan_packet(T::kStart, 1, 0, 6, 1, 43, 2, {}));
+  c.raw->send(1, plan_packet(T::kStart, 1, 0, 7, 1, 44, 3, {}));
+  c.raw->send(1, plan_packet(T::kStart, 1, 0, 5, 1, 45, 4, {}));
+  c.raw->send(1, plan_packet(T::kInstall, 1, 4, 8, 1, 0, 1, {1}));
+  c.raw->send(1, plan_packet(T::kStart, 1, 0, 8, 1, 46, 1, {}));
   auto cut = plan_packet(T::kInstall, 1, 4, 9, 1, 0, 0, {1, 2});
   cut.pop_back();
-  raw->send(1, cut);                                                     // truncated: frame refused
-  raw->send(1, plan_packet(T::kInstall, 1, 5, 9, 1, 0, 0, {1}));         // rec_len 5 (body of 4)
-  raw->send(1, plan_packet(T::kStart, 0, 0, 9, 1, 0, 0, {}));            // wrong destination
-  raw->send(1, plan_packet(T::kRows, 1, P, 77, 1, 0, 0, {}));            // rows with n = 0
+  c.raw->send(1, cut);                                                   // truncated: frame refused
+  c.raw->send(1, plan_packet(T::kInstall, 1, 5, 9, 1, 0, 0, {1}));       // rec_len 5 (body of 4)
+  c.raw->send(1, plan_packet(T::kStart, 0, 0, 9, 1, 0, 0, {}));          // wrong destination
+  c.raw->send(1, plan_packet(T::kRows, 1, P, 77, 1, 0, 0, {}));          // rows with n = 0
   std::map<std::uint16_t, std::pair<T, std::vector<std::uint8_t>>> got;  // seq -> answer
   for (int k = 0; k < 200 && got.size() < 5; ++k) {
-    engine.progress_inline();
-    raw->poll(
+    c.engine.progress_inline();
+    c.raw->poll(
         [&](const tr::ReceivedPacket& m) {
           std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
           const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
@@ -339,7 +335,7 @@ TEST(PlanServer, ServesInstalledListsAndRefusesEverythingElse) {
   EXPECT_EQ(refusal(44), cc::PlanRefusal::kUnknown);
   EXPECT_EQ(refusal(45), cc::PlanRefusal::kBadList);
   EXPECT_EQ(refusal(46), cc::PlanRefusal::kBadList);
-  const auto s = engine.snapshot();
+  const auto s = c.engine.snapshot();
   EXPECT_EQ(s.plans.rows_served, 5u);
   EXPECT_EQ(s.plans.refused, 4u);
   EXPECT_EQ(s.plans.malformed, 3u) << "bad rec_len, wrong destination, rows with n = 0";
@@ -348,18 +344,18 @@ TEST(PlanServer, ServesInstalledListsAndRefusesEverythingElse) {
   // Rows for a plan nobody started are dropped as stale (a late answer, not malformed).
   std::vector<std::byte> rows(cc::kPlanHeaderBytes + P);
   cc::encode_plan_header(rows.data(), {T::kRows, 1, P, 1, 0, 77, 1, 0, 0});
-  raw->send(1, rows);
-  for (int k = 0; k < 50; ++k) engine.progress_inline();
-  EXPECT_EQ(engine.snapshot().plans.stale, 1u);
+  c.raw->send(1, rows);
+  for (int k = 0; k < 50; ++k) c.engine.progress_inline();
+  EXPECT_EQ(c.engine.snapshot().plans.stale, 1u);
   // Teardown: node 0 declares itself done (a control PR), then both run the collectives.
   std::vector<std::byte> done(cc::packet_bytes(cc::PrType::kControl, P, 1));
   std::size_t at = cc::encode_concat_header(done.data(), {cc::PrType::kControl, 1, P, 1});
   cc::encode_pr(done.data() + at, {0, 0, 1, nrig::kControlQuiesceDone}, nullptr, 0);
-  raw->send(1, done);
+  c.raw->send(1, done);
   std::thread peer_down([&] {
     bool got_done = false;
     while (!got_done) {
-      raw->poll(
+      c.raw->poll(
           [&](const tr::ReceivedPacket& m) {
             std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
             const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
@@ -372,9 +368,9 @@ TEST(PlanServer, ServesInstalledListsAndRefusesEverythingElse) {
           16);
       std::this_thread::yield();
     }
-    raw->barrier();
-    raw->deregister_memory(raw_region);
+    c.raw->barrier();
+    c.raw->deregister_memory(c.raw_region);
   });
-  EXPECT_TRUE(engine.deregister_region(mr));
+  EXPECT_TRUE(c.engine.deregister_region(c.mr));
   peer_down.join();
 }
