@@ -475,13 +475,7 @@ class VerbsTransport final : public Transport {
                        MPI_BYTE, comm_, &request) != MPI_SUCCESS) {
       throw std::runtime_error("netsparse verbs transport: MPI_Iallgather failed");
     }
-    int done = 0;
-    while (!done) {
-      if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-        throw std::runtime_error("netsparse verbs transport: allgather failed (a peer failed?)");
-      }
-      if (!done) poll_send_cq();
-    }
+    wait_draining(request, "allgather");
   }
 
   void barrier() override {
@@ -489,10 +483,17 @@ class VerbsTransport final : public Transport {
     if (MPI_Ibarrier(comm_, &request) != MPI_SUCCESS) {
       throw std::runtime_error("netsparse verbs transport: MPI_Ibarrier failed");
     }
+    wait_draining(request, "barrier");
+  }
+
+  // Completes a nonblocking collective while draining the send CQ, so sends this rank still
+  // owes its peers complete and they can reach the collective too.
+  void wait_draining(MPI_Request& request, const char* what) {
     int done = 0;
     while (!done) {
       if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-        throw std::runtime_error("netsparse verbs transport: barrier failed (a peer failed?)");
+        throw std::runtime_error(std::string("netsparse verbs transport: ") + what +
+                                 " failed (a peer failed?)");
       }
       if (!done) poll_send_cq();
     }
