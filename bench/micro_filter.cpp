@@ -4,8 +4,8 @@
 #include <random>
 #include <vector>
 
-#include "filter/idx_filter.hpp"
-#include "filter/pending_table.hpp"
+#include "filter/model/idx_filter.hpp"
+#include "filter/model/pending_table.hpp"
 
 namespace {
 using netsparse::filter::IdxFilter;

@@ -10,6 +10,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "agreement/mpi.hpp"
 #include "collectives/communicator.hpp"
 #include "netsparse/collectives_mpi.h"
 #include "rig/api_error.hpp"
@@ -44,10 +45,7 @@ void drop_live(const void* h) {
   g_live.erase(h);
 }
 
-ns_status_t fail(const char* call, ns_status_t s, const std::string& why) {
-  netsparse::rig::set_last_error(std::string(call) + ": " + why);
-  return s;
-}
+using netsparse::rig::fail;
 
 ns_status_t status_of(cl::Failure f) {
   switch (f) {
@@ -65,38 +63,16 @@ ns_status_t status_of(cl::Failure f) {
   return NS_ERR_TRANSPORT;
 }
 
+// The RIG API's exception map (rig/api_error.hpp), after the collectives' own failures.
 template <class F>
 ns_status_t guarded(const char* call, F&& f) noexcept {
-  try {
-    return f();
-  } catch (const cl::CollectiveError& e) {
-    return fail(call, status_of(e.failure()), e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(call, NS_ERR_NO_MEMORY, "out of memory");
-  } catch (const std::invalid_argument& e) {
-    return fail(call, NS_ERR_INVALID, e.what());
-  } catch (const std::exception& e) {
-    return fail(call, NS_ERR_TRANSPORT, e.what());
-  } catch (...) {
-    return fail(call, NS_ERR_TRANSPORT, "unknown exception");
-  }
-}
-
-// Refusal reasons agreed over MPI before the transport is built (its setup is collective).
-std::string agree_on_open(MPI_Comm comm, const std::string& why) {
-  char mine[256] = {};
-  std::snprintf(mine, sizeof mine, "%s", why.c_str());
-  int size = 1;
-  MPI_Comm_size(comm, &size);
-  std::vector<char> all(static_cast<std::size_t>(size) * sizeof mine);
-  if (MPI_Allgather(mine, sizeof mine, MPI_CHAR, all.data(), sizeof mine, MPI_CHAR, comm) !=
-      MPI_SUCCESS)
-    return "MPI_Allgather of the settings failed";
-  for (int r = 0; r < size; ++r) {
-    const char* e = all.data() + static_cast<std::size_t>(r) * sizeof mine;
-    if (e[0] != '\0') return "rank " + std::to_string(r) + ": " + e;
-  }
-  return {};
+  return netsparse::rig::guarded(call, [&]() -> ns_status_t {
+    try {
+      return f();
+    } catch (const cl::CollectiveError& e) {
+      return fail(call, status_of(e.failure()), e.what());
+    }
+  });
 }
 
 }  // namespace
@@ -116,47 +92,47 @@ ns_status_t ns_coll_open_mpi(MPI_Comm comm, const ns_coll_attr* attr, ns_coll** 
   if (comm == MPI_COMM_NULL) return fail(call, NS_ERR_INVALID, "comm is MPI_COMM_NULL");
   cl::Options options;
   int transport = NS_TRANSPORT_AUTO;
-  std::string why;
+  // Refusal reasons are agreed over MPI before the transport is built (its setup is
+  // collective).
+  netsparse::agreement::Agreement mine;
+  const auto refuse = [&mine](const std::string& why) { mine.refuse(NS_ERR_INVALID, why); };
   tr::TransportKind kind = tr::TransportKind::kMpi;
   try {
     if (attr != nullptr) {
-      if (attr->comp_mask & ~std::uint64_t{7}) why = "unknown comp_mask bits";
+      if (attr->comp_mask & ~std::uint64_t{7}) refuse("unknown comp_mask bits");
       if (attr->comp_mask & NS_COLL_ATTR_TRANSPORT) transport = attr->transport;
       if (attr->comp_mask & NS_COLL_ATTR_TIMEOUT) {
         if (attr->timeout_ms == 0 || attr->timeout_ms > 0x7fffffffu)
-          why = "timeout_ms must be in [1, 2^31)";
+          refuse("timeout_ms must be in [1, 2^31)");
         options.timeout_ms = static_cast<int>(attr->timeout_ms);
       }
       if (attr->comp_mask & NS_COLL_ATTR_PACKET) options.packet_bytes = attr->packet_bytes;
     }
-    switch (transport) {
-      case NS_TRANSPORT_AUTO:
-        kind = tr::transport_from_env();
-        break;
-      case NS_TRANSPORT_MPI:
-        kind = tr::TransportKind::kMpi;
-        break;
-      case NS_TRANSPORT_VERBS:
-        kind = tr::TransportKind::kVerbs;
-        break;
-      default:
-        why = "transport must be AUTO, MPI or VERBS";
+    if (transport == NS_TRANSPORT_INPROC) {
+      refuse("transport must be AUTO, MPI or VERBS");
+    } else {
+      kind = tr::transport_for_attribute(transport);
     }
-    if (why.empty() && kind == tr::TransportKind::kInproc) {
+    if (!mine.refused() && kind == tr::TransportKind::kInproc) {
       int size = 1;
       MPI_Comm_size(comm, &size);
-      if (size > 1) why = "the inproc transport needs a communicator of one rank";
+      if (size > 1) refuse("the inproc transport needs a communicator of one rank");
     }
-    if (why.empty() && kind == tr::TransportKind::kVerbs && !tr::verbs_device_available())
-      why = "verbs asked for, but no RDMA device with an ACTIVE port (or built without verbs)";
+    if (!mine.refused() && kind == tr::TransportKind::kVerbs && !tr::verbs_device_available()) {
+      mine.refuse(NS_ERR_UNSUPPORTED,
+                  "verbs asked for, but no RDMA device with an ACTIVE port (or built without "
+                  "verbs)");
+    }
   } catch (const std::exception& e) {
-    why = e.what();
+    refuse(e.what());
   }
-  const std::string agreed = agree_on_open(comm, why);
-  if (!agreed.empty()) {
-    const bool unsupported = agreed.find("verbs asked for") != std::string::npos;
-    return fail(call, unsupported ? NS_ERR_UNSUPPORTED : NS_ERR_INVALID, agreed);
+  netsparse::agreement::Verdict verdict;
+  try {
+    verdict = netsparse::agreement::settle_over_mpi(mine, comm);
+  } catch (const std::exception& e) {
+    return fail(call, NS_ERR_TRANSPORT, e.what());
   }
+  if (!verdict.ok()) return fail(call, verdict.status, verdict.reason);
   return guarded(call, [&]() -> ns_status_t {
     tr::TransportOptions topt;
     auto t = tr::make_transport(kind, comm, topt);

@@ -177,57 +177,55 @@ void Communicator::fail(Failure f, const std::string& why) {
   throw CollectiveError(f, why);
 }
 
+void Communicator::dispatch(Op& op, int src, std::span<const std::byte> packet) {
+  if (op.failed) return;
+  wire::Header h;
+  const wire::DecodeError e = wire::decode_header(packet, &h);
+  if (e != wire::DecodeError::kOk || src < 0 || src >= op.P || src == op.me) {
+    op.record_failure(Failure::kProtocol, "malformed packet from rank " + std::to_string(src) +
+                                              ": " + wire::to_string(e));
+    return;
+  }
+  if (h.seq == op.seq) {
+    const auto s = static_cast<std::size_t>(src);
+    if (h.kind == wire::Kind::kDescriptor) {
+      wire::Descriptor d;
+      const wire::DecodeError de = wire::decode_descriptor(packet.subspan(wire::kHeaderBytes), &d);
+      if (de != wire::DecodeError::kOk || op.have_desc[s]) {
+        op.record_failure(Failure::kProtocol, "bad descriptor from rank " + std::to_string(src));
+        return;
+      }
+      op.desc[s] = d;
+      op.have_desc[s] = 1;
+      op.src_ok[s] = op.args_ok && d.local_error == 0 && same_arguments(d, op.mine) ? 1 : 0;
+      ++op.n_desc;
+    } else if (!op.have_desc[s]) {
+      op.record_failure(Failure::kProtocol,
+                        "data before the descriptor from rank " + std::to_string(src));
+    } else if (op.src_ok[s]) {
+      op.on_data(src, h, packet);
+    }
+  } else if (h.seq == op.seq + 1) {
+    stash_.push_back({src, std::vector<std::byte>(packet.begin(), packet.end())});
+  } else if (static_cast<std::int32_t>(h.seq - op.seq) > 0) {
+    op.record_failure(Failure::kProtocol, "packet of operation " + std::to_string(h.seq) +
+                                              " from rank " + std::to_string(src) +
+                                              " during operation " + std::to_string(op.seq));
+  }  // else: a packet of an earlier operation that failed here: dropped
+}
+
 void Communicator::run(Op& op) {
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + std::chrono::milliseconds(options_.timeout_ms);
   const std::uint64_t bytes_before = transport_->bytes_sent();
   op.seq = next_seq();
   const int P = op.P;
-
-  const auto dispatch = [&](int src, std::span<const std::byte> packet) {
-    if (op.failed) return;
-    wire::Header h;
-    const wire::DecodeError e = wire::decode_header(packet, &h);
-    if (e != wire::DecodeError::kOk || src < 0 || src >= P || src == op.me) {
-      op.record_failure(Failure::kProtocol, "malformed packet from rank " + std::to_string(src) +
-                                                ": " + wire::to_string(e));
-      return;
-    }
-    if (h.seq == op.seq) {
-      const auto s = static_cast<std::size_t>(src);
-      if (h.kind == wire::Kind::kDescriptor) {
-        wire::Descriptor d;
-        const wire::DecodeError de =
-            wire::decode_descriptor(packet.subspan(wire::kHeaderBytes), &d);
-        if (de != wire::DecodeError::kOk || op.have_desc[s]) {
-          op.record_failure(Failure::kProtocol, "bad descriptor from rank " + std::to_string(src));
-          return;
-        }
-        op.desc[s] = d;
-        op.have_desc[s] = 1;
-        op.src_ok[s] = op.args_ok && d.local_error == 0 && same_arguments(d, op.mine) ? 1 : 0;
-        ++op.n_desc;
-      } else if (!op.have_desc[s]) {
-        op.record_failure(Failure::kProtocol,
-                          "data before the descriptor from rank " + std::to_string(src));
-      } else if (op.src_ok[s]) {
-        op.on_data(src, h, packet);
-      }
-    } else if (h.seq == op.seq + 1) {
-      stash_.push_back({src, std::vector<std::byte>(packet.begin(), packet.end())});
-    } else if (static_cast<std::int32_t>(h.seq - op.seq) > 0) {
-      op.record_failure(Failure::kProtocol, "packet of operation " + std::to_string(h.seq) +
-                                                " from rank " + std::to_string(src) +
-                                                " during operation " + std::to_string(op.seq));
-    }  // else: a packet of an earlier operation that failed here: dropped
-  };
-
   // Packets of this operation that arrived during the previous one, in arrival order.
   std::vector<Stashed> early;
   early.swap(stash_);
-  for (const Stashed& s : early) dispatch(s.src, s.bytes);
+  for (const Stashed& s : early) dispatch(op, s.src, s.bytes);
 
-  const auto handler = [&](const transport::ReceivedPacket& p) { dispatch(p.src, p.bytes); };
+  const auto handler = [&](const transport::ReceivedPacket& p) { dispatch(op, p.src, p.bytes); };
   rig::Backoff backoff(16, 256);
   std::uint64_t iterations = 0;
   for (;;) {
@@ -269,19 +267,7 @@ void Communicator::run(Op& op) {
     // 5. the verdict, once every descriptor is in: the same on every rank
     // (only once ours went out everywhere: a peer must never miss it because we left early)
     if (!op.agreed && op.n_desc == P && op.desc_sent == P - 1 && op.pending_dest < 0) {
-      for (int r = 0; r < P; ++r) {
-        const wire::Descriptor& d = op.desc[static_cast<std::size_t>(r)];
-        if (d.local_error != 0) {
-          const auto le = static_cast<LocalError>(d.local_error);
-          fail(Failure::kInvalid, "rank " + std::to_string(r) + ": " + to_string(le));
-        }
-      }
-      for (int r = 1; r < P; ++r) {
-        if (!same_arguments(op.desc[0], op.desc[static_cast<std::size_t>(r)]))
-          fail(Failure::kMismatch, "ranks disagree: rank 0 has " + describe(op.desc[0]) +
-                                       "; rank " + std::to_string(r) + " has " +
-                                       describe(op.desc[static_cast<std::size_t>(r)]));
-      }
+      settle_arguments(op);
       op.agreed = true;
       op.on_agreed();
       progress = true;
@@ -290,31 +276,7 @@ void Communicator::run(Op& op) {
     // 6. deadline and the transport's failure detection
     ++iterations;
     if (!progress || (iterations & 63) == 0) {
-      for (int p = 0; p < P; ++p) {
-        if (p != op.me && transport_->peer_failed(p))
-          fail(Failure::kPeerFailed, "rank " + std::to_string(p) +
-                                         " failed (reported by the transport) during operation " +
-                                         std::to_string(op.seq));
-      }
-      if (clock::now() > deadline) {
-        std::string missing;
-        for (int p = 0; p < P; ++p)
-          if (!op.have_desc[static_cast<std::size_t>(p)]) {
-            missing += ' ';
-            missing += std::to_string(p);
-          }
-        std::string why = "operation " + std::to_string(op.seq) + " not done after ";
-        why += std::to_string(options_.timeout_ms);
-        why += " ms";
-        if (missing.empty()) {
-          why += " (every rank joined; a peer stopped mid-way)";
-        } else {
-          why += " (no descriptor from rank";
-          why += missing;
-          why += ")";
-        }
-        fail(Failure::kTimeout, why);
-      }
+      check_peers_and_deadline(op, deadline);
     }
     if (progress) {
       backoff.reset();
@@ -323,6 +285,51 @@ void Communicator::run(Op& op) {
     }
   }
   stats_.bytes_sent = transport_->bytes_sent() - bytes_before;
+}
+
+void Communicator::settle_arguments(Op& op) {
+  for (int r = 0; r < op.P; ++r) {
+    const wire::Descriptor& d = op.desc[static_cast<std::size_t>(r)];
+    if (d.local_error != 0) {
+      const auto le = static_cast<LocalError>(d.local_error);
+      fail(Failure::kInvalid, "rank " + std::to_string(r) + ": " + to_string(le));
+    }
+  }
+  for (int r = 1; r < op.P; ++r) {
+    if (!same_arguments(op.desc[0], op.desc[static_cast<std::size_t>(r)]))
+      fail(Failure::kMismatch, "ranks disagree: rank 0 has " + describe(op.desc[0]) + "; rank " +
+                                   std::to_string(r) + " has " +
+                                   describe(op.desc[static_cast<std::size_t>(r)]));
+  }
+}
+
+void Communicator::check_peers_and_deadline(const Op& op,
+                                            std::chrono::steady_clock::time_point deadline) {
+  for (int p = 0; p < op.P; ++p) {
+    if (p != op.me && transport_->peer_failed(p))
+      fail(Failure::kPeerFailed, "rank " + std::to_string(p) +
+                                     " failed (reported by the transport) during operation " +
+                                     std::to_string(op.seq));
+  }
+  if (std::chrono::steady_clock::now() > deadline) {
+    std::string missing;
+    for (int p = 0; p < op.P; ++p)
+      if (!op.have_desc[static_cast<std::size_t>(p)]) {
+        missing += ' ';
+        missing += std::to_string(p);
+      }
+    std::string why = "operation " + std::to_string(op.seq) + " not done after ";
+    why += std::to_string(options_.timeout_ms);
+    why += " ms";
+    if (missing.empty()) {
+      why += " (every rank joined; a peer stopped mid-way)";
+    } else {
+      why += " (no descriptor from rank";
+      why += missing;
+      why += ")";
+    }
+    fail(Failure::kTimeout, why);
+  }
 }
 
 }  // namespace netsparse::collectives

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -174,6 +175,11 @@ class Communicator {
  private:
   friend struct Op;
   void run(Op& op);
+  // The steps of run(): one received packet; the verdict once every descriptor is in (throws
+  // on a refusal or a mismatch); the transport's failure reports and the deadline (throw).
+  void dispatch(Op& op, int src, std::span<const std::byte> packet);
+  void settle_arguments(Op& op);
+  void check_peers_and_deadline(const Op& op, std::chrono::steady_clock::time_point deadline);
   void fail(Failure f, const std::string& why);  // marks broken (if f breaks) and throws
 
   std::unique_ptr<transport::Transport> transport_;

@@ -1,5 +1,6 @@
-// DistKernel: pattern tiling, the compute helpers, mode dispatch, and the volume / minimum
-// traffic / line-rate measurements.
+// DistKernel: the communication modes' names, the compute helpers, pattern tiling and the
+// column window, mode dispatch, the checked spmm / sddmm / spmv entry points, and the pattern's
+// volume per rank and per host (minimum traffic and the line rate: traffic.cpp).
 #include <omp.h>
 
 #include <algorithm>

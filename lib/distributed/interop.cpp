@@ -519,19 +519,34 @@ std::size_t block_elements(MPI_Comm comm, const RowPartition& part, int k) {
   return static_cast<std::size_t>(part.size(rank)) * static_cast<std::size_t>(k);
 }
 
+// The allocating forms: this rank's block (scatter) or, on the root, the whole operand (gather).
+template <class T>
+std::vector<T> scatter_new(MPI_Comm comm, const RowPartition& part, int k,
+                           std::span<const T> global, int root) {
+  std::vector<T> local(block_elements(comm, part, k));
+  scatter_impl<T>(comm, part, k, global, local, root);
+  return local;
+}
+template <class T>
+std::vector<T> gather_new(MPI_Comm comm, const RowPartition& part, int k, std::span<const T> local,
+                          int root) {
+  std::vector<T> global;
+  if (dist::comm_rank(comm) == root && k >= 1) {
+    global.resize(static_cast<std::size_t>(part.n_rows()) * static_cast<std::size_t>(k));
+  }
+  gather_impl<T>(comm, part, k, local, global, root);
+  return global;
+}
+
 }  // namespace
 
 std::vector<float> scatter_dense(MPI_Comm comm, const RowPartition& part, int k,
                                  std::span<const float> global, int root) {
-  std::vector<float> local(block_elements(comm, part, k));
-  scatter_impl<float>(comm, part, k, global, local, root);
-  return local;
+  return scatter_new<float>(comm, part, k, global, root);
 }
 std::vector<double> scatter_dense(MPI_Comm comm, const RowPartition& part, int k,
                                   std::span<const double> global, int root) {
-  std::vector<double> local(block_elements(comm, part, k));
-  scatter_impl<double>(comm, part, k, global, local, root);
-  return local;
+  return scatter_new<double>(comm, part, k, global, root);
 }
 void scatter_dense(MPI_Comm comm, const RowPartition& part, int k, std::span<const float> global,
                    std::span<float> local, int root) {
@@ -544,21 +559,11 @@ void scatter_dense(MPI_Comm comm, const RowPartition& part, int k, std::span<con
 
 std::vector<float> gather_dense(MPI_Comm comm, const RowPartition& part, int k,
                                 std::span<const float> local, int root) {
-  std::vector<float> global;
-  if (dist::comm_rank(comm) == root && k >= 1) {
-    global.resize(static_cast<std::size_t>(part.n_rows()) * static_cast<std::size_t>(k));
-  }
-  gather_impl<float>(comm, part, k, local, global, root);
-  return global;
+  return gather_new<float>(comm, part, k, local, root);
 }
 std::vector<double> gather_dense(MPI_Comm comm, const RowPartition& part, int k,
                                  std::span<const double> local, int root) {
-  std::vector<double> global;
-  if (dist::comm_rank(comm) == root && k >= 1) {
-    global.resize(static_cast<std::size_t>(part.n_rows()) * static_cast<std::size_t>(k));
-  }
-  gather_impl<double>(comm, part, k, local, global, root);
-  return global;
+  return gather_new<double>(comm, part, k, local, root);
 }
 void gather_dense(MPI_Comm comm, const RowPartition& part, int k, std::span<const float> local,
                   std::span<float> global, int root) {

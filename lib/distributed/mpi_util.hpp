@@ -5,55 +5,21 @@
 
 #include <chrono>
 #include <cstdint>
-#include <exception>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "agreement/mpi.hpp"
+
 namespace netsparse::dist {
 
-// Throws std::runtime_error naming the call and MPI's error text when rc is not MPI_SUCCESS.
-// (MPI's default handler aborts before we get here; this matters with MPI_ERRORS_RETURN.)
-void check_mpi(int rc, const char* call);
-
-[[nodiscard]] int comm_rank(MPI_Comm comm);
-[[nodiscard]] int comm_size(MPI_Comm comm);
-
-// Collective error agreement. Every rank passes the exception it caught (or null). If any rank
-// failed, every rank throws, so no rank is left waiting in the next collective: a failing rank
-// rethrows its own exception, the others throw a copy of the lowest failing rank's (the same
-// kind -- ParseError with the same file / line / reason, std::invalid_argument,
-// std::overflow_error, std::logic_error, else std::runtime_error -- and the same text).
-// Returns normally when no rank failed.
-void agree_on_failure(MPI_Comm comm, std::exception_ptr error);
-// Same, but a rank that never joins (dead) makes the others throw std::runtime_error after
-// `deadline` instead of waiting forever (the first step is a nonblocking allreduce polled until
-// then; the rest runs only when every rank joined). deadline <= 0: as above.
-void agree_on_failure(MPI_Comm comm, std::exception_ptr error, std::chrono::milliseconds deadline);
-
-// Runs f() on every rank and agrees on failure (see above).
-template <class F>
-auto collective_call(MPI_Comm comm, F&& f) -> decltype(f()) {
-  std::exception_ptr error;
-  if constexpr (std::is_void_v<decltype(f())>) {
-    try {
-      f();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    agree_on_failure(comm, error);
-  } else {
-    decltype(f()) result{};
-    try {
-      result = f();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    agree_on_failure(comm, error);
-    return result;
-  }
-}
+// The checked MPI calls and the failure agreement are the shared ones (agreement/mpi.hpp).
+using agreement::agree_on_failure;
+using agreement::check_mpi;
+using agreement::collective_call;
+using agreement::comm_rank;
+using agreement::comm_size;
 
 // Runs f() on every rank and agrees on failure within `deadline` (see above).
 template <class F>

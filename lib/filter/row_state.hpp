@@ -10,8 +10,8 @@
 // of what each in-flight PR must do when answered) stays in the client unit, indexed directly
 // by the PR's request id.
 //
-// Epochs as in IdxFilter: each 64-bit word holds 16 rows x 2 bits (low half) and the 32-bit
-// epoch that wrote them (high half); a word of another epoch reads as all kNone, so
+// Epochs (the Idx Filter's reset trick): each 64-bit word holds 16 rows x 2 bits (low half) and the
+// 32-bit epoch that wrote them (high half); a word of another epoch reads as all kNone, so
 // new_epoch() is O(1) and the array is really cleared only when the tag wraps. 4 bits of memory
 // per row. Single writer: only the thread that drives the engine touches it (no atomics).
 #pragma once

@@ -25,6 +25,7 @@ using netsparse::rig::Backoff;
 using netsparse::rig::Config;
 using netsparse::rig::Engine;
 using netsparse::rig::EngineError;
+using netsparse::rig::guarded;
 using netsparse::rig::set_last_error;
 using netsparse::rig::WrError;
 
@@ -34,6 +35,26 @@ thread_local std::string t_last_error;
 }
 void set_last_error(const std::string& what) {
   t_last_error = what;
+}
+
+std::pair<ns_status_t, std::string> status_of_current_exception() noexcept {
+  try {
+    throw;
+  } catch (const EngineError& e) {
+    return {e.status(), e.what()};
+  } catch (const std::bad_alloc&) {
+    return {NS_ERR_NO_MEMORY, "out of memory"};
+  } catch (const std::invalid_argument& e) {
+    return {NS_ERR_INVALID, e.what()};
+  } catch (const std::length_error& e) {
+    return {NS_ERR_UNSUPPORTED, e.what()};
+  } catch (const std::logic_error& e) {
+    return {NS_ERR_STATE, e.what()};
+  } catch (const std::exception& e) {
+    return {NS_ERR_TRANSPORT, e.what()};
+  } catch (...) {
+    return {NS_ERR_TRANSPORT, "unknown exception"};
+  }
 }
 }  // namespace netsparse::rig
 
@@ -45,38 +66,8 @@ struct ns_fabric {
 
 namespace {
 
-// Runs f, turning exceptions into a status plus ns_last_error().
-template <class F>
-ns_status_t guarded(const char* call, F&& f) noexcept {
-  try {
-    return f();
-  } catch (const EngineError& e) {
-    set_last_error(std::string(call) + ": " + e.what());
-    return e.status();
-  } catch (const std::bad_alloc&) {
-    set_last_error(std::string(call) + ": out of memory");
-    return NS_ERR_NO_MEMORY;
-  } catch (const std::invalid_argument& e) {
-    set_last_error(std::string(call) + ": " + e.what());
-    return NS_ERR_INVALID;
-  } catch (const std::length_error& e) {
-    set_last_error(std::string(call) + ": " + e.what());
-    return NS_ERR_UNSUPPORTED;
-  } catch (const std::logic_error& e) {
-    set_last_error(std::string(call) + ": " + e.what());
-    return NS_ERR_STATE;
-  } catch (const std::exception& e) {
-    set_last_error(std::string(call) + ": " + e.what());
-    return NS_ERR_TRANSPORT;
-  } catch (...) {
-    set_last_error(std::string(call) + ": unknown exception");
-    return NS_ERR_TRANSPORT;
-  }
-}
-
 ns_status_t invalid(const char* call, const char* why) {
-  set_last_error(std::string(call) + ": " + why);
-  return NS_ERR_INVALID;
+  return netsparse::rig::fail(call, NS_ERR_INVALID, why);
 }
 
 using netsparse::rig::HandleKind;
@@ -88,6 +79,24 @@ ns_status_t not_live(const char* call, const char* name, HandleKind k) {
   set_last_error(std::string(call) + ": " + name + " is not a live " +
                  netsparse::rig::handle_kind_name(k) + " (closed, destroyed or never created)");
   return NS_ERR_INVALID;
+}
+
+// NULL and stale handles are refused with the call's name (out_given: the call's `out` pointer
+// is not NULL).
+template <class H>
+ns_status_t check_handle(const char* call, const H* h, const char* name, HandleKind k,
+                         bool out_given = true) {
+  if (h == nullptr) return invalid(call, (std::string(name) + " is NULL").c_str());
+  if (!out_given) return invalid(call, "out is NULL");
+  if (!live(h, k)) return not_live(call, name, k);
+  return NS_OK;
+}
+
+// Runs f (guarded) on a live handle of kind k.
+template <class H, class F>
+ns_status_t on_live(const char* call, const H* h, const char* name, HandleKind k, F&& f) {
+  if (const ns_status_t s = check_handle(call, h, name, k); s != NS_OK) return s;
+  return guarded(call, std::forward<F>(f));
 }
 
 const char* wr_error_text(WrError e) {
@@ -337,25 +346,19 @@ extern "C" uint32_t ns_max_prop_bytes(const ns_context* ctx) {
 }
 
 extern "C" int ns_progress(ns_context* ctx) {
-  if (ctx == nullptr) return invalid("ns_progress", "ctx is NULL");
-  if (!live(ctx, HandleKind::kContext)) return not_live("ns_progress", "ctx", HandleKind::kContext);
-  return guarded("ns_progress", [&]() -> ns_status_t { return ctx->progress_inline(); });
+  return on_live("ns_progress", ctx, "ctx", HandleKind::kContext,
+                 [&]() -> ns_status_t { return ctx->progress_inline(); });
 }
 
 extern "C" ns_status_t ns_quiesce_start(ns_context* ctx) {
-  if (ctx == nullptr) return invalid("ns_quiesce_start", "ctx is NULL");
-  if (!live(ctx, HandleKind::kContext))
-    return not_live("ns_quiesce_start", "ctx", HandleKind::kContext);
-  return guarded("ns_quiesce_start", [&]() -> ns_status_t {
+  return on_live("ns_quiesce_start", ctx, "ctx", HandleKind::kContext, [&]() -> ns_status_t {
     ctx->quiesce_start();
     return NS_OK;
   });
 }
 
 extern "C" ns_status_t ns_quiesce(ns_context* ctx, int timeout_ms) {
-  if (ctx == nullptr) return invalid("ns_quiesce", "ctx is NULL");
-  if (!live(ctx, HandleKind::kContext)) return not_live("ns_quiesce", "ctx", HandleKind::kContext);
-  return guarded("ns_quiesce", [&]() -> ns_status_t {
+  return on_live("ns_quiesce", ctx, "ctx", HandleKind::kContext, [&]() -> ns_status_t {
     ctx->quiesce(timeout_ms);
     return NS_OK;
   });
@@ -364,9 +367,10 @@ extern "C" ns_status_t ns_quiesce(ns_context* ctx, int timeout_ms) {
 // ---- region --------------------------------------------------------------------------------
 extern "C" ns_status_t ns_reg_props(ns_context* ctx, void* base, uint64_t local_rows,
                                     uint32_t prop_bytes, const uint64_t* row_offsets, ns_mr** out) {
-  if (ctx == nullptr || out == nullptr) return invalid("ns_reg_props", "ctx or out is NULL");
-  if (!live(ctx, HandleKind::kContext))
-    return not_live("ns_reg_props", "ctx", HandleKind::kContext);
+  if (const ns_status_t s =
+          check_handle("ns_reg_props", ctx, "ctx", HandleKind::kContext, out != nullptr);
+      s != NS_OK)
+    return s;
   return guarded("ns_reg_props", [&]() -> ns_status_t {
     *out = static_cast<ns_mr*>(ctx->register_region(base, local_rows, prop_bytes, row_offsets));
     return NS_OK;
@@ -374,9 +378,7 @@ extern "C" ns_status_t ns_reg_props(ns_context* ctx, void* base, uint64_t local_
 }
 
 extern "C" ns_status_t ns_dereg_props(ns_mr* mr) {
-  if (mr == nullptr) return invalid("ns_dereg_props", "mr is NULL");
-  if (!live(mr, HandleKind::kMr)) return not_live("ns_dereg_props", "mr", HandleKind::kMr);
-  return guarded("ns_dereg_props", [&]() -> ns_status_t {
+  return on_live("ns_dereg_props", mr, "mr", HandleKind::kMr, [&]() -> ns_status_t {
     netsparse::rig::Engine& engine = netsparse::rig::engine_of(mr);
     const bool clean = engine.deregister_region(mr);
     if (!clean) {
@@ -398,9 +400,10 @@ extern "C" uint64_t ns_mr_total_rows(const ns_mr* mr) {
 
 // ---- queues --------------------------------------------------------------------------------
 extern "C" ns_status_t ns_create_cq(ns_context* ctx, int cqe, ns_cq** out) {
-  if (ctx == nullptr || out == nullptr) return invalid("ns_create_cq", "ctx or out is NULL");
-  if (!live(ctx, HandleKind::kContext))
-    return not_live("ns_create_cq", "ctx", HandleKind::kContext);
+  if (const ns_status_t s =
+          check_handle("ns_create_cq", ctx, "ctx", HandleKind::kContext, out != nullptr);
+      s != NS_OK)
+    return s;
   if (cqe < 1 || cqe > (1 << 24)) return invalid("ns_create_cq", "cqe must be in 1..2^24");
   return guarded("ns_create_cq", [&]() -> ns_status_t {
     *out = static_cast<ns_cq*>(ctx->create_cq(static_cast<std::uint32_t>(cqe)));
@@ -409,9 +412,7 @@ extern "C" ns_status_t ns_create_cq(ns_context* ctx, int cqe, ns_cq** out) {
 }
 
 extern "C" ns_status_t ns_destroy_cq(ns_cq* cq) {
-  if (cq == nullptr) return invalid("ns_destroy_cq", "cq is NULL");
-  if (!live(cq, HandleKind::kCq)) return not_live("ns_destroy_cq", "cq", HandleKind::kCq);
-  return guarded("ns_destroy_cq", [&]() -> ns_status_t {
+  return on_live("ns_destroy_cq", cq, "cq", HandleKind::kCq, [&]() -> ns_status_t {
     netsparse::rig::engine_of(cq).destroy_cq(cq);  // throws (and keeps it) while it is in use
     return NS_OK;
   });
@@ -436,9 +437,7 @@ extern "C" ns_status_t ns_create_qp(ns_context* ctx, ns_cq* send_cq, int max_sen
 }
 
 extern "C" ns_status_t ns_destroy_qp(ns_qp* qp) {
-  if (qp == nullptr) return invalid("ns_destroy_qp", "qp is NULL");
-  if (!live(qp, HandleKind::kQp)) return not_live("ns_destroy_qp", "qp", HandleKind::kQp);
-  return guarded("ns_destroy_qp", [&]() -> ns_status_t {
+  return on_live("ns_destroy_qp", qp, "qp", HandleKind::kQp, [&]() -> ns_status_t {
     netsparse::rig::engine_of(qp).destroy_qp(
         qp);  // throws (and keeps it) while work is outstanding
     return NS_OK;
@@ -468,9 +467,7 @@ extern "C" ns_status_t ns_plan_create(ns_context* ctx, const ns_send_wr* wr, ns_
 }
 
 extern "C" ns_status_t ns_plan_destroy(ns_plan* plan) {
-  if (plan == nullptr) return invalid("ns_plan_destroy", "plan is NULL");
-  if (!live(plan, HandleKind::kPlan)) return not_live("ns_plan_destroy", "plan", HandleKind::kPlan);
-  return guarded("ns_plan_destroy", [&]() -> ns_status_t {
+  return on_live("ns_plan_destroy", plan, "plan", HandleKind::kPlan, [&]() -> ns_status_t {
     netsparse::rig::engine_of(plan).destroy_plan(plan);
     return NS_OK;
   });

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "agreement/mpi.hpp"
 #include "config/settings.hpp"
 #include "netsparse/netsparse_mpi.h"
 #include "rig/api_error.hpp"
@@ -21,29 +22,8 @@
 namespace {
 
 ns_status_t fail(ns_status_t s, const std::string& why) {
-  netsparse::rig::set_last_error("ns_open_mpi: " + why);
-  return s;
+  return netsparse::rig::fail("ns_open_mpi", s, why);
 }
-
-// Everything that decides which collectives ns_open_mpi and the transport's constructor call,
-// and what must be equal for the context to work, with this rank's refusal (status + reason).
-// Agreed in ONE MPI_Allgather before any other collective: ranks that differ (one AUTO progress,
-// one INLINE; one on shared-memory rings, one not) would otherwise enter different collectives
-// and wait forever.
-struct OpenAgreement {
-  char error[512];
-  std::int32_t status;
-  std::int32_t transport;  // the resolved TransportKind
-  std::int32_t progress_mode;
-  std::uint32_t packet_bytes;
-  std::uint32_t flags;
-  std::int32_t virtual_queues;
-  std::int32_t wire;
-  std::uint64_t delay_ns;
-  // The effective values of the agreed environment variables (config/settings.hpp), in table
-  // order; values are short (choices and integers), longer ones are cut.
-  char agreed[netsparse::config::kAgreedCount][48];
-};
 
 const char* progress_name(int mode) {
   switch (mode) {
@@ -57,67 +37,17 @@ const char* progress_name(int mode) {
   return "unknown";
 }
 
-// The first refusal of any rank (with its status), else the first setting the ranks disagree
-// on; {NS_OK, ""} when every rank may go on.
-std::pair<ns_status_t, std::string> agree_on_open(MPI_Comm comm, const OpenAgreement& mine) {
-  int size = 1;
-  MPI_Comm_size(comm, &size);
-  std::vector<OpenAgreement> all(static_cast<std::size_t>(size));
-  if (MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm) !=
-      MPI_SUCCESS) {
-    return {NS_ERR_TRANSPORT, "MPI_Allgather of the context settings failed"};
-  }
-  for (int r = 0; r < size; ++r) {
-    const OpenAgreement& a = all[static_cast<std::size_t>(r)];
-    if (a.error[0] != '\0') {
-      return {static_cast<ns_status_t>(a.status), "rank " + std::to_string(r) + ": " + a.error};
-    }
-  }
+// This rank's side of the agreement: everything that decides which collectives ns_open_mpi and
+// the transport's constructor call, and what must be equal for the context to work, with the
+// first reason this rank refuses to open. Agreed before any other collective: ranks that
+// differ (one AUTO progress, one INLINE; one on shared-memory rings, one not) would otherwise
+// enter different collectives and wait forever.
+netsparse::agreement::Agreement local_settings(const ns_context_attr* attr,
+                                               netsparse::rig::Config& cfg,
+                                               netsparse::transport::TransportKind& kind) {
   namespace tr = netsparse::transport;
-  const auto differ = [&](const std::string& field, auto get) -> std::string {
-    for (int r = 1; r < size; ++r) {
-      if (get(all[static_cast<std::size_t>(r)]) != get(all[0])) {
-        return "ranks disagree on " + field + ": rank 0 has " + get(all[0]) + ", rank " +
-               std::to_string(r) + " has " + get(all[static_cast<std::size_t>(r)]) +
-               " (it must be the same on every rank)";
-      }
-    }
-    return {};
-  };
-  const auto num = [](auto v) { return std::to_string(v); };
-  std::vector<std::string> found = {
-      differ("the transport (ns_context_attr.transport, else NETSPARSE_TRANSPORT)",
-             [](const OpenAgreement& x) {
-               return std::string(tr::to_string(static_cast<tr::TransportKind>(x.transport)));
-             }),
-      differ("progress_mode",
-             [](const OpenAgreement& x) { return std::string(progress_name(x.progress_mode)); }),
-      differ("packet_bytes", [&](const OpenAgreement& x) { return num(x.packet_bytes); }),
-      differ("flags", [&](const OpenAgreement& x) { return num(x.flags); }),
-      differ("virtual_queues", [&](const OpenAgreement& x) { return num(x.virtual_queues); }),
-      differ("wire", [&](const OpenAgreement& x) { return num(x.wire); }),
-      differ("concat_delay_ns", [&](const OpenAgreement& x) { return num(x.delay_ns); })};
-  const auto names = netsparse::config::agreed_names();
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    found.push_back(
-        differ(names[i], [i](const OpenAgreement& x) { return std::string(x.agreed[i]); }));
-  }
-  for (const std::string& d : found) {
-    if (!d.empty()) return {NS_ERR_INVALID, d};
-  }
-  return {NS_OK, {}};
-}
-
-// This rank's side of the agreement: its settings and the first reason it refuses to open.
-OpenAgreement local_settings(const ns_context_attr* attr, netsparse::rig::Config& cfg,
-                             netsparse::transport::TransportKind& kind) {
-  namespace tr = netsparse::transport;
-  OpenAgreement mine{};
-  const auto refuse = [&mine](ns_status_t s, const std::string& why) {
-    if (mine.error[0] != '\0') return;  // the first reason wins
-    mine.status = s;
-    std::snprintf(mine.error, sizeof mine.error, "%s", why.c_str());
-  };
+  netsparse::agreement::Agreement mine;
+  const auto refuse = [&mine](ns_status_t s, const std::string& why) { mine.refuse(s, why); };
   try {
     cfg = netsparse::rig::Config::from_attr(attr);
     cfg.check_memory_budget();
@@ -145,20 +75,7 @@ OpenAgreement local_settings(const ns_context_attr* attr, netsparse::rig::Config
                "; initialize MPI with MPI_Init_thread(..., MPI_THREAD_SERIALIZED or better, ...)");
   }
   try {
-    switch (cfg.transport) {
-      case NS_TRANSPORT_AUTO:
-        kind = tr::transport_from_env();
-        break;
-      case NS_TRANSPORT_MPI:
-        kind = tr::TransportKind::kMpi;
-        break;
-      case NS_TRANSPORT_VERBS:
-        kind = tr::TransportKind::kVerbs;
-        break;
-      case NS_TRANSPORT_INPROC:
-        kind = tr::TransportKind::kInproc;
-        break;
-    }
+    kind = tr::transport_for_attribute(cfg.transport);
   } catch (const std::exception& e) {
     refuse(NS_ERR_INVALID, e.what());
   }
@@ -168,18 +85,22 @@ OpenAgreement local_settings(const ns_context_attr* attr, netsparse::rig::Config
                ? "verbs transport requested but no RDMA device has an active port"
                : "verbs transport requested but this build has no verbs support");
   }
-  mine.transport = static_cast<std::int32_t>(kind);
-  mine.progress_mode = cfg.progress_mode;
-  mine.packet_bytes = cfg.packet_bytes;
-  mine.flags = cfg.flags;
-  mine.virtual_queues = cfg.virtual_queues ? 1 : 0;
-  mine.wire = cfg.wire;
-  mine.delay_ns = cfg.delay_ns;
-  if (mine.error[0] == '\0') {  // the values are valid (first_error found nothing)
-    const auto values = netsparse::config::agreed_values();
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      std::snprintf(mine.agreed[i], sizeof mine.agreed[i], "%s", values[i].second.c_str());
-    }
+  mine.field("the transport (ns_context_attr.transport, else NETSPARSE_TRANSPORT)",
+             std::string(tr::to_string(kind)));
+  mine.field("progress_mode", progress_name(cfg.progress_mode));
+  mine.field("packet_bytes", cfg.packet_bytes);
+  mine.field("flags", cfg.flags);
+  mine.field("virtual_queues", cfg.virtual_queues ? 1u : 0u);
+  mine.field("wire", cfg.wire == NS_WIRE_PAPER ? "paper" : "compact");
+  mine.field("concat_delay_ns", cfg.delay_ns);
+  // The effective values of the agreed environment variables (config/settings.hpp), in table
+  // order (empty when this rank refused: its refusal is reported first).
+  // (agreed_values() throws for a bad value, which first_error() already refused).
+  const auto names = netsparse::config::agreed_names();
+  const auto values = mine.refused() ? decltype(netsparse::config::agreed_values()){}
+                                     : netsparse::config::agreed_values();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    mine.field(std::string(names[i]), i < values.size() ? values[i].second : std::string());
   }
   return mine;
 }
@@ -197,14 +118,18 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
   if (comm == MPI_COMM_NULL) return fail(NS_ERR_INVALID, "comm is MPI_COMM_NULL");
   netsparse::rig::Config cfg;
   tr::TransportKind kind = tr::TransportKind::kMpi;
-  const OpenAgreement mine = local_settings(attr, cfg, kind);
+  const netsparse::agreement::Agreement mine = local_settings(attr, cfg, kind);
   // Collective agreement before anything else: a rank whose arguments are refused must not
   // leave the others waiting in the transport's collectives, and settings that decide the
   // collectives (or only work when every rank has them) must match. Every rank fails with the
   // same status and message.
-  if (const auto [status, why] = agree_on_open(comm, mine); status != NS_OK) {
-    return fail(status, why);
+  netsparse::agreement::Verdict verdict;
+  try {
+    verdict = netsparse::agreement::settle_over_mpi(mine, comm);
+  } catch (const std::exception& e) {
+    return fail(NS_ERR_TRANSPORT, std::string("agreeing on the context settings: ") + e.what());
   }
+  if (!verdict.ok()) return fail(verdict.refused ? verdict.status : NS_ERR_INVALID, verdict.reason);
   if (cfg.progress_mode == NS_PROGRESS_AUTO) {
     // Collective (ns_open_mpi is): how many ranks share this host, to see whether a core is
     // free for a progress thread beside the OpenMP threads that compute.
@@ -258,11 +183,8 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
     *out = ctx.release();
     netsparse::rig::register_handle(*out, netsparse::rig::HandleKind::kContext);
     return NS_OK;
-  } catch (const std::bad_alloc&) {
-    return fail(NS_ERR_NO_MEMORY, "out of memory");
-  } catch (const std::invalid_argument& e) {
-    return fail(NS_ERR_INVALID, e.what());
-  } catch (const std::exception& e) {
-    return fail(NS_ERR_TRANSPORT, e.what());
+  } catch (...) {
+    const auto [status, what] = netsparse::rig::status_of_current_exception();
+    return fail(status, what);
   }
 }

@@ -8,29 +8,16 @@
 
 namespace netsparse::rig {
 
+// One fixed-size memcpy per listed size (the compiler turns each into vector moves), else a
+// plain memcpy.
+template <std::uint32_t... Sizes>
+inline void copy_fixed_or(void* dst, const void* src, std::uint32_t bytes) noexcept {
+  const bool fixed = ((bytes == Sizes ? (std::memcpy(dst, src, Sizes), true) : false) || ...);
+  if (!fixed) std::memcpy(dst, src, bytes);
+}
+
 inline void copy_prop(void* dst, const void* src, std::uint32_t bytes) noexcept {
-  switch (bytes) {
-    case 4:
-      std::memcpy(dst, src, 4);
-      return;
-    case 8:
-      std::memcpy(dst, src, 8);
-      return;
-    case 16:
-      std::memcpy(dst, src, 16);
-      return;
-    case 32:
-      std::memcpy(dst, src, 32);
-      return;
-    case 64:
-      std::memcpy(dst, src, 64);
-      return;
-    case 128:
-      std::memcpy(dst, src, 128);
-      return;
-    default:
-      std::memcpy(dst, src, bytes);
-  }
+  copy_fixed_or<4, 8, 16, 32, 64, 128>(dst, src, bytes);
 }
 
 }  // namespace netsparse::rig

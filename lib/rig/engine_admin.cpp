@@ -89,7 +89,7 @@ Region* Engine::register_region(void* base, std::uint64_t local_rows, std::uint3
   // collective registration): a rank whose arguments are refused, or arguments that differ
   // between ranks, fail every rank with the same message instead of leaving the others waiting
   // or gathering mismatched properties.
-  std::string why;
+  agreement::Agreement me = region_agreement(prop_bytes, row_offsets, size_);
   try {
     if (row_offsets == nullptr) throw std::invalid_argument("row_offsets is NULL");
     if (prop_bytes == 0) throw std::invalid_argument("prop_bytes is 0");
@@ -121,35 +121,12 @@ Region* Engine::register_region(void* base, std::uint64_t local_rows, std::uint3
                               " bytes, more than half of physical memory");
     }
   } catch (const std::exception& e) {
-    why = e.what();
+    me.refuse(NS_ERR_INVALID, e.what());
   }
-  using Shared = RegionAgreement;
-  Shared me = RegionAgreement::of(prop_bytes, row_offsets, size_);
-  std::snprintf(me.error, sizeof me.error, "%s", why.c_str());
-  std::vector<Shared> all(static_cast<std::size_t>(size_));
-  tx_->allgather(&me, sizeof me, all.data());
-  for (int r = 0; r < size_; ++r) {
-    const Shared& o = all[static_cast<std::size_t>(r)];
-    if (o.error[0] != '\0') {
-      throw EngineError(NS_ERR_INVALID, "rank " + std::to_string(r) + ": " + o.error);
-    }
-  }
-  for (int r = 1; r < size_; ++r) {
-    const Shared& o = all[static_cast<std::size_t>(r)];
-    const auto differ = [&](const char* field, std::uint64_t a, std::uint64_t b) {
-      throw EngineError(NS_ERR_INVALID, std::string("ranks disagree on ") + field +
-                                            ": rank 0 has " + std::to_string(a) + ", rank " +
-                                            std::to_string(r) + " has " + std::to_string(b));
-    };
-    if (o.prop_bytes != all[0].prop_bytes) differ("prop_bytes", all[0].prop_bytes, o.prop_bytes);
-    if (o.total_rows != all[0].total_rows) {
-      differ("row_offsets[size] (total rows)", all[0].total_rows, o.total_rows);
-    }
-    if (o.offsets_hash != all[0].offsets_hash) {
-      throw EngineError(NS_ERR_INVALID, "ranks disagree on row_offsets (rank 0 and rank " +
-                                            std::to_string(r) + " pass different partitions)");
-    }
-  }
+  const agreement::Verdict verdict = me.settle(
+      size_,
+      [this](const void* mine, std::size_t bytes, void* all) { tx_->allgather(mine, bytes, all); });
+  if (!verdict.ok()) throw EngineError(NS_ERR_INVALID, verdict.reason);
   AdminLock lk(progress_mu_, admin_waiting_);
   if (region_owner_) throw EngineError(NS_ERR_STATE, "a property region is already registered");
   auto r = std::make_unique<ns_mr>(

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "agreement/mpi.hpp"
+
 namespace netsparse::rig {
 
 namespace {
@@ -49,9 +51,7 @@ int on_finalize(MPI_Comm, int, void*, void*) {
   return MPI_SUCCESS;
 }
 
-void check_mpi(int rc, const char* what) {
-  if (rc != MPI_SUCCESS) throw std::runtime_error(std::string("netsparse: ") + what + " failed");
-}
+using agreement::check_mpi;
 
 void arm(Registry& r) {
   // Under r.mu. One attribute per process (MPI cannot be initialized twice).

@@ -37,16 +37,18 @@ Region::Region(std::byte* base_, std::uint64_t local_rows_, std::uint32_t prop_b
   rows_.resize(total);
 }
 
-RegionAgreement RegionAgreement::of(std::uint32_t prop_bytes, const std::uint64_t* row_offsets,
-                                    int size) {
-  RegionAgreement a;
-  a.prop_bytes = prop_bytes;
-  a.offsets_hash = 1469598103934665603ull;
-  if (row_offsets != nullptr) {
-    a.total_rows = row_offsets[size];
-    for (int p = 0; p <= size; ++p)
-      a.offsets_hash = (a.offsets_hash ^ row_offsets[p]) * 1099511628211ull;
-  }
+agreement::Agreement region_agreement(std::uint32_t prop_bytes, const std::uint64_t* row_offsets,
+                                      int size) {
+  agreement::Agreement a;
+  a.field("prop_bytes", prop_bytes);
+  const std::uint64_t total = row_offsets != nullptr ? row_offsets[size] : 0;
+  a.field("row_offsets[size] (total rows)", total);
+  a.field("row_offsets",
+          row_offsets != nullptr
+              ? std::to_string(agreement::fnv1a(
+                    row_offsets, sizeof(std::uint64_t) * (static_cast<std::size_t>(size) + 1)))
+              : std::string(),
+          /*show=*/false);
   return a;
 }
 

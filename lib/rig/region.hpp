@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "agreement/agreement.hpp"
 #include "filter/row_state.hpp"
 #include "rig/config.hpp"
 #include "rig/destination.hpp"
@@ -20,17 +21,11 @@
 
 namespace netsparse::rig {
 
-// What ranks compare before registering a region collectively (Engine::register_region): this
-// rank's refusal reason, if any, and the arguments that must agree. One fixed-size record per
-// rank, exchanged with Transport::allgather.
-struct RegionAgreement {
-  char error[512] = {};
-  std::uint64_t prop_bytes = 0;
-  std::uint64_t total_rows = 0;
-  std::uint64_t offsets_hash = 0;  // FNV-1a over row_offsets[0..size]
-  // Fills everything but `error` from the arguments (row_offsets: size + 1 entries).
-  static RegionAgreement of(std::uint32_t prop_bytes, const std::uint64_t* row_offsets, int size);
-};
+// What ranks compare before registering a region collectively (Engine::register_region): the
+// arguments that must agree (row_offsets: size + 1 entries, or null when refused), exchanged
+// with Transport::allgather; the caller adds this rank's refusal.
+[[nodiscard]] agreement::Agreement region_agreement(std::uint32_t prop_bytes,
+                                                    const std::uint64_t* row_offsets, int size);
 
 class Region {
  public:

@@ -125,14 +125,9 @@ void check_justified_by_size(const MatrixMarketHeader& header, const std::string
   }
 }
 
-MatrixMarketHeader parse_header(std::string_view bytes, const std::string& path) {
-  const char* const file_begin = bytes.data();
-  const char* const file_end = file_begin + bytes.size();
-  if (bytes.empty()) throw ParseError(path, 1, "empty file (expected a %%MatrixMarket banner)");
-
-  // Banner: line 1.
-  const char* eol = line_end(file_begin, file_end);
-  const std::vector<std::string_view> banner = split_tokens(file_begin, eol);
+// The banner (line 1, [begin, eol)): the field and the symmetry of the header.
+MatrixMarketHeader parse_banner(const char* begin, const char* eol, const std::string& path) {
+  const std::vector<std::string_view> banner = split_tokens(begin, eol);
   const std::string usage =
       "'%%MatrixMarket matrix coordinate <real|integer|pattern> "
       "<general|symmetric|skew-symmetric>'";
@@ -195,21 +190,13 @@ MatrixMarketHeader parse_header(std::string_view bytes, const std::string& path)
     throw ParseError(path, 1, "a pattern matrix cannot be skew-symmetric (no values to negate)");
   }
 
-  // Comments and blank lines, then the size line.
-  std::int64_t line = 1;
-  const char* p = eol < file_end ? eol + 1 : file_end;
-  while (p < file_end) {
-    eol = line_end(p, file_end);
-    ++line;
-    if (!is_comment_or_blank(p, eol)) break;
-    p = eol < file_end ? eol + 1 : file_end;
-  }
-  if (p >= file_end) {
-    throw ParseError(path, line + 1,
-                     "missing size line 'rows columns entries' (file ends after the banner)");
-  }
-  header.size_line = line;
-  std::int64_t sizes[3] = {0, 0, 0};
+  return header;
+}
+
+// The size line [p, eol) (line `line`): rows, columns, entries.
+std::array<std::int64_t, 3> parse_size_line(const char* p, const char* eol, std::int64_t line,
+                                            const std::string& path) {
+  std::array<std::int64_t, 3> sizes = {0, 0, 0};
   const char* const size_names[3] = {"row count", "column count", "entry count"};
   const char* q = skip_blanks(p, eol);
   for (int k = 0; k < 3; ++k) {
@@ -244,6 +231,33 @@ MatrixMarketHeader parse_header(std::string_view bytes, const std::string& path)
                          " (expected 'rows columns entries'; only coordinate format is "
                          "supported)");
   }
+  return sizes;
+}
+
+MatrixMarketHeader parse_header(std::string_view bytes, const std::string& path) {
+  const char* const file_begin = bytes.data();
+  const char* const file_end = file_begin + bytes.size();
+  if (bytes.empty()) throw ParseError(path, 1, "empty file (expected a %%MatrixMarket banner)");
+
+  // Banner: line 1.
+  const char* eol = line_end(file_begin, file_end);
+  MatrixMarketHeader header = parse_banner(file_begin, eol, path);
+
+  // Comments and blank lines, then the size line.
+  std::int64_t line = 1;
+  const char* p = eol < file_end ? eol + 1 : file_end;
+  while (p < file_end) {
+    eol = line_end(p, file_end);
+    ++line;
+    if (!is_comment_or_blank(p, eol)) break;
+    p = eol < file_end ? eol + 1 : file_end;
+  }
+  if (p >= file_end) {
+    throw ParseError(path, line + 1,
+                     "missing size line 'rows columns entries' (file ends after the banner)");
+  }
+  header.size_line = line;
+  const std::array<std::int64_t, 3> sizes = parse_size_line(p, eol, line, path);
   header.n_rows = sizes[0];
   header.n_cols = sizes[1];
   header.n_entries = sizes[2];

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "agreement/mpi.hpp"
 #include "config/settings.hpp"
 #include "transport/transport_factory.hpp"
 
@@ -59,12 +60,7 @@ std::string mpi_error_string(int code) {
   return std::string(text, static_cast<std::size_t>(len));
 }
 
-void check_mpi(int rc, const char* what) {
-  if (rc != MPI_SUCCESS) {
-    throw std::runtime_error(std::string("netsparse mpi transport: ") + what +
-                             " failed: " + mpi_error_string(rc));
-  }
-}
+using agreement::check_mpi;
 
 MpiReadMode resolve_read_mode(MpiReadMode requested) {
   if (requested != MpiReadMode::kAuto) return requested;

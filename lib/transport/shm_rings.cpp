@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "agreement/mpi.hpp"
 #include "transport/transport_factory.hpp"
 
 namespace netsparse::transport {
@@ -63,9 +64,7 @@ std::size_t padded(std::size_t n) {
   return (n + 7) & ~std::size_t{7};
 }
 
-void check_mpi(int rc, const char* what) {
-  if (rc != MPI_SUCCESS) throw std::runtime_error(std::string("shm rings: ") + what + " failed");
-}
+using agreement::check_mpi;
 
 class HostShmTransport final : public Transport {
  public:
@@ -418,15 +417,16 @@ class HostShmTransport final : public Transport {
     }
   }
 
-  // All ranks of the host succeed or all fail (then with the first reason this rank saw).
+  // All ranks of the host succeed or all fail (then with this rank's reason, else the first
+  // failing rank's).
   void agree(MPI_Comm host, int ok, const std::string& why, const std::string& own_name) {
-    int all = 0;
-    check_mpi(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, host), "MPI_Allreduce (shm setup)");
-    if (!all) {
-      shm_unlink(own_name.c_str());
-      throw std::runtime_error("shared-memory rings unavailable" +
-                               (why.empty() ? std::string(" (on another rank)") : ": " + why));
-    }
+    agreement::Agreement mine;
+    if (!ok) mine.refuse(1, why.empty() ? "failed" : why);
+    const agreement::Verdict verdict = agreement::settle_over_mpi(mine, host);
+    if (verdict.ok()) return;
+    shm_unlink(own_name.c_str());
+    throw std::runtime_error("shared-memory rings unavailable: " +
+                             (mine.refused() ? mine.reason() : "host " + verdict.reason));
   }
 
   RingControl* control_at(int owner, int sender) const {

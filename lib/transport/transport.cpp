@@ -5,6 +5,7 @@
 #include <string>
 
 #include "config/settings.hpp"
+#include "netsparse/netsparse.h"
 #include "transport/verbs_config.hpp"
 
 namespace netsparse::transport {
@@ -48,6 +49,21 @@ TransportKind parse_transport_kind(std::string_view text) {
 
 TransportKind transport_from_env() {
   return parse_transport_kind(config::choice(config::Env::kTransport));
+}
+
+TransportKind transport_for_attribute(int ns_transport) {
+  switch (ns_transport) {
+    case NS_TRANSPORT_AUTO:
+      return transport_from_env();
+    case NS_TRANSPORT_MPI:
+      return TransportKind::kMpi;
+    case NS_TRANSPORT_VERBS:
+      return TransportKind::kVerbs;
+    case NS_TRANSPORT_INPROC:
+      return TransportKind::kInproc;
+  }
+  throw std::invalid_argument("transport " + std::to_string(ns_transport) +
+                              " is none of NS_TRANSPORT_AUTO, _MPI, _VERBS, _INPROC");
 }
 
 std::unique_ptr<Transport> make_transport(TransportKind kind, MPI_Comm comm,

@@ -156,5 +156,8 @@ bool verbs_compiled_in() noexcept;
 TransportKind parse_transport_kind(std::string_view text);
 // NETSPARSE_TRANSPORT (unset or empty = auto). Throws on an unknown value.
 TransportKind transport_from_env();
+// The transport an attribute's `transport` field names (NS_TRANSPORT_AUTO: transport_from_env()).
+// Throws std::invalid_argument for a value that names none.
+TransportKind transport_for_attribute(int ns_transport);
 
 }  // namespace netsparse::transport

@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "agreement/mpi.hpp"
 #include "transport/transport_factory.hpp"
 #include "transport/verbs_config.hpp"
 
@@ -56,38 +57,24 @@ std::string errno_text(int err) {
   return std::string(std::strerror(err));
 }
 
-struct DeviceListDeleter {
-  void operator()(ibv_device** list) const { ibv_free_device_list(list); }
+// Every verbs object is owned by a unique_ptr whose deleter is the call that releases it.
+template <class T, auto Release>
+struct ReleaseWith {
+  void operator()(T* p) const noexcept { Release(p); }
 };
-struct ContextDeleter {
-  void operator()(ibv_context* c) const { ibv_close_device(c); }
-};
-struct PdDeleter {
-  void operator()(ibv_pd* p) const { ibv_dealloc_pd(p); }
-};
-struct CqDeleter {
-  void operator()(ibv_cq* c) const { ibv_destroy_cq(c); }
-};
-struct SrqDeleter {
-  void operator()(ibv_srq* s) const { ibv_destroy_srq(s); }
-};
-struct MrDeleter {
-  void operator()(ibv_mr* m) const { ibv_dereg_mr(m); }
-};
-struct QpDeleter {
-  void operator()(ibv_qp* q) const { ibv_destroy_qp(q); }
-};
-struct FreeDeleter {
-  void operator()(std::byte* p) const { std::free(p); }
-};
-using DeviceList = std::unique_ptr<ibv_device*, DeviceListDeleter>;
-using Context = std::unique_ptr<ibv_context, ContextDeleter>;
-using Pd = std::unique_ptr<ibv_pd, PdDeleter>;
-using Cq = std::unique_ptr<ibv_cq, CqDeleter>;
-using Srq = std::unique_ptr<ibv_srq, SrqDeleter>;
-using Mr = std::unique_ptr<ibv_mr, MrDeleter>;
-using Qp = std::unique_ptr<ibv_qp, QpDeleter>;
-using Slab = std::unique_ptr<std::byte, FreeDeleter>;
+template <class T, auto Release>
+using Owned = std::unique_ptr<T, ReleaseWith<T, Release>>;
+using DeviceList = Owned<ibv_device*, ibv_free_device_list>;
+using Context = Owned<ibv_context, ibv_close_device>;
+using Pd = Owned<ibv_pd, ibv_dealloc_pd>;
+using Cq = Owned<ibv_cq, ibv_destroy_cq>;
+using Srq = Owned<ibv_srq, ibv_destroy_srq>;
+using Mr = Owned<ibv_mr, ibv_dereg_mr>;
+using Qp = Owned<ibv_qp, ibv_destroy_qp>;
+void free_bytes(std::byte* p) noexcept {
+  std::free(p);
+}
+using Slab = Owned<std::byte, free_bytes>;
 
 // ibv_reg_mr is a macro that ORs `access` with another enum type; passing an int keeps that
 // expression well-formed C++20 (clang warns about enum-enum arithmetic otherwise).
@@ -488,13 +475,7 @@ class VerbsTransport final : public Transport {
                        MPI_BYTE, comm_, &request) != MPI_SUCCESS) {
       throw std::runtime_error("netsparse verbs transport: MPI_Iallgather failed");
     }
-    int done = 0;
-    while (!done) {
-      if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-        throw std::runtime_error("netsparse verbs transport: allgather failed (a peer failed?)");
-      }
-      if (!done) poll_send_cq();
-    }
+    wait_draining(request, "allgather");
   }
 
   void barrier() override {
@@ -502,10 +483,17 @@ class VerbsTransport final : public Transport {
     if (MPI_Ibarrier(comm_, &request) != MPI_SUCCESS) {
       throw std::runtime_error("netsparse verbs transport: MPI_Ibarrier failed");
     }
+    wait_draining(request, "barrier");
+  }
+
+  // Completes a nonblocking collective while draining the send CQ, so sends this rank still
+  // owes its peers complete and they can reach the collective too.
+  void wait_draining(MPI_Request& request, const char* what) {
     int done = 0;
     while (!done) {
       if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-        throw std::runtime_error("netsparse verbs transport: barrier failed (a peer failed?)");
+        throw std::runtime_error(std::string("netsparse verbs transport: ") + what +
+                                 " failed (a peer failed?)");
       }
       if (!done) poll_send_cq();
     }
@@ -554,17 +542,21 @@ class VerbsTransport final : public Transport {
     std::size_t bytes = 0;
   };
 
-  // Throws on every rank when any rank reports a local error (empty = fine).
+  // Throws on every rank when any rank reports a local error (empty = fine): its own error on
+  // a failing rank, the first failing rank's on the others.
   void agree(const std::string& local_error) {
-    int mine[2] = {local_error.empty() ? 0 : 1, rank_};
-    int worst[2] = {0, 0};
-    if (MPI_Allreduce(mine, worst, 1, MPI_2INT, MPI_MAXLOC, comm_) != MPI_SUCCESS) {
-      throw std::runtime_error("netsparse verbs transport: MPI_Allreduce during bootstrap failed");
+    agreement::Agreement mine;
+    if (!local_error.empty()) mine.refuse(1, local_error);
+    agreement::Verdict verdict;
+    try {
+      verdict = agreement::settle_over_mpi(mine, comm_);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string("netsparse verbs transport: bootstrap agreement: ") +
+                               e.what());
     }
-    if (!local_error.empty()) throw std::runtime_error(local_error);
-    if (worst[0] != 0) {
-      throw std::runtime_error("netsparse verbs transport: setup failed on rank " +
-                               std::to_string(worst[1]) + " (see its error message)");
+    if (mine.refused()) throw std::runtime_error(local_error);
+    if (!verdict.ok()) {
+      throw std::runtime_error("netsparse verbs transport: setup failed on " + verdict.reason);
     }
   }
 

@@ -11,6 +11,7 @@
 #include "coll_test_util.hpp"
 #include "collectives/communicator.hpp"
 #include "collectives/fault_injection.hpp"
+#include "mpi_test_util.hpp"
 #include "netsparse/collectives_mpi.h"
 #include "transport/transport_factory.hpp"
 
@@ -20,16 +21,8 @@ namespace tr = netsparse::transport;
 
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+using netsparse::test::world_rank;
+using netsparse::test::world_size;
 
 class CollMpi : public ::testing::Test {
  protected:

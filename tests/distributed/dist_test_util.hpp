@@ -11,21 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "mpi_test_util.hpp"
 #include "netsparse/csr.hpp"
 #include "netsparse/dist_matrix.hpp"
 
 namespace netsparse::test {
-
-inline int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-inline int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
 inline std::string data_path(const std::string& rel) {
   return std::string(NETSPARSE_TEST_DATA_DIR) + "/" + rel;

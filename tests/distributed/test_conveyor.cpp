@@ -10,26 +10,15 @@
 #include <vector>
 
 #include "distributed/conveyor.hpp"
+#include "mpi_test_util.hpp"
 
 namespace netsparse::dist {
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using netsparse::test::world_rank;
+using netsparse::test::world_size;
 
-std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+using netsparse::test::mix;
 
 struct Item {
   std::uint32_t src;

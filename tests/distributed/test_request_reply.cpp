@@ -2,6 +2,7 @@
 // answered exactly once and correctly (to peers and to oneself), backpressure on both
 // directions with tiny buffers, ranks that ask nothing, back-to-back sessions, misuse.
 #include "distributed/request_reply.hpp"
+#include "mpi_test_util.hpp"
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -14,22 +15,10 @@
 namespace netsparse::dist {
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using netsparse::test::world_rank;
+using netsparse::test::world_size;
 
-std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+using netsparse::test::mix;
 
 // The distributed table: rank `owner` holds value(owner, j) for j < kTable.
 constexpr std::uint32_t kTable = 1000;

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "filter/idx_filter.hpp"
+#include "filter/model/idx_filter.hpp"
 
 namespace netsparse::filter {
 namespace {

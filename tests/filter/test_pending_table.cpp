@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "filter/pending_table.hpp"
+#include "filter/model/pending_table.hpp"
 
 namespace netsparse::filter {
 namespace {

@@ -179,4 +179,49 @@ inline void check_stats_after_quiesce(std::vector<ns_context*>& ctxs, std::uint3
   EXPECT_EQ(sent, served) << "read PRs sent must equal read PRs answered, summed over nodes";
 }
 
+// `nodes` nodes of P-byte properties opened with `attr` (the other options at their defaults).
+inline ClusterOptions cluster_options(int nodes, std::uint32_t P, const ns_context_attr& attr) {
+  ClusterOptions o;
+  o.nodes = nodes;
+  o.P = P;
+  o.attr = attr;
+  return o;
+}
+
+// How a node dies in a failure test: silently (ns_fabric_kill_node: its requests are never
+// answered and nothing reports it, like a soft-RoCE peer that vanished) or reported
+// (ns_fabric_kill_node_reported: like a verbs QP error or an intra-host process check).
+enum class Death { kSilent, kReported };
+
+// A cluster of `nodes` (P-byte properties, progress thread, the given watchdog) in which node
+// `victim` dies before `survivor` runs on every other node. The victim's thread keeps the
+// barrier count; a silent death is reported once every survivor is done (the transport's
+// detection, at last), so teardown excludes the dead node instead of waiting for it (no timeout
+// decides that a peer is gone).
+inline void run_cluster_with_dead_node(int nodes, std::uint32_t P, std::uint32_t watchdog_ms,
+                                       int victim, Death death,
+                                       const std::function<void(Node&)>& survivor) {
+  ClusterOptions o = cluster_options(nodes, P, make_attr(NS_PROGRESS_THREAD, 0));
+  o.expect_local_close = true;
+  o.attr.watchdog_ms = watchdog_ms;
+  ns_fabric* fabric = nullptr;
+  run_cluster(
+      o,
+      [&](Node& n) {
+        n.sync->arrive_and_wait();
+        if (n.rank == victim) {
+          EXPECT_EQ(death == Death::kSilent ? ns_fabric_kill_node(fabric, victim)
+                                            : ns_fabric_kill_node_reported(fabric, victim),
+                    NS_OK);
+        }
+        n.sync->arrive_and_wait();
+        if (n.rank != victim) survivor(n);
+        n.sync->arrive_and_wait();
+        if (death == Death::kSilent && n.rank == (victim == 0 ? 1 : 0)) {
+          EXPECT_EQ(ns_fabric_kill_node_reported(fabric, victim), NS_OK);
+        }
+      },
+      &fabric);
+}
+
 }  // namespace rigtest

@@ -10,6 +10,7 @@
 
 #include "concat/frame.hpp"
 #include "concat/protocol.hpp"
+#include "raw_peer.hpp"
 #include "rig/config.hpp"
 #include "rig/destination.hpp"
 #include "rig/engine.hpp"
@@ -106,65 +107,47 @@ std::vector<std::byte> packet(cc::PrType type, std::uint32_t dest, std::uint32_t
 // Node 1 is a real engine owning rows [100, 200); node 0 is a raw endpoint that forges packets.
 TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
   constexpr std::uint32_t P = 24;
-  tr::InprocFabric fabric(2);
-  auto raw = fabric.endpoint(0);
-  rig::Config cfg;
-  cfg.progress_mode = NS_PROGRESS_INLINE;
-  cfg.delay_ns = 0;  // answer at once
-  ns_context engine(fabric.endpoint(1), cfg);
-  const std::vector<std::uint64_t> offsets = {0, 100, 200};
-  auto block = rigtest::make_block(100, 200, P);
-  int raw_region = -1;
-  std::thread peer([&] {
-    // The engine agrees on the region's arguments first (Engine::register_region).
-    rig::RegionAgreement me = rig::RegionAgreement::of(P, offsets.data(), 2);
-    std::vector<rig::RegionAgreement> all(2);
-    raw->allgather(&me, sizeof me, all.data());
-    raw_region = raw->register_memory(nullptr, 0);
-    raw->barrier();
-  });
-  rig::Region* mr = engine.register_region(block.data(), 100, P, offsets.data());
-  peer.join();
-  ASSERT_NE(mr, nullptr);
+  rigtest::EngineWithRawPeer c(P);
+  ASSERT_NE(c.mr, nullptr);
 
   auto drive = [&] {
-    for (int k = 0; k < 50; ++k) engine.progress_inline();
+    for (int k = 0; k < 50; ++k) c.engine.progress_inline();
   };
   const std::uint32_t me = 0;
   // Reads: one valid, three outside node 0's rows (below, above, huge), one claiming to come
   // from node 0 itself, one from a unit no engine can have (>= kMaxUnits).
-  raw->send(1, packet(cc::PrType::kRead, 1, P,
-                      {{me, 3, 150, 11},
-                       {me, 3, 50, 12},
-                       {me, 3, 200, 13},
-                       {me, 3, UINT64_MAX, 14},
-                       {1, 3, 120, 15},
-                       {me, rig::kMaxUnits, 120, 16}}));
+  c.raw->send(1, packet(cc::PrType::kRead, 1, P,
+                        {{me, 3, 150, 11},
+                         {me, 3, 50, 12},
+                         {me, 3, 200, 13},
+                         {me, 3, UINT64_MAX, 14},
+                         {1, 3, 120, 15},
+                         {me, rig::kMaxUnits, 120, 16}}));
   // Malformed packets: wrong destination, wrong property length, truncated, unknown type.
-  raw->send(1, packet(cc::PrType::kRead, 0, P, {{me, 0, 150, 1}}));
-  raw->send(1, packet(cc::PrType::kRead, 1, P + 1, {{me, 0, 150, 1}}));
+  c.raw->send(1, packet(cc::PrType::kRead, 0, P, {{me, 0, 150, 1}}));
+  c.raw->send(1, packet(cc::PrType::kRead, 1, P + 1, {{me, 0, 150, 1}}));
   auto truncated = packet(cc::PrType::kRead, 1, P, {{me, 0, 150, 1}, {me, 0, 151, 2}});
   truncated.pop_back();
-  raw->send(1, truncated);
+  c.raw->send(1, truncated);
   auto unknown = packet(cc::PrType::kRead, 1, P, {{me, 0, 150, 1}});
   unknown[0] = std::byte{9};
-  raw->send(1, unknown);
+  c.raw->send(1, unknown);
   // Forged answers: nothing is pending (stale), and a unit that does not exist (malformed), for
   // both answer types.
-  raw->send(1, packet(cc::PrType::kResponse, 1, P, {{me, 0, 150, 0}}, 0xAB));
-  raw->send(1, packet(cc::PrType::kResponse, 1, P, {{me, 999, 150, 0}}, 0xAB));
-  raw->send(1, packet(cc::PrType::kInvalid, 1, P, {{me, 0, 150, 0}}));
-  raw->send(1, packet(cc::PrType::kInvalid, 1, P, {{me, 999, 150, 0}}));
+  c.raw->send(1, packet(cc::PrType::kResponse, 1, P, {{me, 0, 150, 0}}, 0xAB));
+  c.raw->send(1, packet(cc::PrType::kResponse, 1, P, {{me, 999, 150, 0}}, 0xAB));
+  c.raw->send(1, packet(cc::PrType::kInvalid, 1, P, {{me, 0, 150, 0}}));
+  c.raw->send(1, packet(cc::PrType::kInvalid, 1, P, {{me, 999, 150, 0}}));
   // Forged control PRs: from this very node, and an unknown control message.
-  raw->send(1, packet(cc::PrType::kControl, 1, P, {{1, 0, 7, rig::kControlQuiesceDone}}));
-  raw->send(1, packet(cc::PrType::kControl, 1, P, {{me, 0, 7, rig::kControlQuiesceDone + 1}}));
+  c.raw->send(1, packet(cc::PrType::kControl, 1, P, {{1, 0, 7, rig::kControlQuiesceDone}}));
+  c.raw->send(1, packet(cc::PrType::kControl, 1, P, {{me, 0, 7, rig::kControlQuiesceDone + 1}}));
   drive();
 
   std::map<std::uint32_t, std::pair<cc::PrType, std::vector<std::uint8_t>>>
       answers;  // req_id -> (type, payload)
   for (int k = 0; k < 100 && answers.size() < 4; ++k) {
     drive();
-    raw->poll(
+    c.raw->poll(
         [&](const tr::ReceivedPacket& m) {
           // A transport message is a frame of one or more packets (concat/frame.hpp).
           std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
@@ -197,7 +180,7 @@ TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
     EXPECT_EQ(answers[id].first, cc::PrType::kInvalid)
         << "idx outside rows [100,200) must be refused";
   }
-  const auto s = engine.snapshot();
+  const auto s = c.engine.snapshot();
   EXPECT_EQ(s.server.answered, 4u);
   EXPECT_EQ(s.server.invalid, 3u);
   EXPECT_EQ(s.server.malformed_prs, 2u);  // src_node == self, src_unit >= kMaxUnits
@@ -212,11 +195,11 @@ TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
   EXPECT_EQ(s.concat.prs[cc::type_index(cc::PrType::kResponse)], 1u);
 
   // Teardown: node 0 declares itself done (a control PR), then both run the collectives.
-  raw->send(1, packet(cc::PrType::kControl, 1, P, {{me, 0, 1, rig::kControlQuiesceDone}}));
+  c.raw->send(1, packet(cc::PrType::kControl, 1, P, {{me, 0, 1, rig::kControlQuiesceDone}}));
   std::thread peer_down([&] {
     bool got_done = false;
     while (!got_done) {
-      raw->poll(
+      c.raw->poll(
           [&](const tr::ReceivedPacket& m) {
             std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
             const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
@@ -235,10 +218,10 @@ TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
           16);
       std::this_thread::yield();
     }
-    raw->barrier();
-    raw->deregister_memory(raw_region);
+    c.raw->barrier();
+    c.raw->deregister_memory(c.raw_region);
   });
-  EXPECT_TRUE(engine.deregister_region(mr));
+  EXPECT_TRUE(c.engine.deregister_region(c.mr));
   peer_down.join();
 }
 
@@ -247,25 +230,7 @@ TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
 // is answered) and counted once as malformed.
 TEST(Server, FramesAreSplitAndTruncatedFramesRefused) {
   constexpr std::uint32_t P = 16;
-  tr::InprocFabric fabric(2);
-  auto raw = fabric.endpoint(0);
-  rig::Config cfg;
-  cfg.progress_mode = NS_PROGRESS_INLINE;
-  cfg.delay_ns = 0;
-  ns_context engine(fabric.endpoint(1), cfg);
-  const std::vector<std::uint64_t> offsets = {0, 100, 200};
-  auto block = rigtest::make_block(100, 200, P);
-  int raw_region = -1;
-  std::thread peer([&] {
-    // The engine agrees on the region's arguments first (Engine::register_region).
-    rig::RegionAgreement me = rig::RegionAgreement::of(P, offsets.data(), 2);
-    std::vector<rig::RegionAgreement> all(2);
-    raw->allgather(&me, sizeof me, all.data());
-    raw_region = raw->register_memory(nullptr, 0);
-    raw->barrier();
-  });
-  rig::Region* mr = engine.register_region(block.data(), 100, P, offsets.data());
-  peer.join();
+  rigtest::EngineWithRawPeer c(P);
   const std::uint32_t me = 0;
   auto join = [](std::vector<std::vector<std::byte>> parts) {
     std::vector<std::byte> f;
@@ -276,14 +241,14 @@ TEST(Server, FramesAreSplitAndTruncatedFramesRefused) {
   auto cut = join({packet(cc::PrType::kRead, 1, P, {{me, 0, 101, 1}}),
                    packet(cc::PrType::kRead, 1, P, {{me, 0, 102, 2}})});
   cut.pop_back();
-  raw->send(1, cut);
-  raw->send(1, join({packet(cc::PrType::kRead, 1, P, {{me, 0, 150, 7}, {me, 0, 151, 8}}),
-                     packet(cc::PrType::kControl, 1, P, {{me, 0, 1, rig::kControlQuiesceDone}}),
-                     packet(cc::PrType::kRead, 1, P, {{me, 0, 152, 9}})}));
+  c.raw->send(1, cut);
+  c.raw->send(1, join({packet(cc::PrType::kRead, 1, P, {{me, 0, 150, 7}, {me, 0, 151, 8}}),
+                       packet(cc::PrType::kControl, 1, P, {{me, 0, 1, rig::kControlQuiesceDone}}),
+                       packet(cc::PrType::kRead, 1, P, {{me, 0, 152, 9}})}));
   std::set<std::uint32_t> answered;
   for (int k = 0; k < 200 && answered.size() < 3; ++k) {
-    engine.progress_inline();
-    raw->poll(
+    c.engine.progress_inline();
+    c.raw->poll(
         [&](const tr::ReceivedPacket& m) {
           std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
           const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
@@ -303,24 +268,24 @@ TEST(Server, FramesAreSplitAndTruncatedFramesRefused) {
         16);
   }
   EXPECT_EQ(answered, (std::set<std::uint32_t>{7, 8, 9}));
-  const auto s = engine.snapshot();
+  const auto s = c.engine.snapshot();
   EXPECT_EQ(s.malformed_packets, 1u) << "the truncated frame, once";
   EXPECT_EQ(s.server.answered, 3u);
   EXPECT_EQ(s.control_prs, 1u) << "the control packet inside the frame";
   EXPECT_EQ(s.frames_in, 2u);
   // Teardown: node 0's quiesce-done for round 1 already arrived inside the frame.
   std::thread peer_down([&] {
-    raw->barrier();
-    raw->deregister_memory(raw_region);
+    c.raw->barrier();
+    c.raw->deregister_memory(c.raw_region);
   });
   std::thread drain([&] {
     // Keep node 0's side of the transport polled so the engine's own "done" is delivered.
     for (int k = 0; k < 1000; ++k) {
-      raw->poll([](const tr::ReceivedPacket&) {}, 16);
+      c.raw->poll([](const tr::ReceivedPacket&) {}, 16);
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   });
-  EXPECT_TRUE(engine.deregister_region(mr));
+  EXPECT_TRUE(c.engine.deregister_region(c.mr));
   peer_down.join();
   drain.join();
 }
@@ -396,13 +361,7 @@ TEST(Engine, AFailingStepBecomesErrorCompletionsNotAnAbort) {
   ns_context engine(std::move(throwing), cfg);
   const std::vector<std::uint64_t> offsets = {0, 100, 200};
   auto block = rigtest::make_block(100, 200, P);
-  std::thread peer([&] {
-    rig::RegionAgreement me = rig::RegionAgreement::of(P, offsets.data(), 2);
-    std::vector<rig::RegionAgreement> all(2);
-    raw->allgather(&me, sizeof me, all.data());
-    raw->register_memory(nullptr, 0);
-    raw->barrier();
-  });
+  std::thread peer([&] { rigtest::join_region_registration(*raw, P, offsets); });
   rig::Region* mr = engine.register_region(block.data(), 100, P, offsets.data());
   peer.join();
   rig::Cq* cq = engine.create_cq(8);

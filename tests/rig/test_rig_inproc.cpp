@@ -39,10 +39,7 @@ class Gather : public ::testing::TestWithParam<GatherCase> {};
 
 TEST_P(Gather, RandomBatchesEveryByte) {
   const GatherCase gc = GetParam();
-  ClusterOptions o;
-  o.nodes = gc.nodes;
-  o.P = gc.P;
-  o.attr = make_attr(gc.progress, gc.flags);
+  ClusterOptions o = cluster_options(gc.nodes, gc.P, make_attr(gc.progress, gc.flags));
   if (gc.virtual_queues) {
     o.attr.comp_mask |= NS_CTX_ATTR_VIRTUAL_QUEUES;
     o.attr.virtual_queues = 1;
@@ -201,10 +198,7 @@ TEST(Positional, RepeatsAreFilledLocallyFromTheFirstPosition) {
 
 // ---- INDEXED windows (column panels), filter epochs ------------------------------------------
 TEST(Indexed, PanelWindowsAndFilterEpochs) {
-  ClusterOptions o;
-  o.nodes = 2;
-  o.P = 16;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  ClusterOptions o = cluster_options(2, 16, make_attr(NS_PROGRESS_THREAD, 0));
   run_cluster(o, [&](Node& n) {
     if (n.rank == 0) {
       // Panel [150, 250) straddles both nodes' blocks [0,200) and [200,400).
@@ -248,10 +242,7 @@ TEST(Indexed, PanelWindowsAndFilterEpochs) {
 
 // ---- error completions -----------------------------------------------------------------------
 TEST(Errors, OutOfRangeIdxGivesRemoteInvalidRequest) {
-  ClusterOptions o;
-  o.nodes = 3;
-  o.P = 40;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  ClusterOptions o = cluster_options(3, 40, make_attr(NS_PROGRESS_THREAD, 0));
   run_cluster(o, [&](Node& n) {
     // Node 0 asks a remote owner (the last node) to check; the last node checks itself locally.
     if (n.rank == 0 || n.rank == n.nodes - 1) {
@@ -293,10 +284,7 @@ TEST(Errors, OutOfRangeIdxGivesRemoteInvalidRequest) {
 
 // ---- chained posts, bad_wr, queue full, unsignaled ------------------------------------------
 TEST(Post, ChainStopsAtFirstBadWr) {
-  ClusterOptions o;
-  o.nodes = 2;
-  o.P = 8;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  ClusterOptions o = cluster_options(2, 8, make_attr(NS_PROGRESS_THREAD, 0));
   o.qp_depth = 2;
   run_cluster(o, [&](Node& n) {
     if (n.rank == 0) {
@@ -361,10 +349,7 @@ TEST(Post, ChainStopsAtFirstBadWr) {
 
 // ---- the vanilla SA path -----------------------------------------------------------------------
 TEST(RdmaRead, SingleReadsEveryByte) {
-  ClusterOptions o;
-  o.nodes = 4;
-  o.P = 36;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  ClusterOptions o = cluster_options(4, 36, make_attr(NS_PROGRESS_THREAD, 0));
   o.qp_depth = 256;
   run_cluster(o, [&](Node& n) {
     std::mt19937_64 rng(5 + static_cast<std::uint64_t>(n.rank));
@@ -423,108 +408,62 @@ TEST(RdmaRead, SingleReadsEveryByte) {
 
 // ---- watchdog and failures ---------------------------------------------------------------------
 TEST(Failure, KilledPeerGivesTimeoutsAndSurvivorsGoOn) {
-  ClusterOptions o;
-  o.expect_local_close = true;
-  o.nodes = 3;
-  o.P = 16;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
-  o.attr.watchdog_ms = 200;
-  ns_fabric* fabric = nullptr;
-  run_cluster(
-      o,
-      [&](Node& n) {
-        n.sync->arrive_and_wait();
-        if (n.rank == 2) {
-          ASSERT_EQ(ns_fabric_kill_node(fabric, 2), NS_OK);
-        }
-        n.sync->arrive_and_wait();
-        if (n.rank == 2) {  // dead: does nothing more (but its thread keeps the barrier count)
-          n.sync->arrive_and_wait();
-          return;
-        }
-        // Rows of the dead node (400..599) in every WR but the last; the last needs only the
-        // other survivor.
-        const int other = 1 - n.rank;
-        std::vector<std::uint64_t> dead_rows, live_rows;
-        for (std::uint64_t r = 400; r < 600; r += 5) dead_rows.push_back(r);
-        for (std::uint64_t r = 200ull * other; r < 200ull * other + 200; r += 3)
-          live_rows.push_back(r);
-        std::vector<std::uint64_t> mixed = live_rows;
-        mixed.insert(mixed.end(), dead_rows.begin(), dead_rows.end());
-        std::vector<std::uint8_t> a(mixed.size() * n.P), b(dead_rows.size() * n.P),
-            c(live_rows.size() * n.P);
-        std::vector<ns_send_wr> w{rig(1, n.mr, mixed, a.data(), NS_RIG_LAYOUT_POSITIONAL),
-                                  rig(2, n.mr, dead_rows, b.data(), NS_RIG_LAYOUT_POSITIONAL),
-                                  rig(3, n.mr, live_rows, c.data(), NS_RIG_LAYOUT_POSITIONAL)};
-        chain(w);
-        const auto t0 = std::chrono::steady_clock::now();
-        ASSERT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK);
-        std::map<std::uint64_t, int> status;
-        for (const ns_wc& wc : wait_completions(n.cq, 3, 10000)) status[wc.wr_id] = wc.status;
-        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::steady_clock::now() - t0)
-                            .count();
-        RecordProperty("timeout_completion_ms_node" + std::to_string(n.rank), static_cast<int>(ms));
-        EXPECT_EQ(status[1], NS_WC_WATCHDOG_TIMEOUT);
-        EXPECT_EQ(status[2], NS_WC_WATCHDOG_TIMEOUT);
-        EXPECT_EQ(status[3], NS_WC_SUCCESS);
-        check_positional(c, live_rows, n.P, n.rank);
-        EXPECT_GE(stat(n.ctx, NS_STAT_TIMEOUTS), 2u);
-        // After the timeouts the engine still works with the survivor.
-        std::vector<std::uint8_t> d(live_rows.size() * n.P);
-        auto again = rig(4, n.mr, live_rows, d.data(), NS_RIG_LAYOUT_POSITIONAL);
-        ASSERT_EQ(ns_post_send(n.qp, &again, nullptr), NS_OK);
-        auto wc = wait_completions(n.cq, 1, 10000);
-        ASSERT_EQ(wc.size(), 1u);
-        EXPECT_EQ(wc[0].status, NS_WC_SUCCESS);
-        check_positional(d, live_rows, n.P, n.rank);
-        // The death is detected at last (RC retries exhausted, a process check): teardown then
-        // excludes the dead node; without detection it would wait for it (no timeout decides
-        // that a peer is gone).
-        if (n.rank == 0) {
-          EXPECT_EQ(ns_fabric_kill_node_reported(fabric, 2), NS_OK);
-        }
-        n.sync->arrive_and_wait();
-      },
-      &fabric);
+  run_cluster_with_dead_node(3, 16, 200, /*victim=*/2, Death::kSilent, [&](Node& n) {
+    // Rows of the dead node (400..599) in every WR but the last; the last needs only the
+    // other survivor.
+    const int other = 1 - n.rank;
+    std::vector<std::uint64_t> dead_rows, live_rows;
+    for (std::uint64_t r = 400; r < 600; r += 5) dead_rows.push_back(r);
+    for (std::uint64_t r = 200ull * other; r < 200ull * other + 200; r += 3) live_rows.push_back(r);
+    std::vector<std::uint64_t> mixed = live_rows;
+    mixed.insert(mixed.end(), dead_rows.begin(), dead_rows.end());
+    std::vector<std::uint8_t> a(mixed.size() * n.P), b(dead_rows.size() * n.P),
+        c(live_rows.size() * n.P);
+    std::vector<ns_send_wr> w{rig(1, n.mr, mixed, a.data(), NS_RIG_LAYOUT_POSITIONAL),
+                              rig(2, n.mr, dead_rows, b.data(), NS_RIG_LAYOUT_POSITIONAL),
+                              rig(3, n.mr, live_rows, c.data(), NS_RIG_LAYOUT_POSITIONAL)};
+    chain(w);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK);
+    std::map<std::uint64_t, int> status;
+    for (const ns_wc& wc : wait_completions(n.cq, 3, 10000)) status[wc.wr_id] = wc.status;
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    RecordProperty("timeout_completion_ms_node" + std::to_string(n.rank), static_cast<int>(ms));
+    EXPECT_EQ(status[1], NS_WC_WATCHDOG_TIMEOUT);
+    EXPECT_EQ(status[2], NS_WC_WATCHDOG_TIMEOUT);
+    EXPECT_EQ(status[3], NS_WC_SUCCESS);
+    check_positional(c, live_rows, n.P, n.rank);
+    EXPECT_GE(stat(n.ctx, NS_STAT_TIMEOUTS), 2u);
+    // After the timeouts the engine still works with the survivor.
+    std::vector<std::uint8_t> d(live_rows.size() * n.P);
+    auto again = rig(4, n.mr, live_rows, d.data(), NS_RIG_LAYOUT_POSITIONAL);
+    ASSERT_EQ(ns_post_send(n.qp, &again, nullptr), NS_OK);
+    auto wc = wait_completions(n.cq, 1, 10000);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, NS_WC_SUCCESS);
+    check_positional(d, live_rows, n.P, n.rank);
+  });
 }
 
 TEST(Failure, ReportedDeadPeerGivesTransportError) {
-  ClusterOptions o;
-  o.expect_local_close = true;
-  o.nodes = 2;
-  o.P = 8;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
-  o.attr.watchdog_ms = 300;
-  ns_fabric* fabric = nullptr;
-  run_cluster(
-      o,
-      [&](Node& n) {
-        n.sync->arrive_and_wait();
-        if (n.rank == 1) {
-          ASSERT_EQ(ns_fabric_kill_node_reported(fabric, 1), NS_OK);
-        }
-        n.sync->arrive_and_wait();
-        if (n.rank == 1) return;
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the watchdog tick see it
-        const std::vector<std::uint64_t> rows = {250, 260, 5};
-        std::vector<std::uint8_t> out(rows.size() * n.P);
-        auto w = rig(1, n.mr, rows, out.data(), NS_RIG_LAYOUT_POSITIONAL);
-        ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK);
-        auto wc = wait_completions(n.cq, 1, 10000);
-        ASSERT_EQ(wc.size(), 1u);
-        EXPECT_EQ(wc[0].status, NS_WC_TRANSPORT_ERR) << ns_wc_status_str(wc[0].status);
-      },
-      &fabric);
+  run_cluster_with_dead_node(2, 8, 300, /*victim=*/1, Death::kReported, [&](Node& n) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the watchdog tick see it
+    const std::vector<std::uint64_t> rows = {250, 260, 5};
+    std::vector<std::uint8_t> out(rows.size() * n.P);
+    auto w = rig(1, n.mr, rows, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+    ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK);
+    auto wc = wait_completions(n.cq, 1, 10000);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, NS_WC_TRANSPORT_ERR) << ns_wc_status_str(wc[0].status);
+  });
 }
 
 // ---- resources: small tables stall but stay correct; unit counts
 // ---------------------------------
 TEST(Resources, TinyPendingTableStallsButStaysCorrect) {
-  ClusterOptions o;
-  o.nodes = 3;
-  o.P = 8;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  ClusterOptions o = cluster_options(3, 8, make_attr(NS_PROGRESS_THREAD, 0));
   o.attr.comp_mask |= NS_CTX_ATTR_PENDING | NS_CTX_ATTR_UNITS | NS_CTX_ATTR_BATCH;
   o.attr.pending_entries = 4;
   o.attr.num_client_units = 3;
@@ -546,10 +485,7 @@ TEST(Resources, TinyPendingTableStallsButStaysCorrect) {
 
 // ---- INLINE mode: ns_cq_wait drives the engine; quiesce keeps serving peers --------------------
 TEST(Inline, CompletionsAndQuiesceWithoutProgressThread) {
-  ClusterOptions o;
-  o.nodes = 4;
-  o.P = 64;
-  o.attr = make_attr(NS_PROGRESS_INLINE, 0);
+  ClusterOptions o = cluster_options(4, 64, make_attr(NS_PROGRESS_INLINE, 0));
   run_cluster(o, [&](Node& n) {
     // Uneven work: node 0 gathers much more, so the others finish first and must keep serving
     // it from inside ns_quiesce.
@@ -568,10 +504,7 @@ TEST(Inline, CompletionsAndQuiesceWithoutProgressThread) {
 // ---- statistics: JSON
 // ------------------------------------------------------------------------------
 TEST(Stats, JsonParsesAndNamesEveryCounter) {
-  ClusterOptions o;
-  o.nodes = 2;
-  o.P = 64;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  ClusterOptions o = cluster_options(2, 64, make_attr(NS_PROGRESS_THREAD, 0));
   run_cluster(o, [&](Node& n) {
     const auto idx = dup_heavy_idx(n.total, 500, 4, 3);
     std::vector<std::uint8_t> out(idx.size() * n.P);
@@ -605,10 +538,7 @@ TEST(Stats, JsonParsesAndNamesEveryCounter) {
 
 // ---- concurrency: several application threads on one context ----------------------------------
 TEST(Threads, ConcurrentPostersOnSeparateQueuePairs) {
-  ClusterOptions o;
-  o.nodes = 2;
-  o.P = 16;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  ClusterOptions o = cluster_options(2, 16, make_attr(NS_PROGRESS_THREAD, 0));
   run_cluster(o, [&](Node& n) {
     auto worker = [&](int t) {
       ns_cq* cq = nullptr;
@@ -798,10 +728,7 @@ TEST(EngineV2, EveryPathAgreesWithTheReferenceCounts) {
 
 // NS_SEND_REMOTE_ONLY: a raw column list (own rows included) fills only the remote rows.
 TEST(EngineV2, RemoteOnlySkipsTheNodesOwnRows) {
-  ClusterOptions o;
-  o.nodes = 3;
-  o.P = 16;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  ClusterOptions o = cluster_options(3, 16, make_attr(NS_PROGRESS_THREAD, 0));
   run_cluster(o, [&](Node& n) {
     const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 2000, 30, 5 + n.rank);
     std::vector<std::uint8_t> out(n.total * n.P, kSentinel);
@@ -829,10 +756,7 @@ TEST(EngineV2, RemoteOnlySkipsTheNodesOwnRows) {
 // window keeps its own mapping (a repeat into the same window is filtered), while a request
 // whose window overlaps another mapping's is served correctly without trusting the filter.
 TEST(EngineV2, DisjointWindowsOfOneEpochEachUseTheFilter) {
-  ClusterOptions o;
-  o.nodes = 2;
-  o.P = 8;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  ClusterOptions o = cluster_options(2, 8, make_attr(NS_PROGRESS_THREAD, 0));
   run_cluster(o, [&](Node& n) {
     if (n.rank == 0) {
       std::vector<std::uint8_t> buf_a(100 * n.P, kSentinel), buf_b(100 * n.P, kSentinel);
@@ -903,10 +827,7 @@ TEST(EngineV2, CoalescedRequestsCompleteWithTheirDataInPlace) {
 
 // Split-phase quiesce: announce, keep working, then wait; and a plain quiesce afterwards.
 TEST(EngineV2, QuiesceStartThenWait) {
-  ClusterOptions o;
-  o.nodes = 3;
-  o.P = 8;
-  o.attr = make_attr(NS_PROGRESS_INLINE, 0);
+  ClusterOptions o = cluster_options(3, 8, make_attr(NS_PROGRESS_INLINE, 0));
   run_cluster(o, [&](Node& n) {
     const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 500, 10, n.rank);
     std::vector<std::uint8_t> out(idx.size() * n.P);
@@ -926,60 +847,37 @@ TEST(EngineV2, QuiesceStartThenWait) {
 // each read completes with a watchdog timeout, the user's buffer is never written afterwards
 // (the read went to an engine bounce slot), and reads to the live peer still succeed.
 TEST(EngineV2, RdmaReadsToASilentlyDeadPeerTimeOut) {
-  ClusterOptions o;
-  o.expect_local_close = true;
-  o.nodes = 3;
-  o.P = 16;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
-  o.attr.watchdog_ms = 150;
-  ns_fabric* fabric = nullptr;
-  run_cluster(
-      o,
-      [&](Node& n) {
-        n.sync->arrive_and_wait();
-        if (n.rank == 2) {
-          ASSERT_EQ(ns_fabric_kill_node(fabric, 2), NS_OK);
-        }
-        n.sync->arrive_and_wait();
-        if (n.rank == 2) {
-          n.sync->arrive_and_wait();
-          return;
-        }
-        const std::uint64_t live_row = 200ull * static_cast<std::uint64_t>(1 - n.rank) + 7;
-        std::vector<std::uint8_t> dead_out(4 * n.P, kSentinel), live_out(n.P, kSentinel);
-        std::vector<ns_send_wr> w(5);
-        for (int k = 0; k < 4; ++k) {
-          w[k].wr_id = 10 + static_cast<std::uint64_t>(k);
-          w[k].opcode = NS_WR_RDMA_READ;
-          w[k].send_flags = NS_SEND_SIGNALED;
-          w[k].wr.rdma_read.mr = n.mr;
-          w[k].wr.rdma_read.idx = 400 + static_cast<std::uint64_t>(k);  // the dead node's rows
-          w[k].wr.rdma_read.out = dead_out.data() + k * n.P;
-          w[k].wr.rdma_read.out_bytes = n.P;
-        }
-        w[4].wr_id = 20;
-        w[4].opcode = NS_WR_RDMA_READ;
-        w[4].send_flags = NS_SEND_SIGNALED;
-        w[4].wr.rdma_read.mr = n.mr;
-        w[4].wr.rdma_read.idx = live_row;
-        w[4].wr.rdma_read.out = live_out.data();
-        w[4].wr.rdma_read.out_bytes = n.P;
-        chain(w);
-        ASSERT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK) << ns_last_error();
-        std::map<std::uint64_t, int> status;
-        for (const ns_wc& wc : wait_completions(n.cq, 5, 10000)) status[wc.wr_id] = wc.status;
-        ASSERT_EQ(status.size(), 5u) << "every read completes";
-        for (int k = 0; k < 4; ++k) EXPECT_EQ(status[10 + k], NS_WC_WATCHDOG_TIMEOUT) << k;
-        EXPECT_EQ(status[20], NS_WC_SUCCESS);
-        EXPECT_EQ(check_prop(live_out.data(), live_row, n.P), "");
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        for (std::uint8_t b : dead_out) ASSERT_EQ(b, kSentinel) << "written after its timeout";
-        if (n.rank == 0) {
-          EXPECT_EQ(ns_fabric_kill_node_reported(fabric, 2), NS_OK);  // detected at last
-        }
-        n.sync->arrive_and_wait();
-      },
-      &fabric);
+  run_cluster_with_dead_node(3, 16, 150, /*victim=*/2, Death::kSilent, [&](Node& n) {
+    const std::uint64_t live_row = 200ull * static_cast<std::uint64_t>(1 - n.rank) + 7;
+    std::vector<std::uint8_t> dead_out(4 * n.P, kSentinel), live_out(n.P, kSentinel);
+    std::vector<ns_send_wr> w(5);
+    for (int k = 0; k < 4; ++k) {
+      w[k].wr_id = 10 + static_cast<std::uint64_t>(k);
+      w[k].opcode = NS_WR_RDMA_READ;
+      w[k].send_flags = NS_SEND_SIGNALED;
+      w[k].wr.rdma_read.mr = n.mr;
+      w[k].wr.rdma_read.idx = 400 + static_cast<std::uint64_t>(k);  // the dead node's rows
+      w[k].wr.rdma_read.out = dead_out.data() + k * n.P;
+      w[k].wr.rdma_read.out_bytes = n.P;
+    }
+    w[4].wr_id = 20;
+    w[4].opcode = NS_WR_RDMA_READ;
+    w[4].send_flags = NS_SEND_SIGNALED;
+    w[4].wr.rdma_read.mr = n.mr;
+    w[4].wr.rdma_read.idx = live_row;
+    w[4].wr.rdma_read.out = live_out.data();
+    w[4].wr.rdma_read.out_bytes = n.P;
+    chain(w);
+    ASSERT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK) << ns_last_error();
+    std::map<std::uint64_t, int> status;
+    for (const ns_wc& wc : wait_completions(n.cq, 5, 10000)) status[wc.wr_id] = wc.status;
+    ASSERT_EQ(status.size(), 5u) << "every read completes";
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(status[10 + k], NS_WC_WATCHDOG_TIMEOUT) << k;
+    EXPECT_EQ(status[20], NS_WC_SUCCESS);
+    EXPECT_EQ(check_prop(live_out.data(), live_row, n.P), "");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (std::uint8_t b : dead_out) ASSERT_EQ(b, kSentinel) << "written after its timeout";
+  });
 }
 
 // Handles are checked before use: a closed context, a destroyed CQ or QP, a deregistered

@@ -9,6 +9,7 @@
 #include <map>
 #include <thread>
 
+#include "mpi_test_util.hpp"
 #include "netsparse/netsparse_mpi.h"
 #include "rig_test_util.hpp"
 #include "rig_wr.hpp"
@@ -17,16 +18,8 @@ using namespace rigtest;
 
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+using netsparse::test::world_rank;
+using netsparse::test::world_size;
 
 struct RankSetup {
   ns_context* ctx = nullptr;
@@ -331,22 +324,4 @@ TEST(Mpi, PeerThatStopsRespondingGivesTimeoutsNotHangs) {
   }
   s.close();  // survivors tear down locally; the silent rank's quiesce times out, then it does too
   MPI_Barrier(MPI_COMM_WORLD);
-}
-
-int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  ::testing::InitGoogleTest(&argc, argv);
-  int rc = 0;
-  if (provided < MPI_THREAD_MULTIPLE) {
-    std::fprintf(stderr, "this MPI library does not provide MPI_THREAD_MULTIPLE (got %d)\n",
-                 provided);
-    rc = 1;
-  } else {
-    rc = RUN_ALL_TESTS();
-  }
-  int worst = 0;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return worst;
 }

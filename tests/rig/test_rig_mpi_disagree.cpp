@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "mpi_test_util.hpp"
 #include "netsparse/netsparse_mpi.h"
 
 namespace {
@@ -102,11 +103,8 @@ const Case kCases[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const netsparse::test::World world = netsparse::test::init_world(argc, argv);
+  const int rank = world.rank, size = world.size;
   const Case* c = nullptr;
   for (const Case& k : kCases) {
     if (argc > 1 && std::strcmp(argv[1], k.name) == 0) c = &k;

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "mpi_test_util.hpp"
 #include "netsparse/netsparse_mpi.h"
 #include "rig_wr.hpp"
 
@@ -74,11 +75,8 @@ int run(int progress, int rank, int size) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const netsparse::test::World world = netsparse::test::init_world(argc, argv);
+  const int rank = world.rank, size = world.size;
   int failures = 0;
   for (int progress : {NS_PROGRESS_THREAD, NS_PROGRESS_INLINE})
     failures += run(progress, rank, size);

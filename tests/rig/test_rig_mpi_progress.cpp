@@ -9,15 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "mpi_test_util.hpp"
 #include "netsparse/netsparse_mpi.h"
 #include "rig_wr.hpp"
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const netsparse::test::World world = netsparse::test::init_world(argc, argv);
+  const int rank = world.rank, size = world.size;
   int failures = 0;
   const std::string expected = argc > 1 ? argv[1] : "";
   const int want = expected == "thread" ? NS_PROGRESS_THREAD : NS_PROGRESS_INLINE;

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "mpi_test_util.hpp"
 #include "netsparse/netsparse_mpi.h"
 #include "rig_wr.hpp"
 
@@ -39,11 +40,8 @@ bool wait_until_stopped(int pid) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const netsparse::test::World world = netsparse::test::init_world(argc, argv);
+  const int rank = world.rank, size = world.size;
   int failures = 0;
   ns_context_attr attr{};
   attr.comp_mask = NS_CTX_ATTR_PROGRESS | NS_CTX_ATTR_WATCHDOG;

@@ -22,38 +22,15 @@
 
 #include "netsparse/netsparse.h"
 #include "netsparse/netsparse_mpi.h"
+#include "peer_failure_harness.hpp"
 #include "rig_wr.hpp"
+
+using namespace peerfail;
 
 namespace {
 
-// Long enough that a live peer never trips it on a loaded two-core CI machine.
-constexpr std::uint32_t kWatchdogMs = 2500;
-constexpr std::uint32_t kPropBytes = 16;
-constexpr std::uint64_t kRowsPerRank = 200;
-// The victim keeps serving for this long after the start barrier, so the survivors have
-// gathered from it successfully (and have requests in flight) when it exits.
-constexpr int kVictimLifetimeMs = 400;
-// Hang guard for every wait; generous because CI shares two cores. Not a timing assertion.
-constexpr int kHangGuardMs = 30000;
 // Rounds posted to the dead victim after its first failed one: every one must fail too.
 constexpr int kRoundsAfterDeath = 2;
-// Bound on the rounds before the victim's death is noticed (each one waits for completions).
-constexpr int kMaxRoundsBeforeDeath = 100000;
-
-int rank = 0;
-int failures = 0;
-
-void fail(const std::string& what) {
-  std::fprintf(stderr, "[rank %d] FAIL: %s\n", rank, what.c_str());
-  ++failures;
-}
-
-// Byte b of global row r: a function of both, so a misplaced or stale byte is caught.
-std::uint8_t prop_byte(std::uint64_t row, std::uint32_t b) {
-  std::uint64_t x = (row + 1) * 0x9E3779B97F4A7C15ull ^ (std::uint64_t{b} + 3) * 0xC2B2AE3Dull;
-  x ^= x >> 31;
-  return static_cast<std::uint8_t>(x);
-}
 
 // Every row of `rows` is in out, positional layout.
 bool data_ok(const std::vector<std::uint64_t>& rows, const std::vector<std::uint8_t>& out) {
@@ -69,79 +46,12 @@ ns_send_wr rig_wr(std::uint64_t id, ns_mr* mr, const std::vector<std::uint64_t>&
   return rigtest::rig_wr(id, mr, idx, out.data());
 }
 
-long long ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                               t0)
-      .count();
-}
-
-// Waits for n completions (hang guard per wait); fewer than n means the engine hung.
-std::vector<ns_wc> wait_for(ns_cq* cq, int n) {
-  std::vector<ns_wc> got;
-  ns_wc wc[4];
-  while (static_cast<int>(got.size()) < n) {
-    const int k = ns_cq_wait(cq, 4, wc, kHangGuardMs);
-    if (k < 0) {
-      fail(std::string("ns_cq_wait: ") + ns_last_error());
-      break;
-    }
-    if (k == 0) {
-      fail("no completion within the hang guard of " + std::to_string(kHangGuardMs) + " ms");
-      break;
-    }
-    got.insert(got.end(), wc, wc + k);
-  }
-  return got;
-}
-
-bool is_peer_failure(int status) {
-  return status == NS_WC_WATCHDOG_TIMEOUT || status == NS_WC_TRANSPORT_ERR;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0, size = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (provided < MPI_THREAD_MULTIPLE || size < 3) {
-    std::fprintf(stderr, "[rank %d] FAIL: needs MPI_THREAD_MULTIPLE and np >= 3 (np %d)\n", rank,
-                 size);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  const int victim = size - 1;
-  const int partner = (rank + 1) % victim;  // another survivor (rank itself when np == 2)
+  Job job = start_job(argc, argv, NS_PROGRESS_THREAD, 64, 32);
 
-  ns_context_attr attr{};
-  attr.comp_mask = NS_CTX_ATTR_PROGRESS | NS_CTX_ATTR_WATCHDOG;
-  attr.progress_mode = NS_PROGRESS_THREAD;
-  attr.watchdog_ms = kWatchdogMs;
-  ns_context* ctx = nullptr;
-  if (ns_open_mpi(MPI_COMM_WORLD, &attr, &ctx) != NS_OK) {
-    std::fprintf(stderr, "[rank %d] FAIL: ns_open_mpi: %s\n", rank, ns_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  std::vector<std::uint64_t> offsets(static_cast<std::size_t>(size) + 1);
-  for (int p = 0; p <= size; ++p) offsets[static_cast<std::size_t>(p)] = kRowsPerRank * p;
-  std::vector<std::uint8_t> block(kRowsPerRank * kPropBytes);
-  for (std::uint64_t r = 0; r < kRowsPerRank; ++r)
-    for (std::uint32_t b = 0; b < kPropBytes; ++b)
-      block[r * kPropBytes + b] = prop_byte(offsets[static_cast<std::size_t>(rank)] + r, b);
-  ns_mr* mr = nullptr;
-  ns_cq* cq = nullptr;
-  ns_qp* qp = nullptr;
-  if (ns_reg_props(ctx, block.data(), kRowsPerRank, kPropBytes, offsets.data(), &mr) != NS_OK ||
-      ns_create_cq(ctx, 64, &cq) != NS_OK || ns_create_qp(ctx, cq, 32, &qp) != NS_OK) {
-    std::fprintf(stderr, "[rank %d] FAIL: setup: %s\n", rank, ns_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  // The survivors' own communicator: its collectives still work after the victim is gone.
-  MPI_Comm survivors = MPI_COMM_NULL;
-  MPI_Comm_split(MPI_COMM_WORLD, rank == victim ? MPI_UNDEFINED : 0, rank, &survivors);
-  MPI_Barrier(MPI_COMM_WORLD);  // everyone registered; the progress threads serve from here
-
-  if (rank == victim) {
+  if (rank == job.victim) {
     // Serves the survivors for a while, then vanishes without any teardown.
     std::this_thread::sleep_for(std::chrono::milliseconds(kVictimLifetimeMs));
     std::printf("[rank %d] victim exiting now\n", rank);
@@ -151,12 +61,13 @@ int main(int argc, char** argv) {
 
   // Rows of the victim, and rows of another survivor plus this rank's own (served locally).
   std::vector<std::uint64_t> victim_rows, survivor_rows;
-  for (std::uint64_t r = offsets[victim] + static_cast<std::uint64_t>(rank);
-       r < offsets[victim + 1]; r += 3)
+  for (std::uint64_t r = job.offsets[job.victim] + static_cast<std::uint64_t>(rank);
+       r < job.offsets[job.victim + 1]; r += 3)
     victim_rows.push_back(r);
-  for (std::uint64_t r = offsets[partner]; r < offsets[partner + 1]; r += 2)
+  for (std::uint64_t r = job.offsets[job.partner]; r < job.offsets[job.partner + 1]; r += 2)
     survivor_rows.push_back(r);
-  for (std::uint64_t r = offsets[rank]; r < offsets[rank + 1]; r += 5) survivor_rows.push_back(r);
+  for (std::uint64_t r = job.offsets[rank]; r < job.offsets[rank + 1]; r += 5)
+    survivor_rows.push_back(r);
 
   // Rounds of two WRs (victim rows, survivor rows), waited for together, until the victim's WR
   // fails and then kRoundsAfterDeath more. Before the death the victim's data must be right;
@@ -166,15 +77,15 @@ int main(int argc, char** argv) {
   long long first_failure_ms = -1;
   std::vector<std::uint8_t> victim_out, survivor_out;
   for (int round = 0; round < kMaxRoundsBeforeDeath && rounds_dead <= kRoundsAfterDeath; ++round) {
-    ns_send_wr w[2] = {rig_wr(0, mr, victim_rows, victim_out),
-                       rig_wr(1, mr, survivor_rows, survivor_out)};
+    ns_send_wr w[2] = {rig_wr(0, job.mr, victim_rows, victim_out),
+                       rig_wr(1, job.mr, survivor_rows, survivor_out)};
     w[0].next = &w[1];
     const auto posted = std::chrono::steady_clock::now();
-    if (ns_post_send(qp, w, nullptr) != NS_OK) {
+    if (ns_post_send(job.qp, w, nullptr) != NS_OK) {
       fail(std::string("ns_post_send: ") + ns_last_error());
       break;
     }
-    const std::vector<ns_wc> wcs = wait_for(cq, 2);
+    const std::vector<ns_wc> wcs = wait_for(job.cq, 2);
     if (wcs.size() != 2) break;  // hang already reported
     const long long waited_ms = ms_since(posted);
     for (const ns_wc& c : wcs) {
@@ -213,9 +124,9 @@ int main(int argc, char** argv) {
   // that it went local: the region is released without the collective part when a peer is
   // known to have failed (NS_ERR_TRANSPORT from ns_close, the context freed anyway).
   const auto teardown = std::chrono::steady_clock::now();
-  const ns_status_t qp_status = ns_destroy_qp(qp);
-  const ns_status_t cq_status = ns_destroy_cq(cq);
-  const ns_status_t close_status = ns_close(ctx);
+  const ns_status_t qp_status = ns_destroy_qp(job.qp);
+  const ns_status_t cq_status = ns_destroy_cq(job.cq);
+  const ns_status_t close_status = ns_close(job.ctx);
   const bool local_reported =
       close_status == NS_ERR_TRANSPORT &&
       std::string(ns_last_error()).find("released locally") != std::string::npos;
@@ -228,10 +139,10 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   std::fflush(stderr);
   int reported[2] = {failures, 1}, total[2] = {0, 0};  // {failures, survivors that reported}
-  MPI_Allreduce(reported, total, 2, MPI_INT, MPI_SUM, survivors);
+  MPI_Allreduce(reported, total, 2, MPI_INT, MPI_SUM, job.survivors);
   if (rank == 0)
     std::printf("peer_exit: %s (%d of %d survivors reported, %d failed checks)\n",
-                total[0] == 0 && total[1] == size - 1 ? "PASS" : "FAIL", total[1], size - 1,
+                total[0] == 0 && total[1] == job.size - 1 ? "PASS" : "FAIL", total[1], job.size - 1,
                 total[0]);
   std::fflush(stdout);
   // MPI_Finalize with a dead rank hangs under orte_enable_recovery (lib/transport/README.md);

@@ -11,6 +11,7 @@
 
 #include "concat/frame.hpp"
 #include "concat/plan_wire.hpp"
+#include "raw_peer.hpp"
 #include "rig/engine.hpp"
 #include "rig_cluster.hpp"
 #include "transport/transport.hpp"
@@ -67,10 +68,7 @@ class PlanReplay : public ::testing::TestWithParam<PlanCase> {};
 
 TEST_P(PlanReplay, EqualsAFreshGatherByteForByteAndReadsCurrentData) {
   const PlanCase pc = GetParam();
-  ClusterOptions o;
-  o.nodes = pc.nodes;
-  o.P = pc.P;
-  o.attr = make_attr(NS_PROGRESS_THREAD, pc.flags);
+  ClusterOptions o = cluster_options(pc.nodes, pc.P, make_attr(NS_PROGRESS_THREAD, pc.flags));
   run_cluster(o, [&](Node& n) {
     const bool indexed = pc.layout == NS_RIG_LAYOUT_INDEXED;
     std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, pc.count, 16, 7 + n.rank);
@@ -126,10 +124,7 @@ INSTANTIATE_TEST_SUITE_P(
 // A region registered again (other partition, other data) makes the recording stale: the next
 // start records afresh, and the output follows the new region.
 TEST(Plan, RegionRegisteredAgainIsRecordedAfresh) {
-  ClusterOptions o;
-  o.nodes = 3;
-  o.P = 8;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  ClusterOptions o = cluster_options(3, 8, make_attr(NS_PROGRESS_THREAD, 0));
   run_cluster(o, [&](Node& n) {
     const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 2000, 16, 3 + n.rank);
     std::vector<std::uint8_t> out(idx.size() * n.P);
@@ -163,10 +158,7 @@ TEST(Plan, RegionRegisteredAgainIsRecordedAfresh) {
 // A start carrying NS_SEND_NEW_EPOCH, and RIG work of other epochs between starts: the replay
 // does not depend on the Idx Filter, so its output stays complete.
 TEST(Plan, EpochsBetweenStartsDoNotMatter) {
-  ClusterOptions o;
-  o.nodes = 2;
-  o.P = 16;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  ClusterOptions o = cluster_options(2, 16, make_attr(NS_PROGRESS_THREAD, 0));
   run_cluster(o, [&](Node& n) {
     const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 1000, 8, 11 + n.rank);
     std::vector<std::uint8_t> out(n.total * n.P, kSentinel), other(n.total * n.P, kSentinel);
@@ -234,10 +226,7 @@ TEST(Plan, MisuseGetsClearErrors) {
 // A peer that died between the recording and a replay: the replay fails (error completion), it
 // does not hang and writes no stale data it claims as valid.
 TEST(Plan, PeerDeadBeforeReplayFails) {
-  ClusterOptions o;
-  o.nodes = 3;
-  o.P = 8;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  ClusterOptions o = cluster_options(3, 8, make_attr(NS_PROGRESS_THREAD, 0));
   o.attr.watchdog_ms = 3000;
   o.expect_local_close = true;
   ns_fabric* fabric = nullptr;
@@ -286,48 +275,31 @@ std::vector<std::byte> plan_packet(cc::PlanType type, std::uint32_t dest, std::u
 
 TEST(PlanServer, ServesInstalledListsAndRefusesEverythingElse) {
   constexpr std::uint32_t P = 24;
-  tr::InprocFabric fabric(2);
-  auto raw = fabric.endpoint(0);
-  nrig::Config cfg;
-  cfg.progress_mode = NS_PROGRESS_INLINE;
-  cfg.delay_ns = 0;
-  ns_context engine(fabric.endpoint(1), cfg);
-  const std::vector<std::uint64_t> offsets = {0, 100, 200};
-  auto block = make_block(100, 200, P);
-  int raw_region = -1;
-  std::thread peer([&] {
-    nrig::RegionAgreement me = nrig::RegionAgreement::of(P, offsets.data(), 2);
-    std::vector<nrig::RegionAgreement> all(2);
-    raw->allgather(&me, sizeof me, all.data());
-    raw_region = raw->register_memory(nullptr, 0);
-    raw->barrier();
-  });
-  nrig::Region* mr = engine.register_region(block.data(), 100, P, offsets.data());
-  peer.join();
-  ASSERT_NE(mr, nullptr);
+  rigtest::EngineWithRawPeer c(P);
+  ASSERT_NE(c.mr, nullptr);
   using T = cc::PlanType;
   // Plan 5: a valid list of two chunks, then a start; plan 6: a row outside the owner's 100
   // rows; plan 7: started without a list; plan 5 again with a wrong length; a chunk that does
   // not continue the list (plan 8); malformed packets.
-  raw->send(1, plan_packet(T::kInstall, 1, 4, 5, 1, 0, 0, {3, 99, 3}));
-  raw->send(1, plan_packet(T::kInstall, 1, 4, 5, 1, 0, 3, {0, 50}));
-  raw->send(1, plan_packet(T::kStart, 1, 0, 5, 1, 42, 5, {}));
-  raw->send(1, plan_packet(T::kInstall, 1, 4, 6, 1, 0, 0, {1, 100}));
-  raw->send(1, plan_packet(T::kStart, 1, 0, 6, 1, 43, 2, {}));
-  raw->send(1, plan_packet(T::kStart, 1, 0, 7, 1, 44, 3, {}));
-  raw->send(1, plan_packet(T::kStart, 1, 0, 5, 1, 45, 4, {}));
-  raw->send(1, plan_packet(T::kInstall, 1, 4, 8, 1, 0, 1, {1}));
-  raw->send(1, plan_packet(T::kStart, 1, 0, 8, 1, 46, 1, {}));
+  c.raw->send(1, plan_packet(T::kInstall, 1, 4, 5, 1, 0, 0, {3, 99, 3}));
+  c.raw->send(1, plan_packet(T::kInstall, 1, 4, 5, 1, 0, 3, {0, 50}));
+  c.raw->send(1, plan_packet(T::kStart, 1, 0, 5, 1, 42, 5, {}));
+  c.raw->send(1, plan_packet(T::kInstall, 1, 4, 6, 1, 0, 0, {1, 100}));
+  c.raw->send(1, plan_packet(T::kStart, 1, 0, 6, 1, 43, 2, {}));
+  c.raw->send(1, plan_packet(T::kStart, 1, 0, 7, 1, 44, 3, {}));
+  c.raw->send(1, plan_packet(T::kStart, 1, 0, 5, 1, 45, 4, {}));
+  c.raw->send(1, plan_packet(T::kInstall, 1, 4, 8, 1, 0, 1, {1}));
+  c.raw->send(1, plan_packet(T::kStart, 1, 0, 8, 1, 46, 1, {}));
   auto cut = plan_packet(T::kInstall, 1, 4, 9, 1, 0, 0, {1, 2});
   cut.pop_back();
-  raw->send(1, cut);                                                     // truncated: frame refused
-  raw->send(1, plan_packet(T::kInstall, 1, 5, 9, 1, 0, 0, {1}));         // rec_len 5 (body of 4)
-  raw->send(1, plan_packet(T::kStart, 0, 0, 9, 1, 0, 0, {}));            // wrong destination
-  raw->send(1, plan_packet(T::kRows, 1, P, 77, 1, 0, 0, {}));            // rows with n = 0
+  c.raw->send(1, cut);                                                   // truncated: frame refused
+  c.raw->send(1, plan_packet(T::kInstall, 1, 5, 9, 1, 0, 0, {1}));       // rec_len 5 (body of 4)
+  c.raw->send(1, plan_packet(T::kStart, 0, 0, 9, 1, 0, 0, {}));          // wrong destination
+  c.raw->send(1, plan_packet(T::kRows, 1, P, 77, 1, 0, 0, {}));          // rows with n = 0
   std::map<std::uint16_t, std::pair<T, std::vector<std::uint8_t>>> got;  // seq -> answer
   for (int k = 0; k < 200 && got.size() < 5; ++k) {
-    engine.progress_inline();
-    raw->poll(
+    c.engine.progress_inline();
+    c.raw->poll(
         [&](const tr::ReceivedPacket& m) {
           std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
           const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
@@ -363,7 +335,7 @@ TEST(PlanServer, ServesInstalledListsAndRefusesEverythingElse) {
   EXPECT_EQ(refusal(44), cc::PlanRefusal::kUnknown);
   EXPECT_EQ(refusal(45), cc::PlanRefusal::kBadList);
   EXPECT_EQ(refusal(46), cc::PlanRefusal::kBadList);
-  const auto s = engine.snapshot();
+  const auto s = c.engine.snapshot();
   EXPECT_EQ(s.plans.rows_served, 5u);
   EXPECT_EQ(s.plans.refused, 4u);
   EXPECT_EQ(s.plans.malformed, 3u) << "bad rec_len, wrong destination, rows with n = 0";
@@ -372,18 +344,18 @@ TEST(PlanServer, ServesInstalledListsAndRefusesEverythingElse) {
   // Rows for a plan nobody started are dropped as stale (a late answer, not malformed).
   std::vector<std::byte> rows(cc::kPlanHeaderBytes + P);
   cc::encode_plan_header(rows.data(), {T::kRows, 1, P, 1, 0, 77, 1, 0, 0});
-  raw->send(1, rows);
-  for (int k = 0; k < 50; ++k) engine.progress_inline();
-  EXPECT_EQ(engine.snapshot().plans.stale, 1u);
+  c.raw->send(1, rows);
+  for (int k = 0; k < 50; ++k) c.engine.progress_inline();
+  EXPECT_EQ(c.engine.snapshot().plans.stale, 1u);
   // Teardown: node 0 declares itself done (a control PR), then both run the collectives.
   std::vector<std::byte> done(cc::packet_bytes(cc::PrType::kControl, P, 1));
   std::size_t at = cc::encode_concat_header(done.data(), {cc::PrType::kControl, 1, P, 1});
   cc::encode_pr(done.data() + at, {0, 0, 1, nrig::kControlQuiesceDone}, nullptr, 0);
-  raw->send(1, done);
+  c.raw->send(1, done);
   std::thread peer_down([&] {
     bool got_done = false;
     while (!got_done) {
-      raw->poll(
+      c.raw->poll(
           [&](const tr::ReceivedPacket& m) {
             std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
             const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
@@ -396,9 +368,9 @@ TEST(PlanServer, ServesInstalledListsAndRefusesEverythingElse) {
           16);
       std::this_thread::yield();
     }
-    raw->barrier();
-    raw->deregister_memory(raw_region);
+    c.raw->barrier();
+    c.raw->deregister_memory(c.raw_region);
   });
-  EXPECT_TRUE(engine.deregister_region(mr));
+  EXPECT_TRUE(c.engine.deregister_region(c.mr));
   peer_down.join();
 }

@@ -25,6 +25,7 @@
 namespace netsparse {
 namespace {
 
+using test::BadFile;
 using test::data_path;
 using test::entries_of;
 using test::EntryMap;
@@ -209,34 +210,12 @@ TEST(MatrixMarketRange, EntryCountCheckPointsAtTheRightLine) {
 
 // ---- errors ---------------------------------------------------------------------------------
 
-struct BadFile {
-  const char* name;
-  std::int64_t line;
-  const char* reason;  // a substring of the expected reason
-};
-
-// Names the case in test listings instead of dumping its bytes.
-void PrintTo(const BadFile& bad, std::ostream* os) {
-  *os << bad.name;
-}
-
 class MatrixMarketBadFile : public ::testing::TestWithParam<BadFile> {};
 
 TEST_P(MatrixMarketBadFile, ThrowsParseErrorWithLineAndReason) {
   const BadFile& bad = GetParam();
-  const std::string path = data_path(std::string("mm/bad/") + bad.name);
-  try {
-    read_matrix_market(path);
-    ADD_FAILURE() << bad.name << ": no error";
-  } catch (const ParseError& e) {
-    EXPECT_EQ(e.file(), path);
-    EXPECT_EQ(e.line(), bad.line) << e.what();
-    EXPECT_NE(e.reason().find(bad.reason), std::string::npos) << e.what();
-    // No ":0:" for an error about the file as a whole.
-    const std::string prefix =
-        bad.line > 0 ? path + ":" + std::to_string(bad.line) + ": " : path + ": ";
-    EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
-  }
+  test::expect_parse_error(data_path(std::string("mm/bad/") + bad.name), bad,
+                           [](const std::string& path) { read_matrix_market(path); });
 }
 
 const BadFile kBadFiles[] = {

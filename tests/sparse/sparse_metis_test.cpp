@@ -130,30 +130,14 @@ TEST(MetisHeader, FmtWithLeadingZerosAndNconZeroReadAsMetisDoes) {
   EXPECT_EQ(read_metis_graph(plain.path()).ncon, 0);
 }
 
-struct BadGraph {
-  const char* name;
-  std::int64_t line;
-  const char* reason;
-};
-
-// Names the case in test listings instead of dumping its bytes.
-void PrintTo(const BadGraph& bad, std::ostream* os) {
-  *os << bad.name;
-}
+using BadGraph = test::BadFile;
 
 class MetisBadFile : public ::testing::TestWithParam<BadGraph> {};
 
 TEST_P(MetisBadFile, ThrowsParseErrorWithLineAndReason) {
   const BadGraph& bad = GetParam();
-  const std::string path = data_path(std::string("metis/bad/") + bad.name);
-  try {
-    read_metis_graph(path);
-    ADD_FAILURE() << bad.name << ": no error";
-  } catch (const ParseError& e) {
-    EXPECT_EQ(e.file(), path);
-    EXPECT_EQ(e.line(), bad.line) << e.what();
-    EXPECT_NE(e.reason().find(bad.reason), std::string::npos) << e.what();
-  }
+  test::expect_parse_error(data_path(std::string("metis/bad/") + bad.name), bad,
+                           [](const std::string& path) { read_metis_graph(path); });
 }
 
 const BadGraph kBadGraphs[] = {

@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <string>
 #include <utility>
 
 #include "netsparse/csr.hpp"
+#include "netsparse/sparse_error.hpp"
 
 namespace netsparse::test {
 
@@ -97,6 +99,35 @@ inline CsrMatrix row_block(const CsrMatrix& whole, gidx_t begin, gidx_t end) {
   b.col_idx.assign(whole.col_idx.begin() + first, whole.col_idx.begin() + whole.row_ptr[end]);
   b.values.assign(whole.values.begin() + first, whole.values.begin() + whole.row_ptr[end]);
   return b;
+}
+
+// A malformed input file of tests/data and the error it must raise.
+struct BadFile {
+  const char* name;
+  std::int64_t line;   // 0: the file as a whole
+  const char* reason;  // a substring of the expected reason
+};
+
+// Names the case in test listings instead of dumping its bytes.
+inline void PrintTo(const BadFile& bad, std::ostream* os) {
+  *os << bad.name;
+}
+
+// read(path) must throw a ParseError naming the file, the line and the reason; what() is
+// "FILE:LINE: reason", without ":0:" for an error about the file as a whole.
+template <class Read>
+void expect_parse_error(const std::string& path, const BadFile& bad, Read&& read) {
+  try {
+    read(path);
+    ADD_FAILURE() << bad.name << ": no error";
+  } catch (const ParseError& e) {
+    EXPECT_EQ(e.file(), path);
+    EXPECT_EQ(e.line(), bad.line) << e.what();
+    EXPECT_NE(e.reason().find(bad.reason), std::string::npos) << e.what();
+    const std::string prefix =
+        bad.line > 0 ? path + ":" + std::to_string(bad.line) + ": " : path + ": ";
+    EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
+  }
 }
 
 }  // namespace netsparse::test

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "mpi_test_util.hpp"
 #include "transport/transport_factory.hpp"
 #include "transport_checks.hpp"
 
@@ -23,16 +24,8 @@ using testing::read_check;
 using testing::ReadCheckConfig;
 using testing::send_validation_check;
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using netsparse::test::world_rank;
+using netsparse::test::world_size;
 
 // Every rank learns whether any rank failed, so all ranks pass or fail a test together (and
 // the failing rank's own message is printed by that rank).

@@ -1,3 +1,4 @@
+// Test and benchmark model, not in the library (tests/filter/model/CMakeLists.txt says why).
 // The Pending PR Table of one RIG client unit (MICRO '25 §5.2): the PRs it has in flight, so a
 // repeated idx is coalesced onto the pending request instead of being sent again. The hardware
 // table is a 256-entry CAM; here the CAM is an open-addressing hash index over idx.

@@ -1,4 +1,4 @@
-#include "filter/idx_filter.hpp"
+#include "filter/model/idx_filter.hpp"
 
 #include <bit>
 #include <cstdio>

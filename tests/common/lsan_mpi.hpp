@@ -1,7 +1,7 @@
-// LeakSanitizer around MPI for the test programs with their own main (mpi_test_main.cpp does the
-// same for the GoogleTest ones): MPI_Init's one-time allocations are not tracked, and the leak
-// check runs before MPI_Finalize, whose dlclose of Open MPI's components turns their allocations
-// into unmatchable "<unknown module>" frames. No-ops without ASan.
+// LeakSanitizer around MPI for every MPI test program (the GoogleTest main, mpi_gtest_main.cpp,
+// and the programs with their own main): MPI_Init's one-time allocations are not tracked, and the
+// leak check runs before MPI_Finalize, whose dlclose of Open MPI's components turns their
+// allocations into unmatchable "<unknown module>" frames. No-ops without ASan.
 #pragma once
 
 #if defined(__SANITIZE_ADDRESS__)

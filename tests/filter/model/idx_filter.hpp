@@ -1,3 +1,4 @@
+// Test and benchmark model, not in the library (tests/filter/model/CMakeLists.txt says why).
 // The Idx Filter (MICRO '25 §5.2): one bit per idx of the current column window, set when the
 // property of that idx has arrived; a PR whose bit is set is redundant and dropped. Shared by all
 // client units of a process, so every operation is a lock-free atomic.

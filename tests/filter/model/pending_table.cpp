@@ -1,4 +1,4 @@
-#include "filter/pending_table.hpp"
+#include "filter/model/pending_table.hpp"
 
 #include <bit>
 #include <string>

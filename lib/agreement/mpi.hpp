@@ -1,0 +1,63 @@
+// The checked MPI calls every component shares, and agreement over an MPI communicator: the
+// argument record (agreement.hpp) and the failure agreement of collective calls.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <exception>
+#include <type_traits>
+
+#include "agreement/agreement.hpp"
+
+namespace netsparse::agreement {
+
+// Throws std::runtime_error "<call> failed: <MPI's error text>" when rc is not MPI_SUCCESS.
+// (MPI's default handler aborts before we get here; this matters with MPI_ERRORS_RETURN.)
+void check_mpi(int rc, const char* call);
+
+[[nodiscard]] int comm_rank(MPI_Comm comm);
+[[nodiscard]] int comm_size(MPI_Comm comm);
+
+// Agreement::settle over `comm`, in two rounds so that the common case stays one small
+// MPI_Allreduce (refused anywhere? the fields' digests equal?); every rank's record is
+// gathered only when something is wrong. Collective; throws (check_mpi) when MPI fails.
+[[nodiscard]] Verdict settle_over_mpi(const Agreement& mine, MPI_Comm comm,
+                                      std::chrono::milliseconds deadline = {});
+
+// Collective failure agreement. Every rank passes the exception it caught (or null). If any rank
+// failed, every rank throws, so no rank is left waiting in the next collective: a failing rank
+// rethrows its own exception, the others throw a copy of the lowest failing rank's (the same
+// kind -- ParseError with the same file / line / reason, std::invalid_argument,
+// std::overflow_error, std::logic_error, else std::runtime_error "rank r: ..." -- and the same
+// text). Returns normally when no rank failed.
+void agree_on_failure(MPI_Comm comm, std::exception_ptr error);
+// Same, but a rank that never joins (dead) makes the others throw std::runtime_error after
+// `deadline` instead of waiting forever: the first round is a nonblocking allreduce polled until
+// then; the second runs only when every rank joined. deadline <= 0: as above.
+void agree_on_failure(MPI_Comm comm, std::exception_ptr error, std::chrono::milliseconds deadline);
+
+// Runs f() on every rank and agrees on failure (see above).
+template <class F>
+auto collective_call(MPI_Comm comm, F&& f) -> decltype(f()) {
+  std::exception_ptr error;
+  if constexpr (std::is_void_v<decltype(f())>) {
+    try {
+      f();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    agree_on_failure(comm, error);
+  } else {
+    decltype(f()) result{};
+    try {
+      result = f();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    agree_on_failure(comm, error);
+    return result;
+  }
+}
+
+}  // namespace netsparse::agreement

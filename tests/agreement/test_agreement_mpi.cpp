@@ -1,0 +1,86 @@
+// Agreement over real MPI ranks (mpirun -np 3): the two-round settlement and the failure
+// agreement of collective calls.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "agreement/mpi.hpp"
+#include "mpi_test_util.hpp"
+#include "netsparse/sparse_error.hpp"
+
+namespace ag = netsparse::agreement;
+using netsparse::test::world_rank;
+using netsparse::test::world_size;
+
+TEST(AgreementMpi, SettlesEqualSettings) {
+  ag::Agreement a;
+  a.field("k", 16u);
+  const ag::Verdict v = ag::settle_over_mpi(a, MPI_COMM_WORLD);
+  EXPECT_TRUE(v.ok()) << v.reason;
+}
+
+TEST(AgreementMpi, EveryRankSeesTheSameDisagreement) {
+  const int last = world_size() - 1;
+  ag::Agreement a;
+  a.field("k", world_rank() == last ? 32u : 16u);
+  const ag::Verdict v = ag::settle_over_mpi(a, MPI_COMM_WORLD);
+  if (last == 0) {
+    EXPECT_TRUE(v.ok());
+    return;
+  }
+  EXPECT_EQ(v.reason, "ranks disagree on k: rank 0 has 16, rank " + std::to_string(last) +
+                          " has 32 (it must be the same on every rank)");
+}
+
+TEST(AgreementMpi, EveryRankSeesTheRefusal) {
+  const int last = world_size() - 1;
+  ag::Agreement a;
+  if (world_rank() == last) a.refuse(-6, "no device here");
+  const ag::Verdict v = ag::settle_over_mpi(a, MPI_COMM_WORLD);
+  EXPECT_TRUE(v.refused);
+  EXPECT_EQ(v.status, -6);
+  EXPECT_EQ(v.reason, "rank " + std::to_string(last) + ": no device here");
+}
+
+TEST(AgreementMpi, FailureAgreementCopiesTheLowestFailingRanksException) {
+  const int last = world_size() - 1;
+  // A ParseError keeps its file, line and reason on every rank.
+  try {
+    ag::collective_call(MPI_COMM_WORLD, [&] {
+      if (world_rank() == last) throw netsparse::ParseError("a:b.mtx", 7, "bad: header");
+    });
+    ADD_FAILURE() << "no rank threw";
+  } catch (const netsparse::ParseError& e) {
+    EXPECT_EQ(e.file(), "a:b.mtx");
+    EXPECT_EQ(e.line(), 7);
+    EXPECT_EQ(e.reason(), "bad: header");
+  }
+  // A runtime error names the failing rank on the others; the failing rank keeps its own.
+  try {
+    ag::collective_call(MPI_COMM_WORLD, [&] {
+      if (world_rank() == last) throw std::runtime_error("disk gone");
+    });
+    ADD_FAILURE() << "no rank threw";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              world_rank() == last ? "disk gone" : "rank " + std::to_string(last) + ": disk gone");
+  }
+  EXPECT_THROW(ag::collective_call(MPI_COMM_WORLD,
+                                   [&] {
+                                     if (world_rank() == 0) throw std::invalid_argument("k < 1");
+                                   }),
+               std::invalid_argument);
+  EXPECT_EQ(ag::collective_call(MPI_COMM_WORLD, [] { return 42; }), 42);
+}
+
+TEST(AgreementMpi, CheckMpiNamesTheCall) {
+  EXPECT_NO_THROW(ag::check_mpi(MPI_SUCCESS, "MPI_Barrier"));
+  try {
+    ag::check_mpi(MPI_ERR_COMM, "MPI_Barrier");
+    ADD_FAILURE() << "no throw";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("MPI_Barrier failed: ", 0), 0u) << e.what();
+  }
+}
