@@ -14,6 +14,7 @@
 #include "concat/gather_wire.hpp"
 #include "rig/engine.hpp"
 #include "rig/handles.hpp"
+#include "raw_peer.hpp"
 #include "rig_cluster.hpp"
 #include "transport/transport.hpp"
 
@@ -191,11 +192,7 @@ struct RawPair {
     engine = std::make_unique<ns_context>(fabric.endpoint(1), cfg);
     nrig::register_handle(engine.get(), nrig::HandleKind::kContext);
     std::thread peer([&] {
-      nrig::RegionAgreement me = nrig::RegionAgreement::of(kP, offsets.data(), 2);
-      std::vector<nrig::RegionAgreement> all(2);
-      raw->allgather(&me, sizeof me, all.data());
-      raw_region = raw->register_memory(nullptr, 0);
-      raw->barrier();
+      raw_region = rigtest::join_region_registration(*raw, kP, offsets);
     });
     mr = engine->register_region(block.data(), 100, kP, offsets.data());
     peer.join();

@@ -14,6 +14,7 @@
 #include "concat/scatter_wire.hpp"
 #include "rig/engine.hpp"
 #include "rig/scatter_unit.hpp"
+#include "raw_peer.hpp"
 #include "rig_cluster.hpp"
 #include "ris_reference.hpp"
 #include "transport/transport.hpp"
@@ -265,11 +266,7 @@ TEST(ScatterOwner, AppliesWholePacketsAndRefusesAPacketWithAForeignRow) {
   std::vector<std::int64_t> block(100 * P / 8, 10);
   int raw_region = -1;
   std::thread peer([&] {
-    nrig::RegionAgreement me = nrig::RegionAgreement::of(P, offsets.data(), 2);
-    std::vector<nrig::RegionAgreement> all(2);
-    raw->allgather(&me, sizeof me, all.data());
-    raw_region = raw->register_memory(nullptr, 0);
-    raw->barrier();
+    raw_region = rigtest::join_region_registration(*raw, P, offsets);
   });
   nrig::Region* mr = engine.register_region(block.data(), 100, P, offsets.data());
   peer.join();
