@@ -3,6 +3,8 @@
 // output (out[j] = table[idx[j]]). One run measures, side by side on the same data:
 //   rig            NS_WR_RIG with every mechanism (filter, coalesce, concatenation)
 //   rig-nofilter / rig-nocoalesce / rig-noconcat   ablations
+//   rig-paperwire  rig with the paper's Fig. 6 packets (18 B per PR each way) instead of the
+//                  compact software wire (docs/protocol.md)
 //   vanilla        one NS_WR_RDMA_READ per index (sparsity-aware without aggregation)
 //   conveyors      the library's Conveyors-style software aggregation baseline (lib/distributed
 //                  RequestReply: request and reply conveyors with per-destination buffers, the
@@ -13,7 +15,9 @@
 // Figures per rank: rows/s, goodput (distinct remote property bytes / s / line rate) and line
 // utilization (bytes on the wire / s / line rate, priced by the one wire model,
 // concat/wire_model.hpp: engine counters for RIG, 2 x 78 B + P per vanilla read, 16 B buffer
-// header + items + 50 B per conveyor buffer). Run with mpirun; --help lists the options.
+// header + items + 50 B per conveyor buffer), and `moved`: the same for the bytes the transport
+// really carried (NS_STAT_MOVED_BYTES for RIG: on the compact wire far fewer than the paper's
+// format prices; the model's bytes for the others). Run with mpirun; --help lists the options.
 #include <mpi.h>
 
 #include <algorithm>
@@ -48,8 +52,9 @@ struct Options {
   std::uint64_t max_out_bytes = 128ull << 20;  // caps requests for large K (memory)
   std::uint64_t vanilla_requests = 1u << 17;
   bool unique = false;
-  std::vector<std::string> modes = {
-      "rig", "rig-nofilter", "rig-nocoalesce", "rig-noconcat", "vanilla", "conveyors", "line"};
+  std::vector<std::string> modes = {"rig",          "rig-nofilter",  "rig-nocoalesce",
+                                    "rig-noconcat", "rig-paperwire", "vanilla",
+                                    "conveyors",    "line"};
   std::vector<int> progress = {NS_PROGRESS_THREAD, NS_PROGRESS_INLINE};
   bool indexed = false;        // RIG output: positional (bale ig) or a replica of the whole table
   std::uint64_t batch = 8192;  // idxs per RIG work request
@@ -77,7 +82,8 @@ const char* const kHelp =
     "  --vanilla-requests N  indices for the vanilla mode (default 131072; it is slow)\n"
     "  --unique              draw each rank's indices without repetition (no filtering help)\n"
     "  --modes LIST          "
-    "rig,rig-nofilter,rig-nocoalesce,rig-noconcat,vanilla,conveyors,line\n"
+    "rig,rig-nofilter,rig-nocoalesce,rig-noconcat,rig-paperwire,vanilla,\n"
+    "                        conveyors,line\n"
     "  --progress MODE       thread | inline | both (default both)\n"
     "  --batch N             idxs per RIG work request (default 8192)\n"
     "  --layout L            RIG output: positional (out[j] = row idx[j], default) or indexed\n"
@@ -96,8 +102,12 @@ const char* const kHelp =
     "  --json FILE           also write every row as JSON\n"
     "  --help\n";
 
-const std::vector<std::string> kModes = {
-    "rig", "rig-nofilter", "rig-nocoalesce", "rig-noconcat", "vanilla", "conveyors", "line"};
+const std::vector<std::string> kModes = {"rig",          "rig-nofilter",  "rig-nocoalesce",
+                                         "rig-noconcat", "rig-paperwire", "vanilla",
+                                         "conveyors",    "line"};
+
+// Variant::flags bit of the rig-paperwire mode (beside the NS_CTX_* ablation bits).
+constexpr std::uint32_t kPaperWire = 1u << 30;
 
 // Every rank parses the same argv; rank 0 prints. -1: go on, else the exit code (2: bad option).
 int parse(int argc, char** argv, int rank, Options& o) {
@@ -268,7 +278,8 @@ struct Row {
   double seconds = 0;     // max over ranks
   double rows_per_s = 0;  // per rank
   double goodput = 0;     // fraction of line rate, mean over ranks
-  double line_util = 0;   // fraction of line rate, mean over ranks
+  double line_util = 0;   // fraction of line rate, mean over ranks (the paper's bytes)
+  double moved_util = 0;  // the same for the bytes the transport really moved
   double prs_per_packet = 0;
   double fc_rate = 0;
   std::uint64_t errors = 0;  // summed over ranks
@@ -294,7 +305,11 @@ ns_context_attr rig_attr(const Options& o, int progress, std::uint32_t flags) {
   ns_context_attr a{};
   a.comp_mask = NS_CTX_ATTR_PROGRESS | NS_CTX_ATTR_FLAGS | NS_CTX_ATTR_WATCHDOG;
   a.progress_mode = progress;
-  a.flags = flags;
+  a.flags = flags & ~kPaperWire;
+  if ((flags & kPaperWire) != 0) {
+    a.comp_mask |= NS_CTX_ATTR_WIRE;
+    a.wire = NS_WIRE_PAPER;
+  }
   a.watchdog_ms = 60000;
   if (o.packet_bytes != 0) {
     a.comp_mask |= NS_CTX_ATTR_PACKET;
@@ -496,10 +511,10 @@ const char* progress_name(int p) {
 }
 
 void print_row(const Row& r) {
-  std::printf("%-15s %-8s %9" PRIu64 " %10.2f %13.3f %8.2f%% %8.2f%% %8.2f %6.1f%% %s\n",
+  std::printf("%-15s %-8s %9" PRIu64 " %10.2f %13.3f %8.2f%% %8.2f%% %8.2f%% %8.2f %6.1f%% %s\n",
               r.mode.c_str(), r.progress.c_str(), r.requests, r.seconds * 1e3, r.rows_per_s / 1e6,
-              r.goodput * 100, r.line_util * 100, r.prs_per_packet, r.fc_rate * 100,
-              r.errors == 0 ? "ok" : "WRONG");
+              r.goodput * 100, r.line_util * 100, r.moved_util * 100, r.prs_per_packet,
+              r.fc_rate * 100, r.errors == 0 ? "ok" : "WRONG");
 }
 
 // ---- one run ---------------------------------------------------------------------------------
@@ -514,7 +529,7 @@ struct Variant {
   std::size_t conveyor_buffer = 0;
   int conveyor_nbuf = 0;
   std::uint64_t requests = 0;
-  double best = 1e300, wire = 0, ppp = 0, fc = 0;
+  double best = 1e300, wire = 0, moved = 0, ppp = 0, fc = 0;
   std::uint64_t errors = 0, remote = 0;
 };
 
@@ -549,7 +564,8 @@ std::vector<Variant> make_variants(const Options& o, const std::vector<int>& pro
   const std::pair<const char*, std::uint32_t> rig_modes[] = {{"rig", 0},
                                                              {"rig-nofilter", NS_CTX_NO_FILTER},
                                                              {"rig-nocoalesce", NS_CTX_NO_COALESCE},
-                                                             {"rig-noconcat", NS_CTX_NO_CONCAT}};
+                                                             {"rig-noconcat", NS_CTX_NO_CONCAT},
+                                                             {"rig-paperwire", kPaperWire}};
   for (const auto& [name, flags] : rig_modes) {
     if (!has_mode(o, name)) continue;
     for (int p : progress) {
@@ -594,7 +610,7 @@ std::vector<Variant> make_variants(const Options& o, const std::vector<int>& pro
 
 // One round of one variant: the slowest rank's time, wire bytes, PRs per packet, F+C rate.
 struct Measurement {
-  double t = 0, wire = 0, ppp = 0, fc = 0;
+  double t = 0, wire = 0, moved = 0, ppp = 0, fc = 0;
 };
 
 Measurement measure_rig(Variant& v, const Options& o, Workload& w) {
@@ -610,6 +626,7 @@ Measurement measure_rig(Variant& v, const Options& o, Workload& w) {
   if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce", NS_ERR_TIMEOUT);
   m.t = max_over_ranks(mine);
   m.wire = static_cast<double>(ns_stat_get(e.ctx, NS_STAT_WIRE_BYTES));
+  m.moved = static_cast<double>(ns_stat_get(e.ctx, NS_STAT_MOVED_BYTES));
   m.ppp = ns_stat_prs_per_packet(e.ctx);
   const double req = static_cast<double>(ns_stat_get(e.ctx, NS_STAT_PRS_REQUESTED));
   m.fc = req == 0 ? 0
@@ -633,6 +650,7 @@ Measurement measure_vanilla(Variant& v, const Options& o, Workload& w) {
   // prices sa-vanilla: the one wire model.
   m.wire = static_cast<double>(v.remote) *
            static_cast<double>(netsparse::concat::lone_read_wire_bytes(w.d.P));
+  m.moved = m.wire;  // priced by the model only (its reads are one-sided)
   m.ppp = 1;
   v.errors += count_errors(w.d, w.vidx, w.out.data());
   return m;
@@ -651,6 +669,7 @@ Measurement measure_conveyors(Variant& v, Workload& w) {
   const auto& q = rr.requests().stats();
   const auto& r = rr.replies().stats();
   m.wire = static_cast<double>(netsparse::dist::wire_bytes(q) + netsparse::dist::wire_bytes(r));
+  m.moved = m.wire;  // its buffers as sent (+ the model's 50 B per message)
   // Items (requests + replies) per message.
   const double messages = static_cast<double>(q.buffers_sent + r.buffers_sent);
   m.ppp = messages == 0 ? 0 : static_cast<double>(q.pushed + r.pushed) / messages;
@@ -676,6 +695,7 @@ void measure(Variant& v, const Options& o, Workload& w) {
   if (m.t < v.best) {
     v.best = m.t;
     v.wire = m.wire;
+    v.moved = m.moved;
     v.ppp = m.ppp;
     v.fc = m.fc;
   }
@@ -689,8 +709,9 @@ std::vector<Row> summarize(const std::vector<Variant>& variants, int K, const Wo
     std::printf("\nK=%d (%u B properties), %" PRIu64
                 " requests per rank; line rate %.2f GB/s per rank\n",
                 K, d.P, requests, line / 1e9);
-    std::printf("%-15s %-8s %9s %10s %13s %9s %9s %8s %7s %s\n", "mode", "progress", "requests",
-                "time_ms", "Mrows/s/rank", "goodput", "line_util", "PRs/pkt", "F+C", "check");
+    std::printf("%-15s %-8s %9s %10s %13s %9s %9s %9s %8s %7s %s\n", "mode", "progress", "requests",
+                "time_ms", "Mrows/s/rank", "goodput", "line_util", "moved", "PRs/pkt", "F+C",
+                "check");
   }
   std::vector<Row> rows;
   for (const Variant& v : variants) {
@@ -705,6 +726,7 @@ std::vector<Row> summarize(const std::vector<Variant>& variants, int K, const Wo
                                                          : static_cast<double>(d.distinct_remote);
     r.goodput = mean_over_ranks(useful * d.P / v.best / line);
     r.line_util = mean_over_ranks(v.wire / v.best / line);
+    r.moved_util = mean_over_ranks(v.moved / v.best / line);
     r.prs_per_packet = mean_over_ranks(v.ppp);
     r.fc_rate = mean_over_ranks(v.fc);
     r.errors = sum_over_ranks(v.errors);
@@ -795,6 +817,7 @@ netsparse::bench::Json report(const Options& o, int size, double line,
                    {"rows_per_s_per_rank", r.rows_per_s},
                    {"goodput", r.goodput},
                    {"line_util", r.line_util},
+                   {"moved_util", r.moved_util},
                    {"prs_per_packet", r.prs_per_packet},
                    {"fc_rate", r.fc_rate},
                    {"errors", r.errors}});
