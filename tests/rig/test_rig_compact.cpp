@@ -12,9 +12,9 @@
 
 #include "concat/frame.hpp"
 #include "concat/gather_wire.hpp"
+#include "raw_peer.hpp"
 #include "rig/engine.hpp"
 #include "rig/handles.hpp"
-#include "raw_peer.hpp"
 #include "rig_cluster.hpp"
 #include "transport/transport.hpp"
 
@@ -191,9 +191,7 @@ struct RawPair {
     cfg.delay_ns = 0;
     engine = std::make_unique<ns_context>(fabric.endpoint(1), cfg);
     nrig::register_handle(engine.get(), nrig::HandleKind::kContext);
-    std::thread peer([&] {
-      raw_region = rigtest::join_region_registration(*raw, kP, offsets);
-    });
+    std::thread peer([&] { raw_region = rigtest::join_region_registration(*raw, kP, offsets); });
     mr = engine->register_region(block.data(), 100, kP, offsets.data());
     peer.join();
   }

@@ -12,9 +12,9 @@
 
 #include "concat/frame.hpp"
 #include "concat/scatter_wire.hpp"
+#include "raw_peer.hpp"
 #include "rig/engine.hpp"
 #include "rig/scatter_unit.hpp"
-#include "raw_peer.hpp"
 #include "rig_cluster.hpp"
 #include "ris_reference.hpp"
 #include "transport/transport.hpp"
@@ -265,9 +265,7 @@ TEST(ScatterOwner, AppliesWholePacketsAndRefusesAPacketWithAForeignRow) {
   const std::vector<std::uint64_t> offsets = {0, 100, 200};
   std::vector<std::int64_t> block(100 * P / 8, 10);
   int raw_region = -1;
-  std::thread peer([&] {
-    raw_region = rigtest::join_region_registration(*raw, P, offsets);
-  });
+  std::thread peer([&] { raw_region = rigtest::join_region_registration(*raw, P, offsets); });
   nrig::Region* mr = engine.register_region(block.data(), 100, P, offsets.data());
   peer.join();
   ASSERT_NE(mr, nullptr);
