@@ -160,6 +160,9 @@ std::size_t ClientUnit::generate(std::uint64_t now) {
   return processed;
 }
 
+// The hot loop of the engine (one pass per idx; docs/benchmarks.md has its profile). It stays
+// one function on purpose: split into calls per idx, the compiler keeps the per-command state
+// (window, filter words, counters) in memory instead of registers, and every idx pays for it.
 bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
   Region& r = *c.mr;
   filter::RowStateFilter& rows = r.rows();
