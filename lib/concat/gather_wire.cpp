@@ -1,5 +1,7 @@
 #include "concat/gather_wire.hpp"
 
+#include "concat/bulk_packet.hpp"
+
 namespace netsparse::concat {
 
 namespace {
@@ -29,10 +31,8 @@ std::size_t gather_packet_length(std::span<const std::byte> bytes) noexcept {
   if (static_cast<GatherType>(raw) == GatherType::kGatherRefuse) {
     return n == 0 && rec == 0 ? kGatherHeaderBytes : 0;
   }
-  if (n == 0 || rec == 0) return 0;  // reads and rows always carry records
-  const std::size_t room = bytes.size() - kGatherHeaderBytes;
-  if (n > room / rec) return bytes.size() + 1;  // by division: n * rec may overflow
-  return kGatherHeaderBytes + std::size_t{n} * rec;
+  if (n == 0) return 0;  // reads and rows always carry records
+  return bulk_packet_length(bytes, kGatherHeaderBytes);
 }
 
 DecodeError decode_gather_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,
@@ -73,12 +73,9 @@ DecodeError decode_gather_packet(std::span<const std::byte> bytes, std::uint32_t
   if (expected_dest != kAnyDestination && h.dest != expected_dest) {
     return DecodeError::kWrongDestination;
   }
-  const std::size_t body = bytes.size() - kGatherHeaderBytes;
-  if (h.rec_len == 0) {
-    if (body != 0) return DecodeError::kCountMismatch;
-  } else {
-    if (body % h.rec_len != 0) return DecodeError::kTruncated;
-    if (body / h.rec_len != h.n) return DecodeError::kCountMismatch;
+  if (const DecodeError e = check_bulk_body(bytes, kGatherHeaderBytes, h.rec_len, h.n);
+      e != DecodeError::kOk) {
+    return e;
   }
   out->header = h;
   out->body = bytes.subspan(kGatherHeaderBytes);

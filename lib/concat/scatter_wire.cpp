@@ -1,5 +1,7 @@
 #include "concat/scatter_wire.hpp"
 
+#include "concat/bulk_packet.hpp"
+
 namespace netsparse::concat {
 
 namespace {
@@ -36,14 +38,7 @@ std::size_t encode_scatter_header(std::byte* dst, const ScatterHeader& h) noexce
 std::size_t scatter_packet_length(std::span<const std::byte> bytes) noexcept {
   const std::byte* p = bytes.data();
   if (!is_scatter_type(wire::load<std::uint16_t>(p + kOffType))) return 0;
-  if (bytes.size() < kScatterHeaderBytes) return bytes.size() + 1;
-  const auto rec = wire::load<std::uint32_t>(p + kOffPropLen);
-  const auto n = wire::load<std::uint32_t>(p + kOffNumPrs);
-  if (n == 0) return kScatterHeaderBytes;
-  if (rec == 0) return 0;
-  const std::size_t room = bytes.size() - kScatterHeaderBytes;
-  if (n > room / rec) return bytes.size() + 1;  // by division: n * rec may overflow
-  return kScatterHeaderBytes + std::size_t{n} * rec;
+  return bulk_packet_length(bytes, kScatterHeaderBytes);
 }
 
 DecodeError decode_scatter_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,
@@ -81,12 +76,9 @@ DecodeError decode_scatter_packet(std::span<const std::byte> bytes, std::uint32_
   if (expected_dest != kAnyDestination && h.dest != expected_dest) {
     return DecodeError::kWrongDestination;
   }
-  const std::size_t body = bytes.size() - kScatterHeaderBytes;
-  if (h.rec_len == 0) {
-    if (body != 0) return DecodeError::kCountMismatch;
-  } else {
-    if (body % h.rec_len != 0) return DecodeError::kTruncated;
-    if (body / h.rec_len != h.n) return DecodeError::kCountMismatch;
+  if (const DecodeError e = check_bulk_body(bytes, kScatterHeaderBytes, h.rec_len, h.n);
+      e != DecodeError::kOk) {
+    return e;
   }
   out->header = h;
   out->body = bytes.subspan(kScatterHeaderBytes);

@@ -105,9 +105,11 @@ void WrDedup::record(std::uint64_t idx, std::uint32_t pos, std::uint32_t req) {
 ClientUnit::ClientUnit(const UnitPort& port, std::uint16_t id, const Config& config)
     : port_(port), id_(id), config_(config), slots_(kUnitSlots), compact_(config.compact_wire()) {
   const std::uint32_t n = config.pending_entries;
-  entries_.assign(n, Entry{0, 0, 0, 0, 0, false});
-  free_.reserve(n);
-  for (std::uint32_t e = n; e-- > 0;) free_.push_back(e);
+  if (!compact_) {  // the compact wire keeps one record per read instead (Batch)
+    entries_.assign(n, Entry{0, 0, 0, 0, 0, false});
+    free_.reserve(n);
+    for (std::uint32_t e = n; e-- > 0;) free_.push_back(e);
+  }
   id_bits_ = std::max(1u, static_cast<unsigned>(std::bit_width(n - 1)));
   id_mask_ = (std::uint32_t{1} << id_bits_) - 1;
   gen_mask_ = id_bits_ >= 32 ? 0 : (std::uint32_t{0xFFFFFFFFu} >> id_bits_);
@@ -121,8 +123,6 @@ ClientUnit::ClientUnit(const UnitPort& port, std::uint16_t id, const Config& con
     batch_cap_ = config.concat_on() ? static_cast<std::uint32_t>(std::max<std::size_t>(1, cap)) : 1;
     max_batches_ = std::min<std::uint32_t>(n, 1u << kBatchIndexBits);
     open_.assign(port.size, kNoBatch);
-    entries_.clear();  // the per-PR table is not used
-    free_.clear();
   }
 }
 
@@ -456,8 +456,17 @@ void ClientUnit::free_batch(std::uint32_t b) noexcept {
   free_batches_.push_back(b);
 }
 
+void ClientUnit::forget_unanswered(const Batch& b, Command& c) noexcept {
+  if (c.filter != FilterUse::kRows) return;
+  const std::uint64_t base = c.mr->solver.begin(static_cast<int>(b.owner));
+  const std::uint64_t total = c.mr->solver.total_rows();
+  for (std::size_t k = b.received; k < b.rows.size(); ++k) {
+    if (base + b.rows[k] < total) c.mr->rows().set(base + b.rows[k], filter::kRowNone);
+  }
+}
+
 ClientUnit::Batch* ClientUnit::answered_batch(std::uint32_t src, const concat::GatherHeader& h) {
-  const std::uint32_t b = h.tag & ((1u << kBatchIndexBits) - 1);
+  const std::uint32_t b = batch_of(h.tag);
   // Answers of one read come in order over one link (MPI, rings and RC verbs keep order per
   // peer): anything else is late (after a watchdog), duplicated or forged. (A refusal's `first`
   // is the refused row's position, not a continuation.)
@@ -475,7 +484,7 @@ void ClientUnit::on_rows(std::uint32_t src, const concat::GatherPacket& pkt) {
   Batch* bp = answered_batch(src, h);
   if (bp == nullptr) return;
   Batch& batch = *bp;
-  const std::uint32_t b = h.tag & ((1u << kBatchIndexBits) - 1);
+  const std::uint32_t b = batch_of(h.tag);
   counters.responses += h.n;
   stalled_ = false;
   Slot& s = slots_[batch.slot];
@@ -516,7 +525,7 @@ void ClientUnit::on_refuse(std::uint32_t src, const concat::GatherHeader& h) {
   Batch* bp = answered_batch(src, h);
   if (bp == nullptr) return;
   Batch& batch = *bp;
-  const std::uint32_t b = h.tag & ((1u << kBatchIndexBits) - 1);
+  const std::uint32_t b = batch_of(h.tag);
   const std::uint32_t left = static_cast<std::uint32_t>(batch.rows.size()) - batch.received;
   counters.responses += left;
   stalled_ = false;
@@ -528,13 +537,7 @@ void ClientUnit::on_refuse(std::uint32_t src, const concat::GatherHeader& h) {
   }
   Command& c = *s.cmd;
   if (c.status == NS_WC_SUCCESS) c.status = NS_WC_REM_INV_REQ;
-  if (c.filter == FilterUse::kRows) {  // nobody brings these rows: ask again next time
-    const std::uint64_t base = c.mr->solver.begin(static_cast<int>(batch.owner));
-    const std::uint64_t total = c.mr->solver.total_rows();
-    for (std::size_t k = batch.received; k < batch.rows.size(); ++k) {
-      if (base + batch.rows[k] < total) c.mr->rows().set(base + batch.rows[k], filter::kRowNone);
-    }
-  }
+  forget_unanswered(batch, c);
   c.outstanding -= left;
   const std::uint16_t slot = batch.slot;
   free_batch(b);
@@ -591,13 +594,7 @@ void ClientUnit::release_entries(std::uint32_t s) {
   for (std::uint32_t b = 0; b < batches_.size(); ++b) {
     Batch& batch = batches_[b];
     if (!batch.live || batch.slot != s || batch.slot_epoch != epoch) continue;
-    if (c != nullptr && c->filter == FilterUse::kRows) {
-      const std::uint64_t base = c->mr->solver.begin(static_cast<int>(batch.owner));
-      const std::uint64_t total = c->mr->solver.total_rows();
-      for (std::size_t k = batch.received; k < batch.rows.size(); ++k) {
-        if (base + batch.rows[k] < total) c->mr->rows().set(base + batch.rows[k], filter::kRowNone);
-      }
-    }
+    if (c != nullptr) forget_unanswered(batch, *c);
     counters.released += batch.rows.size() - batch.received;
     free_batch(b);
   }

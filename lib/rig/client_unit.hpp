@@ -164,10 +164,16 @@ class ClientUnit {
   std::uint32_t tag_of(std::uint32_t b) const noexcept {
     return (batches_[b].gen << kBatchIndexBits) | b;
   }
+  static std::uint32_t batch_of(std::uint32_t tag) noexcept {
+    return tag & ((1u << kBatchIndexBits) - 1);
+  }
   bool batch_live(std::uint32_t tag) const noexcept {
-    const std::uint32_t b = tag & ((1u << kBatchIndexBits) - 1);
+    const std::uint32_t b = batch_of(tag);
     return b < batches_.size() && batches_[b].live && batches_[b].gen == (tag >> kBatchIndexBits);
   }
+  // A read's rows that will not arrive (refused, or its command failed) become unrequested in
+  // the region's row filter, so later commands ask for them again instead of waiting.
+  void forget_unanswered(const Batch& b, Command& c) noexcept;
   // Room for one more PR to `owner` (an open read, or a free one, and the in-flight bound).
   bool compact_room(std::uint32_t owner) const noexcept;
   // The open read to `owner` (opened for the current command's slot if none is).
