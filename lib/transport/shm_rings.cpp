@@ -376,8 +376,8 @@ class HostShmTransport final : public Transport {
           ok = 0;
           why = "posix_fallocate of " + std::to_string(seg_bytes) + " bytes: " + std::strerror(rc);
         } else {
-          void* p = mmap(nullptr, seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-                         fd, 0);
+          // Read here (faults map 16 pages at a time); written through the peers' mappings.
+          void* p = mmap(nullptr, seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
           if (p == MAP_FAILED) {
             ok = 0;
             why = "mmap: " + std::string(std::strerror(errno));
@@ -401,6 +401,8 @@ class HostShmTransport final : public Transport {
         why = "shm_open of a peer's segment: " + std::string(std::strerror(errno));
         break;
       }
+      // Written here: mapped now (MAP_POPULATE), not one write fault per page during the first
+      // runs (measured: ~1500 faults per rank over the first 10 replays of the main job).
       void* p =
           mmap(nullptr, seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
       close(fd);
