@@ -403,8 +403,7 @@ class HostShmTransport final : public Transport {
       }
       // Written here: mapped now (MAP_POPULATE), not one write fault per page during the first
       // runs (measured: ~1500 faults per rank over the first 10 replays of the main job).
-      void* p =
-          mmap(nullptr, seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+      void* p = mmap(nullptr, seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
       close(fd);
       if (p == MAP_FAILED) {
         ok = 0;
@@ -499,13 +498,16 @@ std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_pt
     return inner;
   }
   if (ring_bytes == 0) {
-    // 256 MiB of rings per host at most, 8 MiB per pair at most, and room for 4 largest
-    // messages at least.
+    // 256 MiB of rings per host at most, 2 MiB per pair at most. Measured (main job, np 2):
+    // opening with 8 MiB rings took ~10 ms (populating the written side, below), 2 MiB ~4 ms,
+    // at the same time per run at K = 16 and 128: the consumer drains while the producer
+    // writes, so a ring need not hold a whole run's frames.
     const std::size_t pairs =
         static_cast<std::size_t>(host_size) * static_cast<std::size_t>(host_size);
-    ring_bytes = std::min<std::size_t>(std::size_t{8} << 20, (std::size_t{256} << 20) / pairs);
-    ring_bytes = std::max(ring_bytes, 4 * padded(inner->max_packet_bytes() + kHeader));
+    ring_bytes = std::min<std::size_t>(std::size_t{2} << 20, (std::size_t{256} << 20) / pairs);
   }
+  // Room for 4 largest messages at least.
+  ring_bytes = std::max(ring_bytes, 4 * padded(inner->max_packet_bytes() + kHeader));
   ring_bytes = std::bit_ceil(ring_bytes);
   try {
     return std::make_unique<HostShmTransport>(comm, inner, ring_bytes);

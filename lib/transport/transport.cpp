@@ -72,7 +72,11 @@ std::unique_ptr<Transport> make_transport(TransportKind kind, MPI_Comm comm,
     case TransportKind::kMpi: {
       auto mpi = make_mpi_transport(comm, options.need_thread_multiple, options.mpi);
       if (config::choice(config::Env::kMpiShm) == "0") return mpi;
-      return make_host_shm_transport(comm, std::move(mpi));
+      const std::size_t ring_bytes =
+          config::is_set(config::Env::kMpiShmRingBytes)
+              ? static_cast<std::size_t>(config::integer(config::Env::kMpiShmRingBytes))
+              : 0;
+      return make_host_shm_transport(comm, std::move(mpi), ring_bytes);
     }
     case TransportKind::kVerbs: {
       VerbsOptions verbs = options.verbs;

@@ -79,8 +79,9 @@ std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_mu
 // in place) instead of MPI; everything else (other hosts, reads, barriers, failures) through
 // `inner`. Collective over comm. Returns `inner` itself, with the reason in *why_not, when the
 // host has one rank of comm or shared memory cannot be set up (on every rank of the host
-// alike). ring_bytes 0: automatic (<= 8 MiB per pair, <= 256 MiB per host). make_transport uses
-// it for kMpi unless NETSPARSE_MPI_SHM=0.
+// alike). ring_bytes 0: automatic (<= 2 MiB per pair, <= 256 MiB per host;
+// NETSPARSE_MPI_SHM_RING_BYTES sets it in make_transport). make_transport uses it for kMpi unless
+// NETSPARSE_MPI_SHM=0.
 std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_ptr<Transport> inner,
                                                    std::size_t ring_bytes = 0,
                                                    std::string* why_not = nullptr);

@@ -411,6 +411,32 @@ TEST(MpiTransport, CoexistsWithConcurrentApplicationTraffic) {
   EXPECT_TRUE(on_every_rank(app_error));
 }
 
+// NETSPARSE_MPI_SHM_RING_BYTES sizes the rings (rounded up to a power of two, at least four
+// frames); unset, the default is 2 MiB per pair. Every byte still arrives in order.
+TEST(TransportFactory, ShmRingBytesFromTheEnvironment) {
+  ASSERT_GE(world_size(), 2) << "registered at np 2 and 3 (one host)";
+  const auto ring_of = [](const std::string& detail) {
+    const auto at = detail.find(" KiB each");
+    const auto open = detail.rfind('(', at);
+    return at == std::string::npos || open == std::string::npos
+               ? std::string("no rings: ") + detail
+               : detail.substr(open + 1, at - open - 1);
+  };
+  {
+    auto t = make_transport(TransportKind::kMpi, MPI_COMM_WORLD);
+    EXPECT_EQ(ring_of(t->detail()), "2048");
+  }
+  ::setenv("NETSPARSE_MPI_SHM_RING_BYTES", "300000", 1);
+  {
+    auto t = make_transport(TransportKind::kMpi, MPI_COMM_WORLD);
+    EXPECT_EQ(ring_of(t->detail()), "512");  // bit_ceil(300000) = 512 KiB
+    ExchangeConfig cfg;
+    cfg.packets_per_peer = 300;
+    EXPECT_TRUE(on_every_rank(exchange_and_barrier(*t, cfg)));
+  }
+  ::unsetenv("NETSPARSE_MPI_SHM_RING_BYTES");
+}
+
 TEST(TransportFactory, MakesEachKindOrExplainsWhyNot) {
   auto mpi = make_transport(TransportKind::kMpi, MPI_COMM_WORLD);
   EXPECT_EQ(mpi->kind(), TransportKind::kMpi);
