@@ -36,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -115,8 +116,11 @@ class MpiTransport final : public Transport {
     requests_.assign(total, MPI_REQUEST_NULL);
     indices_.resize(total);
     statuses_.resize(total);
-    recv_slab_.resize(static_cast<std::size_t>(recv_count_) * packet_bytes_);
-    send_slab_.resize(static_cast<std::size_t>(send_count_) * packet_bytes_);
+    // Not zero-filled (new T[] without ()): 2 x 64 frames of 64 KiB would be 8 MiB of page
+    // faults and zeroing at every open (profiled: the largest part of ns_open_mpi), although a
+    // slot's memory is only touched when a message uses it (with shared-memory rings, rarely).
+    recv_slab_.reset(new std::byte[static_cast<std::size_t>(recv_count_) * packet_bytes_]);
+    send_slab_.reset(new std::byte[static_cast<std::size_t>(send_count_) * packet_bytes_]);
     recv_slots_.assign(static_cast<std::size_t>(recv_count_), RingSlot{});
     send_dest_.assign(static_cast<std::size_t>(send_count_), -1);
     for (int i = send_count_ - 1; i >= 0; --i) send_free_.push_back(i);
@@ -158,7 +162,7 @@ class MpiTransport final : public Transport {
       if (send_free_.empty() || in_flight_to_[d] >= per_peer_cap_) return TxStatus::kNoResource;
     }
     const int slot = send_free_.back();
-    std::byte* buffer = send_slab_.data() + static_cast<std::size_t>(slot) * packet_bytes_;
+    std::byte* buffer = send_slab_.get() + static_cast<std::size_t>(slot) * packet_bytes_;
     std::memcpy(buffer, packet.data(), packet.size());
     MPI_Request& request = requests_[static_cast<std::size_t>(send_base_ + slot)];
     if (MPI_Isend(buffer, static_cast<int>(packet.size()), MPI_BYTE, dest, kPacketTag, comm_,
@@ -183,7 +187,7 @@ class MpiTransport final : public Transport {
       if (slot.state == RingSlot::kDone) {
         handler(ReceivedPacket{
             slot.src, std::span<const std::byte>(
-                          recv_slab_.data() + static_cast<std::size_t>(recv_head_) * packet_bytes_,
+                          recv_slab_.get() + static_cast<std::size_t>(recv_head_) * packet_bytes_,
                           static_cast<std::size_t>(slot.count))});
         ++delivered;
       }
@@ -418,7 +422,7 @@ class MpiTransport final : public Transport {
   void post_packet_recv(int slot) {
     RingSlot& s = recv_slots_[static_cast<std::size_t>(slot)];
     s.state = RingSlot::kPosted;
-    if (MPI_Irecv(recv_slab_.data() + static_cast<std::size_t>(slot) * packet_bytes_,
+    if (MPI_Irecv(recv_slab_.get() + static_cast<std::size_t>(slot) * packet_bytes_,
                   static_cast<int>(packet_bytes_), MPI_BYTE, MPI_ANY_SOURCE, kPacketTag, comm_,
                   &requests_[static_cast<std::size_t>(slot)]) != MPI_SUCCESS) {
       // Only on resource exhaustion: the slot skips a turn and is retried at the next pass.
@@ -661,8 +665,8 @@ class MpiTransport final : public Transport {
   std::vector<MPI_Request> requests_;
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
-  std::vector<std::byte> recv_slab_;
-  std::vector<std::byte> send_slab_;
+  std::unique_ptr<std::byte[]> recv_slab_;
+  std::unique_ptr<std::byte[]> send_slab_;
   std::vector<RingSlot> recv_slots_;
   int recv_head_ = 0;
   std::vector<int> send_free_;
