@@ -312,7 +312,8 @@ enum ns_stat {
   NS_STAT_RDMA_READS,      /* NS_WR_RDMA_READ issued */
   NS_STAT_SERVER_PRS,      /* read PRs answered by this node's server units (invalid ones too) */
   NS_STAT_INVALID_PRS,     /* read PRs answered as invalid (idx outside the registered rows) */
-  NS_STAT_MALFORMED,       /* packets or PRs dropped by validation (decode error, bad unit, ...) */
+  NS_STAT_MALFORMED,       /* packets or PRs dropped by validation (decode error, bad unit, plan or
+                              scatter-reduce packet, ...) */
   NS_STAT_STALE_RESPONSES, /* responses that matched no pending entry (dropped) */
   NS_STAT_FRAMES,          /* transport messages sent: each frames one or more packets */
   /* Gather plans (ns_plan_create): their traffic is not in the Table 7 counters above. */

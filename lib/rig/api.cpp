@@ -600,7 +600,7 @@ std::uint64_t stat_of(const Engine::Snapshot& s, int which) {
     case NS_STAT_INVALID_PRS:
       return s.server.invalid;
     case NS_STAT_MALFORMED:
-      return s.malformed_packets + s.server.malformed_prs;
+      return s.malformed_total();
     case NS_STAT_STALE_RESPONSES:
       return s.client.stale_responses;
     case NS_STAT_FRAMES:

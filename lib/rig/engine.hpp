@@ -145,6 +145,11 @@ class Engine : public PostTarget, public CommandSink {
     // NETSPARSE_ENGINE_PROFILE=1: nanoseconds of engine steps by stage (kStage*), and steps.
     bool profiled = false;
     std::uint64_t steps = 0, stage_ns[5] = {};
+    // NS_STAT_MALFORMED: every packet or PR dropped by validation, whichever unit refused it
+    // (frames, RIG PRs, plan and scatter-reduce packets).
+    std::uint64_t malformed_total() const noexcept {
+      return malformed_packets + server.malformed_prs + plans.malformed + scatters.malformed;
+    }
   };
   // Stages of a step, for the profile: receive (frames in; server units answer reads, client
   // units take answers), dispatch (start work requests), generate (client units walk idxs),

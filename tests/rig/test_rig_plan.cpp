@@ -340,6 +340,7 @@ TEST(PlanServer, ServesInstalledListsAndRefusesEverythingElse) {
   EXPECT_EQ(s.plans.refused, 4u);
   EXPECT_EQ(s.plans.malformed, 3u) << "bad rec_len, wrong destination, rows with n = 0";
   EXPECT_EQ(s.malformed_packets, 1u) << "the truncated frame, refused whole";
+  EXPECT_EQ(s.malformed_total(), 4u) << "NS_STAT_MALFORMED counts the plan unit's refusals too";
   EXPECT_EQ(s.plans.stale, 0u);
   // Rows for a plan nobody started are dropped as stale (a late answer, not malformed).
   std::vector<std::byte> rows(cc::kPlanHeaderBytes + P);

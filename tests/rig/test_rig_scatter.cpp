@@ -307,6 +307,8 @@ TEST(ScatterOwner, AppliesWholePacketsAndRefusesAPacketWithAForeignRow) {
   EXPECT_EQ(s.scatters.applied, 3u);
   EXPECT_EQ(s.scatters.refused, 2u);
   EXPECT_EQ(s.scatters.malformed, 1u) << "the wrong destination";
+  EXPECT_EQ(s.malformed_total(), s.malformed_packets + s.server.malformed_prs + 1u)
+      << "NS_STAT_MALFORMED counts the scatter unit's refusals too";
   EXPECT_EQ(s.malformed_packets, 1u) << "the lying rec_len: its frame is refused whole";
   // Teardown: node 0 declares itself done (a control PR), then both run the collectives.
   std::vector<std::byte> done(cc::packet_bytes(cc::PrType::kControl, P, 1));
