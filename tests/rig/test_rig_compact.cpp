@@ -208,12 +208,11 @@ struct RawPair {
       engine->progress_inline();
       raw->poll(
           [&](const tr::ReceivedPacket& m) {
-            std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
-            const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
-            ASSERT_EQ(split.error, cc::DecodeError::kOk);
-            for (std::size_t f = 0; f < split.packets; ++f) {
+            const auto frame = rigtest::split_received(m.bytes);
+            ASSERT_EQ(frame.error, cc::DecodeError::kOk);
+            for (const auto part : frame.packets) {
               cc::GatherPacket pk;
-              if (cc::decode_gather_packet(parts[f], 0, kP, &pk) != cc::DecodeError::kOk) continue;
+              if (cc::decode_gather_packet(part, 0, kP, &pk) != cc::DecodeError::kOk) continue;
               got.emplace_back(pk.header, std::vector<std::byte>(pk.body.begin(), pk.body.end()));
             }
           },
@@ -223,31 +222,8 @@ struct RawPair {
   }
   // Teardown: node 0 declares itself done (a control PR), then both run the collectives.
   void teardown() {
-    std::vector<std::byte> done(cc::packet_bytes(cc::PrType::kControl, kP, 1));
-    const std::size_t at = cc::encode_concat_header(done.data(), {cc::PrType::kControl, 1, kP, 1});
-    cc::encode_pr(done.data() + at, {0, 0, 1, nrig::kControlQuiesceDone}, nullptr, 0);
-    raw->send(1, done);
-    std::thread peer_down([&] {
-      bool got_done = false;
-      while (!got_done) {
-        raw->poll(
-            [&](const tr::ReceivedPacket& m) {
-              std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
-              const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
-              for (std::size_t f = 0; f < split.packets; ++f) {
-                cc::PacketView v;
-                if (cc::decode_packet(parts[f], 0, kP, &v) != cc::DecodeError::kOk) continue;
-                if (v.header().type == cc::PrType::kControl) got_done = true;
-              }
-            },
-            16);
-        std::this_thread::yield();
-      }
-      raw->barrier();
-      raw->deregister_memory(raw_region);
-    });
-    EXPECT_TRUE(engine->deregister_region(mr));
-    peer_down.join();
+    EXPECT_TRUE(deregister_with_raw_peer(*raw, raw_region, kP,
+                                         [&] { return engine->deregister_region(mr); }));
   }
 };
 }  // namespace
@@ -320,11 +296,10 @@ TEST(CompactClient, LandsOnlyTheNextAnswerOfAReadInFlight) {
     t.engine->progress_inline();
     t.raw->poll(
         [&](const tr::ReceivedPacket& m) {
-          std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
-          const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
-          for (std::size_t f = 0; f < split.packets; ++f) {
+          const auto frame = rigtest::split_received(m.bytes);
+          for (const auto part : frame.packets) {
             cc::GatherPacket pk;
-            if (cc::decode_gather_packet(parts[f], 0, kP, &pk) != cc::DecodeError::kOk) continue;
+            if (cc::decode_gather_packet(part, 0, kP, &pk) != cc::DecodeError::kOk) continue;
             read = pk.header;
             for (std::uint32_t r = 0; r < pk.header.n; ++r) {
               rows.push_back(cc::wire::load<std::uint32_t>(pk.body.data() + 4 * r));
@@ -372,11 +347,10 @@ TEST(CompactClient, LandsOnlyTheNextAnswerOfAReadInFlight) {
     t.engine->progress_inline();
     t.raw->poll(
         [&](const tr::ReceivedPacket& m) {
-          std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
-          const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
-          for (std::size_t f = 0; f < split.packets; ++f) {
+          const auto frame = rigtest::split_received(m.bytes);
+          for (const auto part : frame.packets) {
             cc::GatherPacket pk;
-            if (cc::decode_gather_packet(parts[f], 0, kP, &pk) == cc::DecodeError::kOk) {
+            if (cc::decode_gather_packet(part, 0, kP, &pk) == cc::DecodeError::kOk) {
               read = pk.header;
             }
           }
