@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "csr_blocks.hpp"
 #include "mpi_test_util.hpp"
 #include "netsparse/csr.hpp"
 #include "netsparse/dist_matrix.hpp"
@@ -109,20 +110,6 @@ double max_relative_error(const std::vector<T>& got, const std::vector<double>& 
   for (std::size_t i = 0; i < n; ++i) err = std::max(err, std::abs(double(got[i]) - want[i]));
   if (got.size() != want.size()) return INFINITY;
   return err / std::max(scale, 1e-30);
-}
-
-// Rows [b, e) of a whole matrix as a block (global columns).
-inline CsrMatrix row_block(const CsrMatrix& whole, gidx_t b, gidx_t e) {
-  CsrMatrix m;
-  m.n_rows_global = whole.n_rows_global;
-  m.n_cols = whole.n_cols;
-  m.row_begin = b;
-  m.n_rows = e - b;
-  const std::int64_t first = whole.row_ptr[b], last = whole.row_ptr[e];
-  for (gidx_t r = b; r <= e; ++r) m.row_ptr.push_back(whole.row_ptr[r] - first);
-  m.col_idx.assign(whole.col_idx.begin() + first, whole.col_idx.begin() + last);
-  m.values.assign(whole.values.begin() + first, whole.values.begin() + last);
-  return m;
 }
 
 inline void expect_same_block(const CsrMatrix& got, const CsrMatrix& want,

@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "csr_blocks.hpp"
 #include "netsparse/csr.hpp"
 #include "netsparse/sparse_error.hpp"
 
@@ -85,20 +86,6 @@ inline void expect_same_matrix(const CsrMatrix& a, const CsrMatrix& b) {
   EXPECT_EQ(a.row_ptr, b.row_ptr);
   EXPECT_EQ(a.col_idx, b.col_idx);
   EXPECT_EQ(a.values, b.values);
-}
-
-// Rows [begin, end) of a whole matrix as a block.
-inline CsrMatrix row_block(const CsrMatrix& whole, gidx_t begin, gidx_t end) {
-  CsrMatrix b;
-  b.n_rows_global = whole.n_rows_global;
-  b.n_cols = whole.n_cols;
-  b.row_begin = begin;
-  b.n_rows = end - begin;
-  const std::int64_t first = whole.row_ptr[begin];
-  for (gidx_t r = begin; r <= end; ++r) b.row_ptr.push_back(whole.row_ptr[r] - first);
-  b.col_idx.assign(whole.col_idx.begin() + first, whole.col_idx.begin() + whole.row_ptr[end]);
-  b.values.assign(whole.values.begin() + first, whole.values.begin() + whole.row_ptr[end]);
-  return b;
 }
 
 // A malformed input file of tests/data and the error it must raise.
