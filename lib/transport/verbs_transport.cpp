@@ -274,12 +274,7 @@ class VerbsTransport final : public Transport {
     }
     if (dest == rank_) return send_to_self(packet);
     Peer& peer = peers_[static_cast<std::size_t>(dest)];
-    if (peer.failed) return TxStatus::kPeerFailed;
-    if (peer.posted - peer.completed >= sq_depth_) {
-      poll_send_cq();
-      if (peer.failed) return TxStatus::kPeerFailed;
-      if (peer.posted - peer.completed >= sq_depth_) return TxStatus::kNoResource;
-    }
+    if (const TxStatus room = send_queue_room(peer); room != TxStatus::kOk) return room;
     const bool inline_data = packet.size() <= max_inline_;
     int buffer = -1;
     ibv_sge sge{};
@@ -444,12 +439,7 @@ class VerbsTransport final : public Transport {
       return TxStatus::kOk;
     }
     Peer& peer = peers_[static_cast<std::size_t>(dest)];
-    if (peer.failed) return TxStatus::kPeerFailed;
-    if (peer.posted - peer.completed >= sq_depth_) {
-      poll_send_cq();
-      if (peer.failed) return TxStatus::kPeerFailed;
-      if (peer.posted - peer.completed >= sq_depth_) return TxStatus::kNoResource;
-    }
+    if (const TxStatus room = send_queue_room(peer); room != TxStatus::kOk) return room;
     const int slot = read_free_.back();
     const std::uint64_t seq = peer.posted;
     // Every read is signalled: it needs its own completion (cookie).
@@ -555,6 +545,16 @@ class VerbsTransport final : public Transport {
   struct SelfPacket {
     std::size_t bytes = 0;
   };
+
+  // Whether the peer's send queue takes one more work request (the send CQ is polled once when
+  // it is full): kOk, kNoResource, or kPeerFailed.
+  TxStatus send_queue_room(const Peer& peer) {
+    if (peer.failed) return TxStatus::kPeerFailed;
+    if (peer.posted - peer.completed < sq_depth_) return TxStatus::kOk;
+    poll_send_cq();
+    if (peer.failed) return TxStatus::kPeerFailed;
+    return peer.posted - peer.completed < sq_depth_ ? TxStatus::kOk : TxStatus::kNoResource;
+  }
 
   // Throws on every rank when any rank reports a local error (empty = fine): its own error on
   // a failing rank, the first failing rank's on the others.
