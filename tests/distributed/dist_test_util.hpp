@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "mpi_test_util.hpp"
 #include "netsparse/csr.hpp"
 #include "netsparse/dist_matrix.hpp"
+#include "netsparse/distributed.hpp"
 
 namespace netsparse::test {
 
@@ -128,6 +130,14 @@ inline bool all_ranks(bool ok) {
   int v = ok ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return v != 0;
+}
+
+// One RIG engine for all the tests of a binary (each engine's setup is collective and costs a
+// round of agreements); a binary that needs it closed before MPI_Finalize resets it.
+inline std::shared_ptr<RigEngine>& shared_engine() {
+  static std::shared_ptr<RigEngine> engine =
+      std::make_shared<RigEngine>(MPI_COMM_WORLD, EngineOptions{});
+  return engine;
 }
 
 }  // namespace netsparse::test

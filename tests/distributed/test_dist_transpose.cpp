@@ -21,6 +21,7 @@ namespace {
 using test::max_relative_error;
 using test::operand_block;
 using test::row_block;
+using test::shared_engine;
 using test::world_rank;
 
 using test::Fixture;
@@ -74,12 +75,6 @@ std::vector<Fixture>& fixtures() {
     return v;
   }();
   return all;
-}
-
-std::shared_ptr<RigEngine>& shared_engine() {
-  static std::shared_ptr<RigEngine> engine =
-      std::make_shared<RigEngine>(MPI_COMM_WORLD, EngineOptions{});
-  return engine;
 }
 
 // The single-process transpose of a whole matrix (by definition: every (i, j, v) as (j, i, v)).
