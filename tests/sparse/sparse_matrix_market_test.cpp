@@ -163,10 +163,7 @@ TEST_P(MatrixMarketSplit, EveryCutParsesEachEntryOnce) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, MatrixMarketSplit,
                          ::testing::Values("general_real.mtx", "symmetric_real.mtx", "layout.mtx",
                                            "crlf.mtx"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           return name.substr(0, name.find('.'));
-                         });
+                         test::file_test_name);
 
 TEST(MatrixMarketRange, ErrorInARangeReportsTheFilesLineNumber) {
   const std::string path = data_path("mm/bad/crlf_error.mtx");
@@ -276,10 +273,7 @@ const BadFile kBadFiles[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MatrixMarketBadFile, ::testing::ValuesIn(kBadFiles),
-                         [](const auto& info) {
-                           std::string name = info.param.name;
-                           return name.substr(0, name.find('.'));
-                         });
+                         test::bad_file_test_name);
 
 TEST(MatrixMarketErrors, NonexistentFile) {
   const std::string path = data_path("mm/no_such_file.mtx");

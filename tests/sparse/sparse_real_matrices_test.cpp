@@ -88,10 +88,7 @@ INSTANTIATE_TEST_SUITE_P(Mongoose, RealMatrixMarket,
                                            "bcspwr10.mtx", "dwt_992.mtx", "jagmesh7.mtx", "G51.mtx",
                                            "Erdos971.mtx", "GD97_b.mtx", "Pd.mtx",
                                            "NotreDame_www.mtx"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           return name.substr(0, name.find('.'));
-                         });
+                         test::file_test_name);
 
 TEST(RealMatrices, NotreDameSizesRowBlocksAndRoundTrip) {
   const std::string path = cached("NotreDame_www.mtx");

@@ -100,6 +100,16 @@ inline void PrintTo(const BadFile& bad, std::ostream* os) {
   *os << bad.name;
 }
 
+// gtest's name for a case about one file: the file's name up to its first dot.
+inline std::string file_test_name(const ::testing::TestParamInfo<const char*>& info) {
+  const std::string name = info.param;
+  return name.substr(0, name.find('.'));
+}
+inline std::string bad_file_test_name(const ::testing::TestParamInfo<BadFile>& info) {
+  const std::string name = info.param.name;
+  return name.substr(0, name.find('.'));
+}
+
 // read(path) must throw a ParseError naming the file, the line and the reason; what() is
 // "FILE:LINE: reason", without ":0:" for an error about the file as a whole.
 template <class Read>
