@@ -373,19 +373,7 @@ class NodeRigExchange final : public Exchange<T> {
   }
 
   void open_engine(const EngineOptions& options) {
-    ContextAttr attr;
-    attr.transport(static_cast<ns_transport>(options.transport));
-    if (options.client_units > 0 || options.server_units > 0) {
-      attr.units(options.client_units > 0 ? options.client_units : 2,
-                 options.server_units > 0 ? options.server_units : 2);
-    }
-    attr.progress(static_cast<ns_progress_mode>(options.progress));
-    if (options.packet_bytes > 0) attr.packet_bytes(options.packet_bytes);
-    if (options.delay_ns >= 0) attr.concat_delay(std::chrono::nanoseconds(options.delay_ns));
-    if (options.pending_entries > 0) attr.pending_entries(options.pending_entries);
-    if (options.idx_chunk > 0) attr.idx_chunk(options.idx_chunk);
-    if (options.watchdog_ms > 0) attr.watchdog(std::chrono::milliseconds(options.watchdog_ms));
-    attr.flags(options.flags);
+    const ContextAttr attr = engine_context_attr(options);
     {
       const RingsOffScope no_rings;
       ctx_ = open_mpi(topo_.leaders_comm(), attr);

@@ -127,19 +127,7 @@ RigEngine::RigEngine(MPI_Comm comm, const EngineOptions& options)
   Impl& s = *impl_;
   s.comm = comm;
   s.options = options;
-  ContextAttr attr;
-  attr.transport(static_cast<ns_transport>(options.transport));
-  if (options.client_units > 0 || options.server_units > 0) {
-    attr.units(options.client_units > 0 ? options.client_units : 2,
-               options.server_units > 0 ? options.server_units : 2);
-  }
-  attr.progress(static_cast<ns_progress_mode>(options.progress));
-  if (options.packet_bytes > 0) attr.packet_bytes(options.packet_bytes);
-  if (options.delay_ns >= 0) attr.concat_delay(std::chrono::nanoseconds(options.delay_ns));
-  if (options.pending_entries > 0) attr.pending_entries(options.pending_entries);
-  if (options.idx_chunk > 0) attr.idx_chunk(options.idx_chunk);
-  if (options.watchdog_ms > 0) attr.watchdog(std::chrono::milliseconds(options.watchdog_ms));
-  attr.flags(options.flags);
+  const ContextAttr attr = dist::engine_context_attr(options);
   // Opening is collective; a failure on one rank must not leave the others waiting.
   std::exception_ptr error;
   try {
@@ -701,6 +689,23 @@ template <class T>
 std::unique_ptr<Exchange<T>> make_rig_exchange(std::shared_ptr<RigEngine> engine,
                                                RigVariant variant) {
   return std::make_unique<RigExchange<T>>(std::move(engine), variant);
+}
+
+ContextAttr engine_context_attr(const EngineOptions& options) {
+  ContextAttr attr;
+  attr.transport(static_cast<ns_transport>(options.transport));
+  if (options.client_units > 0 || options.server_units > 0) {
+    attr.units(options.client_units > 0 ? options.client_units : 2,
+               options.server_units > 0 ? options.server_units : 2);
+  }
+  attr.progress(static_cast<ns_progress_mode>(options.progress));
+  if (options.packet_bytes > 0) attr.packet_bytes(options.packet_bytes);
+  if (options.delay_ns >= 0) attr.concat_delay(std::chrono::nanoseconds(options.delay_ns));
+  if (options.pending_entries > 0) attr.pending_entries(options.pending_entries);
+  if (options.idx_chunk > 0) attr.idx_chunk(options.idx_chunk);
+  if (options.watchdog_ms > 0) attr.watchdog(std::chrono::milliseconds(options.watchdog_ms));
+  attr.flags(options.flags);
+  return attr;
 }
 template std::unique_ptr<Exchange<float>> make_rig_exchange<float>(std::shared_ptr<RigEngine>,
                                                                    RigVariant);

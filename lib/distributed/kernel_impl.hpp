@@ -13,6 +13,7 @@
 #include "concat/wire_model.hpp"
 #include "netsparse/distributed.hpp"
 #include "netsparse/local_kernels.hpp"
+#include "netsparse/netsparse.hpp"
 #include "netsparse/scalar.hpp"
 
 namespace netsparse::dist {
@@ -145,6 +146,9 @@ enum class RigVariant {
 template <class T>
 std::unique_ptr<Exchange<T>> make_rig_exchange(std::shared_ptr<RigEngine> engine,
                                                RigVariant variant);
+// The context attributes of an engine opened for `options` (RigEngine's, and the host leaders'
+// engine of netsparse-node).
+ContextAttr engine_context_attr(const EngineOptions& options);
 
 // Byte accounting: every mode prices its wire bytes with the one wire model
 // (concat/wire_model.hpp: MPI messages, NetSparse packets, the paper's lone PR).
