@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "config/settings.hpp"
+#include "matrices.hpp"
 #include "netsparse/autotune.hpp"
 #include "netsparse/generators.hpp"
 #include "netsparse/local_kernels.hpp"
@@ -88,11 +88,7 @@ const char* const kHelp =
 // -1: go on; else the exit code (0 after --help, 2 after a bad option).
 int parse(int argc, char** argv, Options& o) {
   namespace nb = netsparse::bench;
-  if (netsparse::config::is_set(netsparse::config::Env::kDataDir)) {
-    o.data_dir = netsparse::config::text(netsparse::config::Env::kDataDir);
-  } else if (const char* home = netsparse::config::foreign("HOME")) {
-    o.data_dir = std::string(home) + "/.cache/netsparse/matrices";
-  }
+  o.data_dir = nb::default_data_dir();
   CLI::App app{"bench_transpose"};
   app.add_option("--data-dir", o.data_dir);
   app.add_option_function<std::string>("--matrices",
@@ -155,14 +151,8 @@ std::optional<std::pair<std::string, CsrMatrix>> load(const std::string& spec, c
   const Clock::time_point t0 = Clock::now();
   std::string name = spec;
   CsrMatrix m;
-  const auto file = [&](const std::string& f) -> std::optional<std::string> {
-    const std::string path = o.data_dir + "/" + f;
-    if (std::ifstream(path)) return path;
-    std::printf(
-        "!!! MISSING %s: run scripts/fetch-matrices.sh (or set NETSPARSE_DATA_DIR); "
-        "skipping %s\n",
-        path.c_str(), spec.c_str());
-    return std::nullopt;
+  const auto file = [&](const std::string& f) {
+    return netsparse::bench::data_file(o.data_dir, f, spec);
   };
   if (spec == "NotreDame_www") {
     const auto path = file("NotreDame_www.mtx");
