@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "csr_blocks.hpp"
+#include "csr_checks.hpp"
 #include "mpi_test_util.hpp"
 #include "netsparse/csr.hpp"
 #include "netsparse/dist_matrix.hpp"
@@ -112,17 +113,6 @@ double max_relative_error(const std::vector<T>& got, const std::vector<double>& 
   for (std::size_t i = 0; i < n; ++i) err = std::max(err, std::abs(double(got[i]) - want[i]));
   if (got.size() != want.size()) return INFINITY;
   return err / std::max(scale, 1e-30);
-}
-
-inline void expect_same_block(const CsrMatrix& got, const CsrMatrix& want,
-                              const std::string& what) {
-  EXPECT_EQ(got.n_rows_global, want.n_rows_global) << what;
-  EXPECT_EQ(got.n_cols, want.n_cols) << what;
-  EXPECT_EQ(got.row_begin, want.row_begin) << what;
-  EXPECT_EQ(got.n_rows, want.n_rows) << what;
-  EXPECT_EQ(got.row_ptr, want.row_ptr) << what;
-  EXPECT_EQ(got.col_idx, want.col_idx) << what;
-  EXPECT_EQ(got.values, want.values) << what;
 }
 
 // True on every rank if `ok` is true on every rank (for decisions that must agree).

@@ -20,7 +20,7 @@ namespace netsparse {
 namespace {
 
 using test::data_path;
-using test::expect_same_block;
+using test::expect_same_csr;
 using test::world_rank;
 using test::world_size;
 
@@ -53,12 +53,12 @@ void expect_same(const DistMatrix& got, const DistMatrix& want, const std::strin
   EXPECT_EQ(got.cols().offsets(), want.cols().offsets()) << what;
   EXPECT_EQ(got.nnz_global(), want.nnz_global()) << what;
   if (!values_from_float) {
-    expect_same_block(got.local(), want.local(), what);
+    expect_same_csr(got.local(), want.local(), what);
     return;
   }
   CsrMatrix rounded = want.local();
   for (double& v : rounded.values) v = static_cast<float>(v);
-  expect_same_block(got.local(), rounded, what);
+  expect_same_csr(got.local(), rounded, what);
 }
 
 template <class T, class U>
@@ -324,7 +324,7 @@ TEST(Interop, ExplicitColumnPartitionAndRanksWithoutRows) {
   EXPECT_EQ(b.rows().offsets(), offsets);
   EXPECT_EQ(b.cols().offsets(), opt.col_offsets);
   EXPECT_EQ(b.nnz_global(), whole.nnz());
-  expect_same_block(b.local(), mine, "local block");
+  expect_same_csr(b.local(), mine, "local block");
   // SpMV on it equals the whole matrix's product.
   DistOptions su;
   su.mode = CommMode::su;

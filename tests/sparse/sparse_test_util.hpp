@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "csr_blocks.hpp"
+#include "csr_checks.hpp"
 #include "netsparse/csr.hpp"
 #include "netsparse/sparse_error.hpp"
 
@@ -76,16 +77,6 @@ inline void expect_valid_csr(const CsrMatrix& m) {
       }
     }
   }
-}
-
-inline void expect_same_matrix(const CsrMatrix& a, const CsrMatrix& b) {
-  EXPECT_EQ(a.n_rows_global, b.n_rows_global);
-  EXPECT_EQ(a.n_cols, b.n_cols);
-  EXPECT_EQ(a.row_begin, b.row_begin);
-  EXPECT_EQ(a.n_rows, b.n_rows);
-  EXPECT_EQ(a.row_ptr, b.row_ptr);
-  EXPECT_EQ(a.col_idx, b.col_idx);
-  EXPECT_EQ(a.values, b.values);
 }
 
 // A malformed input file of tests/data and the error it must raise.
