@@ -170,31 +170,14 @@ void RigEngine::reset_stats() {
 
 namespace dist {
 
-namespace {
-
-// The engine's counters a run reads before and after. Plan traffic (replays) is counted with
-// the paper's 50 B upper-layer model per packet, like the RIG packets, so wire bytes compare
-// across modes; each replayed row is a property received.
-struct EngineCounters {
-  std::uint64_t wire = 0, packets = 0, prs_sent = 0, rdma_reads = 0, plan_rows = 0;
-  static EngineCounters read(const RigEngine& e) {
-    EngineCounters c;
-    c.wire = e.stat(NS_STAT_WIRE_BYTES) + e.stat(NS_STAT_PLAN_WIRE_BYTES);
-    c.packets = e.stat(NS_STAT_READ_PACKETS) + e.stat(NS_STAT_RESPONSE_PACKETS) +
-                e.stat(NS_STAT_PLAN_PACKETS);
-    c.prs_sent = e.stat(NS_STAT_PRS_SENT);
-    c.rdma_reads = e.stat(NS_STAT_RDMA_READS);
-    c.plan_rows = e.stat(NS_STAT_PLAN_ROWS);
-    return c;
-  }
-};
-
-[[noreturn]] void throw_wc(const ns_wc& wc, const char* mode) {
+void throw_wc(const ns_wc& wc, const char* mode) {
   throw std::runtime_error(
       std::string(mode) + ": work request " + std::to_string(wc.wr_id) + " (" +
       ns_wr_opcode_str(wc.opcode) + ") failed: " + ns_wc_status_str(wc.status) +
       (wc.vendor_err != 0 ? " (vendor_err " + std::to_string(wc.vendor_err) + ")" : std::string()));
 }
+
+namespace {
 
 template <class T>
 class RigExchange final : public Exchange<T> {
