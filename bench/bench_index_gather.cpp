@@ -828,18 +828,15 @@ netsparse::bench::Json report(const Options& o, int size, double line,
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const netsparse::bench::World world = netsparse::bench::init_world(argc, argv);
+  const int rank = world.rank, size = world.size;
   Options o;
   if (const int code = parse(argc, argv, rank, o); code >= 0) {
     MPI_Finalize();
     return code;
   }
   std::vector<int> progress = o.progress;
-  if (provided < MPI_THREAD_MULTIPLE) {
+  if (world.provided < MPI_THREAD_MULTIPLE) {
     if (rank == 0)
       std::printf("note: MPI lacks MPI_THREAD_MULTIPLE; only inline progress is measured\n");
     progress = {NS_PROGRESS_INLINE};

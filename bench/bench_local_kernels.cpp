@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "config/settings.hpp"
+#include "matrices.hpp"
 #include "netsparse/autotune.hpp"
 #include "netsparse/generators.hpp"
 #include "netsparse/local_kernels.hpp"
@@ -112,11 +112,7 @@ const char* const kHelp =
 // -1: go on; else the exit code (0 after --help, 2 after a bad option).
 int parse_options(int argc, char** argv, Options& o) {
   namespace nb = netsparse::bench;
-  if (netsparse::config::is_set(netsparse::config::Env::kDataDir)) {
-    o.data_dir = netsparse::config::text(netsparse::config::Env::kDataDir);
-  } else if (const char* home = netsparse::config::foreign("HOME")) {
-    o.data_dir = std::string(home) + "/.cache/netsparse/matrices";
-  }
+  o.data_dir = nb::default_data_dir();
   CLI::App app{"bench_local_kernels"};
   app.add_option("--data-dir", o.data_dir);
   app.add_option_function<std::string>("--matrices",
@@ -225,25 +221,13 @@ std::optional<NamedMatrix> load(const std::string& name, const Options& o) {
   const Clock::time_point t0 = Clock::now();
   NamedMatrix m{name, {}};
   if (name == "NotreDame_www") {
-    const std::string path = o.data_dir + "/NotreDame_www.mtx";
-    if (!std::ifstream(path)) {
-      std::printf(
-          "!!! MISSING %s: run scripts/fetch-matrices.sh (or set NETSPARSE_DATA_DIR); "
-          "skipping NotreDame_www\n",
-          path.c_str());
-      return std::nullopt;
-    }
-    m.csr = read_matrix_market(path);
+    const auto path = netsparse::bench::data_file(o.data_dir, "NotreDame_www.mtx", name);
+    if (!path) return std::nullopt;
+    m.csr = read_matrix_market(*path);
   } else if (name == "mdual") {
-    const std::string path = o.data_dir + "/mdual.graph";
-    if (!std::ifstream(path)) {
-      std::printf(
-          "!!! MISSING %s: run scripts/fetch-matrices.sh (or set NETSPARSE_DATA_DIR); "
-          "skipping mdual\n",
-          path.c_str());
-      return std::nullopt;
-    }
-    m.csr = read_metis_graph(path).adjacency;
+    const auto path = netsparse::bench::data_file(o.data_dir, "mdual.graph", name);
+    if (!path) return std::nullopt;
+    m.csr = read_metis_graph(*path).adjacency;
   } else if (name == "kron18" || name.rfind("kron", 0) == 0) {
     KroneckerParams p;
     p.scale = o.kron_scale;

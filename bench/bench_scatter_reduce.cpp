@@ -31,6 +31,7 @@
 
 #include "distributed/conveyor.hpp"
 #include "netsparse/netsparse_mpi.h"
+#include "stats.hpp"
 
 namespace {
 
@@ -215,11 +216,8 @@ struct Result {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0, P = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &P);
+  const netsparse::bench::World world = netsparse::bench::init_world(argc, argv);
+  const int rank = world.rank, P = world.size;
   Args args;
   try {
     args = parse(argc, argv);

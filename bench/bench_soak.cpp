@@ -27,6 +27,7 @@
 
 #include "netsparse/netsparse_mpi.h"
 #include "stall_guard.hpp"
+#include "stats.hpp"
 
 namespace {
 
@@ -293,11 +294,8 @@ std::string check_soak(ns_context* ctx, const Options& o, const std::vector<Inte
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const netsparse::bench::World world = netsparse::bench::init_world(argc, argv);
+  const int rank = world.rank, size = world.size;
   const Options o = parse(argc, argv, rank);
   const std::uint64_t K = static_cast<std::uint64_t>(o.K);
   // The results would be lost at the end of the run: an unwritable --json fails before it.

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "stats.hpp"
 #include "transport/transport_factory.hpp"
 
 namespace {
@@ -309,11 +310,8 @@ bool wanted(const Settings& s, const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const netsparse::bench::World world = netsparse::bench::init_world(argc, argv);
+  const int rank = world.rank, size = world.size;
   Settings s;
   if (const int code = parse(argc, argv, rank, s); code >= 0) {
     MPI_Finalize();

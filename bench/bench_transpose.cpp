@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "config/settings.hpp"
+#include "matrices.hpp"
 #include "netsparse/autotune.hpp"
 #include "netsparse/generators.hpp"
 #include "netsparse/local_kernels.hpp"
@@ -88,11 +88,7 @@ const char* const kHelp =
 // -1: go on; else the exit code (0 after --help, 2 after a bad option).
 int parse(int argc, char** argv, Options& o) {
   namespace nb = netsparse::bench;
-  if (netsparse::config::is_set(netsparse::config::Env::kDataDir)) {
-    o.data_dir = netsparse::config::text(netsparse::config::Env::kDataDir);
-  } else if (const char* home = netsparse::config::foreign("HOME")) {
-    o.data_dir = std::string(home) + "/.cache/netsparse/matrices";
-  }
+  o.data_dir = nb::default_data_dir();
   CLI::App app{"bench_transpose"};
   app.add_option("--data-dir", o.data_dir);
   app.add_option_function<std::string>("--matrices",
@@ -155,14 +151,8 @@ std::optional<std::pair<std::string, CsrMatrix>> load(const std::string& spec, c
   const Clock::time_point t0 = Clock::now();
   std::string name = spec;
   CsrMatrix m;
-  const auto file = [&](const std::string& f) -> std::optional<std::string> {
-    const std::string path = o.data_dir + "/" + f;
-    if (std::ifstream(path)) return path;
-    std::printf(
-        "!!! MISSING %s: run scripts/fetch-matrices.sh (or set NETSPARSE_DATA_DIR); "
-        "skipping %s\n",
-        path.c_str(), spec.c_str());
-    return std::nullopt;
+  const auto file = [&](const std::string& f) {
+    return netsparse::bench::data_file(o.data_dir, f, spec);
   };
   if (spec == "NotreDame_www") {
     const auto path = file("NotreDame_www.mtx");
@@ -224,191 +214,215 @@ struct Row {
   double seconds, bytes;
 };
 
+// What the run prints at its end: the table of every implementation's median and the ratios.
+struct Report {
+  std::vector<Row> rows;
+  std::vector<std::string> ratio_lines;
+  bool ok = true;  // every result agreed with the reference
+
+  void add_ratio_line(const std::string& line) {
+    ratio_lines.push_back(line);
+    std::printf("#   %s\n", line.c_str());
+    std::fflush(stdout);
+  }
+};
+
+void print_header(const Options& o, int threads) {
+  std::printf(
+      "# bench_transpose: %d OpenMP threads, median of %d interleaved rounds; Eigen %d.%d.%d "
+      "(%s); input check in timed runs: %s\n",
+      threads, o.rounds, EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
+      Eigen::SimdInstructionSetsInUse(), o.check_input ? "on" : "off");
+}
+
+// The transposes of a: merge at each leaf count, scanTrans, mergeTrans, Eigen (64- and 32-bit
+// indices), the one-call merge; each checked against want (scanTrans, computed once up front).
+void bench_transposes(const std::string& name, const CsrMatrix& a, const CsrMatrix& want,
+                      const Options& o, Report& report) {
+  const double nnz = static_cast<double>(a.nnz());
+  const double t_bytes = 32.0 * nnz + 8.0 * static_cast<double>(a.n_rows + 1) +
+                         8.0 * static_cast<double>(a.n_cols + 1);
+  const Eigen64 e64 = to_eigen<Eigen64>(a);
+  const Eigen32 e32 = to_eigen<Eigen32>(a);
+  Eigen64 et64;
+  Eigen32 et32;
+  std::vector<CsrMatrix> outs(o.leaves.size() + 3);
+  CsrMatrix fresh;
+  std::vector<Impl> impls;
+  for (std::size_t i = 0; i < o.leaves.size(); ++i) {
+    const TransposeOptions opt{
+        .method = TransposeMethod::merge, .leaves = o.leaves[i], .check_input = o.check_input};
+    impls.push_back({"merge l=" + std::to_string(o.leaves[i]),
+                     [&a, &outs, i, opt] { transpose_into(a, outs[i], opt); },
+                     t_bytes,
+                     {}});
+  }
+  const std::size_t k = o.leaves.size();
+  impls.push_back({"scanTrans",
+                   [&, k] {
+                     transpose_into(
+                         a, outs[k],
+                         {.method = TransposeMethod::scan, .check_input = o.check_input});
+                   },
+                   t_bytes,
+                   {}});
+  impls.push_back(
+      {"mergeTrans",
+       [&, k] {
+         transpose_into(a, outs[k + 1],
+                        {.method = TransposeMethod::merge_trans_cpu, .check_input = o.check_input});
+       },
+       t_bytes,
+       {}});
+  impls.push_back({"Eigen (int64)", [&] { et64 = e64.transpose(); }, t_bytes, {}});
+  impls.push_back({"Eigen (int32)", [&] { et32 = e32.transpose(); }, t_bytes, {}});
+  impls.push_back(
+      {"merge (fresh)",
+       [&] { fresh = transpose(a, {.method = TransposeMethod::merge, .leaves = o.leaves[0]}); },
+       t_bytes,
+       {}});
+  measure(impls, o.rounds);
+  for (std::size_t i = 0; i < k + 2; ++i)
+    if (!same(outs[i], want)) {
+      std::printf("!!! %s: %s result differs from the reference\n", name.c_str(),
+                  impls[i].name.c_str());
+      report.ok = false;
+    }
+  if (!same(fresh, want) || !same(et64, want) || !same(et32, want)) {
+    std::printf("!!! %s: fresh merge or Eigen result differs\n", name.c_str());
+    report.ok = false;
+  }
+  for (const Impl& impl : impls)
+    report.rows.push_back({name, impl.name, impl.median(), impl.bytes});
+  const double merge = impls[0].median(), scan = impls[k].median(), mtrans = impls[k + 1].median(),
+               eig = impls[k + 2].median(), eig32 = impls[k + 3].median();
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "%-14s merge(l=%d) vs Eigen64 %.2fx, vs Eigen32 %.2fx, vs scanTrans %.2fx, "
+                "vs mergeTrans %.2fx",
+                name.c_str(), o.leaves[0], eig / merge, eig32 / merge, scan / merge,
+                mtrans / merge);
+  report.add_ratio_line(line);
+}
+
+// Largest relative difference of y from y_ref (1 + |y_ref| in the denominator).
+template <class T>
+double max_relative_error(const std::vector<T>& y, const std::vector<T>& y_ref) {
+  double err = 0;
+  for (std::size_t i = 0; i < y.size(); ++i)
+    err = std::max(err, double{std::abs(y[i] - y_ref[i])} / (1.0 + std::abs(y_ref[i])));
+  return err;
+}
+
+// SpMV of a: the outer product on at (A^T) against the row-wise CSR kernel and the SPADE-tiled
+// one, in f64 and f32; the outer and tiled results are checked against the row-wise ones.
+void bench_spmv(const std::string& name, const CsrMatrix& a, const CsrMatrix& at, const Options& o,
+                Report& report) {
+  std::vector<double> xd(static_cast<std::size_t>(a.n_cols)),
+      yd(static_cast<std::size_t>(a.n_rows)), yd_ref(yd.size());
+  for (std::size_t i = 0; i < xd.size(); ++i)
+    xd[i] = static_cast<double>((i * 2654435761u) % 1024) / 1024.0 - 0.5;
+  std::vector<float> xf(xd.begin(), xd.end()), yf(yd.size()), yf_ref(yd.size());
+  const Clock::time_point p0 = Clock::now();
+  OuterSpmv plan(at, {.leaves = o.leaves[0]});
+  const double plan_s = seconds_since(p0);
+  const double s_bytes =
+      16.0 * static_cast<double>(a.nnz()) + 8.0 * static_cast<double>(a.n_cols + 1);
+  const double vec = static_cast<double>(a.n_rows + a.n_cols);
+  std::vector<Impl> sp;
+  sp.push_back({"row-wise f64",
+                [&] {
+                  spmm_csr_columns(a, 0, a.n_cols, true,
+                                   DenseConstViewF64{xd.data(), 0, 1, a.n_cols}, yd_ref.data(), 1,
+                                   1, false);
+                },
+                s_bytes + 8 * vec,
+                {}});
+  sp.push_back({"outer f64",
+                [&] { plan.run(std::span<const double>(xd), std::span<double>(yd)); },
+                s_bytes + 8 * vec,
+                {}});
+  sp.push_back({"row-wise f32",
+                [&] {
+                  spmm_csr_columns(a, 0, a.n_cols, true, DenseConstView{xf.data(), 0, 1, a.n_cols},
+                                   yf_ref.data(), 1, 1, false);
+                },
+                s_bytes + 4 * vec,
+                {}});
+  sp.push_back({"outer f32",
+                [&] { plan.run(std::span<const float>(xf), std::span<float>(yf)); },
+                s_bytes + 4 * vec,
+                {}});
+  // The SPADE-tiled SpMV (base configuration: RP 256, all columns), the row-wise kernel
+  // the distributed layer uses for fixed patterns.
+  const TiledMatrix t64(a, base_config(), ScalarType::f64), t32(a, base_config());
+  std::vector<double> yd_t(yd.size());
+  std::vector<float> yf_t(yd.size());
+  sp.push_back({"tiled f64",
+                [&] {
+                  spmv(t64, DenseConstViewF64{xd.data(), 0, 1, a.n_cols}, yd_t.data(), false);
+                },
+                s_bytes + 8 * vec,
+                {}});
+  sp.push_back({"tiled f32",
+                [&] {
+                  spmv(t32, DenseConstView{xf.data(), 0, 1, a.n_cols}, yf_t.data(), false);
+                },
+                s_bytes + 4 * vec,
+                {}});
+  measure(sp, o.rounds);
+  const double err_d = std::max(max_relative_error(yd, yd_ref), max_relative_error(yd_t, yd_ref));
+  const double err_f = std::max(max_relative_error(yf, yf_ref), max_relative_error(yf_t, yf_ref));
+  if (err_d > 1e-10 || err_f > 1e-3) {
+    std::printf("!!! %s: outer-product SpMV differs from row-wise: %.3g (f64) %.3g (f32)\n",
+                name.c_str(), err_d, err_f);
+    report.ok = false;
+  }
+  for (const Impl& impl : sp)
+    report.rows.push_back({name, "SpMV " + impl.name, impl.median(), impl.bytes});
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "%-14s SpMV outer/row-wise (CSR) time: f64 %.2fx, f32 %.2fx; outer/tiled: f64 "
+                "%.2fx, f32 %.2fx (plan build %.2f ms)",
+                name.c_str(), sp[1].median() / sp[0].median(), sp[3].median() / sp[2].median(),
+                sp[1].median() / sp[4].median(), sp[3].median() / sp[5].median(), plan_s * 1e3);
+  report.add_ratio_line(line);
+}
+
+// The table (median, GB/s, share of the better STREAM triad) and the ratio lines.
+void print_report(const Report& report, double triad_before, double triad_after) {
+  const double triad = std::max(triad_before, triad_after);
+  std::printf("# STREAM triad after: %.2f GB/s; %%triad below is against %.2f GB/s\n", triad_after,
+              triad);
+  std::printf("%-14s %-20s %10s %8s %7s\n", "matrix", "impl", "median ms", "GB/s", "%triad");
+  for (const Row& r : report.rows) {
+    const double gbs = r.bytes / r.seconds / 1e9;
+    std::printf("%-14s %-20s %10.3f %8.2f %6.1f%%\n", r.matrix.c_str(), r.impl.c_str(),
+                r.seconds * 1e3, gbs, 100.0 * gbs / triad);
+  }
+  std::printf("ratios (time of the other / time of merge; > 1 = merge faster):\n");
+  for (const std::string& l : report.ratio_lines) std::printf("  %s\n", l.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
   if (const int code = parse(argc, argv, o); code >= 0) return code;
   const int threads = std::max(1, omp_get_max_threads());
-  std::printf(
-      "# bench_transpose: %d OpenMP threads, median of %d interleaved rounds; Eigen %d.%d.%d "
-      "(%s); input check in timed runs: %s\n",
-      threads, o.rounds, EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
-      Eigen::SimdInstructionSetsInUse(), o.check_input ? "on" : "off");
+  print_header(o, threads);
   const double triad_before = stream_triad_gbs();
   std::printf("# STREAM triad before (%d threads): %.2f GB/s\n", threads, triad_before);
   std::fflush(stdout);
-  bool ok = true;
-  std::vector<Row> rows;
-  std::vector<std::string> ratio_lines;
+  Report report;
   for (const std::string& spec : o.matrices) {
-    auto loaded = load(spec, o);
+    const auto loaded = load(spec, o);
     if (!loaded) continue;
-    const std::string& name = loaded->first;
-    const CsrMatrix& a = loaded->second;
-    const double nnz = static_cast<double>(a.nnz());
-    const double t_bytes = 32.0 * nnz + 8.0 * static_cast<double>(a.n_rows + 1) +
-                           8.0 * static_cast<double>(a.n_cols + 1);
-
-    // ---- transpose ----
+    const auto& [name, a] = *loaded;
     const CsrMatrix want = transpose(a, {.method = TransposeMethod::scan});
-    const Eigen64 e64 = to_eigen<Eigen64>(a);
-    const Eigen32 e32 = to_eigen<Eigen32>(a);
-    Eigen64 et64;
-    Eigen32 et32;
-    std::vector<CsrMatrix> outs(o.leaves.size() + 3);
-    CsrMatrix fresh;
-    std::vector<Impl> impls;
-    for (std::size_t i = 0; i < o.leaves.size(); ++i) {
-      const TransposeOptions opt{
-          .method = TransposeMethod::merge, .leaves = o.leaves[i], .check_input = o.check_input};
-      impls.push_back({"merge l=" + std::to_string(o.leaves[i]),
-                       [&a, &outs, i, opt] { transpose_into(a, outs[i], opt); },
-                       t_bytes,
-                       {}});
-    }
-    const std::size_t k = o.leaves.size();
-    impls.push_back({"scanTrans",
-                     [&, k] {
-                       transpose_into(
-                           a, outs[k],
-                           {.method = TransposeMethod::scan, .check_input = o.check_input});
-                     },
-                     t_bytes,
-                     {}});
-    impls.push_back({"mergeTrans",
-                     [&, k] {
-                       transpose_into(a, outs[k + 1],
-                                      {.method = TransposeMethod::merge_trans_cpu,
-                                       .check_input = o.check_input});
-                     },
-                     t_bytes,
-                     {}});
-    impls.push_back({"Eigen (int64)", [&] { et64 = e64.transpose(); }, t_bytes, {}});
-    impls.push_back({"Eigen (int32)", [&] { et32 = e32.transpose(); }, t_bytes, {}});
-    impls.push_back(
-        {"merge (fresh)",
-         [&] { fresh = transpose(a, {.method = TransposeMethod::merge, .leaves = o.leaves[0]}); },
-         t_bytes,
-         {}});
-    measure(impls, o.rounds);
-    for (std::size_t i = 0; i < k + 2; ++i)
-      if (!same(outs[i], want)) {
-        std::printf("!!! %s: %s result differs from the reference\n", name.c_str(),
-                    impls[i].name.c_str());
-        ok = false;
-      }
-    if (!same(fresh, want) || !same(et64, want) || !same(et32, want)) {
-      std::printf("!!! %s: fresh merge or Eigen result differs\n", name.c_str());
-      ok = false;
-    }
-    for (const Impl& impl : impls) rows.push_back({name, impl.name, impl.median(), impl.bytes});
-    const double merge = impls[0].median(), scan = impls[k].median(),
-                 mtrans = impls[k + 1].median(), eig = impls[k + 2].median(),
-                 eig32 = impls[k + 3].median();
-    char line[512];
-    std::snprintf(line, sizeof line,
-                  "%-14s merge(l=%d) vs Eigen64 %.2fx, vs Eigen32 %.2fx, vs scanTrans %.2fx, "
-                  "vs mergeTrans %.2fx",
-                  name.c_str(), o.leaves[0], eig / merge, eig32 / merge, scan / merge,
-                  mtrans / merge);
-    ratio_lines.push_back(line);
-    std::printf("#   %s\n", line);
-    std::fflush(stdout);
-
-    // ---- SpMV: row-wise vs outer product ----
-    if (o.spmv) {
-      const CsrMatrix& at = want;
-      std::vector<double> xd(static_cast<std::size_t>(a.n_cols)),
-          yd(static_cast<std::size_t>(a.n_rows)), yd_ref(yd.size());
-      for (std::size_t i = 0; i < xd.size(); ++i)
-        xd[i] = static_cast<double>((i * 2654435761u) % 1024) / 1024.0 - 0.5;
-      std::vector<float> xf(xd.begin(), xd.end()), yf(yd.size()), yf_ref(yd.size());
-      const Clock::time_point p0 = Clock::now();
-      OuterSpmv plan(at, {.leaves = o.leaves[0]});
-      const double plan_s = seconds_since(p0);
-      const double s_bytes = 16.0 * nnz + 8.0 * static_cast<double>(a.n_cols + 1);
-      const double vec = static_cast<double>(a.n_rows + a.n_cols);
-      std::vector<Impl> sp;
-      sp.push_back({"row-wise f64",
-                    [&] {
-                      spmm_csr_columns(a, 0, a.n_cols, true,
-                                       DenseConstViewF64{xd.data(), 0, 1, a.n_cols}, yd_ref.data(),
-                                       1, 1, false);
-                    },
-                    s_bytes + 8 * vec,
-                    {}});
-      sp.push_back({"outer f64",
-                    [&] { plan.run(std::span<const double>(xd), std::span<double>(yd)); },
-                    s_bytes + 8 * vec,
-                    {}});
-      sp.push_back({"row-wise f32",
-                    [&] {
-                      spmm_csr_columns(a, 0, a.n_cols, true,
-                                       DenseConstView{xf.data(), 0, 1, a.n_cols}, yf_ref.data(), 1,
-                                       1, false);
-                    },
-                    s_bytes + 4 * vec,
-                    {}});
-      sp.push_back({"outer f32",
-                    [&] { plan.run(std::span<const float>(xf), std::span<float>(yf)); },
-                    s_bytes + 4 * vec,
-                    {}});
-      // The SPADE-tiled SpMV (base configuration: RP 256, all columns), the row-wise kernel
-      // the distributed layer uses for fixed patterns.
-      const TiledMatrix t64(a, base_config(), ScalarType::f64), t32(a, base_config());
-      std::vector<double> yd_t(yd.size());
-      std::vector<float> yf_t(yd.size());
-      sp.push_back({"tiled f64",
-                    [&] {
-                      spmv(t64, DenseConstViewF64{xd.data(), 0, 1, a.n_cols}, yd_t.data(), false);
-                    },
-                    s_bytes + 8 * vec,
-                    {}});
-      sp.push_back({"tiled f32",
-                    [&] {
-                      spmv(t32, DenseConstView{xf.data(), 0, 1, a.n_cols}, yf_t.data(), false);
-                    },
-                    s_bytes + 4 * vec,
-                    {}});
-      measure(sp, o.rounds);
-      double err_d = 0, err_f = 0;
-      for (std::size_t i = 0; i < yd.size(); ++i) {
-        err_d = std::max(err_d, std::abs(yd[i] - yd_ref[i]) / (1.0 + std::abs(yd_ref[i])));
-        err_f = std::max(err_f, double{std::abs(yf[i] - yf_ref[i])} / (1.0 + std::abs(yf_ref[i])));
-        err_d = std::max(err_d, std::abs(yd_t[i] - yd_ref[i]) / (1.0 + std::abs(yd_ref[i])));
-        err_f =
-            std::max(err_f, double{std::abs(yf_t[i] - yf_ref[i])} / (1.0 + std::abs(yf_ref[i])));
-      }
-      if (err_d > 1e-10 || err_f > 1e-3) {
-        std::printf("!!! %s: outer-product SpMV differs from row-wise: %.3g (f64) %.3g (f32)\n",
-                    name.c_str(), err_d, err_f);
-        ok = false;
-      }
-      for (const Impl& impl : sp)
-        rows.push_back({name, "SpMV " + impl.name, impl.median(), impl.bytes});
-      char l2[512];
-      std::snprintf(l2, sizeof l2,
-                    "%-14s SpMV outer/row-wise (CSR) time: f64 %.2fx, f32 %.2fx; outer/tiled: f64 "
-                    "%.2fx, f32 %.2fx (plan build %.2f ms)",
-                    name.c_str(), sp[1].median() / sp[0].median(), sp[3].median() / sp[2].median(),
-                    sp[1].median() / sp[4].median(), sp[3].median() / sp[5].median(), plan_s * 1e3);
-      ratio_lines.push_back(l2);
-      std::printf("#   %s\n", l2);
-      std::fflush(stdout);
-    }
+    bench_transposes(name, a, want, o, report);
+    if (o.spmv) bench_spmv(name, a, want, o, report);
   }
-  const double triad_after = stream_triad_gbs();
-  const double triad = std::max(triad_before, triad_after);
-  std::printf("# STREAM triad after: %.2f GB/s; %%triad below is against %.2f GB/s\n", triad_after,
-              triad);
-  std::printf("%-14s %-20s %10s %8s %7s\n", "matrix", "impl", "median ms", "GB/s", "%triad");
-  for (const Row& r : rows) {
-    const double gbs = r.bytes / r.seconds / 1e9;
-    std::printf("%-14s %-20s %10.3f %8.2f %6.1f%%\n", r.matrix.c_str(), r.impl.c_str(),
-                r.seconds * 1e3, gbs, 100.0 * gbs / triad);
-  }
-  std::printf("ratios (time of the other / time of merge; > 1 = merge faster):\n");
-  for (const std::string& l : ratio_lines) std::printf("  %s\n", l.c_str());
-  return ok ? 0 : 1;
+  print_report(report, triad_before, stream_triad_gbs());
+  return report.ok ? 0 : 1;
 }

@@ -1399,11 +1399,8 @@ int write_report(const Options& o, const bench::Json& doc, int rank) {
 
 int main(int argc, char** argv) {
   choose_mpi_yield(argc, argv);  // read by Open MPI in MPI_Init
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0, nranks = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  const netsparse::bench::World world = netsparse::bench::init_world(argc, argv);
+  const int rank = world.rank, nranks = world.size;
   int exit_code = 0;
   try {
     std::optional<Options> parsed;

@@ -28,6 +28,7 @@
 #include "cli.hpp"
 #include "emulate/workload.hpp"
 #include "netsparse/netsparse_mpi.h"
+#include "stats.hpp"
 
 namespace {
 
@@ -198,10 +199,8 @@ bool run_step(const Workload& w, const LadderStep& step, std::uint32_t batch, in
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0, rank = 0, size = 1;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const netsparse::bench::World world = netsparse::bench::init_world(argc, argv);
+  const int rank = world.rank, size = world.size;
   const Options o = parse(argc, argv, rank);
   std::vector<LadderStep> steps;
   for (const std::string& name : netsparse::bench::split(o.mechanisms)) {

@@ -64,7 +64,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 MODE_ORDER = ["netsparse", "sa-opt", "sa-conveyors", "sa-vanilla", "inspector-executor",
-              "su-panel", "su"]
+            "su-panel", "su"]
 MODE_COLORS = {
     "netsparse": "#c0392b", "sa-opt": "#2980b9", "sa-conveyors": "#7fb3d5",
     "sa-vanilla": "#aed6f1", "inspector-executor": "#27ae60", "su-panel": "#f5b041",
@@ -469,6 +469,17 @@ def changing(cases, out_dir):
     return save(fig, out_dir, "changing.png")
 
 
+def write_table(out_dir, name, head, rows):
+    """Writes a markdown table (head: its column line and separator line) to out_dir/name;
+    returns the path, or None (and writes nothing) when there are no rows."""
+    if not rows:
+        return None
+    path = os.path.join(out_dir, name)
+    with open(path, "w") as f:
+        f.write(head + "\n".join(rows) + "\n")
+    return path
+
+
 def table7(chosen, out_dir):
     rows = []
     pct = lambda v: "-" if v is None or v < 0 else f"{100 * v:.0f}%"  # noqa: E731
@@ -483,15 +494,10 @@ def table7(chosen, out_dir):
                     f"{c.settings['ranks']} | {c.settings['rounds']} | {pct(r['fc_rate'])} | "
                     f"{r['prs_per_packet']:.1f} | {pct(r['goodput'])} | {pct(r['line_util'])} | "
                     f"{traffic} | {pct(sa['goodput']) if sa else '-'} | {r['prs_vs_sa']:.1f}x |")
-    if not rows:
-        return None
-    text = ("| run | matrix | kernel | K | P | rounds | F+C rate | PRs/packet | goodput | "
+    head = ("| run | matrix | kernel | K | P | rounds | F+C rate | PRs/packet | goodput | "
             "line util. | traffic vs SU | goodput sa-opt | PRs vs SA |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
-    path = os.path.join(out_dir, "table7.md")
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    return write_table(out_dir, "table7.md", head, rows)
 
 
 def hosts_table(cases, out_dir):
@@ -517,15 +523,10 @@ def hosts_table(cases, out_dir):
                         f"{r['inter_host_messages_total']:.0f} | "
                         f"{r['intra_host_bytes_total'] / 1e6:.2f} MB | "
                         f"{'-' if fc is None or fc < 0 else f'{100 * fc:.1f}%'} | {per_host} |")
-    if not rows:
-        return None
-    text = ("| run | matrix | kernel | K | ranks / hosts | mode | inter-host payload vs node-wide "
+    head = ("| run | matrix | kernel | K | ranks / hosts | mode | inter-host payload vs node-wide "
             "min | inter-host wire | inter-host msgs | intra-host | node-wide F+C | per host |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
-    path = os.path.join(out_dir, "hosts.md")
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+            "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    return write_table(out_dir, "hosts.md", head, rows)
 
 
 def goals(cases, out_dir):
@@ -562,17 +563,12 @@ def goals(cases, out_dir):
             f"{traffic_phrase(ns['traffic_vs_su'])} | {ns['time_s'] / bound:.2f} | "
             f"{'yes' if sparse_enough else 'no'} | {best_mode} {ratio_best:.2f}x | "
             f"{verdict} | {change} |")
-    if not lines:
-        return None
-    text = ("| run | matrix | P | rounds | kernel | K | bytes / RIG wire minimum (goal <= 1.10) | "
+    head = ("| run | matrix | P | rounds | kernel | K | bytes / RIG wire minimum (goal <= 1.10) | "
             "netsparse bytes vs su | time / max(ideal, min bytes / line rate) (goal <= 1.3) "
             "| min bytes < su / 2 | best other mode: its time / netsparse's | speed goal | "
             "changing sparsity: IE / netsparse (goal >= 2) |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n")
-    path = os.path.join(out_dir, "goals.md")
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    return write_table(out_dir, "goals.md", head, lines)
 
 
 # ---- bench_index_gather ------------------------------------------------------------------------
@@ -895,7 +891,7 @@ def main(argv):
         print(f"plot.py: skipping {path}: {why}", file=sys.stderr)
     if not runs:
         print("plot.py: no netsparse_bench, bench_index_gather, netsparse_emulate, "
-              "bench_allreduce or bench_scatter_reduce JSON among the inputs",
+            "bench_allreduce or bench_scatter_reduce JSON among the inputs",
               file=sys.stderr)
         return 1
     os.makedirs(out_dir, exist_ok=True)

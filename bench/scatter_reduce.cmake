@@ -4,5 +4,5 @@ if(TARGET netsparse_distributed)
   add_executable(bench_scatter_reduce ${CMAKE_CURRENT_SOURCE_DIR}/bench_scatter_reduce.cpp)
   # netsparse_internal: the Conveyors baseline (lib/distributed/conveyor.hpp) is internal.
   target_link_libraries(bench_scatter_reduce PRIVATE netsparse_distributed netsparse_internal
-    MPI::MPI_CXX netsparse_build_flags)
+    netsparse_bench_common MPI::MPI_CXX netsparse_build_flags)
 endif()

@@ -4,6 +4,14 @@
 
 namespace netsparse::bench {
 
+World init_world(int& argc, char**& argv) {
+  World w;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &w.provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+  return w;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   const std::size_t mid = v.size() / 2;

@@ -1,4 +1,5 @@
-// The statistics every benchmark reports: medians over rounds, the slowest rank's value.
+// The statistics every benchmark reports: medians over rounds, the slowest rank's value; and
+// the MPI start every MPI benchmark shares.
 #pragma once
 
 #include <mpi.h>
@@ -6,6 +7,14 @@
 #include <vector>
 
 namespace netsparse::bench {
+
+// MPI_COMM_WORLD after MPI_Init_thread at MPI_THREAD_MULTIPLE (the engine's progress thread calls
+// MPI): this rank, the number of ranks and the thread level provided (checked by the caller
+// where it matters).
+struct World {
+  int rank = 0, size = 1, provided = 0;
+};
+World init_world(int& argc, char**& argv);
 
 // The median of `v` (the mean of the two middle values for an even count); 0 when empty.
 double median(std::vector<double> v);

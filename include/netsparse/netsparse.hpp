@@ -90,6 +90,15 @@ inline ns_status_t destroy_fabric(ns_fabric* f) {
   ns_fabric_destroy(f);
   return NS_OK;
 }
+// A work request with its id, opcode and flags set, the opcode's union member still zero.
+inline ns_send_wr work_request(std::uint64_t wr_id, int opcode, unsigned send_flags) {
+  ns_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = opcode;
+  wr.send_flags = send_flags;
+  return wr;
+}
+
 }  // namespace detail
 
 enum class Layout : int {
@@ -273,10 +282,7 @@ inline ns_send_wr rig_wr(std::uint64_t wr_id, const PropertyRegion& mr,
                          std::span<const std::uint64_t> idx, void* out, std::uint64_t out_bytes,
                          Layout layout, std::uint64_t window_base = 0, std::uint64_t window_len = 0,
                          unsigned send_flags = NS_SEND_SIGNALED) {
-  ns_send_wr wr{};
-  wr.wr_id = wr_id;
-  wr.opcode = NS_WR_RIG;
-  wr.send_flags = send_flags;
+  ns_send_wr wr = detail::work_request(wr_id, NS_WR_RIG, send_flags);
   wr.wr.rig.mr = mr.get();
   wr.wr.rig.idx = idx.data();
   wr.wr.rig.count = idx.size();
@@ -297,10 +303,7 @@ ns_send_wr rig_wr(std::uint64_t wr_id, const PropertyRegion& mr, std::span<const
 inline ns_send_wr rdma_read_wr(std::uint64_t wr_id, const PropertyRegion& mr, std::uint64_t idx,
                                void* out, std::uint64_t out_bytes,
                                unsigned send_flags = NS_SEND_SIGNALED) {
-  ns_send_wr wr{};
-  wr.wr_id = wr_id;
-  wr.opcode = NS_WR_RDMA_READ;
-  wr.send_flags = send_flags;
+  ns_send_wr wr = detail::work_request(wr_id, NS_WR_RDMA_READ, send_flags);
   wr.wr.rdma_read.mr = mr.get();
   wr.wr.rdma_read.idx = idx;
   wr.wr.rdma_read.out = out;
@@ -321,10 +324,7 @@ inline ns_send_wr ris_wr(std::uint64_t wr_id, const PropertyRegion& mr,
                          std::span<const std::uint64_t> idx, const void* values,
                          std::uint64_t values_bytes, RisOp op, RisType type,
                          unsigned send_flags = NS_SEND_SIGNALED) {
-  ns_send_wr wr{};
-  wr.wr_id = wr_id;
-  wr.opcode = NS_WR_RIS;
-  wr.send_flags = send_flags;
+  ns_send_wr wr = detail::work_request(wr_id, NS_WR_RIS, send_flags);
   wr.wr.ris.mr = mr.get();
   wr.wr.ris.idx = idx.data();
   wr.wr.ris.count = idx.size();
@@ -371,10 +371,7 @@ class GatherPlan {
 
 inline ns_send_wr plan_wr(std::uint64_t wr_id, const GatherPlan& plan,
                           unsigned send_flags = NS_SEND_SIGNALED) {
-  ns_send_wr wr{};
-  wr.wr_id = wr_id;
-  wr.opcode = NS_WR_RIG_PLAN;
-  wr.send_flags = send_flags;
+  ns_send_wr wr = detail::work_request(wr_id, NS_WR_RIG_PLAN, send_flags);
   wr.wr.plan.plan = plan.get();
   return wr;
 }

@@ -36,4 +36,42 @@ inline DecodeError check_bulk_body(std::span<const std::byte> bytes, std::size_t
   return body / rec_len == n ? DecodeError::kOk : DecodeError::kCountMismatch;
 }
 
+// A decoded packet of a bulk family: its header and a view of its n * rec_len bytes of records.
+template <class Header>
+struct BulkPacket {
+  Header header;
+  std::span<const std::byte> body;
+};
+
+// The first checks of every bulk family's decoder: kTruncated when `bytes` cannot hold the shared
+// prefix, kUnknownType when its type is not the family's (is_type), kTruncated when it cannot
+// hold the family's header of header_bytes. On kOk *prefix holds the prefix.
+template <class IsType>
+DecodeError check_bulk_head(std::span<const std::byte> bytes, std::size_t header_bytes,
+                            IsType is_type, WirePrefix* prefix) noexcept {
+  if (bytes.size() < kConcatHeaderBytes) return DecodeError::kTruncated;
+  *prefix = load_prefix(bytes.data());
+  if (!is_type(prefix->type)) return DecodeError::kUnknownType;
+  if (bytes.size() < header_bytes) return DecodeError::kTruncated;
+  return DecodeError::kOk;
+}
+
+// The last checks of every bulk family's decoder, once the rules of its types passed: the
+// destination (kWrongDestination), then a body of exactly h.n records (check_bulk_body). On kOk
+// *out holds h and the body; otherwise it is untouched.
+template <class Header, class Packet>
+DecodeError finish_bulk_decode(std::span<const std::byte> bytes, std::size_t header_bytes,
+                               std::uint32_t expected_dest, const Header& h, Packet* out) noexcept {
+  if (expected_dest != kAnyDestination && h.dest != expected_dest) {
+    return DecodeError::kWrongDestination;
+  }
+  if (const DecodeError e = check_bulk_body(bytes, header_bytes, h.rec_len, h.n);
+      e != DecodeError::kOk) {
+    return e;
+  }
+  out->header = h;
+  out->body = bytes.subspan(header_bytes);
+  return DecodeError::kOk;
+}
+
 }  // namespace netsparse::concat

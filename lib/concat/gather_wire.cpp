@@ -9,10 +9,7 @@ constexpr std::size_t kOffSrc = 14, kOffTag = 18, kOffUnit = 22, kOffFirst = 24,
 }
 
 std::size_t encode_gather_header(std::byte* dst, const GatherHeader& h) noexcept {
-  wire::store<std::uint16_t>(dst + kOffType, static_cast<std::uint16_t>(h.type));
-  wire::store<std::uint32_t>(dst + kOffDest, h.dest);
-  wire::store<std::uint32_t>(dst + kOffPropLen, h.rec_len);
-  wire::store<std::uint32_t>(dst + kOffNumPrs, h.n);
+  encode_prefix(dst, {static_cast<std::uint16_t>(h.type), h.dest, h.rec_len, h.n});
   wire::store<std::uint32_t>(dst + kOffSrc, h.src_node);
   wire::store<std::uint32_t>(dst + kOffTag, h.tag);
   wire::store<std::uint16_t>(dst + kOffUnit, h.unit);
@@ -37,15 +34,16 @@ std::size_t gather_packet_length(std::span<const std::byte> bytes) noexcept {
 
 DecodeError decode_gather_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,
                                  std::uint32_t expected_row_bytes, GatherPacket* out) noexcept {
-  if (bytes.size() < kConcatHeaderBytes) return DecodeError::kTruncated;
+  WirePrefix pre{};
+  if (const DecodeError e = check_bulk_head(bytes, kGatherHeaderBytes, is_gather_type, &pre);
+      e != DecodeError::kOk) {
+    return e;
+  }
   const std::byte* p = bytes.data();
-  const auto raw = wire::load<std::uint16_t>(p + kOffType);
-  if (!is_gather_type(raw)) return DecodeError::kUnknownType;
-  if (bytes.size() < kGatherHeaderBytes) return DecodeError::kTruncated;
-  const GatherHeader h{static_cast<GatherType>(raw),
-                       wire::load<std::uint32_t>(p + kOffDest),
-                       wire::load<std::uint32_t>(p + kOffPropLen),
-                       wire::load<std::uint32_t>(p + kOffNumPrs),
+  const GatherHeader h{static_cast<GatherType>(pre.type),
+                       pre.dest,
+                       pre.len,
+                       pre.n,
                        wire::load<std::uint32_t>(p + kOffSrc),
                        wire::load<std::uint32_t>(p + kOffTag),
                        wire::load<std::uint16_t>(p + kOffUnit),
@@ -70,16 +68,7 @@ DecodeError decode_gather_packet(std::span<const std::byte> bytes, std::uint32_t
       if (h.n != 0 || h.first >= h.total) return DecodeError::kCountMismatch;
       break;
   }
-  if (expected_dest != kAnyDestination && h.dest != expected_dest) {
-    return DecodeError::kWrongDestination;
-  }
-  if (const DecodeError e = check_bulk_body(bytes, kGatherHeaderBytes, h.rec_len, h.n);
-      e != DecodeError::kOk) {
-    return e;
-  }
-  out->header = h;
-  out->body = bytes.subspan(kGatherHeaderBytes);
-  return DecodeError::kOk;
+  return finish_bulk_decode(bytes, kGatherHeaderBytes, expected_dest, h, out);
 }
 
 }  // namespace netsparse::concat

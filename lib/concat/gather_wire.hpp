@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <span>
 
+#include "concat/bulk_packet.hpp"
 #include "concat/protocol.hpp"
 
 namespace netsparse::concat {
@@ -65,10 +66,8 @@ std::size_t encode_gather_header(std::byte* dst, const GatherHeader& h) noexcept
 // not a gather type or its counts are impossible for it.
 std::size_t gather_packet_length(std::span<const std::byte> bytes) noexcept;
 
-struct GatherPacket {
-  GatherHeader header;
-  std::span<const std::byte> body;  // n * rec_len bytes
-};
+// A validated packet: its header and a view of its n * rec_len bytes of records.
+using GatherPacket = BulkPacket<GatherHeader>;
 
 // Validates everything: length (kTruncated / kCountMismatch), type (kUnknownType), destination
 // (kWrongDestination), record length for the type (kGatherRead 4 or 8, kGatherRows

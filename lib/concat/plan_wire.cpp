@@ -21,10 +21,7 @@ const char* to_string(PlanRefusal r) noexcept {
 }
 
 std::size_t encode_plan_header(std::byte* dst, const PlanHeader& h) noexcept {
-  wire::store<std::uint16_t>(dst + kOffType, static_cast<std::uint16_t>(h.type));
-  wire::store<std::uint32_t>(dst + kOffDest, h.dest);
-  wire::store<std::uint32_t>(dst + kOffPropLen, h.rec_len);
-  wire::store<std::uint32_t>(dst + kOffNumPrs, h.n);
+  encode_prefix(dst, {static_cast<std::uint16_t>(h.type), h.dest, h.rec_len, h.n});
   wire::store<std::uint32_t>(dst + kOffSrc, h.src_node);
   wire::store<std::uint32_t>(dst + kOffPlan, h.plan);
   wire::store<std::uint32_t>(dst + kOffVersion, h.version);
@@ -41,15 +38,16 @@ std::size_t plan_packet_length(std::span<const std::byte> bytes) noexcept {
 
 DecodeError decode_plan_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,
                                std::uint32_t expected_row_bytes, PlanPacket* out) noexcept {
-  if (bytes.size() < kConcatHeaderBytes) return DecodeError::kTruncated;
+  WirePrefix pre{};
+  if (const DecodeError e = check_bulk_head(bytes, kPlanHeaderBytes, is_plan_type, &pre);
+      e != DecodeError::kOk) {
+    return e;
+  }
   const std::byte* p = bytes.data();
-  const auto raw = wire::load<std::uint16_t>(p + kOffType);
-  if (!is_plan_type(raw)) return DecodeError::kUnknownType;
-  if (bytes.size() < kPlanHeaderBytes) return DecodeError::kTruncated;
-  PlanHeader h{static_cast<PlanType>(raw),
-               wire::load<std::uint32_t>(p + kOffDest),
-               wire::load<std::uint32_t>(p + kOffPropLen),
-               wire::load<std::uint32_t>(p + kOffNumPrs),
+  PlanHeader h{static_cast<PlanType>(pre.type),
+               pre.dest,
+               pre.len,
+               pre.n,
                wire::load<std::uint32_t>(p + kOffSrc),
                wire::load<std::uint32_t>(p + kOffPlan),
                wire::load<std::uint32_t>(p + kOffVersion),
@@ -72,16 +70,7 @@ DecodeError decode_plan_packet(std::span<const std::byte> bytes, std::uint32_t e
       if (h.n != 0) return DecodeError::kCountMismatch;
       break;
   }
-  if (expected_dest != kAnyDestination && h.dest != expected_dest) {
-    return DecodeError::kWrongDestination;
-  }
-  if (const DecodeError e = check_bulk_body(bytes, kPlanHeaderBytes, h.rec_len, h.n);
-      e != DecodeError::kOk) {
-    return e;
-  }
-  out->header = h;
-  out->body = bytes.subspan(kPlanHeaderBytes);
-  return DecodeError::kOk;
+  return finish_bulk_decode(bytes, kPlanHeaderBytes, expected_dest, h, out);
 }
 
 }  // namespace netsparse::concat

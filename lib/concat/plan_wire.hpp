@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <span>
 
+#include "concat/bulk_packet.hpp"
 #include "concat/protocol.hpp"
 
 namespace netsparse::concat {
@@ -74,11 +75,8 @@ std::size_t encode_plan_header(std::byte* dst, const PlanHeader& h) noexcept;
 // not a plan type or the header's counts are impossible for it.
 std::size_t plan_packet_length(std::span<const std::byte> bytes) noexcept;
 
-// A validated plan packet: the header and a view of its body.
-struct PlanPacket {
-  PlanHeader header;
-  std::span<const std::byte> body;  // n * rec_len bytes
-};
+// A validated packet: its header and a view of its n * rec_len bytes of records.
+using PlanPacket = BulkPacket<PlanHeader>;
 
 // Validates everything: length (kTruncated / kCountMismatch), type (kUnknownType), destination
 // (kWrongDestination), record length for the type (kInstall 4 or 8, kRows expected_row_bytes,

@@ -24,16 +24,13 @@ DecodeError decode_packet(std::span<const std::byte> bytes, std::uint32_t expect
                           std::uint32_t expected_prop_len, PacketView* out) noexcept {
   if (bytes.size() < kConcatHeaderBytes) return DecodeError::kTruncated;
   const std::byte* p = bytes.data();
-  const auto raw_type = wire::load<std::uint16_t>(p + kOffType);
+  const auto [raw_type, dest, prop_len, n_prs] = load_prefix(p);
   if (!is_known_type(raw_type)) return DecodeError::kUnknownType;
   const auto type = static_cast<PrType>(raw_type);
-  const auto prop_len = wire::load<std::uint32_t>(p + kOffPropLen);
   if (prop_len != expected_prop_len) return DecodeError::kPropLenMismatch;
-  const auto dest = wire::load<std::uint32_t>(p + kOffDest);
   if (expected_dest != kAnyDestination && dest != expected_dest) {
     return DecodeError::kWrongDestination;
   }
-  const auto n_prs = wire::load<std::uint32_t>(p + kOffNumPrs);
   // Divide instead of multiplying n_prs by the record size: the product of two attacker-chosen
   // 32-bit values may not fit, the quotient always does.
   const std::size_t record = pr_record_bytes(type, prop_len);

@@ -116,12 +116,33 @@ inline T load(const std::byte* src) noexcept {
 }
 }  // namespace wire
 
+// The 14-byte prefix every packet family shares (the concatenation header's fields; the bulk
+// families of bulk_packet.hpp read prop_len and n_prs as their record length and count), as raw
+// wire values.
+struct WirePrefix {
+  std::uint16_t type;
+  std::uint32_t dest;
+  std::uint32_t len;
+  std::uint32_t n;
+};
+
+inline void encode_prefix(std::byte* dst, const WirePrefix& w) noexcept {
+  wire::store<std::uint16_t>(dst + kOffType, w.type);
+  wire::store<std::uint32_t>(dst + kOffDest, w.dest);
+  wire::store<std::uint32_t>(dst + kOffPropLen, w.len);
+  wire::store<std::uint32_t>(dst + kOffNumPrs, w.n);
+}
+
+// `src` must hold kConcatHeaderBytes.
+inline WirePrefix load_prefix(const std::byte* src) noexcept {
+  return {wire::load<std::uint16_t>(src + kOffType), wire::load<std::uint32_t>(src + kOffDest),
+          wire::load<std::uint32_t>(src + kOffPropLen),
+          wire::load<std::uint32_t>(src + kOffNumPrs)};
+}
+
 // Writes the 14-byte concatenation header at dst; returns kConcatHeaderBytes.
 inline std::size_t encode_concat_header(std::byte* dst, const ConcatHeader& h) noexcept {
-  wire::store<std::uint16_t>(dst + kOffType, static_cast<std::uint16_t>(h.type));
-  wire::store<std::uint32_t>(dst + kOffDest, h.dest);
-  wire::store<std::uint32_t>(dst + kOffPropLen, h.prop_len);
-  wire::store<std::uint32_t>(dst + kOffNumPrs, h.n_prs);
+  encode_prefix(dst, {static_cast<std::uint16_t>(h.type), h.dest, h.prop_len, h.n_prs});
   return kConcatHeaderBytes;
 }
 

@@ -22,10 +22,7 @@ const char* to_string(ScatterStatus s) noexcept {
 }
 
 std::size_t encode_scatter_header(std::byte* dst, const ScatterHeader& h) noexcept {
-  wire::store<std::uint16_t>(dst + kOffType, static_cast<std::uint16_t>(h.type));
-  wire::store<std::uint32_t>(dst + kOffDest, h.dest);
-  wire::store<std::uint32_t>(dst + kOffPropLen, h.rec_len);
-  wire::store<std::uint32_t>(dst + kOffNumPrs, h.n);
+  encode_prefix(dst, {static_cast<std::uint16_t>(h.type), h.dest, h.rec_len, h.n});
   wire::store<std::uint32_t>(dst + kOffSrc, h.src_node);
   wire::store<std::uint32_t>(dst + kOffReq, h.req_id);
   wire::store<std::uint16_t>(dst + kOffOp, h.op);
@@ -43,16 +40,17 @@ std::size_t scatter_packet_length(std::span<const std::byte> bytes) noexcept {
 
 DecodeError decode_scatter_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,
                                   std::uint32_t expected_prop_bytes, ScatterPacket* out) noexcept {
-  if (bytes.size() < kConcatHeaderBytes) return DecodeError::kTruncated;
+  WirePrefix pre{};
+  if (const DecodeError e = check_bulk_head(bytes, kScatterHeaderBytes, is_scatter_type, &pre);
+      e != DecodeError::kOk) {
+    return e;
+  }
   const std::byte* p = bytes.data();
-  const auto raw = wire::load<std::uint16_t>(p + kOffType);
-  if (!is_scatter_type(raw)) return DecodeError::kUnknownType;
-  if (bytes.size() < kScatterHeaderBytes) return DecodeError::kTruncated;
   const auto status = wire::load<std::uint32_t>(p + kOffStatus);
-  ScatterHeader h{static_cast<ScatterType>(raw),
-                  wire::load<std::uint32_t>(p + kOffDest),
-                  wire::load<std::uint32_t>(p + kOffPropLen),
-                  wire::load<std::uint32_t>(p + kOffNumPrs),
+  ScatterHeader h{static_cast<ScatterType>(pre.type),
+                  pre.dest,
+                  pre.len,
+                  pre.n,
                   wire::load<std::uint32_t>(p + kOffSrc),
                   wire::load<std::uint32_t>(p + kOffReq),
                   wire::load<std::uint16_t>(p + kOffOp),
@@ -73,16 +71,7 @@ DecodeError decode_scatter_packet(std::span<const std::byte> bytes, std::uint32_
       wire::load<std::uint16_t>(p + kOffReserved) != 0) {
     return DecodeError::kCountMismatch;
   }
-  if (expected_dest != kAnyDestination && h.dest != expected_dest) {
-    return DecodeError::kWrongDestination;
-  }
-  if (const DecodeError e = check_bulk_body(bytes, kScatterHeaderBytes, h.rec_len, h.n);
-      e != DecodeError::kOk) {
-    return e;
-  }
-  out->header = h;
-  out->body = bytes.subspan(kScatterHeaderBytes);
-  return DecodeError::kOk;
+  return finish_bulk_decode(bytes, kScatterHeaderBytes, expected_dest, h, out);
 }
 
 }  // namespace netsparse::concat

@@ -166,23 +166,7 @@ class NodeIeExchange final : public Exchange<T> {
     std::uint64_t intra_msgs = 0, intra_rows = 0, inter_msgs = 0, inter_rows = 0;
     reqs_.clear();
 
-    // On-host rows, straight from their owners.
-    for (int i = 0; i < hsize_; ++i) {
-      if (near_recv_counts_[i] == 0) continue;
-      check_mpi(MPI_Irecv(ghost_.data() + near_recv_displs_[i] * k, near_recv_counts_[i],
-                          rc.row_type, i, kTagNear, hc, &reqs_.emplace_back()),
-                "MPI_Irecv");
-    }
-    gather_rows(ops.b, near_send_local_.data(), static_cast<std::int64_t>(near_send_local_.size()),
-                k, near_packed_.data());
-    for (int i = 0, off = 0; i < hsize_; off += near_send_counts_[i], ++i) {
-      if (near_send_counts_[i] == 0) continue;
-      check_mpi(MPI_Isend(near_packed_.data() + std::size_t(off) * k, near_send_counts_[i],
-                          rc.row_type, i, kTagNear, hc, &reqs_.emplace_back()),
-                "MPI_Isend");
-      ++intra_msgs;
-      intra_rows += static_cast<std::uint64_t>(near_send_counts_[i]);
-    }
+    post_near(rc, ops, intra_msgs, intra_rows);
 
     // Step 1 (up): the rows other hosts need, to the leader.
     const auto n_up = static_cast<std::int64_t>(up_local_.size());
@@ -274,6 +258,37 @@ class NodeIeExchange final : public Exchange<T> {
     compute.finish(pat, rc, ops);
     stats.compute_seconds += (t0 - tc) + (now_seconds() - t1);
 
+    add_traffic(stats, row_bytes, intra_msgs, intra_rows, inter_msgs, inter_rows);
+  }
+
+ private:
+  // On-host rows, straight from their owners: posts this rank's receives and sends of them.
+  void post_near(const RunContext& rc, const Operands<T>& ops, std::uint64_t& intra_msgs,
+                 std::uint64_t& intra_rows) {
+    const int k = rc.k;
+    const MPI_Comm hc = topo_.host_comm();
+    for (int i = 0; i < hsize_; ++i) {
+      if (near_recv_counts_[i] == 0) continue;
+      check_mpi(MPI_Irecv(ghost_.data() + near_recv_displs_[i] * k, near_recv_counts_[i],
+                          rc.row_type, i, kTagNear, hc, &reqs_.emplace_back()),
+                "MPI_Irecv");
+    }
+    gather_rows(ops.b, near_send_local_.data(), static_cast<std::int64_t>(near_send_local_.size()),
+                k, near_packed_.data());
+    for (int i = 0, off = 0; i < hsize_; off += near_send_counts_[i], ++i) {
+      if (near_send_counts_[i] == 0) continue;
+      check_mpi(MPI_Isend(near_packed_.data() + std::size_t(off) * k, near_send_counts_[i],
+                          rc.row_type, i, kTagNear, hc, &reqs_.emplace_back()),
+                "MPI_Isend");
+      ++intra_msgs;
+      intra_rows += static_cast<std::uint64_t>(near_send_counts_[i]);
+    }
+  }
+
+  // One run's messages and rows, on this host and to other hosts, priced by the wire model.
+  void add_traffic(CommStats& stats, std::uint64_t row_bytes, std::uint64_t intra_msgs,
+                   std::uint64_t intra_rows, std::uint64_t inter_msgs,
+                   std::uint64_t inter_rows) const {
     const std::uint64_t intra = concat::mpi_messages_wire_bytes(intra_msgs, intra_rows * row_bytes);
     const std::uint64_t inter = concat::mpi_messages_wire_bytes(inter_msgs, inter_rows * row_bytes);
     stats.bytes_sent += intra + inter;
@@ -285,7 +300,6 @@ class NodeIeExchange final : public Exchange<T> {
     stats.intra_host_bytes += intra;
   }
 
- private:
   // Global rows this rank owns -> local row numbers.
   static std::vector<std::int64_t> to_local(const std::vector<gidx_t>& rows, gidx_t cb, gidx_t ce) {
     std::vector<std::int64_t> out(rows.size());

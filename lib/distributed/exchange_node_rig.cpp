@@ -91,28 +91,6 @@ class RingsOffScope {
   std::string old_;
 };
 
-[[noreturn]] void throw_wc(const ns_wc& wc) {
-  throw std::runtime_error(
-      std::string("netsparse-node: work request ") + std::to_string(wc.wr_id) + " (" +
-      ns_wr_opcode_str(wc.opcode) + ") failed: " + ns_wc_status_str(wc.status) +
-      (wc.vendor_err != 0 ? " (vendor_err " + std::to_string(wc.vendor_err) + ")" : std::string()));
-}
-
-// The engine's counters a run reads before and after (priced like the netsparse mode's).
-struct LeaderCounters {
-  std::uint64_t wire = 0, packets = 0, frames = 0, prs_sent = 0, plan_rows = 0;
-  static LeaderCounters read(const Context& c) {
-    LeaderCounters r;
-    r.wire = c.stat(NS_STAT_WIRE_BYTES) + c.stat(NS_STAT_PLAN_WIRE_BYTES);
-    r.packets = c.stat(NS_STAT_READ_PACKETS) + c.stat(NS_STAT_RESPONSE_PACKETS) +
-                c.stat(NS_STAT_PLAN_PACKETS);
-    r.frames = c.stat(NS_STAT_FRAMES);
-    r.prs_sent = c.stat(NS_STAT_PRS_SENT);
-    r.plan_rows = c.stat(NS_STAT_PLAN_ROWS);
-    return r;
-  }
-};
-
 template <class T>
 class NodeRigExchange final : public Exchange<T> {
  public:
@@ -227,12 +205,12 @@ class NodeRigExchange final : public Exchange<T> {
       }
     }
     const std::uint64_t copied = 2 * export_rows_.size() > my_rows ? my_rows : export_rows_.size();
-    LeaderCounters before;
+    EngineCounters before;
     double waited = 0;
     try {
       barrier.wait(barrier_deadline_, "the host's rows in place");
       if (ctx_) {
-        before = LeaderCounters::read(ctx_);
+        before = EngineCounters::read(ctx_);
         const double w0 = now_seconds();
         // Every other host's rows are in place too before anyone gathers.
         if (!ctx_.quiesce(deadline_)) {
@@ -278,7 +256,7 @@ class NodeRigExchange final : public Exchange<T> {
     stats.intra_host_bytes += copied * row_bytes;
     stats.host_filter_lookups += filter_lookups_;
     if (ctx_) {
-      const LeaderCounters after = LeaderCounters::read(ctx_);
+      const EngineCounters after = EngineCounters::read(ctx_);
       const std::uint64_t pieces_in =
           after.prs_sent - before.prs_sent + after.plan_rows - before.plan_rows;
       stats.bytes_sent += after.wire - before.wire;
@@ -373,19 +351,7 @@ class NodeRigExchange final : public Exchange<T> {
   }
 
   void open_engine(const EngineOptions& options) {
-    ContextAttr attr;
-    attr.transport(static_cast<ns_transport>(options.transport));
-    if (options.client_units > 0 || options.server_units > 0) {
-      attr.units(options.client_units > 0 ? options.client_units : 2,
-                 options.server_units > 0 ? options.server_units : 2);
-    }
-    attr.progress(static_cast<ns_progress_mode>(options.progress));
-    if (options.packet_bytes > 0) attr.packet_bytes(options.packet_bytes);
-    if (options.delay_ns >= 0) attr.concat_delay(std::chrono::nanoseconds(options.delay_ns));
-    if (options.pending_entries > 0) attr.pending_entries(options.pending_entries);
-    if (options.idx_chunk > 0) attr.idx_chunk(options.idx_chunk);
-    if (options.watchdog_ms > 0) attr.watchdog(std::chrono::milliseconds(options.watchdog_ms));
-    attr.flags(options.flags);
+    const ContextAttr attr = engine_context_attr(options);
     {
       const RingsOffScope no_rings;
       ctx_ = open_mpi(topo_.leaders_comm(), attr);
@@ -485,7 +451,7 @@ class NodeRigExchange final : public Exchange<T> {
                                std::to_string(deadline_.count()) + " ms");
     }
     for (std::size_t i = 0; i < n; ++i) {
-      if (wc[i].status != NS_WC_SUCCESS) throw_wc(wc[i]);
+      if (wc[i].status != NS_WC_SUCCESS) throw_wc(wc[i], "netsparse-node");
       --pending_;
     }
   }

@@ -127,19 +127,7 @@ RigEngine::RigEngine(MPI_Comm comm, const EngineOptions& options)
   Impl& s = *impl_;
   s.comm = comm;
   s.options = options;
-  ContextAttr attr;
-  attr.transport(static_cast<ns_transport>(options.transport));
-  if (options.client_units > 0 || options.server_units > 0) {
-    attr.units(options.client_units > 0 ? options.client_units : 2,
-               options.server_units > 0 ? options.server_units : 2);
-  }
-  attr.progress(static_cast<ns_progress_mode>(options.progress));
-  if (options.packet_bytes > 0) attr.packet_bytes(options.packet_bytes);
-  if (options.delay_ns >= 0) attr.concat_delay(std::chrono::nanoseconds(options.delay_ns));
-  if (options.pending_entries > 0) attr.pending_entries(options.pending_entries);
-  if (options.idx_chunk > 0) attr.idx_chunk(options.idx_chunk);
-  if (options.watchdog_ms > 0) attr.watchdog(std::chrono::milliseconds(options.watchdog_ms));
-  attr.flags(options.flags);
+  const ContextAttr attr = dist::engine_context_attr(options);
   // Opening is collective; a failure on one rank must not leave the others waiting.
   std::exception_ptr error;
   try {
@@ -182,31 +170,14 @@ void RigEngine::reset_stats() {
 
 namespace dist {
 
-namespace {
-
-// The engine's counters a run reads before and after. Plan traffic (replays) is counted with
-// the paper's 50 B upper-layer model per packet, like the RIG packets, so wire bytes compare
-// across modes; each replayed row is a property received.
-struct EngineCounters {
-  std::uint64_t wire = 0, packets = 0, prs_sent = 0, rdma_reads = 0, plan_rows = 0;
-  static EngineCounters read(const RigEngine& e) {
-    EngineCounters c;
-    c.wire = e.stat(NS_STAT_WIRE_BYTES) + e.stat(NS_STAT_PLAN_WIRE_BYTES);
-    c.packets = e.stat(NS_STAT_READ_PACKETS) + e.stat(NS_STAT_RESPONSE_PACKETS) +
-                e.stat(NS_STAT_PLAN_PACKETS);
-    c.prs_sent = e.stat(NS_STAT_PRS_SENT);
-    c.rdma_reads = e.stat(NS_STAT_RDMA_READS);
-    c.plan_rows = e.stat(NS_STAT_PLAN_ROWS);
-    return c;
-  }
-};
-
-[[noreturn]] void throw_wc(const ns_wc& wc, const char* mode) {
+void throw_wc(const ns_wc& wc, const char* mode) {
   throw std::runtime_error(
       std::string(mode) + ": work request " + std::to_string(wc.wr_id) + " (" +
       ns_wr_opcode_str(wc.opcode) + ") failed: " + ns_wc_status_str(wc.status) +
       (wc.vendor_err != 0 ? " (vendor_err " + std::to_string(wc.vendor_err) + ")" : std::string()));
 }
+
+namespace {
 
 template <class T>
 class RigExchange final : public Exchange<T> {
@@ -701,6 +672,23 @@ template <class T>
 std::unique_ptr<Exchange<T>> make_rig_exchange(std::shared_ptr<RigEngine> engine,
                                                RigVariant variant) {
   return std::make_unique<RigExchange<T>>(std::move(engine), variant);
+}
+
+ContextAttr engine_context_attr(const EngineOptions& options) {
+  ContextAttr attr;
+  attr.transport(static_cast<ns_transport>(options.transport));
+  if (options.client_units > 0 || options.server_units > 0) {
+    attr.units(options.client_units > 0 ? options.client_units : 2,
+               options.server_units > 0 ? options.server_units : 2);
+  }
+  attr.progress(static_cast<ns_progress_mode>(options.progress));
+  if (options.packet_bytes > 0) attr.packet_bytes(options.packet_bytes);
+  if (options.delay_ns >= 0) attr.concat_delay(std::chrono::nanoseconds(options.delay_ns));
+  if (options.pending_entries > 0) attr.pending_entries(options.pending_entries);
+  if (options.idx_chunk > 0) attr.idx_chunk(options.idx_chunk);
+  if (options.watchdog_ms > 0) attr.watchdog(std::chrono::milliseconds(options.watchdog_ms));
+  attr.flags(options.flags);
+  return attr;
 }
 template std::unique_ptr<Exchange<float>> make_rig_exchange<float>(std::shared_ptr<RigEngine>,
                                                                    RigVariant);

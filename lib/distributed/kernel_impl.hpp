@@ -13,6 +13,7 @@
 #include "concat/wire_model.hpp"
 #include "netsparse/distributed.hpp"
 #include "netsparse/local_kernels.hpp"
+#include "netsparse/netsparse.hpp"
 #include "netsparse/scalar.hpp"
 
 namespace netsparse::dist {
@@ -145,6 +146,31 @@ enum class RigVariant {
 template <class T>
 std::unique_ptr<Exchange<T>> make_rig_exchange(std::shared_ptr<RigEngine> engine,
                                                RigVariant variant);
+// The context attributes of an engine opened for `options` (RigEngine's, and the host leaders'
+// engine of netsparse-node).
+ContextAttr engine_context_attr(const EngineOptions& options);
+// Throws the failure of a work request (status, opcode, vendor error) for the mode `mode`.
+[[noreturn]] void throw_wc(const ns_wc& wc, const char* mode);
+
+// The engine's counters a run reads before and after, from RigEngine::stat or Context::stat
+// (netsparse-node's leader engine). Plan traffic (replays) is counted with the paper's 50 B
+// upper-layer model per packet, like the RIG packets, so wire bytes compare across modes; each
+// replayed row is a property received.
+struct EngineCounters {
+  std::uint64_t wire = 0, packets = 0, frames = 0, prs_sent = 0, rdma_reads = 0, plan_rows = 0;
+  template <class Engine>
+  static EngineCounters read(const Engine& e) {
+    EngineCounters c;
+    c.wire = e.stat(NS_STAT_WIRE_BYTES) + e.stat(NS_STAT_PLAN_WIRE_BYTES);
+    c.packets = e.stat(NS_STAT_READ_PACKETS) + e.stat(NS_STAT_RESPONSE_PACKETS) +
+                e.stat(NS_STAT_PLAN_PACKETS);
+    c.frames = e.stat(NS_STAT_FRAMES);
+    c.prs_sent = e.stat(NS_STAT_PRS_SENT);
+    c.rdma_reads = e.stat(NS_STAT_RDMA_READS);
+    c.plan_rows = e.stat(NS_STAT_PLAN_ROWS);
+    return c;
+  }
+};
 
 // Byte accounting: every mode prices its wire bytes with the one wire model
 // (concat/wire_model.hpp: MPI messages, NetSparse packets, the paper's lone PR).

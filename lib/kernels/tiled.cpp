@@ -109,6 +109,82 @@ constexpr double kFloatMax = std::numeric_limits<float>::max();
        " does not fit fp32 (magnitude above 3.4e38); compute in fp64 (ScalarType::f64)");
 }
 
+// How the matrix is cut into tiles: row panels of `rp_height` rows, column panels of `width`.
+struct PanelShape {
+  gidx_t rp_height;
+  gidx_t width;
+  bool single_col_panel;
+};
+
+// The runs (a row's nonzeros inside one column panel) of row panel `rp`, in tile order.
+void collect_runs(const CsrMatrix& csr, const PanelShape& shape, int rp,
+                  std::vector<PendingRun>& runs) {
+  runs.clear();
+  const gidx_t r_begin = rp * shape.rp_height;
+  const gidx_t r_end = std::min(csr.n_rows, r_begin + shape.rp_height);
+  for (gidx_t r = r_begin; r < r_end; ++r) {
+    const auto row_in_panel = static_cast<std::uint64_t>(r - r_begin);
+    std::int64_t j = csr.row_ptr[r];
+    const std::int64_t e = csr.row_ptr[r + 1];
+    while (j < e) {
+      const auto cp = static_cast<std::uint64_t>(csr.col_idx[j] / shape.width);
+      const gidx_t cp_end_col = static_cast<gidx_t>(cp + 1) * shape.width;
+      std::int64_t k = j + 1;
+      if (shape.single_col_panel) {
+        k = e;
+      } else {
+        while (k < e && csr.col_idx[k] < cp_end_col) ++k;
+      }
+      runs.push_back({(cp << 32) | row_in_panel, j, k});
+      j = k;
+    }
+  }
+  if (!shape.single_col_panel)
+    std::sort(runs.begin(), runs.end(),
+              [](const PendingRun& a, const PendingRun& b) { return a.key < b.key; });
+}
+
+// Where each row panel's tiles and runs start (prefix sums, one entry past the last panel);
+// refuses a tile too big for its 32-bit nonzero count.
+struct TileBases {
+  std::vector<std::int64_t> tile_base;
+  std::vector<std::int64_t> run_base;
+};
+
+TileBases count_tiles(const CsrMatrix& csr, const PanelShape& shape, int n_row_panels) {
+  TileBases b{std::vector<std::int64_t>(n_row_panels + 1, 0),
+              std::vector<std::int64_t>(n_row_panels + 1, 0)};
+  std::int64_t biggest_tile = 0;
+#pragma omp parallel reduction(max : biggest_tile)
+  {
+    std::vector<PendingRun> runs;
+#pragma omp for schedule(dynamic, 4)
+    for (int rp = 0; rp < n_row_panels; ++rp) {
+      collect_runs(csr, shape, rp, runs);
+      std::int64_t n_tiles = 0;
+      std::int64_t tile_nnz = 0;
+      for (std::size_t i = 0; i < runs.size(); ++i) {
+        if (i == 0 || (runs[i].key >> 32) != (runs[i - 1].key >> 32)) {
+          ++n_tiles;
+          tile_nnz = 0;
+        }
+        tile_nnz += runs[i].csr_end - runs[i].csr_begin;
+        biggest_tile = std::max(biggest_tile, tile_nnz);
+      }
+      b.tile_base[rp + 1] = n_tiles;
+      b.run_base[rp + 1] = std::ssize(runs);
+    }
+  }
+  if (biggest_tile > std::numeric_limits<std::uint32_t>::max())
+    fail("a tile holds " + std::to_string(biggest_tile) +
+         " nonzeros, more than 2^32 - 1; use a smaller row_panel or col_panel");
+  for (int rp = 0; rp < n_row_panels; ++rp) {
+    b.tile_base[rp + 1] += b.tile_base[rp];
+    b.run_base[rp + 1] += b.run_base[rp];
+  }
+  return b;
+}
+
 }  // namespace
 
 std::string to_string(const TileConfig& config) {
@@ -150,66 +226,11 @@ TiledMatrix::TiledMatrix(const CsrMatrix& csr, const TileConfig& config, ScalarT
   }
 
   const std::int64_t nnz = csr.nnz();
-  const bool single_col_panel = n_col_panels_ == 1;
-
-  // Finds the runs of row panel `rp` in tile order.
-  auto collect_runs = [&](int rp, std::vector<PendingRun>& runs) {
-    runs.clear();
-    const gidx_t r_begin = rp * rp_height;
-    const gidx_t r_end = std::min(n_rows_, r_begin + rp_height);
-    for (gidx_t r = r_begin; r < r_end; ++r) {
-      const auto row_in_panel = static_cast<std::uint64_t>(r - r_begin);
-      std::int64_t j = csr.row_ptr[r];
-      const std::int64_t e = csr.row_ptr[r + 1];
-      while (j < e) {
-        const auto cp = static_cast<std::uint64_t>(csr.col_idx[j] / width);
-        const gidx_t cp_end_col = static_cast<gidx_t>(cp + 1) * width;
-        std::int64_t k = j + 1;
-        if (single_col_panel) {
-          k = e;
-        } else {
-          while (k < e && csr.col_idx[k] < cp_end_col) ++k;
-        }
-        runs.push_back({(cp << 32) | row_in_panel, j, k});
-        j = k;
-      }
-    }
-    if (!single_col_panel)
-      std::sort(runs.begin(), runs.end(),
-                [](const PendingRun& a, const PendingRun& b) { return a.key < b.key; });
-  };
-
-  // Pass 1: per row panel, how many tiles and runs; and whether any tile is too big.
-  std::vector<std::int64_t> tile_base(n_row_panels_ + 1, 0);
-  std::vector<std::int64_t> run_base(n_row_panels_ + 1, 0);
-  std::int64_t biggest_tile = 0;
-#pragma omp parallel reduction(max : biggest_tile)
-  {
-    std::vector<PendingRun> runs;
-#pragma omp for schedule(dynamic, 4)
-    for (int rp = 0; rp < n_row_panels_; ++rp) {
-      collect_runs(rp, runs);
-      std::int64_t n_tiles = 0;
-      std::int64_t tile_nnz = 0;
-      for (std::size_t i = 0; i < runs.size(); ++i) {
-        if (i == 0 || (runs[i].key >> 32) != (runs[i - 1].key >> 32)) {
-          ++n_tiles;
-          tile_nnz = 0;
-        }
-        tile_nnz += runs[i].csr_end - runs[i].csr_begin;
-        biggest_tile = std::max(biggest_tile, tile_nnz);
-      }
-      tile_base[rp + 1] = n_tiles;
-      run_base[rp + 1] = std::ssize(runs);
-    }
-  }
-  if (biggest_tile > std::numeric_limits<std::uint32_t>::max())
-    fail("a tile holds " + std::to_string(biggest_tile) +
-         " nonzeros, more than 2^32 - 1; use a smaller row_panel or col_panel");
-  for (int rp = 0; rp < n_row_panels_; ++rp) {
-    tile_base[rp + 1] += tile_base[rp];
-    run_base[rp + 1] += run_base[rp];
-  }
+  const PanelShape shape{rp_height, width, n_col_panels_ == 1};
+  // Pass 1: per row panel, how many tiles and runs.
+  TileBases bases = count_tiles(csr, shape, n_row_panels_);
+  std::vector<std::int64_t>& tile_base = bases.tile_base;
+  const std::vector<std::int64_t>& run_base = bases.run_base;
 
   tiles_.resize(tile_base.back());
   run_row_.resize(run_base.back());
@@ -233,7 +254,7 @@ TiledMatrix::TiledMatrix(const CsrMatrix& csr, const TileConfig& config, ScalarT
     std::vector<PendingRun> runs;
 #pragma omp for schedule(dynamic, 4)
     for (int rp = 0; rp < n_row_panels_; ++rp) {
-      collect_runs(rp, runs);
+      collect_runs(csr, shape, rp, runs);
       const gidx_t r_begin = rp * rp_height;
       std::int64_t tile = tile_base[rp] - 1;
       std::int64_t nz = csr.row_ptr[r_begin];

@@ -17,22 +17,17 @@ struct CompactTriplet {
   double value;
 };
 
-inline gidx_t row_of(const Triplet& t) noexcept {
+// The fields of a Triplet or a CompactTriplet, widened to the global types.
+template <class Record>
+gidx_t row_of(const Record& t) noexcept {
   return t.row;
 }
-inline gidx_t col_of(const Triplet& t) noexcept {
+template <class Record>
+gidx_t col_of(const Record& t) noexcept {
   return t.col;
 }
-inline double value_of(const Triplet& t) noexcept {
-  return t.value;
-}
-inline gidx_t row_of(const CompactTriplet& t) noexcept {
-  return t.row;
-}
-inline gidx_t col_of(const CompactTriplet& t) noexcept {
-  return t.col;
-}
-inline double value_of(const CompactTriplet& t) noexcept {
+template <class Record>
+double value_of(const Record& t) noexcept {
   return t.value;
 }
 

@@ -62,20 +62,19 @@ std::string zlib_reason(const z_stream* zs) {
   return zs->msg != nullptr ? std::string(" (") + zs->msg + ")" : std::string();
 }
 
-std::string human_bytes(std::uint64_t bytes) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
+}  // namespace
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
+  while (bytes >= 1024.0 && u < 6) {
+    bytes /= 1024.0;
     ++u;
   }
   char buffer[48];
-  std::snprintf(buffer, sizeof buffer, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  std::snprintf(buffer, sizeof buffer, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
   return buffer;
 }
-
-}  // namespace
 
 void FreeDeleter::operator()(char* p) const noexcept {
   std::free(p);
@@ -105,7 +104,8 @@ bool is_gzip(std::string_view bytes) noexcept {
 Inflated gunzip(std::string_view compressed, const std::string& name, std::uint64_t limit) {
   const auto too_large = [&] {
     return ParseError(name, 0,
-                      "gzip data decompresses to more than " + human_bytes(limit) +
+                      "gzip data decompresses to more than " +
+                          human_bytes(static_cast<double>(limit)) +
                           ", the memory this process can get (physical memory or its resource "
                           "limit); decompress the file and read it uncompressed (it is then "
                           "memory-mapped, not held in memory)");

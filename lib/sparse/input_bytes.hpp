@@ -43,6 +43,9 @@ Inflated gunzip(std::string_view compressed, const std::string& name, std::uint6
 // file cannot be read or its first compressed bytes are corrupt.
 std::string content_prefix(const std::string& path, std::size_t max_bytes);
 
+// A byte count for messages: "512 bytes", "1.5 MiB", ... (binary units up to EiB).
+std::string human_bytes(double bytes);
+
 class InputBytes {
  public:
   // Maps the file; inflates it if it is gzip data. Throws ParseError(path, 0, reason).

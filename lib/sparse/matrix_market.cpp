@@ -34,6 +34,7 @@ using sparse_detail::assemble_csr;
 using sparse_detail::CompactTriplet;
 using sparse_detail::count_lines;
 using sparse_detail::count_newlines;
+using sparse_detail::human_bytes;
 using sparse_detail::InputBytes;
 using sparse_detail::line_end;
 using sparse_detail::NumberStatus;
@@ -77,18 +78,6 @@ const char* field_name(MatrixMarketField field) {
       return "pattern";
   }
   return "?";
-}
-
-std::string human_bytes(double bytes) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  int u = 0;
-  while (bytes >= 1024.0 && u < 6) {
-    bytes /= 1024.0;
-    ++u;
-  }
-  char buffer[48];
-  std::snprintf(buffer, sizeof buffer, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
-  return buffer;
 }
 
 // What a file of a given size can justify (see matrix_market.hpp, "Sizes"): row pointers up to

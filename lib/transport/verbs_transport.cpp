@@ -53,6 +53,30 @@ namespace {
 constexpr int kPeerShift = 40;  // send wr_id = peer << 40 | sequence number on that QP
 constexpr std::uint64_t kSeqMask = (std::uint64_t{1} << kPeerShift) - 1;
 
+std::uint64_t wr_id(int dest, std::uint64_t seq) {
+  return (static_cast<std::uint64_t>(dest) << kPeerShift) | (seq & kSeqMask);
+}
+
+// Posts one signalled RDMA READ of `length` bytes from (remote_addr, rkey) into local memory
+// registered with lkey; returns ibv_post_send's code.
+int post_read(ibv_qp* qp, std::uint64_t id, void* local, std::uint32_t length, std::uint32_t lkey,
+              std::uint64_t remote_addr, std::uint32_t rkey) {
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<std::uintptr_t>(local);
+  sge.length = length;
+  sge.lkey = lkey;
+  ibv_send_wr wr{};
+  wr.wr_id = id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = remote_addr;
+  wr.wr.rdma.rkey = rkey;
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(qp, &wr, &bad);
+}
+
 std::string errno_text(int err) {
   return std::string(std::strerror(err));
 }
@@ -250,12 +274,7 @@ class VerbsTransport final : public Transport {
     }
     if (dest == rank_) return send_to_self(packet);
     Peer& peer = peers_[static_cast<std::size_t>(dest)];
-    if (peer.failed) return TxStatus::kPeerFailed;
-    if (peer.posted - peer.completed >= sq_depth_) {
-      poll_send_cq();
-      if (peer.failed) return TxStatus::kPeerFailed;
-      if (peer.posted - peer.completed >= sq_depth_) return TxStatus::kNoResource;
-    }
+    if (const TxStatus room = send_queue_room(peer); room != TxStatus::kOk) return room;
     const bool inline_data = packet.size() <= max_inline_;
     int buffer = -1;
     ibv_sge sge{};
@@ -280,7 +299,7 @@ class VerbsTransport final : public Transport {
                           send_free_.size() < send_low_water_ ||
                           peer.posted - peer.completed + 1 >= sq_depth_;
     ibv_send_wr wr{};
-    wr.wr_id = (static_cast<std::uint64_t>(dest) << kPeerShift) | (seq & kSeqMask);
+    wr.wr_id = wr_id(dest, seq);
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.opcode = IBV_WR_SEND_WITH_IMM;
@@ -420,29 +439,14 @@ class VerbsTransport final : public Transport {
       return TxStatus::kOk;
     }
     Peer& peer = peers_[static_cast<std::size_t>(dest)];
-    if (peer.failed) return TxStatus::kPeerFailed;
-    if (peer.posted - peer.completed >= sq_depth_) {
-      poll_send_cq();
-      if (peer.failed) return TxStatus::kPeerFailed;
-      if (peer.posted - peer.completed >= sq_depth_) return TxStatus::kNoResource;
-    }
+    if (const TxStatus room = send_queue_room(peer); room != TxStatus::kOk) return room;
     const int slot = read_free_.back();
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<std::uintptr_t>(
-        bounce_slab_.get() + static_cast<std::size_t>(slot) * options_.read_slot_bytes);
-    sge.length = static_cast<std::uint32_t>(bytes);
-    sge.lkey = bounce_mr_->lkey;
     const std::uint64_t seq = peer.posted;
-    ibv_send_wr wr{};
-    wr.wr_id = (static_cast<std::uint64_t>(dest) << kPeerShift) | (seq & kSeqMask);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_READ;
-    wr.send_flags = IBV_SEND_SIGNALED;  // every read needs its own completion (cookie)
-    wr.wr.rdma.remote_addr = remote.addr + offset;
-    wr.wr.rdma.rkey = remote.rkey;
-    ibv_send_wr* bad = nullptr;
-    const int rc = ibv_post_send(peer.qp.get(), &wr, &bad);
+    // Every read is signalled: it needs its own completion (cookie).
+    const int rc = post_read(
+        peer.qp.get(), wr_id(dest, seq),
+        bounce_slab_.get() + static_cast<std::size_t>(slot) * options_.read_slot_bytes,
+        static_cast<std::uint32_t>(bytes), bounce_mr_->lkey, remote.addr + offset, remote.rkey);
     if (rc != 0) {
       if (rc == ENOMEM) return TxStatus::kNoResource;
       mark_failed(dest, "ibv_post_send (read): " + errno_text(rc));
@@ -541,6 +545,16 @@ class VerbsTransport final : public Transport {
   struct SelfPacket {
     std::size_t bytes = 0;
   };
+
+  // Whether the peer's send queue takes one more work request (the send CQ is polled once when
+  // it is full): kOk, kNoResource, or kPeerFailed.
+  TxStatus send_queue_room(const Peer& peer) {
+    if (peer.failed) return TxStatus::kPeerFailed;
+    if (peer.posted - peer.completed < sq_depth_) return TxStatus::kOk;
+    poll_send_cq();
+    if (peer.failed) return TxStatus::kPeerFailed;
+    return peer.posted - peer.completed < sq_depth_ ? TxStatus::kOk : TxStatus::kNoResource;
+  }
 
   // Throws on every rank when any rank reports a local error (empty = fine): its own error on
   // a failing rank, the first failing rank's on the others.
@@ -894,21 +908,11 @@ class VerbsTransport final : public Transport {
   bool post_flush(int dest) {
     Peer& peer = peers_[static_cast<std::size_t>(dest)];
     if (peer.posted - peer.completed >= sq_depth_) return false;
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<std::uintptr_t>(flush_slab_.get() + 8);
-    sge.length = 8;
-    sge.lkey = flush_mr_->lkey;
     const std::uint64_t seq = peer.posted;
-    ibv_send_wr wr{};
-    wr.wr_id = (static_cast<std::uint64_t>(dest) << kPeerShift) | (seq & kSeqMask);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_READ;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = peer.flush_addr;
-    wr.wr.rdma.rkey = peer.flush_rkey;
-    ibv_send_wr* bad = nullptr;
-    if (ibv_post_send(peer.qp.get(), &wr, &bad) != 0) return false;
+    if (post_read(peer.qp.get(), wr_id(dest, seq), flush_slab_.get() + 8, 8, flush_mr_->lkey,
+                  peer.flush_addr, peer.flush_rkey) != 0) {
+      return false;
+    }
     peer.ring[seq % sq_depth_] = SqEntry{};
     peer.unsignaled = 0;
     ++peer.posted;

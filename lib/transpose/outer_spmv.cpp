@@ -18,12 +18,7 @@ namespace netsparse {
 namespace {
 
 namespace td = transpose_detail;
-using td::AlignedArray;
-using td::Band;
-using td::kNoKey;
-using td::make_aligned_array;
-using td::PairLeaves;
-using td::prefetch_next_line;
+using namespace transpose_detail;  // the merge tree's pieces (merge_tree.hpp)
 
 struct ColStream {
   std::int64_t b, e;  // positions of at's row j (A's column j) inside the band

@@ -72,12 +72,7 @@ std::vector<Band> nnz_bands(const CsrMatrix& a, int threads) {
 namespace {
 
 namespace td = transpose_detail;
-using td::AlignedArray;
-using td::Band;
-using td::kNoKey;
-using td::make_aligned_array;
-using td::PairLeaves;
-using td::prefetch_next_line;
+using namespace transpose_detail;  // the merge tree's pieces (merge_tree.hpp)
 
 [[noreturn]] void fail(const char* who, const std::string& msg) {
   throw std::invalid_argument(std::string(who) + ": " + msg);
@@ -173,23 +168,34 @@ void parallel_guarded(int threads, F&& body) {
   if (error) std::rethrow_exception(error);
 }
 
+// The arrays of a transpose's input and (shaped) output that the scan and mergeTrans loops walk.
+struct RawArrays {
+  gidx_t n;  // A's columns: the output's rows
+  std::int64_t nnz;
+  const std::int64_t* rp;
+  const gidx_t* col;
+  const double* val;
+  std::int64_t* orp;
+  gidx_t* oc;
+  double* ov;
+  gidx_t row_begin;
+};
+
+RawArrays raw_arrays(const CsrMatrix& a, CsrMatrix& out) {
+  return {a.n_cols,           a.nnz(),           a.row_ptr.data(),
+          a.col_idx.data(),   a.values.data(),   out.row_ptr.data(),
+          out.col_idx.data(), out.values.data(), a.row_begin};
+}
+
 // ---- scanTrans: counting sort by column, per-thread histograms ------------------------------
 // Thread t takes the rows holding an equal share of the nonzeros and counts their columns in
 // its own histogram; a scan over (column, thread) turns the histograms into write cursors, and
 // every thread scatters its rows (so a column's entries come out in row order).
 void scan_transpose(const CsrMatrix& a, CsrMatrix& out, int threads) {
-  const gidx_t n = a.n_cols;
-  const std::int64_t nnz = a.nnz();
-  const std::int64_t* rp = a.row_ptr.data();
-  const gidx_t* col = a.col_idx.data();
-  const double* val = a.values.data();
-  std::int64_t* orp = out.row_ptr.data();
-  gidx_t* oc = out.col_idx.data();
-  double* ov = out.values.data();
+  const auto [n, nnz, rp, col, val, orp, oc, ov, row_begin] = raw_arrays(a, out);
   AlignedArray<std::int64_t> hist = make_aligned_array<std::int64_t>(
       static_cast<std::size_t>(threads) * static_cast<std::size_t>(std::max<gidx_t>(n, 1)));
   std::vector<std::int64_t> chunk_total(static_cast<std::size_t>(threads) + 1, 0);
-  const gidx_t row_begin = a.row_begin;
   parallel_guarded(threads, [&](int t, int nt) {
     std::int64_t* h = hist.get() + static_cast<std::int64_t>(t) * n;
     const gidx_t r0 = std::upper_bound(rp, rp + a.n_rows + 1, nnz * t / nt) - rp - 1;
@@ -255,15 +261,7 @@ inline bool key_less(const Coo& s, std::int64_t i, std::int64_t j) {
 }
 
 void merge_trans_cpu(const CsrMatrix& a, CsrMatrix& out, int threads) {
-  const gidx_t n = a.n_cols;
-  const std::int64_t nnz = a.nnz();
-  const std::int64_t* rp = a.row_ptr.data();
-  const gidx_t* col = a.col_idx.data();
-  const double* val = a.values.data();
-  std::int64_t* orp = out.row_ptr.data();
-  gidx_t* oc = out.col_idx.data();
-  double* ov = out.values.data();
-  const gidx_t row_begin = a.row_begin;
+  const auto [n, nnz, rp, col, val, orp, oc, ov, row_begin] = raw_arrays(a, out);
   int rounds = 0;
   while ((1 << rounds) < threads) ++rounds;
   Coo buf0(threads > 1 ? static_cast<std::size_t>(nnz) : 0);

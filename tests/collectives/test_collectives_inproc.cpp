@@ -104,6 +104,19 @@ void check_dense(int P, DataType t, ReduceOp op, Algorithm algo, std::uint64_t c
         << to_string(algo) << " count " << count;
 }
 
+// A dense allreduce of count elements (every other argument at its default: no user op, the
+// automatic algorithm, not reproducible).
+AllreduceArgs dense_args(const void* send, void* recv, std::uint64_t count, DataType dtype,
+                         ReduceOp op) {
+  AllreduceArgs a;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.dtype = static_cast<int>(dtype);
+  a.op = static_cast<int>(op);
+  return a;
+}
+
 }  // namespace
 
 TEST(ReduceOps, HalfConversionKnownValues) {
@@ -275,14 +288,9 @@ TEST(DenseAllreduce, NonCommutativeUserOperatorKeepsTheTreeOrder) {
   // An arrival-order design with a non-commutative operator is refused, on every rank.
   const auto o = run_ranks(3, [&](int, Communicator& c) {
     std::int32_t x[4] = {1, 2, 3, 4}, y[4];
-    AllreduceArgs a{x,
-                    y,
-                    4,
-                    static_cast<int>(DataType::kInt32),
-                    static_cast<int>(ReduceOp::kUser),
-                    &user,
-                    static_cast<int>(Algorithm::kSingleBuffer),
-                    false};
+    AllreduceArgs a = dense_args(x, y, 4, DataType::kInt32, ReduceOp::kUser);
+    a.user = &user;
+    a.algorithm = static_cast<int>(Algorithm::kSingleBuffer);
     c.allreduce(a);
   });
   for (const auto& r : o) {
@@ -294,14 +302,8 @@ TEST(DenseAllreduce, NonCommutativeUserOperatorKeepsTheTreeOrder) {
 TEST(DenseAllreduce, MismatchAndBadArgumentsFailEveryRankThenItWorksAgain) {
   const auto o = run_ranks(4, [](int r, Communicator& c) {
     std::vector<float> x(100, 1.0f), y(100);
-    AllreduceArgs a{x.data(),
-                    y.data(),
-                    r == 2 ? 99u : 100u,
-                    static_cast<int>(DataType::kFp32),
-                    static_cast<int>(ReduceOp::kSum),
-                    nullptr,
-                    0,
-                    false};
+    AllreduceArgs a =
+        dense_args(x.data(), y.data(), r == 2 ? 99u : 100u, DataType::kFp32, ReduceOp::kSum);
     try {
       c.allreduce(a);
     } catch (const CollectiveError& e) {
@@ -340,14 +342,7 @@ TEST(DenseAllreduce, RankThatNeverJoinsTimesOutAndBreaksTheCommunicator) {
       [](int r, Communicator& c) {
         if (r == 2) return;  // never calls
         std::vector<double> x(5000, 1.0), y(5000);
-        AllreduceArgs a{x.data(),
-                        y.data(),
-                        5000,
-                        static_cast<int>(DataType::kFp64),
-                        static_cast<int>(ReduceOp::kSum),
-                        nullptr,
-                        0,
-                        false};
+        AllreduceArgs a = dense_args(x.data(), y.data(), 5000, DataType::kFp64, ReduceOp::kSum);
         try {
           c.allreduce(a);
         } catch (const CollectiveError& e) {
@@ -371,14 +366,7 @@ TEST(DenseAllreduce, ReportedDeadPeerFailsTheOthersQuickly) {
       [&](int r, Communicator& c) {
         if (r == 2) return;
         std::vector<float> x(3000, 1.0f), y(3000);
-        AllreduceArgs a{x.data(),
-                        y.data(),
-                        3000,
-                        static_cast<int>(DataType::kFp32),
-                        static_cast<int>(ReduceOp::kSum),
-                        nullptr,
-                        0,
-                        false};
+        AllreduceArgs a = dense_args(x.data(), y.data(), 3000, DataType::kFp32, ReduceOp::kSum);
         c.allreduce(a);
       },
       0, 1, /*timeout_ms=*/30000, 512,

@@ -8,6 +8,7 @@
 
 #include "concat/frame.hpp"
 #include "concat/gather_wire.hpp"
+#include "two_packet_frame.hpp"
 
 namespace cc = netsparse::concat;
 using cc::DecodeError;
@@ -45,13 +46,7 @@ TEST(GatherWire, EveryTypeRoundTripsAndItsLengthAgrees) {
     EXPECT_EQ(pk.body.size(), std::size_t{c.rec_len} * c.n);
     EXPECT_EQ(cc::gather_packet_length(p), p.size());
     EXPECT_EQ(cc::packet_length(p), p.size());
-    // Two of them make a frame that splits back into both.
-    std::vector<std::byte> frame = p;
-    frame.insert(frame.end(), p.begin(), p.end());
-    std::vector<std::span<const std::byte>> parts(4);
-    const cc::FrameSplit s = cc::split_frame(frame, parts);
-    ASSERT_EQ(s.error, DecodeError::kOk);
-    EXPECT_EQ(s.packets, 2u);
+    cc::testing::expect_two_packet_frame_splits(p);
   }
 }
 

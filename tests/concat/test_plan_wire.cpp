@@ -8,6 +8,7 @@
 
 #include "concat/frame.hpp"
 #include "concat/plan_wire.hpp"
+#include "two_packet_frame.hpp"
 
 namespace cc = netsparse::concat;
 using cc::DecodeError;
@@ -41,13 +42,7 @@ TEST(PlanWire, EveryTypeRoundTripsAndItsLengthAgrees) {
     EXPECT_EQ(pk.header.first, 13u);
     EXPECT_EQ(pk.body.size(), std::size_t{c.rec_len} * c.n);
     EXPECT_EQ(cc::plan_packet_length(p), p.size());
-    // A frame of two of them splits into exactly those two.
-    std::vector<std::byte> frame(p);
-    frame.insert(frame.end(), p.begin(), p.end());
-    std::span<const std::byte> parts[4];
-    const cc::FrameSplit s = cc::split_frame(frame, parts);
-    ASSERT_EQ(s.error, DecodeError::kOk);
-    EXPECT_EQ(s.packets, 2u);
+    cc::testing::expect_two_packet_frame_splits(p);
   }
 }
 

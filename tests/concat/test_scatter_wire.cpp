@@ -9,6 +9,7 @@
 
 #include "concat/frame.hpp"
 #include "concat/scatter_wire.hpp"
+#include "two_packet_frame.hpp"
 
 namespace cc = netsparse::concat;
 using cc::DecodeError;
@@ -52,13 +53,7 @@ TEST(ScatterWire, BothTypesRoundTripAndTheirLengthAgrees) {
       EXPECT_EQ(pk.value(0), p.data() + cc::kScatterHeaderBytes + 8);
     }
     EXPECT_EQ(cc::scatter_packet_length(p), p.size());
-    std::vector<std::byte> frame(p);
-    frame.insert(frame.end(), p.begin(), p.end());
-    std::span<const std::byte> parts[4];
-    const cc::FrameSplit s = cc::split_frame(frame, parts);
-    ASSERT_EQ(s.error, DecodeError::kOk);
-    EXPECT_EQ(s.packets, 2u);
-    EXPECT_EQ(parts[1].size(), p.size());
+    cc::testing::expect_two_packet_frame_splits(p);
   }
 }
 

@@ -8,12 +8,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "csr_blocks.hpp"
+#include "csr_checks.hpp"
 #include "mpi_test_util.hpp"
 #include "netsparse/csr.hpp"
 #include "netsparse/dist_matrix.hpp"
+#include "netsparse/distributed.hpp"
 
 namespace netsparse::test {
 
@@ -111,36 +115,19 @@ double max_relative_error(const std::vector<T>& got, const std::vector<double>& 
   return err / std::max(scale, 1e-30);
 }
 
-// Rows [b, e) of a whole matrix as a block (global columns).
-inline CsrMatrix row_block(const CsrMatrix& whole, gidx_t b, gidx_t e) {
-  CsrMatrix m;
-  m.n_rows_global = whole.n_rows_global;
-  m.n_cols = whole.n_cols;
-  m.row_begin = b;
-  m.n_rows = e - b;
-  const std::int64_t first = whole.row_ptr[b], last = whole.row_ptr[e];
-  for (gidx_t r = b; r <= e; ++r) m.row_ptr.push_back(whole.row_ptr[r] - first);
-  m.col_idx.assign(whole.col_idx.begin() + first, whole.col_idx.begin() + last);
-  m.values.assign(whole.values.begin() + first, whole.values.begin() + last);
-  return m;
-}
-
-inline void expect_same_block(const CsrMatrix& got, const CsrMatrix& want,
-                              const std::string& what) {
-  EXPECT_EQ(got.n_rows_global, want.n_rows_global) << what;
-  EXPECT_EQ(got.n_cols, want.n_cols) << what;
-  EXPECT_EQ(got.row_begin, want.row_begin) << what;
-  EXPECT_EQ(got.n_rows, want.n_rows) << what;
-  EXPECT_EQ(got.row_ptr, want.row_ptr) << what;
-  EXPECT_EQ(got.col_idx, want.col_idx) << what;
-  EXPECT_EQ(got.values, want.values) << what;
-}
-
 // True on every rank if `ok` is true on every rank (for decisions that must agree).
 inline bool all_ranks(bool ok) {
   int v = ok ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return v != 0;
+}
+
+// One RIG engine for all the tests of a binary (each engine's setup is collective and costs a
+// round of agreements); a binary that needs it closed before MPI_Finalize resets it.
+inline std::shared_ptr<RigEngine>& shared_engine() {
+  static std::shared_ptr<RigEngine> engine =
+      std::make_shared<RigEngine>(MPI_COMM_WORLD, EngineOptions{});
+  return engine;
 }
 
 }  // namespace netsparse::test

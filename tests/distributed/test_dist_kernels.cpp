@@ -20,6 +20,7 @@ namespace {
 using test::max_relative_error;
 using test::operand_block;
 using test::row_block;
+using test::shared_engine;
 using test::world_rank;
 using test::world_size;
 
@@ -35,12 +36,6 @@ std::vector<Fixture>& fixtures() {
     return v;
   }();
   return all;
-}
-
-std::shared_ptr<RigEngine>& shared_engine() {
-  static std::shared_ptr<RigEngine> engine =
-      std::make_shared<RigEngine>(MPI_COMM_WORLD, EngineOptions{});
-  return engine;
 }
 
 // Runs `kernel` in `mode` twice (the operand changes in place between the runs, as in an
@@ -391,7 +386,7 @@ TEST(DistKernels, ErrorsAreReportedOnEveryRank) {
 namespace {
 class ReleaseSharedEngine : public testing::Environment {
  public:
-  void TearDown() override { netsparse::shared_engine().reset(); }
+  void TearDown() override { netsparse::test::shared_engine().reset(); }
 };
 const testing::Environment* const kRelease =
     testing::AddGlobalTestEnvironment(new ReleaseSharedEngine);

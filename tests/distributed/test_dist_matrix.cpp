@@ -21,7 +21,7 @@ namespace netsparse {
 namespace {
 
 using test::data_path;
-using test::expect_same_block;
+using test::expect_same_csr;
 using test::row_block;
 using test::world_rank;
 using test::world_size;
@@ -42,7 +42,7 @@ void expect_matches_whole(const DistMatrix& dm, const CsrMatrix& whole, Partitio
   EXPECT_EQ(dm.nnz_global(), whole.nnz()) << what;
   EXPECT_EQ(dm.n_rows(), whole.n_rows_global) << what;
   EXPECT_EQ(dm.n_cols(), whole.n_cols) << what;
-  expect_same_block(dm.local(), row_block(whole, rows.begin(r), rows.end(r)), what);
+  expect_same_csr(dm.local(), row_block(whole, rows.begin(r), rows.end(r)), what);
 }
 
 const PartitionKind kKinds[] = {PartitionKind::equal_rows, PartitionKind::balanced_nnz};
@@ -254,8 +254,8 @@ TEST(DistMatrix, SamplingDoesNotDependOnThePartition) {
                                       SamplingParams{1.0, 0}, SamplingParams{0.0, 0}}) {
     for (std::uint64_t seed : {1u, 2u}) {
       const CsrMatrix whole_sample = sample_rows(whole, params, seed);
-      expect_same_block(sample_rows(dm.local(), params, seed),
-                        row_block(whole_sample, rows.begin(r), rows.end(r)), "sample");
+      expect_same_csr(sample_rows(dm.local(), params, seed),
+                      row_block(whole_sample, rows.begin(r), rows.end(r)), "sample");
       if (params.max_per_row > 0) {
         for (gidx_t row = 0; row < whole_sample.n_rows; ++row) {
           EXPECT_LE(whole_sample.row_ptr[row + 1] - whole_sample.row_ptr[row], params.max_per_row);

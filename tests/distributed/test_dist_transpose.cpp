@@ -21,6 +21,7 @@ namespace {
 using test::max_relative_error;
 using test::operand_block;
 using test::row_block;
+using test::shared_engine;
 using test::world_rank;
 
 using test::Fixture;
@@ -74,12 +75,6 @@ std::vector<Fixture>& fixtures() {
     return v;
   }();
   return all;
-}
-
-std::shared_ptr<RigEngine>& shared_engine() {
-  static std::shared_ptr<RigEngine> engine =
-      std::make_shared<RigEngine>(MPI_COMM_WORLD, EngineOptions{});
-  return engine;
 }
 
 // The single-process transpose of a whole matrix (by definition: every (i, j, v) as (j, i, v)).
@@ -141,8 +136,8 @@ double run_transposed(const Fixture& f, TransposedSpmm& op, const CsrMatrix& who
 TEST(DistTranspose, LocalCountingSortTransposesABlock) {
   const CsrMatrix m = wide_matrix();
   const CsrMatrix t = dist::local_transpose(m);
-  test::expect_same_block(t, reference_transpose(m), "local_transpose");
-  test::expect_same_block(dist::local_transpose(t), m, "local_transpose twice");
+  test::expect_same_csr(t, reference_transpose(m), "local_transpose");
+  test::expect_same_csr(dist::local_transpose(t), m, "local_transpose twice");
 }
 
 TEST(DistTranspose, BlocksEqualTheSingleProcessTranspose) {
@@ -156,17 +151,17 @@ TEST(DistTranspose, BlocksEqualTheSingleProcessTranspose) {
     EXPECT_EQ(at.nnz_global(), f.dm.nnz_global()) << f.name;
     EXPECT_EQ(at.name(), f.dm.name() + "^T");
     const CsrMatrix want = reference_transpose(f.whole);
-    test::expect_same_block(at.local(), row_block(want, at.rows().begin(r), at.rows().end(r)),
-                            f.name + " transposed");
+    test::expect_same_csr(at.local(), row_block(want, at.rows().begin(r), at.rows().end(r)),
+                          f.name + " transposed");
     const DistMatrix att = transpose(at);
-    test::expect_same_block(att.local(), f.dm.local(), f.name + " transposed twice");
+    test::expect_same_csr(att.local(), f.dm.local(), f.name + " transposed twice");
     // A changed pattern of the same rows.
     const SamplingParams s{0.5, 3};
     const CsrMatrix sampled = sample_rows(f.dm.local(), s, 11);
     const CsrMatrix want_s = reference_transpose(sampled_whole(f, s, 11));
-    test::expect_same_block(transpose_rows(f.dm, sampled),
-                            row_block(want_s, at.rows().begin(r), at.rows().end(r)),
-                            f.name + " sampled, transposed");
+    test::expect_same_csr(transpose_rows(f.dm, sampled),
+                          row_block(want_s, at.rows().begin(r), at.rows().end(r)),
+                          f.name + " sampled, transposed");
   }
 }
 

@@ -20,7 +20,7 @@ namespace netsparse {
 namespace {
 
 using test::data_path;
-using test::expect_same_block;
+using test::expect_same_csr;
 using test::world_rank;
 using test::world_size;
 
@@ -28,6 +28,22 @@ const char* const kFiles[] = {"distributed/small_symmetric.mtx", "distributed/re
                               "distributed/pattern_square.mtx", "mm/general_real.mtx",
                               "mm/empty_matrix.mtx"};
 const PartitionKind kKinds[] = {PartitionKind::equal_rows, PartitionKind::balanced_nnz};
+
+// Calls check(whole, want, opt, what) for every test file and partition kind: the whole matrix,
+// what the distributed reader makes of it (every import must equal that), import options on
+// that partition and a label for the failures.
+template <class Check>
+void for_each_import_case(Check&& check) {
+  for (const char* f : kFiles) {
+    const CsrMatrix whole = read_matrix_market(data_path(f));
+    for (PartitionKind kind : kKinds) {
+      const DistMatrix want = read_distributed_matrix_market(MPI_COMM_WORLD, data_path(f), kind);
+      CsrImportOptions opt;
+      opt.partition = kind;
+      check(whole, want, opt, std::string(f) + " " + to_string(kind));
+    }
+  }
+}
 
 // values_from_float: `got` was built from float values, so its (double) values are `want`'s
 // rounded to float.
@@ -37,12 +53,12 @@ void expect_same(const DistMatrix& got, const DistMatrix& want, const std::strin
   EXPECT_EQ(got.cols().offsets(), want.cols().offsets()) << what;
   EXPECT_EQ(got.nnz_global(), want.nnz_global()) << what;
   if (!values_from_float) {
-    expect_same_block(got.local(), want.local(), what);
+    expect_same_csr(got.local(), want.local(), what);
     return;
   }
   CsrMatrix rounded = want.local();
   for (double& v : rounded.values) v = static_cast<float>(v);
-  expect_same_block(got.local(), rounded, what);
+  expect_same_csr(got.local(), rounded, what);
 }
 
 template <class T, class U>
@@ -67,26 +83,20 @@ void expect_invalid_everywhere(F&& f, const std::string& message) {
 // ---- construction from CSR arrays ----------------------------------------------------------
 
 TEST(Interop, GlobalCsrEqualsTheDistributedReader) {
-  for (const char* f : kFiles) {
-    const CsrMatrix whole = read_matrix_market(data_path(f));
-    for (PartitionKind kind : kKinds) {
-      const DistMatrix want = read_distributed_matrix_market(MPI_COMM_WORLD, data_path(f), kind);
-      CsrImportOptions opt;
-      opt.partition = kind;
-      const std::string what = std::string(f) + " " + to_string(kind);
-      // Native types, read in place.
-      expect_same(from_global_csr(MPI_COMM_WORLD, whole.n_rows, whole.n_cols,
-                                  {whole.row_ptr, whole.col_idx, whole.values}, opt),
-                  want, what + " int64/float");
-      // 32-bit indices and double values.
-      const auto rp = converted<std::int32_t>(whole.row_ptr);
-      const auto ci = converted<std::int32_t>(whole.col_idx);
-      const auto v = converted<double>(whole.values);
-      opt.columns = ColumnOrder::require_sorted;
-      expect_same(from_global_csr(MPI_COMM_WORLD, whole.n_rows, whole.n_cols, {rp, ci, v}, opt),
-                  want, what + " int32/double");
-    }
-  }
+  for_each_import_case([&](const CsrMatrix& whole, const DistMatrix& want, CsrImportOptions opt,
+                           const std::string& what) {
+    // Native types, read in place.
+    expect_same(from_global_csr(MPI_COMM_WORLD, whole.n_rows, whole.n_cols,
+                                {whole.row_ptr, whole.col_idx, whole.values}, opt),
+                want, what + " int64/float");
+    // 32-bit indices and double values.
+    const auto rp = converted<std::int32_t>(whole.row_ptr);
+    const auto ci = converted<std::int32_t>(whole.col_idx);
+    const auto v = converted<double>(whole.values);
+    opt.columns = ColumnOrder::require_sorted;
+    expect_same(from_global_csr(MPI_COMM_WORLD, whole.n_rows, whole.n_cols, {rp, ci, v}, opt), want,
+                what + " int32/double");
+  });
 }
 
 TEST(Interop, LocalCsrEqualsTheLoader) {
@@ -314,7 +324,7 @@ TEST(Interop, ExplicitColumnPartitionAndRanksWithoutRows) {
   EXPECT_EQ(b.rows().offsets(), offsets);
   EXPECT_EQ(b.cols().offsets(), opt.col_offsets);
   EXPECT_EQ(b.nnz_global(), whole.nnz());
-  expect_same_block(b.local(), mine, "local block");
+  expect_same_csr(b.local(), mine, "local block");
   // SpMV on it equals the whole matrix's product.
   DistOptions su;
   su.mode = CommMode::su;
@@ -346,35 +356,28 @@ Eigen::SparseMatrix<Scalar, Options, Index> to_eigen(const CsrMatrix& m) {
 }
 
 TEST(Interop, EigenGlobalAndLocalEqualTheLoader) {
-  for (const char* f : kFiles) {
-    const CsrMatrix whole = read_matrix_market(data_path(f));
-    for (PartitionKind kind : kKinds) {
-      const DistMatrix want = read_distributed_matrix_market(MPI_COMM_WORLD, data_path(f), kind);
-      CsrImportOptions opt;
-      opt.partition = kind;
-      const std::string what = std::string(f) + " " + to_string(kind);
-      expect_same(
-          from_global_eigen(MPI_COMM_WORLD, to_eigen<float, Eigen::RowMajor, int>(whole), opt),
-          want, what + " RowMajor float int", true);
-      expect_same(from_global_eigen(MPI_COMM_WORLD,
-                                    to_eigen<double, Eigen::ColMajor, std::int64_t>(whole), opt),
-                  want, what + " ColMajor double int64");
-      // Uncompressed mode (room reserved in every row).
-      auto loose = to_eigen<float, Eigen::RowMajor, int>(whole);
-      loose.reserve(Eigen::VectorXi::Constant(loose.outerSize(), 2));
-      ASSERT_FALSE(loose.isCompressed() && loose.outerSize() > 0);
-      expect_same(from_global_eigen(MPI_COMM_WORLD, loose, opt), want, what + " uncompressed",
-                  true);
+  for_each_import_case([&](const CsrMatrix& whole, const DistMatrix& want, CsrImportOptions opt,
+                           const std::string& what) {
+    expect_same(
+        from_global_eigen(MPI_COMM_WORLD, to_eigen<float, Eigen::RowMajor, int>(whole), opt), want,
+        what + " RowMajor float int", true);
+    expect_same(from_global_eigen(MPI_COMM_WORLD,
+                                  to_eigen<double, Eigen::ColMajor, std::int64_t>(whole), opt),
+                want, what + " ColMajor double int64");
+    // Uncompressed mode (room reserved in every row).
+    auto loose = to_eigen<float, Eigen::RowMajor, int>(whole);
+    loose.reserve(Eigen::VectorXi::Constant(loose.outerSize(), 2));
+    ASSERT_FALSE(loose.isCompressed() && loose.outerSize() > 0);
+    expect_same(from_global_eigen(MPI_COMM_WORLD, loose, opt), want, what + " uncompressed", true);
 
-      // This rank's rows only.
-      const CsrMatrix& mine = want.local();
-      expect_same(from_local_eigen(MPI_COMM_WORLD, to_eigen<float, Eigen::RowMajor, int>(mine)),
-                  want, what + " local RowMajor", true);
-      expect_same(from_local_eigen(MPI_COMM_WORLD, want.rows().offsets(),
-                                   to_eigen<float, Eigen::ColMajor, int>(mine)),
-                  want, what + " local ColMajor explicit offsets", true);
-    }
-  }
+    // This rank's rows only.
+    const CsrMatrix& mine = want.local();
+    expect_same(from_local_eigen(MPI_COMM_WORLD, to_eigen<float, Eigen::RowMajor, int>(mine)), want,
+                what + " local RowMajor", true);
+    expect_same(from_local_eigen(MPI_COMM_WORLD, want.rows().offsets(),
+                                 to_eigen<float, Eigen::ColMajor, int>(mine)),
+                want, what + " local ColMajor explicit offsets", true);
+  });
 }
 
 TEST(Interop, EigenMatrixWithAnOutOfRangeShapeIsRefused) {

@@ -15,10 +15,13 @@
 #include <string>
 #include <string_view>
 
+#include "csr_blocks.hpp"
 #include "netsparse/csr.hpp"
 #include "netsparse/sparse_error.hpp"
 
 namespace netsparse::fuzz {
+
+using netsparse::test::row_block;
 
 [[noreturn]] inline void fail(const std::string& what) {
   std::fprintf(stderr, "fuzz: %s\n", what.c_str());
@@ -114,20 +117,6 @@ inline bool same_matrix(const CsrMatrix& a, const CsrMatrix& b) {
     if (__builtin_memcmp(&a.values[k], &b.values[k], sizeof(double)) != 0) return false;
   }
   return true;
-}
-
-// Rows [begin, end) of a whole matrix as a block.
-inline CsrMatrix row_block(const CsrMatrix& whole, gidx_t begin, gidx_t end) {
-  CsrMatrix b;
-  b.n_rows_global = whole.n_rows_global;
-  b.n_cols = whole.n_cols;
-  b.row_begin = begin;
-  b.n_rows = end - begin;
-  const std::int64_t first = whole.row_ptr[begin];
-  for (gidx_t r = begin; r <= end; ++r) b.row_ptr.push_back(whole.row_ptr[r] - first);
-  b.col_idx.assign(whole.col_idx.begin() + first, whole.col_idx.begin() + whole.row_ptr[end]);
-  b.values.assign(whole.values.begin() + first, whole.values.begin() + whole.row_ptr[end]);
-  return b;
 }
 
 // FNV-1a: a deterministic choice (a row block, a cut) per input.

@@ -39,42 +39,36 @@ struct Problem {
 // panels, empty column bands (column panels without tiles), rectangular shapes, a row block
 // that does not start at row 0, a single row, no nonzeros at all.
 const std::vector<Problem>& problems() {
+  // Members in RandomCsrSpec's order: n_rows, n_cols, row_begin, n_rows_global, max_row_nnz,
+  // empty_row_fraction, empty_rows, empty_cols, seed; the others keep their defaults.
   static const std::vector<Problem> all = [] {
+    const std::pair<const char*, RandomCsrSpec> specs[] = {
+        {"square_with_holes",
+         {.n_rows = 1500,
+          .n_cols = 1500,
+          .empty_rows = {300, 700},
+          .empty_cols = {600, 900},
+          .seed = 11}},
+        {"wide_row_block_at_5000",
+         {.n_rows = 700,
+          .n_cols = 2300,
+          .row_begin = 5000,
+          .n_rows_global = 9000,
+          .max_row_nnz = 20,
+          .seed = 12}},
+        {"tall", {.n_rows = 1100, .n_cols = 300, .seed = 13}},
+        {"single_row",
+         {.n_rows = 1,
+          .n_cols = 500,
+          .row_begin = 42,
+          .n_rows_global = 100,
+          .max_row_nnz = 60,
+          .empty_row_fraction = 0,
+          .seed = 14}},
+        {"no_nonzeros", {.n_rows = 40, .n_cols = 70, .empty_row_fraction = 1.0}},
+    };
     std::vector<Problem> p;
-    RandomCsrSpec s;
-    s.n_rows = 1500;
-    s.n_cols = 1500;
-    s.empty_rows = {300, 700};
-    s.empty_cols = {600, 900};
-    s.seed = 11;
-    p.push_back({"square_with_holes", random_csr(s)});
-    s = {};
-    s.n_rows = 700;
-    s.n_cols = 2300;
-    s.row_begin = 5000;
-    s.n_rows_global = 9000;
-    s.max_row_nnz = 20;
-    s.seed = 12;
-    p.push_back({"wide_row_block_at_5000", random_csr(s)});
-    s = {};
-    s.n_rows = 1100;
-    s.n_cols = 300;
-    s.seed = 13;
-    p.push_back({"tall", random_csr(s)});
-    s = {};
-    s.n_rows = 1;
-    s.n_cols = 500;
-    s.max_row_nnz = 60;
-    s.empty_row_fraction = 0;
-    s.row_begin = 42;
-    s.n_rows_global = 100;
-    s.seed = 14;
-    p.push_back({"single_row", random_csr(s)});
-    s = {};
-    s.n_rows = 40;
-    s.n_cols = 70;
-    s.empty_row_fraction = 1.0;
-    p.push_back({"no_nonzeros", random_csr(s)});
+    for (const auto& [name, spec] : specs) p.push_back({name, random_csr(spec)});
     return p;
   }();
   return all;

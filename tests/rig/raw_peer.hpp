@@ -5,9 +5,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <thread>
 #include <vector>
 
+#include "concat/frame.hpp"
+#include "concat/protocol.hpp"
 #include "rig/engine.hpp"
 #include "rig/region.hpp"
 #include "rig_test_util.hpp"
@@ -28,6 +31,68 @@ inline int join_region_registration(netsparse::transport::Transport& raw, std::u
   const int region = raw.register_memory(nullptr, 0);
   raw.barrier();
   return region;
+}
+
+// The packets of one received frame (concat/frame.hpp), pointing into it, and the split's
+// verdict (the packets found before a bad one, when it is not kOk).
+struct ReceivedFrame {
+  std::vector<std::span<const std::byte>> packets;
+  netsparse::concat::DecodeError error;
+};
+
+inline ReceivedFrame split_received(std::span<const std::byte> frame) {
+  namespace cc = netsparse::concat;
+  std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
+  const cc::FrameSplit split = cc::split_frame(frame, parts);
+  parts.resize(split.packets);
+  return {std::move(parts), split.error};
+}
+
+// Node 0's "quiesce done" for the first deregistration round: one control PR to node 1.
+inline std::vector<std::byte> quiesce_done_packet(std::uint32_t prop_bytes) {
+  namespace cc = netsparse::concat;
+  std::vector<std::byte> done(cc::packet_bytes(cc::PrType::kControl, prop_bytes, 1));
+  const std::size_t at =
+      cc::encode_concat_header(done.data(), {cc::PrType::kControl, 1, prop_bytes, 1});
+  cc::encode_pr(done.data() + at, {0, 0, 1, netsparse::rig::kControlQuiesceDone}, nullptr, 0);
+  return done;
+}
+
+// Deregisters the region shared by the engine (node 1) and the raw endpoint (node 0): the raw
+// side declares itself done, waits for the engine's own "done" for round 1, then joins the
+// collectives of the deregistration while `deregister` runs the engine's side. Returns what
+// `deregister` returned.
+template <class Deregister>
+bool deregister_with_raw_peer(netsparse::transport::Transport& raw, int raw_region,
+                              std::uint32_t prop_bytes, Deregister&& deregister) {
+  namespace cc = netsparse::concat;
+  raw.send(1, quiesce_done_packet(prop_bytes));
+  std::thread peer_down([&] {
+    bool got_done = false;
+    while (!got_done) {
+      raw.poll(
+          [&](const netsparse::transport::ReceivedPacket& m) {
+            for (const auto part : split_received(m.bytes).packets) {
+              cc::PacketView v;
+              if (cc::decode_packet(part, 0, prop_bytes, &v) != cc::DecodeError::kOk) continue;
+              if (v.header().type != cc::PrType::kControl) continue;
+              for (std::uint32_t i = 0; i < v.size(); ++i) {
+                const auto h = v.pr(i);
+                if (h.src_node == 1 && h.req_id == netsparse::rig::kControlQuiesceDone &&
+                    h.idx == 1)
+                  got_done = true;
+              }
+            }
+          },
+          16);
+      std::this_thread::yield();
+    }
+    raw.barrier();
+    raw.deregister_memory(raw_region);
+  });
+  const bool ok = deregister();
+  peer_down.join();
+  return ok;
 }
 
 // Node 1 a real engine owning rows [100, 200) of prop_bytes-byte properties (inline progress,

@@ -1,13 +1,12 @@
 // Helpers shared by the RIG engine tests: property contents that are a function of (global row,
 // byte) so that any misplaced, truncated or stale byte is caught; partitions; index streams with
-// heavy duplication; a tiny JSON validator; waiting for completions.
+// heavy duplication; waiting for completions.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -104,99 +103,6 @@ inline std::vector<ns_wc> wait_completions(ns_cq* cq, std::size_t n, int timeout
   }
   return all;
 }
-
-// A minimal JSON validator (RFC 8259 grammar, no semantic checks).
-class JsonValidator {
- public:
-  explicit JsonValidator(const std::string& s) : s_(s) {}
-  bool valid() {
-    ws();
-    if (!value()) return false;
-    ws();
-    return i_ == s_.size();
-  }
-
- private:
-  bool value() {
-    if (i_ >= s_.size()) return false;
-    const char c = s_[i_];
-    if (c == '{') return object();
-    if (c == '[') return array();
-    if (c == '"') return string();
-    if (c == '-' || (c >= '0' && c <= '9')) return number();
-    return literal("true") || literal("false") || literal("null");
-  }
-  bool object() {
-    ++i_;
-    ws();
-    if (peek('}')) return ++i_, true;
-    for (;;) {
-      ws();
-      if (!string()) return false;
-      ws();
-      if (!peek(':')) return false;
-      ++i_;
-      ws();
-      if (!value()) return false;
-      ws();
-      if (peek(',')) {
-        ++i_;
-        continue;
-      }
-      if (peek('}')) return ++i_, true;
-      return false;
-    }
-  }
-  bool array() {
-    ++i_;
-    ws();
-    if (peek(']')) return ++i_, true;
-    for (;;) {
-      ws();
-      if (!value()) return false;
-      ws();
-      if (peek(',')) {
-        ++i_;
-        continue;
-      }
-      if (peek(']')) return ++i_, true;
-      return false;
-    }
-  }
-  bool string() {
-    if (!peek('"')) return false;
-    for (++i_; i_ < s_.size(); ++i_) {
-      if (s_[i_] == '\\') {
-        ++i_;
-        continue;
-      }
-      if (s_[i_] == '"') return ++i_, true;
-      if (static_cast<unsigned char>(s_[i_]) < 0x20) return false;
-    }
-    return false;
-  }
-  bool number() {
-    const std::size_t start = i_;
-    if (peek('-')) ++i_;
-    while (i_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[i_])) || s_[i_] == '.' ||
-                              s_[i_] == 'e' || s_[i_] == 'E' || s_[i_] == '+' || s_[i_] == '-')) {
-      ++i_;
-    }
-    return i_ > start;
-  }
-  bool literal(const char* lit) {
-    const std::size_t n = std::strlen(lit);
-    if (s_.compare(i_, n, lit) != 0) return false;
-    i_ += n;
-    return true;
-  }
-  bool peek(char c) const { return i_ < s_.size() && s_[i_] == c; }
-  void ws() {
-    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-  }
-  const std::string& s_;
-  std::size_t i_ = 0;
-};
 
 inline std::uint64_t stat(const ns_context* ctx, int which) {
   return ns_stat_get(ctx, which);

@@ -208,12 +208,11 @@ struct RawPair {
       engine->progress_inline();
       raw->poll(
           [&](const tr::ReceivedPacket& m) {
-            std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
-            const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
-            ASSERT_EQ(split.error, cc::DecodeError::kOk);
-            for (std::size_t f = 0; f < split.packets; ++f) {
+            const auto frame = rigtest::split_received(m.bytes);
+            ASSERT_EQ(frame.error, cc::DecodeError::kOk);
+            for (const auto part : frame.packets) {
               cc::GatherPacket pk;
-              if (cc::decode_gather_packet(parts[f], 0, kP, &pk) != cc::DecodeError::kOk) continue;
+              if (cc::decode_gather_packet(part, 0, kP, &pk) != cc::DecodeError::kOk) continue;
               got.emplace_back(pk.header, std::vector<std::byte>(pk.body.begin(), pk.body.end()));
             }
           },
@@ -221,33 +220,32 @@ struct RawPair {
     }
     return got;
   }
+  // Steps the engine until node 0 receives a compact read with rows (at most 400 steps): the
+  // last read's header (n 0 when none came) and the rows (4-byte) of every read received.
+  std::pair<cc::GatherHeader, std::vector<std::uint64_t>> next_read() {
+    cc::GatherHeader read{};
+    std::vector<std::uint64_t> rows;
+    for (int k = 0; k < 400 && read.n == 0; ++k) {
+      engine->progress_inline();
+      raw->poll(
+          [&](const tr::ReceivedPacket& m) {
+            for (const auto part : rigtest::split_received(m.bytes).packets) {
+              cc::GatherPacket pk;
+              if (cc::decode_gather_packet(part, 0, kP, &pk) != cc::DecodeError::kOk) continue;
+              read = pk.header;
+              for (std::uint32_t r = 0; r < pk.header.n; ++r) {
+                rows.push_back(cc::wire::load<std::uint32_t>(pk.body.data() + 4 * r));
+              }
+            }
+          },
+          16);
+    }
+    return {read, rows};
+  }
   // Teardown: node 0 declares itself done (a control PR), then both run the collectives.
   void teardown() {
-    std::vector<std::byte> done(cc::packet_bytes(cc::PrType::kControl, kP, 1));
-    const std::size_t at = cc::encode_concat_header(done.data(), {cc::PrType::kControl, 1, kP, 1});
-    cc::encode_pr(done.data() + at, {0, 0, 1, nrig::kControlQuiesceDone}, nullptr, 0);
-    raw->send(1, done);
-    std::thread peer_down([&] {
-      bool got_done = false;
-      while (!got_done) {
-        raw->poll(
-            [&](const tr::ReceivedPacket& m) {
-              std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
-              const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
-              for (std::size_t f = 0; f < split.packets; ++f) {
-                cc::PacketView v;
-                if (cc::decode_packet(parts[f], 0, kP, &v) != cc::DecodeError::kOk) continue;
-                if (v.header().type == cc::PrType::kControl) got_done = true;
-              }
-            },
-            16);
-        std::this_thread::yield();
-      }
-      raw->barrier();
-      raw->deregister_memory(raw_region);
-    });
-    EXPECT_TRUE(engine->deregister_region(mr));
-    peer_down.join();
+    EXPECT_TRUE(deregister_with_raw_peer(*raw, raw_region, kP,
+                                         [&] { return engine->deregister_region(mr); }));
   }
 };
 }  // namespace
@@ -314,25 +312,7 @@ TEST(CompactClient, LandsOnlyTheNextAnswerOfAReadInFlight) {
   ns_send_wr* bad = nullptr;
   ASSERT_EQ(ns_post_send(qp, &wr, &bad), NS_OK) << ns_last_error();
   // The engine's read to node 0 (rows 5 and 7, once each: the repeat is filtered).
-  cc::GatherHeader read{};
-  std::vector<std::uint64_t> rows;
-  for (int k = 0; k < 400 && rows.empty(); ++k) {
-    t.engine->progress_inline();
-    t.raw->poll(
-        [&](const tr::ReceivedPacket& m) {
-          std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
-          const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
-          for (std::size_t f = 0; f < split.packets; ++f) {
-            cc::GatherPacket pk;
-            if (cc::decode_gather_packet(parts[f], 0, kP, &pk) != cc::DecodeError::kOk) continue;
-            read = pk.header;
-            for (std::uint32_t r = 0; r < pk.header.n; ++r) {
-              rows.push_back(cc::wire::load<std::uint32_t>(pk.body.data() + 4 * r));
-            }
-          }
-        },
-        16);
-  }
+  const auto [read, rows] = t.next_read();
   ASSERT_EQ(read.type, cc::GatherType::kGatherRead);
   ASSERT_EQ(rows, (std::vector<std::uint64_t>{5, 7}));
   const auto answer = [&](std::uint32_t tag, std::uint32_t first, std::uint32_t total,
@@ -367,26 +347,11 @@ TEST(CompactClient, LandsOnlyTheNextAnswerOfAReadInFlight) {
   const std::vector<std::uint64_t> idx2 = {9, 11};
   ns_send_wr wr2 = rig(2, t.c_mr(), idx2, out2.data(), NS_RIG_LAYOUT_POSITIONAL);
   ASSERT_EQ(ns_post_send(qp, &wr2, &bad), NS_OK) << ns_last_error();
-  read = {};
-  for (int k = 0; k < 400 && read.n == 0; ++k) {
-    t.engine->progress_inline();
-    t.raw->poll(
-        [&](const tr::ReceivedPacket& m) {
-          std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
-          const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
-          for (std::size_t f = 0; f < split.packets; ++f) {
-            cc::GatherPacket pk;
-            if (cc::decode_gather_packet(parts[f], 0, kP, &pk) == cc::DecodeError::kOk) {
-              read = pk.header;
-            }
-          }
-        },
-        16);
-  }
-  ASSERT_EQ(read.n, 2u);
+  const cc::GatherHeader read2 = t.next_read().first;
+  ASSERT_EQ(read2.n, 2u);
   std::vector<std::byte> refuse(cc::kGatherHeaderBytes);
-  cc::encode_gather_header(refuse.data(),
-                           {cc::GatherType::kGatherRefuse, 1, 0, 0, 0, read.tag, read.unit, 1, 2});
+  cc::encode_gather_header(
+      refuse.data(), {cc::GatherType::kGatherRefuse, 1, 0, 0, 0, read2.tag, read2.unit, 1, 2});
   t.raw->send(1, refuse);
   const auto wcs2 = wait_completions(cq, 1);
   ASSERT_EQ(wcs2.size(), 1u);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "netsparse/netsparse.h"
+#include "rig_wr.hpp"
 
 namespace {
 
@@ -37,15 +38,7 @@ TEST(Completions, WaitingCompletionsHoldTheirQueuePairSlots) {
   std::uint64_t posted = 0;
   int refused = 0;
   for (int round = 0; round < 100; ++round) {
-    ns_send_wr w{};
-    w.wr_id = posted;
-    w.opcode = NS_WR_RIG;
-    w.send_flags = NS_SEND_SIGNALED;
-    w.wr.rig.mr = mr;
-    w.wr.rig.idx = idx;
-    w.wr.rig.count = 2;
-    w.wr.rig.out = out.data();
-    w.wr.rig.layout = NS_RIG_LAYOUT_POSITIONAL;
+    ns_send_wr w = rigtest::rig_wr(posted, mr, idx, 2, out.data());
     w.wr.rig.out_bytes = sizeof(std::uint32_t) * out.size();
     ns_send_wr* bad = nullptr;
     const ns_status_t s = ns_post_send(qp, &w, &bad);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <barrier>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "netsparse/netsparse.hpp"
@@ -76,7 +77,7 @@ TEST(Cpp, RaiiGatherBothLayoutsAndErrors) {
       }
       EXPECT_TRUE(ctx.quiesce(std::chrono::milliseconds(20000)));
       const std::string json = ctx.stats_json();
-      EXPECT_TRUE(rigtest::JsonValidator(json).valid()) << json;
+      EXPECT_TRUE(nlohmann::json::accept(json)) << json;
       sync.arrive_and_wait();
       // RAII: qp, cq, region, context are released in reverse order here.
     });

@@ -150,12 +150,11 @@ TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
     c.raw->poll(
         [&](const tr::ReceivedPacket& m) {
           // A transport message is a frame of one or more packets (concat/frame.hpp).
-          std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
-          const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
-          ASSERT_EQ(split.error, cc::DecodeError::kOk);
-          for (std::size_t f = 0; f < split.packets; ++f) {
+          const auto frame = rigtest::split_received(m.bytes);
+          ASSERT_EQ(frame.error, cc::DecodeError::kOk);
+          for (const auto part : frame.packets) {
             cc::PacketView v;
-            ASSERT_EQ(cc::decode_packet(parts[f], 0, P, &v), cc::DecodeError::kOk);
+            ASSERT_EQ(cc::decode_packet(part, 0, P, &v), cc::DecodeError::kOk);
             const cc::PrType type = v.header().type;
             ASSERT_TRUE(type == cc::PrType::kResponse || type == cc::PrType::kInvalid);
             for (std::uint32_t i = 0; i < v.size(); ++i) {
@@ -195,34 +194,8 @@ TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
   EXPECT_EQ(s.concat.prs[cc::type_index(cc::PrType::kResponse)], 1u);
 
   // Teardown: node 0 declares itself done (a control PR), then both run the collectives.
-  c.raw->send(1, packet(cc::PrType::kControl, 1, P, {{me, 0, 1, rig::kControlQuiesceDone}}));
-  std::thread peer_down([&] {
-    bool got_done = false;
-    while (!got_done) {
-      c.raw->poll(
-          [&](const tr::ReceivedPacket& m) {
-            std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
-            const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
-            for (std::size_t f = 0; f < split.packets; ++f) {
-              cc::PacketView v;
-              if (cc::decode_packet(parts[f], 0, P, &v) != cc::DecodeError::kOk) continue;
-              if (v.header().type != cc::PrType::kControl) continue;
-              for (std::uint32_t i = 0; i < v.size(); ++i) {
-                const auto h = v.pr(i);
-                if (h.src_node == 1 && h.req_id == rig::kControlQuiesceDone && h.idx == 1) {
-                  got_done = true;
-                }
-              }
-            }
-          },
-          16);
-      std::this_thread::yield();
-    }
-    c.raw->barrier();
-    c.raw->deregister_memory(c.raw_region);
-  });
-  EXPECT_TRUE(c.engine.deregister_region(c.mr));
-  peer_down.join();
+  EXPECT_TRUE(rigtest::deregister_with_raw_peer(*c.raw, c.raw_region, P,
+                                                [&] { return c.engine.deregister_region(c.mr); }));
 }
 
 // Frames on the engine's receive path: a frame carrying a read packet and a control packet is
@@ -250,12 +223,11 @@ TEST(Server, FramesAreSplitAndTruncatedFramesRefused) {
     c.engine.progress_inline();
     c.raw->poll(
         [&](const tr::ReceivedPacket& m) {
-          std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
-          const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
-          ASSERT_EQ(split.error, cc::DecodeError::kOk);
-          for (std::size_t f = 0; f < split.packets; ++f) {
+          const auto frame = rigtest::split_received(m.bytes);
+          ASSERT_EQ(frame.error, cc::DecodeError::kOk);
+          for (const auto part : frame.packets) {
             cc::PacketView v;
-            ASSERT_EQ(cc::decode_packet(parts[f], 0, P, &v), cc::DecodeError::kOk);
+            ASSERT_EQ(cc::decode_packet(part, 0, P, &v), cc::DecodeError::kOk);
             if (v.header().type != cc::PrType::kResponse) continue;
             for (std::uint32_t i = 0; i < v.size(); ++i) {
               EXPECT_EQ(rigtest::check_prop(reinterpret_cast<const std::uint8_t*>(v.payload(i)),

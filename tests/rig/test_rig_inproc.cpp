@@ -12,6 +12,8 @@
 #include <set>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "netsparse/netsparse.h"
 #include "rig_cluster.hpp"
 #include "rig_test_util.hpp"
@@ -516,7 +518,7 @@ TEST(Stats, JsonParsesAndNamesEveryCounter) {
     std::string s(static_cast<std::size_t>(need) + 1, '\0');
     EXPECT_EQ(ns_stats_json(n.ctx, s.data(), s.size()), need);
     s.resize(static_cast<std::size_t>(need));
-    EXPECT_TRUE(JsonValidator(s).valid()) << s;
+    EXPECT_TRUE(nlohmann::json::accept(s)) << s;
     // The configuration in effect: every variable of the table (lib/config/settings.hpp).
     EXPECT_NE(s.find("\"environment\":{\"NETSPARSE_TRANSPORT\":\""), std::string::npos) << s;
     EXPECT_NE(s.find("\"NETSPARSE_MPI_MESSAGE_BYTES\":\"65536\""), std::string::npos) << s;

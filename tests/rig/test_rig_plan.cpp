@@ -301,12 +301,11 @@ TEST(PlanServer, ServesInstalledListsAndRefusesEverythingElse) {
     c.engine.progress_inline();
     c.raw->poll(
         [&](const tr::ReceivedPacket& m) {
-          std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
-          const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
-          ASSERT_EQ(split.error, cc::DecodeError::kOk);
-          for (std::size_t f = 0; f < split.packets; ++f) {
+          const auto frame = rigtest::split_received(m.bytes);
+          ASSERT_EQ(frame.error, cc::DecodeError::kOk);
+          for (const auto part : frame.packets) {
             cc::PlanPacket pk;
-            ASSERT_EQ(cc::decode_plan_packet(parts[f], 0, P, &pk), cc::DecodeError::kOk);
+            ASSERT_EQ(cc::decode_plan_packet(part, 0, P, &pk), cc::DecodeError::kOk);
             auto& [type, bytes] = got[pk.header.seq];
             type = pk.header.type;
             if (type == T::kRows) {
@@ -349,29 +348,6 @@ TEST(PlanServer, ServesInstalledListsAndRefusesEverythingElse) {
   for (int k = 0; k < 50; ++k) c.engine.progress_inline();
   EXPECT_EQ(c.engine.snapshot().plans.stale, 1u);
   // Teardown: node 0 declares itself done (a control PR), then both run the collectives.
-  std::vector<std::byte> done(cc::packet_bytes(cc::PrType::kControl, P, 1));
-  std::size_t at = cc::encode_concat_header(done.data(), {cc::PrType::kControl, 1, P, 1});
-  cc::encode_pr(done.data() + at, {0, 0, 1, nrig::kControlQuiesceDone}, nullptr, 0);
-  c.raw->send(1, done);
-  std::thread peer_down([&] {
-    bool got_done = false;
-    while (!got_done) {
-      c.raw->poll(
-          [&](const tr::ReceivedPacket& m) {
-            std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
-            const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
-            for (std::size_t f = 0; f < split.packets; ++f) {
-              cc::PacketView v;
-              if (cc::decode_packet(parts[f], 0, P, &v) != cc::DecodeError::kOk) continue;
-              if (v.header().type == cc::PrType::kControl) got_done = true;
-            }
-          },
-          16);
-      std::this_thread::yield();
-    }
-    c.raw->barrier();
-    c.raw->deregister_memory(c.raw_region);
-  });
-  EXPECT_TRUE(c.engine.deregister_region(c.mr));
-  peer_down.join();
+  EXPECT_TRUE(deregister_with_raw_peer(*c.raw, c.raw_region, P,
+                                       [&] { return c.engine.deregister_region(c.mr); }));
 }

@@ -281,12 +281,11 @@ TEST(ScatterOwner, AppliesWholePacketsAndRefusesAPacketWithAForeignRow) {
     engine.progress_inline();
     raw->poll(
         [&](const tr::ReceivedPacket& m) {
-          std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
-          const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
-          ASSERT_EQ(split.error, cc::DecodeError::kOk);
-          for (std::size_t f = 0; f < split.packets; ++f) {
+          const auto frame = rigtest::split_received(m.bytes);
+          ASSERT_EQ(frame.error, cc::DecodeError::kOk);
+          for (const auto part : frame.packets) {
             cc::ScatterPacket pk;
-            ASSERT_EQ(cc::decode_scatter_packet(parts[f], 0, P, &pk), cc::DecodeError::kOk);
+            ASSERT_EQ(cc::decode_scatter_packet(part, 0, P, &pk), cc::DecodeError::kOk);
             ASSERT_EQ(pk.header.type, cc::ScatterType::kAck);
             acks[pk.header.req_id] = pk.header.status;
           }
@@ -311,29 +310,6 @@ TEST(ScatterOwner, AppliesWholePacketsAndRefusesAPacketWithAForeignRow) {
       << "NS_STAT_MALFORMED counts the scatter unit's refusals too";
   EXPECT_EQ(s.malformed_packets, 1u) << "the lying rec_len: its frame is refused whole";
   // Teardown: node 0 declares itself done (a control PR), then both run the collectives.
-  std::vector<std::byte> done(cc::packet_bytes(cc::PrType::kControl, P, 1));
-  const std::size_t at = cc::encode_concat_header(done.data(), {cc::PrType::kControl, 1, P, 1});
-  cc::encode_pr(done.data() + at, {0, 0, 1, nrig::kControlQuiesceDone}, nullptr, 0);
-  raw->send(1, done);
-  std::thread peer_down([&] {
-    bool got_done = false;
-    while (!got_done) {
-      raw->poll(
-          [&](const tr::ReceivedPacket& m) {
-            std::vector<std::span<const std::byte>> parts(cc::kMaxPacketsPerFrame);
-            const cc::FrameSplit split = cc::split_frame(m.bytes, parts);
-            for (std::size_t f = 0; f < split.packets; ++f) {
-              cc::PacketView v;
-              if (cc::decode_packet(parts[f], 0, P, &v) != cc::DecodeError::kOk) continue;
-              if (v.header().type == cc::PrType::kControl) got_done = true;
-            }
-          },
-          16);
-      std::this_thread::yield();
-    }
-    raw->barrier();
-    raw->deregister_memory(raw_region);
-  });
-  EXPECT_TRUE(engine.deregister_region(mr));
-  peer_down.join();
+  EXPECT_TRUE(
+      deregister_with_raw_peer(*raw, raw_region, P, [&] { return engine.deregister_region(mr); }));
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "mpi_test_util.hpp"
 #include "netsparse/netsparse_mpi.h"
 #include "ris_reference.hpp"
 
@@ -121,11 +122,8 @@ int run_case(ns_context* ctx, const Case& c, int rank, int size) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const netsparse::test::World world = netsparse::test::init_world(argc, argv);
+  const int rank = world.rank, size = world.size;
   const bool inline_progress = argc > 1 && std::string(argv[1]) == "inline";
   ns_context_attr attr{};
   attr.comp_mask = NS_CTX_ATTR_PROGRESS | NS_CTX_ATTR_WATCHDOG;

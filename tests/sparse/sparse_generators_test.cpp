@@ -18,7 +18,7 @@ namespace netsparse {
 namespace {
 
 using test::entries_of;
-using test::expect_same_matrix;
+using test::expect_same_csr;
 using test::expect_valid_csr;
 using test::row_block;
 
@@ -33,7 +33,7 @@ void expect_blocks_concatenate(const Generator& generate, gidx_t n,
   for (size_t k = 0; k + 1 < cuts.size(); ++k) {
     const CsrMatrix block = generate(cuts[k], cuts[k + 1]);
     expect_valid_csr(block);
-    expect_same_matrix(block, row_block(whole, cuts[k], cuts[k + 1]));
+    expect_same_csr(block, row_block(whole, cuts[k], cuts[k + 1]));
   }
   const int saved_threads = omp_get_max_threads();
   omp_set_num_threads(1);
@@ -41,8 +41,8 @@ void expect_blocks_concatenate(const Generator& generate, gidx_t n,
   omp_set_num_threads(3);
   const CsrMatrix three = generate(0, n);
   omp_set_num_threads(saved_threads);
-  expect_same_matrix(serial, whole);
-  expect_same_matrix(three, whole);
+  expect_same_csr(serial, whole);
+  expect_same_csr(three, whole);
 }
 
 bool is_symmetric(const CsrMatrix& m) {
@@ -96,7 +96,7 @@ TEST(Kronecker, DeterministicPerSeed) {
   const CsrMatrix a = generate_kronecker(kron(9, 5), 0, 512);
   const CsrMatrix b = generate_kronecker(kron(9, 5), 0, 512);
   const CsrMatrix c = generate_kronecker(kron(9, 6), 0, 512);
-  expect_same_matrix(a, b);
+  expect_same_csr(a, b);
   EXPECT_NE(a.col_idx, c.col_idx);
   for (float v : a.values) ASSERT_EQ(v, 1.0f);
 }

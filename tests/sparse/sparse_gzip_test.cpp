@@ -18,7 +18,7 @@ namespace netsparse {
 namespace {
 
 using test::data_path;
-using test::expect_same_matrix;
+using test::expect_same_csr;
 using test::expect_valid_csr;
 using test::gzip_bytes;
 using test::TempFile;
@@ -29,7 +29,7 @@ std::string slurp(const std::string& path) {
 }
 
 void expect_same_graph(const MetisGraph& a, const MetisGraph& b) {
-  expect_same_matrix(a.adjacency, b.adjacency);
+  expect_same_csr(a.adjacency, b.adjacency);
   EXPECT_EQ(a.ncon, b.ncon);
   EXPECT_EQ(a.vertex_weights, b.vertex_weights);
   EXPECT_EQ(a.vertex_sizes, b.vertex_sizes);
@@ -65,8 +65,8 @@ TEST(GzipMatrixMarket, CompressedFileReadsAsThePlainOne) {
     const CsrMatrix plain = read_matrix_market(plain_path);
     const CsrMatrix unzipped = read_matrix_market(gz.path());
     expect_valid_csr(unzipped);
-    expect_same_matrix(unzipped, plain);
-    expect_same_matrix(parse_matrix_market(gzip_bytes(text), name), plain);
+    expect_same_csr(unzipped, plain);
+    expect_same_csr(parse_matrix_market(gzip_bytes(text), name), plain);
     // The header describes the decompressed content; byte ranges are ranges of it.
     const MatrixMarketHeader h = read_matrix_market_header(gz.path());
     const MatrixMarketHeader hp = read_matrix_market_header(plain_path);
@@ -79,23 +79,23 @@ TEST(GzipMatrixMarket, CompressedFileReadsAsThePlainOne) {
     EXPECT_EQ(first.n_entries + second.n_entries, h.n_entries);
     EXPECT_NO_THROW(check_matrix_market_entry_count(gz.path(), h, h.n_entries));
     if (plain.n_rows >= 2) {
-      expect_same_matrix(read_matrix_market(gz.path(), 1, plain.n_rows),
-                         test::row_block(plain, 1, plain.n_rows));
+      expect_same_csr(read_matrix_market(gz.path(), 1, plain.n_rows),
+                      test::row_block(plain, 1, plain.n_rows));
     }
   }
 }
 
 TEST(GzipMatrixMarket, FileWrittenByGzipWithItsNameField) {
   // tests/data/mm/gzip/general_real.mtx.gz is `gzip -c` output (FNAME and MTIME set).
-  expect_same_matrix(read_matrix_market(data_path("mm/gzip/general_real.mtx.gz")),
-                     read_matrix_market(data_path("mm/general_real.mtx")));
+  expect_same_csr(read_matrix_market(data_path("mm/gzip/general_real.mtx.gz")),
+                  read_matrix_market(data_path("mm/general_real.mtx")));
 }
 
 TEST(GzipMatrixMarket, ConcatenatedMembersAreOneContent) {
   const std::string text = slurp(data_path("mm/layout.mtx"));
   const size_t half = text.size() / 2;
   const TempFile gz("gz_members", gzip_bytes(text.substr(0, half)) + gzip_bytes(text.substr(half)));
-  expect_same_matrix(read_matrix_market(gz.path()), read_matrix_market(data_path("mm/layout.mtx")));
+  expect_same_csr(read_matrix_market(gz.path()), read_matrix_market(data_path("mm/layout.mtx")));
 }
 
 TEST(GzipMatrixMarket, ContentDecidesNotTheName) {
@@ -106,10 +106,10 @@ TEST(GzipMatrixMarket, ContentDecidesNotTheName) {
   const TempFile named_gz("plain_named", text);
   const std::string gz_name = named_gz.path() + ".mtx.gz";
   std::rename(named_gz.path().c_str(), gz_name.c_str());
-  expect_same_matrix(read_matrix_market(gz_name), plain);
+  expect_same_csr(read_matrix_market(gz_name), plain);
   std::remove(gz_name.c_str());
   const TempFile gz_named_mtx("gz_named", gzip_bytes(text));
-  expect_same_matrix(read_matrix_market(gz_named_mtx.path()), plain);
+  expect_same_csr(read_matrix_market(gz_named_mtx.path()), plain);
 }
 
 TEST(GzipMatrixMarket, ErrorsCarryTheDecompressedLineNumbers) {

@@ -29,7 +29,7 @@ using test::BadFile;
 using test::data_path;
 using test::entries_of;
 using test::EntryMap;
-using test::expect_same_matrix;
+using test::expect_same_csr;
 using test::expect_valid_csr;
 using test::TempFile;
 
@@ -121,7 +121,7 @@ TEST(MatrixMarketRead, RowBlockKeepsOnlyItsRowsIncludingMirroredEntries) {
   EXPECT_EQ(block.row_begin, 1);
   EXPECT_EQ(block.n_rows, 2);
   EXPECT_EQ(block.n_rows_global, 4);
-  expect_same_matrix(block, test::row_block(whole, 1, 3));
+  expect_same_csr(block, test::row_block(whole, 1, 3));
   // Row 1's entry (1,2) exists only as the mirror of the file's (3,2).
   EXPECT_EQ(entries_of(block).count({1, 2}), 1u);
 }
@@ -163,10 +163,7 @@ TEST_P(MatrixMarketSplit, EveryCutParsesEachEntryOnce) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, MatrixMarketSplit,
                          ::testing::Values("general_real.mtx", "symmetric_real.mtx", "layout.mtx",
                                            "crlf.mtx"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           return name.substr(0, name.find('.'));
-                         });
+                         test::file_test_name);
 
 TEST(MatrixMarketRange, ErrorInARangeReportsTheFilesLineNumber) {
   const std::string path = data_path("mm/bad/crlf_error.mtx");
@@ -276,10 +273,7 @@ const BadFile kBadFiles[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MatrixMarketBadFile, ::testing::ValuesIn(kBadFiles),
-                         [](const auto& info) {
-                           std::string name = info.param.name;
-                           return name.substr(0, name.find('.'));
-                         });
+                         test::bad_file_test_name);
 
 TEST(MatrixMarketErrors, NonexistentFile) {
   const std::string path = data_path("mm/no_such_file.mtx");
@@ -486,8 +480,8 @@ TEST(MatrixMarketLarge, ParallelReadMatchesReferenceForAnyThreadCount) {
   omp_set_num_threads(saved_threads);
   expect_valid_csr(serial);
   EXPECT_EQ(entries_of(serial), big.expected);
-  expect_same_matrix(serial, threaded);
-  expect_same_matrix(block, test::row_block(serial, 4321, 12345));
+  expect_same_csr(serial, threaded);
+  expect_same_csr(block, test::row_block(serial, 4321, 12345));
 }
 
 TEST(MatrixMarketLarge, ParallelErrorsReportTheFirstBadLine) {
@@ -634,7 +628,7 @@ TEST(MatrixMarketWrite, RoundTripIsExactForAwkwardFloats) {
   const TempFile f("roundtrip");
   write_matrix_market(f.path(), m);
   const CsrMatrix back = read_matrix_market(f.path());
-  expect_same_matrix(back, m);
+  expect_same_csr(back, m);
   for (size_t k = 0; k < m.values.size(); ++k) {
     EXPECT_EQ(std::signbit(back.values[k]), std::signbit(m.values[k])) << k;
   }
@@ -695,7 +689,7 @@ TEST(MatrixMarketWrite, RoundTripOfRandomLargeMatrix) {
   const CsrMatrix m = coo_to_csr(t, 5000, 5000);
   const TempFile f("roundtrip_big");
   write_matrix_market(f.path(), m);  // > 1M nonzeros: the batched parallel writer
-  expect_same_matrix(read_matrix_market(f.path()), m);
+  expect_same_csr(read_matrix_market(f.path()), m);
 }
 
 TEST(MatrixMarketWrite, PatternAndRowBlock) {

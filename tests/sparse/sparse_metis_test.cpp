@@ -180,10 +180,7 @@ const BadGraph kBadGraphs[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MetisBadFile, ::testing::ValuesIn(kBadGraphs),
-                         [](const auto& info) {
-                           std::string name = info.param.name;
-                           return name.substr(0, name.find('.'));
-                         });
+                         test::bad_file_test_name);
 
 TEST(MetisRobustness, MutatedGraphsParseOrRaiseParseError) {
   static constexpr char kAlphabet[] = "0123456789 -%\n\r\tx";

@@ -88,10 +88,7 @@ INSTANTIATE_TEST_SUITE_P(Mongoose, RealMatrixMarket,
                                            "bcspwr10.mtx", "dwt_992.mtx", "jagmesh7.mtx", "G51.mtx",
                                            "Erdos971.mtx", "GD97_b.mtx", "Pd.mtx",
                                            "NotreDame_www.mtx"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           return name.substr(0, name.find('.'));
-                         });
+                         test::file_test_name);
 
 TEST(RealMatrices, NotreDameSizesRowBlocksAndRoundTrip) {
   const std::string path = cached("NotreDame_www.mtx");
@@ -100,10 +97,10 @@ TEST(RealMatrices, NotreDameSizesRowBlocksAndRoundTrip) {
   EXPECT_EQ(m.n_rows, 325729);
   EXPECT_EQ(m.nnz(), 929849);
   const CsrMatrix block = read_matrix_market(path, 100000, 200000);
-  test::expect_same_matrix(block, test::row_block(m, 100000, 200000));
+  test::expect_same_csr(block, test::row_block(m, 100000, 200000));
   const test::TempFile copy("notredame");
   write_matrix_market(copy.path(), m, /*pattern=*/true);
-  test::expect_same_matrix(read_matrix_market(copy.path()), m);
+  test::expect_same_csr(read_matrix_market(copy.path()), m);
 }
 
 TEST(RealMatrices, MetisGraphsHaveTheirPublishedSizes) {
@@ -127,7 +124,7 @@ TEST(RealMatrices, GzipCompressedReadAsThePlainFiles) {
   };
   const std::string mtx = cached("NotreDame_www.mtx");
   const test::TempFile mtx_gz("notredame_gz", test::gzip_bytes(slurp(mtx), 6));
-  test::expect_same_matrix(read_matrix_market(mtx_gz.path()), read_matrix_market(mtx));
+  test::expect_same_csr(read_matrix_market(mtx_gz.path()), read_matrix_market(mtx));
   EXPECT_TRUE(is_matrix_market_file(mtx_gz.path()));
   for (const char* name : {"mdual.graph", "copter2.graph"}) {
     const std::string graph = cached(name);
@@ -135,7 +132,7 @@ TEST(RealMatrices, GzipCompressedReadAsThePlainFiles) {
     EXPECT_FALSE(is_matrix_market_file(graph_gz.path())) << name;
     const MetisGraph plain = read_metis_graph(graph);
     const MetisGraph unzipped = read_metis_graph(graph_gz.path());
-    test::expect_same_matrix(unzipped.adjacency, plain.adjacency);
+    test::expect_same_csr(unzipped.adjacency, plain.adjacency);
     EXPECT_EQ(unzipped.vertex_weights, plain.vertex_weights) << name;
   }
 }

@@ -12,6 +12,8 @@
 #include <string>
 #include <utility>
 
+#include "csr_blocks.hpp"
+#include "csr_checks.hpp"
 #include "netsparse/csr.hpp"
 #include "netsparse/sparse_error.hpp"
 
@@ -77,30 +79,6 @@ inline void expect_valid_csr(const CsrMatrix& m) {
   }
 }
 
-inline void expect_same_matrix(const CsrMatrix& a, const CsrMatrix& b) {
-  EXPECT_EQ(a.n_rows_global, b.n_rows_global);
-  EXPECT_EQ(a.n_cols, b.n_cols);
-  EXPECT_EQ(a.row_begin, b.row_begin);
-  EXPECT_EQ(a.n_rows, b.n_rows);
-  EXPECT_EQ(a.row_ptr, b.row_ptr);
-  EXPECT_EQ(a.col_idx, b.col_idx);
-  EXPECT_EQ(a.values, b.values);
-}
-
-// Rows [begin, end) of a whole matrix as a block.
-inline CsrMatrix row_block(const CsrMatrix& whole, gidx_t begin, gidx_t end) {
-  CsrMatrix b;
-  b.n_rows_global = whole.n_rows_global;
-  b.n_cols = whole.n_cols;
-  b.row_begin = begin;
-  b.n_rows = end - begin;
-  const std::int64_t first = whole.row_ptr[begin];
-  for (gidx_t r = begin; r <= end; ++r) b.row_ptr.push_back(whole.row_ptr[r] - first);
-  b.col_idx.assign(whole.col_idx.begin() + first, whole.col_idx.begin() + whole.row_ptr[end]);
-  b.values.assign(whole.values.begin() + first, whole.values.begin() + whole.row_ptr[end]);
-  return b;
-}
-
 // A malformed input file of tests/data and the error it must raise.
 struct BadFile {
   const char* name;
@@ -111,6 +89,16 @@ struct BadFile {
 // Names the case in test listings instead of dumping its bytes.
 inline void PrintTo(const BadFile& bad, std::ostream* os) {
   *os << bad.name;
+}
+
+// gtest's name for a case about one file: the file's name up to its first dot.
+inline std::string file_test_name(const ::testing::TestParamInfo<const char*>& info) {
+  const std::string name = info.param;
+  return name.substr(0, name.find('.'));
+}
+inline std::string bad_file_test_name(const ::testing::TestParamInfo<BadFile>& info) {
+  const std::string name = info.param.name;
+  return name.substr(0, name.find('.'));
 }
 
 // read(path) must throw a ParseError naming the file, the line and the reason; what() is

@@ -12,11 +12,7 @@
 namespace netsparse::transport {
 namespace {
 
-using testing::all_to_all;
-using testing::ExchangeConfig;
-using testing::read_check;
-using testing::ReadCheckConfig;
-using testing::send_validation_check;
+using namespace testing;  // the conformance checks (transport_checks.hpp)
 
 // Runs body(endpoint) on one thread per node; returns "node r: error" lines.
 std::string run_nodes(InprocFabric& fabric, const std::function<std::string(Transport&)>& body) {

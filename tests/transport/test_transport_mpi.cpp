@@ -17,12 +17,7 @@
 namespace netsparse::transport {
 namespace {
 
-using testing::all_to_all;
-using testing::Exchange;
-using testing::ExchangeConfig;
-using testing::read_check;
-using testing::ReadCheckConfig;
-using testing::send_validation_check;
+using namespace testing;  // the conformance checks (transport_checks.hpp)
 
 using netsparse::test::world_rank;
 using netsparse::test::world_size;

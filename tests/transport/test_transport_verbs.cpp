@@ -20,11 +20,7 @@
 namespace netsparse::transport {
 namespace {
 
-using testing::all_to_all;
-using testing::ExchangeConfig;
-using testing::read_check;
-using testing::ReadCheckConfig;
-using testing::send_validation_check;
+using namespace testing;  // the conformance checks (transport_checks.hpp)
 
 ::testing::AssertionResult on_every_rank(const std::string& local_error) {
   int mine = local_error.empty() ? 0 : 1;

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "csr_checks.hpp"
 #include "kernels/random_csr.hpp"
 #include "netsparse/generators.hpp"
 #include "netsparse/transpose.hpp"
@@ -43,17 +44,6 @@ CsrMatrix reference_transpose(const CsrMatrix& a) {
   }
   for (gidx_t c = 0; c < a.n_cols; ++c) o.row_ptr[c + 1] += o.row_ptr[c];
   return o;
-}
-
-void expect_same(const CsrMatrix& got, const CsrMatrix& want, const std::string& what) {
-  SCOPED_TRACE(what);
-  EXPECT_EQ(got.n_rows, want.n_rows);
-  EXPECT_EQ(got.n_cols, want.n_cols);
-  EXPECT_EQ(got.row_begin, want.row_begin);
-  EXPECT_EQ(got.n_rows_global, want.n_rows_global);
-  ASSERT_EQ(got.row_ptr, want.row_ptr);
-  ASSERT_EQ(got.col_idx, want.col_idx);
-  ASSERT_EQ(got.values, want.values);  // values are moved, never combined: bit-exact
 }
 
 CsrMatrix empty_matrix(gidx_t rows, gidx_t cols) {
@@ -144,8 +134,9 @@ TEST(Transpose, EveryMethodMatchesTheReference) {
         TransposeOptions o;
         o.method = method;
         o.threads = threads;
-        expect_same(transpose(c.m, o), want,
-                    c.name + " " + method_name(method) + " threads " + std::to_string(threads));
+        test::expect_same_csr(
+            transpose(c.m, o), want,
+            c.name + " " + method_name(method) + " threads " + std::to_string(threads));
       }
     }
   }
@@ -162,7 +153,7 @@ TEST(Transpose, MergeEveryLeafCount) {
         TransposeOptions o;
         o.leaves = l;
         o.threads = threads;
-        expect_same(
+        test::expect_same_csr(
             transpose(c.m, o), want,
             c.name + " leaves " + std::to_string(l) + " threads " + std::to_string(threads));
       }
@@ -186,7 +177,7 @@ TEST(Transpose, TwiceIsIdentity) {
       want.row_ptr.assign(static_cast<std::size_t>(c.m.row_begin), 0);
       for (const std::int64_t p : c.m.row_ptr) want.row_ptr.push_back(p);
       want.row_ptr.resize(static_cast<std::size_t>(want.n_rows) + 1, c.m.nnz());
-      expect_same(back, want, c.name + " " + method_name(method));
+      test::expect_same_csr(back, want, c.name + " " + method_name(method));
     }
   }
 }
@@ -212,7 +203,7 @@ TEST(Transpose, IntoReusesTheOutput) {
   const gidx_t* before = out.col_idx.data();
   transpose_into(a, out, {.method = TransposeMethod::scan, .threads = 2});
   EXPECT_EQ(out.col_idx.data(), before);
-  expect_same(out, reference_transpose(a), "reused");
+  test::expect_same_csr(out, reference_transpose(a), "reused");
   EXPECT_THROW(transpose_into(a, const_cast<CsrMatrix&>(a)), std::invalid_argument);
 }
 
@@ -313,8 +304,8 @@ TEST(TransposeBadInput, Shape) {
 
 TEST(TransposeBadInput, UncheckedInputIsTheCallersPromise) {
   // check_input = false skips the pass; a well-formed matrix still transposes.
-  expect_same(transpose(small(), {.check_input = false}), reference_transpose(small()),
-              "unchecked");
+  test::expect_same_csr(transpose(small(), {.check_input = false}), reference_transpose(small()),
+                        "unchecked");
 }
 
 }  // namespace
