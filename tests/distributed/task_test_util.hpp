@@ -3,7 +3,10 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "netsparse/csr.hpp"
 #include "netsparse/dist_matrix.hpp"
