@@ -122,6 +122,10 @@ Modes
                            netsparse-node     node-wide NetSparse: one Idx Filter, property
                                               store and RIG engine per host (its leader);
                                               each remote row lands once per host
+                           task-packets       per owner, the sparse work sent to the owner
+                                              (triples) and partial sums back where that
+                                              moves fewer bytes than fetching its rows, else
+                                              the rows (not in the default list)
                            ideal              no communication (the compute-only bound)
                            petsc              PETSc's MatMult / MatMatMult (MPIDENSE B), fp64;
                                               built with PETSc, in the default list with
@@ -354,6 +358,9 @@ std::vector<Variant> make_variants(const Options& o, int hosts) {
   if (labels.empty()) {
     for (CommMode m : all_comm_modes()) {
       const bool node_mode = m == CommMode::node_aware_ie || m == CommMode::netsparse_node;
+      // task-packets only when asked: it is inspector-executor wherever no owner is cheaper to
+      // send the work to, and the main job keeps its list and its time.
+      if (m == CommMode::task_packets) continue;
       if (!node_mode || hosts > 1) labels.emplace_back(to_string(m));
     }
     if (bench::kPetscMode && o.dist.scalar == ScalarType::f64 && !o.changing &&
@@ -443,6 +450,8 @@ struct Result {
   // netsparse-node: the host Idx Filter's lookups and the rows landed in the hosts' stores (sums
   // per iteration), and per host inter-host bytes, frames, intra-host bytes, rows.
   double host_lookups_total = 0, host_landed_total = 0;
+  // task-packets: (rank, owner) pairs that sent task packets / fetched rows, summed over ranks.
+  double task_owners_total = 0, row_owners_total = 0;
   std::vector<double> per_host;  // 4 values per host, in host order
   double useful_tail = 0, wait_tail = 0, sync_tail = 0;
   double compute_tail = 0, post_tail = 0, progress_tail = 0;
@@ -692,6 +701,8 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   res.intra_bytes_total = allreduce(static_cast<double>(s.intra_host_bytes) / iters, MPI_SUM);
   res.host_lookups_total = allreduce(static_cast<double>(s.host_filter_lookups) / iters, MPI_SUM);
   res.host_landed_total = allreduce(static_cast<double>(s.host_rows_landed) / iters, MPI_SUM);
+  res.task_owners_total = allreduce(static_cast<double>(s.task_owners) / iters, MPI_SUM);
+  res.row_owners_total = allreduce(static_cast<double>(s.row_owners) / iters, MPI_SUM);
   if (counts_host_traffic(kern.mode())) res.per_host = per_host_totals(s, iters);
   res.wait_tail = allreduce(s.wait_seconds / iters, MPI_MAX);
   res.sync_tail = allreduce(s.sync_seconds / iters, MPI_MAX);
@@ -957,6 +968,14 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
                                          .c_str()
                                    : "");
     }
+  }
+  for (const Result& r : results) {
+    if (!r.error.empty() || r.mode != CommMode::task_packets) continue;
+    std::printf(
+        "   %s: (rank, owner) pairs sending task packets %.0f, fetching rows %.0f; %.0f messages, "
+        "%s per iteration (all ranks)\n",
+        r.label.c_str(), r.task_owners_total, r.row_owners_total, r.messages_total,
+        human_bytes(r.bytes_total).c_str());
   }
   if (!below_wire.empty()) {
     std::printf(
@@ -1344,6 +1363,8 @@ bench::Json result_json(KernelKind kernel, int k, const Result& r, const Derived
   j["host_fc_rate"] =
       r.host_lookups_total > 0 ? 1 - r.host_landed_total / r.host_lookups_total : -1.0;
   j["per_host"] = per_host_json(r.per_host);
+  j["task_owners_total"] = r.task_owners_total;
+  j["row_owners_total"] = r.row_owners_total;
   j["wait_tail_s"] = r.wait_tail;
   j["sync_tail_s"] = r.sync_tail;
   j["compute_tail_s"] = r.compute_tail;

@@ -40,6 +40,12 @@
 //                      ranks read it and their host's rows in place), and one RIG engine run by
 //                      the host leader, whose packets to another host are that host pair's frames
 //                      (gather plans for the host's union of remote rows; docs/node-aware.md).
+//   task-packets       data-centric task packets (the SmartNIC dissertation, ch. 4), chosen per
+//                      owner by bytes: where (local row, column, value) triples to the owner plus
+//                      its partial sums (K values per local row touched) are fewer bytes than
+//                      the distinct rows of B fetched from it, the rank sends the owner its sparse
+//                      work and adds the returned partial sums into C; elsewhere it fetches the
+//                      rows as inspector-executor does. MPI point-to-point; SDDMM always fetches.
 //   ideal              no communication: every rank holds all of the operand (replicate()).
 #pragma once
 
@@ -70,6 +76,7 @@ enum class CommMode {
   inspector_executor,
   node_aware_ie,
   netsparse_node,
+  task_packets,
   ideal
 };
 [[nodiscard]] const char* to_string(CommMode mode) noexcept;  // "netsparse", "su-panel", ...
@@ -191,6 +198,10 @@ struct CommStats {
   // host's store. Node-wide F+C rate = 1 - landed / lookups, summed over the host's ranks.
   std::uint64_t host_filter_lookups = 0;
   std::uint64_t host_rows_landed = 0;
+  // task-packets: the owners this rank sent its sparse work to (task packets) and the owners it
+  // fetched rows from (per run; summed over runs in total_stats).
+  std::uint64_t task_owners = 0;
+  std::uint64_t row_owners = 0;
 };
 
 // The communication volume a pattern needs, independent of the mode (collective to compute).

@@ -24,12 +24,13 @@ using dist::check_mpi;
 // ---- modes -----------------------------------------------------------------------------------
 
 namespace {
-constexpr std::array<CommMode, 10> kAllModes = {
+constexpr std::array<CommMode, 11> kAllModes = {
     CommMode::netsparse,          CommMode::su,
     CommMode::su_panel,           CommMode::sa_vanilla,
     CommMode::sa_conveyors,       CommMode::sa_opt,
     CommMode::inspector_executor, CommMode::node_aware_ie,
-    CommMode::netsparse_node,     CommMode::ideal};
+    CommMode::netsparse_node,     CommMode::ideal,
+    CommMode::task_packets};
 }  // namespace
 
 const char* to_string(CommMode mode) noexcept {
@@ -52,6 +53,8 @@ const char* to_string(CommMode mode) noexcept {
       return "node-aware-ie";
     case CommMode::netsparse_node:
       return "netsparse-node";
+    case CommMode::task_packets:
+      return "task-packets";
     case CommMode::ideal:
       return "ideal";
   }
@@ -409,6 +412,8 @@ void DistKernel::Impl::run(const dist::Operands<T>& ops) {
   total.intra_host_bytes += last.intra_host_bytes;
   total.host_filter_lookups += last.host_filter_lookups;
   total.host_rows_landed += last.host_rows_landed;
+  total.task_owners += last.task_owners;
+  total.row_owners += last.row_owners;
 }
 
 namespace {
@@ -442,6 +447,8 @@ std::unique_ptr<dist::ExchangeBase> make_exchange(DistKernel::Impl& s,
       return dist::make_node_ie_exchange<T>();
     case CommMode::netsparse_node:
       return dist::make_node_rig_exchange<T>();
+    case CommMode::task_packets:
+      return dist::make_task_exchange<T>();
     case CommMode::ideal:
       return dist::make_ideal_exchange<T>();
   }
@@ -541,11 +548,12 @@ void check_scalar(const char* call, ScalarType kernel_scalar) {
   }
 }
 
-// Every rank checks the run's arguments and all agree on a failure. netsparse-node gives up
-// after its deadline when a rank never joins (it died): its runs fail, they never hang.
+// Every rank checks the run's arguments and all agree on a failure. netsparse-node and
+// task-packets give up after their deadline when a rank never joins (it died): their runs fail,
+// they never hang.
 template <class F>
 void agree_on_arguments(const DistKernel::Impl& s, F&& f) {
-  if (s.options.mode == CommMode::netsparse_node) {
+  if (s.options.mode == CommMode::netsparse_node || s.options.mode == CommMode::task_packets) {
     dist::collective_call_within(s.comm, dist::node_wait_deadline(s.options), f);
   } else {
     dist::collective_call(s.comm, f);

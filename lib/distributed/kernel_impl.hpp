@@ -135,6 +135,10 @@ template <class T>
 std::unique_ptr<Exchange<T>> make_node_rig_exchange();
 template <class T>
 std::unique_ptr<Exchange<T>> make_conveyor_exchange(bool prefilter);
+// task-packets (exchange_task.cpp): per owner, task packets (the sparse work sent to the owner,
+// partial sums back) where they move fewer bytes than fetching its rows, else the rows.
+template <class T>
+std::unique_ptr<Exchange<T>> make_task_exchange();
 // How the RIG engine modes gather.
 enum class RigVariant {
   vanilla,  // sa-vanilla: one NS_WR_RDMA_READ per remote nonzero
@@ -175,8 +179,9 @@ struct EngineCounters {
 // Byte accounting: every mode prices its wire bytes with the one wire model
 // (concat/wire_model.hpp: MPI messages, NetSparse packets, the paper's lone PR).
 
-// netsparse-node's deadline for every wait of a run (its host barrier, the leaders' quiesces and
-// completions, and the run's argument agreement in DistKernel): 2 x the engine watchdog + 1 s,
+// netsparse-node's and task-packets' deadline for every wait of a run (its host barrier, the
+// leaders' quiesces and completions; task-packets' messages; the run's argument agreement in
+// DistKernel): 2 x the engine watchdog + 1 s,
 // or 120 s without one. A rank that died makes the run throw after it instead of hanging.
 inline std::chrono::milliseconds node_wait_deadline(const DistOptions& options) {
   const std::uint32_t watchdog = options.engine.watchdog_ms;

@@ -1,0 +1,261 @@
+// task-packets (exchange_task.cpp): results against the single-process reference (fp32 and fp64,
+// SpMM at several K, SpMV, SDDMM), the per-owner choice on a matrix where it is known (tasks for
+// some owners, rows for others, on the same rank), its statistics, the packet checks, and a
+// forged triple on the wire refused on every rank with nothing lost (the kernel runs right
+// afterwards). The forgery is real: this binary interposes MPI_Isend (the MPI profiling
+// interface) and, when asked, corrupts the next task packet a rank sends.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstring>
+#include <deque>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "dist_test_util.hpp"
+#include "distributed/task_packet.hpp"
+#include "netsparse/distributed.hpp"
+#include "task_test_util.hpp"
+
+namespace {
+
+// The forgery: what to do to the next task packet this rank sends (none, a column past the
+// owner's rows, a slot past the reply).
+enum class Forge { none, column, slot };
+Forge g_forge = Forge::none;
+std::deque<std::vector<unsigned char>> g_forged;  // the corrupted copies, alive until the end
+
+}  // namespace
+
+extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag,
+                         MPI_Comm comm, MPI_Request* request) {
+  namespace task = netsparse::dist::task;
+  if (g_forge != Forge::none && tag == task::kTagTasks && type == MPI_BYTE &&
+      count >= static_cast<int>(task::kHeaderBytes + 8)) {
+    auto& copy = g_forged.emplace_back(static_cast<const unsigned char*>(buf),
+                                       static_cast<const unsigned char*>(buf) + count);
+    task::Header h;
+    std::memcpy(&h, copy.data(), sizeof h);
+    const std::uint32_t bad = g_forge == Forge::column ? 0xfffffff0u : h.slots;
+    // The last triple's column or slot.
+    const std::size_t at =
+        task::kHeaderBytes + (g_forge == Forge::column ? h.tasks * 4u : 0u) + (h.tasks - 1) * 4u;
+    std::memcpy(copy.data() + at, &bad, 4);
+    g_forge = Forge::none;
+    return PMPI_Isend(copy.data(), count, type, dest, tag, comm, request);
+  }
+  return PMPI_Isend(buf, count, type, dest, tag, comm, request);
+}
+
+namespace netsparse::test {
+namespace {
+
+int world_size() {
+  int p = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  return p;
+}
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+template <class T>
+std::vector<T> operand_as(int which, gidx_t b, gidx_t e, int k) {
+  const std::vector<float> f = operand_block(which, b, e, k);
+  return std::vector<T>(f.begin(), f.end());
+}
+
+// One kernel of task-packets on `dm` against the double reference from `whole`'s rows; returns
+// the kernel's total statistics.
+template <class T>
+CommStats check_against_reference(const DistMatrix& dm, const CsrMatrix& whole, KernelKind kernel,
+                                  int k, const std::string& what) {
+  DistOptions o;
+  o.mode = CommMode::task_packets;
+  o.scalar = scalar_type_of<T>;
+  const double tolerance = std::is_same_v<T, float> ? kTolerance : kF64Tolerance;
+  DistKernel kern(dm, kernel, k, o);
+  const int rank = dm.rank();
+  const CsrMatrix block = row_block(whole, dm.rows().begin(rank), dm.rows().end(rank));
+  const gidx_t cb = dm.cols().begin(rank), ce = dm.cols().end(rank);
+  for (int run = 0; run < 2; ++run) {  // a second run with another operand: nothing stale
+    const int which = 1 + run;
+    if (kernel == KernelKind::sddmm) {
+      const std::vector<T> x = operand_as<T>(3, dm.rows().begin(rank), dm.rows().end(rank), k);
+      const std::vector<T> y = operand_as<T>(which, cb, ce, k);
+      std::vector<T> out(static_cast<std::size_t>(dm.local().nnz()));
+      kern.sddmm(x, y, out);
+      EXPECT_LE(max_relative_error(out, reference_sddmm(block, k, 3, which)), tolerance) << what;
+    } else {
+      const std::vector<T> b = operand_as<T>(which, cb, ce, k);
+      std::vector<T> c(static_cast<std::size_t>(dm.rows().size(rank)) * k, T(7));
+      if (kernel == KernelKind::spmv) {
+        kern.spmv(b, c);
+      } else {
+        kern.spmm(b, c);
+      }
+      EXPECT_LE(max_relative_error(c, reference_spmm(block, k, which)), tolerance) << what;
+    }
+  }
+  return kern.total_stats();
+}
+
+TEST(TaskPackets, EveryKernelMatchesTheReference) {
+  for (const std::string& spec :
+       {std::string("gen:kron:8"), std::string("gen:stencil:6:5:4:2"),
+        std::string("gen:road:17:13:0.05"), data_path("distributed/small_symmetric.mtx")}) {
+    const Fixture f = make_fixture(spec);
+    for (int k : {1, 16, 128}) {
+      check_against_reference<float>(f.dm, f.whole, KernelKind::spmm, k,
+                                     spec + " f32 SpMM K=" + std::to_string(k));
+      check_against_reference<double>(f.dm, f.whole, KernelKind::spmm, k,
+                                      spec + " f64 SpMM K=" + std::to_string(k));
+    }
+    check_against_reference<float>(f.dm, f.whole, KernelKind::spmv, 1, spec + " f32 SpMV");
+    check_against_reference<double>(f.dm, f.whole, KernelKind::spmv, 1, spec + " f64 SpMV");
+    check_against_reference<float>(f.dm, f.whole, KernelKind::sddmm, 8, spec + " f32 SDDMM");
+  }
+}
+
+// The per-owner choice on the matrix built for it (task_test_util.hpp): the expected owners
+// choose tasks, the others rows, and the result is right either way.
+TEST(TaskPackets, PerOwnerChoiceMixesTasksAndRows) {
+  const int p = world_size(), rank = world_rank();
+  constexpr gidx_t m = 200;
+  const DistMatrix dm = mixed_choice_matrix(MPI_COMM_WORLD, m);
+  const CsrMatrix whole = mixed_choice_whole(p, m);
+  const std::uint64_t task_owners = p > 1 && rank % 2 == 0 ? 1 : 0;
+  const std::uint64_t row_owners = p == 1 ? 0 : (rank % 2 == 1 ? 1 : 0) + (p >= 3 ? 1 : 0);
+  for (int k : {16, 128}) {
+    for (const CommStats& s :
+         {check_against_reference<float>(dm, whole, KernelKind::spmm, k, "mixed f32"),
+          check_against_reference<double>(dm, whole, KernelKind::spmm, k, "mixed f64")}) {
+      EXPECT_EQ(s.runs, 2u);
+      EXPECT_EQ(s.task_owners, 2 * task_owners) << "K=" << k;
+      EXPECT_EQ(s.row_owners, 2 * row_owners) << "K=" << k;
+    }
+  }
+  // K = 1: a triple is bigger than the row it replaces, so every owner is fetched.
+  const CommStats spmv = check_against_reference<float>(dm, whole, KernelKind::spmv, 1, "spmv");
+  EXPECT_EQ(spmv.task_owners, 0u);
+  EXPECT_EQ(spmv.row_owners, 2 * (row_owners + task_owners));
+  // SDDMM's output is per nonzero: always rows.
+  const CommStats sddmm = check_against_reference<float>(dm, whole, KernelKind::sddmm, 16, "sddmm");
+  EXPECT_EQ(sddmm.task_owners, 0u);
+  EXPECT_EQ(sddmm.row_owners, 2 * (row_owners + task_owners));
+}
+
+// The bytes counted are the wire model's for the messages sent: a task packet and partial sums
+// where tasks were chosen, fewer bytes than inspector-executor on the same pattern.
+TEST(TaskPackets, MovesFewerBytesThanInspectorExecutorWhereItChoseTasks) {
+  if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks (nothing remote on one)";
+  constexpr gidx_t m = 200;
+  constexpr int k = 64;
+  const DistMatrix dm = mixed_choice_matrix(MPI_COMM_WORLD, m);
+  const auto bytes_of = [&](CommMode mode) {
+    DistOptions o;
+    o.mode = mode;
+    DistKernel kern(dm, KernelKind::spmm, k, o);
+    const int rank = dm.rank();
+    const std::vector<float> b = operand_block(1, dm.cols().begin(rank), dm.cols().end(rank), k);
+    std::vector<float> c(static_cast<std::size_t>(dm.rows().size(rank)) * k);
+    kern.spmm(b, c);
+    std::uint64_t bytes = kern.total_stats().bytes_sent;
+    MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    return bytes;
+  };
+  const std::uint64_t tasks = bytes_of(CommMode::task_packets);
+  const std::uint64_t ie = bytes_of(CommMode::inspector_executor);
+  EXPECT_LT(tasks, ie);
+  // Rank 0's hub row: m unit-valued triples (8 B each + 16 B header) to rank 1 and one partial
+  // sum back instead of m rows of K floats; the rest is inspector-executor's.
+  // Every even rank's hub row (values 1 on rank 0 only: the Boolean format there).
+  std::uint64_t saved = 0;
+  for (int r = 0; r < world_size(); r += 2) {
+    saved += (50 + m * k * 4) - (50 + dist::task::packet_bytes(m, r == 0, 4)) -
+             (50 + std::uint64_t{k} * 4);
+  }
+  EXPECT_EQ(ie - tasks, saved);
+}
+
+TEST(TaskPackets, PacketChecksRefuseForgedPackets) {
+  namespace task = dist::task;
+  // A good packet: 2 slots, 3 triples with values, for an owner of 10 rows.
+  std::vector<std::byte> good(task::packet_bytes(3, false, sizeof(float)));
+  const task::Header h{task::kMagic, 0, 2, 3};
+  std::memcpy(good.data(), &h, sizeof h);
+  const std::uint32_t slots[3] = {0, 0, 1}, cols[3] = {9, 0, 4};
+  const float vals[3] = {1.5f, -2.0f, 0.5f};
+  std::memcpy(good.data() + 16, slots, 12);
+  std::memcpy(good.data() + 28, cols, 12);
+  std::memcpy(good.data() + 40, vals, 12);
+  EXPECT_EQ(task::check_packet<float>(good, 2, 3, false, 10), "");
+  std::vector<float> b(10 * 2), sums(2 * 2, 99.0f);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = float(i);
+  task::apply_packet<float>(good, b.data(), 2, sums.data());
+  EXPECT_EQ(sums,
+            (std::vector<float>{1.5f * 18 - 2.0f * 0, 1.5f * 19 - 2.0f * 1, 0.5f * 8, 0.5f * 9}));
+  // Each forgery alone is refused with its reason.
+  const auto forged = [&](std::size_t at, std::uint32_t v) {
+    std::vector<std::byte> p = good;
+    std::memcpy(p.data() + at, &v, 4);
+    return task::check_packet<float>(p, 2, 3, false, 10);
+  };
+  EXPECT_NE(forged(28 + 8, 10).find("column 10 outside the owner's 10 rows"), std::string::npos);
+  EXPECT_NE(forged(16 + 4, 2).find("slot 2 outside the 2 slots"), std::string::npos);
+  EXPECT_NE(forged(0, 0).find("magic"), std::string::npos);
+  EXPECT_NE(forged(8, 3).find("differs from the setup"), std::string::npos);
+  EXPECT_NE(forged(4, task::kUnitValues).find("differs from the setup"), std::string::npos);
+  EXPECT_NE(task::check_packet<float>(std::span(good).first(good.size() - 1), 2, 3, false, 10)
+                .find("bytes, the setup announced"),
+            std::string::npos);
+  EXPECT_NE(task::check_packet<float>(good, 2, 3, false, 9).find("column 9"), std::string::npos);
+}
+
+// A forged triple on the wire: the owner refuses the whole packet (never reads outside its rows),
+// the sender learns it from the empty reply, every rank throws the same error, and the kernel
+// then runs right: nothing was lost or left in flight.
+TEST(TaskPackets, ForgedTripleOnTheWireIsRefusedOnEveryRank) {
+  const int p = world_size(), rank = world_rank();
+  if (p < 2) GTEST_SKIP() << "needs 2 ranks";
+  constexpr gidx_t m = 200;
+  constexpr int k = 16;
+  const DistMatrix dm = mixed_choice_matrix(MPI_COMM_WORLD, m);
+  const CsrMatrix whole = mixed_choice_whole(p, m);
+  const CsrMatrix block = row_block(whole, dm.rows().begin(rank), dm.rows().end(rank));
+  DistOptions o;
+  o.mode = CommMode::task_packets;
+  DistKernel kern(dm, KernelKind::spmm, k, o);
+  const std::vector<float> b = operand_block(1, dm.cols().begin(rank), dm.cols().end(rank), k);
+  std::vector<float> c(static_cast<std::size_t>(m) * k);
+  for (Forge forge : {Forge::column, Forge::slot}) {
+    if (rank == 0) g_forge = forge;  // rank 0 sends task packets to rank 1 (task_test_util.hpp)
+    std::string what;
+    try {
+      kern.spmm(b, c);
+    } catch (const std::runtime_error& e) {
+      what = e.what();
+    }
+    EXPECT_EQ(g_forge, Forge::none) << "the forgery was not sent";
+    // Every rank fails the run; the owner (rank 1) says why, the forger that its packet was
+    // refused, the others carry the lowest failing rank's (the forger's) text.
+    EXPECT_NE(what.find("refused"), std::string::npos) << what;
+    if (rank == 1) {
+      EXPECT_NE(what.find("refused the task packet of rank 0"), std::string::npos) << what;
+      EXPECT_NE(what.find(forge == Forge::column ? "column 4294967280 outside the owner's 200 rows"
+                                                 : "slot 1 outside the 1 slots"),
+                std::string::npos)
+          << what;
+    } else {
+      EXPECT_NE(what.find("rank 1 refused our task packet"), std::string::npos) << what;
+    }
+    kern.spmm(b, c);
+    EXPECT_LE(max_relative_error(c, reference_spmm(block, k, 1)), kTolerance);
+  }
+}
+
+}  // namespace
+}  // namespace netsparse::test
