@@ -10,7 +10,9 @@
 // without the cache: each distinct id of a batch fetched once), plain (one RIG gather of every
 // lookup as it comes), allgather (MPI_Allgatherv of the whole table whenever it changed, then
 // local copies). Every lookup of every mode is checked against a sequential reference of the
-// whole table (exit 1 if any differs). Exit 0 when every mode agreed, 2 on a bad option.
+// whole table (exit 1 if any differs). Ranks wait for each other with ns_quiesce, never an MPI
+// barrier: with INLINE progress (the default on 2 cores) a rank in MPI_Barrier would not serve
+// its peers' gathers. Exit 0 when every mode agreed, 2 on a bad option.
 #include <mpi.h>
 
 #include <algorithm>
@@ -173,9 +175,9 @@ void run_round(Job& job, const Args& args, const ZipfIds& zipf, netsparse::Embed
   table.set_options(mode == "cached"  ? netsparse::EmbeddingOptions{args.cache_rows, true}
                     : mode == "plain" ? netsparse::EmbeddingOptions{0, false}
                                       : netsparse::EmbeddingOptions{0, true});
-  MPI_Barrier(MPI_COMM_WORLD);
+  job.ctx.quiesce();
   table.local_rows_changed();
-  MPI_Barrier(MPI_COMM_WORLD);
+  job.ctx.quiesce();
   table.reset_stats();
   job.ctx.stats_reset();
   std::vector<float> reference = initial_table, replica;
@@ -199,7 +201,7 @@ void run_round(Job& job, const Args& args, const ZipfIds& zipf, netsparse::Embed
       for (std::size_t j = 0; j < ids.size(); ++j)
         for (std::uint32_t e = 0; e < dim; ++e) grads[j * dim + e] = delta(ids[j], e, it);
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    job.ctx.quiesce();
     const double t0 = MPI_Wtime();
     if (mode == "allgather") {
       if (replica_stale) {
@@ -218,7 +220,7 @@ void run_round(Job& job, const Args& args, const ZipfIds& zipf, netsparse::Embed
       const std::uint64_t before = job.ctx.stat(NS_STAT_SCATTER_BYTES);
       table.push_gradients(ids, grads);
       scatter_bytes += job.ctx.stat(NS_STAT_SCATTER_BYTES) - before;
-      MPI_Barrier(MPI_COMM_WORLD);  // every update in before anyone looks up again
+      job.ctx.quiesce();  // every update in before anyone looks up again
       replica_stale = true;
     }
     iter_s += MPI_Wtime() - t0;
@@ -234,6 +236,7 @@ void run_round(Job& job, const Args& args, const ZipfIds& zipf, netsparse::Embed
           for (std::uint32_t e = 0; e < dim; ++e) reference[id * dim + e] += delta(id, e, it);
     }
   }
+  job.ctx.quiesce();  // every peer's lookups served before the MPI reductions below
   r.iter_times.push_back(nb::max_over_ranks(iter_s) / args.iterations);
   r.lookup_times.push_back(nb::max_over_ranks(lookup_s) / args.iterations);
   int mine_ok = ok ? 1 : 0, all_ok = 0;
@@ -359,7 +362,7 @@ int main(int argc, char** argv) {
       records.insert(records.end(), mine.begin(), mine.end());
       print_alpha(job, args, records, alpha);
     }
-    MPI_Barrier(MPI_COMM_WORLD);  // nobody reads the table any more
+    job.ctx.quiesce();  // nobody reads the table any more
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_embedding: rank %d: %s\n", job.rank, e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);

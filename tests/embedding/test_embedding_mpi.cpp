@@ -2,8 +2,9 @@
 // sequential reference of the whole table, with heavy duplication, for the plain gather, the
 // de-duplicated gather and the cache (small and large); updates between iterations are always
 // seen (a cached row of an older epoch is never served); an out-of-range id fails the call on
-// the caller and changes no byte anywhere. NETSPARSE_TEST_PROGRESS=thread|inline picks the
-// engine's progress mode.
+// the caller and changes no byte anywhere. Ranks wait for each other with ns_quiesce (an
+// MPI_Barrier would stop an INLINE engine from serving its peers).
+// NETSPARSE_TEST_PROGRESS=thread|inline picks the engine's progress mode.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -103,7 +104,7 @@ TEST(EmbeddingMpi, EveryPolicyMatchesTheReference) {
   for (const std::uint32_t dim : {16u, 5u}) {
     EmbeddingTable table(ctx, dim, offsets);
     fill_local(table, offsets, rank);
-    MPI_Barrier(MPI_COMM_WORLD);
+    ctx.quiesce();
     const Reference ref(offsets.back(), dim);
     struct Policy {
       const char* name;
@@ -135,7 +136,7 @@ TEST(EmbeddingMpi, EveryPolicyMatchesTheReference) {
         EXPECT_EQ(s.cache_stale, 0u);  // nothing changed
       }
     }
-    MPI_Barrier(MPI_COMM_WORLD);  // nobody reads this table any more
+    ctx.quiesce();  // nobody reads this table any more
   }
 }
 
@@ -150,7 +151,7 @@ TEST(EmbeddingMpi, UpdatesBetweenIterationsAreAlwaysSeen) {
   constexpr std::uint32_t kDim = 8;
   EmbeddingTable table(ctx, kDim, offsets, EmbeddingOptions{total, true});
   fill_local(table, offsets, rank);
-  MPI_Barrier(MPI_COMM_WORLD);
+  ctx.quiesce();
   Reference ref(total, kDim);
   for (int it = 0; it < 5; ++it) {
     const std::vector<std::uint64_t> ids = batch(rank, it, total, 2000);
@@ -165,7 +166,7 @@ TEST(EmbeddingMpi, UpdatesBetweenIterationsAreAlwaysSeen) {
     for (std::size_t j = 0; j < ids.size(); ++j)
       for (std::uint32_t e = 0; e < kDim; ++e) g[j * kDim + e] = delta(ids[j], e, it);
     table.push_gradients(ids, g);
-    MPI_Barrier(MPI_COMM_WORLD);  // every rank's update is done before anyone looks up again
+    ctx.quiesce();  // every rank's update is done before anyone looks up again
     for (int p = 0; p < size; ++p) {
       for (const std::uint64_t id : batch(p, it, total, 2000))
         for (std::uint32_t e = 0; e < kDim; ++e) ref.rows[id * kDim + e] += delta(id, e, it);
@@ -177,7 +178,7 @@ TEST(EmbeddingMpi, UpdatesBetweenIterationsAreAlwaysSeen) {
   EXPECT_EQ(s.pushes, 3u);
 
   // The owner writes its rows directly (between barriers) and says so: peers see the new rows.
-  MPI_Barrier(MPI_COMM_WORLD);
+  ctx.quiesce();
   if (rank == 0) {
     const std::span<float> mine = table.local_rows();
     for (std::size_t k = 0; k < mine.size(); ++k) {
@@ -188,13 +189,13 @@ TEST(EmbeddingMpi, UpdatesBetweenIterationsAreAlwaysSeen) {
   } else {
     for (std::size_t k = 0; k < offsets[1] * kDim; ++k) ref.rows[k] += 1.0f;
   }
-  MPI_Barrier(MPI_COMM_WORLD);
+  ctx.quiesce();
   std::vector<std::uint64_t> all(total);
   for (std::uint64_t id = 0; id < total; ++id) all[id] = id;
   std::vector<float> out(total * kDim);
   table.lookup(all, out);
   EXPECT_EQ(first_mismatch(all, out, ref), -1);
-  MPI_Barrier(MPI_COMM_WORLD);
+  ctx.quiesce();
 }
 
 TEST(EmbeddingMpi, OutOfRangeIdIsRefusedAndWritesNothing) {
@@ -206,7 +207,7 @@ TEST(EmbeddingMpi, OutOfRangeIdIsRefusedAndWritesNothing) {
   constexpr std::uint32_t kDim = 4;
   EmbeddingTable table(ctx, kDim, offsets, EmbeddingOptions{64, true});
   fill_local(table, offsets, rank);
-  MPI_Barrier(MPI_COMM_WORLD);
+  ctx.quiesce();
   const Reference ref(total, kDim);
   // Only the last rank sends bad ids; it alone gets the error.
   bool refused = false;
@@ -235,12 +236,14 @@ TEST(EmbeddingMpi, OutOfRangeIdIsRefusedAndWritesNothing) {
     std::vector<float> short_out(kDim);
     EXPECT_THROW(table.lookup(ids, short_out), netsparse::Error);  // wrong output size
   }
-  MPI_Barrier(MPI_COMM_WORLD);
+  ctx.quiesce();
   // No rank's rows changed: the whole table still equals the initial values.
   std::vector<std::uint64_t> all(total);
   for (std::uint64_t id = 0; id < total; ++id) all[id] = id;
   std::vector<float> out(total * kDim);
   table.lookup(all, out);
-  EXPECT_TRUE(all_ranks(first_mismatch(all, out, ref) == -1));
-  MPI_Barrier(MPI_COMM_WORLD);
+  const bool right = first_mismatch(all, out, ref) == -1;
+  ctx.quiesce();  // every peer's lookups served before the MPI reduction
+  EXPECT_TRUE(all_ranks(right));
+  ctx.quiesce();
 }

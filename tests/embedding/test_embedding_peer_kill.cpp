@@ -120,10 +120,13 @@ int main(int argc, char** argv) {
     worst_ms = std::max(worst_ms, ms_since(posted));
   }
   // Lookups that need only live owners still work after the death (the epoch exchange asks
-  // only the owners a batch reads from), and are right.
+  // only the owners a batch reads from), and are right. INLINE: the other survivor may have
+  // left its loop and no longer runs its engine, so only this rank's own rows.
   try {
     std::vector<std::uint64_t> ids;
-    for (std::uint64_t k = 0; k < 40; ++k) ids.push_back((k * 17) % victim_first);
+    const std::uint64_t own = offsets[static_cast<std::size_t>(rank)];
+    for (std::uint64_t k = 0; k < 40; ++k)
+      ids.push_back(inline_progress ? own + (k * 17) % kRowsPerRank : (k * 17) % victim_first);
     std::vector<float> out(ids.size() * kDim);
     table.lookup(ids, out);
     for (std::size_t j = 0; j < ids.size(); ++j)
