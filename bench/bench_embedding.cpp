@@ -218,6 +218,7 @@ void run_round(Job& job, const Args& args, const ZipfIds& zipf, netsparse::Embed
     const double t1 = MPI_Wtime();
     if (update) {
       const std::uint64_t before = job.ctx.stat(NS_STAT_SCATTER_BYTES);
+      job.ctx.quiesce();  // every rank's lookups done before rows change (the reference's order)
       table.push_gradients(ids, grads);
       scatter_bytes += job.ctx.stat(NS_STAT_SCATTER_BYTES) - before;
       job.ctx.quiesce();  // every update in before anyone looks up again

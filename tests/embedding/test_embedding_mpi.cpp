@@ -165,6 +165,7 @@ TEST(EmbeddingMpi, UpdatesBetweenIterationsAreAlwaysSeen) {
     std::vector<float> g(ids.size() * kDim);
     for (std::size_t j = 0; j < ids.size(); ++j)
       for (std::uint32_t e = 0; e < kDim; ++e) g[j * kDim + e] = delta(ids[j], e, it);
+    ctx.quiesce();  // every rank's lookups are done before anyone's rows change
     table.push_gradients(ids, g);
     ctx.quiesce();  // every rank's update is done before anyone looks up again
     for (int p = 0; p < size; ++p) {
