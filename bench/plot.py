@@ -39,6 +39,10 @@ Every file given is read, and what it is drawn into follows from its content, no
     scatter_reduce_npP.png  time per scatter-reduce of each variant (RIS, the Conveyors push of
                          (idx, value) pairs, the same after local combining) per K, with the
                          speedup of RIS over each and the bytes each rank sent
+  bench_embedding runs ("bench": "embedding"; netsparse::EmbeddingTable, docs/embedding.md):
+    embedding_npP.png    time per iteration of each mode (cached, dedup, plain gather,
+                         allgather) per Zipf alpha, with the speedup over the plain gather, the
+                         cache's hit rate and the bytes each rank sent per iteration
 Every figure names the kernel, K, ranks and rounds of its data: in the title when all of its data
 share them, else on each group, series or panel -- a figure mixing runs is never titled with one
 run's settings. The output ends with every input and the figures it went into (or why none).
@@ -152,6 +156,9 @@ def load(paths):
         if isinstance(data, dict) and data.get("bench") == "scatter_reduce" \
                 and isinstance(data.get("records"), list):
             runs.append(Run(path, data, "scatter_reduce"))
+        elif isinstance(data, dict) and data.get("bench") == "embedding" \
+                and isinstance(data.get("records"), list):
+            runs.append(Run(path, data, "embedding"))
         elif isinstance(data, dict) and isinstance(data.get("results"), list):
             runs.append(Run(path, data, "bench"))
         elif isinstance(data, dict) and isinstance(data.get("rows"), list) and "np" in data:
@@ -164,7 +171,7 @@ def load(paths):
             runs.append(Run(path, data, "emu"))
         else:
             problems.append((path, "not netsparse_bench, bench_index_gather, netsparse_emulate, "
-                                   "bench_allreduce or bench_scatter_reduce JSON"))
+                                   "bench_allreduce, bench_scatter_reduce or bench_embedding JSON"))
     return runs, problems
 
 
@@ -865,6 +872,55 @@ def scatter_reduce(runs, out_dir):
     return ", ".join(made) if made else None
 
 
+EMBEDDING_COLORS = {"cached": "#d62728", "dedup": "#ff7f0e", "plain": "#1f77b4",
+                    "allgather": "#7f7f7f"}
+
+
+def embedding(runs, out_dir):
+    """One figure per bench_embedding run: median time per iteration per mode and alpha."""
+    made = []
+    for run in runs:
+        if run.kind != "embedding":
+            continue
+        d = run.data
+        recs = [r for r in d["records"] if r.get("agrees", True) and r["iteration_s"] > 0]
+        alphas = sorted({r["alpha"] for r in recs})
+        if not alphas:
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        width = 0.8 / len(EMBEDDING_COLORS)
+        for v, (mode, color) in enumerate(EMBEDDING_COLORS.items()):
+            for i, alpha in enumerate(alphas):
+                r = next((r for r in recs if r["alpha"] == alpha and r["mode"] == mode), None)
+                plain = next((r for r in recs if r["alpha"] == alpha and r["mode"] == "plain"),
+                             None)
+                if r is None:
+                    continue
+                bar = ax.bar(i + (v - 1.5) * width, r["iteration_s"] * 1e3, width, color=color,
+                             label=mode if i == 0 else None)[0]
+                note = f"{r['lookup_bytes_per_rank_iteration'] / 2**20:.2f} MiB"
+                if mode == "cached":
+                    note = f"hit {r['hit_rate']:.2f}\n" + note
+                if plain and mode != "plain":
+                    note = f"{plain['iteration_s'] / r['iteration_s']:.2f}x\n" + note
+                ax.annotate(note, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                            ha="center", va="bottom", fontsize=6)
+        ax.set_xticks(range(len(alphas)))
+        ax.set_xticklabels([f"Zipf alpha = {a}" for a in alphas])
+        ax.set_ylabel("time per iteration (ms, median, slowest rank)")
+        ax.legend(fontsize=8)
+        ax.set_title(f"bench_embedding: np {d.get('np')}, {d.get('rows_per_rank')} rows/rank of "
+                     f"{d.get('row_bytes')} B, batch {d.get('batch')}, update every "
+                     f"{d.get('update_every')}, cache {d.get('cache_rows')} rows\n"
+                     f"transport {d.get('transport')}, median of {d.get('rounds')} rounds, "
+                     f"load {d.get('loadavg_1min')}", fontsize=9)
+        fig.tight_layout()
+        name = f"embedding_np{d.get('np')}.png"
+        made.append(save(fig, out_dir, name))
+        run.use(name)
+    return ", ".join(made) if made else None
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="plot.py", description=__doc__.split("\n\n")[0],
@@ -891,7 +947,7 @@ def main(argv):
         print(f"plot.py: skipping {path}: {why}", file=sys.stderr)
     if not runs:
         print("plot.py: no netsparse_bench, bench_index_gather, netsparse_emulate, "
-            "bench_allreduce or bench_scatter_reduce JSON among the inputs",
+            "bench_allreduce, bench_scatter_reduce or bench_embedding JSON among the inputs",
               file=sys.stderr)
         return 1
     os.makedirs(out_dir, exist_ok=True)
@@ -905,7 +961,7 @@ def main(argv):
     made += [fig12(chosen, out_dir), changing(cases, out_dir), table7(chosen, out_dir),
              goals(cases, out_dir), hosts_table(cases, out_dir), index_gather(runs, out_dir),
              emu_table8(runs, out_dir), emu_fig12(runs, out_dir), allreduce(runs, out_dir),
-             scatter_reduce(runs, out_dir),
+             scatter_reduce(runs, out_dir), embedding(runs, out_dir),
              emu_sweep(runs, out_dir, "units", ("nic_delay_cycles", EMU_DEFAULT_DELAY),
                        "emu_fig16_units.png", "RIG units per NIC",
                        "Emulated cluster (Fig. 16): RIG units per NIC"),

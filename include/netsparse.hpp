@@ -20,6 +20,9 @@
 // Dense and sparse allreduce over the library's transports (C API, C++ wrapper, MPI opening).
 #include "netsparse/collectives_mpi.h"
 
+// Embedding tables: cached lookups of a row-partitioned table, gradients by scatter-reduce.
+#include "netsparse/embedding.hpp"
+
 // Sparse matrices: CSR / COO, readers and generators, 1D partitions.
 #include "netsparse/coo.hpp"
 #include "netsparse/csr.hpp"

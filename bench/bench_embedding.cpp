@@ -1,0 +1,379 @@
+// Embedding-exchange benchmark (DLRM-style): Zipf-distributed lookups into a row-partitioned
+// embedding table, several iterations with gradient updates, every mode side by side in one
+// run, medians over --rounds.
+//
+//   mpirun -np P bench_embedding [--alpha 0.8,1.0,1.2] [--rows-per-rank N] [--dim D]
+//                                [--batch N] [--iterations N] [--update-every N]
+//                                [--cache-rows N] [--modes LIST] [--rounds 3] [--json PATH]
+//
+// Modes: cached (netsparse::EmbeddingTable with its LRU cache of remote rows), dedup (the same
+// without the cache: each distinct id of a batch fetched once), plain (one RIG gather of every
+// lookup as it comes), allgather (MPI_Allgatherv of the whole table whenever it changed, then
+// local copies). Every lookup of every mode is checked against a sequential reference of the
+// whole table (exit 1 if any differs). Ranks wait for each other with ns_quiesce, never an MPI
+// barrier: with INLINE progress (the default on 2 cores) a rank in MPI_Barrier would not serve
+// its peers' gathers. Exit 0 when every mode agreed, 2 on a bad option.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "netsparse/embedding.hpp"
+#include "netsparse/netsparse_mpi.h"
+#include "report.hpp"
+#include "stats.hpp"
+
+namespace {
+
+namespace nb = netsparse::bench;
+using nb::Json;
+using nb::median;
+
+const char* kHelp =
+    R"help(bench_embedding: a DLRM-style embedding exchange -- Zipf lookups into a table partitioned
+by rows over the ranks, gradient updates every few iterations -- with NetSparse's cached
+embedding table beside a de-duplicated gather, a plain gather and an allgather of the table.
+
+usage: mpirun -np P bench_embedding [options]
+
+  --alpha LIST         Zipf exponents of the lookups, comma-separated, each in [0.5, 2]
+                       (default 1.0)
+  --rows-per-rank N    table rows each rank owns (default 262144)
+  --dim D              floats per row, 16-128 (64-512 B rows; default 32)
+  --batch N            lookups per rank per iteration (default 16384)
+  --iterations N       iterations per round (default 8)
+  --update-every N     push gradients every N iterations (0: never; default 4)
+  --cache-rows N       remote rows the cache holds (default 65536)
+  --modes LIST         of cached,dedup,plain,allgather (default all, in that order)
+  --rounds N           rounds of every mode; figures are medians over them (default 3)
+  --json PATH          also write every record as JSON (rank 0)
+  --help               this text
+
+Per mode: time per iteration (lookups + updates; the slowest rank's), lookup time per
+iteration, hit rate (distinct remote ids served from the cache), rows fetched and bytes a rank
+sent per iteration (RIG modes: the engine's frames, epoch reads included; updates' scatter
+bytes separately; allgather: (P-1) x its block per allgather, a lower bound, "(model)").
+
+Exit codes: 0 every mode agreed with the reference, 1 a mode differed, 2 a bad option.
+)help";
+
+const std::vector<std::string> kModes = {"cached", "dedup", "plain", "allgather"};
+
+struct Args {
+  std::vector<double> alphas = {1.0};
+  std::uint64_t rows_per_rank = 262144;
+  std::uint32_t dim = 32;
+  std::uint64_t batch = 16384;
+  int iterations = 8;
+  int update_every = 4;
+  std::uint64_t cache_rows = 65536;
+  std::vector<std::string> modes = kModes;
+  int rounds = 3;
+  std::string json;
+};
+
+int parse(int argc, char** argv, int rank, Args& a) {
+  CLI::App app{"bench_embedding"};
+  app.add_option_function<std::string>("--alpha", [&](const std::string& v) {
+    a.alphas = nb::positive_list("--alpha", v);
+    for (double x : a.alphas) {
+      if (x < 0.5 || x > 2) throw CLI::ValidationError("--alpha", "each alpha in [0.5, 2]");
+    }
+  });
+  app.add_option("--rows-per-rank", a.rows_per_rank)
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 28));
+  app.add_option("--dim", a.dim)->check(CLI::Range(16u, 128u));
+  app.add_option("--batch", a.batch)->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 22));
+  app.add_option("--iterations", a.iterations)->check(CLI::Range(1, 100000));
+  app.add_option("--update-every", a.update_every)->check(CLI::Range(0, 100000));
+  app.add_option("--cache-rows", a.cache_rows)
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 31));
+  app.add_option_function<std::string>(
+      "--modes", [&](const std::string& v) { a.modes = nb::member_list("--modes", v, kModes); });
+  app.add_option("--rounds", a.rounds)->check(CLI::Range(1, 1000));
+  app.add_option("--json", a.json);
+  return nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_embedding", kHelp,
+                                 rank == 0);
+}
+
+// Exact in fp32 (quarters of small integers), so every order of the sums gives the same bits.
+float initial(std::uint64_t id, std::uint32_t e) {
+  return static_cast<float>(static_cast<int>((id * 31 + e * 7) % 64) - 32) * 0.25f;
+}
+float delta(std::uint64_t id, std::uint32_t e, int iteration) {
+  return static_cast<float>(static_cast<int>((id * 5 + e * 3 + iteration * 11) % 9) - 4) * 0.25f;
+}
+
+// Zipf(alpha) over the table's rows: popularity rank k (1 = hottest) drawn from the CDF, then
+// scattered over the whole table by a fixed bijection (k * stride mod N), as hashed ids are, so
+// the hot rows belong to every rank.
+class ZipfIds {
+ public:
+  ZipfIds(std::uint64_t n, double alpha) : n_(n), cdf_(n) {
+    double sum = 0;
+    for (std::uint64_t k = 0; k < n; ++k)
+      cdf_[k] = sum += std::pow(static_cast<double>(k + 1), -alpha);
+    for (double& c : cdf_) c /= sum;
+    stride_ = 0x9E3779B97F4A7C15ull % n_ | 1;
+    while (std::gcd(stride_, n_) != 1) stride_ += 2;
+  }
+  // The batch of (rank, iteration): the same on every rank that asks, in every mode and round.
+  std::vector<std::uint64_t> batch(int rank, int iteration, std::uint64_t size) const {
+    std::mt19937_64 rng(0x5EEDull + 1000003ull * static_cast<std::uint64_t>(rank) +
+                        7919ull * static_cast<std::uint64_t>(iteration));
+    std::uniform_real_distribution<double> u(0, 1);
+    std::vector<std::uint64_t> ids(size);
+    for (auto& id : ids) {
+      const auto k = static_cast<std::uint64_t>(std::lower_bound(cdf_.begin(), cdf_.end(), u(rng)) -
+                                                cdf_.begin());
+      id = static_cast<std::uint64_t>(
+          (static_cast<unsigned __int128>(std::min(k, n_ - 1)) * stride_) % n_);
+    }
+    return ids;
+  }
+
+ private:
+  std::uint64_t n_, stride_ = 1;
+  std::vector<double> cdf_;
+};
+
+struct Record {
+  double alpha = 0;
+  std::string mode;
+  std::vector<double> iter_times, lookup_times;
+  double hit_rate = 0, fetched_rows = 0, distinct = 0, lookup_bytes = 0, update_bytes = 0;
+  bool bytes_modelled = false;
+  bool agrees = true;
+};
+
+struct Job {
+  int rank = 0, P = 1;
+  netsparse::Context ctx;
+  std::vector<std::uint64_t> offsets;
+  bool all_agree = true;
+};
+
+// One round of one mode: every rank's iterations, checked; returns (iteration s, lookup s) of
+// the slowest rank and fills the per-iteration counters of `r` (first round only).
+void run_round(Job& job, const Args& args, const ZipfIds& zipf, netsparse::EmbeddingTable& table,
+               const std::vector<float>& initial_table, Record& r, bool first_round) {
+  const std::uint32_t dim = args.dim;
+  const std::uint64_t total = job.offsets.back();
+  const std::string& mode = r.mode;
+  // Reset: this rank's rows to their initial values; caches dropped.
+  const std::span<float> mine = table.local_rows();
+  const std::uint64_t first = job.offsets[static_cast<std::size_t>(job.rank)];
+  std::copy_n(initial_table.begin() + static_cast<std::ptrdiff_t>(first * dim), mine.size(),
+              mine.begin());
+  table.set_options(mode == "cached"  ? netsparse::EmbeddingOptions{args.cache_rows, true}
+                    : mode == "plain" ? netsparse::EmbeddingOptions{0, false}
+                                      : netsparse::EmbeddingOptions{0, true});
+  job.ctx.quiesce();
+  table.local_rows_changed();
+  job.ctx.quiesce();
+  table.reset_stats();
+  job.ctx.stats_reset();
+  std::vector<float> reference = initial_table, replica;
+  std::vector<int> counts, displs;
+  for (int p = 0; p < job.P; ++p) {
+    counts.push_back(static_cast<int>((job.offsets[p + 1] - job.offsets[p]) * dim));
+    displs.push_back(static_cast<int>(job.offsets[p] * dim));
+  }
+  if (mode == "allgather") replica.resize(total * dim);
+  bool replica_stale = true;
+  double iter_s = 0, lookup_s = 0, allgathers = 0;
+  std::uint64_t scatter_bytes = 0;
+  bool ok = true;
+  for (int it = 0; it < args.iterations; ++it) {
+    const std::vector<std::uint64_t> ids = zipf.batch(job.rank, it, args.batch);
+    std::vector<float> out(ids.size() * dim);
+    const bool update = args.update_every > 0 && (it + 1) % args.update_every == 0;
+    std::vector<float> grads;
+    if (update) {
+      grads.resize(ids.size() * dim);
+      for (std::size_t j = 0; j < ids.size(); ++j)
+        for (std::uint32_t e = 0; e < dim; ++e) grads[j * dim + e] = delta(ids[j], e, it);
+    }
+    job.ctx.quiesce();
+    const double t0 = MPI_Wtime();
+    if (mode == "allgather") {
+      if (replica_stale) {
+        MPI_Allgatherv(mine.data(), counts[static_cast<std::size_t>(job.rank)], MPI_FLOAT,
+                       replica.data(), counts.data(), displs.data(), MPI_FLOAT, MPI_COMM_WORLD);
+        replica_stale = false;
+        ++allgathers;
+      }
+      for (std::size_t j = 0; j < ids.size(); ++j)
+        std::memcpy(out.data() + j * dim, replica.data() + ids[j] * dim, dim * sizeof(float));
+    } else {
+      table.lookup(ids, out);
+    }
+    const double t1 = MPI_Wtime();
+    if (update) {
+      const std::uint64_t before = job.ctx.stat(NS_STAT_SCATTER_BYTES);
+      job.ctx.quiesce();  // every rank's lookups done before rows change (the reference's order)
+      table.push_gradients(ids, grads);
+      scatter_bytes += job.ctx.stat(NS_STAT_SCATTER_BYTES) - before;
+      job.ctx.quiesce();  // every update in before anyone looks up again
+      replica_stale = true;
+    }
+    iter_s += MPI_Wtime() - t0;
+    lookup_s += t1 - t0;
+    // Check (untimed): every byte of this rank's lookups; then the reference takes every rank's
+    // updates of this iteration.
+    for (std::size_t j = 0; j < ids.size() && ok; ++j)
+      ok = std::memcmp(out.data() + j * dim, reference.data() + ids[j] * dim,
+                       dim * sizeof(float)) == 0;
+    if (update) {
+      for (int p = 0; p < job.P; ++p)
+        for (const std::uint64_t id : zipf.batch(p, it, args.batch))
+          for (std::uint32_t e = 0; e < dim; ++e) reference[id * dim + e] += delta(id, e, it);
+    }
+  }
+  job.ctx.quiesce();  // every peer's lookups served before the MPI reductions below
+  r.iter_times.push_back(nb::max_over_ranks(iter_s) / args.iterations);
+  r.lookup_times.push_back(nb::max_over_ranks(lookup_s) / args.iterations);
+  int mine_ok = ok ? 1 : 0, all_ok = 0;
+  MPI_Allreduce(&mine_ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  r.agrees = r.agrees && all_ok == 1;
+  if (!first_round) return;
+  const netsparse::EmbeddingStats s = table.stats();
+  const double its = args.iterations;
+  const double remote = static_cast<double>(s.distinct - s.local_rows);
+  const auto avg = [&](double v) { return nb::reduce_over_ranks(v, MPI_SUM) / job.P / its; };
+  r.hit_rate = nb::reduce_over_ranks(static_cast<double>(s.cache_hits), MPI_SUM) /
+               std::max(1.0, nb::reduce_over_ranks(remote, MPI_SUM));
+  r.distinct = avg(static_cast<double>(s.distinct));
+  r.fetched_rows = avg(static_cast<double>(s.fetched_rows));
+  r.update_bytes = avg(static_cast<double>(scatter_bytes));
+  if (mode == "allgather") {
+    const double block = static_cast<double>(mine.size()) * sizeof(float);
+    r.lookup_bytes = avg(allgathers * (job.P - 1) * block);
+    r.bytes_modelled = true;
+  } else {
+    r.lookup_bytes = avg(static_cast<double>(job.ctx.stat(NS_STAT_MOVED_BYTES)));
+  }
+}
+
+Json report(const Job& job, const Args& args, const std::vector<Record>& records, double load1) {
+  Json doc;
+  doc["bench"] = "embedding";
+  doc["np"] = job.P;
+  doc["transport"] = job.ctx.transport_name();
+  doc["loadavg_1min"] = load1;
+  doc["rows_per_rank"] = args.rows_per_rank;
+  doc["dim"] = args.dim;
+  doc["row_bytes"] = args.dim * 4;
+  doc["batch"] = args.batch;
+  doc["iterations"] = args.iterations;
+  doc["update_every"] = args.update_every;
+  doc["cache_rows"] = args.cache_rows;
+  doc["rounds"] = args.rounds;
+  Json& out = doc["records"] = Json::array();
+  for (const Record& r : records) {
+    out.push_back({{"alpha", r.alpha},
+                   {"mode", r.mode},
+                   {"iteration_s", median(r.iter_times)},
+                   {"iteration_times_s", r.iter_times},
+                   {"lookup_s", median(r.lookup_times)},
+                   {"hit_rate", r.hit_rate},
+                   {"distinct_per_iteration", r.distinct},
+                   {"fetched_rows_per_iteration", r.fetched_rows},
+                   {"lookup_bytes_per_rank_iteration", r.lookup_bytes},
+                   {"update_bytes_per_rank_iteration", r.update_bytes},
+                   {"bytes_modelled", r.bytes_modelled},
+                   {"agrees", r.agrees}});
+  }
+  return doc;
+}
+
+void print_alpha(const Job& job, const Args& args, const std::vector<Record>& records,
+                 double alpha) {
+  if (job.rank != 0) return;
+  std::printf(
+      "alpha %.2f  np %d  rows/rank %llu  dim %u (%u B)  batch %llu  iterations %d  "
+      "update every %d  cache %llu rows\n",
+      alpha, job.P, static_cast<unsigned long long>(args.rows_per_rank), args.dim, args.dim * 4,
+      static_cast<unsigned long long>(args.batch), args.iterations, args.update_every,
+      static_cast<unsigned long long>(args.cache_rows));
+  const Record* plain = nullptr;
+  for (const Record& r : records)
+    if (r.alpha == alpha && r.mode == "plain") plain = &r;
+  std::printf("    %-10s %10s %10s %8s %8s %10s %10s %14s %12s\n", "mode", "ms/iter", "lookup ms",
+              "x plain", "hit rate", "distinct", "fetched", "lookup B/rank", "update B");
+  for (const Record& r : records) {
+    if (r.alpha != alpha) continue;
+    const double t = median(r.iter_times);
+    std::printf("    %-10s %10.3f %10.3f %8.2f %8.3f %10.0f %10.0f %14.0f%s %12.0f  %s\n",
+                r.mode.c_str(), 1e3 * t, 1e3 * median(r.lookup_times),
+                plain != nullptr ? median(plain->iter_times) / t : 0.0, r.hit_rate, r.distinct,
+                r.fetched_rows, r.lookup_bytes, r.bytes_modelled ? "*" : " ", r.update_bytes,
+                r.agrees ? "agrees" : "DIFFERS");
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  Job job;
+  MPI_Comm_rank(MPI_COMM_WORLD, &job.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &job.P);
+  Args args;
+  if (const int code = parse(argc, argv, job.rank, args); code >= 0) {
+    MPI_Finalize();
+    return code;
+  }
+  if (job.rank == 0 && !args.json.empty()) {
+    if (const std::string p = nb::json_path_problem(args.json); !p.empty()) {
+      std::fprintf(stderr, "bench_embedding: %s\n", p.c_str());
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+  std::vector<Record> records;
+  try {
+    job.ctx = netsparse::open_mpi(MPI_COMM_WORLD);
+    for (int p = 0; p <= job.P; ++p) job.offsets.push_back(args.rows_per_rank * p);
+    const std::uint64_t total = job.offsets.back();
+    std::vector<float> initial_table(total * args.dim);
+    for (std::uint64_t id = 0; id < total; ++id)
+      for (std::uint32_t e = 0; e < args.dim; ++e)
+        initial_table[id * args.dim + e] = initial(id, e);
+    netsparse::EmbeddingTable table(job.ctx, args.dim, job.offsets);
+    for (const double alpha : args.alphas) {
+      const ZipfIds zipf(total, alpha);
+      std::vector<Record> mine(args.modes.size());
+      for (int round = 0; round < args.rounds; ++round) {
+        for (std::size_t m = 0; m < args.modes.size(); ++m) {
+          mine[m].alpha = alpha;
+          mine[m].mode = args.modes[m];
+          run_round(job, args, zipf, table, initial_table, mine[m], round == 0);
+        }
+      }
+      for (const Record& r : mine) job.all_agree = job.all_agree && r.agrees;
+      records.insert(records.end(), mine.begin(), mine.end());
+      print_alpha(job, args, records, alpha);
+    }
+    job.ctx.quiesce();  // nobody reads the table any more
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_embedding: rank %d: %s\n", job.rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  if (job.rank == 0 && !args.json.empty()) {
+    const std::string problem =
+        nb::write_json(args.json, report(job, args, records, nb::load_average_1min()));
+    if (!problem.empty()) std::fprintf(stderr, "bench_embedding: %s\n", problem.c_str());
+  }
+  job.ctx.close();
+  MPI_Finalize();
+  return job.all_agree ? 0 : 1;
+}

@@ -1,0 +1,161 @@
+#include "embedding/row_cache.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <stdexcept>
+
+namespace netsparse::embedding {
+
+namespace {
+constexpr std::uint64_t kGolden = 0x9E3779B97F4A7C15ull;  // Fibonacci hashing
+}
+
+RowCache::RowCache(std::uint64_t capacity_rows, std::size_t row_bytes)
+    : capacity_(capacity_rows), row_bytes_(row_bytes) {
+  if (capacity_rows >= kNone) throw std::length_error("RowCache: at most 2^32 - 2 rows");
+  if (capacity_rows == 0) return;
+  const std::uint64_t cells = std::bit_ceil(std::max<std::uint64_t>(16, 2 * capacity_rows));
+  cells_.assign(cells, kNone);
+  hash_shift_ = 64 - std::countr_zero(cells);
+  ids_.resize(capacity_rows);
+  epochs_.resize(capacity_rows);
+  prev_.resize(capacity_rows);
+  next_.resize(capacity_rows);
+  rows_.resize(capacity_rows * row_bytes);
+}
+
+std::size_t RowCache::cell_of(std::uint64_t id) const noexcept {
+  return static_cast<std::size_t>((id * kGolden) >> hash_shift_);
+}
+
+std::size_t RowCache::probe(std::uint64_t id) const noexcept {
+  const std::size_t mask = cells_.size() - 1;
+  std::size_t c = cell_of(id);
+  while (cells_[c] != kNone && ids_[cells_[c]] != id) c = (c + 1) & mask;
+  return c;
+}
+
+void RowCache::unlink(std::uint32_t slot) noexcept {
+  const std::uint32_t p = prev_[slot], n = next_[slot];
+  (p == kNone ? head_ : next_[p]) = n;
+  (n == kNone ? tail_ : prev_[n]) = p;
+}
+
+void RowCache::push_front(std::uint32_t slot) noexcept {
+  prev_[slot] = kNone;
+  next_[slot] = head_;
+  (head_ == kNone ? tail_ : prev_[head_]) = slot;
+  head_ = slot;
+}
+
+// Backward-shift deletion: later cells of the probe run move up so every id stays reachable
+// from its home cell without tombstones.
+void RowCache::erase_cell(std::size_t cell) {
+  const std::size_t mask = cells_.size() - 1;
+  std::size_t hole = cell;
+  for (std::size_t c = (cell + 1) & mask; cells_[c] != kNone; c = (c + 1) & mask) {
+    const std::size_t home = cell_of(ids_[cells_[c]]);
+    // Move c into the hole unless its home lies cyclically in (hole, c].
+    const bool home_after_hole =
+        hole <= c ? (home > hole && home <= c) : (home > hole || home <= c);
+    if (!home_after_hole) {
+      cells_[hole] = cells_[c];
+      hole = c;
+    }
+  }
+  cells_[hole] = kNone;
+}
+
+void RowCache::remove(std::size_t cell) {
+  const std::uint32_t slot = cells_[cell];
+  unlink(slot);
+  erase_cell(cell);
+  free_.push_back(slot);
+  --used_;
+}
+
+const std::byte* RowCache::find(std::uint64_t id, std::uint32_t epoch) {
+  if (capacity_ == 0) return nullptr;
+  const std::size_t cell = probe(id);
+  const std::uint32_t slot = cells_[cell];
+  if (slot == kNone) return nullptr;
+  if (epochs_[slot] != epoch) {
+    ++stale_;
+    remove(cell);
+    return nullptr;
+  }
+  if (head_ != slot) {
+    unlink(slot);
+    push_front(slot);
+  }
+  return rows_.data() + std::size_t{slot} * row_bytes_;
+}
+
+void RowCache::insert(std::uint64_t id, std::uint32_t epoch, const std::byte* row) {
+  if (capacity_ == 0) return;
+  std::size_t cell = probe(id);
+  std::uint32_t slot = cells_[cell];
+  if (slot != kNone) {
+    unlink(slot);
+  } else {
+    if (used_ == capacity_) {
+      // Evict the least recently used row: its slot is reused for `id`.
+      const std::uint32_t victim = tail_;
+      unlink(victim);
+      erase_cell(probe(ids_[victim]));
+      slot = victim;
+      ++evictions_;
+    } else if (!free_.empty()) {
+      slot = free_.back();
+      free_.pop_back();
+      ++used_;
+    } else {
+      slot = next_fresh_++;
+      ++used_;
+    }
+    cell = probe(id);  // the erase may have moved the empty cell
+    cells_[cell] = slot;
+    ids_[slot] = id;
+  }
+  epochs_[slot] = epoch;
+  push_front(slot);
+  std::memcpy(rows_.data() + std::size_t{slot} * row_bytes_, row, row_bytes_);
+}
+
+void RowCache::clear() {
+  std::fill(cells_.begin(), cells_.end(), kNone);
+  used_ = 0;
+  next_fresh_ = 0;
+  free_.clear();
+  head_ = tail_ = kNone;
+}
+
+const std::vector<std::uint64_t>& IdDedup::run(const std::uint64_t* ids, std::size_t n,
+                                               std::uint32_t* slot_of) {
+  const std::size_t want = std::bit_ceil(std::max<std::size_t>(1024, 2 * n));
+  if (keys_.size() < want || ++stamp_ == 0) {
+    keys_.assign(std::max(want, keys_.size()), 0);
+    values_.assign(keys_.size(), 0);
+    stamps_.assign(keys_.size(), 0);
+    stamp_ = 1;
+  }
+  const std::size_t mask = keys_.size() - 1;
+  const int shift = 64 - std::countr_zero(keys_.size());
+  distinct_.clear();
+  for (std::size_t j = 0; j < n; ++j) {
+    const std::uint64_t id = ids[j];
+    std::size_t c = static_cast<std::size_t>((id * kGolden) >> shift);
+    while (stamps_[c] == stamp_ && keys_[c] != id) c = (c + 1) & mask;
+    if (stamps_[c] != stamp_) {
+      stamps_[c] = stamp_;
+      keys_[c] = id;
+      values_[c] = static_cast<std::uint32_t>(distinct_.size());
+      distinct_.push_back(id);
+    }
+    slot_of[j] = values_[c];
+  }
+  return distinct_;
+}
+
+}  // namespace netsparse::embedding

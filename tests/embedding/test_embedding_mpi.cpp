@@ -1,0 +1,250 @@
+// The embedding table over real processes (mpirun -np 2-4): every byte of every lookup against a
+// sequential reference of the whole table, with heavy duplication, for the plain gather, the
+// de-duplicated gather and the cache (small and large); updates between iterations are always
+// seen (a cached row of an older epoch is never served); an out-of-range id fails the call on
+// the caller and changes no byte anywhere. Ranks wait for each other with ns_quiesce (an
+// MPI_Barrier would stop an INLINE engine from serving its peers).
+// NETSPARSE_TEST_PROGRESS=thread|inline picks the engine's progress mode.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "netsparse/embedding.hpp"
+#include "netsparse/netsparse_mpi.h"
+
+using netsparse::EmbeddingOptions;
+using netsparse::EmbeddingTable;
+
+namespace {
+
+int world(int* size) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, size);
+  return rank;
+}
+
+netsparse::Context open_context() {
+  const char* p = std::getenv("NETSPARSE_TEST_PROGRESS");
+  const bool inline_progress = p != nullptr && std::string(p) == "inline";
+  return netsparse::open_mpi(
+      MPI_COMM_WORLD,
+      netsparse::ContextAttr().progress(inline_progress ? NS_PROGRESS_INLINE : NS_PROGRESS_THREAD));
+}
+
+// Uneven blocks: rank p owns 37 + 11 p rows.
+std::vector<std::uint64_t> offsets_for(int size) {
+  std::vector<std::uint64_t> o{0};
+  for (int p = 0; p < size; ++p) o.push_back(o.back() + 37 + 11 * static_cast<std::uint64_t>(p));
+  return o;
+}
+
+// Exact in fp32 (quarters of small integers), different per (id, element).
+float initial(std::uint64_t id, std::uint32_t e) {
+  return static_cast<float>(static_cast<int>((id * 31 + e * 7) % 64) - 32) * 0.25f;
+}
+float delta(std::uint64_t id, std::uint32_t e, int iteration) {
+  return static_cast<float>(static_cast<int>((id * 5 + e * 3 + iteration * 11) % 9) - 4) * 0.25f;
+}
+
+// The whole table, as every rank holds it for checking.
+struct Reference {
+  Reference(std::uint64_t total, std::uint32_t dim) : dim(dim), rows(total * dim) {
+    for (std::uint64_t id = 0; id < total; ++id)
+      for (std::uint32_t e = 0; e < dim; ++e) rows[id * dim + e] = initial(id, e);
+  }
+  std::uint32_t dim;
+  std::vector<float> rows;
+};
+
+void fill_local(EmbeddingTable& t, const std::vector<std::uint64_t>& offsets, int rank) {
+  const std::span<float> mine = t.local_rows();
+  const std::uint64_t first = offsets[static_cast<std::size_t>(rank)];
+  for (std::size_t k = 0; k < mine.size(); ++k)
+    mine[k] = initial(first + k / t.dim(), static_cast<std::uint32_t>(k % t.dim()));
+}
+
+// A batch with heavy duplication: 80 % of the lookups into 12 hot ids spread over every rank.
+std::vector<std::uint64_t> batch(int rank, int iteration, std::uint64_t total, std::size_t n) {
+  std::mt19937_64 rng(1000003ull * static_cast<std::uint64_t>(rank) + 7919ull * iteration + 1);
+  std::vector<std::uint64_t> ids(n);
+  for (auto& id : ids) id = rng() % 10 < 8 ? (rng() % 12) * (total / 12) : rng() % total;
+  return ids;
+}
+
+// Every byte of out against the reference rows of ids; returns the first bad position or -1.
+long first_mismatch(const std::vector<std::uint64_t>& ids, const std::vector<float>& out,
+                    const Reference& ref) {
+  for (std::size_t j = 0; j < ids.size(); ++j) {
+    if (std::memcmp(out.data() + j * ref.dim, ref.rows.data() + ids[j] * ref.dim,
+                    ref.dim * sizeof(float)) != 0)
+      return static_cast<long>(j);
+  }
+  return -1;
+}
+
+bool all_ranks(bool ok) {
+  int mine = ok ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+}  // namespace
+
+TEST(EmbeddingMpi, EveryPolicyMatchesTheReference) {
+  int size = 0;
+  const int rank = world(&size);
+  netsparse::Context ctx = open_context();
+  const std::vector<std::uint64_t> offsets = offsets_for(size);
+  for (const std::uint32_t dim : {16u, 5u}) {
+    EmbeddingTable table(ctx, dim, offsets);
+    fill_local(table, offsets, rank);
+    ctx.quiesce();
+    const Reference ref(offsets.back(), dim);
+    struct Policy {
+      const char* name;
+      EmbeddingOptions options;
+    };
+    const Policy policies[] = {{"plain", {0, false}},
+                               {"dedup", {0, true}},
+                               {"cache-8", {8, true}},
+                               {"cache-all", {offsets.back(), true}}};
+    for (const Policy& policy : policies) {
+      table.set_options(policy.options);
+      table.reset_stats();
+      for (int it = 0; it < 4; ++it) {
+        const std::vector<std::uint64_t> ids = batch(rank, it, offsets.back(), 3000);
+        std::vector<float> out(ids.size() * dim, -1000.0f);
+        table.lookup(ids, out);
+        EXPECT_EQ(first_mismatch(ids, out, ref), -1)
+            << policy.name << " dim " << dim << " iteration " << it;
+      }
+      const netsparse::EmbeddingStats s = table.stats();
+      EXPECT_EQ(s.lookups, 4u * 3000u);
+      if (policy.options.dedup) {
+        EXPECT_LT(s.distinct, s.lookups / 4) << policy.name;  // heavy duplication was folded
+      }
+      if (policy.options.cache_rows >= offsets.back()) {
+        // After the first batch every remote row seen before comes from the cache.
+        EXPECT_GT(s.cache_hits, 0u);
+        EXPECT_LT(s.fetched_rows, s.distinct);
+        EXPECT_EQ(s.cache_stale, 0u);  // nothing changed
+      }
+    }
+    ctx.quiesce();  // nobody reads this table any more
+  }
+}
+
+// Lookups, then every rank pushes gradients, then lookups again: each must see every update.
+// A row served from a cache filled before an update would differ from the reference.
+TEST(EmbeddingMpi, UpdatesBetweenIterationsAreAlwaysSeen) {
+  int size = 0;
+  const int rank = world(&size);
+  netsparse::Context ctx = open_context();
+  const std::vector<std::uint64_t> offsets = offsets_for(size);
+  const std::uint64_t total = offsets.back();
+  constexpr std::uint32_t kDim = 8;
+  EmbeddingTable table(ctx, kDim, offsets, EmbeddingOptions{total, true});
+  fill_local(table, offsets, rank);
+  ctx.quiesce();
+  Reference ref(total, kDim);
+  for (int it = 0; it < 5; ++it) {
+    const std::vector<std::uint64_t> ids = batch(rank, it, total, 2000);
+    std::vector<float> out(ids.size() * kDim);
+    table.lookup(ids, out);
+    EXPECT_EQ(first_mismatch(ids, out, ref), -1) << "iteration " << it;
+    table.lookup(ids, out);  // the same batch again: now all from the cache, still right
+    EXPECT_EQ(first_mismatch(ids, out, ref), -1) << "iteration " << it << " (repeat)";
+    if (it % 2 == 1) continue;  // two iterations in a row without an update: cache hits stay
+    // Gradients of this batch, one per lookup (repeats are summed by the owners).
+    std::vector<float> g(ids.size() * kDim);
+    for (std::size_t j = 0; j < ids.size(); ++j)
+      for (std::uint32_t e = 0; e < kDim; ++e) g[j * kDim + e] = delta(ids[j], e, it);
+    ctx.quiesce();  // every rank's lookups are done before anyone's rows change
+    table.push_gradients(ids, g);
+    ctx.quiesce();  // every rank's update is done before anyone looks up again
+    for (int p = 0; p < size; ++p) {
+      for (const std::uint64_t id : batch(p, it, total, 2000))
+        for (std::uint32_t e = 0; e < kDim; ++e) ref.rows[id * kDim + e] += delta(id, e, it);
+    }
+  }
+  const netsparse::EmbeddingStats s = table.stats();
+  EXPECT_GT(s.cache_stale, 0u);  // cached rows were refused after updates (the path ran)
+  EXPECT_GT(s.cache_hits, 0u);
+  EXPECT_EQ(s.pushes, 3u);
+
+  // The owner writes its rows directly (between barriers) and says so: peers see the new rows.
+  ctx.quiesce();
+  if (rank == 0) {
+    const std::span<float> mine = table.local_rows();
+    for (std::size_t k = 0; k < mine.size(); ++k) {
+      mine[k] += 1.0f;
+      ref.rows[k] += 1.0f;
+    }
+    table.local_rows_changed();
+  } else {
+    for (std::size_t k = 0; k < offsets[1] * kDim; ++k) ref.rows[k] += 1.0f;
+  }
+  ctx.quiesce();
+  std::vector<std::uint64_t> all(total);
+  for (std::uint64_t id = 0; id < total; ++id) all[id] = id;
+  std::vector<float> out(total * kDim);
+  table.lookup(all, out);
+  EXPECT_EQ(first_mismatch(all, out, ref), -1);
+  ctx.quiesce();
+}
+
+TEST(EmbeddingMpi, OutOfRangeIdIsRefusedAndWritesNothing) {
+  int size = 0;
+  const int rank = world(&size);
+  netsparse::Context ctx = open_context();
+  const std::vector<std::uint64_t> offsets = offsets_for(size);
+  const std::uint64_t total = offsets.back();
+  constexpr std::uint32_t kDim = 4;
+  EmbeddingTable table(ctx, kDim, offsets, EmbeddingOptions{64, true});
+  fill_local(table, offsets, rank);
+  ctx.quiesce();
+  const Reference ref(total, kDim);
+  // Only the last rank sends bad ids; it alone gets the error.
+  bool refused = false;
+  if (rank == size - 1) {
+    std::vector<std::uint64_t> ids = {0, total - 1, total, 3};
+    std::vector<float> out(ids.size() * kDim, 99.0f);
+    try {
+      table.lookup(ids, out);
+    } catch (const netsparse::Error& e) {
+      refused = e.status() == NS_ERR_INVALID &&
+                std::string(e.what()).find("position 2") != std::string::npos;
+    }
+    EXPECT_TRUE(refused);
+    for (const float v : out) EXPECT_EQ(v, 99.0f);  // nothing written
+    std::vector<float> g(ids.size() * kDim, 1.0f);
+    bool push_refused = false;
+    try {
+      table.push_gradients(ids, g);
+    } catch (const netsparse::Error& e) {
+      push_refused = e.status() == NS_ERR_INVALID;
+    }
+    EXPECT_TRUE(push_refused);
+    std::vector<std::uint64_t> far = {UINT64_MAX};
+    std::vector<float> one(kDim);
+    EXPECT_THROW(table.lookup(far, one), netsparse::Error);
+    std::vector<float> short_out(kDim);
+    EXPECT_THROW(table.lookup(ids, short_out), netsparse::Error);  // wrong output size
+  }
+  ctx.quiesce();
+  // No rank's rows changed: the whole table still equals the initial values.
+  std::vector<std::uint64_t> all(total);
+  for (std::uint64_t id = 0; id < total; ++id) all[id] = id;
+  std::vector<float> out(total * kDim);
+  table.lookup(all, out);
+  const bool right = first_mismatch(all, out, ref) == -1;
+  ctx.quiesce();  // every peer's lookups served before the MPI reduction
+  EXPECT_TRUE(all_ranks(right));
+  ctx.quiesce();
+}
