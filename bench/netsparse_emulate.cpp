@@ -37,6 +37,7 @@ using namespace netsparse::emulate;
 
 struct Options {
   int nodes = 128, racks = 8;
+  int ranks_per_node = 1;  // ranks sharing a node's NIC (their equal row blocks form its rows)
   std::string matrix = "gen:kron:16";
   std::string kernel = "spmm";
   std::vector<std::uint32_t> Ks = {16};
@@ -67,6 +68,8 @@ the speedups over SUOpt and SAOpt (docs/emulation.md). Results depend only on th
 usage: netsparse_emulate [options]
   --nodes N            nodes (default 128)
   --racks R            racks, nodes split evenly (default 8)
+  --ranks-per-node R   the rows are cut into equal blocks per rank, R consecutive ranks per
+                       node sharing its NIC (netsparse-node's hosts; default 1)
   --matrix SPEC        gen:kron:S (default gen:kron:16), gen:road:W, gen:stencil:N or a Matrix
                        Market file
   --kernel spmm        the kernel emulated (SpMM only)
@@ -97,6 +100,7 @@ Options parse(int argc, char** argv) {
   CLI::App app{"netsparse_emulate"};
   app.add_option("--nodes", o.nodes)->check(CLI::Range(1, 1 << 20));
   app.add_option("--racks", o.racks)->check(CLI::Range(1, 1 << 20));
+  app.add_option("--ranks-per-node", o.ranks_per_node)->check(CLI::Range(1, 1 << 20));
   app.add_option("--matrix", o.matrix);
   app.add_option("--kernel", o.kernel);
   app.add_option_function<std::string>("--K", [&](const std::string& v) {
@@ -185,7 +189,7 @@ int main(int argc, char** argv) {
   const std::uint64_t rows = static_cast<std::uint64_t>(a.n_rows_global);
   Workload w;
   try {
-    w = gather_workload(a, o.nodes, 4);
+    w = gather_workload(a, o.nodes, 4, o.ranks_per_node);
   } catch (const std::exception& e) {
     std::cerr << "netsparse_emulate: " << o.matrix << ": " << e.what() << "\n";
     return 1;
@@ -292,6 +296,7 @@ int main(int argc, char** argv) {
   doc["matrix"] = o.matrix;
   doc["nodes"] = o.nodes;
   doc["racks"] = o.racks;
+  doc["ranks_per_node"] = o.ranks_per_node;
   doc["batch"] = batch;
   doc["table4_distinct_destinations"] = table4;
   doc["table1"] = {{"useful_per_node", t1_useful},
@@ -385,7 +390,10 @@ int main(int argc, char** argv) {
       d.read_prs_per_packet = t.nic.prs_per_packet(0);
       d.resp_prs_per_packet = t.nic.prs_per_packet(1);
       std::uint64_t lookups = 0, hits = 0, failed = 0, requested = 0;
+      std::uint64_t ir_reads = 0, ir_hits = 0;  // reads to owners in other racks
       for (const auto& cs : r.caches) lookups += cs.lookups, hits += cs.hits;
+      for (const TorStats& ts : r.tors)
+        ir_reads += ts.inter_rack_reads, ir_hits += ts.inter_rack_hits;
       for (const NodeResult& nr : r.nodes) failed += nr.failed_wrs, requested += nr.requested;
       d.hit_rate = lookups ? static_cast<double>(hits) / lookups : 0;
       const double useful = static_cast<double>(unique_remote[d.tail]) * w.prop_bytes;
@@ -406,6 +414,16 @@ int main(int argc, char** argv) {
           s.name, d.time_us, 100 * d.fc_rate, d.read_prs_per_packet, d.resp_prs_per_packet,
           100 * d.hit_rate, 100 * d.goodput, 100 * d.line_util, d.traffic_vs_su, d.speedup_su,
           speedup_sa, wall, wall > 0 ? static_cast<double>(requested) / wall : 0.0);
+      if (s.tor && o.racks > 1) {
+        std::printf(
+            "  switches: cache hits %llu of %llu reads to other racks (%.1f%%), %llu of %llu "
+            "in all; inter-rack %llu B in %llu packets\n",
+            static_cast<unsigned long long>(ir_hits), static_cast<unsigned long long>(ir_reads),
+            ir_reads ? 100.0 * ir_hits / ir_reads : 0.0, static_cast<unsigned long long>(hits),
+            static_cast<unsigned long long>(lookups),
+            static_cast<unsigned long long>(r.inter_rack.wire_bytes),
+            static_cast<unsigned long long>(r.inter_rack.packets));
+      }
       // Checks against what the matrix alone says (analytic), per node.
       std::vector<std::string> failures;
       const bool filter_on = (s.flags & NS_CTX_NO_FILTER) == 0;
@@ -494,6 +512,10 @@ int main(int argc, char** argv) {
            {"read_prs_per_packet", d.read_prs_per_packet},
            {"response_prs_per_packet", d.resp_prs_per_packet},
            {"pcache_hit_rate", d.hit_rate},
+           {"pcache_inter_rack_reads", ir_reads},
+           {"pcache_inter_rack_hits", ir_hits},
+           {"inter_rack_bytes", r.inter_rack.wire_bytes},
+           {"inter_rack_packets", r.inter_rack.packets},
            {"goodput", d.goodput},
            {"line_utilisation", d.line_util},
            {"traffic_vs_su", d.traffic_vs_su},
