@@ -319,7 +319,9 @@ TEST(NetsparseNode, RackSwitchCountersFollowTheModel) {
       }
     }
   }
-  if (racks > 1) ASSERT_GT(hits, 0u) << "the fixture must share rows among a rack's hosts";
+  if (racks > 1) {
+    ASSERT_GT(hits, 0u) << "the fixture must share rows among a rack's hosts";
+  }
 
   DistOptions o;
   o.mode = CommMode::netsparse_node;
