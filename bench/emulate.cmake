@@ -21,7 +21,7 @@ if(TARGET netsparse_emulate AND TARGET netsparse_sparse AND TARGET MPI::MPI_CXX)
   add_executable(netsparse_emulate_mpi ${CMAKE_CURRENT_SOURCE_DIR}/netsparse_emulate_mpi.cpp)
   target_link_libraries(netsparse_emulate_mpi PRIVATE netsparse_emulate netsparse_sparse
     netsparse_bench_common
-    netsparse_internal MPI::MPI_CXX netsparse_build_flags)
+    netsparse_internal netsparse_config MPI::MPI_CXX netsparse_build_flags)
 else()
   message(STATUS "netsparse_emulate_mpi not built: needs netsparse_emulate, netsparse_sparse, MPI")
 endif()

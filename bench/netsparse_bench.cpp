@@ -331,6 +331,9 @@ std::optional<Options> parse_args(int argc, char** argv) {
   app.add_option("--conveyor-buffers", o.dist.conveyor_buffers_per_link)
       ->check(CLI::Range(1, 1024));
   app.add_flag("--ie-p2p", o.dist.ie_point_to_point);
+  app.add_flag("--rack-switch", o.dist.rack_switch,
+               "netsparse-node on several racks: inter-rack gathers through a software ToR per "
+               "rack with the Property Cache (also NETSPARSE_RACK_SWITCH=1)");
   // Output
   app.add_option("--json", o.json);
   app.add_option("--tolerance", o.tolerance)->check(CLI::Range(0.0, 1.0));
@@ -452,6 +455,10 @@ struct Result {
   double host_lookups_total = 0, host_landed_total = 0;
   // task-packets: (rank, owner) pairs that sent task packets / fetched rows, summed over ranks.
   double task_owners_total = 0, row_owners_total = 0;
+  // netsparse-node with the rack switch: read PRs looked up at the switches, cache hits, and
+  // the wire bytes / messages between switches (per run, summed over the switches).
+  double switch_lookups_total = 0, switch_hits_total = 0;
+  double inter_rack_bytes_total = 0, inter_rack_messages_total = 0;
   std::vector<double> per_host;  // 4 values per host, in host order
   double useful_tail = 0, wait_tail = 0, sync_tail = 0;
   double compute_tail = 0, post_tail = 0, progress_tail = 0;
@@ -703,6 +710,11 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   res.host_landed_total = allreduce(static_cast<double>(s.host_rows_landed) / iters, MPI_SUM);
   res.task_owners_total = allreduce(static_cast<double>(s.task_owners) / iters, MPI_SUM);
   res.row_owners_total = allreduce(static_cast<double>(s.row_owners) / iters, MPI_SUM);
+  res.switch_lookups_total = allreduce(static_cast<double>(s.switch_lookups) / iters, MPI_SUM);
+  res.switch_hits_total = allreduce(static_cast<double>(s.switch_hits) / iters, MPI_SUM);
+  res.inter_rack_bytes_total = allreduce(static_cast<double>(s.inter_rack_bytes) / iters, MPI_SUM);
+  res.inter_rack_messages_total =
+      allreduce(static_cast<double>(s.inter_rack_messages) / iters, MPI_SUM);
   if (counts_host_traffic(kern.mode())) res.per_host = per_host_totals(s, iters);
   res.wait_tail = allreduce(s.wait_seconds / iters, MPI_MAX);
   res.sync_tail = allreduce(s.sync_seconds / iters, MPI_MAX);
@@ -967,6 +979,14 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
                                          100 * (1 - r.host_landed_total / r.host_lookups_total))
                                          .c_str()
                                    : "");
+      if (r.switch_lookups_total > 0) {
+        std::printf(
+            "   rack switch:   %-18s cache hit rate %.1f%% (%.0f of %.0f reads), between racks "
+            "%s in %.0f messages\n",
+            r.label.c_str(), 100 * r.switch_hits_total / r.switch_lookups_total,
+            r.switch_hits_total, r.switch_lookups_total,
+            human_bytes(r.inter_rack_bytes_total).c_str(), r.inter_rack_messages_total);
+      }
     }
   }
   for (const Result& r : results) {
@@ -1365,6 +1385,12 @@ bench::Json result_json(KernelKind kernel, int k, const Result& r, const Derived
   j["per_host"] = per_host_json(r.per_host);
   j["task_owners_total"] = r.task_owners_total;
   j["row_owners_total"] = r.row_owners_total;
+  j["switch_lookups_total"] = r.switch_lookups_total;
+  j["switch_hits_total"] = r.switch_hits_total;
+  j["switch_hit_rate"] =
+      r.switch_lookups_total > 0 ? r.switch_hits_total / r.switch_lookups_total : -1.0;
+  j["inter_rack_bytes_total"] = r.inter_rack_bytes_total;
+  j["inter_rack_messages_total"] = r.inter_rack_messages_total;
   j["wait_tail_s"] = r.wait_tail;
   j["sync_tail_s"] = r.sync_tail;
   j["compute_tail_s"] = r.compute_tail;

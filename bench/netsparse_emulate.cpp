@@ -37,6 +37,7 @@ using namespace netsparse::emulate;
 
 struct Options {
   int nodes = 128, racks = 8;
+  int ranks_per_node = 1;  // ranks sharing a node's NIC (their equal row blocks form its rows)
   std::string matrix = "gen:kron:16";
   std::string kernel = "spmm";
   std::vector<std::uint32_t> Ks = {16};
@@ -67,6 +68,8 @@ the speedups over SUOpt and SAOpt (docs/emulation.md). Results depend only on th
 usage: netsparse_emulate [options]
   --nodes N            nodes (default 128)
   --racks R            racks, nodes split evenly (default 8)
+  --ranks-per-node R   the rows are cut into equal blocks per rank, R consecutive ranks per
+                       node sharing its NIC (netsparse-node's hosts; default 1)
   --matrix SPEC        gen:kron:S (default gen:kron:16), gen:road:W, gen:stencil:N or a Matrix
                        Market file
   --kernel spmm        the kernel emulated (SpMM only)
@@ -97,6 +100,7 @@ Options parse(int argc, char** argv) {
   CLI::App app{"netsparse_emulate"};
   app.add_option("--nodes", o.nodes)->check(CLI::Range(1, 1 << 20));
   app.add_option("--racks", o.racks)->check(CLI::Range(1, 1 << 20));
+  app.add_option("--ranks-per-node", o.ranks_per_node)->check(CLI::Range(1, 1 << 20));
   app.add_option("--matrix", o.matrix);
   app.add_option("--kernel", o.kernel);
   app.add_option_function<std::string>("--K", [&](const std::string& v) {
@@ -342,6 +346,7 @@ struct Derived {
   double goodput = 0, line_util = 0, traffic_vs_su = 0, su_opt_us = 0, time_us = 0;
   double speedup_su = 0, speedup_sa = 0, prs_vs_sa = 0;
   std::uint64_t failed_wrs = 0, requested = 0;  // over every node
+  std::uint64_t ir_reads = 0, ir_hits = 0;      // reads to owners in other racks, at the ToRs
 };
 
 Derived derive(const RunResult& r, const MatrixFacts& f, const Workload& w, const Baselines& b,
@@ -359,6 +364,8 @@ Derived derive(const RunResult& r, const MatrixFacts& f, const Workload& w, cons
   d.resp_prs_per_packet = t.nic.prs_per_packet(1);
   std::uint64_t lookups = 0, hits = 0;
   for (const auto& cs : r.caches) lookups += cs.lookups, hits += cs.hits;
+  for (const TorStats& ts : r.tors)
+    d.ir_reads += ts.inter_rack_reads, d.ir_hits += ts.inter_rack_hits;
   for (const NodeResult& nr : r.nodes) d.failed_wrs += nr.failed_wrs, d.requested += nr.requested;
   d.hit_rate = lookups ? static_cast<double>(hits) / lookups : 0;
   const double useful = static_cast<double>(f.unique_remote[d.tail]) * w.prop_bytes;
@@ -425,6 +432,21 @@ void print_run(const LadderStep& s, const Derived& d, double wall) {
               d.speedup_sa, wall, wall > 0 ? static_cast<double>(d.requested) / wall : 0.0);
 }
 
+// The switches' view when there are several racks: the Property Cache on reads to other racks
+// and what crossed between racks.
+void print_switches(const RunResult& r, const Derived& d) {
+  std::uint64_t lookups = 0, hits = 0;
+  for (const auto& cs : r.caches) lookups += cs.lookups, hits += cs.hits;
+  std::printf(
+      "  switches: cache hits %llu of %llu reads to other racks (%.1f%%), %llu of %llu "
+      "in all; inter-rack %llu B in %llu packets\n",
+      static_cast<unsigned long long>(d.ir_hits), static_cast<unsigned long long>(d.ir_reads),
+      d.ir_reads ? 100.0 * d.ir_hits / d.ir_reads : 0.0, static_cast<unsigned long long>(hits),
+      static_cast<unsigned long long>(lookups),
+      static_cast<unsigned long long>(r.inter_rack.wire_bytes),
+      static_cast<unsigned long long>(r.inter_rack.packets));
+}
+
 void print_checks(const std::vector<std::string>& failures, bool verify) {
   std::printf("  checks: %s", failures.empty() ? "ok (PR counts, useful-bytes minimum" : "FAILED");
   if (failures.empty())
@@ -471,6 +493,10 @@ netsparse::bench::Json run_json(const RunSpec& spec, const Derived& d, const Run
           {"read_prs_per_packet", d.read_prs_per_packet},
           {"response_prs_per_packet", d.resp_prs_per_packet},
           {"pcache_hit_rate", d.hit_rate},
+          {"pcache_inter_rack_reads", d.ir_reads},
+          {"pcache_inter_rack_hits", d.ir_hits},
+          {"inter_rack_bytes", r.inter_rack.wire_bytes},
+          {"inter_rack_packets", r.inter_rack.packets},
           {"goodput", d.goodput},
           {"line_utilisation", d.line_util},
           {"traffic_vs_su", d.traffic_vs_su},
@@ -514,6 +540,7 @@ netsparse::bench::Json document(const Options& o, std::uint32_t batch, const Mat
   doc["matrix"] = o.matrix;
   doc["nodes"] = o.nodes;
   doc["racks"] = o.racks;
+  doc["ranks_per_node"] = o.ranks_per_node;
   doc["batch"] = batch;
   doc["table4_distinct_destinations"] = f.table4;
   doc["table1"] = {{"useful_per_node", t1.useful},
@@ -536,7 +563,7 @@ int main(int argc, char** argv) {
   Workload w;
   try {
     a = load_matrix_spec(o.matrix, o.seed);
-    w = gather_workload(a, o.nodes, 4);
+    w = gather_workload(a, o.nodes, 4, o.ranks_per_node);
   } catch (const std::exception& e) {
     std::cerr << "netsparse_emulate: " << o.matrix << ": " << e.what() << "\n";
     return 1;
@@ -591,6 +618,7 @@ int main(int argc, char** argv) {
       const double wall = seconds_since(t0);
       const Derived d = derive(r, facts, w, base, line_Bps);
       print_run(spec.step, d, wall);
+      if (spec.step.tor && o.racks > 1) print_switches(r, d);
       const std::vector<std::string> failures = check_run(r, d, facts, w, spec.step);
       if (traffic.is_open()) write_run_traffic(traffic, r, K, spec.step);
       print_checks(failures, o.verify);

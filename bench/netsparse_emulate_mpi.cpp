@@ -13,10 +13,18 @@
 // flags) but the transport's own progress and watchdog, registers the same properties, posts the
 // same work requests with the same depth, checks every gathered property, and rank 0 writes the
 // counters. The ToR switch step does not exist here (there is no switch).
+//
+// Virtual hosts (NETSPARSE_RANKS_PER_HOST=R): R consecutive ranks form one node with one NIC,
+// as in netsparse-node. Each rank builds its own list (its equal row block's columns), the
+// host's leader gathers them over the host's communicator in rank order, and only the leaders
+// open engines, over a communicator of the leaders with the MPI transport's shared-memory rings
+// off (leaders are different hosts; the bytes go through MPI). The counters are per host and
+// compare with netsparse_emulate --nodes H --ranks-per-node R.
 #include <mpi.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -26,6 +34,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "config/settings.hpp"
 #include "emulate/workload.hpp"
 #include "netsparse/netsparse_mpi.h"
 #include "stats.hpp"
@@ -97,18 +106,20 @@ Options parse(int argc, char** argv, int rank) {
   return o;
 }
 
-// Fails the run on every rank with the reason (a collective error path: every rank calls it).
-bool check(bool ok, const std::string& what, int rank) {
+// Fails the run on every rank of `comm` with the reason (a collective error path: every rank of
+// it calls it).
+bool check(bool ok, const std::string& what, int rank, MPI_Comm comm = MPI_COMM_WORLD) {
   if (!ok) std::cerr << "netsparse_emulate_mpi: rank " << rank << ": " << what << "\n";
   int bad = ok ? 0 : 1;
-  MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm);
   return bad == 0;
 }
 
 // One ladder step at one K: every rank gathers its idxs; returns this rank's counters, or
 // nothing when something failed (reported on stderr).
+// `comm`: one rank per node (the leaders); `rank`: this node's number in it.
 bool run_step(const Workload& w, const LadderStep& step, std::uint32_t batch, int units, int rank,
-              NodeTraffic& traffic) {
+              MPI_Comm comm, NodeTraffic& traffic) {
   NodeModel model;
   model.flags = step.flags;
   model.batch = batch;
@@ -117,8 +128,8 @@ bool run_step(const Workload& w, const LadderStep& step, std::uint32_t batch, in
   // The real transport's own progress (a thread when MPI allows it) and watchdog.
   attr.comp_mask &= ~static_cast<std::uint64_t>(NS_CTX_ATTR_PROGRESS | NS_CTX_ATTR_WATCHDOG);
   ns_context* ctx = nullptr;
-  if (!check(ns_open_mpi(MPI_COMM_WORLD, &attr, &ctx) == NS_OK,
-             std::string("ns_open_mpi: ") + ns_last_error(), rank))
+  if (!check(ns_open_mpi(comm, &attr, &ctx) == NS_OK,
+             std::string("ns_open_mpi: ") + ns_last_error(), rank, comm))
     return false;
   const auto me = static_cast<std::size_t>(rank);
   const std::uint64_t begin = w.row_offsets[me], rows = w.row_offsets[me + 1] - begin;
@@ -131,11 +142,11 @@ bool run_step(const Workload& w, const LadderStep& step, std::uint32_t batch, in
   ns_qp* qp = nullptr;
   bool ok =
       check(ns_reg_props(ctx, props.data(), rows, w.prop_bytes, w.row_offsets.data(), &mr) == NS_OK,
-            std::string("ns_reg_props: ") + ns_last_error(), rank);
+            std::string("ns_reg_props: ") + ns_last_error(), rank, comm);
   if (ok) {
     ok = check(ns_create_cq(ctx, static_cast<int>(model.qp_depth) * 2, &cq) == NS_OK &&
                    ns_create_qp(ctx, cq, static_cast<int>(model.qp_depth), &qp) == NS_OK,
-               std::string("queue creation: ") + ns_last_error(), rank);
+               std::string("queue creation: ") + ns_last_error(), rank, comm);
   }
   std::string error;
   if (ok) {
@@ -186,7 +197,7 @@ bool run_step(const Workload& w, const LadderStep& step, std::uint32_t batch, in
       char stats[4096];
       if (ns_stats_json(ctx, stats, sizeof stats) > 0) error += std::string("; engine: ") + stats;
     }
-    ok = check(error.empty(), error, rank);
+    ok = check(error.empty(), error, rank, comm);
     if (ok) traffic = traffic_of(ctx);
   }
   if (qp != nullptr) ns_destroy_qp(qp);
@@ -209,13 +220,45 @@ int main(int argc, char** argv) {
       bad_usage("--mechanisms " + name + ": one of rig, filter, coalesce, nic", rank);
     steps.push_back(*s);
   }
+  // Virtual hosts: R consecutive ranks per node (the configuration table validated the value).
+  const int per_host =
+      netsparse::config::is_set(netsparse::config::Env::kRanksPerHost)
+          ? static_cast<int>(netsparse::config::integer(netsparse::config::Env::kRanksPerHost))
+          : 1;
+  if (size % per_host != 0)
+    bad_usage("NETSPARSE_RANKS_PER_HOST=" + std::to_string(per_host) + " does not divide " +
+                  std::to_string(size) + " ranks",
+              rank);
+  const int hosts = size / per_host, host = rank / per_host;
+  const bool leader = rank % per_host == 0;
+  MPI_Comm host_comm = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, host, rank, &host_comm);
+  MPI_Comm_split(MPI_COMM_WORLD, leader ? 0 : MPI_UNDEFINED, rank, &leaders);
   Workload w;
   std::uint32_t batch = o.batch;
   std::string error;
   try {
     const netsparse::CsrMatrix a = load_matrix_spec(o.matrix, o.seed);
-    w = gather_workload(a, size, 4);
-    if (batch == 0) batch = auto_batch(static_cast<std::uint64_t>(a.nnz()) / size, o.units);
+    w = gather_workload(a, hosts, 4, per_host);
+    if (batch == 0) batch = auto_batch(static_cast<std::uint64_t>(a.nnz()) / hosts, o.units);
+    if (per_host > 1) {
+      // The host's list is its ranks' lists, gathered at the leader in rank order.
+      const std::vector<std::uint64_t> mine =
+          gather_workload(a, size, 4).idxs[static_cast<std::size_t>(rank)];
+      int n = static_cast<int>(mine.size());
+      std::vector<int> counts(static_cast<std::size_t>(per_host)), displs(counts.size(), 0);
+      MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, host_comm);
+      for (std::size_t i = 1; i < counts.size(); ++i) displs[i] = displs[i - 1] + counts[i - 1];
+      std::vector<std::uint64_t> node_list(
+          leader ? static_cast<std::size_t>(displs.back() + counts.back()) : 0);
+      MPI_Gatherv(mine.data(), n, MPI_UINT64_T, node_list.data(), counts.data(), displs.data(),
+                  MPI_UINT64_T, 0, host_comm);
+      if (leader && node_list != w.idxs[static_cast<std::size_t>(host)])
+        throw std::logic_error("the host's gathered list differs from the node's");
+      if (leader) w.idxs[static_cast<std::size_t>(host)] = std::move(node_list);
+      // Leaders are different hosts: their engines talk through MPI, not shared-memory rings.
+      setenv("NETSPARSE_MPI_SHM", "0", 1);
+    }
   } catch (const std::exception& e) {
     error = o.matrix + ": " + e.what();
   }
@@ -229,18 +272,21 @@ int main(int argc, char** argv) {
     w.prop_bytes = o.Ks[ki] * 4;
     for (std::size_t k = 0; k < steps.size() && ok; ++k) {
       NodeTraffic mine;
-      ok = run_step(w, steps[k], batch, o.units, rank, mine);
+      if (leader) ok = run_step(w, steps[k], batch, o.units, host, leaders, mine);
+      ok = check(ok, "a host's gather failed", rank);
       if (!ok) break;
-      std::vector<NodeTraffic> all(static_cast<std::size_t>(size));
+      if (!leader) continue;
+      std::vector<NodeTraffic> all(static_cast<std::size_t>(hosts));
       static_assert(sizeof(NodeTraffic) % sizeof(std::uint64_t) == 0);
       constexpr int kWords = sizeof(NodeTraffic) / sizeof(std::uint64_t);
-      MPI_Gather(&mine, kWords, MPI_UINT64_T, all.data(), kWords, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+      MPI_Gather(&mine, kWords, MPI_UINT64_T, all.data(), kWords, MPI_UINT64_T, 0, leaders);
       text << "K " << o.Ks[ki] << " mechanisms " << steps[k].name << "\n";
       write_traffic(text, all);
     }
   }
   if (ok && rank == 0) {
-    std::printf("netsparse_emulate_mpi: %s on %d ranks, batch %u\n", o.matrix.c_str(), size, batch);
+    std::printf("netsparse_emulate_mpi: %s on %d ranks (%d per node), batch %u\n", o.matrix.c_str(),
+                size, per_host, batch);
     if (o.traffic.empty()) {
       std::cout << text.str();
     } else {
@@ -252,6 +298,8 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
+  MPI_Comm_free(&host_comm);
   MPI_Finalize();
   return ok ? 0 : 1;
 }

@@ -507,6 +507,14 @@ def table7(chosen, out_dir):
     return write_table(out_dir, "table7.md", head, rows)
 
 
+def switch_cell(r):
+    """netsparse-node with the rack switch: its cache hit rate and the bytes between racks."""
+    if (r.get("switch_lookups_total") or 0) <= 0:
+        return "-"
+    return (f"hits {100 * r['switch_hit_rate']:.1f}%, inter-rack "
+            f"{r['inter_rack_bytes_total'] / 1e6:.3f} MB in {r['inter_rack_messages_total']:.0f} msgs")
+
+
 def hosts_table(cases, out_dir):
     """Issue 22: per mode that counts host traffic, on runs spanning several hosts, the traffic
     between hosts against the node-wide minimum, within hosts, netsparse-node's node-wide F+C
@@ -529,10 +537,12 @@ def hosts_table(cases, out_dir):
                         f"{r['inter_host_bytes_total'] / 1e6:.3f} MB | "
                         f"{r['inter_host_messages_total']:.0f} | "
                         f"{r['intra_host_bytes_total'] / 1e6:.2f} MB | "
-                        f"{'-' if fc is None or fc < 0 else f'{100 * fc:.1f}%'} | {per_host} |")
+                        f"{'-' if fc is None or fc < 0 else f'{100 * fc:.1f}%'} | "
+                        f"{switch_cell(r)} | {per_host} |")
     head = ("| run | matrix | kernel | K | ranks / hosts | mode | inter-host payload vs node-wide "
-            "min | inter-host wire | inter-host msgs | intra-host | node-wide F+C | per host |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+            "min | inter-host wire | inter-host msgs | intra-host | node-wide F+C | rack switch | "
+            "per host |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     return write_table(out_dir, "hosts.md", head, rows)
 
 

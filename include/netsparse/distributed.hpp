@@ -167,6 +167,11 @@ struct DistOptions {
   int conveyor_buffers_per_link = 2;
   // inspector-executor: point-to-point Isend/Irecv instead of the neighbourhood collective.
   bool ie_point_to_point = false;
+  // netsparse-node on several racks: the inter-rack gathers pass through a software ToR switch
+  // per rack (the leader of the rack's first host), which concatenates per destination rack and
+  // answers from its Property Cache what crossed into the rack before in the same kernel
+  // (docs/node-aware.md). Also on with NETSPARSE_RACK_SWITCH=1. Must be the same on every rank.
+  bool rack_switch = false;
 };
 
 // Communication counters of one rank (run_stats) or summed over calls (total_stats).
@@ -202,6 +207,13 @@ struct CommStats {
   // fetched rows from (per run; summed over runs in total_stats).
   std::uint64_t task_owners = 0;
   std::uint64_t row_owners = 0;
+  // netsparse-node with the rack switch (DistOptions::rack_switch): at a rack's switch process,
+  // the read PRs from its rack it looked up in its Property Cache and those the cache answered;
+  // and the wire bytes / messages it sent to other racks' switches (packets with the 50 B model).
+  std::uint64_t switch_lookups = 0;
+  std::uint64_t switch_hits = 0;
+  std::uint64_t inter_rack_bytes = 0;
+  std::uint64_t inter_rack_messages = 0;
 };
 
 // The communication volume a pattern needs, independent of the mode (collective to compute).

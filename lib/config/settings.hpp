@@ -57,6 +57,7 @@ enum class Env : int {
   kKernelIsa,
   kRanksPerHost,
   kHostsPerRack,
+  kRackSwitch,
   kBenchStallS,
   kDataDir,
   kCount
@@ -112,6 +113,10 @@ inline constexpr Setting kEnvironment[] = {
    "netsparse-node and the host counters use them (docs/node-aware.md)"},
   {"NETSPARSE_HOSTS_PER_RACK", Type::kInteger, "", "", 1, 1 << 24, true, Scope::kLibrary,
    "racks of this many consecutive hosts (default: one rack)"},
+  {"NETSPARSE_RACK_SWITCH", Type::kChoice, "0", "0|1", 0, 0, true, Scope::kLibrary,
+   "1: netsparse-node's inter-rack gathers pass through a software ToR switch per rack (the "
+   "rack's first host leader) with the Property Cache (docs/node-aware.md); same as "
+   "DistOptions::rack_switch"},
   {"NETSPARSE_BENCH_STALL_S", Type::kInteger, "120", "", 0, 1e6, false, Scope::kBenchmark,
    "the benchmarks give up (exit 3) after this many seconds without progress (0 = never)"},
   {"NETSPARSE_DATA_DIR", Type::kText, "~/.cache/netsparse/matrices", "", 0, 0, false,

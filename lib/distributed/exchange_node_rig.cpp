@@ -31,11 +31,14 @@
 // other hosts' leaders get error completions (watchdog) or a quiesce timeout and throw: nothing
 // waits forever. There is no MPI collective in a run.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -46,6 +49,7 @@
 #include "distributed/host_shared.hpp"
 #include "distributed/kernel_impl.hpp"
 #include "distributed/mpi_util.hpp"
+#include "distributed/rack_switch.hpp"
 #include "distributed/topology.hpp"
 #include "netsparse/netsparse_mpi.h"
 
@@ -231,7 +235,22 @@ class NodeRigExchange final : public Exchange<T> {
       compute.local(pat, rc, ops);
     }
     const double t0 = now_seconds();
+    std::uint64_t switch_rows = 0;
     try {
+      if (rack_) {
+        // The inter-rack rows through the rack switches (the engine keeps serving meanwhile).
+        const RackSwitchCounters sc =
+            rack_->run(reinterpret_cast<std::byte*>(store), [this] { progress_tick(this); });
+        switch_rows = sc.rows_landed;
+        stats.switch_lookups += sc.lookups;
+        stats.switch_hits += sc.hits;
+        stats.inter_rack_bytes += sc.inter_rack_bytes;
+        stats.inter_rack_messages += sc.inter_rack_messages;
+        stats.inter_host_bytes += sc.inter_host_bytes;
+        stats.inter_host_messages += sc.inter_host_messages;
+        stats.bytes_sent += sc.inter_host_bytes;
+        stats.messages_sent += sc.inter_host_messages;
+      }
       if (ctx_) {
         while (pending_ > 0) drain();
         // This host's rows may still be read by the others: the next run overwrites them only
@@ -268,6 +287,9 @@ class NodeRigExchange final : public Exchange<T> {
       stats.inter_host_messages += after.frames - before.frames;
       stats.host_rows_landed += pieces_in / pieces_;
     }
+    stats.inter_host_payload_bytes += switch_rows * row_bytes;
+    stats.payload_bytes_in += switch_rows * row_bytes;
+    stats.host_rows_landed += switch_rows;
   }
 
  private:
@@ -310,14 +332,46 @@ class NodeRigExchange final : public Exchange<T> {
     if (hrank_ == 0) new (control_.data()) HostControl(comm_size(hc));
     // One engine per host, at its leader; a single host has nobody to gather from.
     std::exception_ptr error;
+    use_switch_ = rack_switch_agreed(rc) && topo_.nracks() > 1;
     if (topo_.is_leader() && nhosts > 1) {
       try {
         open_engine(rc.options->engine);
+        if (use_switch_) open_rack_switch(rc);
       } catch (...) {
         error = std::current_exception();
       }
     }
     agree_on_failure(rc.comm, error);
+  }
+
+  // DistOptions::rack_switch or NETSPARSE_RACK_SWITCH=1, the same on every rank (else refused on
+  // every rank with one message).
+  static bool rack_switch_agreed(const RunContext& rc) {
+    int on = (rc.options->rack_switch || config::choice(config::Env::kRackSwitch) == "1") ? 1 : 0;
+    int lo = on, hi = on;
+    check_mpi(MPI_Allreduce(&on, &lo, 1, MPI_INT, MPI_MIN, rc.comm), "MPI_Allreduce");
+    check_mpi(MPI_Allreduce(&on, &hi, 1, MPI_INT, MPI_MAX, rc.comm), "MPI_Allreduce");
+    if (lo != hi) {
+      throw std::invalid_argument(
+          "netsparse-node: the ranks disagree on the rack switch (DistOptions::rack_switch / "
+          "NETSPARSE_RACK_SWITCH)");
+    }
+    return on == 1;
+  }
+
+  void open_rack_switch(const RunContext& rc) {
+    const RowPartition* cols = rc.cols;
+    rack_ = std::make_unique<RackSwitchPath>(
+        topo_, cols->n_rows(), static_cast<std::uint32_t>(rc.row_bytes()),
+        [this, cols](gidx_t c) {
+          return static_cast<std::uint32_t>(topo_.host_of(cols->owner(c)));
+        },
+        [this, cols](gidx_t c) {
+          return topo_.host_of(cols->owner(c)) == topo_.host()
+                     ? store_position(c, *cols)
+                     : std::numeric_limits<std::uint64_t>::max();
+        },
+        deadline_);
   }
 
   // Leader: every other host's union (its filter's set bits, from all leaders), and the columns
@@ -365,6 +419,7 @@ class NodeRigExchange final : public Exchange<T> {
     // Destructors must not throw; a handle left open is released by its own destructor.
     try {
       plans_.clear();
+      rack_.reset();
       if (region_.get() != nullptr) region_.close();
       qp_.close();
       cq_.close();
@@ -394,22 +449,33 @@ class NodeRigExchange final : public Exchange<T> {
     const std::size_t k = static_cast<std::size_t>(rc.k);
     region_ = PropertyRegion(ctx_, store + n_low_ * k, host_rows_ * pieces_, piece_bytes_, offsets);
 
-    // The union's engine rows (pieces expanded), in store order: [low | high].
+    // The union's engine rows (pieces expanded), in store order: [low | high], as runs of
+    // consecutive store rows. With the rack switch, rows of other racks go to it instead.
     idx_.clear();
+    std::vector<std::array<std::uint64_t, 3>> parts;  // (first idx, idx count, first store row)
+    std::vector<std::pair<gidx_t, std::uint64_t>> via_switch;
+    std::uint64_t u = 0;
     for (std::size_t w = 0; w < words_; ++w) {
-      for (std::uint64_t m = bits_[w]; m != 0; m &= m - 1) {
+      for (std::uint64_t m = bits_[w]; m != 0; m &= m - 1, ++u) {
         const auto c = static_cast<gidx_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(m)));
         const int q = cols.owner(c);
+        const std::uint64_t srow = u < n_low_ ? u : u + host_rows_;
+        if (rack_ && topo_.rack_of_host(topo_.host_of(q)) != topo_.rack()) {
+          via_switch.emplace_back(c, srow);
+          continue;
+        }
+        if (parts.empty() || parts.back()[2] + parts.back()[1] / pieces_ != srow) {
+          parts.push_back({idx_.size(), 0, srow});
+        }
+        parts.back()[1] += pieces_;
         const std::uint64_t row = engine_base_[q] + static_cast<std::uint64_t>(c - cols.begin(q));
         for (std::uint32_t p = 0; p < pieces_; ++p) idx_.push_back(row * pieces_ + p);
       }
     }
+    if (rack_) rack_->set_wanted(std::move(via_switch));
     const std::size_t piece_elems = k / pieces_;
     const std::uint64_t batch = rc.options->batch;
     const std::span<const std::uint64_t> all(idx_);
-    // (first idx, idx count, first store row) of the two parts.
-    const std::uint64_t low = n_low_ * pieces_;
-    const std::uint64_t parts[2][3] = {{0, low, 0}, {low, all.size() - low, n_low_ + host_rows_}};
     for (const auto& part : parts) {
       T* out = store + part[2] * k;
       for (std::uint64_t off = 0; off < part[1]; off += batch) {
@@ -460,6 +526,7 @@ class NodeRigExchange final : public Exchange<T> {
   // 5 us: a step polls the transport, the compute must not pay for it per tile).
   static void progress_tick(void* self) {
     auto& s = *static_cast<NodeRigExchange*>(self);
+    if (!s.inline_progress_) return;  // the engine's own thread progresses it
     const auto now = std::chrono::steady_clock::now();
     if (now - s.last_progress_ < std::chrono::microseconds(5)) return;
     ns_progress(s.ctx_.get());
@@ -545,6 +612,8 @@ class NodeRigExchange final : public Exchange<T> {
   std::vector<ns_send_wr> wrs_;     // the gathers (POSITIONAL into the store)
   std::vector<GatherPlan> plans_;   // the same as plans (DistOptions::plans)
   std::int64_t pending_ = 0;
+  bool use_switch_ = false;
+  std::unique_ptr<RackSwitchPath> rack_;  // leaders, with the rack switch on
 };
 
 }  // namespace

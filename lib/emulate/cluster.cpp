@@ -428,6 +428,7 @@ RunResult Run::go() {
   r.events = events_.events_run();
   r.wrong_at_completion = wrong_at_completion_;
   r.links = fabric_.total();
+  r.inter_rack = fabric_.inter_rack();
   for (auto& n : nodes_) {
     const rig::Engine::Snapshot s = n->ctx->snapshot();
     NodeResult nr;

@@ -103,7 +103,8 @@ struct RunResult {
   std::vector<TorStats> tors;
   std::vector<sw::PropertyCacheStats> caches;
   std::vector<concat::ConcatStats> tor_concat;
-  LinkStats links;  // over every link
+  LinkStats links;       // over every link
+  LinkStats inter_rack;  // over the ToR-to-spine links (what left a rack)
   std::uint64_t events = 0;
   std::uint64_t wrong_properties = 0;  // verify: gathered bytes that differ from the owner's
   std::uint64_t checked_properties = 0;

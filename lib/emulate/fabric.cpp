@@ -226,4 +226,19 @@ LinkStats Fabric::total() const {
   return t;
 }
 
+LinkStats Fabric::inter_rack() const {
+  LinkStats t;
+  for (int rack = 0; rack < config_.racks; ++rack) {
+    for (int spine = 0; spine < spines_; ++spine) {
+      const LinkStats& l = links_[tor_up_index(rack, spine)].stats;
+      t.packets += l.packets;
+      t.wire_bytes += l.wire_bytes;
+      t.busy_ps += l.busy_ps;
+      t.max_wait_ps = std::max(t.max_wait_ps, l.max_wait_ps);
+      t.total_wait_ps += l.total_wait_ps;
+    }
+  }
+  return t;
+}
+
 }  // namespace netsparse::emulate

@@ -116,6 +116,8 @@ class Fabric {
   std::uint64_t packets_delivered() const noexcept { return delivered_; }
   std::uint64_t packets_in_flight() const noexcept { return in_flight_; }
   LinkStats total() const;  // over every link
+  // Over the links from the ToRs up to the spines: everything that left a rack.
+  LinkStats inter_rack() const;
 
  private:
   // Where a packet goes after the hop it is on.

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "concat/protocol.hpp"
-
 namespace netsparse::emulate {
 
 TorSwitch::TorSwitch(int tor, Fabric& fabric, const SwitchModel& model, std::uint32_t prop_bytes,
@@ -13,18 +11,21 @@ TorSwitch::TorSwitch(int tor, Fabric& fabric, const SwitchModel& model, std::uin
       fabric_(fabric),
       model_(model),
       prop_bytes_(prop_bytes),
-      row_offsets_(row_offsets.begin(), row_offsets.end()),
-      hit_buffer_(prop_bytes) {
-  concat::ConcatConfig cc;
-  cc.num_nodes = static_cast<std::uint32_t>(fabric.nodes());
-  cc.prop_len = prop_bytes;
-  cc.packet_bytes = model.packet_bytes;
-  // The ConcatPoint's clock is whatever unit its caller uses: here picoseconds.
-  cc.delay_ns =
+      row_offsets_(row_offsets.begin(), row_offsets.end()) {
+  sw::TorConfig tc;
+  tc.prop_bytes = prop_bytes;
+  tc.queues = static_cast<std::uint32_t>(fabric.nodes());  // one queue per destination node
+  tc.packet_bytes = model.packet_bytes;
+  // The pipeline's clock is the fabric's: picoseconds.
+  tc.delay =
       static_cast<std::uint64_t>(std::llround(model.delay_cycles * 1000.0 / model.clock_ghz));
-  concat_ = std::make_unique<concat::ConcatPoint>(cc, *this);
-  cache_ = std::make_unique<sw::PropertyCache>(model.cache_config);
-  if (model.cache) cache_->configure(prop_bytes);  // the control plane's per-kernel call
+  tc.cache = model.cache;  // the control plane's per-kernel configure
+  tc.cache_config = model.cache_config;
+  pipeline_ = std::make_unique<sw::TorPipeline>(
+      tc, [this](std::uint64_t idx) { return owner_of(idx); },
+      [](std::uint32_t node) { return node; },
+      [this](std::uint32_t node) { return fabric_.rack_of(static_cast<int>(node)) == tor_; },
+      *this);
 }
 
 std::uint32_t TorSwitch::owner_of(std::uint64_t idx) const noexcept {
@@ -33,47 +34,14 @@ std::uint32_t TorSwitch::owner_of(std::uint64_t idx) const noexcept {
 }
 
 bool TorSwitch::on_fabric_packet(Packet& packet, bool from_node) {
-  concat::PacketView v;
-  if (concat::decode_packet(packet.bytes, concat::kAnyDestination, prop_bytes_, &v) !=
-      concat::DecodeError::kOk) {
-    ++stats_.malformed;
-    return true;
-  }
-  const concat::PrType type = v.header().type;
-  if (!from_node) {
-    if (type == concat::PrType::kResponse && model_.cache) {
-      for (std::uint32_t i = 0; i < v.size(); ++i) {
-        const concat::PrHeader pr = v.pr(i);
-        cache_->fill(owner_of(pr.idx), pr.idx, v.payload(i));
-        ++stats_.egress_fills;
-      }
-    }
-    return true;
-  }
   const Picos now = fabric_.events().now();
-  if (type == concat::PrType::kRead) {
-    const std::uint32_t owner = v.header().dest;
-    for (std::uint32_t i = 0; i < v.size(); ++i) {
-      const concat::PrHeader pr = v.pr(i);
-      ++stats_.read_prs_in;
-      if (model_.cache && owner_of(pr.idx) == owner &&
-          cache_->lookup(owner, pr.idx, hit_buffer_.data())) {
-        ++stats_.hits;
-        concat_->push(concat::PrType::kResponse, pr.src_node, pr, hit_buffer_.data(), now);
-      } else {
-        concat_->push(concat::PrType::kRead, owner, pr, nullptr, now);
-      }
-    }
-  } else if (type == concat::PrType::kResponse) {
-    const std::uint32_t requester = v.header().dest;
-    for (std::uint32_t i = 0; i < v.size(); ++i) {
-      const concat::PrHeader pr = v.pr(i);
-      ++stats_.response_prs_in;
-      if (model_.cache) cache_->fill(owner_of(pr.idx), pr.idx, v.payload(i));
-      concat_->push(concat::PrType::kResponse, requester, pr, v.payload(i), now);
-    }
-  } else {
-    return true;  // invalid and control PRs pass unchanged
+  if (!from_node) {
+    (void)pipeline_->from_spine(packet.bytes, now, /*route=*/false);
+    return true;  // the fabric forwards it unchanged (a malformed one too)
+  }
+  bool passed = false;
+  if (pipeline_->from_rack(packet.bytes, now, &passed) != concat::DecodeError::kOk || passed) {
+    return true;
   }
   arm_expiry();
   return false;
@@ -86,13 +54,13 @@ void TorSwitch::on_packet(std::uint32_t dest, concat::PrType, std::span<const st
 }
 
 void TorSwitch::arm_expiry() {
-  const Picos next = concat_->next_expiry_ns();
+  const Picos next = pipeline_->next_expiry();
   if (next == UINT64_MAX || next >= armed_at_) return;
   armed_at_ = next;
   fabric_.events().at(std::max(next, fabric_.events().now()), [this, next] {
     if (armed_at_ != next) return;  // superseded by an earlier one
     armed_at_ = kNever;
-    concat_->poll_expired(fabric_.events().now());
+    pipeline_->poll_expired(fabric_.events().now());
     arm_expiry();
   });
 }

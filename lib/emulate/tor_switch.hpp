@@ -1,6 +1,6 @@
-// A ToR switch's NetSparse pipeline (MICRO '25 §6.1-6.2) on the emulated fabric: a
-// Concatenation Point (the same concat::ConcatPoint the NIC engine uses) and the Property Cache
-// (sw::PropertyCache).
+// A ToR switch's NetSparse pipeline (MICRO '25 §6.1-6.2) on the emulated fabric: the switch
+// code the real rack switch runs too (sw::TorPipeline: the same concat::ConcatPoint the NIC
+// engine uses, and the Property Cache), with one concatenation queue per node.
 //
 // Packets coming up from a node of the rack (ingress):
 //   read     each PR is looked up in the cache; a hit becomes a response PR to the requester
@@ -21,6 +21,7 @@
 #include "concat/concat_point.hpp"
 #include "emulate/fabric.hpp"
 #include "switch/property_cache.hpp"
+#include "switch/tor_pipeline.hpp"
 
 namespace netsparse::emulate {
 
@@ -33,13 +34,7 @@ struct SwitchModel {
   sw::PropertyCacheConfig cache_config;
 };
 
-struct TorStats {
-  std::uint64_t read_prs_in = 0;      // read PRs that came up from the rack
-  std::uint64_t response_prs_in = 0;  // response PRs that came up from the rack
-  std::uint64_t egress_fills = 0;     // response PRs from other racks that filled the cache
-  std::uint64_t hits = 0;             // read PRs answered by the cache
-  std::uint64_t malformed = 0;        // packets that did not decode (forwarded unchanged)
-};
+using TorStats = sw::TorStats;
 
 class TorSwitch final : public concat::PacketSink {
  public:
@@ -53,10 +48,10 @@ class TorSwitch final : public concat::PacketSink {
   void on_packet(std::uint32_t dest, concat::PrType type, std::span<const std::byte> packet,
                  concat::FlushCause cause) override;
 
-  const TorStats& stats() const noexcept { return stats_; }
-  const concat::ConcatStats& concat_stats() const noexcept { return concat_->stats(); }
-  const sw::PropertyCache& cache() const noexcept { return *cache_; }
-  std::size_t buffered_prs() const noexcept { return concat_->buffered_prs(); }
+  const TorStats& stats() const noexcept { return pipeline_->stats(); }
+  const concat::ConcatStats& concat_stats() const noexcept { return pipeline_->concat_stats(); }
+  const sw::PropertyCache& cache() const noexcept { return pipeline_->cache(); }
+  std::size_t buffered_prs() const noexcept { return pipeline_->buffered_prs(); }
 
  private:
   std::uint32_t owner_of(std::uint64_t idx) const noexcept;
@@ -67,11 +62,8 @@ class TorSwitch final : public concat::PacketSink {
   SwitchModel model_;
   std::uint32_t prop_bytes_;
   std::vector<std::uint64_t> row_offsets_;
-  std::unique_ptr<concat::ConcatPoint> concat_;
-  std::unique_ptr<sw::PropertyCache> cache_;
-  std::vector<std::byte> hit_buffer_;
+  std::unique_ptr<sw::TorPipeline> pipeline_;
   Picos armed_at_ = kNever;
-  TorStats stats_;
 };
 
 }  // namespace netsparse::emulate

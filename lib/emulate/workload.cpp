@@ -1,5 +1,6 @@
 #include "emulate/workload.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <ostream>
 #include <stdexcept>
@@ -62,18 +63,22 @@ CsrMatrix load_matrix_spec(const std::string& spec, std::uint64_t seed) {
   return read_matrix_market(spec);
 }
 
-Workload gather_workload(const CsrMatrix& a, int nodes, std::uint32_t prop_bytes) {
+Workload gather_workload(const CsrMatrix& a, int nodes, std::uint32_t prop_bytes,
+                         int ranks_per_node) {
   const auto rows = static_cast<std::uint64_t>(a.n_rows_global);
-  if (nodes < 1 || a.n_cols != a.n_rows_global || a.row_begin != 0 || a.n_rows != a.n_rows_global ||
-      rows < static_cast<std::uint64_t>(nodes))
+  const auto ranks =
+      static_cast<std::uint64_t>(nodes) * static_cast<std::uint64_t>(std::max(ranks_per_node, 0));
+  if (nodes < 1 || ranks_per_node < 1 || a.n_cols != a.n_rows_global || a.row_begin != 0 ||
+      a.n_rows != a.n_rows_global || rows < ranks)
     throw std::invalid_argument(
-        "the emulated gather needs a whole square matrix with at least one row per node (" +
+        "the emulated gather needs a whole square matrix with at least one row per rank (" +
         std::to_string(a.n_rows_global) + " x " + std::to_string(a.n_cols) + ", " +
-        std::to_string(nodes) + " nodes)");
+        std::to_string(nodes) + " nodes of " + std::to_string(ranks_per_node) + " ranks)");
   Workload w;
   w.prop_bytes = prop_bytes;
-  const auto N = static_cast<std::uint64_t>(nodes);
-  for (std::uint64_t p = 0; p <= N; ++p) w.row_offsets.push_back(rows * p / N);
+  const auto N = static_cast<std::uint64_t>(nodes), R = static_cast<std::uint64_t>(ranks_per_node);
+  // Node p's first row is its first rank's: rows * (p R) / (N R), the ranks' equal blocks.
+  for (std::uint64_t p = 0; p <= N; ++p) w.row_offsets.push_back(rows * (p * R) / ranks);
   w.idxs.resize(static_cast<std::size_t>(nodes));
   for (std::size_t p = 0; p < w.idxs.size(); ++p) {
     const auto b = static_cast<std::size_t>(w.row_offsets[p]);

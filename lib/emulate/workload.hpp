@@ -27,8 +27,12 @@ CsrMatrix load_matrix_spec(const std::string& spec, std::uint64_t seed);
 // Node p owns the equal row block [rows * p / nodes, rows * (p + 1) / nodes) and asks for the
 // column of every nonzero of its rows, in CSR order (repeats and its own rows included: the
 // engine filters, coalesces and skips them). std::invalid_argument unless the matrix is square
-// with at least one row per node.
-Workload gather_workload(const CsrMatrix& a, int nodes, std::uint32_t prop_bytes);
+// with at least one row per rank.
+// With ranks_per_node R > 1 the rows are cut into equal blocks per rank (nodes x R ranks) and
+// node p is ranks [p R, (p + 1) R): one NIC per host of R ranks (netsparse-node,
+// docs/node-aware.md); its list is its ranks' lists in rank order.
+Workload gather_workload(const CsrMatrix& a, int nodes, std::uint32_t prop_bytes,
+                         int ranks_per_node = 1);
 
 // The paper's batches give every node 77..291 work requests (Table 6 nnz / 128 nodes / 8k or
 // 32k idxs): 2.4..9 per RIG unit, so every unit works. The power of two giving about 4 work

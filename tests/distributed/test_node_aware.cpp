@@ -13,7 +13,11 @@
 //     inspector-executor's too (the same remote nonzeros in the same column order, read from the
 //     host's store), with and without gather plans; its inter-host payload is the node-wide
 //     minimum, only leaders send between hosts, and the host filter's lookups and landed rows
-//     equal the model's (off-host remote nonzeros of the host's ranks, the host's union).
+//     equal the model's (off-host remote nonzeros of the host's ranks, the host's union);
+//   - netsparse-node with the rack switch (np 8: 2 racks): every kernel byte for byte
+//     inspector-executor's, and the switches' lookups, cache hits, inter-rack bytes and messages
+//     equal a model computed here (hosts of a rack gather in turn, so a row a host of the rack
+//     fetched before is a hit); on one rack the switch stays out of the way (counters 0).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -173,7 +177,8 @@ std::vector<T> run_kernel(DistKernel& kern, const Fixture& f, const CsrMatrix& r
 
 template <class T>
 void expect_equal_to_ie(const Fixture& f, KernelKind kernel, int k, bool changing,
-                        CommMode mode = CommMode::node_aware_ie, bool plans = true) {
+                        CommMode mode = CommMode::node_aware_ie, bool plans = true,
+                        bool rack_switch = false) {
   DistOptions o;
   o.scalar = scalar_type_of<T>;
   o.tiling.row_panel = 16;
@@ -181,6 +186,7 @@ void expect_equal_to_ie(const Fixture& f, KernelKind kernel, int k, bool changin
   DistKernel ie(f.dm, kernel, k, o);
   o.mode = mode;
   o.plans = plans;
+  o.rack_switch = rack_switch;
   DistKernel na(f.dm, kernel, k, o);
   const double tol = std::is_same_v<T, float> ? test::kTolerance : test::kF64Tolerance;
   const std::string what = f.name + " " + to_string(kernel) + " K=" + std::to_string(k) + " " +
@@ -235,6 +241,110 @@ TEST(NetsparseNode, EveryKernelEqualsInspectorExecutorByteForByte) {
 std::uint64_t sum_over_ranks(std::uint64_t v) {
   MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   return v;
+}
+
+TEST(NetsparseNode, RackSwitchEveryKernelEqualsInspectorExecutorByteForByte) {
+  const CommMode m = CommMode::netsparse_node;
+  for (const char* spec : {"gen:kron:8", "gen:stencil:6:5:4:2"}) {
+    const Fixture f = make_fixture(spec);
+    for (const bool changing : {false, true}) {
+      expect_equal_to_ie<float>(f, KernelKind::spmm, 5, changing, m, true, true);
+      expect_equal_to_ie<float>(f, KernelKind::sddmm, 3, changing, m, true, true);
+      expect_equal_to_ie<double>(f, KernelKind::spmm, 5, changing, m, true, true);
+      expect_equal_to_ie<double>(f, KernelKind::spmv, 1, changing, m, true, true);
+    }
+    expect_equal_to_ie<float>(f, KernelKind::spmm, 5, false, m, false, true);  // no plans
+  }
+  // A property larger than a 1500 B switch packet travels alone in its packet.
+  expect_equal_to_ie<float>(make_fixture("gen:kron:8"), KernelKind::spmm, 400, false, m, true,
+                            true);
+}
+
+// Wire bytes of n PRs of `record` bytes concatenated into 1500 B packets (the switch's), with
+// the 50 B model per packet; and how many packets.
+std::uint64_t switch_wire(std::uint64_t n, std::uint64_t record, std::uint64_t* packets) {
+  const std::uint64_t per = std::max<std::uint64_t>(1, (1500 - 14) / record);
+  const std::uint64_t pk = (n + per - 1) / per;
+  *packets += pk;
+  return pk * (14 + 50) + n * record;
+}
+
+// The model, from the whole matrix and the layout: per host, the distinct columns its ranks'
+// rows touch that another rack owns. In wave w the w-th host of every rack asks; its switch
+// answers from the cache what an earlier host of the rack fetched (hits), and sends the rest
+// per destination rack (read packets), which come back as response packets.
+TEST(NetsparseNode, RackSwitchCountersFollowTheModel) {
+  const Fixture f = make_fixture("gen:kron:9");
+  const int rph = ranks_per_host(), p = world_size(), nhosts = p / rph;
+  const int per_rack = hosts_per_rack() > 0 ? hosts_per_rack() : nhosts;
+  const int racks = nhosts / per_rack;
+  const int k = 4;
+  const std::uint64_t row_bytes = k * sizeof(float);
+  const RowPartition& rows = f.dm.rows();
+  const RowPartition& cols = f.dm.cols();
+  const auto rack_of_rank = [&](int q) { return q / rph / per_rack; };
+  std::vector<std::set<gidx_t>> off_rack(static_cast<std::size_t>(nhosts));
+  std::vector<std::set<gidx_t>> off_host(static_cast<std::size_t>(nhosts));
+  for (int q = 0; q < p; ++q) {
+    const int h = q / rph;
+    for (gidx_t row = rows.begin(q); row < rows.end(q); ++row) {
+      for (std::int64_t i = f.whole.row_ptr[row]; i < f.whole.row_ptr[row + 1]; ++i) {
+        const gidx_t c = f.whole.col_idx[i];
+        const int owner = cols.owner(c);
+        if (owner / rph != h) off_host[h].insert(c);
+        if (rack_of_rank(owner) != rack_of_rank(q)) off_rack[h].insert(c);
+      }
+    }
+  }
+  std::uint64_t lookups = 0, hits = 0, wire = 0, packets = 0, messages = 0, landed = 0;
+  for (const auto& s : off_host) landed += s.size();
+  for (int r = 0; r < racks && racks > 1; ++r) {
+    std::set<gidx_t> in_rack;  // what crossed into rack r so far this run (the cache)
+    for (int w = 0; w < per_rack; ++w) {
+      const auto& want = off_rack[static_cast<std::size_t>(r * per_rack + w)];
+      std::vector<std::uint64_t> misses(static_cast<std::size_t>(racks), 0);
+      for (const gidx_t c : want) {
+        ++lookups;
+        if (in_rack.count(c) != 0) {
+          ++hits;
+        } else {
+          ++misses[static_cast<std::size_t>(rack_of_rank(cols.owner(c)))];
+        }
+      }
+      in_rack.insert(want.begin(), want.end());
+      for (const std::uint64_t n : misses) {
+        if (n == 0) continue;
+        wire += switch_wire(n, 18, &packets) + switch_wire(n, 18 + row_bytes, &packets);
+        messages += 2;  // the reads there, the answers back
+      }
+    }
+  }
+  if (racks > 1) {
+    ASSERT_GT(hits, 0u) << "the fixture must share rows among a rack's hosts";
+  }
+
+  DistOptions o;
+  o.mode = CommMode::netsparse_node;
+  o.rack_switch = true;
+  DistKernel kern(f.dm, KernelKind::spmm, k, o);
+  for (int run = 0; run < 2; ++run) {  // the second run starts a new epoch: the same counts
+    double err = 0;
+    (void)run_kernel<float>(kern, f, f.dm.local(), KernelKind::spmm, k, err);
+    EXPECT_LE(err, test::kTolerance);
+    const CommStats& s = kern.last_run_stats();
+    EXPECT_EQ(sum_over_ranks(s.switch_lookups), lookups);
+    EXPECT_EQ(sum_over_ranks(s.switch_hits), hits);
+    EXPECT_EQ(sum_over_ranks(s.inter_rack_bytes), wire);
+    EXPECT_EQ(sum_over_ranks(s.inter_rack_messages), messages);
+    // Each remote row still lands once per host, whichever way it came.
+    EXPECT_EQ(sum_over_ranks(s.host_rows_landed), landed);
+    EXPECT_EQ(sum_over_ranks(s.inter_host_payload_bytes), landed * row_bytes);
+    const bool is_switch = world_rank() % (rph * per_rack) == 0;
+    if (!is_switch) {
+      EXPECT_EQ(s.switch_lookups, 0u);
+      EXPECT_EQ(s.inter_rack_bytes, 0u);
+    }
+  }
 }
 
 // The model, from the whole matrix and the layout alone: per host, the distinct columns its

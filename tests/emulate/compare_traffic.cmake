@@ -6,26 +6,34 @@
 # the packet and byte counts are left out and the PR counts and property bytes must be equal.
 # (The filter step without coalescing is timing-dependent too: a repeat whose first request is
 # still in flight is sent again; it is not compared.)
+# With -DRANKS_PER_NODE=R (> 1) each node is a virtual host of R ranks: the emulator cuts the
+# rows per rank (--ranks-per-node R) and the MPI run has NODES x R ranks under
+# NETSPARSE_RANKS_PER_HOST=R (the test's environment), one engine per host at its leader.
 #   cmake -DEMULATE=... -DEMULATE_MPI=... -DMPIRUN=... -DNODES=4 -DMATRIX=gen:kron:11 -DK=16
-#         -DWORK_DIR=... -P compare_traffic.cmake
+#         [-DRANKS_PER_NODE=2] -DWORK_DIR=... -P compare_traffic.cmake
 foreach(var EMULATE EMULATE_MPI MPIRUN NODES MATRIX K WORK_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "compare_traffic.cmake: -D${var}= is required")
   endif()
 endforeach()
+if(NOT DEFINED RANKS_PER_NODE)
+  set(RANKS_PER_NODE 1)
+endif()
+math(EXPR ranks "${NODES} * ${RANKS_PER_NODE}")
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(emulated ${WORK_DIR}/emulated.txt)
 set(real ${WORK_DIR}/mpi.txt)
 file(REMOVE ${emulated} ${real})
 set(steps rig,coalesce,nic)
-execute_process(COMMAND ${EMULATE} --nodes ${NODES} --racks 1 --matrix ${MATRIX} --K ${K}
+execute_process(COMMAND ${EMULATE} --nodes ${NODES} --racks 1 --ranks-per-node ${RANKS_PER_NODE}
+                        --matrix ${MATRIX} --K ${K}
                         --mechanisms ${steps} --verify --traffic ${emulated}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "netsparse_emulate failed (${rc}):\n${out}\n${err}")
 endif()
 separate_arguments(mpirun_cmd UNIX_COMMAND "${MPIRUN}")
-execute_process(COMMAND ${mpirun_cmd} -np ${NODES} ${EMULATE_MPI} --matrix ${MATRIX} --K ${K}
+execute_process(COMMAND ${mpirun_cmd} -np ${ranks} ${EMULATE_MPI} --matrix ${MATRIX} --K ${K}
                         --mechanisms ${steps} --traffic ${real}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
@@ -68,4 +76,4 @@ endforeach()
 if(mismatches GREATER 0)
   message(FATAL_ERROR "${mismatches} lines differ between the emulator and the MPI run")
 endif()
-message("the emulator's per-node counters equal the MPI run's (${NODES} nodes, ${MATRIX}, K ${K}: steps ${steps})")
+message("the emulator's per-node counters equal the MPI run's (${NODES} nodes of ${RANKS_PER_NODE} ranks, ${MATRIX}, K ${K}: steps ${steps})")
