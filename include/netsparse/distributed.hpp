@@ -214,6 +214,33 @@ struct CommStats {
   std::uint64_t switch_hits = 0;
   std::uint64_t inter_rack_bytes = 0;
   std::uint64_t inter_rack_messages = 0;
+
+  // Every field summed (DistKernel::total_stats is the sum of its runs' last_stats).
+  CommStats& operator+=(const CommStats& o) noexcept {
+    runs += o.runs;
+    bytes_sent += o.bytes_sent;
+    payload_bytes_in += o.payload_bytes_in;
+    messages_sent += o.messages_sent;
+    requests += o.requests;
+    wait_seconds += o.wait_seconds;
+    sync_seconds += o.sync_seconds;
+    compute_seconds += o.compute_seconds;
+    post_seconds += o.post_seconds;
+    progress_seconds += o.progress_seconds;
+    inter_host_bytes += o.inter_host_bytes;
+    inter_host_payload_bytes += o.inter_host_payload_bytes;
+    inter_host_messages += o.inter_host_messages;
+    intra_host_bytes += o.intra_host_bytes;
+    host_filter_lookups += o.host_filter_lookups;
+    host_rows_landed += o.host_rows_landed;
+    task_owners += o.task_owners;
+    row_owners += o.row_owners;
+    switch_lookups += o.switch_lookups;
+    switch_hits += o.switch_hits;
+    inter_rack_bytes += o.inter_rack_bytes;
+    inter_rack_messages += o.inter_rack_messages;
+    return *this;
+  }
 };
 
 // The communication volume a pattern needs, independent of the mode (collective to compute).

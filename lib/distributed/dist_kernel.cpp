@@ -396,24 +396,7 @@ void DistKernel::Impl::run(const dist::Operands<T>& ops) {
   last = CommStats{};
   typed_exchange<T>().run(pattern, run_context(), ops, compute<T>(), last);
   last.runs = 1;
-  total.runs += 1;
-  total.bytes_sent += last.bytes_sent;
-  total.payload_bytes_in += last.payload_bytes_in;
-  total.messages_sent += last.messages_sent;
-  total.requests += last.requests;
-  total.wait_seconds += last.wait_seconds;
-  total.sync_seconds += last.sync_seconds;
-  total.compute_seconds += last.compute_seconds;
-  total.post_seconds += last.post_seconds;
-  total.progress_seconds += last.progress_seconds;
-  total.inter_host_bytes += last.inter_host_bytes;
-  total.inter_host_payload_bytes += last.inter_host_payload_bytes;
-  total.inter_host_messages += last.inter_host_messages;
-  total.intra_host_bytes += last.intra_host_bytes;
-  total.host_filter_lookups += last.host_filter_lookups;
-  total.host_rows_landed += last.host_rows_landed;
-  total.task_owners += last.task_owners;
-  total.row_owners += last.row_owners;
+  total += last;
 }
 
 namespace {

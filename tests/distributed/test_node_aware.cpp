@@ -345,6 +345,14 @@ TEST(NetsparseNode, RackSwitchCountersFollowTheModel) {
       EXPECT_EQ(s.inter_rack_bytes, 0u);
     }
   }
+  // The totals over the four runs (two per run_kernel) carry the switch's counters too (what
+  // netsparse_bench reports).
+  const CommStats& t = kern.total_stats();
+  EXPECT_EQ(t.runs, 4u);
+  EXPECT_EQ(sum_over_ranks(t.switch_lookups), 4 * lookups);
+  EXPECT_EQ(sum_over_ranks(t.switch_hits), 4 * hits);
+  EXPECT_EQ(sum_over_ranks(t.inter_rack_bytes), 4 * wire);
+  EXPECT_EQ(sum_over_ranks(t.inter_rack_messages), 4 * messages);
 }
 
 // The model, from the whole matrix and the layout alone: per host, the distinct columns its
