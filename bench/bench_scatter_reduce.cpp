@@ -22,18 +22,20 @@
 #include <bit>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "distributed/conveyor.hpp"
 #include "netsparse/netsparse_mpi.h"
+#include "report.hpp"
 #include "stats.hpp"
 
 namespace {
+
+using netsparse::bench::median;
 
 struct Args {
   std::vector<std::uint32_t> K = {1, 16};
@@ -46,64 +48,44 @@ struct Args {
   std::string json;
 };
 
-std::uint64_t parse_u64(const std::string& k, const std::string& v) {
-  std::size_t used = 0;
-  const unsigned long long x = std::stoull(v, &used);
-  if (used != v.size()) throw std::invalid_argument(k + ": not a number: " + v);
-  return x;
-}
+const char* const kHelp =
+    R"help(bench_scatter_reduce: NS_WR_RIS (Remote Indexed Scatter-Reduce) against a Conveyors-style
+aggregated push of (idx, value) pairs, side by side in one run, medians over --rounds.
 
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
-      return argv[++i];
-    };
-    if (k == "--K") {
-      a.K.clear();
-      std::stringstream ss(value());
-      for (std::string item; std::getline(ss, item, ',');) {
-        const std::uint64_t v = parse_u64(k, item);
-        if (v == 0 || v > 1024) throw std::invalid_argument("--K values must be in 1..1024");
-        a.K.push_back(static_cast<std::uint32_t>(v));
-      }
-    } else if (k == "--rows") {
-      a.rows = parse_u64(k, value());
-    } else if (k == "--updates") {
-      a.updates = parse_u64(k, value());
-    } else if (k == "--hot") {
-      a.hot = parse_u64(k, value());
-    } else if (k == "--hot-fraction") {
-      a.hot_fraction = std::stod(value());
-    } else if (k == "--chunk") {
-      a.chunk = parse_u64(k, value());
-    } else if (k == "--rounds") {
-      a.rounds = static_cast<int>(parse_u64(k, value()));
-    } else if (k == "--json") {
-      a.json = value();
-    } else if (k == "--help" || k == "-h") {
-      throw std::invalid_argument("help");
-    } else {
-      throw std::invalid_argument("unknown option " + k);
+usage: mpirun -np P bench_scatter_reduce [options]
+
+  --K LIST             row widths in fp32 values, comma-separated, each in 1..1024 (default 1,16)
+  --rows N             rows per rank (default 65536, at most 2^32-1)
+  --updates N          (row, value) pairs each rank adds (default 524288)
+  --hot N              hot rows, spread over every rank (default 4096)
+  --hot-fraction F     fraction of the updates that go to the hot rows, in [0, 1] (default 0.9)
+  --chunk N            updates per NS_WR_RIS work request (0: one work request; default 0)
+  --rounds N           rounds of every variant; times are medians over them (default 3)
+  --json PATH          also write every record as JSON (rank 0)
+  --help               this text
+
+Exit codes: 0 every variant agreed, 1 a variant disagreed, 2 a bad option.
+)help";
+
+// Every rank parses the same argv; rank 0 prints. -1: go on, else the exit code.
+int parse(int argc, char** argv, int rank, Args& a) {
+  namespace nb = netsparse::bench;
+  CLI::App app{"bench_scatter_reduce"};
+  app.add_option_function<std::string>("--K", [&](const std::string& v) {
+    a.K.clear();
+    for (const long long k : nb::int_list("--K", v, 1, 1024)) {
+      a.K.push_back(static_cast<std::uint32_t>(k));
     }
-  }
-  if (a.K.empty()) throw std::invalid_argument("--K needs at least one value");
-  if (a.rows == 0 || a.rows > UINT32_MAX)
-    throw std::invalid_argument("--rows must be in 1..2^32-1");
-  if (a.hot == 0) throw std::invalid_argument("--hot must be >= 1");
-  if (!(a.hot_fraction >= 0 && a.hot_fraction <= 1)) {
-    throw std::invalid_argument("--hot-fraction must be in [0, 1]");
-  }
-  if (a.rounds < 1) throw std::invalid_argument("--rounds must be >= 1");
-  return a;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  });
+  app.add_option("--rows", a.rows)->check(CLI::Range(std::uint64_t{1}, std::uint64_t{UINT32_MAX}));
+  app.add_option("--updates", a.updates);
+  app.add_option("--hot", a.hot)->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
+  app.add_option("--hot-fraction", a.hot_fraction)->check(CLI::Range(0.0, 1.0));
+  app.add_option("--chunk", a.chunk);
+  app.add_option("--rounds", a.rounds)->check(CLI::Range(1, 1000000));
+  app.add_option("--json", a.json);
+  return nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_scatter_reduce",
+                                 kHelp, rank == 0);
 }
 
 void check(ns_status_t s, const char* what) {
@@ -111,16 +93,6 @@ void check(ns_status_t s, const char* what) {
     std::fprintf(stderr, "bench_scatter_reduce: %s: %s\n", what, ns_last_error());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-}
-
-// The machine's 1-minute load average when the run ends (reported beside the figures).
-double loadavg_1min() {
-  double v = -1;
-  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &v) != 1) v = -1;
-    std::fclose(f);
-  }
-  return v;
 }
 
 struct Workload {
@@ -219,18 +191,9 @@ int main(int argc, char** argv) {
   const netsparse::bench::World world = netsparse::bench::init_world(argc, argv);
   const int rank = world.rank, P = world.size;
   Args args;
-  try {
-    args = parse(argc, argv);
-  } catch (const std::exception& e) {
-    if (rank == 0) {
-      if (std::string(e.what()) != "help")
-        std::fprintf(stderr, "bench_scatter_reduce: %s\n", e.what());
-      std::fprintf(stderr,
-                   "usage: mpirun -np P bench_scatter_reduce [--K 1,16] [--rows N] [--updates N] "
-                   "[--hot N] [--hot-fraction F] [--chunk N] [--rounds 3] [--json PATH]\n");
-    }
+  if (const int code = parse(argc, argv, rank, args); code >= 0) {
     MPI_Finalize();
-    return 2;
+    return code;
   }
   ns_context* ctx = nullptr;
   check(ns_open_mpi(MPI_COMM_WORLD, nullptr, &ctx), "ns_open_mpi");
@@ -347,23 +310,27 @@ int main(int argc, char** argv) {
     }
   }
   if (rank == 0 && !args.json.empty()) {
-    std::ofstream f(args.json);
-    f << "{\"bench\": \"scatter_reduce\", \"transport\": \"" << ns_transport_name(ctx)
-      << "\", \"loadavg_1min\": " << loadavg_1min() << ", \"np\": " << P
-      << ", \"updates\": " << args.updates << ", \"rows\": " << args.rows
-      << ", \"hot\": " << args.hot << ", \"hot_fraction\": " << args.hot_fraction
-      << ", \"rounds\": " << args.rounds << ", \"records\": [";
-    for (std::size_t k = 0; k < results.size(); ++k) {
-      const Result& r = results[k];
-      f << (k ? ", " : "") << "{\"K\": " << r.K << ", \"variant\": \"" << r.variant
-        << "\", \"median_s\": " << median(r.times) << ", \"times_s\": [";
-      for (std::size_t t = 0; t < r.times.size(); ++t) f << (t ? ", " : "") << r.times[t];
-      f << "], \"bytes_per_rank\": " << r.bytes_per_rank
-        << ", \"messages_per_rank\": " << r.packets_per_rank
-        << ", \"agrees\": " << (r.agrees ? "true" : "false") << "}";
+    netsparse::bench::Json doc = {{"bench", "scatter_reduce"},
+                                  {"transport", ns_transport_name(ctx)},
+                                  {"loadavg_1min", netsparse::bench::load_average_1min()},
+                                  {"np", P},
+                                  {"updates", args.updates},
+                                  {"rows", args.rows},
+                                  {"hot", args.hot},
+                                  {"hot_fraction", args.hot_fraction},
+                                  {"rounds", args.rounds},
+                                  {"records", netsparse::bench::Json::array()}};
+    for (const Result& r : results) {
+      doc["records"].push_back({{"K", r.K},
+                                {"variant", r.variant},
+                                {"median_s", median(r.times)},
+                                {"times_s", r.times},
+                                {"bytes_per_rank", r.bytes_per_rank},
+                                {"messages_per_rank", r.packets_per_rank},
+                                {"agrees", r.agrees}});
     }
-    f << "]}\n";
-    if (!f) std::fprintf(stderr, "bench_scatter_reduce: could not write %s\n", args.json.c_str());
+    const std::string problem = netsparse::bench::write_json(args.json, doc);
+    if (!problem.empty()) std::fprintf(stderr, "bench_scatter_reduce: %s\n", problem.c_str());
   }
   check(ns_close(ctx), "ns_close");
   MPI_Finalize();
