@@ -8,18 +8,13 @@
 // checks its own run, they agree over a communicator without the victim, and rank 0 prints the
 // line ctest matches ("task_kill: PASS"); run under orte_enable_recovery.
 #include <mpi.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
-#include <string>
-#include <thread>
 #include <vector>
 
 #include "dist_test_util.hpp"
+#include "kill_harness.hpp"
 #include "netsparse/distributed.hpp"
 #include "task_test_util.hpp"
 
@@ -34,7 +29,6 @@ constexpr int kVictimLifetimeMs = 300;
 // plus slack for a loaded two-core machine. Not a timing assertion of speed: a hang is what it
 // catches.
 constexpr double kErrorWithinS = 3 * (2 * kWatchdogMs / 1000.0 + 1) + 10;
-constexpr int kMaxRuns = 1000000;
 
 }  // namespace
 
@@ -77,51 +71,6 @@ int main(int argc, char** argv) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
 
-  if (rank == victim) {
-    std::thread([] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(kVictimLifetimeMs));
-      std::printf("[rank victim] SIGKILLs itself now\n");
-      std::fflush(stdout);
-      std::raise(SIGKILL);
-    }).detach();
-  }
-  // Run until the job notices the death.
-  int runs = 0;
-  auto last_ok = std::chrono::steady_clock::now();
-  std::string what;
-  for (; runs < kMaxRuns; ++runs) {
-    try {
-      kern.spmm(b, c);
-      last_ok = std::chrono::steady_clock::now();
-    } catch (const std::exception& e) {
-      what = e.what();
-      break;
-    }
-  }
-  const double after_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - last_ok).count();
-  if (what.empty()) {
-    std::printf("[rank %d] FAIL: %d runs and no error\n", rank, runs);
-    ++failures;
-  } else if (after_s > kErrorWithinS) {
-    std::printf("[rank %d] FAIL: the error came %.1f s after the last good run: %s\n", rank,
-                after_s, what.c_str());
-    ++failures;
-  } else {
-    std::printf("[rank %d] error after %d good runs, %.2f s after the last: %s\n", rank, runs,
-                after_s, what.c_str());
-  }
-  std::printf("[rank %d] %s\n", rank, failures == 0 ? "PASS" : "FAIL");
-  std::fflush(stdout);
-  int reported[2] = {failures, 1}, total[2] = {0, 0};  // {failures, survivors that reported}
-  MPI_Allreduce(reported, total, 2, MPI_INT, MPI_SUM, survivors);
-  if (rank == 0) {
-    std::printf("task_kill: %s (victim %d, %d of %d survivors reported, %d failed checks)\n",
-                total[0] == 0 && total[1] == size - 1 ? "PASS" : "FAIL", victim, total[1], size - 1,
-                total[0]);
-  }
-  std::fflush(stdout);
-  // MPI_Finalize (and the kernel's collective teardown) with a dead rank would hang; the result
-  // is reported, so leave without them.
-  _exit(failures == 0 ? 0 : 1);
+  test::kill_and_judge({"task_kill", victim, kVictimLifetimeMs, kErrorWithinS}, survivors, failures,
+                       [&] { kern.spmm(b, c); });
 }
