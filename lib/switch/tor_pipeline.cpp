@@ -21,16 +21,18 @@ TorPipeline::TorPipeline(const TorConfig& config, OwnerOf owner_of, QueueOf queu
   if (config.cache) cache_->configure(config.prop_bytes);
 }
 
+concat::DecodeError TorPipeline::decode(std::span<const std::byte> packet, concat::PacketView* v) {
+  const concat::DecodeError e =
+      concat::decode_packet(packet, concat::kAnyDestination, config_.prop_bytes, v);
+  if (e != concat::DecodeError::kOk) ++stats_.malformed;
+  return e;
+}
+
 concat::DecodeError TorPipeline::from_rack(std::span<const std::byte> packet, std::uint64_t now,
                                            bool* passed) {
   *passed = false;
   concat::PacketView v;
-  const concat::DecodeError e =
-      concat::decode_packet(packet, concat::kAnyDestination, config_.prop_bytes, &v);
-  if (e != concat::DecodeError::kOk) {
-    ++stats_.malformed;
-    return e;
-  }
+  if (const concat::DecodeError e = decode(packet, &v); e != concat::DecodeError::kOk) return e;
   const concat::PrType type = v.header().type;
   if (type == concat::PrType::kRead) {
     const std::uint32_t owner = v.header().dest;
@@ -67,12 +69,7 @@ concat::DecodeError TorPipeline::from_rack(std::span<const std::byte> packet, st
 concat::DecodeError TorPipeline::from_spine(std::span<const std::byte> packet, std::uint64_t now,
                                             bool route) {
   concat::PacketView v;
-  const concat::DecodeError e =
-      concat::decode_packet(packet, concat::kAnyDestination, config_.prop_bytes, &v);
-  if (e != concat::DecodeError::kOk) {
-    ++stats_.malformed;
-    return e;
-  }
+  if (const concat::DecodeError e = decode(packet, &v); e != concat::DecodeError::kOk) return e;
   const concat::PrType type = v.header().type;
   if (type == concat::PrType::kResponse) {
     for (std::uint32_t i = 0; i < v.size(); ++i) {

@@ -83,6 +83,8 @@ class TorPipeline {
   std::size_t buffered_prs() const noexcept { return concat_->buffered_prs(); }
 
  private:
+  // Decodes a packet from either side; a malformed one is counted (stats_.malformed).
+  concat::DecodeError decode(std::span<const std::byte> packet, concat::PacketView* v);
   TorConfig config_;
   OwnerOf owner_of_;
   QueueOf queue_of_;
