@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "config/settings.hpp"
+#include "distributed/distinct_columns.hpp"
 #include "distributed/ghosts.hpp"
 #include "distributed/kernel_impl.hpp"
 #include "distributed/mpi_util.hpp"
@@ -444,9 +446,9 @@ class RigExchange final : public Exchange<T> {
 
   // ---- direct mode (DistOptions::dynamic_pattern) ----
   // Nothing is prepared per pattern: each run takes the CSR rows as they are.
-  //   SpMM / SpMV: one bulk pass over the column stream finds the distinct remote columns (a
-  //     test-and-set per remote nonzero in a per-column tag array, epoch-tagged so it is never
-  //     cleared) and writes the remote nonzeros renumbered onto them; the distinct list is
+  //   SpMM / SpMV: two streaming passes over the column stream find the distinct remote columns
+  //     (a bitmap over the columns, DistinctColumns) and write the remote nonzeros renumbered
+  //     onto them; the distinct list is
   //     gathered POSITIONAL into a compact buffer while the local columns are computed; the
   //     remote part is then computed from the compact buffer (cache-resident where a window
   //     over every column is not).
@@ -468,25 +470,17 @@ class RigExchange final : public Exchange<T> {
       window_[0].resize(static_cast<std::size_t>(n_cols) * rc.k);
       return;
     }
-    if (n_cols * sizeof(std::uint64_t) > kMaxBytes) {
-      throw std::length_error(
-          "netsparse with a changing pattern keeps 8 bytes per column: " + std::to_string(n_cols) +
-          " columns exceed the 2 GiB limit; use a fixed pattern");
+    if (n_cols > std::numeric_limits<std::uint32_t>::max()) {
+      throw std::length_error("netsparse with a changing pattern numbers columns in 32 bits: " +
+                              std::to_string(n_cols) + " columns; use a fixed pattern");
     }
-    if (col_tag_.size() != n_cols) {
-      col_tag_.assign(static_cast<std::size_t>(n_cols), 0);
-      tag_epoch_ = 0;
-    }
+    if (distinct_.n_cols() != rc.cols->n_rows()) distinct_.reset(rc.cols->n_rows());
   }
 
-  // The bulk pass: ghosts_list_ = the distinct remote columns in first-occurrence order,
-  // remote_ = the remote nonzeros with their columns renumbered onto that list.
+  // The bulk pass: ghost_list_ = the distinct remote columns in ascending order, remote_ = the
+  // remote nonzeros with their columns renumbered onto that list (DistinctColumns says why two
+  // streaming passes over a bitmap and not one pass over a tag per column).
   void split_remote(const CsrMatrix& a, gidx_t cb, gidx_t ce) {
-    if (++tag_epoch_ == 0) {  // wrapped: really clear once every 2^32 runs
-      std::fill(col_tag_.begin(), col_tag_.end(), 0);
-      tag_epoch_ = 1;
-    }
-    const std::uint64_t epoch = std::uint64_t{tag_epoch_} << 32;
     const std::int64_t n = a.n_rows;
     remote_.n_rows_global = a.n_rows_global;
     remote_.row_begin = a.row_begin;
@@ -501,11 +495,11 @@ class RigExchange final : public Exchange<T> {
     ghost_list_.clear();
     const gidx_t* col = a.col_idx.data();
     const double* val = a.values.data();
-    std::uint64_t* tag = col_tag_.data();
     gidx_t* rcol = remote_.col_idx.data();
     double* rval = remote_.values.data();
     std::int64_t out = 0;
     remote_.row_ptr[0] = 0;
+    // Pass 1: copy the remote nonzeros with their global columns, marking the columns.
     for (std::int64_t r = 0; r < n; ++r) {
       const std::int64_t b = a.row_ptr[r], e = a.row_ptr[r + 1];
       // Columns are sorted within a row: the local ones are one run [l, h).
@@ -514,20 +508,18 @@ class RigExchange final : public Exchange<T> {
       for (int part = 0; part < 2; ++part) {
         const std::int64_t jb = part == 0 ? b : h, je = part == 0 ? l : e;
         for (std::int64_t j = jb; j < je; ++j) {
-          const auto c = static_cast<std::size_t>(col[j]);
-          std::uint64_t t = tag[c];
-          if ((t & ~std::uint64_t{0xFFFFFFFF}) != epoch) {  // first time this run: a new ghost
-            t = epoch | ghost_list_.size();
-            tag[c] = t;
-            ghost_list_.push_back(static_cast<std::uint64_t>(c));
-          }
-          rcol[out] = static_cast<gidx_t>(t & 0xFFFFFFFF);
+          distinct_.mark(col[j]);
+          rcol[out] = col[j];
           rval[out] = val[j];
           ++out;
         }
       }
       remote_.row_ptr[static_cast<std::size_t>(r) + 1] = out;
     }
+    // Pass 2: number the distinct columns and renumber the copied nonzeros onto them.
+    distinct_.number(ghost_list_);
+    for (std::int64_t j = 0; j < out; ++j) rcol[j] = distinct_.slot(rcol[j]);
+    distinct_.clear();
     remote_.n_cols = static_cast<gidx_t>(ghost_list_.size());
   }
 
@@ -658,10 +650,9 @@ class RigExchange final : public Exchange<T> {
   std::int64_t pending_[2] = {0, 0};  // work requests in flight per window
   std::vector<std::uint64_t> nonzero_idx_;
   std::vector<std::size_t> nonzero_ptr_;
-  // direct mode, SpMM / SpMV (split_remote): per global column (epoch << 32) | ghost slot, the
-  // run's distinct remote columns, and its remote nonzeros renumbered onto them.
-  std::vector<std::uint64_t> col_tag_;
-  std::uint32_t tag_epoch_ = 0;
+  // direct mode, SpMM / SpMV (split_remote): the set of the run's distinct remote columns, the
+  // list of them (ascending), and the run's remote nonzeros renumbered onto that list.
+  DistinctColumns distinct_;
   std::vector<std::uint64_t> ghost_list_;
   CsrMatrix remote_;
 };
