@@ -16,6 +16,7 @@
 #include "distributed/panel_stream.hpp"
 #include "netsparse/netsparse_mpi.h"
 #include "rig/finalize_hook.hpp"
+#include "sparse/csr_part.hpp"
 
 namespace netsparse {
 
@@ -503,8 +504,7 @@ class RigExchange final : public Exchange<T> {
     for (std::int64_t r = 0; r < n; ++r) {
       const std::int64_t b = a.row_ptr[r], e = a.row_ptr[r + 1];
       // Columns are sorted within a row: the local ones are one run [l, h).
-      const std::int64_t l = std::lower_bound(col + b, col + e, cb) - col;
-      const std::int64_t h = std::lower_bound(col + l, col + e, ce) - col;
+      const auto [l, h] = csr_part_bounds(col, b, e, cb, ce);
       for (int part = 0; part < 2; ++part) {
         const std::int64_t jb = part == 0 ? b : h, je = part == 0 ? l : e;
         for (std::int64_t j = jb; j < je; ++j) {

@@ -25,9 +25,7 @@ struct Runs {
 };
 inline Runs part_runs(const CsrMatrix& a, gidx_t r, gidx_t lo, gidx_t hi, bool inside) {
   const std::int64_t b = a.row_ptr[r], e = a.row_ptr[r + 1];
-  const gidx_t* col = a.col_idx.data();
-  const std::int64_t l = std::lower_bound(col + b, col + e, lo) - col;
-  const std::int64_t h = std::lower_bound(col + l, col + e, hi) - col;
+  const auto [l, h] = csr_part_bounds(a.col_idx.data(), b, e, lo, hi);
   if (inside) return {l, h, h, h};
   return {b, l, h, e};
 }

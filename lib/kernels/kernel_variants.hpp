@@ -9,6 +9,7 @@
 #include "netsparse/csr.hpp"
 #include "netsparse/local_kernels.hpp"
 #include "netsparse/tiled.hpp"
+#include "sparse/csr_part.hpp"
 
 namespace netsparse::kernels_detail {
 

@@ -4,18 +4,43 @@
 // progress hook, and the view checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "netsparse/local_kernels.hpp"
 #include "random_csr.hpp"
+#include "sparse/csr_part.hpp"
 
 namespace netsparse {
 namespace {
 
 using test::random_csr;
 using test::random_dense;
+
+// csr_part_bounds (its shortcuts for rows on one side of lo or hi) against two binary searches,
+// on random sorted rows and every lo <= hi around and inside them.
+TEST(CsrPartBounds, EqualsTwoBinarySearches) {
+  std::mt19937_64 rng(99);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<gidx_t> col(static_cast<std::size_t>(rng() % 9));
+    for (gidx_t& c : col) c = static_cast<gidx_t>(rng() % 24);
+    std::sort(col.begin(), col.end());
+    col.erase(std::unique(col.begin(), col.end()), col.end());
+    const std::int64_t e = std::ssize(col);
+    for (gidx_t lo = -1; lo <= 25; ++lo) {
+      for (gidx_t hi = lo; hi <= 26; ++hi) {
+        const PartBounds got = csr_part_bounds(col.data(), 0, e, lo, hi);
+        const std::int64_t l = std::lower_bound(col.begin(), col.end(), lo) - col.begin();
+        const std::int64_t h = std::lower_bound(col.begin() + l, col.end(), hi) - col.begin();
+        ASSERT_EQ(got.lo_at, l) << "trial " << trial << " [" << lo << ", " << hi << ")";
+        ASSERT_EQ(got.hi_at, h) << "trial " << trial << " [" << lo << ", " << hi << ")";
+      }
+    }
+  }
+}
 
 bool in_part(gidx_t c, gidx_t lo, gidx_t hi, bool inside) {
   return (c >= lo && c < hi) == inside;
