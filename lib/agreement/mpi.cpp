@@ -35,23 +35,17 @@ int comm_size(MPI_Comm comm) {
   return n;
 }
 
-namespace {
-// The first round over comm: MPI_Allreduce, or with a deadline an MPI_Iallreduce polled until
-// then (a rank that died never joins; the request stays pending, since a collective cannot be
-// cancelled, and the job is failing anyway).
-void first_round(std::uint64_t (&v)[3], MPI_Comm comm, std::chrono::milliseconds deadline) {
+void allreduce_within(void* inout, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                      std::chrono::milliseconds deadline) {
   if (deadline.count() <= 0) {
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_UINT64_T, MPI_MAX, comm),
-              "MPI_Allreduce (agreement)");
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, inout, count, type, op, comm), "MPI_Allreduce");
     return;
   }
-  const std::uint64_t mine[3] = {v[0], v[1], v[2]};
   MPI_Request req = MPI_REQUEST_NULL;
-  check_mpi(MPI_Iallreduce(mine, v, 3, MPI_UINT64_T, MPI_MAX, comm, &req),
-            "MPI_Iallreduce (agreement)");
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, inout, count, type, op, comm, &req), "MPI_Iallreduce");
   const auto start = std::chrono::steady_clock::now();
   for (int done = 0, polls = 0;; ++polls) {
-    check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test (agreement)");
+    check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test (allreduce_within)");
     if (done) return;
     if (polls < 10000) {  // ranks share cores: give the others the core, then back off
       sched_yield();
@@ -64,13 +58,12 @@ void first_round(std::uint64_t (&v)[3], MPI_Comm comm, std::chrono::milliseconds
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
-}  // namespace
 
 Verdict settle_over_mpi(const Agreement& mine, MPI_Comm comm, std::chrono::milliseconds deadline) {
   // max(refused), max(digest), max(~digest) = ~min(digest): equal digests iff max == min.
   const std::uint64_t d = mine.digest();
   std::uint64_t round1[3] = {mine.refused() ? 1u : 0u, d, ~d};
-  first_round(round1, comm, deadline);
+  allreduce_within(round1, 3, MPI_UINT64_T, MPI_MAX, comm, deadline);
   if (round1[0] == 0 && round1[1] == ~round1[2]) return {};
   const int size = comm_size(comm);
   return mine.settle(size, [comm](const void* me, std::size_t bytes, void* all) {

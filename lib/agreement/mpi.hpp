@@ -19,6 +19,13 @@ void check_mpi(int rc, const char* call);
 [[nodiscard]] int comm_rank(MPI_Comm comm);
 [[nodiscard]] int comm_size(MPI_Comm comm);
 
+// MPI_Allreduce in place of `count` elements, but a rank that never joins (dead) makes the
+// others throw std::runtime_error after `deadline` instead of waiting forever: a nonblocking
+// allreduce polled until then (a collective cannot be cancelled: the request stays pending, the
+// job is failing anyway). deadline <= 0: a plain MPI_Allreduce. Collective.
+void allreduce_within(void* inout, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                      std::chrono::milliseconds deadline);
+
 // Agreement::settle over `comm`, in two rounds so that the common case stays one small
 // MPI_Allreduce (refused anywhere? the fields' digests equal?); every rank's record is
 // gathered only when something is wrong. Collective; throws (check_mpi) when MPI fails.

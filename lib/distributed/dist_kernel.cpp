@@ -531,12 +531,15 @@ void check_scalar(const char* call, ScalarType kernel_scalar) {
   }
 }
 
-// Every rank checks the run's arguments and all agree on a failure. netsparse-node and
-// task-packets give up after their deadline when a rank never joins (it died): their runs fail,
-// they never hang.
+// Every rank checks the run's arguments and all agree on a failure. The modes whose exchange
+// has deadlines (the RIG engine's watchdog, netsparse-node's and task-packets' waits) give up
+// here too after their deadline when a rank never joins (it died between runs): their runs fail,
+// they never hang (tests/distributed/test_rig_kill.cpp). The MPI collective modes keep the
+// blocking agreement: their exchange would block on a dead rank anyway.
 template <class F>
 void agree_on_arguments(const DistKernel::Impl& s, F&& f) {
-  if (s.options.mode == CommMode::netsparse_node || s.options.mode == CommMode::task_packets) {
+  if (uses_rig_engine(s.options.mode) || s.options.mode == CommMode::netsparse_node ||
+      s.options.mode == CommMode::task_packets) {
     dist::collective_call_within(s.comm, dist::node_wait_deadline(s.options), f);
   } else {
     dist::collective_call(s.comm, f);

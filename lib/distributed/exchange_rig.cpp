@@ -46,15 +46,18 @@ struct RigEngine::Impl {
 
   // Registers the operand's local block as the property region unless it already is. The
   // decision is agreed on by every rank (registration is collective).
+  // Collective, every run: it is also the run's start (no peer reads this rank's operand before
+  // this rank has entered the run). A rank that never joins (it died between runs) makes the
+  // others throw after `deadline` (DistKernel's node_wait_deadline) instead of hanging.
   void ensure_region(const void* base, std::uint64_t rows, std::uint32_t prop_bytes,
-                     std::uint32_t elem_bytes, const RowPartition& cols) {
+                     std::uint32_t elem_bytes, const RowPartition& cols,
+                     std::chrono::milliseconds deadline) {
     std::vector<std::uint64_t> offsets(cols.offsets().begin(), cols.offsets().end());
     int stale = (region.get() != nullptr && reg_base == base && reg_prop_bytes == prop_bytes &&
                  reg_rows == rows && reg_offsets == offsets)
                     ? 0
                     : 1;
-    dist::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &stale, 1, MPI_INT, MPI_MAX, comm),
-                    "MPI_Allreduce");
+    agreement::allreduce_within(&stale, 1, MPI_INT, MPI_MAX, comm, deadline);
     if (!stale) return;
     if (region.get() != nullptr) region.close();
     // Split only when needed, into the fewest equal pieces (a divisor of the row's elements)
@@ -235,7 +238,7 @@ class RigExchange final : public Exchange<T> {
     // server units from answering) this run's requests before the snapshot.
     const EngineCounters before = EngineCounters::read(*engine_);
     e.ensure_region(ops.b, static_cast<std::uint64_t>(rc.cols->size(rc.rank)), prop_bytes,
-                    sizeof(T), *rc.cols);
+                    sizeof(T), *rc.cols, node_wait_deadline(*rc.options));
     e.progress_seconds = 0;
     if (vanilla_) {
       run_vanilla(pat, rc, ops, compute, stats);

@@ -1,0 +1,70 @@
+// netsparse (the per-rank RIG engine) with a rank SIGKILLed while the job runs SpMM after SpMM
+// (np 3): every survivor gets an error from its run within the deadline, never a hang, wherever
+// the victim dies: mid-gather (the engine's watchdog), or between runs, in DistKernel's
+// argument agreement (which, for the RIG engine's modes, gives up after the engine's deadline
+// like netsparse-node's and task-packets' do). Usage: distributed_rig_kill VICTIM [dynamic]
+// (dynamic: the changing-pattern path, DistOptions::dynamic_pattern). Plain main, the verdict
+// protocol of tests/rig/test_rig_peer_exit.cpp (kill_harness.hpp); run under
+// orte_enable_recovery.
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "dist_test_util.hpp"
+#include "kill_harness.hpp"
+#include "netsparse/distributed.hpp"
+#include "task_test_util.hpp"
+
+namespace {
+
+constexpr std::uint32_t kWatchdogMs = 1000;
+constexpr int kVictimLifetimeMs = 300;
+// The run's own watchdog and the next run's argument agreement (2 x watchdog + 1 s), plus slack
+// for a loaded two-core machine: a hang is what it catches, not a speed.
+constexpr double kErrorWithinS = 3 * (2 * kWatchdogMs / 1000.0 + 1) + 10;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace netsparse;
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int victim = argc > 1 ? std::atoi(argv[1]) : 2;
+  const bool dynamic = argc > 2 && std::string(argv[2]) == "dynamic";
+  if (size != 3 || victim < 1 || victim >= size) {
+    if (rank == 0) std::printf("rig_kill: FAIL (needs np 3 and a victim in 1..2)\n");
+    MPI_Finalize();
+    return 1;
+  }
+  MPI_Comm survivors = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, rank == victim ? MPI_UNDEFINED : 0, rank, &survivors);
+
+  int failures = 0;
+  const gidx_t m = 2000;
+  const DistMatrix dm = test::mixed_choice_matrix(MPI_COMM_WORLD, m);
+  DistOptions o;
+  o.mode = CommMode::netsparse;
+  o.dynamic_pattern = dynamic;
+  o.engine.watchdog_ms = kWatchdogMs;
+  const int k = 16;
+  DistKernel kern(dm, KernelKind::spmm, k, o);
+  if (dynamic) kern.set_pattern(dm.local());
+  const gidx_t cb = dm.cols().begin(rank), ce = dm.cols().end(rank);
+  const std::vector<float> b = test::operand_block(1, cb, ce, k);
+  std::vector<float> c(static_cast<std::size_t>(dm.rows().size(rank)) * k);
+  kern.spmm(b, c);  // everyone alive: the result must be right
+  const double err = test::max_relative_error(c, test::reference_spmm(dm.local(), k, 1));
+  if (!(err <= test::kTolerance)) {
+    std::printf("[rank %d] FAIL: first run off by %g\n", rank, err);
+    ++failures;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  test::kill_and_judge({"rig_kill", victim, kVictimLifetimeMs, kErrorWithinS}, survivors, failures,
+                       [&] { kern.spmm(b, c); });
+}
