@@ -47,7 +47,8 @@ void allreduce_within(void* inout, int count, MPI_Datatype type, MPI_Op op, MPI_
   for (int done = 0, polls = 0;; ++polls) {
     check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test (allreduce_within)");
     if (done) return;
-    if (polls < 10000) {  // ranks share cores: give the others the core, then back off
+    if (polls < 256) continue;  // the common case: the others are a few microseconds away
+    if (polls < 10000) {        // ranks share cores: give the others the core, then back off
       sched_yield();
       continue;
     }
