@@ -36,6 +36,7 @@
 #include "cli.hpp"
 #include "concat/wire_model.hpp"
 #include "distributed/request_reply.hpp"
+#include "engine_stats.hpp"
 #include "netsparse/distributed.hpp"
 #include "netsparse/netsparse_mpi.h"
 #include "report.hpp"
@@ -351,12 +352,10 @@ struct Engine {
     static std::vector<std::string> seen;
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    const int n = ns_stats_json(ctx, nullptr, 0);
-    if (rank != 0 || n <= 0) return;
-    std::string json(static_cast<std::size_t>(n) + 1, '\0');
-    ns_stats_json(ctx, json.data(), json.size());
-    json.resize(static_cast<std::size_t>(n));
-    const std::string config = netsparse::bench::parse_json(json, "ns_stats_json")["config"].dump();
+    if (rank != 0) return;
+    const netsparse::bench::Json stats = netsparse::bench::engine_stats_json(ctx);
+    if (stats.is_null()) return;
+    const std::string config = stats["config"].dump();
     if (std::find(seen.begin(), seen.end(), config) != seen.end()) return;
     seen.push_back(config);
     std::printf("engine config (%s transport): %s\n", ns_transport_name(ctx), config.c_str());
