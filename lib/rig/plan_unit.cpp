@@ -13,19 +13,6 @@ using concat::PlanPacket;
 using concat::PlanRefusal;
 using concat::PlanType;
 
-void PlanCounters::add(const PlanCounters& o) {
-  recorded += o.recorded;
-  replays += o.replays;
-  rows_in += o.rows_in;
-  installs += o.installs;
-  packets_out += o.packets_out;
-  bytes_out += o.bytes_out;
-  rows_served += o.rows_served;
-  refused += o.refused;
-  stale += o.stale;
-  malformed += o.malformed;
-}
-
 void PlanUnit::region_changed() noexcept {
   ++region_gen_;
   stored_.clear();

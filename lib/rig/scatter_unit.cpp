@@ -14,19 +14,6 @@ using concat::ScatterPacket;
 using concat::ScatterStatus;
 using concat::ScatterType;
 
-void ScatterCounters::add(const ScatterCounters& o) {
-  records += o.records;
-  combined += o.combined;
-  local += o.local;
-  sent += o.sent;
-  packets_out += o.packets_out;
-  bytes_out += o.bytes_out;
-  applied += o.applied;
-  refused += o.refused;
-  stale += o.stale;
-  malformed += o.malformed;
-}
-
 // ---- combining ---------------------------------------------------------------------------
 namespace {
 
