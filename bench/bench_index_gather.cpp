@@ -827,13 +827,11 @@ netsparse::bench::Json report(const Options& o, int size, double line,
 }  // namespace
 
 int main(int argc, char** argv) {
-  const netsparse::bench::World world = netsparse::bench::init_world(argc, argv);
-  const int rank = world.rank, size = world.size;
   Options o;
-  if (const int code = parse(argc, argv, rank, o); code >= 0) {
-    MPI_Finalize();
-    return code;
-  }
+  const auto [world, exit_code] =
+      netsparse::bench::start_job(argc, argv, [&](int rank) { return parse(argc, argv, rank, o); });
+  if (exit_code >= 0) return exit_code;
+  const int rank = world.rank, size = world.size;
   std::vector<int> progress = o.progress;
   if (world.provided < MPI_THREAD_MULTIPLE) {
     if (rank == 0)
