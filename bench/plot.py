@@ -843,6 +843,18 @@ def find(recs, **match):
     return next((r for r in recs if all(r.get(k) == v for k, v in match.items())), None)
 
 
+def bar_runs(runs, kind, time_key, group_key):
+    """(run, records, groups) for every run of `kind` with records that agree and took time:
+    its records and the sorted values of group_key among them."""
+    for run in runs:
+        if run.kind != kind:
+            continue
+        recs = [r for r in run.data["records"] if r.get("agrees", True) and r[time_key] > 0]
+        groups = sorted({r[group_key] for r in recs})
+        if groups:
+            yield run, recs, groups
+
+
 def grouped_bars(ax, recs, group_key, groups, series_key, colors, value, note, fontsize):
     """One bar per (group, series) present in `recs`, the series side by side in each group:
     height value(r), colour colors[series], a label on the first group's bars, and the text
@@ -878,14 +890,8 @@ SCATTER_COLORS = {"ris": "#d62728", "conveyors": "#1f77b4", "conveyors-combined"
 def scatter_reduce(runs, out_dir):
     """One figure per bench_scatter_reduce run: median time per variant and K."""
     made = []
-    for run in runs:
-        if run.kind != "scatter_reduce":
-            continue
+    for run, recs, ks in bar_runs(runs, "scatter_reduce", "median_s", "K"):
         d = run.data
-        recs = [r for r in d["records"] if r.get("agrees", True) and r["median_s"] > 0]
-        ks = sorted({r["K"] for r in recs})
-        if not ks:
-            continue
 
         def note(r, k):
             text = f"{r['bytes_per_rank'] / 2**20:.1f} MiB"
@@ -914,14 +920,8 @@ EMBEDDING_COLORS = {"cached": "#d62728", "dedup": "#ff7f0e", "plain": "#1f77b4",
 def embedding(runs, out_dir):
     """One figure per bench_embedding run: median time per iteration per mode and alpha."""
     made = []
-    for run in runs:
-        if run.kind != "embedding":
-            continue
+    for run, recs, alphas in bar_runs(runs, "embedding", "iteration_s", "alpha"):
         d = run.data
-        recs = [r for r in d["records"] if r.get("agrees", True) and r["iteration_s"] > 0]
-        alphas = sorted({r["alpha"] for r in recs})
-        if not alphas:
-            continue
 
         def note(r, alpha):
             text = f"{r['lookup_bytes_per_rank_iteration'] / 2**20:.2f} MiB"
