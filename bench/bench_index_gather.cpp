@@ -36,6 +36,7 @@
 #include "cli.hpp"
 #include "concat/wire_model.hpp"
 #include "distributed/request_reply.hpp"
+#include "engine_stats.hpp"
 #include "netsparse/distributed.hpp"
 #include "netsparse/netsparse_mpi.h"
 #include "report.hpp"
@@ -351,12 +352,10 @@ struct Engine {
     static std::vector<std::string> seen;
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    const int n = ns_stats_json(ctx, nullptr, 0);
-    if (rank != 0 || n <= 0) return;
-    std::string json(static_cast<std::size_t>(n) + 1, '\0');
-    ns_stats_json(ctx, json.data(), json.size());
-    json.resize(static_cast<std::size_t>(n));
-    const std::string config = netsparse::bench::parse_json(json, "ns_stats_json")["config"].dump();
+    if (rank != 0) return;
+    const netsparse::bench::Json stats = netsparse::bench::engine_stats_json(ctx);
+    if (stats.is_null()) return;
+    const std::string config = stats["config"].dump();
     if (std::find(seen.begin(), seen.end(), config) != seen.end()) return;
     seen.push_back(config);
     std::printf("engine config (%s transport): %s\n", ns_transport_name(ctx), config.c_str());
@@ -828,13 +827,11 @@ netsparse::bench::Json report(const Options& o, int size, double line,
 }  // namespace
 
 int main(int argc, char** argv) {
-  const netsparse::bench::World world = netsparse::bench::init_world(argc, argv);
-  const int rank = world.rank, size = world.size;
   Options o;
-  if (const int code = parse(argc, argv, rank, o); code >= 0) {
-    MPI_Finalize();
-    return code;
-  }
+  const auto [world, exit_code] =
+      netsparse::bench::start_job(argc, argv, [&](int rank) { return parse(argc, argv, rank, o); });
+  if (exit_code >= 0) return exit_code;
+  const int rank = world.rank, size = world.size;
   std::vector<int> progress = o.progress;
   if (world.provided < MPI_THREAD_MULTIPLE) {
     if (rank == 0)

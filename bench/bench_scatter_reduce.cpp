@@ -188,13 +188,11 @@ struct Result {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const netsparse::bench::World world = netsparse::bench::init_world(argc, argv);
-  const int rank = world.rank, P = world.size;
   Args args;
-  if (const int code = parse(argc, argv, rank, args); code >= 0) {
-    MPI_Finalize();
-    return code;
-  }
+  const auto [world, exit_code] = netsparse::bench::start_job(
+      argc, argv, [&](int rank) { return parse(argc, argv, rank, args); });
+  if (exit_code >= 0) return exit_code;
+  const int rank = world.rank, P = world.size;
   ns_context* ctx = nullptr;
   check(ns_open_mpi(MPI_COMM_WORLD, nullptr, &ctx), "ns_open_mpi");
   std::vector<Result> results;

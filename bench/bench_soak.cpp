@@ -25,7 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
+#include "engine_stats.hpp"
 #include "netsparse/netsparse_mpi.h"
+#include "report.hpp"
 #include "stall_guard.hpp"
 #include "stats.hpp"
 
@@ -47,120 +50,65 @@ struct Options {
   bool post_until_full = false;  // --posting queue: post while the queue pair takes them
 };
 
-[[noreturn]] void usage(int rank, int code) {
-  if (rank == 0) {
-    std::printf(
-        "usage: mpirun -np N bench_soak [options]\n"
-        "  --seconds S       how long every rank gathers (default 60)\n"
-        "  --interval S      report every S seconds (default 10)\n"
-        "  --K N             floats per row (default 16)\n"
-        "  --n-per-rank N    table rows per rank (default 262144)\n"
-        "  --requests N      random idxs per rank, gathered over and over (default 1048576)\n"
-        "  --batch N         idxs per work request (default 8192)\n"
-        "  --inflight N      work requests in flight (default 8)\n"
-        "  --progress MODE   auto | thread | inline (default auto: the library chooses)\n"
-        "  --seed N          idx seed (default 12345)\n"
-        "  --json FILE       also write every interval of every rank as JSON\n"
-        "  --cqe N           completion queue entries (default 2 x inflight; smaller makes the\n"
-        "                    engine hold completions back: NS_STAT_WC_BACKLOG)\n"
-        "  --posting MODE    app: a work request per free output buffer, rows checked (default);\n"
-        "                    queue: post whenever the queue pair (depth = inflight) takes one,\n"
-        "                    as a verbs program does; outputs overlap, rows are not checked\n"
-        "  --check           fail (exit 1) unless every gauge stayed within what the work in\n"
-        "                    flight allows, every queue is empty after ns_quiesce and the\n"
-        "                    counters add up (no speed is judged)\n"
-        "  --help\n");
-  }
-  MPI_Finalize();
-  std::exit(code);
-}
+const char* const kHelp =
+    R"help(bench_soak: RIG gathers of random rows through the public C API for --seconds; per
+interval: throughput, CPU share, RSS and the engine's queue gauges.
 
-double parse_number(const char* flag, const char* v, int rank, double lo) {
-  char* end = nullptr;
-  errno = 0;
-  const double x = std::strtod(v, &end);
-  if (errno != 0 || end == v || *end != '\0' || !(x >= lo)) {
-    if (rank == 0) {
-      std::fprintf(stderr, "bench_soak: %s: '%s' is not a number >= %g\n", flag, v, lo);
-    }
-    usage(rank, 2);
-  }
-  return x;
-}
+usage: mpirun -np N bench_soak [options]
+  --seconds S       how long every rank gathers (default 60)
+  --interval S      report every S seconds (default 10)
+  --K N             floats per row (default 16)
+  --n-per-rank N    table rows per rank (default 262144)
+  --requests N      random idxs per rank, gathered over and over (default 1048576)
+  --batch N         idxs per work request (default 8192)
+  --inflight N      work requests in flight (default 8)
+  --progress MODE   auto | thread | inline (default auto: the library chooses)
+  --seed N          idx seed (default 12345)
+  --json FILE       also write every interval of every rank as JSON
+  --cqe N           completion queue entries (default 2 x inflight; smaller makes the
+                    engine hold completions back: NS_STAT_WC_BACKLOG)
+  --posting MODE    app: a work request per free output buffer, rows checked (default);
+                    queue: post whenever the queue pair (depth = inflight) takes one,
+                    as a verbs program does; outputs overlap, rows are not checked
+  --check           fail (exit 1) unless every gauge stayed within what the work in
+                    flight allows, every queue is empty after ns_quiesce and the
+                    counters add up (no speed is judged)
+  --help
 
-Options parse(int argc, char** argv, int rank) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        if (rank == 0) std::fprintf(stderr, "bench_soak: %s needs a value\n", a.c_str());
-        usage(rank, 2);
-      }
-      return argv[++i];
-    };
-    auto whole = [&](double lo, double hi) {
-      const char* v = next();
-      const double x = parse_number(a.c_str(), v, rank, lo);
-      if (x != static_cast<double>(static_cast<std::uint64_t>(x)) || x > hi) {
-        if (rank == 0) {
-          std::fprintf(stderr, "bench_soak: %s: '%s' is not a whole number in [%g, %g]\n",
-                       a.c_str(), v, lo, hi);
-        }
-        usage(rank, 2);
-      }
-      return static_cast<std::uint64_t>(x);
-    };
-    if (a == "--help" || a == "-h") {
-      usage(rank, 0);
-    } else if (a == "--seconds") {
-      o.seconds = parse_number("--seconds", next(), rank, 0.001);
-    } else if (a == "--interval") {
-      o.interval = parse_number("--interval", next(), rank, 0.001);
-    } else if (a == "--K") {
-      o.K = static_cast<int>(whole(1, 16384));
-    } else if (a == "--n-per-rank") {
-      o.n_per_rank = whole(1, 1e12);
-    } else if (a == "--requests") {
-      o.requests = whole(1, 1e10);
-    } else if (a == "--batch") {
-      o.batch = whole(1, 1e9);
-    } else if (a == "--inflight") {
-      o.inflight = static_cast<int>(whole(1, 1024));
-    } else if (a == "--progress") {
-      const std::string p = next();
-      if (p == "auto") {
-        o.progress = NS_PROGRESS_AUTO;
-      } else if (p == "thread") {
-        o.progress = NS_PROGRESS_THREAD;
-      } else if (p == "inline") {
-        o.progress = NS_PROGRESS_INLINE;
-      } else {
-        if (rank == 0) std::fprintf(stderr, "bench_soak: --progress auto|thread|inline\n");
-        usage(rank, 2);
-      }
-    } else if (a == "--seed") {
-      o.seed = whole(0, 1.8e19);
-    } else if (a == "--cqe") {
-      o.cqe = static_cast<int>(whole(1, 1 << 24));
-    } else if (a == "--posting") {
-      const std::string p = next();
-      if (p != "app" && p != "queue") {
-        if (rank == 0) std::fprintf(stderr, "bench_soak: --posting app|queue\n");
-        usage(rank, 2);
-      }
-      o.post_until_full = p == "queue";
-    } else if (a == "--check") {
-      o.check = true;
-    } else if (a == "--json") {
-      o.json = next();
-    } else {
-      if (rank == 0) std::fprintf(stderr, "bench_soak: unknown option %s\n", a.c_str());
-      usage(rank, 2);
-    }
-  }
+Exit codes: 0 every checked row was right (and --check passed), 1 a wrong row or a failed
+--check, 2 a bad option or an unwritable --json file.
+)help";
+
+// Every rank parses the same argv; rank 0 prints. -1: go on, else the exit code.
+int parse(int argc, char** argv, int rank, Options& o) {
+  namespace nb = netsparse::bench;
+  CLI::App app{"bench_soak"};
+  const double forever = 1e12;
+  app.add_option("--seconds", o.seconds)->check(CLI::Range(0.001, forever));
+  app.add_option("--interval", o.interval)->check(CLI::Range(0.001, forever));
+  app.add_option("--K", o.K)->check(CLI::Range(1, 16384));
+  app.add_option("--n-per-rank", o.n_per_rank)
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000'000}));
+  app.add_option("--requests", o.requests)
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{10'000'000'000}));
+  app.add_option("--batch", o.batch)
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000}));
+  app.add_option("--inflight", o.inflight)->check(CLI::Range(1, 1024));
+  std::string progress = "auto", posting = "app";
+  app.add_option("--progress", progress)->check(CLI::IsMember({"auto", "thread", "inline"}));
+  app.add_option("--seed", o.seed);
+  app.add_option("--json", o.json);
+  app.add_option("--cqe", o.cqe)->check(CLI::Range(1, 1 << 24));
+  app.add_option("--posting", posting)->check(CLI::IsMember({"app", "queue"}));
+  app.add_flag("--check", o.check);
+  const int code = nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_soak",
+                                           kHelp, rank == 0);
+  o.progress = progress == "thread"   ? NS_PROGRESS_THREAD
+               : progress == "inline" ? NS_PROGRESS_INLINE
+                                      : NS_PROGRESS_AUTO;
+  o.post_until_full = posting == "queue";
   o.batch = std::min(o.batch, o.requests);
-  return o;
+  return code;
 }
 
 double now_s() {
@@ -190,12 +138,6 @@ double cpu_seconds() {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-// The machine's 1-minute load average: a shared machine's other work shows up here.
-double load_average() {
-  double l = 0;
-  return getloadavg(&l, 1) == 1 ? l : -1;
-}
-
 inline float table_value(std::uint64_t row, int k) {
   return static_cast<float>((row * 31 + static_cast<std::uint64_t>(k)) % 16777213u);
 }
@@ -217,14 +159,10 @@ constexpr int kGauges[6] = {NS_STAT_COMMANDS_ACTIVE, NS_STAT_FILTER_COMMANDS,
                             NS_STAT_PRS_BUFFERED,    NS_STAT_FRAMES_QUEUED};
 
 // "frames.retries" of ns_stats_json (sends the transport refused for lack of room): no NS_STAT
-// of its own, so it is read from the JSON's "retries": field.
-std::uint64_t frame_retries(ns_context* ctx) {
-  const int n = ns_stats_json(ctx, nullptr, 0);
-  if (n <= 0) return 0;
-  std::string j(static_cast<std::size_t>(n) + 1, '\0');
-  ns_stats_json(ctx, j.data(), j.size());
-  const std::size_t at = j.find("\"retries\":");
-  return at == std::string::npos ? 0 : std::strtoull(j.c_str() + at + 10, nullptr, 10);
+// of its own.
+std::uint64_t frame_retries(const ns_context* ctx) {
+  const netsparse::bench::Json stats = netsparse::bench::engine_stats_json(ctx);
+  return stats.is_null() ? 0 : stats["frames"]["retries"].get<std::uint64_t>();
 }
 
 // --check: what a soak must keep, whatever its speed. Collective (sums over ranks); returns
@@ -291,29 +229,141 @@ std::string check_soak(ns_context* ctx, const Options& o, const std::vector<Inte
   return bad;
 }
 
+// The results would be lost at the end of the run: an unwritable --json fails before it (rank 0
+// checks and says why; every rank gets the verdict). Collective.
+bool json_path_ok(const std::string& path, int rank) {
+  int ok = 1;
+  if (rank == 0 && !path.empty()) {
+    if (const std::string p = netsparse::bench::json_path_problem(path); !p.empty()) {
+      std::fprintf(stderr, "bench_soak: %s\n", p.c_str());
+      ok = 0;
+    }
+  }
+  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return ok != 0;
+}
+
+// Every rank's intervals on rank 0 (the counts may differ by one: clocks of their own).
+struct Gathered {
+  std::vector<Interval> all;  // rank 0: rank p's intervals from all[first[p]], counts[p] of them
+  std::vector<int> counts, first;
+  const Interval& at(int p, std::size_t k) const {
+    return all[static_cast<std::size_t>(first[static_cast<std::size_t>(p)]) + k];
+  }
+};
+
+Gathered gather_intervals(const std::vector<Interval>& mine, int rank, int size) {
+  Gathered g;
+  int count = static_cast<int>(mine.size());
+  g.counts.resize(static_cast<std::size_t>(size));
+  MPI_Gather(&count, 1, MPI_INT, g.counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<int> bytes(static_cast<std::size_t>(size)), displ(static_cast<std::size_t>(size));
+  g.first.resize(static_cast<std::size_t>(size));
+  int total = 0;
+  for (std::size_t p = 0; p < static_cast<std::size_t>(size); ++p) {
+    bytes[p] = g.counts[p] * static_cast<int>(sizeof(Interval));
+    displ[p] = total;
+    g.first[p] = total / static_cast<int>(sizeof(Interval));
+    total += bytes[p];
+  }
+  g.all.resize(rank == 0 ? static_cast<std::size_t>(total) / sizeof(Interval) : 0);
+  MPI_Gatherv(mine.data(), count * static_cast<int>(sizeof(Interval)), MPI_BYTE, g.all.data(),
+              bytes.data(), displ.data(), MPI_BYTE, 0, MPI_COMM_WORLD);
+  return g;
+}
+
+// Rank 0: the table of every interval of every rank, the sums per interval and the first / last
+// comparison. Returns the number of wrong rows seen.
+std::uint64_t print_summary(const Gathered& g, const Options& o, int size) {
+  const std::size_t n =
+      static_cast<std::size_t>(*std::min_element(g.counts.begin(), g.counts.end()));
+  std::printf("\n%-4s %-5s %7s %12s %6s %5s %7s %6s %6s %7s %9s %8s %5s %7s %7s %5s\n", "int",
+              "rank", "t_end_s", "M_idxs_per_s", "cpu", "load", "RSS_MB", "active", "filter",
+              "wc_blog", "in_flight", "buffered", "fr_q", "stalls", "retries", "check");
+  std::uint64_t wrong = 0;
+  // Per interval: the ranks' sum, and per CPU-second (a rank that got less of a core on a
+  // shared machine gathers less; per CPU-second it does not, unless the engine itself slowed).
+  std::vector<double> sum(n, 0), cpu(n, 0), t_end(static_cast<std::size_t>(size), 0);
+  for (std::size_t k = 0; k < n; ++k) {
+    for (int p = 0; p < size; ++p) {
+      const Interval& iv = g.at(p, k);
+      sum[k] += iv.idxs_per_s;
+      cpu[k] += iv.cpu_share;
+      wrong += iv.errors;
+      std::printf("%-4zu %-5d %7.1f %12.3f %6.2f %5.2f %7.1f %6" PRIu64 " %6" PRIu64 " %7" PRIu64
+                  " %9" PRIu64 " %8" PRIu64 " %5" PRIu64 " %7" PRIu64 " %7" PRIu64 " %5s\n",
+                  k + 1, p, t_end[static_cast<std::size_t>(p)] += iv.seconds, iv.idxs_per_s / 1e6,
+                  iv.cpu_share, iv.load, static_cast<double>(iv.rss) / 1e6, iv.gauges[0],
+                  iv.gauges[1], iv.gauges[2], iv.gauges[3], iv.gauges[4], iv.gauges[5], iv.stalls,
+                  iv.retries, iv.errors == 0 ? "ok" : "WRONG");
+    }
+    std::printf("%-4zu %-5s %7s %12.3f %6.2f  (%.3f M idxs per CPU-second)\n", k + 1, "sum", "",
+                sum[k] / 1e6, cpu[k], cpu[k] > 0 ? sum[k] / cpu[k] / 1e6 : 0.0);
+  }
+  if (n > 0) {
+    // The last interval may be a short remainder: the last full one is compared.
+    std::size_t last = n - 1;
+    if (last > 0 && g.at(0, last).seconds < 0.5 * o.interval) --last;
+    auto per_cpu = [&](std::size_t k) { return cpu[k] > 0 ? sum[k] / cpu[k] : 0.0; };
+    std::printf(
+        "\nthroughput: first interval %.3f M idxs/s, last full interval %.3f M idxs/s, "
+        "last / first = %.3f\n",
+        sum[0] / 1e6, sum[last] / 1e6, sum[0] > 0 ? sum[last] / sum[0] : 0.0);
+    std::printf("per CPU-second: first %.3f M, last full %.3f M, last / first = %.3f\n",
+                per_cpu(0) / 1e6, per_cpu(last) / 1e6,
+                per_cpu(0) > 0 ? per_cpu(last) / per_cpu(0) : 0.0);
+    for (int p = 0; p < size; ++p) {
+      std::printf("RSS rank %d: first %.1f MB, last %.1f MB\n", p,
+                  static_cast<double>(g.at(p, 0).rss) / 1e6,
+                  static_cast<double>(g.at(p, n - 1).rss) / 1e6);
+    }
+  }
+  std::printf("check: %s\n", wrong == 0 ? "ok" : "WRONG rows");
+  return wrong;
+}
+
+// Rank 0: the --json document, every interval of every rank (gauges under their ns_stat_name).
+netsparse::bench::Json soak_json(const Gathered& g, const Options& o, int size) {
+  netsparse::bench::Json doc = {{"np", size},
+                                {"K", o.K},
+                                {"seconds", o.seconds},
+                                {"interval", o.interval},
+                                {"batch", o.batch},
+                                {"inflight", o.inflight},
+                                {"intervals", netsparse::bench::Json::array()}};
+  for (int p = 0; p < size; ++p) {
+    for (int k = 0; k < g.counts[static_cast<std::size_t>(p)]; ++k) {
+      const Interval& iv = g.at(p, static_cast<std::size_t>(k));
+      netsparse::bench::Json j = {{"rank", p},
+                                  {"interval", k + 1},
+                                  {"seconds", iv.seconds},
+                                  {"idxs_per_s", iv.idxs_per_s},
+                                  {"cpu_share", iv.cpu_share},
+                                  {"load", iv.load},
+                                  {"rss_bytes", iv.rss}};
+      for (int s = 0; s < 6; ++s) j[ns_stat_name(kGauges[s])] = iv.gauges[s];
+      j["stalls"] = iv.stalls;
+      j["retries"] = iv.retries;
+      j["errors"] = iv.errors;
+      doc["intervals"].push_back(std::move(j));
+    }
+  }
+  return doc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const netsparse::bench::World world = netsparse::bench::init_world(argc, argv);
+  Options o;
+  const auto [world, exit_code] =
+      netsparse::bench::start_job(argc, argv, [&](int rank) { return parse(argc, argv, rank, o); });
+  if (exit_code >= 0) return exit_code;
   const int rank = world.rank, size = world.size;
-  const Options o = parse(argc, argv, rank);
-  const std::uint64_t K = static_cast<std::uint64_t>(o.K);
-  // The results would be lost at the end of the run: an unwritable --json fails before it.
-  FILE* json = nullptr;
-  int json_ok = 1;
-  if (rank == 0 && !o.json.empty()) {
-    json = std::fopen(o.json.c_str(), "w");
-    if (json == nullptr) {
-      std::fprintf(stderr, "bench_soak: --json %s: cannot write: %s\n", o.json.c_str(),
-                   std::strerror(errno));
-      json_ok = 0;
-    }
-  }
-  MPI_Bcast(&json_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (json_ok == 0) {
+  if (!json_path_ok(o.json, rank)) {
     MPI_Finalize();
     return 2;
   }
+  const std::uint64_t K = static_cast<std::uint64_t>(o.K);
   const std::uint32_t P = static_cast<std::uint32_t>(K * sizeof(float));
 
   // The table: n_per_rank rows per rank, row r holds table_value(r, k).
@@ -385,7 +435,7 @@ int main(int argc, char** argv) {
       const double cpu = cpu_seconds();
       iv.cpu_share = (cpu - cpu_at_mark) / iv.seconds;
       cpu_at_mark = cpu;
-      iv.load = load_average();
+      iv.load = netsparse::bench::load_average_1min();
       for (int g = 0; g < 6; ++g) iv.gauges[g] = ns_stat_get(ctx, kGauges[g]);
       const std::uint64_t st = ns_stat_get(ctx, NS_STAT_STALLS), rt = frame_retries(ctx);
       iv.stalls = st - stalls_at_mark;
@@ -466,97 +516,13 @@ int main(int argc, char** argv) {
   MPI_Barrier(MPI_COMM_WORLD);
   const std::string bad = o.check ? check_soak(ctx, o, mine, done) : std::string();
 
-  // Every rank's intervals to rank 0 (the counts may differ by one: clocks of their own).
-  int count = static_cast<int>(mine.size());
-  std::vector<int> counts(static_cast<std::size_t>(size));
-  MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::vector<int> bytes(static_cast<std::size_t>(size)), displ(static_cast<std::size_t>(size));
-  int total = 0;
-  for (int p = 0; p < size; ++p) {
-    bytes[p] = counts[p] * static_cast<int>(sizeof(Interval));
-    displ[p] = total;
-    total += bytes[p];
-  }
-  std::vector<Interval> all(rank == 0 ? static_cast<std::size_t>(total) / sizeof(Interval) : 0);
-  MPI_Gatherv(mine.data(), count * static_cast<int>(sizeof(Interval)), MPI_BYTE, all.data(),
-              bytes.data(), displ.data(), MPI_BYTE, 0, MPI_COMM_WORLD);
+  const Gathered all = gather_intervals(mine, rank, size);
   int code = 0;
   if (rank == 0) {
-    auto at = [&](int p, std::size_t k) -> const Interval& {
-      return all[static_cast<std::size_t>(displ[p]) / sizeof(Interval) + k];
-    };
-    const std::size_t n = static_cast<std::size_t>(*std::min_element(counts.begin(), counts.end()));
-    std::printf("\n%-4s %-5s %7s %12s %6s %5s %7s %6s %6s %7s %9s %8s %5s %7s %7s %5s\n", "int",
-                "rank", "t_end_s", "M_idxs_per_s", "cpu", "load", "RSS_MB", "active", "filter",
-                "wc_blog", "in_flight", "buffered", "fr_q", "stalls", "retries", "check");
-    std::uint64_t wrong = 0;
-    // Per interval: the ranks' sum, and per CPU-second (a rank that got less of a core on a
-    // shared machine gathers less; per CPU-second it does not, unless the engine itself slowed).
-    std::vector<double> sum(n, 0), cpu(n, 0), t_end(static_cast<std::size_t>(size), 0);
-    for (std::size_t k = 0; k < n; ++k) {
-      for (int p = 0; p < size; ++p) {
-        const Interval& iv = at(p, k);
-        sum[k] += iv.idxs_per_s;
-        cpu[k] += iv.cpu_share;
-        wrong += iv.errors;
-        std::printf("%-4zu %-5d %7.1f %12.3f %6.2f %5.2f %7.1f %6" PRIu64 " %6" PRIu64 " %7" PRIu64
-                    " %9" PRIu64 " %8" PRIu64 " %5" PRIu64 " %7" PRIu64 " %7" PRIu64 " %5s\n",
-                    k + 1, p, t_end[static_cast<std::size_t>(p)] += iv.seconds, iv.idxs_per_s / 1e6,
-                    iv.cpu_share, iv.load, static_cast<double>(iv.rss) / 1e6, iv.gauges[0],
-                    iv.gauges[1], iv.gauges[2], iv.gauges[3], iv.gauges[4], iv.gauges[5], iv.stalls,
-                    iv.retries, iv.errors == 0 ? "ok" : "WRONG");
-      }
-      std::printf("%-4zu %-5s %7s %12.3f %6.2f  (%.3f M idxs per CPU-second)\n", k + 1, "sum", "",
-                  sum[k] / 1e6, cpu[k], cpu[k] > 0 ? sum[k] / cpu[k] / 1e6 : 0.0);
-    }
-    if (n > 0) {
-      // The last interval may be a short remainder: the last full one is compared.
-      std::size_t last = n - 1;
-      if (last > 0 && at(0, last).seconds < 0.5 * o.interval) --last;
-      auto per_cpu = [&](std::size_t k) { return cpu[k] > 0 ? sum[k] / cpu[k] : 0.0; };
-      std::printf(
-          "\nthroughput: first interval %.3f M idxs/s, last full interval %.3f M idxs/s, "
-          "last / first = %.3f\n",
-          sum[0] / 1e6, sum[last] / 1e6, sum[0] > 0 ? sum[last] / sum[0] : 0.0);
-      std::printf("per CPU-second: first %.3f M, last full %.3f M, last / first = %.3f\n",
-                  per_cpu(0) / 1e6, per_cpu(last) / 1e6,
-                  per_cpu(0) > 0 ? per_cpu(last) / per_cpu(0) : 0.0);
-      for (int p = 0; p < size; ++p) {
-        std::printf("RSS rank %d: first %.1f MB, last %.1f MB\n", p,
-                    static_cast<double>(at(p, 0).rss) / 1e6,
-                    static_cast<double>(at(p, n - 1).rss) / 1e6);
-      }
-    }
-    std::printf("check: %s\n", wrong == 0 ? "ok" : "WRONG rows");
-    code = wrong == 0 ? 0 : 1;
-    if (json != nullptr) {
-      FILE* f = json;
-      {
-        std::fprintf(f,
-                     "{\"np\":%d,\"K\":%d,\"seconds\":%g,\"interval\":%g,\"batch\":%" PRIu64
-                     ",\"inflight\":%d,\"intervals\":[",
-                     size, o.K, o.seconds, o.interval, o.batch, o.inflight);
-        bool first = true;
-        for (int p = 0; p < size; ++p) {
-          for (int k = 0; k < counts[p]; ++k) {
-            const Interval& iv = at(p, static_cast<std::size_t>(k));
-            std::fprintf(f,
-                         "%s{\"rank\":%d,\"interval\":%d,\"seconds\":%.6g,\"idxs_per_s\":%.6g,"
-                         "\"cpu_share\":%.4g,\"load\":%.4g,\"rss_bytes\":%" PRIu64,
-                         first ? "" : ",", p, k + 1, iv.seconds, iv.idxs_per_s, iv.cpu_share,
-                         iv.load, iv.rss);
-            for (int g = 0; g < 6; ++g) {
-              std::fprintf(f, ",\"%s\":%" PRIu64, ns_stat_name(kGauges[g]), iv.gauges[g]);
-            }
-            std::fprintf(f,
-                         ",\"stalls\":%" PRIu64 ",\"retries\":%" PRIu64 ",\"errors\":%" PRIu64 "}",
-                         iv.stalls, iv.retries, iv.errors);
-            first = false;
-          }
-        }
-        std::fprintf(f, "]}\n");
-        std::fclose(f);
-      }
+    code = print_summary(all, o, size) == 0 ? 0 : 1;
+    if (!o.json.empty()) {
+      const std::string problem = netsparse::bench::write_json(o.json, soak_json(all, o, size), -1);
+      if (!problem.empty()) std::fprintf(stderr, "bench_soak: %s\n", problem.c_str());
     }
   }
   if (o.check) {

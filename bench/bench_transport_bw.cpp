@@ -310,13 +310,11 @@ bool wanted(const Settings& s, const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const netsparse::bench::World world = netsparse::bench::init_world(argc, argv);
-  const int rank = world.rank, size = world.size;
   Settings s;
-  if (const int code = parse(argc, argv, rank, s); code >= 0) {
-    MPI_Finalize();
-    return code;
-  }
+  const auto [world, exit_code] =
+      netsparse::bench::start_job(argc, argv, [&](int rank) { return parse(argc, argv, rank, s); });
+  if (exit_code >= 0) return exit_code;
+  const int rank = world.rank, size = world.size;
   int rc = 0;
   try {
     if (rank == 0) {

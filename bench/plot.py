@@ -838,47 +838,78 @@ def allreduce(runs, out_dir):
     return ", ".join(made) if made else None
 
 
+def find(recs, **match):
+    """The first record whose fields have the values of `match`, or None."""
+    return next((r for r in recs if all(r.get(k) == v for k, v in match.items())), None)
+
+
+def bar_runs(runs, kind, time_key, group_key):
+    """(run, records, groups) for every run of `kind` with records that agree and took time:
+    its records and the sorted values of group_key among them."""
+    for run in runs:
+        if run.kind != kind:
+            continue
+        recs = [r for r in run.data["records"] if r.get("agrees", True) and r[time_key] > 0]
+        groups = sorted({r[group_key] for r in recs})
+        if groups:
+            yield run, recs, groups
+
+
+def grouped_bars(ax, recs, group_key, groups, series_key, colors, value, note, fontsize):
+    """One bar per (group, series) present in `recs`, the series side by side in each group:
+    height value(r), colour colors[series], a label on the first group's bars, and the text
+    note(r, group) above each bar."""
+    width = 0.8 / len(colors)
+    middle = (len(colors) - 1) / 2
+    for v, (series, color) in enumerate(colors.items()):
+        for i, group in enumerate(groups):
+            r = find(recs, **{group_key: group, series_key: series})
+            if r is None:
+                continue
+            bar = ax.bar(i + (v - middle) * width, value(r), width, color=color,
+                         label=series if i == 0 else None)[0]
+            ax.annotate(note(r, group), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center", va="bottom", fontsize=fontsize)
+
+
+def finish_bars(run, fig, ax, xlabels, ylabel, title, out_dir, name):
+    """The grouped-bar figure's axes, legend and title; saved as `name`, which `run` went into."""
+    ax.set_xticks(range(len(xlabels)))
+    ax.set_xticklabels(xlabels)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    run.use(name)
+    return save(fig, out_dir, name)
+
+
 SCATTER_COLORS = {"ris": "#d62728", "conveyors": "#1f77b4", "conveyors-combined": "#17becf"}
 
 
 def scatter_reduce(runs, out_dir):
-    """One figure per bench_scatter_reduce run: median time per variant and K, RIS's speedup."""
+    """One figure per bench_scatter_reduce run: median time per variant and K."""
     made = []
-    for run in runs:
-        if run.kind != "scatter_reduce":
-            continue
+    for run, recs, ks in bar_runs(runs, "scatter_reduce", "median_s", "K"):
         d = run.data
-        recs = [r for r in d["records"] if r.get("agrees", True) and r["median_s"] > 0]
-        ks = sorted({r["K"] for r in recs})
-        if not ks:
-            continue
+
+        def note(r, k):
+            text = f"{r['bytes_per_rank'] / 2**20:.1f} MiB"
+            ris = find(recs, K=k, variant="ris")
+            if ris and r["variant"] != "ris":
+                text = f"RIS {r['median_s'] / ris['median_s']:.2f}x\n" + text
+            return text
+
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        width = 0.8 / len(SCATTER_COLORS)
-        for v, (variant, color) in enumerate(SCATTER_COLORS.items()):
-            for i, k in enumerate(ks):
-                r = next((r for r in recs if r["K"] == k and r["variant"] == variant), None)
-                ris = next((r for r in recs if r["K"] == k and r["variant"] == "ris"), None)
-                if r is None:
-                    continue
-                bar = ax.bar(i + (v - 1) * width, r["median_s"] * 1e3, width, color=color,
-                             label=variant if i == 0 else None)[0]
-                note = f"{r['bytes_per_rank'] / 2**20:.1f} MiB"
-                if ris and variant != "ris":
-                    note = f"RIS {r['median_s'] / ris['median_s']:.2f}x\n" + note
-                ax.annotate(note, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                            ha="center", va="bottom", fontsize=7)
-        ax.set_xticks(range(len(ks)))
-        ax.set_xticklabels([f"K = {k}" for k in ks])
-        ax.set_ylabel("time per scatter-reduce (ms, median, slowest rank)")
-        ax.legend(fontsize=8)
-        ax.set_title(f"bench_scatter_reduce: np {d.get('np')}, {d.get('updates')} updates/rank, "
-                     f"{d.get('hot_fraction')} into {d.get('hot')} hot rows\n"
-                     f"transport {d.get('transport')}, median of {d.get('rounds')} rounds, "
-                     f"load {d.get('loadavg_1min')}", fontsize=9)
-        fig.tight_layout()
-        name = f"scatter_reduce_np{d.get('np')}.png"
-        made.append(save(fig, out_dir, name))
-        run.use(name)
+        grouped_bars(ax, recs, "K", ks, "variant", SCATTER_COLORS, lambda r: r["median_s"] * 1e3,
+                     note, 7)
+        made.append(finish_bars(
+            run, fig, ax, [f"K = {k}" for k in ks],
+            "time per scatter-reduce (ms, median, slowest rank)",
+            f"bench_scatter_reduce: np {d.get('np')}, {d.get('updates')} updates/rank, "
+            f"{d.get('hot_fraction')} into {d.get('hot')} hot rows\n"
+            f"transport {d.get('transport')}, median of {d.get('rounds')} rounds, "
+            f"load {d.get('loadavg_1min')}", out_dir, f"scatter_reduce_np{d.get('np')}.png"))
     return ", ".join(made) if made else None
 
 
@@ -889,45 +920,29 @@ EMBEDDING_COLORS = {"cached": "#d62728", "dedup": "#ff7f0e", "plain": "#1f77b4",
 def embedding(runs, out_dir):
     """One figure per bench_embedding run: median time per iteration per mode and alpha."""
     made = []
-    for run in runs:
-        if run.kind != "embedding":
-            continue
+    for run, recs, alphas in bar_runs(runs, "embedding", "iteration_s", "alpha"):
         d = run.data
-        recs = [r for r in d["records"] if r.get("agrees", True) and r["iteration_s"] > 0]
-        alphas = sorted({r["alpha"] for r in recs})
-        if not alphas:
-            continue
+
+        def note(r, alpha):
+            text = f"{r['lookup_bytes_per_rank_iteration'] / 2**20:.2f} MiB"
+            if r["mode"] == "cached":
+                text = f"hit {r['hit_rate']:.2f}\n" + text
+            plain = find(recs, alpha=alpha, mode="plain")
+            if plain and r["mode"] != "plain":
+                text = f"{plain['iteration_s'] / r['iteration_s']:.2f}x\n" + text
+            return text
+
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        width = 0.8 / len(EMBEDDING_COLORS)
-        for v, (mode, color) in enumerate(EMBEDDING_COLORS.items()):
-            for i, alpha in enumerate(alphas):
-                r = next((r for r in recs if r["alpha"] == alpha and r["mode"] == mode), None)
-                plain = next((r for r in recs if r["alpha"] == alpha and r["mode"] == "plain"),
-                             None)
-                if r is None:
-                    continue
-                bar = ax.bar(i + (v - 1.5) * width, r["iteration_s"] * 1e3, width, color=color,
-                             label=mode if i == 0 else None)[0]
-                note = f"{r['lookup_bytes_per_rank_iteration'] / 2**20:.2f} MiB"
-                if mode == "cached":
-                    note = f"hit {r['hit_rate']:.2f}\n" + note
-                if plain and mode != "plain":
-                    note = f"{plain['iteration_s'] / r['iteration_s']:.2f}x\n" + note
-                ax.annotate(note, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                            ha="center", va="bottom", fontsize=6)
-        ax.set_xticks(range(len(alphas)))
-        ax.set_xticklabels([f"Zipf alpha = {a}" for a in alphas])
-        ax.set_ylabel("time per iteration (ms, median, slowest rank)")
-        ax.legend(fontsize=8)
-        ax.set_title(f"bench_embedding: np {d.get('np')}, {d.get('rows_per_rank')} rows/rank of "
-                     f"{d.get('row_bytes')} B, batch {d.get('batch')}, update every "
-                     f"{d.get('update_every')}, cache {d.get('cache_rows')} rows\n"
-                     f"transport {d.get('transport')}, median of {d.get('rounds')} rounds, "
-                     f"load {d.get('loadavg_1min')}", fontsize=9)
-        fig.tight_layout()
-        name = f"embedding_np{d.get('np')}.png"
-        made.append(save(fig, out_dir, name))
-        run.use(name)
+        grouped_bars(ax, recs, "alpha", alphas, "mode", EMBEDDING_COLORS,
+                     lambda r: r["iteration_s"] * 1e3, note, 6)
+        made.append(finish_bars(
+            run, fig, ax, [f"Zipf alpha = {a}" for a in alphas],
+            "time per iteration (ms, median, slowest rank)",
+            f"bench_embedding: np {d.get('np')}, {d.get('rows_per_rank')} rows/rank of "
+            f"{d.get('row_bytes')} B, batch {d.get('batch')}, update every "
+            f"{d.get('update_every')}, cache {d.get('cache_rows')} rows\n"
+            f"transport {d.get('transport')}, median of {d.get('rounds')} rounds, "
+            f"load {d.get('loadavg_1min')}", out_dir, f"embedding_np{d.get('np')}.png"))
     return ", ".join(made) if made else None
 
 

@@ -12,6 +12,13 @@ World init_world(int& argc, char**& argv) {
   return w;
 }
 
+JobStart start_job(int& argc, char**& argv, const std::function<int(int rank)>& parse) {
+  JobStart s{init_world(argc, argv)};
+  s.exit_code = parse(s.world.rank);
+  if (s.exit_code >= 0) MPI_Finalize();
+  return s;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   const std::size_t mid = v.size() / 2;

@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <vector>
 
 namespace netsparse::bench {
@@ -15,6 +16,15 @@ struct World {
   int rank = 0, size = 1, provided = 0;
 };
 World init_world(int& argc, char**& argv);
+
+// The start of an MPI benchmark whose ranks all parse the same argv: init_world, then
+// parse(rank) on every rank (rank 0 prints --help and errors; -1 means run, else an exit code).
+// exit_code >= 0: leave main with it, MPI already finalized.
+struct JobStart {
+  World world;
+  int exit_code = -1;
+};
+JobStart start_job(int& argc, char**& argv, const std::function<int(int rank)>& parse);
 
 // The median of `v` (the mean of the two middle values for an even count); 0 when empty.
 double median(std::vector<double> v);

@@ -301,13 +301,8 @@ bool overlap(const void* a, const void* b, std::size_t bytes) {
 }  // namespace
 
 Algorithm Communicator::allreduce(const AllreduceArgs& a) {
-  if (broken()) throw CollectiveError(Failure::kBroken, "communicator broken earlier: " + broken_);
-  wire::Descriptor d;
-  d.collective = wire::Collective::kDense;
-  d.dtype = static_cast<std::uint8_t>(a.dtype);
-  d.op = static_cast<std::uint8_t>(a.op);
+  wire::Descriptor d = begin_descriptor(wire::Collective::kDense, a.dtype, a.op);
   d.flags = a.reproducible ? 1 : 0;
-  d.packet_bytes = static_cast<std::uint32_t>(packet_bytes_);
   d.count = a.count;
   const auto type = data_type_from_int(a.dtype);
   const auto op = reduce_op_from_int(a.op);

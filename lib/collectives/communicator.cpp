@@ -214,6 +214,16 @@ void Communicator::dispatch(Op& op, int src, std::span<const std::byte> packet) 
   }  // else: a packet of an earlier operation that failed here: dropped
 }
 
+wire::Descriptor Communicator::begin_descriptor(wire::Collective kind, int dtype, int op) const {
+  if (broken()) throw CollectiveError(Failure::kBroken, "communicator broken earlier: " + broken_);
+  wire::Descriptor d;
+  d.collective = kind;
+  d.dtype = static_cast<std::uint8_t>(dtype);
+  d.op = static_cast<std::uint8_t>(op);
+  d.packet_bytes = static_cast<std::uint32_t>(packet_bytes_);
+  return d;
+}
+
 void Communicator::run(Op& op) {
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + std::chrono::milliseconds(options_.timeout_ms);

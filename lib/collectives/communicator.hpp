@@ -174,6 +174,9 @@ class Communicator {
 
  private:
   friend struct Op;
+  // The first step of every collective: throws on a communicator broken earlier, else returns
+  // the descriptor's fields every collective sets (kind, datatype, operator, packet size).
+  wire::Descriptor begin_descriptor(wire::Collective kind, int dtype, int op) const;
   void run(Op& op);
   // The steps of run(): one received packet; the verdict once every descriptor is in (throws
   // on a refusal or a mismatch); the transport's failure reports and the deadline (throw).

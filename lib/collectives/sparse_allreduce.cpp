@@ -643,12 +643,7 @@ SparseResult run_sparse(Communicator& c, const wire::Descriptor& d, const Sparse
 }  // namespace
 
 SparseResult Communicator::sparse_allreduce(const SparseArgs& a) {
-  if (broken()) throw CollectiveError(Failure::kBroken, "communicator broken earlier: " + broken_);
-  wire::Descriptor d;
-  d.collective = wire::Collective::kSparse;
-  d.dtype = static_cast<std::uint8_t>(a.dtype);
-  d.op = static_cast<std::uint8_t>(a.op);
-  d.packet_bytes = static_cast<std::uint32_t>(packet_bytes_);
+  wire::Descriptor d = begin_descriptor(wire::Collective::kSparse, a.dtype, a.op);
   d.count = a.n;
   d.nnz = a.nnz;
   d.flags = static_cast<std::uint8_t>(a.output) << 1;

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <tuple>
+#include <type_traits>
 
 #include "concat/protocol.hpp"
 
@@ -42,6 +44,63 @@ struct BulkPacket {
   Header header;
   std::span<const std::byte> body;
 };
+
+// One field of a bulk family's header after the shared prefix: where it sits on the wire and
+// which member of the family's header it fills. A family lists its fields once (a std::tuple of
+// these); encode_bulk_header and load_bulk_header both read that list, so the encoder and the
+// decoder cannot disagree on an offset. Enumerations travel as their underlying integer.
+template <class Header, class T>
+struct HeaderField {
+  std::size_t offset;
+  T Header::*member;
+};
+
+namespace detail {
+template <class T>
+void store_field(std::byte* dst, T v) noexcept {
+  if constexpr (std::is_enum_v<T>) {
+    wire::store(dst, static_cast<std::underlying_type_t<T>>(v));
+  } else {
+    wire::store(dst, v);
+  }
+}
+template <class T>
+T load_field(const std::byte* src) noexcept {
+  if constexpr (std::is_enum_v<T>) {
+    return static_cast<T>(wire::load<std::underlying_type_t<T>>(src));
+  } else {
+    return wire::load<T>(src);
+  }
+}
+}  // namespace detail
+
+// Writes a bulk family's header at dst: the shared prefix (type, dest, rec_len, n), then every
+// field of `fields`.
+template <class Header, class Fields>
+void encode_bulk_header(std::byte* dst, const Header& h, const Fields& fields) noexcept {
+  encode_prefix(dst, {static_cast<std::uint16_t>(h.type), h.dest, h.rec_len, h.n});
+  std::apply([&](const auto&... f) { (detail::store_field(dst + f.offset, h.*f.member), ...); },
+             fields);
+}
+
+// A bulk family's header read from `src`, whose prefix check_bulk_head has read into `pre`.
+template <class Header, class Fields>
+Header load_bulk_header(const std::byte* src, const WirePrefix& pre,
+                        const Fields& fields) noexcept {
+  Header h{};
+  h.type = static_cast<decltype(h.type)>(pre.type);
+  h.dest = pre.dest;
+  h.rec_len = pre.len;
+  h.n = pre.n;
+  std::apply(
+      [&](const auto&... f) {
+        ((h.*f.member =
+              detail::load_field<std::remove_reference_t<decltype(h.*f.member)>>(src + f.offset)),
+         ...);
+      },
+      fields);
+  return h;
+}
 
 // The first checks of every bulk family's decoder: kTruncated when `bytes` cannot hold the shared
 // prefix, kUnknownType when its type is not the family's (is_type), kTruncated when it cannot

@@ -5,16 +5,15 @@
 namespace netsparse::concat {
 
 namespace {
-constexpr std::size_t kOffSrc = 14, kOffTag = 18, kOffUnit = 22, kOffFirst = 24, kOffTotal = 28;
-}
+// The fields after the prefix, at their offsets (32 bytes in all).
+constexpr std::tuple kFields{
+    HeaderField{14, &GatherHeader::src_node}, HeaderField{18, &GatherHeader::tag},
+    HeaderField{22, &GatherHeader::unit}, HeaderField{24, &GatherHeader::first},
+    HeaderField{28, &GatherHeader::total}};
+}  // namespace
 
 std::size_t encode_gather_header(std::byte* dst, const GatherHeader& h) noexcept {
-  encode_prefix(dst, {static_cast<std::uint16_t>(h.type), h.dest, h.rec_len, h.n});
-  wire::store<std::uint32_t>(dst + kOffSrc, h.src_node);
-  wire::store<std::uint32_t>(dst + kOffTag, h.tag);
-  wire::store<std::uint16_t>(dst + kOffUnit, h.unit);
-  wire::store<std::uint32_t>(dst + kOffFirst, h.first);
-  wire::store<std::uint32_t>(dst + kOffTotal, h.total);
+  encode_bulk_header(dst, h, kFields);
   return kGatherHeaderBytes;
 }
 
@@ -39,16 +38,7 @@ DecodeError decode_gather_packet(std::span<const std::byte> bytes, std::uint32_t
       e != DecodeError::kOk) {
     return e;
   }
-  const std::byte* p = bytes.data();
-  const GatherHeader h{static_cast<GatherType>(pre.type),
-                       pre.dest,
-                       pre.len,
-                       pre.n,
-                       wire::load<std::uint32_t>(p + kOffSrc),
-                       wire::load<std::uint32_t>(p + kOffTag),
-                       wire::load<std::uint16_t>(p + kOffUnit),
-                       wire::load<std::uint32_t>(p + kOffFirst),
-                       wire::load<std::uint32_t>(p + kOffTotal)};
+  const auto h = load_bulk_header<GatherHeader>(bytes.data(), pre, kFields);
   switch (h.type) {
     case GatherType::kGatherRead:
       if (h.rec_len != 4 && h.rec_len != 8) return DecodeError::kPropLenMismatch;

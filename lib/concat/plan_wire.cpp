@@ -5,8 +5,12 @@
 namespace netsparse::concat {
 
 namespace {
-constexpr std::size_t kOffSrc = 14, kOffPlan = 18, kOffVersion = 22, kOffSeq = 26, kOffFirst = 28;
-}
+// The fields after the prefix, at their offsets (32 bytes in all).
+constexpr std::tuple kFields{
+    HeaderField{14, &PlanHeader::src_node}, HeaderField{18, &PlanHeader::plan},
+    HeaderField{22, &PlanHeader::version}, HeaderField{26, &PlanHeader::seq},
+    HeaderField{28, &PlanHeader::first}};
+}  // namespace
 
 const char* to_string(PlanRefusal r) noexcept {
   switch (r) {
@@ -21,12 +25,7 @@ const char* to_string(PlanRefusal r) noexcept {
 }
 
 std::size_t encode_plan_header(std::byte* dst, const PlanHeader& h) noexcept {
-  encode_prefix(dst, {static_cast<std::uint16_t>(h.type), h.dest, h.rec_len, h.n});
-  wire::store<std::uint32_t>(dst + kOffSrc, h.src_node);
-  wire::store<std::uint32_t>(dst + kOffPlan, h.plan);
-  wire::store<std::uint32_t>(dst + kOffVersion, h.version);
-  wire::store<std::uint16_t>(dst + kOffSeq, h.seq);
-  wire::store<std::uint32_t>(dst + kOffFirst, h.first);
+  encode_bulk_header(dst, h, kFields);
   return kPlanHeaderBytes;
 }
 
@@ -43,16 +42,7 @@ DecodeError decode_plan_packet(std::span<const std::byte> bytes, std::uint32_t e
       e != DecodeError::kOk) {
     return e;
   }
-  const std::byte* p = bytes.data();
-  PlanHeader h{static_cast<PlanType>(pre.type),
-               pre.dest,
-               pre.len,
-               pre.n,
-               wire::load<std::uint32_t>(p + kOffSrc),
-               wire::load<std::uint32_t>(p + kOffPlan),
-               wire::load<std::uint32_t>(p + kOffVersion),
-               wire::load<std::uint16_t>(p + kOffSeq),
-               wire::load<std::uint32_t>(p + kOffFirst)};
+  const auto h = load_bulk_header<PlanHeader>(bytes.data(), pre, kFields);
   switch (h.type) {
     case PlanType::kInstall:
       if (h.rec_len != 4 && h.rec_len != 8) return DecodeError::kPropLenMismatch;

@@ -5,9 +5,13 @@
 namespace netsparse::concat {
 
 namespace {
-constexpr std::size_t kOffSrc = 14, kOffReq = 18, kOffOp = 22, kOffDatatype = 24, kOffStatus = 26,
-                      kOffReserved = 30;
-}
+// The fields after the prefix, at their offsets, then 2 reserved bytes (32 bytes in all).
+constexpr std::tuple kFields{
+    HeaderField{14, &ScatterHeader::src_node}, HeaderField{18, &ScatterHeader::req_id},
+    HeaderField{22, &ScatterHeader::op}, HeaderField{24, &ScatterHeader::datatype},
+    HeaderField{26, &ScatterHeader::status}};
+constexpr std::size_t kOffReserved = 30;
+}  // namespace
 
 const char* to_string(ScatterStatus s) noexcept {
   switch (s) {
@@ -22,12 +26,7 @@ const char* to_string(ScatterStatus s) noexcept {
 }
 
 std::size_t encode_scatter_header(std::byte* dst, const ScatterHeader& h) noexcept {
-  encode_prefix(dst, {static_cast<std::uint16_t>(h.type), h.dest, h.rec_len, h.n});
-  wire::store<std::uint32_t>(dst + kOffSrc, h.src_node);
-  wire::store<std::uint32_t>(dst + kOffReq, h.req_id);
-  wire::store<std::uint16_t>(dst + kOffOp, h.op);
-  wire::store<std::uint16_t>(dst + kOffDatatype, h.datatype);
-  wire::store<std::uint32_t>(dst + kOffStatus, static_cast<std::uint32_t>(h.status));
+  encode_bulk_header(dst, h, kFields);
   wire::store<std::uint16_t>(dst + kOffReserved, 0);
   return kScatterHeaderBytes;
 }
@@ -46,16 +45,8 @@ DecodeError decode_scatter_packet(std::span<const std::byte> bytes, std::uint32_
     return e;
   }
   const std::byte* p = bytes.data();
-  const auto status = wire::load<std::uint32_t>(p + kOffStatus);
-  ScatterHeader h{static_cast<ScatterType>(pre.type),
-                  pre.dest,
-                  pre.len,
-                  pre.n,
-                  wire::load<std::uint32_t>(p + kOffSrc),
-                  wire::load<std::uint32_t>(p + kOffReq),
-                  wire::load<std::uint16_t>(p + kOffOp),
-                  wire::load<std::uint16_t>(p + kOffDatatype),
-                  static_cast<ScatterStatus>(status)};
+  const auto h = load_bulk_header<ScatterHeader>(p, pre, kFields);
+  const auto status = static_cast<std::uint32_t>(h.status);
   if (h.type == ScatterType::kUpdate) {
     // Rows of 0 bytes do not exist: refused even when the caller expects 0.
     if (expected_prop_bytes == 0 || expected_prop_bytes > UINT32_MAX - kScatterRowBytes ||

@@ -13,6 +13,7 @@
 #include <iterator>
 #include <limits>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "distributed/mpi_util.hpp"
@@ -448,12 +449,18 @@ DistMatrix load_distributed_matrix(MPI_Comm comm, std::string_view spec, Partiti
                            std::to_string(hi - 2) + " parameters");
       }
     };
+    // Field i of the specification into `out` when given (arity checked the required ones);
+    // out's type says how it parses.
+    const auto field = [&](std::size_t i, auto& out, const char* name) {
+      if (i < f.size())
+        out = parse_number<std::remove_reference_t<decltype(out)>>(spec, f[i], name);
+    };
     if (kind == "kron") {
       arity(3, 5);
       KroneckerParams p;
-      p.scale = parse_number<int>(spec, f[2], "SCALE");
-      if (f.size() > 3) p.edge_factor = parse_number<int>(spec, f[3], "EDGE_FACTOR");
-      if (f.size() > 4) p.seed = parse_number<std::uint64_t>(spec, f[4], "SEED");
+      field(2, p.scale, "SCALE");
+      field(3, p.edge_factor, "EDGE_FACTOR");
+      field(4, p.seed, "SEED");
       if (p.scale < 1 || p.scale > 40) bad_spec(spec, "SCALE must be in [1, 40]");
       if (p.edge_factor < 1) bad_spec(spec, "EDGE_FACTOR must be >= 1");
       return generate_distributed(comm, p, partition);
@@ -461,20 +468,20 @@ DistMatrix load_distributed_matrix(MPI_Comm comm, std::string_view spec, Partiti
     if (kind == "stencil") {
       arity(5, 6);
       StencilParams p;
-      p.nx = parse_number<gidx_t>(spec, f[2], "NX");
-      p.ny = parse_number<gidx_t>(spec, f[3], "NY");
-      p.nz = parse_number<gidx_t>(spec, f[4], "NZ");
-      if (f.size() > 5) p.dof = parse_number<int>(spec, f[5], "DOF");
+      field(2, p.nx, "NX");
+      field(3, p.ny, "NY");
+      field(4, p.nz, "NZ");
+      field(5, p.dof, "DOF");
       if (p.nx < 1 || p.ny < 1 || p.nz < 1 || p.dof < 1) bad_spec(spec, "sizes must be >= 1");
       return generate_distributed(comm, p, partition);
     }
     if (kind == "road") {
       arity(4, 6);
       RoadParams p;
-      p.width = parse_number<gidx_t>(spec, f[2], "WIDTH");
-      p.height = parse_number<gidx_t>(spec, f[3], "HEIGHT");
-      if (f.size() > 4) p.long_edge_fraction = parse_number<double>(spec, f[4], "LONG_FRACTION");
-      if (f.size() > 5) p.seed = parse_number<std::uint64_t>(spec, f[5], "SEED");
+      field(2, p.width, "WIDTH");
+      field(3, p.height, "HEIGHT");
+      field(4, p.long_edge_fraction, "LONG_FRACTION");
+      field(5, p.seed, "SEED");
       if (p.width < 1 || p.height < 1) bad_spec(spec, "sizes must be >= 1");
       if (!(p.long_edge_fraction >= 0 && p.long_edge_fraction <= 1)) {
         bad_spec(spec, "LONG_FRACTION must be in [0, 1]");

@@ -262,6 +262,18 @@ RackSwitchCounters RackSwitchPath::run(std::byte* store, const std::function<voi
     });
   };
   // Every packet of a message addressed to this host, of the expected type.
+  // C and E: this switch sends every other rack's switch what its pipeline queued for that rack
+  // (PRs of `type`, concatenated per destination rack), takes in theirs, and flushes.
+  const auto between_racks = [&](int tag, concat::PrType type) {
+    for (int r = 0; r < racks; ++r) {
+      const int s = r * hosts_per_rack_;
+      if (r != rack) send(s, tag, out_->take(type, s));
+    }
+    for (int r = 0; r < racks; ++r) {
+      if (r != rack) ingest(take(r * hosts_per_rack_, tag, progress), false);
+    }
+    pipeline_->flush_all();
+  };
   const auto each_pr = [&](const std::vector<std::byte>& msg, concat::PrType type, auto&& f) {
     for_each_packet(msg, rb, [&](std::span<const std::byte> pkt) {
       concat::PacketView v;
@@ -293,14 +305,7 @@ RackSwitchCounters RackSwitchPath::run(std::byte* store, const std::function<voi
       pipeline_->flush_all();
       counters_.lookups += pipeline_->stats().read_prs_in - before.read_prs_in;
       counters_.hits += pipeline_->stats().hits - before.hits;
-      for (int r = 0; r < racks; ++r) {
-        const int s = r * hosts_per_rack_;
-        if (r != rack) send(s, kTagRackReads, out_->take(concat::PrType::kRead, s));
-      }
-      for (int r = 0; r < racks; ++r) {
-        if (r != rack) ingest(take(r * hosts_per_rack_, kTagRackReads, progress), false);
-      }
-      pipeline_->flush_all();
+      between_racks(kTagRackReads, concat::PrType::kRead);
       for (int h = first; h < first + hosts_per_rack_; ++h) {
         send(h, kTagHostReads, out_->take(concat::PrType::kRead, static_cast<std::size_t>(h)));
       }
@@ -329,14 +334,7 @@ RackSwitchCounters RackSwitchPath::run(std::byte* store, const std::function<voi
         ingest(take(h, kTagAnswers, progress), /*from_rack=*/true);
       }
       pipeline_->flush_all();  // per destination rack: every host's answers share packets
-      for (int r = 0; r < racks; ++r) {
-        const int s = r * hosts_per_rack_;
-        if (r != rack) send(s, kTagRackAnswers, out_->take(concat::PrType::kResponse, s));
-      }
-      for (int r = 0; r < racks; ++r) {
-        if (r != rack) ingest(take(r * hosts_per_rack_, kTagRackAnswers, progress), false);
-      }
-      pipeline_->flush_all();
+      between_racks(kTagRackAnswers, concat::PrType::kResponse);
       send(active, kTagHostAnswers,
            out_->take(concat::PrType::kResponse, static_cast<std::size_t>(active)));
       if (!out_->empty()) refuse("PRs routed to a host that is not gathering in this wave");

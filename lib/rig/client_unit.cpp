@@ -11,22 +11,6 @@
 
 namespace netsparse::rig {
 
-void ClientCounters::add(const ClientCounters& o) {
-  requested += o.requested;
-  filtered += o.filtered;
-  coalesced += o.coalesced;
-  local += o.local;
-  sent += o.sent;
-  stalls += o.stalls;
-  stale_responses += o.stale_responses;
-  stale_waiters += o.stale_waiters;
-  released += o.released;
-  invalid_local += o.invalid_local;
-  responses += o.responses;
-  compact_packets += o.compact_packets;
-  compact_bytes += o.compact_bytes;
-}
-
 // ---- WrDedup -------------------------------------------------------------------------------
 void WrDedup::begin(std::uint64_t total_rows, std::uint64_t count) {
   use_bitmap_ = filter::RowStateFilter::bytes_for(total_rows) <= kMaxBitmapBytes;

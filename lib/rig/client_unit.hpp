@@ -15,6 +15,7 @@
 #include "concat/protocol.hpp"
 #include "filter/row_state.hpp"
 #include "rig/config.hpp"
+#include "rig/counters.hpp"
 #include "rig/port.hpp"
 #include "rig/queues.hpp"
 
@@ -27,7 +28,13 @@ struct ClientCounters {
   std::uint64_t stalls = 0, stale_responses = 0, stale_waiters = 0, released = 0;
   std::uint64_t invalid_local = 0, responses = 0;
   std::uint64_t compact_packets = 0, compact_bytes = 0;  // compact reads sent, as sent
-  void add(const ClientCounters& o);
+  template <class Self>
+  static auto fields(Self& s) {
+    return std::tie(s.requested, s.filtered, s.coalesced, s.local, s.sent, s.stalls,
+                    s.stale_responses, s.stale_waiters, s.released, s.invalid_local, s.responses,
+                    s.compact_packets, s.compact_bytes);
+  }
+  void add(const ClientCounters& o) { add_counters(*this, o); }
 };
 
 // Per-WR de-duplication: has this idx occurred earlier in the same work request, and if so at

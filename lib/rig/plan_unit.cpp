@@ -13,19 +13,6 @@ using concat::PlanPacket;
 using concat::PlanRefusal;
 using concat::PlanType;
 
-void PlanCounters::add(const PlanCounters& o) {
-  recorded += o.recorded;
-  replays += o.replays;
-  rows_in += o.rows_in;
-  installs += o.installs;
-  packets_out += o.packets_out;
-  bytes_out += o.bytes_out;
-  rows_served += o.rows_served;
-  refused += o.refused;
-  stale += o.stale;
-  malformed += o.malformed;
-}
-
 void PlanUnit::region_changed() noexcept {
   ++region_gen_;
   stored_.clear();
@@ -292,12 +279,8 @@ void PlanUnit::on_start(int src, const PlanPacket& pkt) {
 }
 
 void PlanUnit::on_packet(int src, std::span<const std::byte> bytes, std::uint64_t) {
-  const Region* r = port_.region;
   PlanPacket pkt;
-  if (r == nullptr || src == static_cast<int>(port_.rank) ||
-      concat::decode_plan_packet(bytes, port_.rank, r->prop_bytes, &pkt) !=
-          concat::DecodeError::kOk ||
-      pkt.header.src_node != static_cast<std::uint32_t>(src)) {
+  if (!accept_bulk_packet(port_.region, port_.rank, src, bytes, concat::decode_plan_packet, &pkt)) {
     ++counters.malformed;
     return;
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "concat/plan_wire.hpp"
+#include "rig/counters.hpp"
 #include "rig/outbox.hpp"
 #include "rig/plan.hpp"
 #include "rig/port.hpp"
@@ -34,7 +35,12 @@ struct PlanCounters {
   std::uint64_t refused = 0;      // kRefuse sent
   std::uint64_t stale = 0;        // packets of a start no longer in flight (dropped)
   std::uint64_t malformed = 0;    // packets that failed validation or broke the protocol
-  void add(const PlanCounters& o);
+  template <class Self>
+  static auto fields(Self& s) {
+    return std::tie(s.recorded, s.replays, s.rows_in, s.installs, s.packets_out, s.bytes_out,
+                    s.rows_served, s.refused, s.stale, s.malformed);
+  }
+  void add(const PlanCounters& o) { add_counters(*this, o); }
 };
 
 class PlanUnit {

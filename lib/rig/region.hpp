@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agreement/agreement.hpp"
+#include "concat/protocol.hpp"
 #include "filter/row_state.hpp"
 #include "rig/config.hpp"
 #include "rig/destination.hpp"
@@ -141,6 +142,18 @@ void Region::retire(Command& c, Complete&& complete) {
     fifo_.pop_front();
     ++fifo_base_;
   }
+}
+
+// The checks a unit makes of a bulk packet (plan, scatter) from peer `src` before acting on it:
+// a region is registered, the peer is not this node, the packet decodes for this node and the
+// region's rows (`decode`: concat's decode_<family>_packet) and its header names `src` as its
+// source. false: the caller drops it as malformed.
+template <class Packet, class Decode>
+bool accept_bulk_packet(const Region* region, std::uint32_t rank, int src,
+                        std::span<const std::byte> bytes, Decode decode, Packet* out) noexcept {
+  return region != nullptr && src != static_cast<int>(rank) &&
+         decode(bytes, rank, region->prop_bytes, out) == concat::DecodeError::kOk &&
+         out->header.src_node == static_cast<std::uint32_t>(src);
 }
 
 }  // namespace netsparse::rig

@@ -14,19 +14,6 @@ using concat::ScatterPacket;
 using concat::ScatterStatus;
 using concat::ScatterType;
 
-void ScatterCounters::add(const ScatterCounters& o) {
-  records += o.records;
-  combined += o.combined;
-  local += o.local;
-  sent += o.sent;
-  packets_out += o.packets_out;
-  bytes_out += o.bytes_out;
-  applied += o.applied;
-  refused += o.refused;
-  stale += o.stale;
-  malformed += o.malformed;
-}
-
 // ---- combining ---------------------------------------------------------------------------
 namespace {
 
@@ -308,12 +295,9 @@ void ScatterUnit::on_update(int src, const ScatterPacket& pkt) {
 }
 
 void ScatterUnit::on_packet(int src, std::span<const std::byte> bytes) {
-  const Region* r = port_.region;
   ScatterPacket pkt;
-  if (r == nullptr || src == static_cast<int>(port_.rank) ||
-      concat::decode_scatter_packet(bytes, port_.rank, r->prop_bytes, &pkt) !=
-          concat::DecodeError::kOk ||
-      pkt.header.src_node != static_cast<std::uint32_t>(src)) {
+  if (!accept_bulk_packet(port_.region, port_.rank, src, bytes, concat::decode_scatter_packet,
+                          &pkt)) {
     ++counters.malformed;
     return;
   }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "concat/scatter_wire.hpp"
+#include "rig/counters.hpp"
 #include "rig/outbox.hpp"
 #include "rig/port.hpp"
 #include "rig/queues.hpp"
@@ -35,7 +36,12 @@ struct ScatterCounters {
   std::uint64_t refused = 0;      // updates refused as a whole (a row not ours)
   std::uint64_t stale = 0;        // acknowledgements of a WR no longer in flight
   std::uint64_t malformed = 0;    // packets that failed validation or broke the protocol
-  void add(const ScatterCounters& o);
+  template <class Self>
+  static auto fields(Self& s) {
+    return std::tie(s.records, s.combined, s.local, s.sent, s.packets_out, s.bytes_out, s.applied,
+                    s.refused, s.stale, s.malformed);
+  }
+  void add(const ScatterCounters& o) { add_counters(*this, o); }
 };
 
 // dst[e] = op(dst[e], src[e]) for the bytes / size(datatype) elements of one row (ns_ris_op,

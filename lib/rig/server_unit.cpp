@@ -8,15 +8,6 @@
 
 namespace netsparse::rig {
 
-void ServerCounters::add(const ServerCounters& o) {
-  packets += o.packets;
-  answered += o.answered;
-  invalid += o.invalid;
-  malformed_prs += o.malformed_prs;
-  compact_packets += o.compact_packets;
-  compact_bytes += o.compact_bytes;
-}
-
 namespace {
 // Position of the first row >= limit in a read's body of n rows of T, or n if none. One pass
 // with no early exit, so that the compiler can vectorise it.

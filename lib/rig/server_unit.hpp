@@ -10,6 +10,7 @@
 
 #include "concat/gather_wire.hpp"
 #include "concat/protocol.hpp"
+#include "rig/counters.hpp"
 #include "rig/port.hpp"
 
 namespace netsparse::rig {
@@ -17,7 +18,12 @@ namespace netsparse::rig {
 struct ServerCounters {
   std::uint64_t packets = 0, answered = 0, invalid = 0, malformed_prs = 0;
   std::uint64_t compact_packets = 0, compact_bytes = 0;  // rows and refusals sent, as sent
-  void add(const ServerCounters& o);
+  template <class Self>
+  static auto fields(Self& s) {
+    return std::tie(s.packets, s.answered, s.invalid, s.malformed_prs, s.compact_packets,
+                    s.compact_bytes);
+  }
+  void add(const ServerCounters& o) { add_counters(*this, o); }
 };
 
 class ServerUnit {

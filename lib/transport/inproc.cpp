@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/completion_ring.hpp"
 #include "transport/transport.hpp"
 
 namespace netsparse::transport {
@@ -300,24 +301,15 @@ class InprocTransport final : public Transport {
     if (dest_state == kDeadSilent || fabric_->dead(rank_) != kAlive) {
       return TxStatus::kOk;  // the request is lost: no completion ever (watchdog's job)
     }
-    if (completions_used_ == completions_.size()) return TxStatus::kNoResource;
+    if (completions_.full()) return TxStatus::kNoResource;
     if (bytes != 0) {
       std::memcpy(local, slot.base.load(std::memory_order_relaxed) + offset, bytes);
     }
-    completions_[(completions_head_ + completions_used_) % completions_.size()] = {cookie, true};
-    ++completions_used_;
+    completions_.push({cookie, true});
     return TxStatus::kOk;
   }
 
-  int poll_reads(ReadCompletion* out, int max) override {
-    int n = 0;
-    while (n < max && completions_used_ > 0) {
-      out[n++] = completions_[completions_head_];
-      completions_head_ = (completions_head_ + 1) % completions_.size();
-      --completions_used_;
-    }
-    return n;
-  }
+  int poll_reads(ReadCompletion* out, int max) override { return completions_.pop(out, max); }
 
   void barrier() override { fabric_->barrier(rank_); }
   void allgather(const void* mine, std::size_t bytes, void* all) override {
@@ -340,9 +332,7 @@ class InprocTransport final : public Transport {
   const std::size_t max_packet_;
   std::uint64_t bytes_sent_ = 0;
   // Reads are served at issue time (memcpy); their completions wait here for poll_reads.
-  std::vector<ReadCompletion> completions_;
-  std::size_t completions_head_ = 0;
-  std::size_t completions_used_ = 0;
+  CompletionRing completions_;
 };
 
 }  // namespace

@@ -43,6 +43,7 @@
 
 #include "agreement/mpi.hpp"
 #include "config/settings.hpp"
+#include "transport/completion_ring.hpp"
 #include "transport/transport_factory.hpp"
 
 namespace netsparse::transport {
@@ -289,7 +290,7 @@ class MpiTransport final : public Transport {
     if (offset > size || bytes > size - offset) return TxStatus::kError;  // overflow-safe
     if (failed_[static_cast<std::size_t>(dest)]) return TxStatus::kPeerFailed;
     // Unreturned completions count too, so the completion ring can never overflow.
-    if (completions_pending_ + reads_in_flight() >= read_capacity_) return TxStatus::kNoResource;
+    if (read_done_.size() + reads_in_flight() >= read_capacity_) return TxStatus::kNoResource;
     const int slot = read_free_.back();
     const auto s = static_cast<std::size_t>(slot);
     int rc = MPI_SUCCESS;
@@ -328,13 +329,7 @@ class MpiTransport final : public Transport {
       if (messages_regions_) progress();  // serve peers' requests and drive ours
       reap_reads();
     }
-    int n = 0;
-    while (n < max && completions_pending_ > 0) {
-      out[n++] = read_done_[completions_head_];
-      completions_head_ = (completions_head_ + 1) % read_done_.size();
-      --completions_pending_;
-    }
-    return n;
+    return read_done_.pop(out, max);
   }
 
   void allgather(const void* mine, std::size_t bytes, void* all) override {
@@ -553,9 +548,7 @@ class MpiTransport final : public Transport {
   }
 
   void finish_read(int slot, bool ok) {
-    read_done_[(completions_head_ + completions_pending_) % read_done_.size()] = {
-        read_slots_[static_cast<std::size_t>(slot)].cookie, ok};
-    ++completions_pending_;
+    read_done_.push({read_slots_[static_cast<std::size_t>(slot)].cookie, ok});
     read_slots_[static_cast<std::size_t>(slot)] = ReadSlot{};
     read_free_.push_back(slot);
   }
@@ -686,9 +679,7 @@ class MpiTransport final : public Transport {
   std::vector<ReadSlot> read_slots_;
   std::vector<ReadRequestMessage> read_msgs_;
   std::vector<int> read_free_;
-  std::vector<ReadCompletion> read_done_;  // ring of completions not yet returned
-  std::size_t completions_head_ = 0;
-  std::size_t completions_pending_ = 0;
+  CompletionRing read_done_;  // completions not yet returned
 };
 
 }  // namespace

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "agreement/mpi.hpp"
+#include "transport/completion_ring.hpp"
 #include "transport/transport_factory.hpp"
 #include "transport/verbs_config.hpp"
 
@@ -463,13 +464,8 @@ class VerbsTransport final : public Transport {
 
   int poll_reads(ReadCompletion* out, int max) override {
     poll_send_cq();
-    int n = 0;
-    while (n < max && done_count_ > 0) {
-      out[n++] = done_[done_head_];
-      done_head_ = (done_head_ + 1) % done_.size();
-      --done_count_;
-      --reads_unreturned_;
-    }
+    const int n = done_.pop(out, max);
+    reads_unreturned_ -= static_cast<std::size_t>(n);
     return n;
   }
 
@@ -639,7 +635,7 @@ class VerbsTransport final : public Transport {
     read_slots_.assign(static_cast<std::size_t>(options_.max_outstanding_reads), ReadSlot{});
     read_free_.reserve(read_slots_.size());
     for (int i = options_.max_outstanding_reads - 1; i >= 0; --i) read_free_.push_back(i);
-    done_.assign(read_slots_.size(), ReadCompletion{});
+    done_.resize(read_slots_.size());
     wcs_.resize(static_cast<std::size_t>(options_.cq_batch));
     recv_wrs_.resize(static_cast<std::size_t>(options_.cq_batch));
     recv_sges_.resize(static_cast<std::size_t>(options_.cq_batch));
@@ -849,8 +845,7 @@ class VerbsTransport final : public Transport {
 
   void push_read_completion(std::uint64_t cookie, bool ok) {
     // reads_unreturned_ counts the local reads that go straight here, so this never overflows.
-    done_[(done_head_ + done_count_) % done_.size()] = ReadCompletion{cookie, ok};
-    ++done_count_;
+    done_.push(ReadCompletion{cookie, ok});
   }
 
   std::size_t reads_to_region(int id) const {
@@ -1013,9 +1008,7 @@ class VerbsTransport final : public Transport {
   std::vector<ReadSlot> read_slots_;
   std::vector<int> read_free_;
   std::size_t reads_unreturned_ = 0;  // issued and not yet returned by poll_reads
-  std::vector<ReadCompletion> done_;  // ring of completions waiting for poll_reads
-  std::size_t done_head_ = 0;
-  std::size_t done_count_ = 0;
+  CompletionRing done_;               // completions waiting for poll_reads
   std::vector<ibv_wc> wcs_;
   std::vector<ibv_recv_wr> recv_wrs_;
   std::vector<ibv_sge> recv_sges_;

@@ -1,9 +1,10 @@
-// The second half of the distributed kill tests (test_node_kill.cpp, test_task_kill.cpp): the
-// victim SIGKILLs itself a moment later while every rank runs its kernel again and again; each
-// survivor checks that a run failed, and soon enough after its last good one (a hang is what
-// this catches, not a speed); the survivors agree on the verdict over a communicator without the
-// victim and rank 0 prints the line ctest matches ("<name>: PASS"). The verdict protocol of
-// tests/rig/test_rig_peer_exit.cpp; run under orte_enable_recovery.
+// The distributed kill tests (test_node_kill.cpp, test_task_kill.cpp), their two halves.
+// start_kill_job: MPI started, the victim from the command line, the survivors' communicator.
+// kill_and_judge: the victim SIGKILLs itself a moment later while every rank runs its kernel again
+// and again; each survivor checks that a run failed, and soon enough after its last good one (a
+// hang is what this catches, not a speed); the survivors agree on the verdict over a communicator
+// without the victim and rank 0 prints the line ctest matches ("<name>: PASS"). The verdict
+// protocol of tests/rig/test_rig_peer_exit.cpp; run under orte_enable_recovery.
 #pragma once
 
 #include <mpi.h>
@@ -11,13 +12,50 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 
 namespace netsparse::test {
+
+// The kernels' watchdog in a kill test, and what follows from it: the victim dies this long after
+// the first (checked) run, when the others are mid-way through later runs; a survivor must see
+// its error this soon after its last good run: three waits of one deadline each (2 x watchdog
+// + 1 s: a host mate's barrier in netsparse-node; the run's own, the end-of-run agreement's and
+// the next run's argument agreement's in task-packets), plus slack for a loaded two-core
+// machine. Not a timing assertion of speed: a hang is what it catches.
+inline constexpr std::uint32_t kKillWatchdogMs = 1000;
+inline constexpr int kVictimLifetimeMs = 300;
+inline constexpr double kErrorWithinS = 3 * (2 * kKillWatchdogMs / 1000.0 + 1) + 10;
+
+struct KillJob {
+  int rank = 0, size = 0;
+  int victim = 2;                      // argv[1], 2 when not given
+  MPI_Comm survivors = MPI_COMM_NULL;  // every rank but the victim (MPI_COMM_NULL on the victim)
+};
+
+// MPI_Init, then the job of `name`: nullopt when its size fails `size_ok` or the victim is not
+// in 1..size-1 (rank 0 prints "<name>: FAIL (needs <need>)"; MPI is then finalized).
+inline std::optional<KillJob> start_kill_job(int& argc, char**& argv, const char* name,
+                                             bool (*size_ok)(int), const char* need) {
+  MPI_Init(&argc, &argv);
+  KillJob j;
+  MPI_Comm_rank(MPI_COMM_WORLD, &j.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &j.size);
+  if (argc > 1) j.victim = std::atoi(argv[1]);
+  if (!size_ok(j.size) || j.victim < 1 || j.victim >= j.size) {
+    if (j.rank == 0) std::printf("%s: FAIL (needs %s)\n", name, need);
+    MPI_Finalize();
+    return std::nullopt;
+  }
+  MPI_Comm_split(MPI_COMM_WORLD, j.rank == j.victim ? MPI_UNDEFINED : 0, j.rank, &j.survivors);
+  return j;
+}
 
 struct KillPlan {
   const char* name;       // the test's name in its verdict line

@@ -12,46 +12,25 @@
 #include <mpi.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 #include "dist_test_util.hpp"
 #include "kill_harness.hpp"
 #include "netsparse/distributed.hpp"
 
-namespace {
-
-constexpr std::uint32_t kWatchdogMs = 1000;
-// The victim dies this long after the first (checked) run: the others are mid-way through
-// later runs by then.
-constexpr int kVictimLifetimeMs = 300;
-// A survivor must see its error this soon after its last successful run: a host mate's
-// barrier deadline (3 x the deadline of one wait, 2 x watchdog + 1 s), plus slack for a loaded
-// two-core machine. Not a timing assertion of speed: a hang is what it catches.
-constexpr double kErrorWithinS = 3 * (2 * kWatchdogMs / 1000.0 + 1) + 10;
-
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace netsparse;
-  MPI_Init(&argc, &argv);
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const int victim = argc > 1 ? std::atoi(argv[1]) : 2;
-  if ((size != 4 && size != 8) || victim < 1 || victim >= size) {
-    if (rank == 0) std::printf("node_kill: FAIL (needs np 4 or 8 and a victim in 1..np-1)\n");
-    MPI_Finalize();
-    return 1;
-  }
-  MPI_Comm survivors = MPI_COMM_NULL;
-  MPI_Comm_split(MPI_COMM_WORLD, rank == victim ? MPI_UNDEFINED : 0, rank, &survivors);
+  const std::optional<test::KillJob> job = test::start_kill_job(
+      argc, argv, "node_kill", [](int np) { return np == 4 || np == 8; },
+      "np 4 or 8 and a victim in 1..np-1");
+  if (!job) return 1;
+  const int rank = job->rank;
 
   int failures = 0;
   const test::Fixture f = test::make_fixture("gen:kron:10");
   DistOptions o;
   o.mode = CommMode::netsparse_node;
-  o.engine.watchdog_ms = kWatchdogMs;
+  o.engine.watchdog_ms = test::kKillWatchdogMs;
   const int k = 8;
   DistKernel kern(f.dm, KernelKind::spmm, k, o);
   const gidx_t cb = f.dm.cols().begin(rank), ce = f.dm.cols().end(rank);
@@ -65,6 +44,6 @@ int main(int argc, char** argv) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
 
-  test::kill_and_judge({"node_kill", victim, kVictimLifetimeMs, kErrorWithinS}, survivors, failures,
-                       [&] { kern.spmm(b, c); });
+  test::kill_and_judge({"node_kill", job->victim, test::kVictimLifetimeMs, test::kErrorWithinS},
+                       job->survivors, failures, [&] { kern.spmm(b, c); });
 }

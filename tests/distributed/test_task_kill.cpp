@@ -10,7 +10,6 @@
 #include <mpi.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 #include "dist_test_util.hpp"
@@ -18,41 +17,19 @@
 #include "netsparse/distributed.hpp"
 #include "task_test_util.hpp"
 
-namespace {
-
-constexpr std::uint32_t kWatchdogMs = 1000;
-// The victim dies this long after the first (checked) run: the others are mid-way through
-// later runs by then.
-constexpr int kVictimLifetimeMs = 300;
-// A survivor must see its error this soon after its last successful run: the run's own deadline,
-// the end-of-run agreement's and the next run's argument agreement's (each 2 x watchdog + 1 s),
-// plus slack for a loaded two-core machine. Not a timing assertion of speed: a hang is what it
-// catches.
-constexpr double kErrorWithinS = 3 * (2 * kWatchdogMs / 1000.0 + 1) + 10;
-
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace netsparse;
-  MPI_Init(&argc, &argv);
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const int victim = argc > 1 ? std::atoi(argv[1]) : 2;
-  if (size != 3 || victim < 1 || victim >= size) {
-    if (rank == 0) std::printf("task_kill: FAIL (needs np 3 and a victim in 1..2)\n");
-    MPI_Finalize();
-    return 1;
-  }
-  MPI_Comm survivors = MPI_COMM_NULL;
-  MPI_Comm_split(MPI_COMM_WORLD, rank == victim ? MPI_UNDEFINED : 0, rank, &survivors);
+  const std::optional<test::KillJob> job = test::start_kill_job(
+      argc, argv, "task_kill", [](int np) { return np == 3; }, "np 3 and a victim in 1..2");
+  if (!job) return 1;
+  const int rank = job->rank;
 
   int failures = 0;
   const gidx_t m = 2000;
   const DistMatrix dm = test::mixed_choice_matrix(MPI_COMM_WORLD, m);
   DistOptions o;
   o.mode = CommMode::task_packets;
-  o.engine.watchdog_ms = kWatchdogMs;  // sets the deadline (node_wait_deadline)
+  o.engine.watchdog_ms = test::kKillWatchdogMs;  // sets the deadline (node_wait_deadline)
   const int k = 16;
   DistKernel kern(dm, KernelKind::spmm, k, o);
   const gidx_t cb = dm.cols().begin(rank), ce = dm.cols().end(rank);
@@ -71,6 +48,6 @@ int main(int argc, char** argv) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
 
-  test::kill_and_judge({"task_kill", victim, kVictimLifetimeMs, kErrorWithinS}, survivors, failures,
-                       [&] { kern.spmm(b, c); });
+  test::kill_and_judge({"task_kill", job->victim, test::kVictimLifetimeMs, test::kErrorWithinS},
+                       job->survivors, failures, [&] { kern.spmm(b, c); });
 }

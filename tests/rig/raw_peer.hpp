@@ -3,6 +3,8 @@
 // engine would.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -48,6 +50,23 @@ inline ReceivedFrame split_received(std::span<const std::byte> frame) {
   return {std::move(parts), split.error};
 }
 
+// Up to `steps` times while !done(): step() (the engine's side), then every packet of every
+// frame the raw endpoint received goes to on_packet(span) (each frame must split cleanly).
+template <class Step, class OnPacket, class Done>
+void poll_packets(netsparse::transport::Transport& raw, int steps, Step&& step,
+                  OnPacket&& on_packet, Done&& done) {
+  for (int k = 0; k < steps && !done(); ++k) {
+    step();
+    raw.poll(
+        [&](const netsparse::transport::ReceivedPacket& m) {
+          const ReceivedFrame frame = split_received(m.bytes);
+          ASSERT_EQ(frame.error, netsparse::concat::DecodeError::kOk);
+          for (const auto part : frame.packets) on_packet(part);
+        },
+        16);
+  }
+}
+
 // Node 0's "quiesce done" for the first deregistration round: one control PR to node 1.
 inline std::vector<std::byte> quiesce_done_packet(std::uint32_t prop_bytes) {
   namespace cc = netsparse::concat;
@@ -70,21 +89,19 @@ bool deregister_with_raw_peer(netsparse::transport::Transport& raw, int raw_regi
   std::thread peer_down([&] {
     bool got_done = false;
     while (!got_done) {
-      raw.poll(
-          [&](const netsparse::transport::ReceivedPacket& m) {
-            for (const auto part : split_received(m.bytes).packets) {
-              cc::PacketView v;
-              if (cc::decode_packet(part, 0, prop_bytes, &v) != cc::DecodeError::kOk) continue;
-              if (v.header().type != cc::PrType::kControl) continue;
-              for (std::uint32_t i = 0; i < v.size(); ++i) {
-                const auto h = v.pr(i);
-                if (h.src_node == 1 && h.req_id == netsparse::rig::kControlQuiesceDone &&
-                    h.idx == 1)
-                  got_done = true;
-              }
+      poll_packets(
+          raw, 1, [] {},
+          [&](std::span<const std::byte> part) {
+            cc::PacketView v;
+            if (cc::decode_packet(part, 0, prop_bytes, &v) != cc::DecodeError::kOk) return;
+            if (v.header().type != cc::PrType::kControl) return;
+            for (std::uint32_t i = 0; i < v.size(); ++i) {
+              const auto h = v.pr(i);
+              if (h.src_node == 1 && h.req_id == netsparse::rig::kControlQuiesceDone && h.idx == 1)
+                got_done = true;
             }
           },
-          16);
+          [] { return false; });
       std::this_thread::yield();
     }
     raw.barrier();

@@ -204,20 +204,14 @@ struct RawPair {
   // Steps the engine and collects the compact packets it sends node 0 until `want` arrived.
   std::vector<std::pair<cc::GatherHeader, std::vector<std::byte>>> collect(std::size_t want) {
     std::vector<std::pair<cc::GatherHeader, std::vector<std::byte>>> got;
-    for (int k = 0; k < 400 && got.size() < want; ++k) {
-      engine->progress_inline();
-      raw->poll(
-          [&](const tr::ReceivedPacket& m) {
-            const auto frame = rigtest::split_received(m.bytes);
-            ASSERT_EQ(frame.error, cc::DecodeError::kOk);
-            for (const auto part : frame.packets) {
-              cc::GatherPacket pk;
-              if (cc::decode_gather_packet(part, 0, kP, &pk) != cc::DecodeError::kOk) continue;
-              got.emplace_back(pk.header, std::vector<std::byte>(pk.body.begin(), pk.body.end()));
-            }
-          },
-          16);
-    }
+    rigtest::poll_packets(
+        *raw, 400, [&] { engine->progress_inline(); },
+        [&](std::span<const std::byte> part) {
+          cc::GatherPacket pk;
+          if (cc::decode_gather_packet(part, 0, kP, &pk) != cc::DecodeError::kOk) return;
+          got.emplace_back(pk.header, std::vector<std::byte>(pk.body.begin(), pk.body.end()));
+        },
+        [&] { return got.size() >= want; });
     return got;
   }
   // Steps the engine until node 0 receives a compact read with rows (at most 400 steps): the
@@ -225,21 +219,17 @@ struct RawPair {
   std::pair<cc::GatherHeader, std::vector<std::uint64_t>> next_read() {
     cc::GatherHeader read{};
     std::vector<std::uint64_t> rows;
-    for (int k = 0; k < 400 && read.n == 0; ++k) {
-      engine->progress_inline();
-      raw->poll(
-          [&](const tr::ReceivedPacket& m) {
-            for (const auto part : rigtest::split_received(m.bytes).packets) {
-              cc::GatherPacket pk;
-              if (cc::decode_gather_packet(part, 0, kP, &pk) != cc::DecodeError::kOk) continue;
-              read = pk.header;
-              for (std::uint32_t r = 0; r < pk.header.n; ++r) {
-                rows.push_back(cc::wire::load<std::uint32_t>(pk.body.data() + 4 * r));
-              }
-            }
-          },
-          16);
-    }
+    rigtest::poll_packets(
+        *raw, 400, [&] { engine->progress_inline(); },
+        [&](std::span<const std::byte> part) {
+          cc::GatherPacket pk;
+          if (cc::decode_gather_packet(part, 0, kP, &pk) != cc::DecodeError::kOk) return;
+          read = pk.header;
+          for (std::uint32_t r = 0; r < pk.header.n; ++r) {
+            rows.push_back(cc::wire::load<std::uint32_t>(pk.body.data() + 4 * r));
+          }
+        },
+        [&] { return read.n != 0; });
     return {read, rows};
   }
   // Teardown: node 0 declares itself done (a control PR), then both run the collectives.

@@ -145,31 +145,25 @@ TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
 
   std::map<std::uint32_t, std::pair<cc::PrType, std::vector<std::uint8_t>>>
       answers;  // req_id -> (type, payload)
-  for (int k = 0; k < 100 && answers.size() < 4; ++k) {
-    drive();
-    c.raw->poll(
-        [&](const tr::ReceivedPacket& m) {
-          // A transport message is a frame of one or more packets (concat/frame.hpp).
-          const auto frame = rigtest::split_received(m.bytes);
-          ASSERT_EQ(frame.error, cc::DecodeError::kOk);
-          for (const auto part : frame.packets) {
-            cc::PacketView v;
-            ASSERT_EQ(cc::decode_packet(part, 0, P, &v), cc::DecodeError::kOk);
-            const cc::PrType type = v.header().type;
-            ASSERT_TRUE(type == cc::PrType::kResponse || type == cc::PrType::kInvalid);
-            for (std::uint32_t i = 0; i < v.size(); ++i) {
-              const auto h = v.pr(i);
-              EXPECT_EQ(h.src_node, 1u);
-              EXPECT_EQ(h.src_unit, 3);
-              const auto* b = reinterpret_cast<const std::uint8_t*>(v.payload(i));
-              ASSERT_EQ(b == nullptr, type == cc::PrType::kInvalid) << "only responses carry data";
-              answers[h.req_id] = {type, b == nullptr ? std::vector<std::uint8_t>()
-                                                      : std::vector<std::uint8_t>(b, b + P)};
-            }
-          }
-        },
-        16);
-  }
+  // A transport message is a frame of one or more packets (concat/frame.hpp).
+  rigtest::poll_packets(
+      *c.raw, 100, [&] { drive(); },
+      [&](std::span<const std::byte> part) {
+        cc::PacketView v;
+        ASSERT_EQ(cc::decode_packet(part, 0, P, &v), cc::DecodeError::kOk);
+        const cc::PrType type = v.header().type;
+        ASSERT_TRUE(type == cc::PrType::kResponse || type == cc::PrType::kInvalid);
+        for (std::uint32_t i = 0; i < v.size(); ++i) {
+          const auto h = v.pr(i);
+          EXPECT_EQ(h.src_node, 1u);
+          EXPECT_EQ(h.src_unit, 3);
+          const auto* b = reinterpret_cast<const std::uint8_t*>(v.payload(i));
+          ASSERT_EQ(b == nullptr, type == cc::PrType::kInvalid) << "only responses carry data";
+          answers[h.req_id] = {type, b == nullptr ? std::vector<std::uint8_t>()
+                                                  : std::vector<std::uint8_t>(b, b + P)};
+        }
+      },
+      [&] { return answers.size() >= 4; });
   ASSERT_EQ(answers.size(), 4u) << "one answer per well-formed read PR from node 0";
   ASSERT_TRUE(answers.count(11));
   EXPECT_EQ(answers[11].first, cc::PrType::kResponse);
@@ -219,26 +213,20 @@ TEST(Server, FramesAreSplitAndTruncatedFramesRefused) {
                        packet(cc::PrType::kControl, 1, P, {{me, 0, 1, rig::kControlQuiesceDone}}),
                        packet(cc::PrType::kRead, 1, P, {{me, 0, 152, 9}})}));
   std::set<std::uint32_t> answered;
-  for (int k = 0; k < 200 && answered.size() < 3; ++k) {
-    c.engine.progress_inline();
-    c.raw->poll(
-        [&](const tr::ReceivedPacket& m) {
-          const auto frame = rigtest::split_received(m.bytes);
-          ASSERT_EQ(frame.error, cc::DecodeError::kOk);
-          for (const auto part : frame.packets) {
-            cc::PacketView v;
-            ASSERT_EQ(cc::decode_packet(part, 0, P, &v), cc::DecodeError::kOk);
-            if (v.header().type != cc::PrType::kResponse) continue;
-            for (std::uint32_t i = 0; i < v.size(); ++i) {
-              EXPECT_EQ(rigtest::check_prop(reinterpret_cast<const std::uint8_t*>(v.payload(i)),
-                                            v.pr(i).idx, P),
-                        "");
-              answered.insert(v.pr(i).req_id);
-            }
-          }
-        },
-        16);
-  }
+  rigtest::poll_packets(
+      *c.raw, 200, [&] { c.engine.progress_inline(); },
+      [&](std::span<const std::byte> part) {
+        cc::PacketView v;
+        ASSERT_EQ(cc::decode_packet(part, 0, P, &v), cc::DecodeError::kOk);
+        if (v.header().type != cc::PrType::kResponse) return;
+        for (std::uint32_t i = 0; i < v.size(); ++i) {
+          EXPECT_EQ(rigtest::check_prop(reinterpret_cast<const std::uint8_t*>(v.payload(i)),
+                                        v.pr(i).idx, P),
+                    "");
+          answered.insert(v.pr(i).req_id);
+        }
+      },
+      [&] { return answered.size() >= 3; });
   EXPECT_EQ(answered, (std::set<std::uint32_t>{7, 8, 9}));
   const auto s = c.engine.snapshot();
   EXPECT_EQ(s.malformed_packets, 1u) << "the truncated frame, once";

@@ -297,28 +297,22 @@ TEST(PlanServer, ServesInstalledListsAndRefusesEverythingElse) {
   c.raw->send(1, plan_packet(T::kStart, 0, 0, 9, 1, 0, 0, {}));          // wrong destination
   c.raw->send(1, plan_packet(T::kRows, 1, P, 77, 1, 0, 0, {}));          // rows with n = 0
   std::map<std::uint16_t, std::pair<T, std::vector<std::uint8_t>>> got;  // seq -> answer
-  for (int k = 0; k < 200 && got.size() < 5; ++k) {
-    c.engine.progress_inline();
-    c.raw->poll(
-        [&](const tr::ReceivedPacket& m) {
-          const auto frame = rigtest::split_received(m.bytes);
-          ASSERT_EQ(frame.error, cc::DecodeError::kOk);
-          for (const auto part : frame.packets) {
-            cc::PlanPacket pk;
-            ASSERT_EQ(cc::decode_plan_packet(part, 0, P, &pk), cc::DecodeError::kOk);
-            auto& [type, bytes] = got[pk.header.seq];
-            type = pk.header.type;
-            if (type == T::kRows) {
-              EXPECT_EQ(pk.header.first, bytes.size() / P);
-              const auto* b = reinterpret_cast<const std::uint8_t*>(pk.body.data());
-              bytes.insert(bytes.end(), b, b + pk.body.size());
-            } else {
-              bytes.assign(1, static_cast<std::uint8_t>(pk.header.first));
-            }
-          }
-        },
-        16);
-  }
+  rigtest::poll_packets(
+      *c.raw, 200, [&] { c.engine.progress_inline(); },
+      [&](std::span<const std::byte> part) {
+        cc::PlanPacket pk;
+        ASSERT_EQ(cc::decode_plan_packet(part, 0, P, &pk), cc::DecodeError::kOk);
+        auto& [type, bytes] = got[pk.header.seq];
+        type = pk.header.type;
+        if (type == T::kRows) {
+          EXPECT_EQ(pk.header.first, bytes.size() / P);
+          const auto* b = reinterpret_cast<const std::uint8_t*>(pk.body.data());
+          bytes.insert(bytes.end(), b, b + pk.body.size());
+        } else {
+          bytes.assign(1, static_cast<std::uint8_t>(pk.header.first));
+        }
+      },
+      [&] { return got.size() >= 5; });
   ASSERT_EQ(got.size(), 5u);
   ASSERT_EQ(got[42].first, T::kRows);
   const std::vector<std::uint64_t> want = {103, 199, 103, 100, 150};

@@ -277,21 +277,15 @@ TEST(ScatterOwner, AppliesWholePacketsAndRefusesAPacketWithAForeignRow) {
   raw->send(1, bad_len);
   raw->send(1, update_packet(0, 9, P, {105}, 1));  // wrong destination
   std::map<std::uint32_t, cc::ScatterStatus> acks;
-  for (int k = 0; k < 200 && acks.size() < 3; ++k) {
-    engine.progress_inline();
-    raw->poll(
-        [&](const tr::ReceivedPacket& m) {
-          const auto frame = rigtest::split_received(m.bytes);
-          ASSERT_EQ(frame.error, cc::DecodeError::kOk);
-          for (const auto part : frame.packets) {
-            cc::ScatterPacket pk;
-            ASSERT_EQ(cc::decode_scatter_packet(part, 0, P, &pk), cc::DecodeError::kOk);
-            ASSERT_EQ(pk.header.type, cc::ScatterType::kAck);
-            acks[pk.header.req_id] = pk.header.status;
-          }
-        },
-        16);
-  }
+  rigtest::poll_packets(
+      *raw, 200, [&] { engine.progress_inline(); },
+      [&](std::span<const std::byte> part) {
+        cc::ScatterPacket pk;
+        ASSERT_EQ(cc::decode_scatter_packet(part, 0, P, &pk), cc::DecodeError::kOk);
+        ASSERT_EQ(pk.header.type, cc::ScatterType::kAck);
+        acks[pk.header.req_id] = pk.header.status;
+      },
+      [&] { return acks.size() >= 3; });
   ASSERT_EQ(acks.size(), 3u);
   EXPECT_EQ(acks[5], cc::ScatterStatus::kApplied);
   EXPECT_EQ(acks[6], cc::ScatterStatus::kOutOfRange);

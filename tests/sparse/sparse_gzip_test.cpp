@@ -3,8 +3,6 @@
 // naming the file.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -21,12 +19,8 @@ using test::data_path;
 using test::expect_same_csr;
 using test::expect_valid_csr;
 using test::gzip_bytes;
+using test::read_file;
 using test::TempFile;
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
 
 void expect_same_graph(const MetisGraph& a, const MetisGraph& b) {
   expect_same_csr(a.adjacency, b.adjacency);
@@ -60,7 +54,7 @@ TEST(GzipMatrixMarket, CompressedFileReadsAsThePlainOne) {
   for (const char* name : kMatrixMarketFixtures) {
     SCOPED_TRACE(name);
     const std::string plain_path = data_path(std::string("mm/") + name);
-    const std::string text = slurp(plain_path);
+    const std::string text = read_file(plain_path);
     const TempFile gz("gz_mm", gzip_bytes(text));
     const CsrMatrix plain = read_matrix_market(plain_path);
     const CsrMatrix unzipped = read_matrix_market(gz.path());
@@ -92,7 +86,7 @@ TEST(GzipMatrixMarket, FileWrittenByGzipWithItsNameField) {
 }
 
 TEST(GzipMatrixMarket, ConcatenatedMembersAreOneContent) {
-  const std::string text = slurp(data_path("mm/layout.mtx"));
+  const std::string text = read_file(data_path("mm/layout.mtx"));
   const size_t half = text.size() / 2;
   const TempFile gz("gz_members", gzip_bytes(text.substr(0, half)) + gzip_bytes(text.substr(half)));
   expect_same_csr(read_matrix_market(gz.path()), read_matrix_market(data_path("mm/layout.mtx")));
@@ -101,7 +95,7 @@ TEST(GzipMatrixMarket, ConcatenatedMembersAreOneContent) {
 TEST(GzipMatrixMarket, ContentDecidesNotTheName) {
   // A plain file called .gz is read as plain text; gzip data called .mtx is decompressed.
   const std::string path = data_path("mm/general_real.mtx");
-  const std::string text = slurp(path);
+  const std::string text = read_file(path);
   const CsrMatrix plain = read_matrix_market(path);
   const TempFile named_gz("plain_named", text);
   const std::string gz_name = named_gz.path() + ".mtx.gz";
@@ -114,7 +108,7 @@ TEST(GzipMatrixMarket, ContentDecidesNotTheName) {
 
 TEST(GzipMatrixMarket, ErrorsCarryTheDecompressedLineNumbers) {
   const std::string path = data_path("mm/bad/crlf_error.mtx");
-  const TempFile gz("gz_bad", gzip_bytes(slurp(path)));
+  const TempFile gz("gz_bad", gzip_bytes(read_file(path)));
   const ParseError e = error_of([&] { read_matrix_market(gz.path()); });
   EXPECT_EQ(e.file(), gz.path());
   EXPECT_EQ(e.line(), 8);
@@ -130,7 +124,7 @@ TEST(GzipMatrixMarket, EmptyContentIsAnEmptyFile) {
 }
 
 TEST(GzipErrors, TruncatedAtEveryLength) {
-  const std::string gz = gzip_bytes(slurp(data_path("mm/symmetric_real.mtx")));
+  const std::string gz = gzip_bytes(read_file(data_path("mm/symmetric_real.mtx")));
   for (size_t len = 2; len < gz.size(); ++len) {
     const TempFile f("gz_cut", gz.substr(0, len));
     const ParseError e = error_of([&] { read_matrix_market(f.path()); });
@@ -144,7 +138,7 @@ TEST(GzipErrors, TruncatedAtEveryLength) {
 }
 
 TEST(GzipErrors, CorruptDataAndChecksum) {
-  const std::string gz = gzip_bytes(slurp(data_path("mm/symmetric_real.mtx")));
+  const std::string gz = gzip_bytes(read_file(data_path("mm/symmetric_real.mtx")));
   // The first deflate byte: block type 3 does not exist.
   std::string bad_block = gz;
   bad_block[10] = static_cast<char>(0xff);
@@ -166,7 +160,7 @@ TEST(GzipErrors, CorruptDataAndChecksum) {
 }
 
 TEST(GzipErrors, TrailingBytesAfterTheStream) {
-  const TempFile f("gz_trailing", gzip_bytes(slurp(data_path("mm/layout.mtx"))) + "junk");
+  const TempFile f("gz_trailing", gzip_bytes(read_file(data_path("mm/layout.mtx"))) + "junk");
   const ParseError e = error_of([&] { read_matrix_market(f.path()); });
   EXPECT_EQ(e.line(), 0);
   EXPECT_NE(e.reason().find("4 bytes of trailing data after the gzip stream"), std::string::npos)
@@ -195,7 +189,7 @@ TEST(GzipMetis, CompressedGraphReadsAsThePlainOne) {
   for (const char* name : kMetisFixtures) {
     SCOPED_TRACE(name);
     const std::string plain_path = data_path(std::string("metis/") + name);
-    const std::string text = slurp(plain_path);
+    const std::string text = read_file(plain_path);
     const TempFile gz("gz_graph", gzip_bytes(text));
     const MetisGraph plain = read_metis_graph(plain_path);
     expect_same_graph(read_metis_graph(gz.path()), plain);
@@ -207,7 +201,7 @@ TEST(GzipMetis, CompressedGraphReadsAsThePlainOne) {
 }
 
 TEST(GzipMetis, ErrorsCarryTheDecompressedLineNumbers) {
-  const TempFile gz("gz_bad_graph", gzip_bytes(slurp(data_path("metis/bad/self_loop.graph"))));
+  const TempFile gz("gz_bad_graph", gzip_bytes(read_file(data_path("metis/bad/self_loop.graph"))));
   const ParseError e = error_of([&] { read_metis_graph(gz.path()); });
   EXPECT_EQ(e.file(), gz.path());
   EXPECT_EQ(e.line(), 3);
@@ -225,7 +219,7 @@ TEST(FormatDetection, DecidedOnTheDecompressedContent) {
       is_matrix_market_file(data_path("metis/gzip/wild_fmt10_ncon3_fifth_token.graph.gz")));
   // The banner split across two gzip members, and a gzipped METIS file whose first comment
   // mentions the banner word later on its line.
-  const std::string text = slurp(mtx);
+  const std::string text = read_file(mtx);
   const TempFile split("gz_split", gzip_bytes(text.substr(0, 5)) + gzip_bytes(text.substr(5)));
   EXPECT_TRUE(is_matrix_market_file(split.path()));
   const TempFile comment("gz_comment", gzip_bytes("% not %%MatrixMarket\n1 0\n\n"));

@@ -10,8 +10,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <ostream>
 #include <random>
@@ -542,27 +540,8 @@ TEST(MatrixMarketLarge, TooManyEntriesFoundAcrossChunks) {
 // ---- robustness: mutated files either parse or raise ParseError --------------------------
 
 // Random edits (replace, insert, delete) with characters that matter to the grammar.
-std::string mutate(std::string text, size_t first_mutable, std::mt19937_64& rng) {
-  static constexpr char kAlphabet[] = "0123456789 -+.eE%\n\r\tx";
-  std::uniform_int_distribution<int> edits(1, 4);
-  std::uniform_int_distribution<int> kind(0, 2);
-  std::uniform_int_distribution<size_t> pick(0, sizeof kAlphabet - 2);
-  for (int e = edits(rng); e > 0 && text.size() > first_mutable; --e) {
-    std::uniform_int_distribution<size_t> where(first_mutable, text.size() - 1);
-    const size_t at = where(rng);
-    switch (kind(rng)) {
-      case 0:
-        text[at] = kAlphabet[pick(rng)];
-        break;
-      case 1:
-        text.insert(at, 1, kAlphabet[pick(rng)]);
-        break;
-      default:
-        text.erase(at, 1);
-        break;
-    }
-  }
-  return text;
+std::string mutate(const std::string& text, size_t first_mutable, std::mt19937_64& rng) {
+  return test::mutate(text, first_mutable, rng, "0123456789 -+.eE%\n\r\tx", 4);
 }
 
 TEST(MatrixMarketRobustness, MutatedEntriesParseOrRaiseParseError) {
@@ -571,20 +550,14 @@ TEST(MatrixMarketRobustness, MutatedEntriesParseOrRaiseParseError) {
   int rejected = 0;
   for (const char* name : {"general_real.mtx", "symmetric_real.mtx", "skew_real.mtx",
                            "pattern_general.mtx", "integer_symmetric.mtx", "crlf.mtx"}) {
-    std::ifstream in(data_path(std::string("mm/") + name), std::ios::binary);
-    const std::string original((std::istreambuf_iterator<char>(in)), {});
+    const std::string original = test::read_file(data_path(std::string("mm/") + name));
     // Entry lines only: a mutated size line could declare a matrix too large to allocate.
     const MatrixMarketHeader h = read_matrix_market_header(data_path(std::string("mm/") + name));
     for (int trial = 0; trial < 400; ++trial) {
-      const TempFile f("mutant", mutate(original, h.data_offset, rng));
-      try {
-        const CsrMatrix m = read_matrix_market(f.path());
-        expect_valid_csr(m);
-        ++parsed;
-      } catch (const ParseError& e) {
-        EXPECT_GE(e.line(), 1) << e.what();
-        ++rejected;
-      }
+      test::parse_or_reject(
+          "mutant", mutate(original, h.data_offset, rng),
+          [](const std::string& path) { expect_valid_csr(read_matrix_market(path)); }, &parsed,
+          &rejected);
     }
   }
   // Both outcomes occur, so the mutations exercise the error paths and the happy path.
@@ -594,17 +567,12 @@ TEST(MatrixMarketRobustness, MutatedEntriesParseOrRaiseParseError) {
 
 TEST(MatrixMarketRobustness, MutatedHeadersParseOrRaiseParseError) {
   std::mt19937_64 rng(7);
-  std::ifstream in(data_path("mm/layout.mtx"), std::ios::binary);
-  const std::string original((std::istreambuf_iterator<char>(in)), {});
-  int rejected = 0;
+  const std::string original = test::read_file(data_path("mm/layout.mtx"));
+  int parsed = 0, rejected = 0;
   for (int trial = 0; trial < 1000; ++trial) {
-    const TempFile f("mutant_header", mutate(original, 0, rng));
-    try {
-      (void)read_matrix_market_header(f.path());
-    } catch (const ParseError& e) {
-      EXPECT_GE(e.line(), 1) << e.what();
-      ++rejected;
-    }
+    test::parse_or_reject(
+        "mutant_header", mutate(original, 0, rng),
+        [](const std::string& path) { (void)read_matrix_market_header(path); }, &parsed, &rejected);
   }
   EXPECT_GT(rejected, 0);
 }

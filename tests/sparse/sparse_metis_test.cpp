@@ -1,7 +1,5 @@
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <iterator>
 #include <ostream>
 #include <random>
 #include <string>
@@ -183,40 +181,17 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, MetisBadFile, ::testing::ValuesIn(kBadGraphs)
                          test::bad_file_test_name);
 
 TEST(MetisRobustness, MutatedGraphsParseOrRaiseParseError) {
-  static constexpr char kAlphabet[] = "0123456789 -%\n\r\tx";
   std::mt19937_64 rng(31);
-  std::uniform_int_distribution<int> kind(0, 2);
-  std::uniform_int_distribution<size_t> pick(0, sizeof kAlphabet - 2);
   int parsed = 0;
   int rejected = 0;
   for (const char* name : {"plain.graph", "edge_weights.graph", "vertex_weights.graph",
                            "sizes_weights_edges.graph", "crlf.graph"}) {
-    std::ifstream in(data_path(std::string("metis/") + name), std::ios::binary);
-    const std::string original((std::istreambuf_iterator<char>(in)), {});
+    const std::string original = test::read_file(data_path(std::string("metis/") + name));
     for (int trial = 0; trial < 400; ++trial) {
-      std::string text = original;
-      std::uniform_int_distribution<size_t> where(0, text.size() - 1);
-      const size_t at = where(rng);
-      switch (kind(rng)) {
-        case 0:
-          text[at] = kAlphabet[pick(rng)];
-          break;
-        case 1:
-          text.insert(at, 1, kAlphabet[pick(rng)]);
-          break;
-        default:
-          text.erase(at, 1);
-          break;
-      }
-      const test::TempFile f("mutant_graph", text);
-      try {
-        const MetisGraph g = read_metis_graph(f.path());
-        expect_valid_csr(g.adjacency);
-        ++parsed;
-      } catch (const ParseError& e) {
-        EXPECT_GE(e.line(), 1) << e.what();
-        ++rejected;
-      }
+      test::parse_or_reject(
+          "mutant_graph", test::mutate(original, 0, rng, "0123456789 -%\n\r\tx", 1),
+          [](const std::string& path) { expect_valid_csr(read_metis_graph(path).adjacency); },
+          &parsed, &rejected);
     }
   }
   EXPECT_GT(parsed, 0);

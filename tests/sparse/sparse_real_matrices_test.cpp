@@ -118,17 +118,13 @@ TEST(RealMatrices, MetisGraphsHaveTheirPublishedSizes) {
 // The real files gzip-compressed (in memory, then as a temporary file): the growing
 // decompression buffer on megabytes of content, read exactly as the plain files.
 TEST(RealMatrices, GzipCompressedReadAsThePlainFiles) {
-  const auto slurp = [](const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
   const std::string mtx = cached("NotreDame_www.mtx");
-  const test::TempFile mtx_gz("notredame_gz", test::gzip_bytes(slurp(mtx), 6));
+  const test::TempFile mtx_gz("notredame_gz", test::gzip_bytes(test::read_file(mtx), 6));
   test::expect_same_csr(read_matrix_market(mtx_gz.path()), read_matrix_market(mtx));
   EXPECT_TRUE(is_matrix_market_file(mtx_gz.path()));
   for (const char* name : {"mdual.graph", "copter2.graph"}) {
     const std::string graph = cached(name);
-    const test::TempFile graph_gz("graph_gz", test::gzip_bytes(slurp(graph), 6));
+    const test::TempFile graph_gz("graph_gz", test::gzip_bytes(test::read_file(graph), 6));
     EXPECT_FALSE(is_matrix_market_file(graph_gz.path())) << name;
     const MetisGraph plain = read_metis_graph(graph);
     const MetisGraph unzipped = read_metis_graph(graph_gz.path());

@@ -7,9 +7,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <ostream>
+#include <random>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "csr_blocks.hpp"
@@ -115,6 +118,52 @@ void expect_parse_error(const std::string& path, const BadFile& bad, Read&& read
     const std::string prefix =
         bad.line > 0 ? path + ":" + std::to_string(bad.line) + ": " : path + ": ";
     EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
+  }
+}
+
+// The bytes of a file (empty if it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// `text` after 1 to max_edits random edits at or after first_mutable (a character replaced,
+// inserted or erased; new characters from `alphabet`, the ones that matter to the grammar).
+inline std::string mutate(std::string text, std::size_t first_mutable, std::mt19937_64& rng,
+                          std::string_view alphabet, int max_edits) {
+  std::uniform_int_distribution<int> kind(0, 2);
+  std::uniform_int_distribution<std::size_t> pick(0, alphabet.size() - 1);
+  const int edits = max_edits == 1 ? 1 : std::uniform_int_distribution<int>(1, max_edits)(rng);
+  for (int e = edits; e > 0 && text.size() > first_mutable; --e) {
+    std::uniform_int_distribution<std::size_t> where(first_mutable, text.size() - 1);
+    const std::size_t at = where(rng);
+    switch (kind(rng)) {
+      case 0:
+        text[at] = alphabet[pick(rng)];
+        break;
+      case 1:
+        text.insert(at, 1, alphabet[pick(rng)]);
+        break;
+      default:
+        text.erase(at, 1);
+        break;
+    }
+  }
+  return text;
+}
+
+// A mutated file either parses (parse(path) returns; it checks what it read) or raises a
+// ParseError with a line >= 1; counts which in *parsed / *rejected.
+template <class Parse>
+void parse_or_reject(const std::string& stem, const std::string& text, Parse&& parse, int* parsed,
+                     int* rejected) {
+  const TempFile f(stem, text);
+  try {
+    parse(f.path());
+    ++*parsed;
+  } catch (const ParseError& e) {
+    EXPECT_GE(e.line(), 1) << e.what();
+    ++*rejected;
   }
 }
 
