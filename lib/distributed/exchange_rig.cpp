@@ -120,10 +120,15 @@ struct RigEngine::Impl {
     }
   }
 
+  // Waits for every peer to be done with this rank's block. With a watchdog, as long as the
+  // other waits of a run (node_wait_deadline: a peer that died mid-run must not hold the
+  // survivors here for two minutes); without one, kQuiesceTimeoutMs.
   void quiesce() {
-    if (!ctx.quiesce(std::chrono::milliseconds(kQuiesceTimeoutMs))) {
-      throw std::runtime_error("RIG engine: ns_quiesce timed out after " +
-                               std::to_string(kQuiesceTimeoutMs) + " ms (a peer stopped serving?)");
+    const std::int64_t ms = options.watchdog_ms > 0 ? 2 * std::int64_t{options.watchdog_ms} + 1000
+                                                    : std::int64_t{kQuiesceTimeoutMs};
+    if (!ctx.quiesce(std::chrono::milliseconds(ms))) {
+      throw std::runtime_error("RIG engine: ns_quiesce timed out after " + std::to_string(ms) +
+                               " ms (a peer stopped serving?)");
     }
   }
 };

@@ -18,31 +18,13 @@
 #include "netsparse/distributed.hpp"
 #include "task_test_util.hpp"
 
-namespace {
-
-constexpr std::uint32_t kWatchdogMs = 1000;
-constexpr int kVictimLifetimeMs = 300;
-// The run's own watchdog and the next run's argument agreement (2 x watchdog + 1 s), plus slack
-// for a loaded two-core machine: a hang is what it catches, not a speed.
-constexpr double kErrorWithinS = 3 * (2 * kWatchdogMs / 1000.0 + 1) + 10;
-
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace netsparse;
-  MPI_Init(&argc, &argv);
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const int victim = argc > 1 ? std::atoi(argv[1]) : 2;
+  const auto job = test::start_kill_job(
+      argc, argv, "rig_kill", [](int size) { return size == 3; }, "np 3 and a victim in 1..2");
+  if (!job) return 1;
+  const int rank = job->rank;
   const bool dynamic = argc > 2 && std::string(argv[2]) == "dynamic";
-  if (size != 3 || victim < 1 || victim >= size) {
-    if (rank == 0) std::printf("rig_kill: FAIL (needs np 3 and a victim in 1..2)\n");
-    MPI_Finalize();
-    return 1;
-  }
-  MPI_Comm survivors = MPI_COMM_NULL;
-  MPI_Comm_split(MPI_COMM_WORLD, rank == victim ? MPI_UNDEFINED : 0, rank, &survivors);
 
   int failures = 0;
   const gidx_t m = 2000;
@@ -50,7 +32,7 @@ int main(int argc, char** argv) {
   DistOptions o;
   o.mode = CommMode::netsparse;
   o.dynamic_pattern = dynamic;
-  o.engine.watchdog_ms = kWatchdogMs;
+  o.engine.watchdog_ms = test::kKillWatchdogMs;  // sets the deadline (node_wait_deadline)
   const int k = 16;
   DistKernel kern(dm, KernelKind::spmm, k, o);
   if (dynamic) kern.set_pattern(dm.local());
@@ -65,6 +47,6 @@ int main(int argc, char** argv) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
 
-  test::kill_and_judge({"rig_kill", victim, kVictimLifetimeMs, kErrorWithinS}, survivors, failures,
-                       [&] { kern.spmm(b, c); });
+  test::kill_and_judge({"rig_kill", job->victim, test::kVictimLifetimeMs, test::kErrorWithinS},
+                       job->survivors, failures, [&] { kern.spmm(b, c); });
 }
