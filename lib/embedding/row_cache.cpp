@@ -19,7 +19,7 @@ RowCache::RowCache(std::uint64_t capacity_rows, std::size_t row_bytes)
   cells_.assign(cells, kNone);
   hash_shift_ = 64 - std::countr_zero(cells);
   ids_.resize(capacity_rows);
-  epochs_.resize(capacity_rows);
+  versions_.resize(capacity_rows);
   prev_.resize(capacity_rows);
   next_.resize(capacity_rows);
   rows_.resize(capacity_rows * row_bytes);
@@ -75,12 +75,12 @@ void RowCache::remove(std::size_t cell) {
   --used_;
 }
 
-const std::byte* RowCache::find(std::uint64_t id, std::uint32_t epoch) {
+const std::byte* RowCache::find(std::uint64_t id, std::uint32_t version) {
   if (capacity_ == 0) return nullptr;
   const std::size_t cell = probe(id);
   const std::uint32_t slot = cells_[cell];
   if (slot == kNone) return nullptr;
-  if (epochs_[slot] != epoch) {
+  if (versions_[slot] != version) {
     ++stale_;
     remove(cell);
     return nullptr;
@@ -92,7 +92,7 @@ const std::byte* RowCache::find(std::uint64_t id, std::uint32_t epoch) {
   return rows_.data() + std::size_t{slot} * row_bytes_;
 }
 
-void RowCache::insert(std::uint64_t id, std::uint32_t epoch, const std::byte* row) {
+void RowCache::insert(std::uint64_t id, std::uint32_t version, const std::byte* row) {
   if (capacity_ == 0) return;
   std::size_t cell = probe(id);
   std::uint32_t slot = cells_[cell];
@@ -118,7 +118,7 @@ void RowCache::insert(std::uint64_t id, std::uint32_t epoch, const std::byte* ro
     cells_[cell] = slot;
     ids_[slot] = id;
   }
-  epochs_[slot] = epoch;
+  versions_[slot] = version;
   push_front(slot);
   std::memcpy(rows_.data() + std::size_t{slot} * row_bytes_, row, row_bytes_);
 }

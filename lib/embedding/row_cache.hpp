@@ -1,6 +1,7 @@
 // The embedding layer's cache of remote rows: plain LRU over a fixed number of row slots, each
-// row labelled with its owner's epoch when it was fetched. A row is served only under the epoch
-// the caller says is current; one under an older epoch is dropped when found (never served).
+// row labelled with the version its bucket had before it was fetched. A row is served only under
+// the version the caller says is current; one under another version is dropped when found (never
+// served).
 //
 // Why plain LRU and not set-associative (FBGEMM / TorchRec): in software the associativity buys
 // nothing (no fixed ways to search in parallel), and a full LRU never evicts a hot row because
@@ -21,13 +22,13 @@ class RowCache {
   // capacity_rows = 0: a cache that holds nothing (find never hits, insert keeps nothing).
   RowCache(std::uint64_t capacity_rows, std::size_t row_bytes);
 
-  // The cached row of `id` if it is held under `epoch` (it becomes the most recently used);
-  // nullptr otherwise. A row held under another epoch is removed and counted as stale. The
+  // The cached row of `id` if it is held under `version` (it becomes the most recently used);
+  // nullptr otherwise. A row held under another version is removed and counted as stale. The
   // pointer stays valid until the next insert() or clear() (find never moves rows).
-  const std::byte* find(std::uint64_t id, std::uint32_t epoch);
-  // Holds a copy of `row` for `id` under `epoch` (replacing what `id` had), evicting the least
+  const std::byte* find(std::uint64_t id, std::uint32_t version);
+  // Holds a copy of `row` for `id` under `version` (replacing what `id` had), evicting the least
   // recently used row when full. Pointers from find() may be invalidated.
-  void insert(std::uint64_t id, std::uint32_t epoch, const std::byte* row);
+  void insert(std::uint64_t id, std::uint32_t version, const std::byte* row);
   void clear();
 
   std::uint64_t size() const noexcept { return used_; }
@@ -59,9 +60,9 @@ class RowCache {
   // Index: cells of slot numbers (kNone = empty); 2^shift_bits cells.
   std::vector<std::uint32_t> cells_;
   int hash_shift_ = 64;
-  // Per slot: the id, its epoch, the LRU links; its row at rows_[slot * row_bytes_].
+  // Per slot: the id, its version, the LRU links; its row at rows_[slot * row_bytes_].
   std::vector<std::uint64_t> ids_;
-  std::vector<std::uint32_t> epochs_, prev_, next_;
+  std::vector<std::uint32_t> versions_, prev_, next_;
   std::vector<std::byte> rows_;
   std::uint32_t head_ = kNone, tail_ = kNone;  // most / least recently used
 };
