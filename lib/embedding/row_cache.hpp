@@ -7,8 +7,9 @@
 // nothing (no fixed ways to search in parallel), and a full LRU never evicts a hot row because
 // its set is crowded. The index is an open-addressing table with linear probing (load <= 1/2)
 // and backward-shift deletion, so a lookup is one hash and a short probe, and an eviction leaves
-// no tombstones to slow later probes. The recency order is an intrusive doubly linked list over
-// the slots.
+// no tombstones to slow later probes. A cell holds the id, its slot and its version, so a probe
+// and the version check read consecutive bytes (no hop through a per-slot array). The recency
+// order is an intrusive doubly linked list over the slots.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +30,11 @@ class RowCache {
   // Holds a copy of `row` for `id` under `version` (replacing what `id` had), evicting the least
   // recently used row when full. Pointers from find() may be invalidated.
   void insert(std::uint64_t id, std::uint32_t version, const std::byte* row);
+  // Starts loading the index cell of `id` (a batch's finds and inserts are independent: issued
+  // a few ids ahead, the probe's first memory access overlaps the work on the ids before).
+  void prefetch(std::uint64_t id) const noexcept {
+    if (capacity_ != 0) __builtin_prefetch(&cells_[cell_of(id)]);
+  }
   void clear();
 
   std::uint64_t size() const noexcept { return used_; }
@@ -57,12 +63,21 @@ class RowCache {
   std::uint32_t next_fresh_ = 0;  // slots [0, next_fresh_) have been handed out
   std::vector<std::uint32_t> free_;
   std::uint64_t stale_ = 0, evictions_ = 0;
-  // Index: cells of slot numbers (kNone = empty); 2^shift_bits cells.
-  std::vector<std::uint32_t> cells_;
+  struct Cell {
+    std::uint64_t id;
+    std::uint32_t slot;  // kNone: empty
+    std::uint32_t version;
+  };
+  struct Links {
+    std::uint32_t prev, next;
+  };
+  // Index: a power of two of cells.
+  std::vector<Cell> cells_;
   int hash_shift_ = 64;
-  // Per slot: the id, its version, the LRU links; its row at rows_[slot * row_bytes_].
+  // Per slot: its id (to find its cell when evicted), the LRU links; its row at
+  // rows_[slot * row_bytes_].
   std::vector<std::uint64_t> ids_;
-  std::vector<std::uint32_t> versions_, prev_, next_;
+  std::vector<Links> links_;
   std::vector<std::byte> rows_;
   std::uint32_t head_ = kNone, tail_ = kNone;  // most / least recently used
 };
@@ -78,8 +93,11 @@ class IdDedup {
   const std::vector<std::uint64_t>& distinct() const noexcept { return distinct_; }
 
  private:
-  std::vector<std::uint64_t> keys_;
-  std::vector<std::uint32_t> values_, stamps_;
+  struct Entry {  // one probe reads one entry
+    std::uint64_t key;
+    std::uint32_t value, stamp;
+  };
+  std::vector<Entry> table_;
   std::uint32_t stamp_ = 0;
   std::vector<std::uint64_t> distinct_;
 };
