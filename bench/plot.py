@@ -40,9 +40,11 @@ Every file given is read, and what it is drawn into follows from its content, no
                          (idx, value) pairs, the same after local combining) per K, with the
                          speedup of RIS over each and the bytes each rank sent
   bench_embedding runs ("bench": "embedding"; netsparse::EmbeddingTable, docs/embedding.md):
-    embedding_npP.png    time per iteration of each mode (cached, dedup, plain gather,
+    embedding_npP.png    time per iteration of each mode (cached, frozen, dedup, plain gather,
                          allgather) per Zipf alpha, with the speedup over the plain gather, the
-                         cache's hit rate and the bytes each rank sent per iteration
+                         cache's hit rate, the version bytes it read and the bytes each rank
+                         sent per iteration (embedding_npP_frozen.png: a run with
+                         --update-every 0)
 Every figure names the kernel, K, ranks and rounds of its data: in the title when all of its data
 share them, else on each group, series or panel -- a figure mixing runs is never titled with one
 run's settings. The output ends with every input and the figures it went into (or why none).
@@ -882,8 +884,8 @@ def scatter_reduce(runs, out_dir):
     return ", ".join(made) if made else None
 
 
-EMBEDDING_COLORS = {"cached": "#d62728", "dedup": "#ff7f0e", "plain": "#1f77b4",
-                    "allgather": "#7f7f7f"}
+EMBEDDING_COLORS = {"cached": "#d62728", "frozen": "#9467bd", "dedup": "#ff7f0e",
+                    "plain": "#1f77b4", "allgather": "#7f7f7f"}
 
 
 def embedding(runs, out_dir):
@@ -906,11 +908,13 @@ def embedding(runs, out_dir):
                              None)
                 if r is None:
                     continue
-                bar = ax.bar(i + (v - 1.5) * width, r["iteration_s"] * 1e3, width, color=color,
+                bar = ax.bar(i + (v - (len(EMBEDDING_COLORS) - 1) / 2) * width,
+                             r["iteration_s"] * 1e3, width, color=color,
                              label=mode if i == 0 else None)[0]
                 note = f"{r['lookup_bytes_per_rank_iteration'] / 2**20:.2f} MiB"
-                if mode == "cached":
-                    note = f"hit {r['hit_rate']:.2f}\n" + note
+                if mode in ("cached", "frozen"):
+                    versions = r.get("version_bytes_per_rank_iteration", 0) / 2**10
+                    note = f"hit {r['hit_rate']:.2f}\nver {versions:.0f} KiB\n" + note
                 if plain and mode != "plain":
                     note = f"{plain['iteration_s'] / r['iteration_s']:.2f}x\n" + note
                 ax.annotate(note, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
@@ -921,11 +925,13 @@ def embedding(runs, out_dir):
         ax.legend(fontsize=8)
         ax.set_title(f"bench_embedding: np {d.get('np')}, {d.get('rows_per_rank')} rows/rank of "
                      f"{d.get('row_bytes')} B, batch {d.get('batch')}, update every "
-                     f"{d.get('update_every')}, cache {d.get('cache_rows')} rows\n"
+                     f"{d.get('update_every')}, cache {d.get('cache_rows')} rows, bucket "
+                     f"{d.get('bucket_rows', '-')} rows\n"
                      f"transport {d.get('transport')}, median of {d.get('rounds')} rounds, "
                      f"load {d.get('loadavg_1min')}", fontsize=9)
         fig.tight_layout()
-        name = f"embedding_np{d.get('np')}.png"
+        frozen = "_frozen" if d.get("update_every") == 0 else ""
+        name = f"embedding_np{d.get('np')}{frozen}.png"
         made.append(save(fig, out_dir, name))
         run.use(name)
     return ", ".join(made) if made else None
