@@ -292,7 +292,7 @@ void EmbeddingTable::Impl::lookup(std::span<const std::uint64_t> ids, std::span<
   fetch_of.assign(distinct.size(), UINT32_MAX);
   fetch_rows.clear();
   fetch_ids.clear();
-  constexpr std::size_t kAhead = 16;  // prefetch distance in ids, by measurement (8-32 alike)
+  constexpr std::size_t kAhead = 16;  // prefetch distance in ids (the one value measured)
   for (std::size_t u = 0; u < distinct.size(); ++u) {
     if (cached && u + kAhead < distinct.size()) cache.prefetch(distinct[u + kAhead]);
     const int p = owners[u];
