@@ -4,9 +4,11 @@
 //
 //   mpirun -np P bench_embedding [--alpha 0.8,1.0,1.2] [--rows-per-rank N] [--dim D]
 //                                [--batch N] [--iterations N] [--update-every N]
-//                                [--cache-rows N] [--modes LIST] [--rounds 3] [--json PATH]
+//                                [--cache-rows N] [--bucket-rows N] [--modes LIST] [--rounds 3]
+//                                [--json PATH]
 //
-// Modes: cached (netsparse::EmbeddingTable with its LRU cache of remote rows), dedup (the same
+// Modes: cached (netsparse::EmbeddingTable with its LRU cache of remote rows, validated by
+// per-bucket versions), frozen (the same with no updates: the cache's ceiling), dedup (the same
 // without the cache: each distinct id of a batch fetched once), plain (one RIG gather of every
 // lookup as it comes), allgather (MPI_Allgatherv of the whole table whenever it changed, then
 // local copies). Every lookup of every mode is checked against a sequential reference of the
@@ -51,20 +53,26 @@ usage: mpirun -np P bench_embedding [options]
   --iterations N       iterations per round (default 8)
   --update-every N     push gradients every N iterations (0: never; default 4)
   --cache-rows N       remote rows the cache holds (default 65536)
-  --modes LIST         of cached,dedup,plain,allgather (default all, in that order)
+  --bucket-rows N      rows per version bucket, a power of two (default 16)
+  --modes LIST         of cached,frozen,dedup,plain,allgather (default all, in that order);
+                       frozen = cached with no updates (lookups only: the cache's ceiling)
   --rounds N           rounds of every mode; figures are medians over them (default 3)
   --json PATH          also write every record as JSON (rank 0)
   --help               this text
 
-Per mode: time per iteration (lookups + updates; the slowest rank's), lookup time per
-iteration, hit rate (distinct remote ids served from the cache), rows fetched and bytes a rank
-sent per iteration (RIG modes: the engine's frames, epoch reads included; updates' scatter
-bytes separately; allgather: (P-1) x its block per allgather, a lower bound, "(model)").
+Per mode: time per iteration (lookups + updates; the slowest rank's) and its ratio to plain,
+lookup time per iteration and its ratio to plain's lookups, hit rate (distinct remote ids
+served from the cache), rows fetched and bytes a rank sent per iteration (RIG modes: the
+engine's frames, version reads and updates included; updates' scatter bytes also separately;
+allgather: (P-1) x its block per allgather, a lower bound, "*"). A second table per alpha:
+version rows and words gathered, cached rows refused as stale, bucket versions bumped per
+iteration, and where a lookup's time goes (de-duplication, version gather, cache finds, miss
+gather, output and cache inserts; mean over ranks).
 
 Exit codes: 0 every mode agreed with the reference, 1 a mode differed, 2 a bad option.
 )help";
 
-const std::vector<std::string> kModes = {"cached", "dedup", "plain", "allgather"};
+const std::vector<std::string> kModes = {"cached", "frozen", "dedup", "plain", "allgather"};
 
 struct Args {
   std::vector<double> alphas = {1.0};
@@ -74,6 +82,7 @@ struct Args {
   int iterations = 8;
   int update_every = 4;
   std::uint64_t cache_rows = 65536;
+  std::uint32_t bucket_rows = netsparse::EmbeddingOptions::kDefaultBucketRows;
   std::vector<std::string> modes = kModes;
   int rounds = 3;
   std::string json;
@@ -95,6 +104,12 @@ int parse(int argc, char** argv, int rank, Args& a) {
   app.add_option("--update-every", a.update_every)->check(CLI::Range(0, 100000));
   app.add_option("--cache-rows", a.cache_rows)
       ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 31));
+  app.add_option("--bucket-rows", a.bucket_rows)
+      ->check(CLI::Range(1u, 1u << 20))
+      ->check([](const std::string& v) {
+        const unsigned long b = std::stoul(v);
+        return (b & (b - 1)) == 0 ? std::string() : std::string("a power of two");
+      });
   app.add_option_function<std::string>(
       "--modes", [&](const std::string& v) { a.modes = nb::member_list("--modes", v, kModes); });
   app.add_option("--rounds", a.rounds)->check(CLI::Range(1, 1000));
@@ -144,11 +159,19 @@ class ZipfIds {
   std::vector<double> cdf_;
 };
 
+// Where a lookup's time goes (EmbeddingStats' phases), ms per iteration, mean over ranks.
+constexpr int kPhases = 5;
+const char* const kPhaseNames[kPhases] = {"dedup", "versions", "cache", "gather", "output"};
+
 struct Record {
   double alpha = 0;
   std::string mode;
   std::vector<double> iter_times, lookup_times;
+  std::vector<double> phase_ms[kPhases];
   double hit_rate = 0, fetched_rows = 0, distinct = 0, lookup_bytes = 0, update_bytes = 0;
+  // Per rank and iteration (first round): version rows / words read, cached rows
+  // refused as stale, bucket versions bumped and the hidden rows that carried the bumps.
+  double version_rows = 0, version_words = 0, stale = 0, bumped = 0, bump_rows = 0;
   bool bytes_modelled = false;
   bool agrees = true;
 };
@@ -172,9 +195,10 @@ void run_round(Job& job, const Args& args, const ZipfIds& zipf, netsparse::Embed
   const std::uint64_t first = job.offsets[static_cast<std::size_t>(job.rank)];
   std::copy_n(initial_table.begin() + static_cast<std::ptrdiff_t>(first * dim), mine.size(),
               mine.begin());
-  table.set_options(mode == "cached"  ? netsparse::EmbeddingOptions{args.cache_rows, true}
-                    : mode == "plain" ? netsparse::EmbeddingOptions{0, false}
-                                      : netsparse::EmbeddingOptions{0, true});
+  const bool caches = mode == "cached" || mode == "frozen";
+  table.set_options(caches ? netsparse::EmbeddingOptions{args.cache_rows, true, args.bucket_rows}
+                    : mode == "plain" ? netsparse::EmbeddingOptions{0, false, args.bucket_rows}
+                                      : netsparse::EmbeddingOptions{0, true, args.bucket_rows});
   job.ctx.quiesce();
   table.local_rows_changed();
   job.ctx.quiesce();
@@ -194,7 +218,8 @@ void run_round(Job& job, const Args& args, const ZipfIds& zipf, netsparse::Embed
   for (int it = 0; it < args.iterations; ++it) {
     const std::vector<std::uint64_t> ids = zipf.batch(job.rank, it, args.batch);
     std::vector<float> out(ids.size() * dim);
-    const bool update = args.update_every > 0 && (it + 1) % args.update_every == 0;
+    const bool update =
+        mode != "frozen" && args.update_every > 0 && (it + 1) % args.update_every == 0;
     std::vector<float> grads;
     if (update) {
       grads.resize(ids.size() * dim);
@@ -243,16 +268,25 @@ void run_round(Job& job, const Args& args, const ZipfIds& zipf, netsparse::Embed
   int mine_ok = ok ? 1 : 0, all_ok = 0;
   MPI_Allreduce(&mine_ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   r.agrees = r.agrees && all_ok == 1;
-  if (!first_round) return;
   const netsparse::EmbeddingStats s = table.stats();
   const double its = args.iterations;
-  const double remote = static_cast<double>(s.distinct - s.local_rows);
   const auto avg = [&](double v) { return nb::reduce_over_ranks(v, MPI_SUM) / job.P / its; };
+  const std::uint64_t phase_ns[kPhases] = {s.dedup_ns, s.version_ns, s.cache_ns, s.gather_ns,
+                                           s.output_ns};
+  for (int f = 0; f < kPhases; ++f)
+    r.phase_ms[f].push_back(1e-6 * avg(static_cast<double>(phase_ns[f])));
+  if (!first_round) return;
+  const double remote = static_cast<double>(s.distinct - s.local_rows);
   r.hit_rate = nb::reduce_over_ranks(static_cast<double>(s.cache_hits), MPI_SUM) /
                std::max(1.0, nb::reduce_over_ranks(remote, MPI_SUM));
   r.distinct = avg(static_cast<double>(s.distinct));
   r.fetched_rows = avg(static_cast<double>(s.fetched_rows));
   r.update_bytes = avg(static_cast<double>(scatter_bytes));
+  r.version_rows = avg(static_cast<double>(s.version_rows));
+  r.version_words = avg(static_cast<double>(s.version_words));
+  r.stale = avg(static_cast<double>(s.cache_stale));
+  r.bumped = avg(static_cast<double>(s.bumped_buckets));
+  r.bump_rows = avg(static_cast<double>(s.bump_rows));
   if (mode == "allgather") {
     const double block = static_cast<double>(mine.size()) * sizeof(float);
     r.lookup_bytes = avg(allgathers * (job.P - 1) * block);
@@ -275,9 +309,12 @@ Json report(const Job& job, const Args& args, const std::vector<Record>& records
   doc["iterations"] = args.iterations;
   doc["update_every"] = args.update_every;
   doc["cache_rows"] = args.cache_rows;
+  doc["bucket_rows"] = args.bucket_rows;
   doc["rounds"] = args.rounds;
   Json& out = doc["records"] = Json::array();
   for (const Record& r : records) {
+    Json phases;
+    for (int f = 0; f < kPhases; ++f) phases[kPhaseNames[f]] = median(r.phase_ms[f]);
     out.push_back({{"alpha", r.alpha},
                    {"mode", r.mode},
                    {"iteration_s", median(r.iter_times)},
@@ -289,6 +326,13 @@ Json report(const Job& job, const Args& args, const std::vector<Record>& records
                    {"lookup_bytes_per_rank_iteration", r.lookup_bytes},
                    {"update_bytes_per_rank_iteration", r.update_bytes},
                    {"bytes_modelled", r.bytes_modelled},
+                   {"version_rows_per_iteration", r.version_rows},
+                   {"version_words_per_iteration", r.version_words},
+                   {"version_bytes_per_rank_iteration", r.version_rows * args.dim * 4},
+                   {"stale_per_iteration", r.stale},
+                   {"bumped_buckets_per_iteration", r.bumped},
+                   {"bump_rows_per_iteration", r.bump_rows},
+                   {"lookup_phase_ms", phases},
                    {"agrees", r.agrees}});
   }
   return doc;
@@ -299,23 +343,36 @@ void print_alpha(const Job& job, const Args& args, const std::vector<Record>& re
   if (job.rank != 0) return;
   std::printf(
       "alpha %.2f  np %d  rows/rank %llu  dim %u (%u B)  batch %llu  iterations %d  "
-      "update every %d  cache %llu rows\n",
+      "update every %d  cache %llu rows  bucket %u rows\n",
       alpha, job.P, static_cast<unsigned long long>(args.rows_per_rank), args.dim, args.dim * 4,
       static_cast<unsigned long long>(args.batch), args.iterations, args.update_every,
-      static_cast<unsigned long long>(args.cache_rows));
+      static_cast<unsigned long long>(args.cache_rows), args.bucket_rows);
   const Record* plain = nullptr;
   for (const Record& r : records)
     if (r.alpha == alpha && r.mode == "plain") plain = &r;
-  std::printf("    %-10s %10s %10s %8s %8s %10s %10s %14s %12s\n", "mode", "ms/iter", "lookup ms",
-              "x plain", "hit rate", "distinct", "fetched", "lookup B/rank", "update B");
+  std::printf("    %-10s %10s %10s %8s %8s %8s %10s %10s %14s %12s\n", "mode", "ms/iter",
+              "lookup ms", "x plain", "lookup x", "hit rate", "distinct", "fetched",
+              "lookup B/rank", "update B");
   for (const Record& r : records) {
     if (r.alpha != alpha) continue;
-    const double t = median(r.iter_times);
-    std::printf("    %-10s %10.3f %10.3f %8.2f %8.3f %10.0f %10.0f %14.0f%s %12.0f  %s\n",
-                r.mode.c_str(), 1e3 * t, 1e3 * median(r.lookup_times),
-                plain != nullptr ? median(plain->iter_times) / t : 0.0, r.hit_rate, r.distinct,
+    const double t = median(r.iter_times), l = median(r.lookup_times);
+    std::printf("    %-10s %10.3f %10.3f %8.2f %8.2f %8.3f %10.0f %10.0f %14.0f%s %12.0f  %s\n",
+                r.mode.c_str(), 1e3 * t, 1e3 * l,
+                plain != nullptr ? median(plain->iter_times) / t : 0.0,
+                plain != nullptr ? median(plain->lookup_times) / l : 0.0, r.hit_rate, r.distinct,
                 r.fetched_rows, r.lookup_bytes, r.bytes_modelled ? "*" : " ", r.update_bytes,
                 r.agrees ? "agrees" : "DIFFERS");
+  }
+  std::printf("    %-10s %9s %9s %9s %9s %9s |", "mode", "ver rows", "ver words", "stale", "bumped",
+              "bump rows");
+  for (const char* name : kPhaseNames) std::printf(" %8s", name);
+  std::printf("  (per rank and iteration; phases in ms)\n");
+  for (const Record& r : records) {
+    if (r.alpha != alpha || r.mode == "allgather") continue;
+    std::printf("    %-10s %9.0f %9.0f %9.0f %9.0f %9.0f |", r.mode.c_str(), r.version_rows,
+                r.version_words, r.stale, r.bumped, r.bump_rows);
+    for (const auto& phase : r.phase_ms) std::printf(" %8.3f", median(phase));
+    std::printf("\n");
   }
   std::fflush(stdout);
 }
@@ -348,7 +405,8 @@ int main(int argc, char** argv) {
     for (std::uint64_t id = 0; id < total; ++id)
       for (std::uint32_t e = 0; e < args.dim; ++e)
         initial_table[id * args.dim + e] = initial(id, e);
-    netsparse::EmbeddingTable table(job.ctx, args.dim, job.offsets);
+    netsparse::EmbeddingTable table(job.ctx, args.dim, job.offsets,
+                                    netsparse::EmbeddingOptions{0, true, args.bucket_rows});
     for (const double alpha : args.alphas) {
       const ZipfIds zipf(total, alpha);
       std::vector<Record> mine(args.modes.size());

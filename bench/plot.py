@@ -40,9 +40,11 @@ Every file given is read, and what it is drawn into follows from its content, no
                          (idx, value) pairs, the same after local combining) per K, with the
                          speedup of RIS over each and the bytes each rank sent
   bench_embedding runs ("bench": "embedding"; netsparse::EmbeddingTable, docs/embedding.md):
-    embedding_npP.png    time per iteration of each mode (cached, dedup, plain gather,
+    embedding_npP.png    time per iteration of each mode (cached, frozen, dedup, plain gather,
                          allgather) per Zipf alpha, with the speedup over the plain gather, the
-                         cache's hit rate and the bytes each rank sent per iteration
+                         cache's hit rate, the version bytes it read and the bytes each rank
+                         sent per iteration (embedding_npP_frozen.png: a run with
+                         --update-every 0)
 Every figure names the kernel, K, ranks and rounds of its data: in the title when all of its data
 share them, else on each group, series or panel -- a figure mixing runs is never titled with one
 run's settings. The output ends with every input and the figures it went into (or why none).
@@ -913,8 +915,8 @@ def scatter_reduce(runs, out_dir):
     return ", ".join(made) if made else None
 
 
-EMBEDDING_COLORS = {"cached": "#d62728", "dedup": "#ff7f0e", "plain": "#1f77b4",
-                    "allgather": "#7f7f7f"}
+EMBEDDING_COLORS = {"cached": "#d62728", "frozen": "#9467bd", "dedup": "#ff7f0e",
+                    "plain": "#1f77b4", "allgather": "#7f7f7f"}
 
 
 def embedding(runs, out_dir):
@@ -925,8 +927,9 @@ def embedding(runs, out_dir):
 
         def note(r, alpha):
             text = f"{r['lookup_bytes_per_rank_iteration'] / 2**20:.2f} MiB"
-            if r["mode"] == "cached":
-                text = f"hit {r['hit_rate']:.2f}\n" + text
+            if r["mode"] in ("cached", "frozen"):
+                versions = r.get("version_bytes_per_rank_iteration", 0) / 2**10
+                text = f"hit {r['hit_rate']:.2f}\nver {versions:.0f} KiB\n" + text
             plain = find(recs, alpha=alpha, mode="plain")
             if plain and r["mode"] != "plain":
                 text = f"{plain['iteration_s'] / r['iteration_s']:.2f}x\n" + text
@@ -935,14 +938,16 @@ def embedding(runs, out_dir):
         fig, ax = plt.subplots(figsize=(7, 4.5))
         grouped_bars(ax, recs, "alpha", alphas, "mode", EMBEDDING_COLORS,
                      lambda r: r["iteration_s"] * 1e3, note, 6)
+        frozen = "_frozen" if d.get("update_every") == 0 else ""
         made.append(finish_bars(
             run, fig, ax, [f"Zipf alpha = {a}" for a in alphas],
             "time per iteration (ms, median, slowest rank)",
             f"bench_embedding: np {d.get('np')}, {d.get('rows_per_rank')} rows/rank of "
             f"{d.get('row_bytes')} B, batch {d.get('batch')}, update every "
-            f"{d.get('update_every')}, cache {d.get('cache_rows')} rows\n"
+            f"{d.get('update_every')}, cache {d.get('cache_rows')} rows, bucket "
+            f"{d.get('bucket_rows', '-')} rows\n"
             f"transport {d.get('transport')}, median of {d.get('rounds')} rounds, "
-            f"load {d.get('loadavg_1min')}", out_dir, f"embedding_np{d.get('np')}.png"))
+            f"load {d.get('loadavg_1min')}", out_dir, f"embedding_np{d.get('np')}{frozen}.png"))
     return ", ".join(made) if made else None
 
 

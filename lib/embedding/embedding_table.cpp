@@ -1,20 +1,26 @@
-// EmbeddingTable: the region layout, the lookup path (de-duplication, epoch exchange, cache,
-// one gather of the misses) and the update path (one scatter-reduce, then the epoch bumps).
+// EmbeddingTable: the region layout, the lookup path (de-duplication, version exchange, cache,
+// one gather of the misses) and the update path (one scatter-reduce, then the version bumps).
 //
-// Region layout: rank p registers its rows [offsets[p], offsets[p+1]) followed by one hidden
-// row whose first 4 bytes are p's epoch (uint32). Global id g of owner p is region row g + p;
-// p's epoch is region row offsets[p + 1] + p. The region is the context's only one (the engine
-// allows one at a time), so the epochs travel with the same verbs as the rows.
+// Region layout: rank p registers its rows [offsets[p], offsets[p+1]) followed by hidden rows:
+// one header row (bucket_rows and a magic word: checked against every peer at construction;
+// the region's registration already agrees on the row size) and
+// version_rows(p) rows of bucket versions. Local row r of p is in bucket r / bucket_rows; the
+// version of bucket b is the uint32 word b % W of p's version row b / W, where W is the largest
+// power of two of words a row holds (row_bytes / 4). The region is the context's only one (the
+// engine allows one at a time), so the versions travel with the same verbs as the rows.
 //
-// Why an epoch exchange per lookup, before the gather: a cached row labelled with epoch E must
-// hold every update counted in E. The owner's epoch is bumped only after the update's
-// scatter-reduce has completed (every packet applied), and the epochs are read before the rows
-// are fetched, so a row fetched after reading E holds at least the updates counted in E: a
-// label is never newer than the row. Reading the epochs inside the row gather instead could
-// pair a row read before an update with an epoch read after it (the owner answers the reads of
-// one gather in any order of packets). The exchange is one small gather of one hidden row per
-// owner the batch reads from, posted only when the cache is on and the batch has remote ids.
+// Why a version exchange per lookup, before the gather: a cached row labelled with version V
+// must hold every update counted in V. A bucket's version is bumped only after the update's
+// scatter-reduce has completed (every packet applied), and the versions are read before the
+// rows are fetched, so a row fetched after reading V holds at least the updates counted in V: a
+// label is never newer than the row. Reading the versions inside the row gather instead could
+// pair a row read before an update with a version read after it (the owner answers the reads of
+// one gather in any order of packets). The exchange is one small gather of the version rows of
+// the buckets the batch's remote ids fall in (each such row once), posted only when the cache
+// is on and the batch has remote ids.
 #include <algorithm>
+#include <bit>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -27,8 +33,23 @@ namespace netsparse {
 
 namespace {
 
+constexpr std::uint32_t kHeaderMagic = 0x32424D45;  // "EMB2"
+
 [[noreturn]] void refuse(ns_status_t status, const std::string& what) {
   throw Error(status, "EmbeddingTable::" + what);
+}
+
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+void check_bucket_rows(std::uint32_t b) {
+  if (b == 0 || !std::has_single_bit(b)) {
+    refuse(NS_ERR_INVALID,
+           "EmbeddingTable: bucket_rows must be a power of two, not " + std::to_string(b));
+  }
 }
 
 }  // namespace
@@ -36,40 +57,96 @@ namespace {
 struct EmbeddingTable::Impl {
   Impl(Context& c, std::uint32_t d, std::span<const std::uint64_t> offsets,
        const EmbeddingOptions& o)
-      : rank(c.rank()),
+      : ctx(&c),
+        rank(c.rank()),
         size(c.size()),
         dim(d),
         row_bytes(std::size_t{d} * sizeof(float)),
         options(o),
         cache(o.cache_rows, row_bytes) {
     if (d == 0) refuse(NS_ERR_INVALID, "EmbeddingTable: dim must be at least 1");
+    check_bucket_rows(o.bucket_rows);
     if (offsets.size() != static_cast<std::size_t>(size) + 1 || offsets.front() != 0 ||
         !std::is_sorted(offsets.begin(), offsets.end())) {
       refuse(NS_ERR_INVALID,
              "EmbeddingTable: row_offsets needs size() + 1 non-decreasing entries from 0");
     }
+    bucket_shift = std::countr_zero(o.bucket_rows);
+    word_shift = std::countr_zero(std::bit_floor(d));
     row_offsets.assign(offsets.begin(), offsets.end());
-    for (int p = 0; p <= size; ++p) {
-      region_offsets.push_back(row_offsets[static_cast<std::size_t>(p)] +
-                               static_cast<std::uint64_t>(p));
+    region_offsets.push_back(0);
+    version_base.push_back(0);
+    for (int p = 0; p < size; ++p) {
+      const std::uint64_t v = version_rows(p);
+      region_offsets.push_back(region_offsets.back() + rows_of(p) + 1 + v);
+      version_base.push_back(version_base.back() + v);
     }
-    const std::uint64_t mine = row_offsets[static_cast<std::size_t>(rank) + 1] -
-                               row_offsets[static_cast<std::size_t>(rank)];
-    storage.assign((mine + 1) * dim, 0.0f);  // + the hidden epoch row (epoch 0)
-    mr = PropertyRegion(c, storage.data(), mine + 1, static_cast<std::uint32_t>(row_bytes),
-                        region_offsets);
+    const std::uint64_t mine = rows_of(rank);
+    // Rows, the header row, the version rows (all versions 0).
+    storage.assign((mine + 1 + version_rows(rank)) * dim, 0.0f);
+    const std::uint32_t header[2] = {o.bucket_rows, kHeaderMagic};
+    std::memcpy(storage.data() + mine * dim, header, std::min(sizeof header, row_bytes));
+    mr = PropertyRegion(c, storage.data(), mine + 1 + version_rows(rank),
+                        static_cast<std::uint32_t>(row_bytes), region_offsets);
     cq = Cq(c, 4);
     qp = Qp(c, cq, 4);
+    version_stamp.assign(version_base.back(), 0);
+    version_pos.assign(version_base.back(), 0);
+    check_headers();
   }
 
   std::uint64_t total() const { return row_offsets.back(); }
+  std::uint64_t rows_of(int p) const {
+    return row_offsets[static_cast<std::size_t>(p) + 1] - row_offsets[static_cast<std::size_t>(p)];
+  }
+  std::uint64_t buckets_of(int p) const {
+    return (rows_of(p) + options.bucket_rows - 1) >> bucket_shift;
+  }
+  std::uint64_t version_rows(int p) const {
+    const std::uint64_t words = std::uint64_t{1} << word_shift;
+    return (buckets_of(p) + words - 1) >> word_shift;
+  }
   int owner(std::uint64_t id) const {
     return static_cast<int>(std::upper_bound(row_offsets.begin(), row_offsets.end(), id) -
                             row_offsets.begin()) -
            1;
   }
-  std::uint64_t epoch_row(int p) const {
-    return region_offsets[static_cast<std::size_t>(p) + 1] - 1;
+  std::uint64_t header_row(int p) const {
+    return region_offsets[static_cast<std::size_t>(p)] + rows_of(p);
+  }
+  std::uint64_t region_row(std::uint64_t id, int p) const {
+    return region_offsets[static_cast<std::size_t>(p)] +
+           (id - row_offsets[static_cast<std::size_t>(p)]);
+  }
+
+  // Every rank reads every owner's header (one gather of P rows); each sees a difference if any
+  // rank differs, so every rank refuses. Quiesced before (every peer registered) and after
+  // (every peer's reads served before anyone leaves the constructor).
+  void check_headers() {
+    ctx->quiesce();
+    std::vector<std::uint64_t> rows;
+    for (int p = 0; p < size; ++p) rows.push_back(header_row(p));
+    std::vector<std::byte> got(rows.size() * row_bytes);
+    std::string problem;
+    try {
+      gather(rows, got.data(), "EmbeddingTable");
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+    ctx->quiesce();
+    stats = EmbeddingStats{};
+    if (!problem.empty()) throw Error(NS_ERR_TRANSPORT, problem);
+    const std::size_t words = std::min<std::size_t>(2, row_bytes / 4);  // dim 1: no magic
+    for (int p = 0; p < size; ++p) {
+      std::uint32_t h[2] = {options.bucket_rows, kHeaderMagic};
+      std::memcpy(h, got.data() + static_cast<std::size_t>(p) * row_bytes, words * 4);
+      if (h[0] != options.bucket_rows || h[1] != kHeaderMagic) {
+        refuse(NS_ERR_INVALID, "EmbeddingTable: ranks disagree on bucket_rows: rank " +
+                                   std::to_string(rank) + " has " +
+                                   std::to_string(options.bucket_rows) + ", rank " +
+                                   std::to_string(p) + " has " + std::to_string(h[0]));
+      }
+    }
   }
 
   void check_ids(std::span<const std::uint64_t> ids, std::size_t values, const char* call) const {
@@ -108,36 +185,21 @@ struct EmbeddingTable::Impl {
     run(rig_wr(0, mr, region_rows, out, region_rows.size() * row_bytes, Layout::kPositional), call);
   }
 
-  // The current epoch of every owner marked in `needed` (one gather of their hidden rows; the
-  // others' entries are left as they were and not used).
-  void read_epochs(const std::vector<char>& needed) {
-    epoch_idx.clear();
-    epoch_owners.clear();
-    for (int p = 0; p < size; ++p) {
-      if (needed[static_cast<std::size_t>(p)] == 0) continue;
-      epoch_idx.push_back(epoch_row(p));
-      epoch_owners.push_back(p);
-    }
-    epoch_rows.resize(epoch_idx.size() * row_bytes);
-    gather(epoch_idx, epoch_rows.data(), "lookup");
-    epochs.resize(static_cast<std::size_t>(size));
-    for (std::size_t k = 0; k < epoch_owners.size(); ++k) {
-      std::memcpy(&epochs[static_cast<std::size_t>(epoch_owners[k])],
-                  epoch_rows.data() + k * row_bytes, sizeof(std::uint32_t));
-    }
-    ++stats.epoch_reads;
-  }
-
   void lookup(std::span<const std::uint64_t> ids, std::span<float> out);
+  void read_versions(const std::vector<std::uint64_t>& distinct);
   void push(std::span<const std::uint64_t> ids, std::span<const float> deltas);
-  void bump_epochs(const std::vector<int>& owners);
+  // One NS_WR_RIS (int32 sum) of the rows in bump_idx with the words in bump_ones.
+  void send_bumps();
 
+  Context* ctx;
   int rank, size;
   std::uint32_t dim;
   std::size_t row_bytes;
   EmbeddingOptions options;
+  int bucket_shift = 0, word_shift = 0;
   std::vector<std::uint64_t> row_offsets, region_offsets;
-  std::vector<float> storage;  // never resized after registration
+  std::vector<std::uint64_t> version_base;  // per owner: index of its first version row, all owners
+  std::vector<float> storage;               // never resized after registration
   PropertyRegion mr;
   Cq cq;
   Qp qp;
@@ -147,56 +209,98 @@ struct EmbeddingTable::Impl {
   // Per-call scratch, kept to avoid allocations per batch.
   std::vector<std::uint32_t> slot_of;
   std::vector<const std::byte*> source;  // per distinct id: where its row is
-  std::vector<std::uint64_t> fetch_rows, fetch_ids, epoch_idx;
+  std::vector<std::uint64_t> fetch_rows, fetch_ids, version_idx, bump_idx;
   std::vector<std::uint32_t> fetch_of;  // per distinct id: its place in the fetch, or UINT32_MAX
-  std::vector<std::byte> staging, epoch_rows;
-  std::vector<std::uint32_t> epochs;
-  std::vector<int> owners;         // per distinct id
-  std::vector<char> remote_owner;  // per rank: the batch has ids it owns (not this rank)
-  std::vector<int> epoch_owners;   // the owners of the last epoch read, in gather order
+  std::vector<std::uint32_t> word_of;   // per distinct remote id: its version word in versions
+  std::vector<std::byte> staging;
+  std::vector<std::uint32_t> versions;  // the version rows read, row after row
+  std::vector<std::int32_t> bump_ones;
+  std::vector<int> owners;  // per distinct id
+  // Per version row of every owner: the call that last used it and where it went.
+  std::vector<std::uint32_t> version_stamp, version_pos;
+  std::uint32_t stamp = 0;
 };
+
+// The versions of the buckets of every remote id in `distinct` (owners filled): their version
+// rows, each once, in one gather; word_of[u] is then where id u's version is in `versions`.
+void EmbeddingTable::Impl::read_versions(const std::vector<std::uint64_t>& distinct) {
+  if (++stamp == 0) {
+    std::fill(version_stamp.begin(), version_stamp.end(), 0);
+    stamp = 1;
+  }
+  const std::size_t words_per_row = row_bytes / sizeof(std::uint32_t);
+  const std::uint64_t word_mask = (std::uint64_t{1} << word_shift) - 1;
+  version_idx.clear();
+  word_of.resize(distinct.size());
+  for (std::size_t u = 0; u < distinct.size(); ++u) {
+    const int p = owners[u];
+    if (p == rank) continue;
+    const std::uint64_t bucket =
+        (distinct[u] - row_offsets[static_cast<std::size_t>(p)]) >> bucket_shift;
+    const std::uint64_t v = bucket >> word_shift;
+    const std::uint64_t g = version_base[static_cast<std::size_t>(p)] + v;
+    if (version_stamp[g] != stamp) {
+      version_stamp[g] = stamp;
+      version_pos[g] = static_cast<std::uint32_t>(version_idx.size());
+      version_idx.push_back(header_row(p) + 1 + v);
+    }
+    word_of[u] = static_cast<std::uint32_t>(version_pos[g] * words_per_row + (bucket & word_mask));
+  }
+  versions.resize(version_idx.size() * words_per_row);
+  gather(version_idx, versions.data(), "lookup");
+  ++stats.version_reads;
+  stats.version_rows += version_idx.size();
+  stats.version_words += version_idx.size() * (std::uint64_t{1} << word_shift);
+}
 
 void EmbeddingTable::Impl::lookup(std::span<const std::uint64_t> ids, std::span<float> out) {
   check_ids(ids, out.size(), "lookup");
   stats.lookups += ids.size();
   if (ids.empty()) return;
   if (!options.dedup) {
+    const std::uint64_t t0 = now_ns();
     fetch_rows.resize(ids.size());
-    for (std::size_t j = 0; j < ids.size(); ++j) fetch_rows[j] = ids[j] + owner(ids[j]);
+    for (std::size_t j = 0; j < ids.size(); ++j) fetch_rows[j] = region_row(ids[j], owner(ids[j]));
     stats.distinct += ids.size();
     stats.fetched_rows += ids.size();
+    const std::uint64_t t1 = now_ns();
     gather(fetch_rows, out.data(), "lookup");
+    stats.dedup_ns += t1 - t0;
+    stats.gather_ns += now_ns() - t1;
     return;
   }
+  const std::uint64_t t0 = now_ns();
   slot_of.resize(ids.size());
   const std::vector<std::uint64_t>& distinct = dedup.run(ids.data(), ids.size(), slot_of.data());
   stats.distinct += distinct.size();
   const bool cached = cache.capacity() > 0;
   owners.resize(distinct.size());
-  // Only the owners this batch reads from: a peer that is gone fails the lookups that need it,
-  // not every lookup.
-  remote_owner.assign(static_cast<std::size_t>(size), 0);
   bool any_remote = false;
   for (std::size_t u = 0; u < distinct.size(); ++u) {
     owners[u] = owner(distinct[u]);
-    if (owners[u] != rank) {
-      remote_owner[static_cast<std::size_t>(owners[u])] = 1;
-      any_remote = true;
-    }
+    any_remote = any_remote || owners[u] != rank;
   }
-  if (cached && any_remote) read_epochs(remote_owner);
+  const std::uint64_t t1 = now_ns();
+  stats.dedup_ns += t1 - t0;
+  // Only the owners this batch reads from: a peer that is gone fails the lookups that need it,
+  // not every lookup.
+  if (cached && any_remote) read_versions(distinct);
+  const std::uint64_t t2 = now_ns();
+  stats.version_ns += t2 - t1;
   // Hits first (their pointers stay valid until the inserts below), the rest into one gather.
   source.assign(distinct.size(), nullptr);
   fetch_of.assign(distinct.size(), UINT32_MAX);
   fetch_rows.clear();
   fetch_ids.clear();
+  constexpr std::size_t kAhead = 16;  // prefetch distance in ids (the one value measured)
   for (std::size_t u = 0; u < distinct.size(); ++u) {
+    if (cached && u + kAhead < distinct.size()) cache.prefetch(distinct[u + kAhead]);
     const int p = owners[u];
     if (p == rank) {
       ++stats.local_rows;
     } else if (cached) {
       const std::uint64_t stale_before = cache.stale_dropped();
-      source[u] = cache.find(distinct[u], epochs[static_cast<std::size_t>(p)]);
+      source[u] = cache.find(distinct[u], versions[word_of[u]]);
       stats.cache_stale += cache.stale_dropped() - stale_before;
       if (source[u] != nullptr) {
         ++stats.cache_hits;
@@ -204,9 +308,11 @@ void EmbeddingTable::Impl::lookup(std::span<const std::uint64_t> ids, std::span<
       }
     }
     fetch_of[u] = static_cast<std::uint32_t>(fetch_rows.size());
-    fetch_rows.push_back(distinct[u] + static_cast<std::uint64_t>(p));
+    fetch_rows.push_back(region_row(distinct[u], p));
     fetch_ids.push_back(u);
   }
+  const std::uint64_t t3 = now_ns();
+  stats.cache_ns += t3 - t2;
   if (!fetch_rows.empty()) {
     staging.resize(fetch_rows.size() * row_bytes);
     gather(fetch_rows, staging.data(), "lookup");
@@ -215,20 +321,21 @@ void EmbeddingTable::Impl::lookup(std::span<const std::uint64_t> ids, std::span<
       if (fetch_of[u] != UINT32_MAX) source[u] = staging.data() + fetch_of[u] * row_bytes;
     }
   }
+  const std::uint64_t t4 = now_ns();
+  stats.gather_ns += t4 - t3;
   auto* dst = reinterpret_cast<std::byte*>(out.data());
   for (std::size_t j = 0; j < ids.size(); ++j) {
     std::memcpy(dst + j * row_bytes, source[slot_of[j]], row_bytes);
   }
   if (cached) {
     for (std::size_t f = 0; f < fetch_ids.size(); ++f) {
+      if (f + kAhead < fetch_ids.size()) cache.prefetch(distinct[fetch_ids[f + kAhead]]);
       const std::size_t u = fetch_ids[f];
-      const int p = owners[u];
-      if (p != rank) {
-        cache.insert(distinct[u], epochs[static_cast<std::size_t>(p)],
-                     staging.data() + f * row_bytes);
-      }
+      if (owners[u] != rank)
+        cache.insert(distinct[u], versions[word_of[u]], staging.data() + f * row_bytes);
     }
   }
+  stats.output_ns += now_ns() - t4;
 }
 
 void EmbeddingTable::Impl::push(std::span<const std::uint64_t> ids, std::span<const float> deltas) {
@@ -236,33 +343,41 @@ void EmbeddingTable::Impl::push(std::span<const std::uint64_t> ids, std::span<co
   ++stats.pushes;
   if (ids.empty()) return;
   fetch_rows.resize(ids.size());
-  std::vector<char> touched(static_cast<std::size_t>(size), 0);
-  for (std::size_t j = 0; j < ids.size(); ++j) {
-    const int p = owner(ids[j]);
-    touched[static_cast<std::size_t>(p)] = 1;
-    fetch_rows[j] = ids[j] + static_cast<std::uint64_t>(p);
-  }
-  // The rows first: their completion means every owner applied them; only then the epochs.
+  for (std::size_t j = 0; j < ids.size(); ++j) fetch_rows[j] = region_row(ids[j], owner(ids[j]));
+  // The rows first: their completion means every owner applied them; only then the versions.
   run(ris_wr<float>(0, mr, fetch_rows, deltas, RisOp::kSum), "push_gradients");
-  std::vector<int> owners;
-  for (int p = 0; p < size; ++p) {
-    if (touched[static_cast<std::size_t>(p)] != 0) owners.push_back(p);
+  // One bump row per version row written: word = 1 for every bucket written (once however
+  // many of its rows were).
+  if (++stamp == 0) {
+    std::fill(version_stamp.begin(), version_stamp.end(), 0);
+    stamp = 1;
   }
-  bump_epochs(owners);
+  const std::size_t words_per_row = row_bytes / sizeof(std::int32_t);
+  const std::uint64_t word_mask = (std::uint64_t{1} << word_shift) - 1;
+  bump_idx.clear();
+  bump_ones.clear();
+  for (const std::uint64_t id : ids) {
+    const int p = owner(id);
+    const std::uint64_t bucket = (id - row_offsets[static_cast<std::size_t>(p)]) >> bucket_shift;
+    const std::uint64_t v = bucket >> word_shift;
+    const std::uint64_t g = version_base[static_cast<std::size_t>(p)] + v;
+    if (version_stamp[g] != stamp) {
+      version_stamp[g] = stamp;
+      version_pos[g] = static_cast<std::uint32_t>(bump_idx.size());
+      bump_idx.push_back(header_row(p) + 1 + v);
+      bump_ones.resize(bump_ones.size() + words_per_row, 0);
+    }
+    std::int32_t& word = bump_ones[version_pos[g] * words_per_row + (bucket & word_mask)];
+    stats.bumped_buckets += word == 0 ? 1 : 0;
+    word = 1;
+  }
+  send_bumps();
 }
 
-// +1 on the epoch word of each owner (int32 sum over the hidden row: element 0 gets 1, the rest
-// of the row 0), applied by the owners' engines.
-void EmbeddingTable::Impl::bump_epochs(const std::vector<int>& owners) {
-  if (owners.empty()) return;
-  const std::size_t words = row_bytes / sizeof(std::int32_t);
-  std::vector<std::int32_t> ones(owners.size() * words, 0);
-  epoch_idx.clear();
-  for (std::size_t k = 0; k < owners.size(); ++k) {
-    ones[k * words] = 1;
-    epoch_idx.push_back(epoch_row(owners[k]));
-  }
-  run(ris_wr<std::int32_t>(0, mr, epoch_idx, ones, RisOp::kSum), "push_gradients");
+void EmbeddingTable::Impl::send_bumps() {
+  if (bump_idx.empty()) return;
+  stats.bump_rows += bump_idx.size();
+  run(ris_wr<std::int32_t>(0, mr, bump_idx, bump_ones, RisOp::kSum), "push_gradients");
 }
 
 EmbeddingTable::EmbeddingTable(Context& ctx, std::uint32_t dim,
@@ -280,10 +395,21 @@ std::uint64_t EmbeddingTable::total_rows() const noexcept {
   return impl_->total();
 }
 std::span<float> EmbeddingTable::local_rows() noexcept {
-  return {impl_->storage.data(), impl_->storage.size() - impl_->dim};
+  return {impl_->storage.data(), impl_->rows_of(impl_->rank) * impl_->dim};
 }
 void EmbeddingTable::local_rows_changed() {
-  impl_->bump_epochs({impl_->rank});
+  Impl& t = *impl_;
+  const std::uint64_t n = t.version_rows(t.rank);
+  const std::size_t words_per_row = t.row_bytes / sizeof(std::int32_t);
+  t.bump_idx.clear();
+  t.bump_ones.assign(n * words_per_row, 0);
+  for (std::uint64_t v = 0; v < n; ++v) {
+    t.bump_idx.push_back(t.header_row(t.rank) + 1 + v);
+    for (std::size_t w = 0; w < (std::size_t{1} << t.word_shift); ++w)
+      t.bump_ones[v * words_per_row + w] = 1;
+  }
+  t.stats.bumped_buckets += t.buckets_of(t.rank);
+  t.send_bumps();
 }
 void EmbeddingTable::lookup(std::span<const std::uint64_t> ids, std::span<float> out) {
   impl_->lookup(ids, out);
@@ -293,6 +419,11 @@ void EmbeddingTable::push_gradients(std::span<const std::uint64_t> ids,
   impl_->push(ids, deltas);
 }
 void EmbeddingTable::set_options(const EmbeddingOptions& options) {
+  if (options.bucket_rows != impl_->options.bucket_rows) {
+    refuse(NS_ERR_INVALID, "set_options: bucket_rows is fixed at construction (" +
+                               std::to_string(impl_->options.bucket_rows) + "), not " +
+                               std::to_string(options.bucket_rows));
+  }
   impl_->options = options;
   impl_->cache = embedding::RowCache(options.cache_rows, impl_->row_bytes);
 }

@@ -16,12 +16,10 @@ RowCache::RowCache(std::uint64_t capacity_rows, std::size_t row_bytes)
   if (capacity_rows >= kNone) throw std::length_error("RowCache: at most 2^32 - 2 rows");
   if (capacity_rows == 0) return;
   const std::uint64_t cells = std::bit_ceil(std::max<std::uint64_t>(16, 2 * capacity_rows));
-  cells_.assign(cells, kNone);
+  cells_.assign(cells, Cell{0, kNone, 0});
   hash_shift_ = 64 - std::countr_zero(cells);
   ids_.resize(capacity_rows);
-  epochs_.resize(capacity_rows);
-  prev_.resize(capacity_rows);
-  next_.resize(capacity_rows);
+  links_.resize(capacity_rows);
   rows_.resize(capacity_rows * row_bytes);
 }
 
@@ -32,20 +30,19 @@ std::size_t RowCache::cell_of(std::uint64_t id) const noexcept {
 std::size_t RowCache::probe(std::uint64_t id) const noexcept {
   const std::size_t mask = cells_.size() - 1;
   std::size_t c = cell_of(id);
-  while (cells_[c] != kNone && ids_[cells_[c]] != id) c = (c + 1) & mask;
+  while (cells_[c].slot != kNone && cells_[c].id != id) c = (c + 1) & mask;
   return c;
 }
 
 void RowCache::unlink(std::uint32_t slot) noexcept {
-  const std::uint32_t p = prev_[slot], n = next_[slot];
-  (p == kNone ? head_ : next_[p]) = n;
-  (n == kNone ? tail_ : prev_[n]) = p;
+  const Links l = links_[slot];
+  (l.prev == kNone ? head_ : links_[l.prev].next) = l.next;
+  (l.next == kNone ? tail_ : links_[l.next].prev) = l.prev;
 }
 
 void RowCache::push_front(std::uint32_t slot) noexcept {
-  prev_[slot] = kNone;
-  next_[slot] = head_;
-  (head_ == kNone ? tail_ : prev_[head_]) = slot;
+  links_[slot] = Links{kNone, head_};
+  (head_ == kNone ? tail_ : links_[head_].prev) = slot;
   head_ = slot;
 }
 
@@ -54,8 +51,8 @@ void RowCache::push_front(std::uint32_t slot) noexcept {
 void RowCache::erase_cell(std::size_t cell) {
   const std::size_t mask = cells_.size() - 1;
   std::size_t hole = cell;
-  for (std::size_t c = (cell + 1) & mask; cells_[c] != kNone; c = (c + 1) & mask) {
-    const std::size_t home = cell_of(ids_[cells_[c]]);
+  for (std::size_t c = (cell + 1) & mask; cells_[c].slot != kNone; c = (c + 1) & mask) {
+    const std::size_t home = cell_of(cells_[c].id);
     // Move c into the hole unless its home lies cyclically in (hole, c].
     const bool home_after_hole =
         hole <= c ? (home > hole && home <= c) : (home > hole || home <= c);
@@ -64,23 +61,24 @@ void RowCache::erase_cell(std::size_t cell) {
       hole = c;
     }
   }
-  cells_[hole] = kNone;
+  cells_[hole].slot = kNone;
 }
 
 void RowCache::remove(std::size_t cell) {
-  const std::uint32_t slot = cells_[cell];
+  const std::uint32_t slot = cells_[cell].slot;
   unlink(slot);
   erase_cell(cell);
   free_.push_back(slot);
   --used_;
 }
 
-const std::byte* RowCache::find(std::uint64_t id, std::uint32_t epoch) {
+const std::byte* RowCache::find(std::uint64_t id, std::uint32_t version) {
   if (capacity_ == 0) return nullptr;
   const std::size_t cell = probe(id);
-  const std::uint32_t slot = cells_[cell];
-  if (slot == kNone) return nullptr;
-  if (epochs_[slot] != epoch) {
+  const Cell& c = cells_[cell];
+  if (c.slot == kNone) return nullptr;
+  const std::uint32_t slot = c.slot;
+  if (c.version != version) {
     ++stale_;
     remove(cell);
     return nullptr;
@@ -92,10 +90,10 @@ const std::byte* RowCache::find(std::uint64_t id, std::uint32_t epoch) {
   return rows_.data() + std::size_t{slot} * row_bytes_;
 }
 
-void RowCache::insert(std::uint64_t id, std::uint32_t epoch, const std::byte* row) {
+void RowCache::insert(std::uint64_t id, std::uint32_t version, const std::byte* row) {
   if (capacity_ == 0) return;
   std::size_t cell = probe(id);
-  std::uint32_t slot = cells_[cell];
+  std::uint32_t slot = cells_[cell].slot;
   if (slot != kNone) {
     unlink(slot);
   } else {
@@ -115,16 +113,17 @@ void RowCache::insert(std::uint64_t id, std::uint32_t epoch, const std::byte* ro
       ++used_;
     }
     cell = probe(id);  // the erase may have moved the empty cell
-    cells_[cell] = slot;
+    cells_[cell].id = id;
+    cells_[cell].slot = slot;
     ids_[slot] = id;
   }
-  epochs_[slot] = epoch;
+  cells_[cell].version = version;
   push_front(slot);
   std::memcpy(rows_.data() + std::size_t{slot} * row_bytes_, row, row_bytes_);
 }
 
 void RowCache::clear() {
-  std::fill(cells_.begin(), cells_.end(), kNone);
+  std::fill(cells_.begin(), cells_.end(), Cell{0, kNone, 0});
   used_ = 0;
   next_fresh_ = 0;
   free_.clear();
@@ -134,26 +133,25 @@ void RowCache::clear() {
 const std::vector<std::uint64_t>& IdDedup::run(const std::uint64_t* ids, std::size_t n,
                                                std::uint32_t* slot_of) {
   const std::size_t want = std::bit_ceil(std::max<std::size_t>(1024, 2 * n));
-  if (keys_.size() < want || ++stamp_ == 0) {
-    keys_.assign(std::max(want, keys_.size()), 0);
-    values_.assign(keys_.size(), 0);
-    stamps_.assign(keys_.size(), 0);
+  if (table_.size() < want || ++stamp_ == 0) {
+    table_.assign(std::max(want, table_.size()), Entry{0, 0, 0});
     stamp_ = 1;
   }
-  const std::size_t mask = keys_.size() - 1;
-  const int shift = 64 - std::countr_zero(keys_.size());
+  const std::size_t mask = table_.size() - 1;
+  const int shift = 64 - std::countr_zero(table_.size());
   distinct_.clear();
+  constexpr std::size_t kAhead = 16;  // ids: independent probes, the next ones' loads start early
   for (std::size_t j = 0; j < n; ++j) {
+    if (j + kAhead < n) __builtin_prefetch(&table_[(ids[j + kAhead] * kGolden) >> shift]);
     const std::uint64_t id = ids[j];
     std::size_t c = static_cast<std::size_t>((id * kGolden) >> shift);
-    while (stamps_[c] == stamp_ && keys_[c] != id) c = (c + 1) & mask;
-    if (stamps_[c] != stamp_) {
-      stamps_[c] = stamp_;
-      keys_[c] = id;
-      values_[c] = static_cast<std::uint32_t>(distinct_.size());
+    while (table_[c].stamp == stamp_ && table_[c].key != id) c = (c + 1) & mask;
+    Entry& e = table_[c];
+    if (e.stamp != stamp_) {
+      e = Entry{id, static_cast<std::uint32_t>(distinct_.size()), stamp_};
       distinct_.push_back(id);
     }
-    slot_of[j] = values_[c];
+    slot_of[j] = e.value;
   }
   return distinct_;
 }

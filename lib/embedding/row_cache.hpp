@@ -1,13 +1,15 @@
 // The embedding layer's cache of remote rows: plain LRU over a fixed number of row slots, each
-// row labelled with its owner's epoch when it was fetched. A row is served only under the epoch
-// the caller says is current; one under an older epoch is dropped when found (never served).
+// row labelled with the version its bucket had before it was fetched. A row is served only under
+// the version the caller says is current; one under another version is dropped when found (never
+// served).
 //
 // Why plain LRU and not set-associative (FBGEMM / TorchRec): in software the associativity buys
 // nothing (no fixed ways to search in parallel), and a full LRU never evicts a hot row because
 // its set is crowded. The index is an open-addressing table with linear probing (load <= 1/2)
 // and backward-shift deletion, so a lookup is one hash and a short probe, and an eviction leaves
-// no tombstones to slow later probes. The recency order is an intrusive doubly linked list over
-// the slots.
+// no tombstones to slow later probes. A cell holds the id, its slot and its version, so a probe
+// and the version check read consecutive bytes (no hop through a per-slot array). The recency
+// order is an intrusive doubly linked list over the slots.
 #pragma once
 
 #include <cstddef>
@@ -21,13 +23,18 @@ class RowCache {
   // capacity_rows = 0: a cache that holds nothing (find never hits, insert keeps nothing).
   RowCache(std::uint64_t capacity_rows, std::size_t row_bytes);
 
-  // The cached row of `id` if it is held under `epoch` (it becomes the most recently used);
-  // nullptr otherwise. A row held under another epoch is removed and counted as stale. The
+  // The cached row of `id` if it is held under `version` (it becomes the most recently used);
+  // nullptr otherwise. A row held under another version is removed and counted as stale. The
   // pointer stays valid until the next insert() or clear() (find never moves rows).
-  const std::byte* find(std::uint64_t id, std::uint32_t epoch);
-  // Holds a copy of `row` for `id` under `epoch` (replacing what `id` had), evicting the least
+  const std::byte* find(std::uint64_t id, std::uint32_t version);
+  // Holds a copy of `row` for `id` under `version` (replacing what `id` had), evicting the least
   // recently used row when full. Pointers from find() may be invalidated.
-  void insert(std::uint64_t id, std::uint32_t epoch, const std::byte* row);
+  void insert(std::uint64_t id, std::uint32_t version, const std::byte* row);
+  // Starts loading the index cell of `id` (a batch's finds and inserts are independent: issued
+  // a few ids ahead, the probe's first memory access overlaps the work on the ids before).
+  void prefetch(std::uint64_t id) const noexcept {
+    if (capacity_ != 0) __builtin_prefetch(&cells_[cell_of(id)]);
+  }
   void clear();
 
   std::uint64_t size() const noexcept { return used_; }
@@ -56,12 +63,21 @@ class RowCache {
   std::uint32_t next_fresh_ = 0;  // slots [0, next_fresh_) have been handed out
   std::vector<std::uint32_t> free_;
   std::uint64_t stale_ = 0, evictions_ = 0;
-  // Index: cells of slot numbers (kNone = empty); 2^shift_bits cells.
-  std::vector<std::uint32_t> cells_;
+  struct Cell {
+    std::uint64_t id;
+    std::uint32_t slot;  // kNone: empty
+    std::uint32_t version;
+  };
+  struct Links {
+    std::uint32_t prev, next;
+  };
+  // Index: a power of two of cells.
+  std::vector<Cell> cells_;
   int hash_shift_ = 64;
-  // Per slot: the id, its epoch, the LRU links; its row at rows_[slot * row_bytes_].
+  // Per slot: its id (to find its cell when evicted), the LRU links; its row at
+  // rows_[slot * row_bytes_].
   std::vector<std::uint64_t> ids_;
-  std::vector<std::uint32_t> epochs_, prev_, next_;
+  std::vector<Links> links_;
   std::vector<std::byte> rows_;
   std::uint32_t head_ = kNone, tail_ = kNone;  // most / least recently used
 };
@@ -77,8 +93,11 @@ class IdDedup {
   const std::vector<std::uint64_t>& distinct() const noexcept { return distinct_; }
 
  private:
-  std::vector<std::uint64_t> keys_;
-  std::vector<std::uint32_t> values_, stamps_;
+  struct Entry {  // one probe reads one entry
+    std::uint64_t key;
+    std::uint32_t value, stamp;
+  };
+  std::vector<Entry> table_;
   std::uint32_t stamp_ = 0;
   std::vector<std::uint64_t> distinct_;
 };

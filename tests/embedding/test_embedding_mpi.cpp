@@ -1,7 +1,9 @@
 // The embedding table over real processes (mpirun -np 2-4): every byte of every lookup against a
 // sequential reference of the whole table, with heavy duplication, for the plain gather, the
 // de-duplicated gather and the cache (small and large); updates between iterations are always
-// seen (a cached row of an older epoch is never served); an out-of-range id fails the call on
+// seen, for bucket sizes 1-64 (a cached row of an older bucket version is never served); a row
+// another rank updated is refetched while a row of a bucket nobody wrote stays a hit (exact
+// counts); ranks that disagree on bucket_rows all refuse; an out-of-range id fails the call on
 // the caller and changes no byte anywhere. Ranks wait for each other with ns_quiesce (an
 // MPI_Barrier would stop an INLINE engine from serving its peers).
 // NETSPARSE_TEST_PROGRESS=thread|inline picks the engine's progress mode.
@@ -142,14 +144,16 @@ TEST(EmbeddingMpi, EveryPolicyMatchesTheReference) {
 
 // Lookups, then every rank pushes gradients, then lookups again: each must see every update.
 // A row served from a cache filled before an update would differ from the reference.
-TEST(EmbeddingMpi, UpdatesBetweenIterationsAreAlwaysSeen) {
+class EmbeddingBuckets : public ::testing::TestWithParam<std::uint32_t> {};
+
+TEST_P(EmbeddingBuckets, UpdatesBetweenIterationsAreAlwaysSeen) {
   int size = 0;
   const int rank = world(&size);
   netsparse::Context ctx = open_context();
   const std::vector<std::uint64_t> offsets = offsets_for(size);
   const std::uint64_t total = offsets.back();
   constexpr std::uint32_t kDim = 8;
-  EmbeddingTable table(ctx, kDim, offsets, EmbeddingOptions{total, true});
+  EmbeddingTable table(ctx, kDim, offsets, EmbeddingOptions{total, true, GetParam()});
   fill_local(table, offsets, rank);
   ctx.quiesce();
   Reference ref(total, kDim);
@@ -196,6 +200,94 @@ TEST(EmbeddingMpi, UpdatesBetweenIterationsAreAlwaysSeen) {
   std::vector<float> out(total * kDim);
   table.lookup(all, out);
   EXPECT_EQ(first_mismatch(all, out, ref), -1);
+  ctx.quiesce();
+}
+
+INSTANTIATE_TEST_SUITE_P(BucketRows, EmbeddingBuckets, ::testing::Values(1u, 4u, 16u, 64u));
+
+// Every rank caches every remote row; then one rank adds into one row x of another rank. On the
+// next full lookup a rank other than x's owner refetches exactly x's bucket (its rows are
+// refused as stale, x comes back updated) and serves every other remote row from its cache: an
+// update invalidates only the bucket it wrote. x's owner caches nothing of its own rows, so it
+// refetches nothing remote.
+TEST(EmbeddingMpi, AnUpdateInvalidatesOnlyTheBucketItWrote) {
+  int size = 0;
+  const int rank = world(&size);
+  netsparse::Context ctx = open_context();
+  const std::vector<std::uint64_t> offsets = offsets_for(size);
+  const std::uint64_t total = offsets.back();
+  constexpr std::uint32_t kDim = 4;
+  for (const std::uint32_t bucket : {1u, 8u}) {
+    EmbeddingTable table(ctx, kDim, offsets, EmbeddingOptions{total, true, bucket});
+    fill_local(table, offsets, rank);
+    ctx.quiesce();
+    Reference ref(total, kDim);
+    std::vector<std::uint64_t> all(total);
+    for (std::uint64_t id = 0; id < total; ++id) all[id] = id;
+    std::vector<float> out(total * kDim);
+    table.lookup(all, out);  // fills the cache with every remote row
+    ASSERT_EQ(first_mismatch(all, out, ref), -1);
+    ctx.quiesce();
+    // x: the 19th row of the last rank (its bucket holds full neighbours for bucket 8: 16-23).
+    const int owner = size - 1;
+    const std::uint64_t first = offsets[static_cast<std::size_t>(owner)];
+    const std::uint64_t x = first + 19;
+    if (rank == 0) {
+      const std::vector<std::uint64_t> ids = {x, x};  // a repeat: summed, one bucket bumped
+      const std::vector<float> g(2 * kDim, 0.5f);
+      table.push_gradients(ids, g);
+      EXPECT_EQ(table.stats().bumped_buckets, 1u);
+      EXPECT_EQ(table.stats().bump_rows, 1u);
+    }
+    for (std::uint32_t e = 0; e < kDim; ++e) ref.rows[x * kDim + e] += 1.0f;
+    ctx.quiesce();
+    table.reset_stats();
+    table.lookup(all, out);
+    EXPECT_EQ(first_mismatch(all, out, ref), -1) << "bucket " << bucket;
+    const netsparse::EmbeddingStats s = table.stats();
+    const std::uint64_t mine =
+        offsets[static_cast<std::size_t>(rank) + 1] - offsets[static_cast<std::size_t>(rank)];
+    const std::uint64_t remote = total - mine;
+    const std::uint64_t refetched = rank == owner ? 0 : bucket;  // x's whole bucket
+    EXPECT_EQ(s.cache_stale, refetched) << "bucket " << bucket;
+    EXPECT_EQ(s.cache_hits, remote - refetched) << "bucket " << bucket;
+    EXPECT_EQ(s.fetched_rows, mine + refetched) << "bucket " << bucket;
+    EXPECT_EQ(s.version_reads, 1u);
+    ctx.quiesce();  // nobody reads this table any more
+  }
+}
+
+// bucket_rows decides where versions live, so every rank must use the same: a rank that differs
+// makes every rank refuse (here the layouts coincide, so only the table's own check sees it).
+// A bucket size that is not a power of two, or a change through set_options, is refused too.
+TEST(EmbeddingMpi, RanksThatDisagreeOnBucketRowsAllRefuse) {
+  int size = 0;
+  const int rank = world(&size);
+  netsparse::Context ctx = open_context();
+  const std::vector<std::uint64_t> offsets = offsets_for(size);
+  // 37 + 11 p rows of 16 floats: 8 or 16 rows per bucket both need one version row per owner.
+  bool refused = false;
+  try {
+    EmbeddingTable table(ctx, 16, offsets, EmbeddingOptions{64, true, rank == 0 ? 8u : 16u});
+  } catch (const netsparse::Error& e) {
+    refused = e.status() == NS_ERR_INVALID &&
+              std::string(e.what()).find("disagree on bucket_rows") != std::string::npos;
+  }
+  EXPECT_TRUE(refused);
+  EXPECT_TRUE(all_ranks(refused));
+  bool odd_refused = false;
+  try {
+    EmbeddingTable table(ctx, 16, offsets, EmbeddingOptions{64, true, 12});
+  } catch (const netsparse::Error& e) {
+    odd_refused = e.status() == NS_ERR_INVALID;
+  }
+  EXPECT_TRUE(odd_refused);
+  // The context is still usable: an agreed table works, and keeps its bucket size.
+  EmbeddingTable table(ctx, 16, offsets, EmbeddingOptions{64, true, 4});
+  EXPECT_EQ(table.options().bucket_rows, 4u);
+  EXPECT_THROW(table.set_options(EmbeddingOptions{64, true, 8}), netsparse::Error);
+  table.set_options(EmbeddingOptions{0, true, 4});
+  EXPECT_EQ(table.options().cache_rows, 0u);
   ctx.quiesce();
 }
 

@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
     }
     worst_ms = std::max(worst_ms, ms_since(posted));
   }
-  // Lookups that need only live owners still work after the death (the epoch exchange asks
+  // Lookups that need only live owners still work after the death (the version exchange asks
   // only the owners a batch reads from), and are right. INLINE: the other survivor may have
   // left its loop and no longer runs its engine, so only this rank's own rows.
   try {

@@ -16,16 +16,16 @@ namespace {
 
 constexpr std::size_t kRowBytes = 24;
 
-std::vector<std::byte> row_of(std::uint64_t id, std::uint32_t epoch) {
+std::vector<std::byte> row_of(std::uint64_t id, std::uint32_t version) {
   std::vector<std::byte> r(kRowBytes);
   for (std::size_t b = 0; b < kRowBytes; ++b)
-    r[b] = static_cast<std::byte>((id * 131 + epoch * 17 + b) & 0xFF);
+    r[b] = static_cast<std::byte>((id * 131 + version * 17 + b) & 0xFF);
   return r;
 }
 
-bool holds(RowCache& c, std::uint64_t id, std::uint32_t epoch) {
-  const std::byte* p = c.find(id, epoch);
-  return p != nullptr && std::memcmp(p, row_of(id, epoch).data(), kRowBytes) == 0;
+bool holds(RowCache& c, std::uint64_t id, std::uint32_t version) {
+  const std::byte* p = c.find(id, version);
+  return p != nullptr && std::memcmp(p, row_of(id, version).data(), kRowBytes) == 0;
 }
 
 }  // namespace
@@ -52,18 +52,18 @@ TEST(RowCache, EvictsTheLeastRecentlyUsed) {
   EXPECT_EQ(c.mru_id(), 3u);
 }
 
-TEST(RowCache, AnOlderEpochIsNeverServedAndIsDropped) {
+TEST(RowCache, AnotherVersionIsNeverServedAndIsDropped) {
   RowCache c(4, kRowBytes);
   c.insert(7, 1, row_of(7, 1).data());
   EXPECT_EQ(c.find(7, 2), nullptr);
   EXPECT_EQ(c.stale_dropped(), 1u);
   EXPECT_EQ(c.size(), 0u);
-  EXPECT_EQ(c.find(7, 1), nullptr);  // gone, not kept for the old epoch either
+  EXPECT_EQ(c.find(7, 1), nullptr);  // gone, not kept for the old version either
   c.insert(7, 2, row_of(7, 2).data());
   EXPECT_TRUE(holds(c, 7, 2));
 }
 
-TEST(RowCache, ReinsertReplacesTheRowAndItsEpoch) {
+TEST(RowCache, ReinsertReplacesTheRowAndItsVersion) {
   RowCache c(2, kRowBytes);
   c.insert(9, 0, row_of(9, 0).data());
   c.insert(9, 3, row_of(9, 3).data());
@@ -80,42 +80,42 @@ TEST(RowCache, HitPointersSurviveStaleRemovals) {
   EXPECT_EQ(std::memcmp(kept, row_of(3, 0).data(), kRowBytes), 0);
 }
 
-// Random inserts, finds and epoch changes over ids that collide in the index, against a model
+// Random inserts, finds and version changes over ids that collide in the index, against a model
 // (list in recency order): membership, contents and the LRU victim must agree at every step.
 TEST(RowCache, MatchesAnLruModel) {
   for (const std::uint64_t capacity : {1u, 3u, 17u, 64u}) {
     RowCache c(capacity, kRowBytes);
     std::list<std::uint64_t> order;  // front = most recently used
-    std::map<std::uint64_t, std::uint32_t> epoch_of;
+    std::map<std::uint64_t, std::uint32_t> version_of;
     std::mt19937_64 rng(capacity);
     const std::uint64_t span = 3 * capacity + 5;
     for (int step = 0; step < 20000; ++step) {
       const std::uint64_t id = (rng() % span) << (rng() % 2 ? 20 : 0);  // spread and clustered
-      const auto epoch = static_cast<std::uint32_t>(rng() % 3);
-      const auto it = epoch_of.find(id);
+      const auto version = static_cast<std::uint32_t>(rng() % 3);
+      const auto it = version_of.find(id);
       if (rng() % 2 == 0) {
-        const bool model_hit = it != epoch_of.end() && it->second == epoch;
-        ASSERT_EQ(holds(c, id, epoch), model_hit) << "capacity " << capacity << " step " << step;
-        if (it != epoch_of.end()) {
+        const bool model_hit = it != version_of.end() && it->second == version;
+        ASSERT_EQ(holds(c, id, version), model_hit) << "capacity " << capacity << " step " << step;
+        if (it != version_of.end()) {
           order.remove(id);
           if (model_hit) {
             order.push_front(id);
           } else {
-            epoch_of.erase(it);
+            version_of.erase(it);
           }
         }
       } else {
-        c.insert(id, epoch, row_of(id, epoch).data());
-        if (it != epoch_of.end()) {
+        c.insert(id, version, row_of(id, version).data());
+        if (it != version_of.end()) {
           order.remove(id);
-        } else if (epoch_of.size() == capacity) {
-          epoch_of.erase(order.back());
+        } else if (version_of.size() == capacity) {
+          version_of.erase(order.back());
           order.pop_back();
         }
         order.push_front(id);
-        epoch_of[id] = epoch;
+        version_of[id] = version;
       }
-      ASSERT_EQ(c.size(), epoch_of.size());
+      ASSERT_EQ(c.size(), version_of.size());
       if (!order.empty()) {
         ASSERT_EQ(c.lru_id(), order.back());
         ASSERT_EQ(c.mru_id(), order.front());
@@ -123,7 +123,7 @@ TEST(RowCache, MatchesAnLruModel) {
     }
     c.clear();
     EXPECT_EQ(c.size(), 0u);
-    for (const auto& [id, epoch] : epoch_of) EXPECT_EQ(c.find(id, epoch), nullptr);
+    for (const auto& [id, version] : version_of) EXPECT_EQ(c.find(id, version), nullptr);
   }
 }
 
