@@ -875,6 +875,11 @@ std::string compare(double value, double reference, const char* more, const char
   return fmt(f < 10 ? "%.2fx " : "%.1fx ", f) + (r > 1 ? more : less);
 }
 
+// compare()'s words before a comparison's object: "1.10x slower than", or "as fast as".
+std::string than(const std::string& compared, const char* same = "as fast as") {
+  return compared == "same" ? same : compared + " than";
+}
+
 // The "bytes vs su" column: this mode's bytes against su's, never a factor below 1.
 std::string bytes_vs_su(const Result& r, const Result* su) {
   if (r.mode == CommMode::ideal || su == nullptr || !su->error.empty()) return "-";
@@ -1034,7 +1039,9 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
         human_bytes(n.bytes_total).c_str(), n.bytes_total / vol.min_wire_total,
         n.bytes_total / vol.min_property_total,
         su != nullptr && su->error.empty() && n.bytes_total > 0 && su->bytes_total > 0
-            ? ("; " + compare(n.bytes_total, su->bytes_total, "more", "less") + " than su").c_str()
+            ? ("; " + than(compare(n.bytes_total, su->bytes_total, "more", "less"), "as much as") +
+               " su")
+                  .c_str()
             : "");
     if (by_label.count("ideal") && line_rate > 0) {
       const double ideal = median(by_label.at("ideal")->times);
@@ -1057,8 +1064,8 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
     }
   }
   if (!best_label.empty() && t_ns > 0 && best_other > 0) {
-    std::printf("   netsparse is %s than the best other mode (%s: %.3f ms, netsparse %.3f ms)\n",
-                compare(t_ns, best_other, "slower", "faster").c_str(), best_label.c_str(),
+    std::printf("   netsparse is %s the best other mode (%s: %.3f ms, netsparse %.3f ms)\n",
+                than(compare(t_ns, best_other, "slower", "faster")).c_str(), best_label.c_str(),
                 best_other * 1e3, t_ns * 1e3);
   }
   if (const auto ie = by_label.find("inspector-executor");
@@ -1076,9 +1083,9 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
     const Result& ie = *by_label.at("inspector-executor");
     const double own_ns = median(n.own_times), own_ie = median(ie.own_times);
     std::printf(
-        "   changing sparsity: netsparse is %s than inspector-executor incl. its setup; %s "
+        "   changing sparsity: netsparse is %s inspector-executor incl. its setup; %s "
         "without the re-tiling every mode shares (plan + run only)\n",
-        compare(t_ns, median(ie.times), "slower", "faster").c_str(),
+        than(compare(t_ns, median(ie.times), "slower", "faster")).c_str(),
         own_ns > 0 && own_ie > 0 ? compare(own_ns, own_ie, "slower", "faster").c_str() : "-");
   }
 }
