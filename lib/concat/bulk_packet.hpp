@@ -54,6 +54,10 @@ struct HeaderField {
   std::size_t offset;
   T Header::*member;
 };
+// Spelled out: clang 14 (Debian 12's, which builds the fuzz targets) has no class template
+// argument deduction for aggregates.
+template <class Header, class T>
+HeaderField(std::size_t, T Header::*) -> HeaderField<Header, T>;
 
 namespace detail {
 template <class T>
