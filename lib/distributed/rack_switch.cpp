@@ -202,7 +202,23 @@ std::vector<std::byte> RackSwitchPath::take(int source, int tag,
   int count = 0;
   check_mpi(MPI_Get_count(&st, MPI_BYTE, &count), "MPI_Get_count");
   std::vector<std::byte> bytes(static_cast<std::size_t>(count));
-  check_mpi(MPI_Mrecv(bytes.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
+  // Not a blocking MPI_Mrecv: a large message is matched by its first fragment, and the rest
+  // never comes when the sender dies just after (a rack switch killed between its two sends
+  // held rack 0's switch in MPI_Mrecv until ctest's timeout). The same deadline as the probe.
+  MPI_Request req = MPI_REQUEST_NULL;
+  check_mpi(MPI_Imrecv(bytes.data(), count, MPI_BYTE, &msg, &req), "MPI_Imrecv");
+  for (;;) {
+    int done = 0;
+    check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) break;
+    if (std::chrono::steady_clock::now() > until) {
+      // The request stays pending (the job is failing): its buffer must outlive it.
+      abandoned_.push_back(std::move(bytes));
+      refuse("the rest of a " + std::string(step_name(tag)) + " message (host " +
+             std::to_string(source) + ") not within " + std::to_string(deadline_.count()) + " ms");
+    }
+    if (progress) progress();
+  }
   return bytes;
 }
 

@@ -92,6 +92,9 @@ class RackSwitchPath {
   std::unique_ptr<sw::TorPipeline> pipeline_;  // this rank is its rack's switch
   std::vector<MPI_Request> sends_;
   std::vector<std::vector<std::byte>> sending_;
+  // Receive buffers of messages a dead sender never finished (take): kept for the life of the
+  // path, since their requests stay pending.
+  std::vector<std::vector<std::byte>> abandoned_;
   RackSwitchCounters counters_;
 };
 
