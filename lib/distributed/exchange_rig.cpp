@@ -24,7 +24,6 @@ namespace netsparse {
 
 struct RigEngine::Impl {
   static constexpr int kQpDepth = 4096;
-  static constexpr int kQuiesceTimeoutMs = 120000;
   static constexpr int kWaitTimeoutMs = 120000;
 
   MPI_Comm comm = MPI_COMM_NULL;
@@ -120,15 +119,14 @@ struct RigEngine::Impl {
     }
   }
 
-  // Waits for every peer to be done with this rank's block. With a watchdog, as long as the
-  // other waits of a run (node_wait_deadline: a peer that died mid-run must not hold the
-  // survivors here for two minutes); without one, kQuiesceTimeoutMs.
+  // Waits for every peer to be done with this rank's block, as long as the other waits of a run
+  // (watchdog_wait_deadline: a peer that died mid-run must not hold the survivors here for two
+  // minutes when a watchdog is set).
   void quiesce() {
-    const std::int64_t ms = options.watchdog_ms > 0 ? 2 * std::int64_t{options.watchdog_ms} + 1000
-                                                    : std::int64_t{kQuiesceTimeoutMs};
-    if (!ctx.quiesce(std::chrono::milliseconds(ms))) {
-      throw std::runtime_error("RIG engine: ns_quiesce timed out after " + std::to_string(ms) +
-                               " ms (a peer stopped serving?)");
+    const std::chrono::milliseconds deadline = dist::watchdog_wait_deadline(options.watchdog_ms);
+    if (!ctx.quiesce(deadline)) {
+      throw std::runtime_error("RIG engine: ns_quiesce timed out after " +
+                               std::to_string(deadline.count()) + " ms (a peer stopped serving?)");
     }
   }
 };

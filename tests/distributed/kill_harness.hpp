@@ -119,4 +119,19 @@ struct KillPlan {
   _exit(failures == 0 ? 0 : 1);
 }
 
+// The kill tests' common ending: the first run (everyone alive) was off by `first_err` (relative;
+// a failed check when above `tolerance`), then the victim dies while every rank runs `run` again
+// and again (kill_and_judge with the plan's constants above).
+[[noreturn]] inline void check_then_kill(const char* name, const KillJob& job, int failures,
+                                         double first_err, double tolerance,
+                                         const std::function<void()>& run) {
+  if (!(first_err <= tolerance)) {
+    std::printf("[rank %d] FAIL: first run off by %g\n", job.rank, first_err);
+    ++failures;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  kill_and_judge({name, job.victim, kVictimLifetimeMs, kErrorWithinS}, job.survivors, failures,
+                 run);
+}
+
 }  // namespace netsparse::test

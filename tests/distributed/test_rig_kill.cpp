@@ -41,12 +41,6 @@ int main(int argc, char** argv) {
   std::vector<float> c(static_cast<std::size_t>(dm.rows().size(rank)) * k);
   kern.spmm(b, c);  // everyone alive: the result must be right
   const double err = test::max_relative_error(c, test::reference_spmm(dm.local(), k, 1));
-  if (!(err <= test::kTolerance)) {
-    std::printf("[rank %d] FAIL: first run off by %g\n", rank, err);
-    ++failures;
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-
-  test::kill_and_judge({"rig_kill", job->victim, test::kVictimLifetimeMs, test::kErrorWithinS},
-                       job->survivors, failures, [&] { kern.spmm(b, c); });
+  test::check_then_kill("rig_kill", *job, failures, err, test::kTolerance,
+                        [&] { kern.spmm(b, c); });
 }

@@ -42,12 +42,6 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(kern.total_stats().task_owners));
     ++failures;
   }
-  if (!(err <= test::kTolerance)) {
-    std::printf("[rank %d] FAIL: first run off by %g\n", rank, err);
-    ++failures;
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-
-  test::kill_and_judge({"task_kill", job->victim, test::kVictimLifetimeMs, test::kErrorWithinS},
-                       job->survivors, failures, [&] { kern.spmm(b, c); });
+  test::check_then_kill("task_kill", *job, failures, err, test::kTolerance,
+                        [&] { kern.spmm(b, c); });
 }
