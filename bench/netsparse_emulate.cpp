@@ -50,6 +50,7 @@ struct Options {
   std::vector<int> units = {32};              // a list sweeps them (Fig. 16)
   std::vector<std::uint32_t> delays = {500};  // NIC concatenation delay, cycles (Fig. 17)
   std::uint32_t grid = 32;                    // NodeModel::step_grid_cycles
+  bool rack_waves = false;                    // ClusterConfig::rack_waves
   std::string json;
   std::string traffic;  // per-node engine counters, the text netsparse_emulate_mpi writes
 };
@@ -84,6 +85,9 @@ usage: netsparse_emulate [options]
   --delay LIST         NIC concatenation delay in cycles at 2.2 GHz (default 500); a list
                        sweeps it (Fig. 17)
   --grid CYCLES        engine steps start on a grid of this many cycles (default 32; 0 = off)
+  --rack-waves         the nodes of a rack gather one after another (wave w = the w-th node of
+                       every rack), as the software rack switch of a real job schedules its
+                       hosts (netsparse_bench --rack-switch); default: all at once, as NICs do
   --sa-cores C         SAOpt: host cores per node (default 64)
   --sa-item-ns NS      SAOpt: software cost per item per core (default: calibrated per K)
   --verify             check every gathered property against its owner's bytes (slower)
@@ -127,6 +131,7 @@ Options parse(int argc, char** argv) {
       o.delays.push_back(static_cast<std::uint32_t>(d));
   });
   app.add_option("--grid", o.grid);
+  app.add_flag("--rack-waves", o.rack_waves);
   app.add_option("--json", o.json);
   app.add_option("--traffic", o.traffic);
   const int code = nb::finish_command_line(nb::parse_command_line(app, argc, argv),
@@ -239,9 +244,9 @@ Table1 table1(const MatrixFacts& f, const Workload& w, int nodes) {
 
 void print_matrix_tables(const Options& o, const netsparse::CsrMatrix& a, const MatrixFacts& f,
                          const Table1& t1) {
-  std::printf("matrix %s: %llu rows, %llu nonzeros; %d nodes in %d racks\n", o.matrix.c_str(),
+  std::printf("matrix %s: %llu rows, %llu nonzeros; %d nodes in %d racks%s\n", o.matrix.c_str(),
               static_cast<unsigned long long>(f.rows), static_cast<unsigned long long>(a.nnz()),
-              o.nodes, o.racks);
+              o.nodes, o.racks, o.rack_waves ? ", a rack's nodes in waves" : "");
   std::printf("table 4: distinct destinations among 64 consecutive PRs: %.2f (of %d)\n", f.table4,
               o.nodes - 1);
   std::printf(
@@ -336,6 +341,7 @@ ClusterConfig cluster_config(const Options& o, const RunSpec& spec, std::uint32_
   c.node.client_units = c.node.server_units = spec.units;
   c.node.delay_cycles = spec.delay;
   c.tor.enabled = spec.step.tor;
+  c.rack_waves = o.rack_waves;
   return c;
 }
 
@@ -541,6 +547,7 @@ netsparse::bench::Json document(const Options& o, std::uint32_t batch, const Mat
   doc["nodes"] = o.nodes;
   doc["racks"] = o.racks;
   doc["ranks_per_node"] = o.ranks_per_node;
+  doc["rack_waves"] = o.rack_waves;
   doc["batch"] = batch;
   doc["table4_distinct_destinations"] = f.table4;
   doc["table1"] = {{"useful_per_node", t1.useful},

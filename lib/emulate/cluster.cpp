@@ -177,6 +177,10 @@ class Run {
   void verify_completed(const Node& n, std::uint64_t wr_id);
   void schedule_step(Node& n, Picos when);
   void step(Node& n);
+  // rack_waves: a node of the current wave completed (or had nothing to gather); the next wave
+  // starts when the wave has none left.
+  void wave_node_done(Picos now);
+  void start_wave(Picos when);
   void inject(Node& n, std::vector<std::pair<int, std::vector<std::byte>>>&& frames);
   Picos cycles_ps(std::uint64_t cycles) const {
     return static_cast<Picos>(
@@ -193,6 +197,8 @@ class Run {
   std::vector<std::byte> shared_out_;
   std::uint64_t wrong_at_completion_ = 0;
   Picos grid_ps_ = 0;  // NodeModel::step_grid_cycles in picoseconds
+  int wave_ = -1;      // rack_waves: the wave gathering now (-1 before the first)
+  int wave_left_ = 0;  // its nodes that have not completed yet
   std::vector<std::span<const std::byte>> frame_packets_;  // inject's split of a frame
 };
 
@@ -340,7 +346,10 @@ void Run::step(Node& n) {
     completed = true;
   }
   if (completed) host_turn(n, now + 2 * config_.node.pcie_ns * kPicosPerNano);
-  if (n.wrs_done == n.wrs_total && n.done_ps == 0 && n.wrs_total != 0) n.done_ps = now;
+  if (n.wrs_done == n.wrs_total && n.done_ps == 0 && n.wrs_total != 0) {
+    n.done_ps = now;
+    if (config_.rack_waves) wave_node_done(now);
+  }
   // The step's hardware time: the busiest client unit walks one idx per cycle (a unit walks
   // only its own command, so idxs walked by one unit do not spread over the others); the
   // server units share incoming reads (the paper's Q Control), one PR per cycle each.
@@ -372,6 +381,23 @@ void Run::step(Node& n) {
     const std::uint64_t timer_ns = e.next_timer_ns();
     if (timer_ns != UINT64_MAX) schedule_step(n, timer_ns * kPicosPerNano);
   }
+}
+
+void Run::start_wave(Picos when) {
+  const int per_rack = fabric_.nodes_per_rack();
+  while (++wave_ < per_rack) {
+    wave_left_ = 0;
+    for (auto& n : nodes_) {
+      if (n->rank % per_rack != wave_ || n->wrs_total == 0) continue;
+      ++wave_left_;
+      host_turn(*n, when);
+    }
+    if (wave_left_ > 0) return;  // else a wave with nothing to gather: the next one
+  }
+}
+
+void Run::wave_node_done(Picos now) {
+  if (--wave_left_ == 0) start_wave(now + config_.node.pcie_ns * kPicosPerNano);
 }
 
 void Run::inject(Node& n, std::vector<std::pair<int, std::vector<std::byte>>>&& frames) {
@@ -418,9 +444,13 @@ RunResult Run::go() {
   });
 
   rig::ScopedClockOverride clock(&virtual_now_ns, &events_);
-  for (auto& n : nodes_) {
-    if (n->wrs_total == 0) continue;
-    host_turn(*n, config_.node.pcie_ns * kPicosPerNano);
+  if (config_.rack_waves) {
+    start_wave(config_.node.pcie_ns * kPicosPerNano);
+  } else {
+    for (auto& n : nodes_) {
+      if (n->wrs_total == 0) continue;
+      host_turn(*n, config_.node.pcie_ns * kPicosPerNano);
+    }
   }
   events_.run();
 

@@ -103,6 +103,44 @@ TEST(Cluster, WithoutTheSwitchOwnersServeEveryRead) {
   EXPECT_EQ(sum(r, &NodeResult::tx_packets), nic_packets);
 }
 
+// rack_waves (the real rack switch's schedule): the w-th node of every rack gathers only after
+// every node of wave w - 1 completed, the data stays right, and the later nodes of a rack find
+// what the earlier ones fetched in the cache: inter-rack hits only grow against all at once,
+// while the reads looked up are the same.
+TEST(Cluster, RackWavesSerialiseARacksNodesAndTheCacheServesTheLaterOnes) {
+  const Workload w = skewed(8, 128, 1500, 16, 5);
+  ClusterConfig c = small_cluster(8, 2);  // 4 nodes per rack: waves 0-3
+  const RunResult together = Cluster(c).run(w);
+  c.rack_waves = true;
+  const RunResult waves = Cluster(c).run(w);
+  EXPECT_EQ(waves.wrong_properties, 0u);
+  const int per_rack = 4;
+  for (int wave = 1; wave < per_rack; ++wave) {
+    Picos previous_done = 0, first_done = kNever;
+    for (int n = 0; n < 8; ++n) {
+      const Picos done = waves.nodes[static_cast<std::size_t>(n)].done_ps;
+      EXPECT_GT(done, 0u) << n;
+      if (n % per_rack == wave - 1) previous_done = std::max(previous_done, done);
+      if (n % per_rack == wave) first_done = std::min(first_done, done);
+    }
+    EXPECT_LT(previous_done, first_done) << "wave " << wave;
+  }
+  std::uint64_t reads[2] = {0, 0}, hits[2] = {0, 0};
+  for (const TorStats& t : together.tors)
+    reads[0] += t.inter_rack_reads, hits[0] += t.inter_rack_hits;
+  for (const TorStats& t : waves.tors) reads[1] += t.inter_rack_reads, hits[1] += t.inter_rack_hits;
+  EXPECT_EQ(reads[0], reads[1]);
+  EXPECT_GT(hits[1], hits[0]);
+  EXPECT_EQ(
+      sum(waves, &NodeResult::served) +
+          [&] {
+            std::uint64_t h = 0;
+            for (const TorStats& t : waves.tors) h += t.hits;
+            return h;
+          }(),
+      sum(waves, &NodeResult::sent));
+}
+
 // The ablations change what the engine does, and the data stays right.
 TEST(Cluster, AblationsAddTraffic) {
   const Workload w = skewed(8, 128, 2000, 16, 5);
