@@ -58,6 +58,7 @@ enum class Env : int {
   kRanksPerHost,
   kHostsPerRack,
   kRackSwitch,
+  kTaskPackets,
   kBenchStallS,
   kDataDir,
   kCount
@@ -117,6 +118,10 @@ inline constexpr Setting kEnvironment[] = {
    "1: netsparse-node's inter-rack gathers pass through a software ToR switch per rack (the "
    "rack's first host leader) with the Property Cache (docs/node-aware.md); same as "
    "DistOptions::rack_switch"},
+  {"NETSPARSE_TASK_PACKETS", Type::kChoice, "auto", "auto|rows|tasks", 0, 0, false,
+   Scope::kLibrary, "task-packets mode, per owner: auto (task packets where they move at least "
+   "a quarter fewer bytes than fetching the rows), rows (always fetch: inspector-executor), "
+   "tasks (task packets wherever the kernel allows); each rank tells its owners its choice"},
   {"NETSPARSE_BENCH_STALL_S", Type::kInteger, "120", "", 0, 1e6, false, Scope::kBenchmark,
    "the benchmarks give up (exit 3) after this many seconds without progress (0 = never)"},
   {"NETSPARSE_DATA_DIR", Type::kText, "~/.cache/netsparse/matrices", "", 0, 0, false,

@@ -6,10 +6,15 @@
 // owner-local column, value) triple per nonzero whose column q owns (task_packet.hpp) -- and gets
 // back one partial sum of K values per distinct local row touched (r_q slots), which it adds into
 // C. The setup prices both with the one wire model (concat/wire_model.hpp: payload + 50 B per
-// message) and takes task packets only where they move fewer bytes per run:
-//   packet(nnz_q) + r_q x K x s  (+ 2 messages)   <   u_q x K x s  (+ 1 message)
+// message) and takes task packets only where they move at least a quarter fewer bytes per run:
+//   packet(nnz_q) + r_q x K x s  (+ 2 messages)   <=   3/4 x (u_q x K x s  (+ 1 message))
 // so a rank whose few rows reach many of q's rows sends its work, and a rank whose many rows share
-// few of q's rows fetches them. SDDMM's output is per nonzero, not per row: it always fetches.
+// few of q's rows fetches them. The margin prices what bytes do not show: the owner's extra pass
+// over the task packet and the requester's pass adding the partial sums, and the owner's reply
+// waiting for that pass (NotreDame_www np 4 K = 4: one pair at 0.76x the bytes lost 4 %; every
+// pair at or below 0.74x was part of a win; docs/benchmarks.md, task packets).
+// NETSPARSE_TASK_PACKETS=rows / tasks forces the choice (A/B runs). SDDMM's output is per
+// nonzero, not per row: it always fetches.
 //
 // Everything travels as MPI point-to-point messages on the exchange's own duplicate of the
 // kernel's communicator, one message per (rank, peer, kind) and run. Owners check a task packet
@@ -27,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "config/settings.hpp"
 #include "distributed/ghosts.hpp"
 #include "distributed/kernel_impl.hpp"
 #include "distributed/mpi_util.hpp"
@@ -114,6 +120,7 @@ class TaskExchange final : public Exchange<T> {
     constexpr std::uint64_t kMaxInt = std::numeric_limits<int>::max();
     std::vector<char> tasks_mode(p, 0);
     task_owners_.clear();
+    const std::string forced = config::choice(config::Env::kTaskPackets);  // auto|rows|tasks
     for (int q = 0; q < p; ++q) {
       if (q == rc.rank || nnz[q] == 0 || rc.kernel == KernelKind::sddmm) continue;
       const std::uint64_t packet = task::packet_bytes(nnz[q], unit[q] != 0, sizeof(T));
@@ -124,7 +131,9 @@ class TaskExchange final : public Exchange<T> {
           concat::mpi_messages_wire_bytes(1, cols_touched[q] * row_bytes);
       const bool fits = nnz[q] <= kMaxU32 && packet <= kMaxInt &&
                         rows_touched[q] * static_cast<std::uint64_t>(rc.k) <= kMaxInt;
-      tasks_mode[q] = fits && tasks_wire < rows_wire;
+      const bool worth_it =
+          forced == "tasks" || (forced == "auto" && 4 * tasks_wire <= 3 * rows_wire);
+      tasks_mode[q] = fits && worth_it;
     }
 
     // 3. The row-fetch part: the remote nonzeros of row owners, renumbered onto their distinct

@@ -148,6 +148,38 @@ TEST(TaskPackets, PerOwnerChoiceMixesTasksAndRows) {
   EXPECT_EQ(sddmm.row_owners, 2 * (row_owners + task_owners));
 }
 
+// NETSPARSE_TASK_PACKETS forces the choice (A/B runs): rows fetches from every owner (what
+// inspector-executor does), tasks sends task packets to every owner SpMM reaches, and the result
+// is right either way; a value it does not know is refused, naming the variable.
+TEST(TaskPackets, TheChoiceCanBeForced) {
+  const int p = world_size(), rank = world_rank();
+  constexpr gidx_t m = 200;
+  const DistMatrix dm = mixed_choice_matrix(MPI_COMM_WORLD, m);
+  const CsrMatrix whole = mixed_choice_whole(p, m);
+  const std::uint64_t owners =
+      p == 1 ? 0 : (rank % 2 == 0 ? 1 : 0) + (rank % 2 == 1 ? 1 : 0) + (p >= 3 ? 1 : 0);
+  struct Restore {
+    ~Restore() { unsetenv("NETSPARSE_TASK_PACKETS"); }
+  } restore;
+  setenv("NETSPARSE_TASK_PACKETS", "rows", 1);
+  const CommStats rows = check_against_reference<float>(dm, whole, KernelKind::spmm, 16, "rows");
+  EXPECT_EQ(rows.task_owners, 0u);
+  EXPECT_EQ(rows.row_owners, 2 * owners);
+  setenv("NETSPARSE_TASK_PACKETS", "tasks", 1);
+  const CommStats tasks = check_against_reference<float>(dm, whole, KernelKind::spmm, 16, "tasks");
+  EXPECT_EQ(tasks.task_owners, 2 * owners);
+  EXPECT_EQ(tasks.row_owners, 0u);
+  setenv("NETSPARSE_TASK_PACKETS", "sometimes", 1);
+  DistOptions o;
+  o.mode = CommMode::task_packets;
+  try {
+    DistKernel kern(dm, KernelKind::spmm, 16, o);
+    ADD_FAILURE() << "an unknown NETSPARSE_TASK_PACKETS was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("NETSPARSE_TASK_PACKETS"), std::string::npos) << e.what();
+  }
+}
+
 // The bytes counted are the wire model's for the messages sent: a task packet and partial sums
 // where tasks were chosen, fewer bytes than inspector-executor on the same pattern.
 TEST(TaskPackets, MovesFewerBytesThanInspectorExecutorWhereItChoseTasks) {
