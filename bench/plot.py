@@ -74,7 +74,8 @@ MODE_ORDER = ["netsparse", "sa-opt", "sa-conveyors", "sa-vanilla", "inspector-ex
 MODE_COLORS = {
     "netsparse": "#c0392b", "sa-opt": "#2980b9", "sa-conveyors": "#7fb3d5",
     "sa-vanilla": "#aed6f1", "inspector-executor": "#27ae60", "su-panel": "#f5b041",
-    "su": "#b2babb", "ideal": "#000000",
+    "su": "#b2babb", "ideal": "#000000", "netsparse-node": "#e67e22", "node-aware-ie": "#1e8449",
+    "task-packets": "#8e44ad",
 }
 LADDER = ["rig", "rig+filter", "rig+filter+coalesce", "rig+all"]
 LADDER_NAMES = {"rig": "RIG", "rig+filter": "+Filter", "rig+filter+coalesce": "+Coalesce",
@@ -548,6 +549,60 @@ def hosts_table(cases, out_dir):
     return write_table(out_dir, "hosts.md", head, rows)
 
 
+def hosts_figure(cases, out_dir):
+    """Issue 22: per case spanning several hosts, the bytes each mode moved between hosts
+    (payload, and wire over it, hatched) against the node-wide minimum (each remote row into a
+    host once) and the per-rank volume (each rank's own), with the inter-host messages over each
+    bar and, for netsparse-node with the rack switch, the switch's cache hit rate (hosts.png)."""
+    chosen = [c for c in cases if any(r.get("hosts", 1) > 1 and not r.get("error")
+                                      and r.get("inter_host_bytes_total") is not None
+                                      for r in c.records.values())]
+    if not chosen:
+        return None
+    title, label = labelling([c.settings for c in chosen], BENCH_KEYS)
+    present = {m for c in chosen for m, r in c.records.items()
+               if r.get("hosts", 1) > 1 and (r.get("inter_host_bytes_total") or 0) > 0}
+    modes = [m for m in MODE_ORDER + ["node-aware-ie", "netsparse-node"] if m in present]
+    modes = list(dict.fromkeys(modes + sorted(present - set(modes))))
+    if not modes:
+        return None
+    fig, ax = plt.subplots(figsize=(max(6.5, 2.2 * len(chosen) + 2.5), 4.6))
+    width = 0.8 / len(modes)
+    for i, m in enumerate(modes):
+        for g, c in enumerate(chosen):
+            r = c.records.get(m)
+            if not r or r.get("error"):
+                continue
+            x = g + (i - (len(modes) - 1) / 2) * width
+            payload, wire = r["inter_host_payload_total"] / 1e6, r["inter_host_bytes_total"] / 1e6
+            ax.bar(x, payload, width, color=MODE_COLORS.get(m), edgecolor="black", linewidth=0.4,
+                   label=m if g == 0 else None)
+            ax.bar(x, max(0.0, wire - payload), width, bottom=payload, color="none",
+                   edgecolor="black", hatch="//", linewidth=0.4)
+            note = f"{r['inter_host_messages_total']:.0f} msgs"
+            if (r.get("switch_lookups_total") or 0) > 0:
+                note += f"\nhits {100 * r['switch_hit_rate']:.0f}%"
+            ax.annotate(note, (x, max(payload, wire)), ha="center", va="bottom", fontsize=6)
+    for g, c in enumerate(chosen):
+        r = next(r for r in c.records.values() if r.get("hosts", 1) > 1)
+        low = (r.get("host_min_payload_total") or 0) / 1e6
+        per_rank = (r.get("rank_host_payload_total") or 0) / 1e6
+        for y, style, text in ((low, "-", "node-wide minimum"), (per_rank, ":", "per-rank")):
+            if y > 0:
+                ax.hlines(y, g - 0.45, g + 0.45, colors="black", linestyles=style, linewidth=1,
+                          label=text if g == 0 else None)
+        c.use("hosts.png")
+    ax.set_xticks(range(len(chosen)))
+    ax.set_xticklabels([label(c.settings) for c in chosen], fontsize=7)
+    ax.set_ylabel("MB between hosts per iteration (hatched: wire over payload)")
+    ax.set_title("Between hosts: payload and wire per mode, messages above\n" + title,
+                 fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return save(fig, out_dir, "hosts.png")
+
+
 def goals(cases, out_dir):
     """The benchmark's goals for every case that ran netsparse beside ideal and su."""
     lines = []
@@ -989,7 +1044,7 @@ def main(argv):
     used_elsewhere |= {id(c) for c in ablation_cases(cases)}
     chosen = fig12_cases(cases, used_elsewhere)
     made += [fig12(chosen, out_dir), changing(cases, out_dir), table7(chosen, out_dir),
-             goals(cases, out_dir), hosts_table(cases, out_dir), index_gather(runs, out_dir),
+             goals(cases, out_dir), hosts_table(cases, out_dir), hosts_figure(cases, out_dir), index_gather(runs, out_dir),
              emu_table8(runs, out_dir), emu_fig12(runs, out_dir), allreduce(runs, out_dir),
              scatter_reduce(runs, out_dir), embedding(runs, out_dir),
              emu_sweep(runs, out_dir, "units", ("nic_delay_cycles", EMU_DEFAULT_DELAY),

@@ -8,8 +8,10 @@
 #       the workload);
 #   cache hits and the bytes between racks: within 10 % of the emulator's (how PRs share packets
 #       depends on the concatenation's timing, the real switch sending a wave's reads at once).
+# With -DPLOT=bench/plot.py -DPYTHON=...: plot.py draws the real run's host traffic (hosts.png,
+# hosts.md) and says that the run went into them.
 #   cmake -DEMULATE=... -DBENCH=... -DMPIRUN=... -DRACKS=2 -DHOSTS_PER_RACK=2 -DRANKS_PER_HOST=2
-#         -DMATRIX=gen:kron:12 -DK=16 -DWORK_DIR=... -P compare_switch.cmake
+#         -DMATRIX=gen:kron:12 -DK=16 -DWORK_DIR=... [-DPLOT=... -DPYTHON=...] -P compare_switch.cmake
 foreach(var EMULATE BENCH MPIRUN RACKS HOSTS_PER_RACK RANKS_PER_HOST MATRIX K WORK_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "compare_switch.cmake: -D${var}= is required")
@@ -94,3 +96,20 @@ endfunction()
 within_ten_percent("cache hits" ${e_hits} ${m_hits})
 within_ten_percent("bytes between racks" ${e_bytes} ${m_bytes})
 message("the real rack switch agrees with the emulator (${RACKS} racks x ${HOSTS_PER_RACK} hosts x ${RANKS_PER_HOST} ranks, ${MATRIX}, K ${K})")
+
+if(DEFINED PLOT AND DEFINED PYTHON)
+  execute_process(COMMAND ${PYTHON} ${PLOT} -o ${WORK_DIR}/figures ${real}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "plot.py failed (${rc}):\n${out}\n${err}")
+  endif()
+  foreach(fig hosts.png hosts.md)
+    if(NOT EXISTS ${WORK_DIR}/figures/${fig})
+      message(FATAL_ERROR "plot.py did not write ${fig}:\n${out}\n${err}")
+    endif()
+  endforeach()
+  file(READ ${WORK_DIR}/figures/hosts.md table)
+  if(NOT out MATCHES "real.json: [^\n]*hosts.png" OR NOT table MATCHES "hits [0-9]+\\.[0-9]%, inter-rack")
+    message(FATAL_ERROR "plot.py's host figure or table lacks the run or its switch:\n${out}\n${table}")
+  endif()
+endif()
