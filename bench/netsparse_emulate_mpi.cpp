@@ -117,9 +117,11 @@ bool check(bool ok, const std::string& what, int rank, MPI_Comm comm = MPI_COMM_
 
 // One ladder step at one K: every rank gathers its idxs; returns this rank's counters, or
 // nothing when something failed (reported on stderr).
-// `comm`: one rank per node (the leaders); `rank`: this node's number in it.
+// `comm`: one rank per node (the leaders); `rank`: this node's number in it. `virtual_hosts`:
+// the nodes are virtual hosts on one machine, so their frames must go through MPI, never
+// through the transport's intra-host rings (NS_CTX_NO_HOST_RINGS).
 bool run_step(const Workload& w, const LadderStep& step, std::uint32_t batch, int units, int rank,
-              MPI_Comm comm, NodeTraffic& traffic) {
+              MPI_Comm comm, bool virtual_hosts, NodeTraffic& traffic) {
   NodeModel model;
   model.flags = step.flags;
   model.batch = batch;
@@ -127,6 +129,10 @@ bool run_step(const Workload& w, const LadderStep& step, std::uint32_t batch, in
   ns_context_attr attr = node_attr(model);
   // The real transport's own progress (a thread when MPI allows it) and watchdog.
   attr.comp_mask &= ~static_cast<std::uint64_t>(NS_CTX_ATTR_PROGRESS | NS_CTX_ATTR_WATCHDOG);
+  if (virtual_hosts) {
+    attr.comp_mask |= NS_CTX_ATTR_FLAGS;
+    attr.flags |= NS_CTX_NO_HOST_RINGS;
+  }
   ns_context* ctx = nullptr;
   if (!check(ns_open_mpi(comm, &attr, &ctx) == NS_OK,
              std::string("ns_open_mpi: ") + ns_last_error(), rank, comm))
@@ -256,8 +262,6 @@ int main(int argc, char** argv) {
       if (leader && node_list != w.idxs[static_cast<std::size_t>(host)])
         throw std::logic_error("the host's gathered list differs from the node's");
       if (leader) w.idxs[static_cast<std::size_t>(host)] = std::move(node_list);
-      // Leaders are different hosts: their engines talk through MPI, not shared-memory rings.
-      setenv("NETSPARSE_MPI_SHM", "0", 1);
     }
   } catch (const std::exception& e) {
     error = o.matrix + ": " + e.what();
@@ -272,7 +276,7 @@ int main(int argc, char** argv) {
     w.prop_bytes = o.Ks[ki] * 4;
     for (std::size_t k = 0; k < steps.size() && ok; ++k) {
       NodeTraffic mine;
-      if (leader) ok = run_step(w, steps[k], batch, o.units, host, leaders, mine);
+      if (leader) ok = run_step(w, steps[k], batch, o.units, host, leaders, per_host > 1, mine);
       ok = check(ok, "a host's gather failed", rank);
       if (!ok) break;
       if (!leader) continue;

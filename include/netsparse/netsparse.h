@@ -67,11 +67,15 @@ enum ns_progress_mode {
    * fabrics (threads of one process) resolve to THREAD. ns_stats_json says what was chosen. */
   NS_PROGRESS_AUTO = 2
 };
-/* Ablations: switch one mechanism off. */
+/* Ablations (switch one mechanism off), and the transport's intra-host shortcut. */
 enum ns_context_flags {
   NS_CTX_NO_FILTER = 1u << 0,   /* no Idx Filter (and no per-WR positional de-duplication) */
   NS_CTX_NO_COALESCE = 1u << 1, /* a PR for an idx already pending is sent again */
-  NS_CTX_NO_CONCAT = 1u << 2    /* every PR leaves in its own packet */
+  NS_CTX_NO_CONCAT = 1u << 2,   /* every PR leaves in its own packet */
+  /* The MPI transport sends every frame through MPI, never through its shared-memory rings
+   * between ranks of one host (NETSPARSE_MPI_SHM=0 for this context only): for ranks that stand
+   * for different hosts, e.g. virtual hosts on one machine. */
+  NS_CTX_NO_HOST_RINGS = 1u << 3
 };
 enum ns_context_attr_mask {
   NS_CTX_ATTR_TRANSPORT = 1u << 0,

@@ -5,7 +5,7 @@
 // Who runs the host's RIG units: the host's leader (its lowest rank) opens one RIG engine over
 // the leaders' communicator, so there is one engine per host and inter-host traffic goes through
 // the engine's real transport between leaders (MPI or verbs; never the intra-host shared-memory
-// rings, which are switched off for this context: leaders are on different hosts by definition,
+// rings, which NS_CTX_NO_HOST_RINGS switches off for this context: leaders are on different hosts,
 // and on one machine with virtual hosts the rings would be a shortcut no cluster has).
 //
 // Host-shared memory (host_shared.hpp), per host:
@@ -35,7 +35,6 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -65,35 +64,6 @@ struct HostControl {
   explicit HostControl(int ranks) noexcept : barrier(ranks) {}
 };
 constexpr std::size_t kControlHead = (sizeof(HostControl) + 63) / 64 * 64;
-
-// Switches the MPI transport's intra-host rings off for the life of the object (restoring the
-// variable after). The leaders' context must not use them (see the top of the file);
-// NETSPARSE_MPI_SHM is read when a context opens and no context attribute selects it, so the
-// open runs inside this scope. Opening is collective and single-threaded in this layer.
-class RingsOffScope {
- public:
-  RingsOffScope() {
-    if (const char* old = config::raw(config::Env::kMpiShm)) {
-      had_ = true;
-      old_ = old;
-    }
-    setenv(kName, "0", 1);
-  }
-  ~RingsOffScope() {
-    if (had_) {
-      setenv(kName, old_.c_str(), 1);
-    } else {
-      unsetenv(kName);
-    }
-  }
-  RingsOffScope(const RingsOffScope&) = delete;
-  RingsOffScope& operator=(const RingsOffScope&) = delete;
-
- private:
-  static constexpr const char* kName = "NETSPARSE_MPI_SHM";
-  bool had_ = false;
-  std::string old_;
-};
 
 template <class T>
 class NodeRigExchange final : public Exchange<T> {
@@ -405,11 +375,11 @@ class NodeRigExchange final : public Exchange<T> {
   }
 
   void open_engine(const EngineOptions& options) {
-    const ContextAttr attr = engine_context_attr(options);
-    {
-      const RingsOffScope no_rings;
-      ctx_ = open_mpi(topo_.leaders_comm(), attr);
-    }
+    // Leaders are different hosts: their frames go through MPI (or verbs), never through the
+    // MPI transport's intra-host rings (see the top of the file).
+    ContextAttr attr = engine_context_attr(options);
+    attr.flags(options.flags | NS_CTX_NO_HOST_RINGS);
+    ctx_ = open_mpi(topo_.leaders_comm(), attr);
     cq_ = Cq(ctx_, 2 * kQpDepth);
     qp_ = Qp(ctx_, cq_, kQpDepth);
     inline_progress_ = ctx_.progress_mode() == NS_PROGRESS_INLINE;

@@ -169,6 +169,7 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
   try {
     tr::TransportOptions options;
     options.need_thread_multiple = threaded;
+    options.host_rings = (cfg.flags & NS_CTX_NO_HOST_RINGS) == 0;
     // A context asking for packets larger than the transports' default receive buffers gets
     // larger buffers (one concatenation queue = one packet); smaller requests keep the default.
     if (cfg.packet_bytes > options.mpi.max_packet_bytes)

@@ -71,7 +71,7 @@ std::unique_ptr<Transport> make_transport(TransportKind kind, MPI_Comm comm,
   switch (kind) {
     case TransportKind::kMpi: {
       auto mpi = make_mpi_transport(comm, options.need_thread_multiple, options.mpi);
-      if (config::choice(config::Env::kMpiShm) == "0") return mpi;
+      if (!options.host_rings || config::choice(config::Env::kMpiShm) == "0") return mpi;
       const std::size_t ring_bytes =
           config::is_set(config::Env::kMpiShmRingBytes)
               ? static_cast<std::size_t>(config::integer(config::Env::kMpiShmRingBytes))

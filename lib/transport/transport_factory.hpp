@@ -127,6 +127,8 @@ std::unique_ptr<Transport> make_verbs_transport(MPI_Comm comm, const VerbsOption
 // ---- selection --------------------------------------------------------------------------
 struct TransportOptions {
   bool need_thread_multiple = false;  // see make_mpi_transport
+  // kMpi: false sends every frame through MPI, as NETSPARSE_MPI_SHM=0 (NS_CTX_NO_HOST_RINGS).
+  bool host_rings = true;
   MpiOptions mpi;
   VerbsOptions verbs;  // make_transport applies VerbsOptions::apply_env() to a copy
   InprocOptions inproc;

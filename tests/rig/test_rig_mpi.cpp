@@ -6,7 +6,10 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <thread>
 
 #include "mpi_test_util.hpp"
@@ -235,6 +238,41 @@ TEST(Mpi, OpenAgreesOnSettingsAcrossRanks) {
   // And the same communicator still opens with agreeing settings.
   ASSERT_EQ(ns_open_mpi(MPI_COMM_WORLD, nullptr, &ctx), NS_OK) << ns_last_error();
   EXPECT_EQ(ns_close(ctx), NS_OK);
+}
+
+// NS_CTX_NO_HOST_RINGS: the context's MPI transport leaves its intra-host shared-memory rings
+// out (what node-wide NetSparse's leaders need on virtual hosts), without touching the
+// environment, and the engine still gathers every byte; without the flag the rings are there
+// unless NETSPARSE_MPI_SHM=0 (the ctest runs both ways). The transport says which in
+// ns_stats_json's transport_detail.
+TEST(Mpi, NoHostRingsFlagSendsEveryFrameThroughMpi) {
+  if (world_size() < 2) GTEST_FAIL() << "needs at least 2 ranks";
+  const char* shm = std::getenv("NETSPARSE_MPI_SHM");
+  const bool rings_by_default = shm == nullptr || std::string(shm) != "0";
+  const auto stats_of = [](ns_context* ctx) {
+    const int need = ns_stats_json(ctx, nullptr, 0);
+    std::string json(static_cast<std::size_t>(need > 0 ? need : 0) + 1, '\0');
+    ns_stats_json(ctx, json.data(), json.size());
+    json.resize(static_cast<std::size_t>(need > 0 ? need : 0));
+    return nlohmann::json::parse(json);
+  };
+  for (const bool flag : {false, true}) {
+    ns_context_attr attr{};
+    attr.comp_mask = NS_CTX_ATTR_FLAGS;
+    attr.flags = flag ? static_cast<std::uint32_t>(NS_CTX_NO_HOST_RINGS) : 0u;
+    RankSetup s;
+    if (!s.open(attr, 24, false)) return;
+    const nlohmann::json stats = stats_of(s.ctx);
+    const std::string detail = stats.value("transport_detail", std::string("(none)"));
+    const bool rings = detail.find("shared-memory rings") != std::string::npos;
+    // Rings are the MPI transport's (verbs, in the soft-RoCE guest, has none either way).
+    const bool mpi = stats.value("transport", std::string()) == "mpi";
+    EXPECT_EQ(rings, mpi && !flag && rings_by_default) << "flag " << flag << ": " << detail;
+    EXPECT_EQ(getenv("NETSPARSE_MPI_SHM") == nullptr, shm == nullptr);  // left as it was
+    gather_and_check(s, NS_RIG_LAYOUT_INDEXED, 77);  // every byte, through whichever path
+    EXPECT_EQ(ns_quiesce(s.ctx, 10000), NS_OK) << ns_last_error();
+    s.close();
+  }
 }
 
 // ns_reg_props agrees collectively before registering: properties of different sizes, a refused
