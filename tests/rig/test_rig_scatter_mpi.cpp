@@ -12,6 +12,7 @@
 
 #include "mpi_test_util.hpp"
 #include "netsparse/netsparse_mpi.h"
+#include "rig_wr.hpp"
 #include "ris_reference.hpp"
 
 namespace {
@@ -34,14 +35,11 @@ int run_case(ns_context* ctx, const Case& c, int rank, int size) {
     rigtest::fill_row(block.data() + r * c.P, c.P, c.datatype, begin + r);
   }
   const std::vector<std::byte> initial = block;
-  ns_mr* mr = nullptr;
-  ns_cq* cq = nullptr;
-  ns_qp* qp = nullptr;
-  if (ns_reg_props(ctx, block.data(), rows, c.P, offsets.data(), &mr) != NS_OK ||
-      ns_create_cq(ctx, 16, &cq) != NS_OK || ns_create_qp(ctx, cq, 16, &qp) != NS_OK) {
-    std::fprintf(stderr, "rank %d: setup: %s\n", rank, ns_last_error());
+  rigtest::RankQueues queues;
+  if (!rigtest::open_queues(ctx, block.data(), rows, c.P, offsets.data(), 16, 16, rank, &queues)) {
     return 1;
   }
+  const auto [mr, cq, qp] = queues;
   std::vector<rigtest::Updates> mine;
   for (int w = 0; w < kWrs; ++w) {
     mine.push_back(rigtest::make_updates(rank, w, total, kCount, c.P, c.datatype));
