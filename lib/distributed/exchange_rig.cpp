@@ -321,6 +321,18 @@ class RigExchange final : public Exchange<T> {
     }
   }
 
+  // Ends the local computation begun at t (its time counted), waits for the gathers of slot 0
+  // and tells the peers this rank needs nothing more (the wait counted); returns the time then.
+  double wait_for_gathers(double t, CommStats& stats) {
+    const double t0 = now_seconds();
+    stats.compute_seconds += t0 - t;
+    while (pending_[0] > 0) drain(true, "netsparse");
+    engine_->impl().ctx.quiesce_start();  // everything this rank needs has arrived
+    const double t1 = now_seconds();
+    stats.wait_seconds += t1 - t0;
+    return t1;
+  }
+
   // Links wrs into one chain, adds them to slot's pending count and posts them.
   void post_linked(std::vector<ns_send_wr>& wrs, std::size_t slot, const char* mode) {
     if (wrs.empty()) return;
@@ -445,12 +457,7 @@ class RigExchange final : public Exchange<T> {
     stats.post_seconds += now_seconds() - t;
     t = now_seconds();
     compute.local(pat, rc, ops);
-    const double t0 = now_seconds();
-    stats.compute_seconds += t0 - t;
-    while (pending_[0] > 0) drain(true, "netsparse");
-    e.ctx.quiesce_start();  // everything this rank needs has arrived
-    const double t1 = now_seconds();
-    stats.wait_seconds += t1 - t0;
+    const double t1 = wait_for_gathers(t, stats);
     compute.remote_all(
         ghosts_.compact(), rc, ops,
         BasicDenseConstView<T>{window_[0].data(), 0, rc.k, static_cast<gidx_t>(ghosts.size())});
@@ -580,12 +587,7 @@ class RigExchange final : public Exchange<T> {
     } else {
       spmm_csr_columns(a, cb, ce, true, local, ops.out, k, k, false);
     }
-    const double t0 = now_seconds();
-    stats.compute_seconds += t0 - t;
-    while (pending_[0] > 0) drain(true, "netsparse");
-    e.ctx.quiesce_start();  // everything this rank needs has arrived
-    const double t1 = now_seconds();
-    stats.wait_seconds += t1 - t0;
+    const double t1 = wait_for_gathers(t, stats);
     if (rc.kernel == KernelKind::sddmm) {
       const BasicDenseConstView<T> window{window_[0].data(), 0, k, n_cols};
       sddmm_csr_columns(a, cb, ce, false, ops.x, k, window, k, ops.out);
