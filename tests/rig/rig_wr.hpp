@@ -7,17 +7,11 @@
 #include <vector>
 
 #include "netsparse/netsparse.h"
+#include "netsparse/netsparse.hpp"  // detail::work_request
 
 namespace rigtest {
 
-// A work request's head: id, opcode and send flags, the rest zero.
-inline ns_send_wr wr_head(std::uint64_t id, int opcode, unsigned flags) {
-  ns_send_wr w{};
-  w.wr_id = id;
-  w.opcode = opcode;
-  w.send_flags = flags;
-  return w;
-}
+using netsparse::detail::work_request;
 
 // A RIG of idx (read by the engine until completion) into out; INDEXED layouts take the window.
 // The tests size every output for what they gather; out_bytes = UINT64_MAX vouches for that
@@ -26,7 +20,7 @@ inline ns_send_wr rig_wr(std::uint64_t id, ns_mr* mr, const std::uint64_t* idx, 
                          void* out, int layout = NS_RIG_LAYOUT_POSITIONAL,
                          std::uint64_t window_base = 0, std::uint64_t window_len = 0,
                          unsigned flags = NS_SEND_SIGNALED) {
-  ns_send_wr w = wr_head(id, NS_WR_RIG, flags);
+  ns_send_wr w = work_request(id, NS_WR_RIG, flags);
   w.wr.rig.mr = mr;
   w.wr.rig.idx = idx;
   w.wr.rig.count = count;
@@ -48,11 +42,26 @@ inline ns_send_wr rig_wr(std::uint64_t id, ns_mr* mr, const std::vector<std::uin
 // A signalled RDMA_READ of row idx into out (out_bytes of it).
 inline ns_send_wr read_wr(std::uint64_t id, ns_mr* mr, std::uint64_t idx, void* out,
                           std::uint64_t out_bytes) {
-  ns_send_wr w = wr_head(id, NS_WR_RDMA_READ, NS_SEND_SIGNALED);
+  ns_send_wr w = work_request(id, NS_WR_RDMA_READ, NS_SEND_SIGNALED);
   w.wr.rdma_read.mr = mr;
   w.wr.rdma_read.idx = idx;
   w.wr.rdma_read.out = out;
   w.wr.rdma_read.out_bytes = out_bytes;
+  return w;
+}
+
+// A signalled NS_WR_RIS: count rows idx with `values` (values_bytes of them), reduced by op in
+// datatype.
+inline ns_send_wr ris_wr(std::uint64_t id, ns_mr* mr, const std::uint64_t* idx, std::uint64_t count,
+                         const void* values, std::uint64_t values_bytes, int op, int datatype) {
+  ns_send_wr w = work_request(id, NS_WR_RIS, NS_SEND_SIGNALED);
+  w.wr.ris.mr = mr;
+  w.wr.ris.idx = idx;
+  w.wr.ris.count = count;
+  w.wr.ris.values = values;
+  w.wr.ris.values_bytes = values_bytes;
+  w.wr.ris.op = op;
+  w.wr.ris.datatype = datatype;
   return w;
 }
 

@@ -46,17 +46,10 @@ int run_case(ns_context* ctx, const Case& c, int rank, int size) {
   }
   std::vector<ns_send_wr> wrs(kWrs + 1);
   for (int w = 0; w < kWrs; ++w) {
+    const rigtest::Updates& u = mine[static_cast<std::size_t>(w)];
     ns_send_wr& wr = wrs[static_cast<std::size_t>(w)];
-    wr.wr_id = static_cast<std::uint64_t>(w);
-    wr.opcode = NS_WR_RIS;
-    wr.send_flags = NS_SEND_SIGNALED;
-    wr.wr.ris.mr = mr;
-    wr.wr.ris.idx = mine[static_cast<std::size_t>(w)].idx.data();
-    wr.wr.ris.count = kCount;
-    wr.wr.ris.values = mine[static_cast<std::size_t>(w)].values.data();
-    wr.wr.ris.values_bytes = mine[static_cast<std::size_t>(w)].values.size();
-    wr.wr.ris.op = c.op;
-    wr.wr.ris.datatype = c.datatype;
+    wr = rigtest::ris_wr(static_cast<std::uint64_t>(w), mr, u.idx.data(), kCount, u.values.data(),
+                         u.values.size(), c.op, c.datatype);
     wr.next = &wrs[static_cast<std::size_t>(w) + 1];
   }
   // The last WR of the chain carries an idx one past the end: it fails, and writes nothing.
