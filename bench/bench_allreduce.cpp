@@ -328,8 +328,8 @@ Json report(const Job& job, const Args& args, const std::vector<Record>& records
 int main(int argc, char** argv) {
   Args args;
   // No thread of the benchmark's own calls MPI: the single-thread level MPI_Init gives.
-  const auto [world, exit_code] = netsparse::bench::start_job(
-      argc, argv, [&](int rank) { return parse(argc, argv, rank, args); }, MPI_THREAD_SINGLE);
+  const auto [world, exit_code] =
+      netsparse::bench::start_job(argc, argv, parse, args, MPI_THREAD_SINGLE);
   if (exit_code >= 0) return exit_code;
   Job job;
   job.rank = world.rank;

@@ -381,8 +381,7 @@ void print_alpha(const Job& job, const Args& args, const std::vector<Record>& re
 
 int main(int argc, char** argv) {
   Args args;
-  const auto [world, exit_code] =
-      nb::start_job(argc, argv, [&](int rank) { return parse(argc, argv, rank, args); });
+  const auto [world, exit_code] = nb::start_job(argc, argv, parse, args);
   if (exit_code >= 0) return exit_code;
   Job job;
   job.rank = world.rank;

@@ -12,14 +12,6 @@ World init_world(int& argc, char**& argv, int required) {
   return w;
 }
 
-JobStart start_job(int& argc, char**& argv, const std::function<int(int rank)>& parse,
-                   int required) {
-  JobStart s{init_world(argc, argv, required)};
-  s.exit_code = parse(s.world.rank);
-  if (s.exit_code >= 0) MPI_Finalize();
-  return s;
-}
-
 double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   const std::size_t mid = v.size() / 2;
