@@ -116,11 +116,8 @@ const char* const kHelp =
 // -1: go on; else the exit code (0 after --help, 2 after a bad option).
 int parse_options(int argc, char** argv, Options& o) {
   namespace nb = netsparse::bench;
-  o.data_dir = nb::default_data_dir();
   CLI::App app{"bench_local_kernels"};
-  app.add_option("--data-dir", o.data_dir);
-  app.add_option_function<std::string>("--matrices",
-                                       [&](const std::string& v) { o.matrices = nb::split(v); });
+  nb::add_matrix_options(app, o.data_dir, o.matrices);
   app.add_option_function<std::string>("--ks", [&](const std::string& v) {
     o.ks.clear();
     for (long long k : nb::int_list("--ks", v, 1, 1 << 20)) o.ks.push_back(static_cast<int>(k));

@@ -92,11 +92,8 @@ const char* const kHelp =
 // -1: go on; else the exit code (0 after --help, 2 after a bad option).
 int parse(int argc, char** argv, Options& o) {
   namespace nb = netsparse::bench;
-  o.data_dir = nb::default_data_dir();
   CLI::App app{"bench_transpose"};
-  app.add_option("--data-dir", o.data_dir);
-  app.add_option_function<std::string>("--matrices",
-                                       [&](const std::string& v) { o.matrices = nb::split(v); });
+  nb::add_matrix_options(app, o.data_dir, o.matrices);
   app.add_option("--rounds", o.rounds)->check(CLI::Range(1, 1000000));
   app.add_option_function<std::string>("--leaves", [&](const std::string& v) {
     o.leaves.clear();
