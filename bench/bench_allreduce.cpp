@@ -326,15 +326,14 @@ Json report(const Job& job, const Args& args, const std::vector<Record>& records
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  Job job;
-  MPI_Comm_rank(MPI_COMM_WORLD, &job.rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &job.P);
   Args args;
-  if (const int code = parse(argc, argv, job.rank, args); code >= 0) {
-    MPI_Finalize();
-    return code;
-  }
+  // No thread of the benchmark's own calls MPI: the single-thread level MPI_Init gives.
+  const auto [world, exit_code] =
+      netsparse::bench::start_job(argc, argv, parse, args, MPI_THREAD_SINGLE);
+  if (exit_code >= 0) return exit_code;
+  Job job;
+  job.rank = world.rank;
+  job.P = world.size;
   const double load1 = netsparse::bench::load_average_1min();
   MPI_Comm_dup(MPI_COMM_WORLD, &job.mpi_comm);
   check(ns_coll_open_mpi(MPI_COMM_WORLD, nullptr, &job.coll), "ns_coll_open_mpi");

@@ -380,16 +380,12 @@ void print_alpha(const Job& job, const Args& args, const std::vector<Record>& re
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  Job job;
-  MPI_Comm_rank(MPI_COMM_WORLD, &job.rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &job.P);
   Args args;
-  if (const int code = parse(argc, argv, job.rank, args); code >= 0) {
-    MPI_Finalize();
-    return code;
-  }
+  const auto [world, exit_code] = nb::start_job(argc, argv, parse, args);
+  if (exit_code >= 0) return exit_code;
+  Job job;
+  job.rank = world.rank;
+  job.P = world.size;
   if (job.rank == 0 && !args.json.empty()) {
     if (const std::string p = nb::json_path_problem(args.json); !p.empty()) {
       std::fprintf(stderr, "bench_embedding: %s\n", p.c_str());

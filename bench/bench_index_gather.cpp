@@ -828,8 +828,7 @@ netsparse::bench::Json report(const Options& o, int size, double line,
 
 int main(int argc, char** argv) {
   Options o;
-  const auto [world, exit_code] =
-      netsparse::bench::start_job(argc, argv, [&](int rank) { return parse(argc, argv, rank, o); });
+  const auto [world, exit_code] = netsparse::bench::start_job(argc, argv, parse, o);
   if (exit_code >= 0) return exit_code;
   const int rank = world.rank, size = world.size;
   std::vector<int> progress = o.progress;

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "eigen_csr.hpp"
 #include "matrices.hpp"
 #include "netsparse/autotune.hpp"
 #include "netsparse/generators.hpp"
@@ -46,6 +47,7 @@
 #include "netsparse/matrix_market.hpp"
 #include "netsparse/metis.hpp"
 #include "netsparse/tiled.hpp"
+#include "stream_triad.hpp"
 
 #ifndef NETSPARSE_BENCH_ARCH
 #define NETSPARSE_BENCH_ARCH ""
@@ -54,7 +56,9 @@
 namespace {
 
 using namespace netsparse;
-using Clock = std::chrono::steady_clock;
+using netsparse::bench::Clock;
+using netsparse::bench::seconds_since;
+using netsparse::bench::stream_triad_gbs;
 using EigenCsr = Eigen::SparseMatrix<float, Eigen::RowMajor, int>;
 using EigenDense = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using DenseMap = Eigen::Map<EigenDense, Eigen::Aligned64>;
@@ -112,11 +116,8 @@ const char* const kHelp =
 // -1: go on; else the exit code (0 after --help, 2 after a bad option).
 int parse_options(int argc, char** argv, Options& o) {
   namespace nb = netsparse::bench;
-  o.data_dir = nb::default_data_dir();
   CLI::App app{"bench_local_kernels"};
-  app.add_option("--data-dir", o.data_dir);
-  app.add_option_function<std::string>("--matrices",
-                                       [&](const std::string& v) { o.matrices = nb::split(v); });
+  nb::add_matrix_options(app, o.data_dir, o.matrices);
   app.add_option_function<std::string>("--ks", [&](const std::string& v) {
     o.ks.clear();
     for (long long k : nb::int_list("--ks", v, 1, 1 << 20)) o.ks.push_back(static_cast<int>(k));
@@ -130,10 +131,6 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option("--kron-scale", o.kron_scale)->check(CLI::Range(1, 40));
   return nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_local_kernels",
                                  kHelp, true);
-}
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 // One implementation of a case: a label, its configuration text, and one run.
@@ -159,40 +156,6 @@ void measure_interleaved(std::vector<Impl>& impls, double min_time) {
     }
     if (round >= 2 && seconds_since(t0) >= min_time * static_cast<double>(impls.size())) break;
   }
-}
-
-double stream_triad_gbs() {
-  const std::size_t n = std::size_t{1} << 24;  // 3 arrays x 128 MiB: 12x a 32 MiB L3
-  std::unique_ptr<double[]> a(new double[n]), b(new double[n]), c(new double[n]);
-#pragma omp parallel for schedule(static)
-  for (std::size_t i = 0; i < n; ++i) {  // first touch by the threads that use the pages
-    a[i] = 0.0;
-    b[i] = 1.0;
-    c[i] = 2.0;
-  }
-  const double s = 3.0;
-  double best = 1e30;
-  for (int rep = 0; rep < 20; ++rep) {
-    const Clock::time_point t0 = Clock::now();
-#pragma omp parallel for schedule(static)
-    for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
-    best = std::min(best, seconds_since(t0));
-  }
-  if (a[n / 2] != 7.0) std::fprintf(stderr, "triad: wrong result %g\n", a[n / 2]);
-  return 24.0 * static_cast<double>(n) / best / 1e9;
-}
-
-EigenCsr to_eigen(const CsrMatrix& m) {
-  if (m.n_cols > std::numeric_limits<int>::max() || m.nnz() > std::numeric_limits<int>::max())
-    throw std::runtime_error("matrix too large for Eigen's 32-bit indices");
-  EigenCsr e(m.n_rows, m.n_cols);
-  e.resizeNonZeros(m.nnz());
-  for (gidx_t r = 0; r <= m.n_rows; ++r) e.outerIndexPtr()[r] = static_cast<int>(m.row_ptr[r]);
-  for (std::int64_t j = 0; j < m.nnz(); ++j) {
-    e.innerIndexPtr()[j] = static_cast<int>(m.col_idx[j]);
-    e.valuePtr()[j] = m.values[j];
-  }
-  return e;
 }
 
 void fill(float* p, std::size_t n, unsigned seed) {
@@ -302,7 +265,7 @@ bool wants(const std::vector<std::string>& list, const char* item) {
 
 void run_matrix(const NamedMatrix& m, const Options& o, Reporter& rep, int threads) {
   const CsrMatrix& a = m.csr;
-  const EigenCsr ea = to_eigen(a);
+  const EigenCsr ea = netsparse::bench::to_eigen<EigenCsr>(a);
   const double nnz = static_cast<double>(a.nnz());
   const double rows = static_cast<double>(a.n_rows);
   const TiledMatrix base_layout(a, base_config());

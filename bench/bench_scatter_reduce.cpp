@@ -189,8 +189,7 @@ struct Result {
 
 int main(int argc, char** argv) {
   Args args;
-  const auto [world, exit_code] = netsparse::bench::start_job(
-      argc, argv, [&](int rank) { return parse(argc, argv, rank, args); });
+  const auto [world, exit_code] = netsparse::bench::start_job(argc, argv, parse, args);
   if (exit_code >= 0) return exit_code;
   const int rank = world.rank, P = world.size;
   ns_context* ctx = nullptr;

@@ -355,8 +355,7 @@ netsparse::bench::Json soak_json(const Gathered& g, const Options& o, int size) 
 
 int main(int argc, char** argv) {
   Options o;
-  const auto [world, exit_code] =
-      netsparse::bench::start_job(argc, argv, [&](int rank) { return parse(argc, argv, rank, o); });
+  const auto [world, exit_code] = netsparse::bench::start_job(argc, argv, parse, o);
   if (exit_code >= 0) return exit_code;
   const int rank = world.rank, size = world.size;
   if (!json_path_ok(o.json, rank)) {

@@ -311,8 +311,7 @@ bool wanted(const Settings& s, const char* name) {
 
 int main(int argc, char** argv) {
   Settings s;
-  const auto [world, exit_code] =
-      netsparse::bench::start_job(argc, argv, [&](int rank) { return parse(argc, argv, rank, s); });
+  const auto [world, exit_code] = netsparse::bench::start_job(argc, argv, parse, s);
   if (exit_code >= 0) return exit_code;
   const int rank = world.rank, size = world.size;
   int rc = 0;

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "eigen_csr.hpp"
 #include "matrices.hpp"
 #include "netsparse/autotune.hpp"
 #include "netsparse/generators.hpp"
@@ -51,11 +52,14 @@
 #include "netsparse/tiled.hpp"
 #include "netsparse/transpose.hpp"
 #include "stats.hpp"
+#include "stream_triad.hpp"
 
 namespace {
 
 using namespace netsparse;
-using Clock = std::chrono::steady_clock;
+using netsparse::bench::Clock;
+using netsparse::bench::seconds_since;
+using netsparse::bench::stream_triad_gbs;
 using Eigen64 = Eigen::SparseMatrix<double, Eigen::RowMajor, std::int64_t>;
 using Eigen32 = Eigen::SparseMatrix<double, Eigen::RowMajor, int>;
 
@@ -88,11 +92,8 @@ const char* const kHelp =
 // -1: go on; else the exit code (0 after --help, 2 after a bad option).
 int parse(int argc, char** argv, Options& o) {
   namespace nb = netsparse::bench;
-  o.data_dir = nb::default_data_dir();
   CLI::App app{"bench_transpose"};
-  app.add_option("--data-dir", o.data_dir);
-  app.add_option_function<std::string>("--matrices",
-                                       [&](const std::string& v) { o.matrices = nb::split(v); });
+  nb::add_matrix_options(app, o.data_dir, o.matrices);
   app.add_option("--rounds", o.rounds)->check(CLI::Range(1, 1000000));
   app.add_option_function<std::string>("--leaves", [&](const std::string& v) {
     o.leaves.clear();
@@ -103,10 +104,6 @@ int parse(int argc, char** argv, Options& o) {
   app.add_flag("--check-input", o.check_input);
   return nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_transpose", kHelp,
                                  true);
-}
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 struct Impl {
@@ -125,26 +122,6 @@ void measure(std::vector<Impl>& impls, int rounds) {
       impl.run();
       impl.times.push_back(seconds_since(t0));
     }
-}
-
-double stream_triad_gbs() {
-  const std::size_t n = std::size_t{1} << 24;
-  std::unique_ptr<double[]> a(new double[n]), b(new double[n]), c(new double[n]);
-#pragma omp parallel for schedule(static)
-  for (std::size_t i = 0; i < n; ++i) {
-    a[i] = 0.0;
-    b[i] = 1.0;
-    c[i] = 2.0;
-  }
-  double best = 1e30;
-  for (int rep = 0; rep < 20; ++rep) {
-    const Clock::time_point t0 = Clock::now();
-#pragma omp parallel for schedule(static)
-    for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + 3.0 * c[i];
-    best = std::min(best, seconds_since(t0));
-  }
-  if (a[n / 2] != 7.0) std::fprintf(stderr, "triad: wrong result %g\n", a[n / 2]);
-  return 24.0 * static_cast<double>(n) / best / 1e9;
 }
 
 std::optional<std::pair<std::string, CsrMatrix>> load(const std::string& spec, const Options& o) {
@@ -181,19 +158,6 @@ std::optional<std::pair<std::string, CsrMatrix>> load(const std::string& spec, c
               seconds_since(t0));
   std::fflush(stdout);
   return std::make_pair(name, std::move(m));
-}
-
-template <class E>
-E to_eigen(const CsrMatrix& m) {
-  using I = typename E::StorageIndex;
-  E e(m.n_rows, m.n_cols);
-  e.resizeNonZeros(m.nnz());
-  for (gidx_t r = 0; r <= m.n_rows; ++r) e.outerIndexPtr()[r] = static_cast<I>(m.row_ptr[r]);
-  for (std::int64_t j = 0; j < m.nnz(); ++j) {
-    e.innerIndexPtr()[j] = static_cast<I>(m.col_idx[j]);
-    e.valuePtr()[j] = m.values[j];
-  }
-  return e;
 }
 
 bool same(const CsrMatrix& x, const CsrMatrix& y) {
@@ -242,8 +206,8 @@ void bench_transposes(const std::string& name, const CsrMatrix& a, const CsrMatr
   const double nnz = static_cast<double>(a.nnz());
   const double t_bytes = 32.0 * nnz + 8.0 * static_cast<double>(a.n_rows + 1) +
                          8.0 * static_cast<double>(a.n_cols + 1);
-  const Eigen64 e64 = to_eigen<Eigen64>(a);
-  const Eigen32 e32 = to_eigen<Eigen32>(a);
+  const Eigen64 e64 = netsparse::bench::to_eigen<Eigen64>(a);
+  const Eigen32 e32 = netsparse::bench::to_eigen<Eigen32>(a);
   Eigen64 et64;
   Eigen32 et32;
   std::vector<CsrMatrix> outs(o.leaves.size() + 3);

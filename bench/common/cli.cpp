@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "matrices.hpp"
+
 namespace netsparse::bench {
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -14,6 +16,13 @@ std::vector<std::string> split(const std::string& s, char sep) {
     if (!item.empty()) out.push_back(item);
   }
   return out;
+}
+
+void add_matrix_options(CLI::App& app, std::string& data_dir, std::vector<std::string>& matrices) {
+  data_dir = default_data_dir();
+  app.add_option("--data-dir", data_dir);
+  app.add_option_function<std::string>("--matrices",
+                                       [&matrices](const std::string& v) { matrices = split(v); });
 }
 
 CliResult parse_command_line(CLI::App& app, int argc, char** argv) {

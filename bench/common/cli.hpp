@@ -29,6 +29,10 @@ CliResult parse_command_line(CLI::App& app, int argc, char** argv);
 int finish_command_line(const CliResult& r, const char* program, const char* help, bool print,
                         int error_exit = 2);
 
+// The options of a benchmark over named matrices: --data-dir (data_dir starts as
+// default_data_dir()) and --matrices (a comma-separated list into `matrices`).
+void add_matrix_options(CLI::App& app, std::string& data_dir, std::vector<std::string>& matrices);
+
 // Option callbacks: each throws CLI::ValidationError naming the option for a bad item.
 // A comma-separated list of integers in [lo, hi] (at least one).
 std::vector<long long> int_list(const std::string& option, const std::string& value, long long lo,

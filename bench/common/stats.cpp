@@ -4,19 +4,12 @@
 
 namespace netsparse::bench {
 
-World init_world(int& argc, char**& argv) {
+World init_world(int& argc, char**& argv, int required) {
   World w;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &w.provided);
+  MPI_Init_thread(&argc, &argv, required, &w.provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &w.size);
   return w;
-}
-
-JobStart start_job(int& argc, char**& argv, const std::function<int(int rank)>& parse) {
-  JobStart s{init_world(argc, argv)};
-  s.exit_code = parse(s.world.rank);
-  if (s.exit_code >= 0) MPI_Finalize();
-  return s;
 }
 
 double median(std::vector<double> v) {

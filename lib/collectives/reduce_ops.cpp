@@ -176,25 +176,16 @@ void apply_op(ReduceOp op, void* dst, const void* a, const void* b, std::size_t 
   throw std::logic_error("apply_op: user operators are applied through their callback");
 }
 
-// fp16: computed in double (exact for sums and products of two halves) and rounded once.
-void apply_half(ReduceOp op, void* dst, const void* a, const void* b, std::size_t n) {
-  apply<std::uint16_t>(dst, a, b, n, [op](std::uint16_t u, std::uint16_t v) -> std::uint16_t {
-    const double x = half_to_double(u), y = half_to_double(v);
-    switch (op) {
-      case ReduceOp::kSum:
-        return double_to_half(x + y);
-      case ReduceOp::kProd:
-        return double_to_half(x * y);
-      case ReduceOp::kMin:
-        return double_to_half(FloatOps<double>::min(x, y));
-      case ReduceOp::kMax:
-        return double_to_half(FloatOps<double>::max(x, y));
-      case ReduceOp::kUser:
-        break;
-    }
-    return 0x7e00;
-  });
-}
+// fp16 (bit patterns): computed in double (exact for sums and products of two halves) and
+// rounded once.
+struct HalfOps {
+  using H = std::uint16_t;
+  static double d(H h) { return half_to_double(h); }
+  static H sum(H a, H b) { return double_to_half(d(a) + d(b)); }
+  static H prod(H a, H b) { return double_to_half(d(a) * d(b)); }
+  static H min(H a, H b) { return double_to_half(FloatOps<double>::min(d(a), d(b))); }
+  static H max(H a, H b) { return double_to_half(FloatOps<double>::max(d(a), d(b))); }
+};
 
 }  // namespace
 
@@ -238,7 +229,7 @@ void Reducer::combine(void* dst, const void* a, const void* b, std::size_t count
     case DataType::kInt32:
       return apply_op<std::int32_t, IntOps<std::int32_t>>(op_, dst, a, b, count);
     case DataType::kFp16:
-      return apply_half(op_, dst, a, b, count);
+      return apply_op<std::uint16_t, HalfOps>(op_, dst, a, b, count);
     case DataType::kFp32:
       return apply_op<float, FloatOps<float>>(op_, dst, a, b, count);
     case DataType::kFp64:

@@ -87,7 +87,7 @@ void encode_bulk_header(std::byte* dst, const Header& h, const Fields& fields) n
              fields);
 }
 
-// A bulk family's header read from `src`, whose prefix check_bulk_head has read into `pre`.
+// A bulk family's header read from `src`, whose prefix has been read into `pre`.
 template <class Header, class Fields>
 Header load_bulk_header(const std::byte* src, const WirePrefix& pre,
                         const Fields& fields) noexcept {
@@ -106,25 +106,23 @@ Header load_bulk_header(const std::byte* src, const WirePrefix& pre,
   return h;
 }
 
-// The first checks of every bulk family's decoder: kTruncated when `bytes` cannot hold the shared
-// prefix, kUnknownType when its type is not the family's (is_type), kTruncated when it cannot
-// hold the family's header of header_bytes. On kOk *prefix holds the prefix.
-template <class IsType>
-DecodeError check_bulk_head(std::span<const std::byte> bytes, std::size_t header_bytes,
-                            IsType is_type, WirePrefix* prefix) noexcept {
+// Every bulk family's decoder, around the rules of its own types: kTruncated when `bytes`
+// cannot hold the shared prefix, kUnknownType when its type is not the family's (is_type),
+// kTruncated when it cannot hold the family's header of header_bytes; then the header, read with
+// `fields`, must pass type_rules(header) (the family's rules for its type: an error, or kOk to go
+// on); then the destination (kWrongDestination) and a body of exactly h.n records
+// (check_bulk_body). On kOk *out holds the header and the body; otherwise it is untouched.
+template <class Packet, class IsType, class Fields, class TypeRules>
+DecodeError decode_bulk_packet(std::span<const std::byte> bytes, std::size_t header_bytes,
+                               IsType is_type, const Fields& fields, TypeRules type_rules,
+                               std::uint32_t expected_dest, Packet* out) noexcept {
+  using Header = decltype(out->header);
   if (bytes.size() < kConcatHeaderBytes) return DecodeError::kTruncated;
-  *prefix = load_prefix(bytes.data());
-  if (!is_type(prefix->type)) return DecodeError::kUnknownType;
+  const WirePrefix pre = load_prefix(bytes.data());
+  if (!is_type(pre.type)) return DecodeError::kUnknownType;
   if (bytes.size() < header_bytes) return DecodeError::kTruncated;
-  return DecodeError::kOk;
-}
-
-// The last checks of every bulk family's decoder, once the rules of its types passed: the
-// destination (kWrongDestination), then a body of exactly h.n records (check_bulk_body). On kOk
-// *out holds h and the body; otherwise it is untouched.
-template <class Header, class Packet>
-DecodeError finish_bulk_decode(std::span<const std::byte> bytes, std::size_t header_bytes,
-                               std::uint32_t expected_dest, const Header& h, Packet* out) noexcept {
+  const auto h = load_bulk_header<Header>(bytes.data(), pre, fields);
+  if (const DecodeError e = type_rules(h); e != DecodeError::kOk) return e;
   if (expected_dest != kAnyDestination && h.dest != expected_dest) {
     return DecodeError::kWrongDestination;
   }

@@ -33,32 +33,30 @@ std::size_t gather_packet_length(std::span<const std::byte> bytes) noexcept {
 
 DecodeError decode_gather_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,
                                  std::uint32_t expected_row_bytes, GatherPacket* out) noexcept {
-  WirePrefix pre{};
-  if (const DecodeError e = check_bulk_head(bytes, kGatherHeaderBytes, is_gather_type, &pre);
-      e != DecodeError::kOk) {
-    return e;
-  }
-  const auto h = load_bulk_header<GatherHeader>(bytes.data(), pre, kFields);
-  switch (h.type) {
-    case GatherType::kGatherRead:
-      if (h.rec_len != 4 && h.rec_len != 8) return DecodeError::kPropLenMismatch;
-      if (h.n == 0 || h.first != 0 || h.total != h.n) return DecodeError::kCountMismatch;
-      break;
-    case GatherType::kGatherRows:
-      // Rows of 0 bytes do not exist (a region's prop_bytes is never 0): refused even when the
-      // caller expects 0, so that no count of empty records passes as a packet.
-      if (h.rec_len == 0 || h.rec_len != expected_row_bytes) return DecodeError::kPropLenMismatch;
-      // first + n <= total, written so that no sum can overflow.
-      if (h.n == 0 || h.n > h.total || h.first > h.total - h.n) {
-        return DecodeError::kCountMismatch;
-      }
-      break;
-    case GatherType::kGatherRefuse:
-      if (h.rec_len != 0) return DecodeError::kPropLenMismatch;
-      if (h.n != 0 || h.first >= h.total) return DecodeError::kCountMismatch;
-      break;
-  }
-  return finish_bulk_decode(bytes, kGatherHeaderBytes, expected_dest, h, out);
+  const auto type_rules = [expected_row_bytes](const GatherHeader& h) {
+    switch (h.type) {
+      case GatherType::kGatherRead:
+        if (h.rec_len != 4 && h.rec_len != 8) return DecodeError::kPropLenMismatch;
+        if (h.n == 0 || h.first != 0 || h.total != h.n) return DecodeError::kCountMismatch;
+        break;
+      case GatherType::kGatherRows:
+        // Rows of 0 bytes do not exist (a region's prop_bytes is never 0): refused even when the
+        // caller expects 0, so that no count of empty records passes as a packet.
+        if (h.rec_len == 0 || h.rec_len != expected_row_bytes) return DecodeError::kPropLenMismatch;
+        // first + n <= total, written so that no sum can overflow.
+        if (h.n == 0 || h.n > h.total || h.first > h.total - h.n) {
+          return DecodeError::kCountMismatch;
+        }
+        break;
+      case GatherType::kGatherRefuse:
+        if (h.rec_len != 0) return DecodeError::kPropLenMismatch;
+        if (h.n != 0 || h.first >= h.total) return DecodeError::kCountMismatch;
+        break;
+    }
+    return DecodeError::kOk;
+  };
+  return decode_bulk_packet(bytes, kGatherHeaderBytes, is_gather_type, kFields, type_rules,
+                            expected_dest, out);
 }
 
 }  // namespace netsparse::concat

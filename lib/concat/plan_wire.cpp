@@ -37,30 +37,28 @@ std::size_t plan_packet_length(std::span<const std::byte> bytes) noexcept {
 
 DecodeError decode_plan_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,
                                std::uint32_t expected_row_bytes, PlanPacket* out) noexcept {
-  WirePrefix pre{};
-  if (const DecodeError e = check_bulk_head(bytes, kPlanHeaderBytes, is_plan_type, &pre);
-      e != DecodeError::kOk) {
-    return e;
-  }
-  const auto h = load_bulk_header<PlanHeader>(bytes.data(), pre, kFields);
-  switch (h.type) {
-    case PlanType::kInstall:
-      if (h.rec_len != 4 && h.rec_len != 8) return DecodeError::kPropLenMismatch;
-      if (h.n == 0) return DecodeError::kCountMismatch;
-      break;
-    case PlanType::kRows:
-      // Rows of 0 bytes do not exist (a region's prop_bytes is never 0): refused even when the
-      // caller expects 0, so that no count of empty records passes as a packet.
-      if (h.rec_len == 0 || h.rec_len != expected_row_bytes) return DecodeError::kPropLenMismatch;
-      if (h.n == 0) return DecodeError::kCountMismatch;
-      break;
-    case PlanType::kStart:
-    case PlanType::kRefuse:
-      if (h.rec_len != 0) return DecodeError::kPropLenMismatch;
-      if (h.n != 0) return DecodeError::kCountMismatch;
-      break;
-  }
-  return finish_bulk_decode(bytes, kPlanHeaderBytes, expected_dest, h, out);
+  const auto type_rules = [expected_row_bytes](const PlanHeader& h) {
+    switch (h.type) {
+      case PlanType::kInstall:
+        if (h.rec_len != 4 && h.rec_len != 8) return DecodeError::kPropLenMismatch;
+        if (h.n == 0) return DecodeError::kCountMismatch;
+        break;
+      case PlanType::kRows:
+        // Rows of 0 bytes do not exist (a region's prop_bytes is never 0): refused even when the
+        // caller expects 0, so that no count of empty records passes as a packet.
+        if (h.rec_len == 0 || h.rec_len != expected_row_bytes) return DecodeError::kPropLenMismatch;
+        if (h.n == 0) return DecodeError::kCountMismatch;
+        break;
+      case PlanType::kStart:
+      case PlanType::kRefuse:
+        if (h.rec_len != 0) return DecodeError::kPropLenMismatch;
+        if (h.n != 0) return DecodeError::kCountMismatch;
+        break;
+    }
+    return DecodeError::kOk;
+  };
+  return decode_bulk_packet(bytes, kPlanHeaderBytes, is_plan_type, kFields, type_rules,
+                            expected_dest, out);
 }
 
 }  // namespace netsparse::concat

@@ -39,30 +39,27 @@ std::size_t scatter_packet_length(std::span<const std::byte> bytes) noexcept {
 
 DecodeError decode_scatter_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,
                                   std::uint32_t expected_prop_bytes, ScatterPacket* out) noexcept {
-  WirePrefix pre{};
-  if (const DecodeError e = check_bulk_head(bytes, kScatterHeaderBytes, is_scatter_type, &pre);
-      e != DecodeError::kOk) {
-    return e;
-  }
-  const std::byte* p = bytes.data();
-  const auto h = load_bulk_header<ScatterHeader>(p, pre, kFields);
-  const auto status = static_cast<std::uint32_t>(h.status);
-  if (h.type == ScatterType::kUpdate) {
-    // Rows of 0 bytes do not exist: refused even when the caller expects 0.
-    if (expected_prop_bytes == 0 || expected_prop_bytes > UINT32_MAX - kScatterRowBytes ||
-        h.rec_len != kScatterRowBytes + expected_prop_bytes) {
-      return DecodeError::kPropLenMismatch;
+  const auto type_rules = [&bytes, expected_prop_bytes](const ScatterHeader& h) {
+    const auto status = static_cast<std::uint32_t>(h.status);
+    if (h.type == ScatterType::kUpdate) {
+      // Rows of 0 bytes do not exist: refused even when the caller expects 0.
+      if (expected_prop_bytes == 0 || expected_prop_bytes > UINT32_MAX - kScatterRowBytes ||
+          h.rec_len != kScatterRowBytes + expected_prop_bytes) {
+        return DecodeError::kPropLenMismatch;
+      }
+      if (h.n == 0 || status != 0) return DecodeError::kCountMismatch;
+    } else {
+      if (h.rec_len != 0) return DecodeError::kPropLenMismatch;
+      if (h.n != 0 || status >= kScatterStatuses) return DecodeError::kCountMismatch;
     }
-    if (h.n == 0 || status != 0) return DecodeError::kCountMismatch;
-  } else {
-    if (h.rec_len != 0) return DecodeError::kPropLenMismatch;
-    if (h.n != 0 || status >= kScatterStatuses) return DecodeError::kCountMismatch;
-  }
-  if (h.op >= kScatterOps || h.datatype >= kScatterDatatypes ||
-      wire::load<std::uint16_t>(p + kOffReserved) != 0) {
-    return DecodeError::kCountMismatch;
-  }
-  return finish_bulk_decode(bytes, kScatterHeaderBytes, expected_dest, h, out);
+    if (h.op >= kScatterOps || h.datatype >= kScatterDatatypes ||
+        wire::load<std::uint16_t>(bytes.data() + kOffReserved) != 0) {
+      return DecodeError::kCountMismatch;
+    }
+    return DecodeError::kOk;
+  };
+  return decode_bulk_packet(bytes, kScatterHeaderBytes, is_scatter_type, kFields, type_rules,
+                            expected_dest, out);
 }
 
 }  // namespace netsparse::concat

@@ -546,12 +546,21 @@ void agree_on_arguments(const DistKernel::Impl& s, F&& f) {
   }
 }
 
+// An entry point's first checks: the kernel is `kind` (the entry point `call` is its) and
+// computes in T.
+template <class T>
+void check_kernel(const DistKernel::Impl& s, KernelKind kind, const char* call) {
+  if (s.kernel != kind) {
+    throw std::logic_error(std::string("DistKernel::") + call + ": not an " + to_string(kind) +
+                           " kernel");
+  }
+  check_scalar<T>(call, s.options.scalar);
+}
+
 template <class T>
 void run_spmm(DistKernel::Impl& s, std::span<const T> b_local, std::span<T> c_local) {
   agree_on_arguments(s, [&] {
-    if (s.kernel != KernelKind::spmm)
-      throw std::logic_error("DistKernel::spmm: not an SpMM kernel");
-    check_scalar<T>("spmm", s.options.scalar);
+    check_kernel<T>(s, KernelKind::spmm, "spmm");
     check_size("spmm", "B", b_local.size(), std::uint64_t(s.cols.size(s.rank)) * s.k);
     check_size("spmm", "C", c_local.size(), std::uint64_t(s.rows.size(s.rank)) * s.k);
   });
@@ -562,10 +571,7 @@ template <class T>
 void run_sddmm(DistKernel::Impl& s, std::span<const T> x_local, std::span<const T> y_local,
                std::span<T> out) {
   agree_on_arguments(s, [&] {
-    if (s.kernel != KernelKind::sddmm) {
-      throw std::logic_error("DistKernel::sddmm: not an SDDMM kernel");
-    }
-    check_scalar<T>("sddmm", s.options.scalar);
+    check_kernel<T>(s, KernelKind::sddmm, "sddmm");
     check_size("sddmm", "X", x_local.size(), std::uint64_t(s.rows.size(s.rank)) * s.k);
     check_size("sddmm", "Y", y_local.size(), std::uint64_t(s.cols.size(s.rank)) * s.k);
     check_size("sddmm", "out", out.size(), static_cast<std::uint64_t>(s.rows_in_use->nnz()));
@@ -576,9 +582,7 @@ void run_sddmm(DistKernel::Impl& s, std::span<const T> x_local, std::span<const 
 template <class T>
 void run_spmv(DistKernel::Impl& s, std::span<const T> x_local, std::span<T> y_local) {
   agree_on_arguments(s, [&] {
-    if (s.kernel != KernelKind::spmv)
-      throw std::logic_error("DistKernel::spmv: not an SpMV kernel");
-    check_scalar<T>("spmv", s.options.scalar);
+    check_kernel<T>(s, KernelKind::spmv, "spmv");
     check_size("spmv", "x", x_local.size(), static_cast<std::uint64_t>(s.cols.size(s.rank)));
     check_size("spmv", "y", y_local.size(), static_cast<std::uint64_t>(s.rows.size(s.rank)));
   });

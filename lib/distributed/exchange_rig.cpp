@@ -321,6 +321,40 @@ class RigExchange final : public Exchange<T> {
     }
   }
 
+  // Ends the local computation begun at t (its time counted), waits for the gathers of slot 0
+  // and tells the peers this rank needs nothing more (the wait counted); returns the time then.
+  double wait_for_gathers(double t, CommStats& stats) {
+    const double t0 = now_seconds();
+    stats.compute_seconds += t0 - t;
+    while (pending_[0] > 0) drain(true, "netsparse");
+    engine_->impl().ctx.quiesce_start();  // everything this rank needs has arrived
+    const double t1 = now_seconds();
+    stats.wait_seconds += t1 - t0;
+    return t1;
+  }
+
+  // Links wrs into one chain, adds them to slot's pending count and posts them.
+  void post_linked(std::vector<ns_send_wr>& wrs, std::size_t slot, const char* mode) {
+    if (wrs.empty()) return;
+    for (std::size_t i = 0; i + 1 < wrs.size(); ++i) wrs[i].next = &wrs[i + 1];
+    pending_[slot] += static_cast<std::int64_t>(wrs.size());
+    post_chain(wrs.data(), mode);
+  }
+
+  // The positional gathers of idx into window_[0], `batch` idxs (of piece_elems elements) each,
+  // handed to take(wr) in order.
+  template <class Take>
+  void positional_batches(std::span<const std::uint64_t> idx, std::uint64_t batch,
+                          std::size_t piece_elems, Take take) {
+    RigEngine::Impl& e = engine_->impl();
+    for (std::uint64_t off = 0; off < idx.size(); off += batch) {
+      const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
+      take(rig_wr(0, e.region, idx.subspan(off, cnt),
+                  std::span<T>(window_[0]).subspan(off * piece_elems, cnt * piece_elems),
+                  Layout::kPositional));
+    }
+  }
+
   void post_panel(const Pattern& pat, const RunContext& rc, std::size_t slot_j, int panel_pos,
                   bool new_epoch) {
     RigEngine::Impl& e = engine_->impl();
@@ -348,10 +382,8 @@ class RigExchange final : public Exchange<T> {
                            static_cast<std::uint64_t>(w.size()) * pieces));
     }
     if (wrs.empty()) return;
-    for (std::size_t i = 0; i + 1 < wrs.size(); ++i) wrs[i].next = &wrs[i + 1];
     if (new_epoch) wrs.front().send_flags |= NS_SEND_NEW_EPOCH;
-    pending_[slot_j & 1] += static_cast<std::int64_t>(wrs.size());
-    post_chain(wrs.data(), "netsparse");
+    post_linked(wrs, slot_j & 1, "netsparse");
   }
 
   void run_rig(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
@@ -412,38 +444,20 @@ class RigExchange final : public Exchange<T> {
     // their first start and replay afterwards (a region registered again re-records them).
     const bool use_plans = rc.options->plans;
     if (use_plans && plans_.empty()) {
-      for (std::uint64_t off = 0; off < idx.size(); off += batch) {
-        const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
-        plans_.emplace_back(
-            e.ctx, rig_wr(0, e.region, idx.subspan(off, cnt),
-                          std::span<T>(window_[0]).subspan(off * piece_elems, cnt * piece_elems),
-                          Layout::kPositional));
-      }
+      positional_batches(idx, batch, piece_elems,
+                         [&](const ns_send_wr& wr) { plans_.emplace_back(e.ctx, wr); });
     }
     if (use_plans) {
       for (const GatherPlan& p : plans_) wrs.push_back(plan_wr(0, p));
     } else {
-      for (std::uint64_t off = 0; off < idx.size(); off += batch) {
-        const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
-        wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt),
-                             std::span<T>(window_[0]).subspan(off * piece_elems, cnt * piece_elems),
-                             Layout::kPositional));
-      }
+      positional_batches(idx, batch, piece_elems, [&](const ns_send_wr& wr) { wrs.push_back(wr); });
     }
-    pending_[0] = static_cast<std::int64_t>(wrs.size());
-    if (!wrs.empty()) {
-      for (std::size_t i = 0; i + 1 < wrs.size(); ++i) wrs[i].next = &wrs[i + 1];
-      post_chain(wrs.data(), "netsparse");
-    }
+    pending_[0] = 0;  // whatever a failed run left behind
+    post_linked(wrs, 0, "netsparse");
     stats.post_seconds += now_seconds() - t;
     t = now_seconds();
     compute.local(pat, rc, ops);
-    const double t0 = now_seconds();
-    stats.compute_seconds += t0 - t;
-    while (pending_[0] > 0) drain(true, "netsparse");
-    e.ctx.quiesce_start();  // everything this rank needs has arrived
-    const double t1 = now_seconds();
-    stats.wait_seconds += t1 - t0;
+    const double t1 = wait_for_gathers(t, stats);
     compute.remote_all(
         ghosts_.compact(), rc, ops,
         BasicDenseConstView<T>{window_[0].data(), 0, rc.k, static_cast<gidx_t>(ghosts.size())});
@@ -548,12 +562,7 @@ class RigExchange final : public Exchange<T> {
       if (window_[0].size() < need) window_[0].resize(need);
       const std::span<const std::uint64_t> idx = piece_idx(ghost_list_, e.pieces, piece_buf_[0]);
       const std::size_t piece_elems = static_cast<std::size_t>(k) / e.pieces;
-      for (std::uint64_t off = 0; off < idx.size(); off += batch) {
-        const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
-        wrs.push_back(rig_wr(0, e.region, idx.subspan(off, cnt),
-                             std::span<T>(window_[0]).subspan(off * piece_elems, cnt * piece_elems),
-                             Layout::kPositional));
-      }
+      positional_batches(idx, batch, piece_elems, [&](const ns_send_wr& wr) { wrs.push_back(wr); });
     } else {
       // Column ids are non-negative, so their int64 and uint64 representations agree.
       const std::span<const std::uint64_t> idx =
@@ -567,11 +576,8 @@ class RigExchange final : public Exchange<T> {
       }
       if (!wrs.empty()) wrs.front().send_flags |= NS_SEND_NEW_EPOCH;
     }
-    pending_[0] = static_cast<std::int64_t>(wrs.size());
-    if (!wrs.empty()) {
-      for (std::size_t i = 0; i + 1 < wrs.size(); ++i) wrs[i].next = &wrs[i + 1];
-      post_chain(wrs.data(), "netsparse");
-    }
+    pending_[0] = 0;  // whatever a failed run left behind
+    post_linked(wrs, 0, "netsparse");
     stats.post_seconds += now_seconds() - t;
     // The local part while the gather runs (the kernels drive the engine between row chunks).
     t = now_seconds();
@@ -581,12 +587,7 @@ class RigExchange final : public Exchange<T> {
     } else {
       spmm_csr_columns(a, cb, ce, true, local, ops.out, k, k, false);
     }
-    const double t0 = now_seconds();
-    stats.compute_seconds += t0 - t;
-    while (pending_[0] > 0) drain(true, "netsparse");
-    e.ctx.quiesce_start();  // everything this rank needs has arrived
-    const double t1 = now_seconds();
-    stats.wait_seconds += t1 - t0;
+    const double t1 = wait_for_gathers(t, stats);
     if (rc.kernel == KernelKind::sddmm) {
       const BasicDenseConstView<T> window{window_[0].data(), 0, k, n_cols};
       sddmm_csr_columns(a, cb, ce, false, ops.x, k, window, k, ops.out);
@@ -630,9 +631,7 @@ class RigExchange final : public Exchange<T> {
           drain(true, "sa-vanilla");  // max_out reads in flight
           continue;
         }
-        for (std::size_t i = 0; i + 1 < chain.size(); ++i) chain[i].next = &chain[i + 1];
-        pending_[0] += static_cast<std::int64_t>(chain.size());
-        post_chain(chain.data(), "sa-vanilla");
+        post_linked(chain, 0, "sa-vanilla");
         drain(false, "sa-vanilla");
       }
       while (pending_[0] > 0) drain(true, "sa-vanilla");

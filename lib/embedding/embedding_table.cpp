@@ -187,6 +187,13 @@ struct EmbeddingTable::Impl {
 
   void lookup(std::span<const std::uint64_t> ids, std::span<float> out);
   void read_versions(const std::vector<std::uint64_t>& distinct);
+  // A call's list of version rows (read_versions: the rows to read, push: the rows to bump):
+  // start_version_list empties it, version_word lists the version row of id (owned by p) the
+  // first time the call needs it (its engine row appended to `rows`) and returns the place of
+  // id's bucket word among the listed rows' words (words_per_row() a row).
+  void start_version_list();
+  std::size_t version_word(std::uint64_t id, int p, std::vector<std::uint64_t>& rows);
+  std::size_t words_per_row() const { return row_bytes / sizeof(std::uint32_t); }
   void push(std::span<const std::uint64_t> ids, std::span<const float> deltas);
   // One NS_WR_RIS (int32 sum) of the rows in bump_idx with the words in bump_ones.
   void send_bumps();
@@ -223,30 +230,37 @@ struct EmbeddingTable::Impl {
 
 // The versions of the buckets of every remote id in `distinct` (owners filled): their version
 // rows, each once, in one gather; word_of[u] is then where id u's version is in `versions`.
-void EmbeddingTable::Impl::read_versions(const std::vector<std::uint64_t>& distinct) {
+void EmbeddingTable::Impl::start_version_list() {
   if (++stamp == 0) {
     std::fill(version_stamp.begin(), version_stamp.end(), 0);
     stamp = 1;
   }
-  const std::size_t words_per_row = row_bytes / sizeof(std::uint32_t);
+}
+
+std::size_t EmbeddingTable::Impl::version_word(std::uint64_t id, int p,
+                                               std::vector<std::uint64_t>& rows) {
+  const std::uint64_t bucket = (id - row_offsets[static_cast<std::size_t>(p)]) >> bucket_shift;
+  const std::uint64_t v = bucket >> word_shift;
+  const std::uint64_t g = version_base[static_cast<std::size_t>(p)] + v;
+  if (version_stamp[g] != stamp) {
+    version_stamp[g] = stamp;
+    version_pos[g] = static_cast<std::uint32_t>(rows.size());
+    rows.push_back(header_row(p) + 1 + v);
+  }
   const std::uint64_t word_mask = (std::uint64_t{1} << word_shift) - 1;
+  return version_pos[g] * words_per_row() + (bucket & word_mask);
+}
+
+void EmbeddingTable::Impl::read_versions(const std::vector<std::uint64_t>& distinct) {
+  start_version_list();
   version_idx.clear();
   word_of.resize(distinct.size());
   for (std::size_t u = 0; u < distinct.size(); ++u) {
     const int p = owners[u];
     if (p == rank) continue;
-    const std::uint64_t bucket =
-        (distinct[u] - row_offsets[static_cast<std::size_t>(p)]) >> bucket_shift;
-    const std::uint64_t v = bucket >> word_shift;
-    const std::uint64_t g = version_base[static_cast<std::size_t>(p)] + v;
-    if (version_stamp[g] != stamp) {
-      version_stamp[g] = stamp;
-      version_pos[g] = static_cast<std::uint32_t>(version_idx.size());
-      version_idx.push_back(header_row(p) + 1 + v);
-    }
-    word_of[u] = static_cast<std::uint32_t>(version_pos[g] * words_per_row + (bucket & word_mask));
+    word_of[u] = static_cast<std::uint32_t>(version_word(distinct[u], p, version_idx));
   }
-  versions.resize(version_idx.size() * words_per_row);
+  versions.resize(version_idx.size() * words_per_row());
   gather(version_idx, versions.data(), "lookup");
   ++stats.version_reads;
   stats.version_rows += version_idx.size();
@@ -348,26 +362,13 @@ void EmbeddingTable::Impl::push(std::span<const std::uint64_t> ids, std::span<co
   run(ris_wr<float>(0, mr, fetch_rows, deltas, RisOp::kSum), "push_gradients");
   // One bump row per version row written: word = 1 for every bucket written (once however
   // many of its rows were).
-  if (++stamp == 0) {
-    std::fill(version_stamp.begin(), version_stamp.end(), 0);
-    stamp = 1;
-  }
-  const std::size_t words_per_row = row_bytes / sizeof(std::int32_t);
-  const std::uint64_t word_mask = (std::uint64_t{1} << word_shift) - 1;
+  start_version_list();
   bump_idx.clear();
   bump_ones.clear();
   for (const std::uint64_t id : ids) {
-    const int p = owner(id);
-    const std::uint64_t bucket = (id - row_offsets[static_cast<std::size_t>(p)]) >> bucket_shift;
-    const std::uint64_t v = bucket >> word_shift;
-    const std::uint64_t g = version_base[static_cast<std::size_t>(p)] + v;
-    if (version_stamp[g] != stamp) {
-      version_stamp[g] = stamp;
-      version_pos[g] = static_cast<std::uint32_t>(bump_idx.size());
-      bump_idx.push_back(header_row(p) + 1 + v);
-      bump_ones.resize(bump_ones.size() + words_per_row, 0);
-    }
-    std::int32_t& word = bump_ones[version_pos[g] * words_per_row + (bucket & word_mask)];
+    const std::size_t at = version_word(id, owner(id), bump_idx);
+    bump_ones.resize(bump_idx.size() * words_per_row(), 0);  // a new row's words start at 0
+    std::int32_t& word = bump_ones[at];
     stats.bumped_buckets += word == 0 ? 1 : 0;
     word = 1;
   }

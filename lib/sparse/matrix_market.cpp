@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sparse/coo_assembly.hpp"
@@ -68,16 +69,44 @@ bool is_comment_or_blank(const char* p, const char* eol) {
   return p == eol || *p == '%';
 }
 
+// The banner's field and symmetry words this reader reads, each once: parse_banner looks them
+// up, error messages list them, field_name prints them.
+template <class E>
+using BannerWords = std::pair<const char*, E>[3];
+constexpr BannerWords<MatrixMarketField> kFieldWords = {{"real", MatrixMarketField::real},
+                                                        {"integer", MatrixMarketField::integer},
+                                                        {"pattern", MatrixMarketField::pattern}};
+constexpr BannerWords<MatrixMarketSymmetry> kSymmetryWords = {
+    {"general", MatrixMarketSymmetry::general},
+    {"symmetric", MatrixMarketSymmetry::symmetric},
+    {"skew-symmetric", MatrixMarketSymmetry::skew_symmetric}};
+
 const char* field_name(MatrixMarketField field) {
-  switch (field) {
-    case MatrixMarketField::real:
-      return "real";
-    case MatrixMarketField::integer:
-      return "integer";
-    case MatrixMarketField::pattern:
-      return "pattern";
+  for (const auto& [name, value] : kFieldWords) {
+    if (value == field) return name;
   }
   return "?";
+}
+
+// The value of banner word `what` (lowercased: `word`, as the file spells it: `original`) among
+// `words`; a ParseError on line 1 for `unsupported` (a value of the format this reader does not
+// read) and for any other word, both listing the supported ones.
+template <class E>
+E banner_word(const char* what, const std::string& word, std::string_view original,
+              const BannerWords<E>& words, const char* unsupported, const std::string& path) {
+  for (const auto& [name, value] : words) {
+    if (word == name) return value;
+  }
+  std::string supported;
+  for (const auto& w : words) supported += (supported.empty() ? "" : ", ") + std::string(w.first);
+  if (word == unsupported) {
+    throw ParseError(path, 1,
+                     "unsupported " + std::string(what) + " '" + unsupported +
+                         "' (supported: " + supported + ")");
+  }
+  throw ParseError(path, 1,
+                   "unknown " + std::string(what) + " '" + std::string(original) +
+                       "' in banner (supported: " + supported + ")");
 }
 
 // What a file of a given size can justify (see matrix_market.hpp, "Sizes"): row pointers up to
@@ -146,34 +175,8 @@ MatrixMarketHeader parse_banner(const char* begin, const char* eol, const std::s
                          "' in banner (only 'coordinate' is supported)");
   }
   MatrixMarketHeader header;
-  if (field == "real") {
-    header.field = MatrixMarketField::real;
-  } else if (field == "integer") {
-    header.field = MatrixMarketField::integer;
-  } else if (field == "pattern") {
-    header.field = MatrixMarketField::pattern;
-  } else if (field == "complex") {
-    throw ParseError(path, 1, "unsupported field 'complex' (supported: real, integer, pattern)");
-  } else {
-    throw ParseError(path, 1,
-                     "unknown field '" + std::string(banner[3]) +
-                         "' in banner (supported: real, integer, pattern)");
-  }
-  if (symmetry == "general") {
-    header.symmetry = MatrixMarketSymmetry::general;
-  } else if (symmetry == "symmetric") {
-    header.symmetry = MatrixMarketSymmetry::symmetric;
-  } else if (symmetry == "skew-symmetric") {
-    header.symmetry = MatrixMarketSymmetry::skew_symmetric;
-  } else if (symmetry == "hermitian") {
-    throw ParseError(path, 1,
-                     "unsupported symmetry 'hermitian' (supported: general, symmetric, "
-                     "skew-symmetric)");
-  } else {
-    throw ParseError(path, 1,
-                     "unknown symmetry '" + std::string(banner[4]) +
-                         "' in banner (supported: general, symmetric, skew-symmetric)");
-  }
+  header.field = banner_word("field", field, banner[3], kFieldWords, "complex", path);
+  header.symmetry = banner_word("symmetry", symmetry, banner[4], kSymmetryWords, "hermitian", path);
   if (header.field == MatrixMarketField::pattern &&
       header.symmetry == MatrixMarketSymmetry::skew_symmetric) {
     throw ParseError(path, 1, "a pattern matrix cannot be skew-symmetric (no values to negate)");

@@ -187,6 +187,26 @@ RawArrays raw_arrays(const CsrMatrix& a, CsrMatrix& out) {
           out.col_idx.data(), out.values.data(), a.row_begin};
 }
 
+// The scan step both parallel transposes share, for thread t of a parallel region (its barrier
+// is the region's): orp[c0, c1) holds the entry counts of the thread's columns, `total` their
+// sum. Turns them into the columns' first positions in the output (the column ranges of threads
+// 0..t-1 first, chunk_total of nt + 1 entries with chunk_total[0] == 0 passing the totals on)
+// and calls at_start(c, first) for each column.
+template <class AtStart>
+void column_starts(int t, gidx_t c0, gidx_t c1, std::int64_t total, std::int64_t* orp,
+                   std::vector<std::int64_t>& chunk_total, AtStart at_start) {
+  chunk_total[static_cast<std::size_t>(t) + 1] = total;
+#pragma omp barrier
+  std::int64_t run = 0;
+  for (int u = 0; u <= t; ++u) run += chunk_total[static_cast<std::size_t>(u)];
+  for (gidx_t c = c0; c < c1; ++c) {
+    const std::int64_t count = orp[c];
+    orp[c] = run;
+    at_start(c, run);
+    run += count;
+  }
+}
+
 // ---- scanTrans: counting sort by column, per-thread histograms ------------------------------
 // Thread t takes the rows holding an equal share of the nonzeros and counts their columns in
 // its own histogram; a scan over (column, thread) turns the histograms into write cursors, and
@@ -218,16 +238,9 @@ void scan_transpose(const CsrMatrix& a, CsrMatrix& out, int threads) {
       orp[c] = sum;  // the column's count for now
       total += sum;
     }
-    chunk_total[t + 1] = total;
-#pragma omp barrier
-    std::int64_t run = 0;
-    for (int u = 0; u <= t; ++u) run += chunk_total[u];
-    for (gidx_t c = c0; c < c1; ++c) {
-      const std::int64_t count = orp[c];
-      orp[c] = run;
-      for (int u = 0; u < nt; ++u) hist[static_cast<std::int64_t>(u) * n + c] += run;
-      run += count;
-    }
+    column_starts(t, c0, c1, total, orp, chunk_total, [&](gidx_t c, std::int64_t first) {
+      for (int u = 0; u < nt; ++u) hist[static_cast<std::int64_t>(u) * n + c] += first;
+    });
 #pragma omp barrier
     for (gidx_t r = r0; r < r1; ++r) {
       const gidx_t grow = row_begin + r;
@@ -286,15 +299,7 @@ void merge_trans_cpu(const CsrMatrix& a, CsrMatrix& out, int threads) {
       orp[c] = sum;
       total += sum;
     }
-    chunk_total[t + 1] = total;
-#pragma omp barrier
-    std::int64_t run = 0;
-    for (int u = 0; u <= t; ++u) run += chunk_total[u];
-    for (gidx_t c = c0; c < c1; ++c) {
-      const std::int64_t count = orp[c];
-      orp[c] = run;
-      run += count;
-    }
+    column_starts(t, c0, c1, total, orp, chunk_total, [](gidx_t, std::int64_t) {});
     // The block's own exclusive prefix (its sorted order starts at p0).
     std::int64_t pos = p0;
     for (gidx_t c = 0; c < n; ++c) {

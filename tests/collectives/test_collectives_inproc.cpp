@@ -65,6 +65,19 @@ std::vector<RankOutcome> run_ranks(int P, const std::function<void(int, Communic
   return out;
 }
 
+// In a rank's function: call() must fail with a CollectiveError of `failure` whose message holds
+// `text`; anything else fails the rank (an exception naming the check, `what`, or the error).
+template <class Call>
+void expect_failure(Call&& call, Failure failure, const char* text, const char* what) {
+  try {
+    call();
+  } catch (const CollectiveError& e) {
+    if (e.failure() == failure && std::string(e.what()).find(text) != std::string::npos) return;
+    throw;
+  }
+  throw std::runtime_error(std::string(what) + " not detected");
+}
+
 void expect_all_ok(const std::vector<RankOutcome>& o) {
   for (std::size_t r = 0; r < o.size(); ++r)
     EXPECT_FALSE(o[r].threw) << "rank " << r << ": " << o[r].what;
@@ -304,30 +317,14 @@ TEST(DenseAllreduce, MismatchAndBadArgumentsFailEveryRankThenItWorksAgain) {
     std::vector<float> x(100, 1.0f), y(100);
     AllreduceArgs a =
         dense_args(x.data(), y.data(), r == 2 ? 99u : 100u, DataType::kFp32, ReduceOp::kSum);
-    try {
-      c.allreduce(a);
-    } catch (const CollectiveError& e) {
-      if (e.failure() != Failure::kMismatch) throw;
-      if (std::string(e.what()).find("rank 2 has count 99") == std::string::npos) throw;
-    }
+    const auto call = [&] { c.allreduce(a); };
+    expect_failure(call, Failure::kMismatch, "rank 2 has count 99", "count mismatch");
     a.count = 100;
     a.op = r == 1 ? static_cast<int>(ReduceOp::kMax) : static_cast<int>(ReduceOp::kSum);
-    try {
-      c.allreduce(a);
-      throw std::runtime_error("op mismatch not detected");
-    } catch (const CollectiveError& e) {
-      if (e.failure() != Failure::kMismatch) throw;
-    }
+    expect_failure(call, Failure::kMismatch, "", "op mismatch");
     a.op = static_cast<int>(ReduceOp::kSum);
     a.recv = r == 3 ? nullptr : y.data();
-    try {
-      c.allreduce(a);
-      throw std::runtime_error("NULL buffer not detected");
-    } catch (const CollectiveError& e) {
-      if (e.failure() != Failure::kInvalid ||
-          std::string(e.what()).find("rank 3: a buffer is NULL") == std::string::npos)
-        throw;
-    }
+    expect_failure(call, Failure::kInvalid, "rank 3: a buffer is NULL", "NULL buffer");
     a.recv = y.data();
     c.allreduce(a);  // the communicator is still usable
     for (float v : y)
@@ -466,20 +463,11 @@ TEST(SparseAllreduce, OutOfRangeIndexAndWrongOpFailEveryRank) {
     a.nnz = 3;
     a.idx = idx.data();
     a.values = v.data();
-    try {
-      c.sparse_allreduce(a);
-      throw std::runtime_error("out-of-range index not detected");
-    } catch (const CollectiveError& e) {
-      if (std::string(e.what()).find("rank 1: an index is >= n") == std::string::npos) throw;
-    }
+    const auto call = [&] { c.sparse_allreduce(a); };
+    expect_failure(call, Failure::kInvalid, "rank 1: an index is >= n", "out-of-range index");
     idx[2] = 3;
     a.op = static_cast<int>(ReduceOp::kMax);
-    try {
-      c.sparse_allreduce(a);
-      throw std::runtime_error("max not refused");
-    } catch (const CollectiveError& e) {
-      if (e.failure() != Failure::kInvalid) throw;
-    }
+    expect_failure(call, Failure::kInvalid, "", "max (sparse allreduce sums only)");
     a.op = static_cast<int>(ReduceOp::kSum);
     const SparseResult res = c.sparse_allreduce(a);
     if (res.dense || res.indices != std::vector<std::uint64_t>{1, 2, 3})

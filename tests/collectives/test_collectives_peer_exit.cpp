@@ -18,6 +18,7 @@
 
 #include "collectives/communicator.hpp"
 #include "collectives/fault_injection.hpp"
+#include "mpi_test_util.hpp"
 #include "transport/transport_factory.hpp"
 
 namespace cl = netsparse::collectives;
@@ -76,13 +77,7 @@ int main(int argc, char** argv) {
     if (e.failure() != cl::Failure::kBroken) ++failures;
   }
   std::fflush(stdout);
-  int reported[2] = {failures, 1}, total[2] = {0, 0};
-  MPI_Allreduce(reported, total, 2, MPI_INT, MPI_SUM, survivors);
-  if (rank == 0)
-    std::printf("peer_exit: %s (%d of %d survivors reported, %d failed checks)\n",
-                total[0] == 0 && total[1] == size - 1 ? "PASS" : "FAIL", total[1], size - 1,
-                total[0]);
-  std::fflush(stdout);
+  netsparse::test::print_survivors_verdict("peer_exit", failures, size, survivors);
   // The transport's teardown would wait for the dead rank (MPI alone cannot see it) and
   // MPI_Finalize hangs under recovery: the result is reported, leave.
   _exit(failures == 0 ? 0 : 1);

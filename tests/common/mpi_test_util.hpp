@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <cstdio>
 
 namespace netsparse::test {
 
@@ -39,6 +40,22 @@ inline World init_world(int& argc, char**& argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &w.size);
   return w;
+}
+
+// The verdict of a program whose last rank is made to fail, collective over `survivors` (every
+// other rank of a world of `size`): rank 0 prints "<program>: PASS|FAIL (k of n survivors
+// reported, f failed checks)", PASS when all n = size - 1 survivors reported and no check
+// failed. The line the test's pass and fail expressions read: under orte_enable_recovery
+// mpirun's exit code says nothing.
+inline void print_survivors_verdict(const char* program, int failures, int size,
+                                    MPI_Comm survivors) {
+  int reported[2] = {failures, 1}, total[2] = {0, 0};  // {failures, survivors that reported}
+  MPI_Allreduce(reported, total, 2, MPI_INT, MPI_SUM, survivors);
+  if (world_rank() == 0)
+    std::printf("%s: %s (%d of %d survivors reported, %d failed checks)\n", program,
+                total[0] == 0 && total[1] == size - 1 ? "PASS" : "FAIL", total[1], size - 1,
+                total[0]);
+  std::fflush(stdout);
 }
 
 }  // namespace netsparse::test

@@ -167,51 +167,42 @@ TEST(Interop, BadGlobalCsrFailsEverywhereWithTheSameMessage) {
     (void)from_global_csr(MPI_COMM_WORLD, n_rows, n_cols, {rp, ci, v}, opt);
   };
   ASSERT_NO_THROW(call(4, 6));
+  // The 4 x 6 call with other arrays.
+  const auto call_with = [](const std::vector<std::int64_t>& row_ptr,
+                            const std::vector<std::int64_t>& col_idx,
+                            const std::vector<float>& values) {
+    (void)from_global_csr(MPI_COMM_WORLD, 4, 6, {row_ptr, col_idx, values});
+  };
 
   auto bad_ci = ci;
   bad_ci[4] = 6;
-  expect_invalid_everywhere(
-      [&] {
-        (void)from_global_csr(MPI_COMM_WORLD, 4, 6, {rp, bad_ci, v});
-      },
-      "from_global_csr: row 2: col_idx[4] = 6 is out of range [0, 6)");
+  expect_invalid_everywhere([&] { call_with(rp, bad_ci, v); },
+                            "from_global_csr: row 2: col_idx[4] = 6 is out of range [0, 6)");
   bad_ci[4] = -1;
-  expect_invalid_everywhere(
-      [&] {
-        (void)from_global_csr(MPI_COMM_WORLD, 4, 6, {rp, bad_ci, v});
-      },
-      "from_global_csr: row 2: col_idx[4] = -1 is out of range [0, 6)");
+  expect_invalid_everywhere([&] { call_with(rp, bad_ci, v); },
+                            "from_global_csr: row 2: col_idx[4] = -1 is out of range [0, 6)");
   expect_invalid_everywhere([&] { call(5, 6); },
                             "from_global_csr: row_ptr has 5 entries, 5 rows need 6");
   expect_invalid_everywhere([&] { call(-1, 6); }, "from_global_csr: the shape -1 x 6 is negative");
   auto short_v = v;
   short_v.pop_back();
-  expect_invalid_everywhere(
-      [&] {
-        (void)from_global_csr(MPI_COMM_WORLD, 4, 6, {rp, ci, short_v});
-      },
-      "from_global_csr: col_idx has 6 entries but values has 5");
+  expect_invalid_everywhere([&] { call_with(rp, ci, short_v); },
+                            "from_global_csr: col_idx has 6 entries but values has 5");
   auto one_based = rp;
   for (auto& x : one_based) ++x;
   expect_invalid_everywhere(
-      [&] {
-        (void)from_global_csr(MPI_COMM_WORLD, 4, 6, {one_based, ci, v});
-      },
+      [&] { call_with(one_based, ci, v); },
       "from_global_csr: row_ptr[0] is 1, it must be 0 (0-based CSR; convert 1-based arrays "
       "first)");
   auto decreasing = rp;
   decreasing[2] = 1;
   expect_invalid_everywhere(
-      [&] {
-        (void)from_global_csr(MPI_COMM_WORLD, 4, 6, {decreasing, ci, v});
-      },
+      [&] { call_with(decreasing, ci, v); },
       "from_global_csr: row_ptr decreases at row 1 (row_ptr[1] = 2, row_ptr[2] = 1)");
   auto short_end = rp;
   short_end[4] = 5;
   expect_invalid_everywhere(
-      [&] {
-        (void)from_global_csr(MPI_COMM_WORLD, 4, 6, {short_end, ci, v});
-      },
+      [&] { call_with(short_end, ci, v); },
       "from_global_csr: row_ptr[4] is 5 but col_idx and values have 6 entries");
   // Ranks that disagree on the shape: every rank reports the range.
   if (p > 1) {

@@ -96,13 +96,20 @@ bool all_ranks(bool ok) {
   return all == 1;
 }
 
+// Every test's start: this rank and the world's size, a context in the progress mode asked for,
+// and the table's rows (offsets_for, `total` in all).
+class EmbeddingMpi : public ::testing::Test {
+ protected:
+  int size = 0;
+  int rank = world(&size);  // sets size (declared first)
+  netsparse::Context ctx = open_context();
+  std::vector<std::uint64_t> offsets = offsets_for(size);
+  std::uint64_t total = offsets.back();
+};
+
 }  // namespace
 
-TEST(EmbeddingMpi, EveryPolicyMatchesTheReference) {
-  int size = 0;
-  const int rank = world(&size);
-  netsparse::Context ctx = open_context();
-  const std::vector<std::uint64_t> offsets = offsets_for(size);
+TEST_F(EmbeddingMpi, EveryPolicyMatchesTheReference) {
   for (const std::uint32_t dim : {16u, 5u}) {
     EmbeddingTable table(ctx, dim, offsets);
     fill_local(table, offsets, rank);
@@ -144,14 +151,10 @@ TEST(EmbeddingMpi, EveryPolicyMatchesTheReference) {
 
 // Lookups, then every rank pushes gradients, then lookups again: each must see every update.
 // A row served from a cache filled before an update would differ from the reference.
-class EmbeddingBuckets : public ::testing::TestWithParam<std::uint32_t> {};
+class EmbeddingBuckets : public EmbeddingMpi,
+                         public ::testing::WithParamInterface<std::uint32_t> {};
 
 TEST_P(EmbeddingBuckets, UpdatesBetweenIterationsAreAlwaysSeen) {
-  int size = 0;
-  const int rank = world(&size);
-  netsparse::Context ctx = open_context();
-  const std::vector<std::uint64_t> offsets = offsets_for(size);
-  const std::uint64_t total = offsets.back();
   constexpr std::uint32_t kDim = 8;
   EmbeddingTable table(ctx, kDim, offsets, EmbeddingOptions{total, true, GetParam()});
   fill_local(table, offsets, rank);
@@ -210,12 +213,7 @@ INSTANTIATE_TEST_SUITE_P(BucketRows, EmbeddingBuckets, ::testing::Values(1u, 4u,
 // refused as stale, x comes back updated) and serves every other remote row from its cache: an
 // update invalidates only the bucket it wrote. x's owner caches nothing of its own rows, so it
 // refetches nothing remote.
-TEST(EmbeddingMpi, AnUpdateInvalidatesOnlyTheBucketItWrote) {
-  int size = 0;
-  const int rank = world(&size);
-  netsparse::Context ctx = open_context();
-  const std::vector<std::uint64_t> offsets = offsets_for(size);
-  const std::uint64_t total = offsets.back();
+TEST_F(EmbeddingMpi, AnUpdateInvalidatesOnlyTheBucketItWrote) {
   constexpr std::uint32_t kDim = 4;
   for (const std::uint32_t bucket : {1u, 8u}) {
     EmbeddingTable table(ctx, kDim, offsets, EmbeddingOptions{total, true, bucket});
@@ -260,11 +258,7 @@ TEST(EmbeddingMpi, AnUpdateInvalidatesOnlyTheBucketItWrote) {
 // bucket_rows decides where versions live, so every rank must use the same: a rank that differs
 // makes every rank refuse (here the layouts coincide, so only the table's own check sees it).
 // A bucket size that is not a power of two, or a change through set_options, is refused too.
-TEST(EmbeddingMpi, RanksThatDisagreeOnBucketRowsAllRefuse) {
-  int size = 0;
-  const int rank = world(&size);
-  netsparse::Context ctx = open_context();
-  const std::vector<std::uint64_t> offsets = offsets_for(size);
+TEST_F(EmbeddingMpi, RanksThatDisagreeOnBucketRowsAllRefuse) {
   // 37 + 11 p rows of 16 floats: 8 or 16 rows per bucket both need one version row per owner.
   bool refused = false;
   try {
@@ -291,12 +285,7 @@ TEST(EmbeddingMpi, RanksThatDisagreeOnBucketRowsAllRefuse) {
   ctx.quiesce();
 }
 
-TEST(EmbeddingMpi, OutOfRangeIdIsRefusedAndWritesNothing) {
-  int size = 0;
-  const int rank = world(&size);
-  netsparse::Context ctx = open_context();
-  const std::vector<std::uint64_t> offsets = offsets_for(size);
-  const std::uint64_t total = offsets.back();
+TEST_F(EmbeddingMpi, OutOfRangeIdIsRefusedAndWritesNothing) {
   constexpr std::uint32_t kDim = 4;
   EmbeddingTable table(ctx, kDim, offsets, EmbeddingOptions{64, true});
   fill_local(table, offsets, rank);

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "mpi_test_util.hpp"
 #include "netsparse/embedding.hpp"
 #include "netsparse/netsparse_mpi.h"
 
@@ -154,13 +155,7 @@ int main(int argc, char** argv) {
   std::printf("[rank %d] %d rounds alive, %d after the kill, worst call %lld ms, %lld ms total\n",
               rank, rounds_ok, rounds_dead, worst_ms, ms_since(start));
   std::fflush(stdout);
-  int reported[2] = {failures, 1}, total[2] = {0, 0};
-  MPI_Allreduce(reported, total, 2, MPI_INT, MPI_SUM, survivors);
-  if (rank == 0)
-    std::printf("emb_kill: %s (%d of %d survivors reported, %d failed checks)\n",
-                total[0] == 0 && total[1] == size - 1 ? "PASS" : "FAIL", total[1], size - 1,
-                total[0]);
-  std::fflush(stdout);
+  netsparse::test::print_survivors_verdict("emb_kill", failures, size, survivors);
   // MPI_Finalize (and a collective teardown) after a peer's death hangs in Open MPI 4.1
   // (docs/api.md): leave without them, as the engine's own kill tests do.
   _exit(failures == 0 ? 0 : 1);

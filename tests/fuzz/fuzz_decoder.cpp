@@ -35,76 +35,99 @@ std::uint32_t le32(const std::uint8_t* p) {
          std::uint32_t{p[3]} << 24;
 }
 
-// The plan decoder on the same bytes: a packet it accepts lies exactly in the buffer, re-encodes
-// to the same header, and its body is n records of a length allowed for its type; split_frame
-// either refuses the bytes or tiles them exactly with packets whose lengths it proved.
+[[noreturn]] void fail(const char* family, const char* what) {
+  std::fprintf(stderr, "fuzz_decoder: %s: %s\n", family, what);
+  std::abort();
+}
+
+// One bulk family: its name (in failure messages), header size, decoder, type test, header
+// encoder, length function, and the rules of its types an accepted packet must meet (the name
+// of the broken one, or nullptr).
+template <class Packet>
+struct Family {
+  const char* name;
+  std::size_t header_bytes;
+  DecodeError (*decode)(std::span<const std::byte>, std::uint32_t, std::uint32_t, Packet*);
+  bool (*is_type)(std::uint16_t);
+  std::size_t (*encode)(std::byte*, const decltype(Packet::header)&);
+  std::size_t (*length)(std::span<const std::byte>);
+  const char* (*broken_rule)(const Packet&, std::span<const std::byte>, std::uint32_t row_bytes);
+};
+
+// A bulk family's decoder on the bytes: a packet it accepts is of one of its types and for the
+// expected destination, lies exactly in the buffer (n records right after the header), meets the
+// rules of its type, re-encodes to the same header and has the length the family's length
+// function gives; a refusal has a text.
+template <class Packet>
+void check_family(const Family<Packet>& f, std::span<const std::byte> bytes, std::uint32_t dest,
+                  std::uint32_t row_bytes) {
+  Packet pk;
+  const DecodeError err = f.decode(bytes, dest, row_bytes, &pk);
+  if (err != DecodeError::kOk) {
+    if (to_string(err) == nullptr) fail(f.name, "error without text");
+    return;
+  }
+  const auto& h = pk.header;
+  if (!f.is_type(static_cast<std::uint16_t>(h.type))) fail(f.name, "accepted a foreign type");
+  if (dest != kAnyDestination && h.dest != dest) fail(f.name, "accepted a foreign dest");
+  if (pk.body.size() != std::size_t{h.n} * h.rec_len) fail(f.name, "body size");
+  if (pk.body.data() != bytes.data() + f.header_bytes) fail(f.name, "body not in place");
+  if (f.header_bytes + pk.body.size() != bytes.size()) fail(f.name, "not exact");
+  if (const char* broken = f.broken_rule(pk, bytes, row_bytes)) fail(f.name, broken);
+  std::vector<std::byte> again(f.header_bytes);
+  f.encode(again.data(), h);
+  if (std::memcmp(again.data(), bytes.data(), f.header_bytes) != 0) fail(f.name, "round trip");
+  if (f.length(bytes) != bytes.size()) fail(f.name, "length disagrees");
+}
+
+const char* broken_plan_rule(const PlanPacket& pk, std::span<const std::byte>,
+                             std::uint32_t row_bytes) {
+  const PlanHeader& h = pk.header;
+  if (h.type == PlanType::kRows && h.rec_len != row_bytes) return "rows of a foreign size";
+  if (h.type == PlanType::kInstall && h.rec_len != 4 && h.rec_len != 8) return "row width";
+  return nullptr;
+}
+
+const char* broken_gather_rule(const GatherPacket& pk, std::span<const std::byte>,
+                               std::uint32_t row_bytes) {
+  const GatherHeader& h = pk.header;
+  if (h.type == GatherType::kGatherRows &&
+      (h.rec_len != row_bytes || std::uint64_t{h.first} + h.n > h.total)) {
+    return "rows of a foreign size or beyond their read";
+  }
+  if (h.type == GatherType::kGatherRead && h.rec_len != 4 && h.rec_len != 8) return "row width";
+  return nullptr;
+}
+
+const char* broken_scatter_rule(const ScatterPacket& pk, std::span<const std::byte> bytes,
+                                std::uint32_t row_bytes) {
+  const ScatterHeader& h = pk.header;
+  if (h.type == ScatterType::kUpdate && (h.n == 0 || h.rec_len != kScatterRowBytes + row_bytes))
+    return "records of a foreign size";
+  if (h.type == ScatterType::kAck && (h.n != 0 || h.rec_len != 0)) return "ack body";
+  if (h.op >= kScatterOps || h.datatype >= kScatterDatatypes) return "op or datatype";
+  for (std::uint32_t k = 0; k < h.n; ++k) {
+    if (pk.value(k) + row_bytes > bytes.data() + bytes.size()) return "record overruns";
+    (void)pk.row(k);
+  }
+  return nullptr;
+}
+
+// The bulk families' decoders on the same bytes (check_family); split_frame either refuses the
+// bytes or tiles them exactly with packets whose lengths it proved.
 void check_plan_and_frame(std::span<const std::byte> bytes, std::uint32_t dest,
                           std::uint32_t row_bytes) {
-  PlanPacket pk;
-  const DecodeError err = decode_plan_packet(bytes, dest, row_bytes, &pk);
-  if (err == DecodeError::kOk) {
-    const PlanHeader& h = pk.header;
-    if (!is_plan_type(static_cast<std::uint16_t>(h.type))) fail("plan: accepted an unknown type");
-    if (dest != kAnyDestination && h.dest != dest) fail("plan: accepted a foreign dest");
-    if (pk.body.size() != std::size_t{h.n} * h.rec_len) fail("plan: body size");
-    if (pk.body.data() != bytes.data() + kPlanHeaderBytes) fail("plan: body not in place");
-    if (kPlanHeaderBytes + pk.body.size() != bytes.size()) fail("plan: not exact");
-    if (h.type == PlanType::kRows && h.rec_len != row_bytes) fail("plan: rows of a foreign size");
-    if (h.type == PlanType::kInstall && h.rec_len != 4 && h.rec_len != 8) fail("plan: row width");
-    std::byte again[kPlanHeaderBytes];
-    encode_plan_header(again, h);
-    if (std::memcmp(again, bytes.data(), kPlanHeaderBytes) != 0) fail("plan: round trip");
-    if (plan_packet_length(bytes) != bytes.size()) fail("plan: length disagrees");
-  } else if (to_string(err) == nullptr) {
-    fail("plan: error without text");
-  }
-  GatherPacket gk;
-  const DecodeError gerr = decode_gather_packet(bytes, dest, row_bytes, &gk);
-  if (gerr == DecodeError::kOk) {
-    const GatherHeader& h = gk.header;
-    if (!is_gather_type(static_cast<std::uint16_t>(h.type)))
-      fail("gather: accepted a foreign type");
-    if (dest != kAnyDestination && h.dest != dest) fail("gather: accepted a foreign dest");
-    if (gk.body.size() != std::size_t{h.n} * h.rec_len) fail("gather: body size");
-    if (gk.body.data() != bytes.data() + kGatherHeaderBytes) fail("gather: body not in place");
-    if (kGatherHeaderBytes + gk.body.size() != bytes.size()) fail("gather: not exact");
-    if (h.type == GatherType::kGatherRows &&
-        (h.rec_len != row_bytes || std::uint64_t{h.first} + h.n > h.total)) {
-      fail("gather: rows of a foreign size or beyond their read");
-    }
-    if (h.type == GatherType::kGatherRead && h.rec_len != 4 && h.rec_len != 8) {
-      fail("gather: row width");
-    }
-    std::byte again[kGatherHeaderBytes];
-    encode_gather_header(again, h);
-    if (std::memcmp(again, bytes.data(), kGatherHeaderBytes) != 0) fail("gather: round trip");
-    if (gather_packet_length(bytes) != bytes.size()) fail("gather: length disagrees");
-  } else if (to_string(gerr) == nullptr) {
-    fail("gather: error without text");
-  }
-  ScatterPacket sp;
-  const DecodeError serr = decode_scatter_packet(bytes, dest, row_bytes, &sp);
-  if (serr == DecodeError::kOk) {
-    const ScatterHeader& h = sp.header;
-    if (!is_scatter_type(static_cast<std::uint16_t>(h.type))) fail("scatter: unknown type");
-    if (dest != kAnyDestination && h.dest != dest) fail("scatter: accepted a foreign dest");
-    if (sp.body.size() != std::size_t{h.n} * h.rec_len) fail("scatter: body size");
-    if (kScatterHeaderBytes + sp.body.size() != bytes.size()) fail("scatter: not exact");
-    if (h.type == ScatterType::kUpdate && (h.n == 0 || h.rec_len != kScatterRowBytes + row_bytes))
-      fail("scatter: records of a foreign size");
-    if (h.type == ScatterType::kAck && (h.n != 0 || h.rec_len != 0)) fail("scatter: ack body");
-    if (h.op >= kScatterOps || h.datatype >= kScatterDatatypes) fail("scatter: op or datatype");
-    for (std::uint32_t k = 0; k < h.n; ++k) {
-      if (sp.value(k) + row_bytes > bytes.data() + bytes.size()) fail("scatter: record overruns");
-      (void)sp.row(k);
-    }
-    std::byte again[kScatterHeaderBytes];
-    encode_scatter_header(again, h);
-    if (std::memcmp(again, bytes.data(), kScatterHeaderBytes) != 0) fail("scatter: round trip");
-    if (scatter_packet_length(bytes) != bytes.size()) fail("scatter: length disagrees");
-  } else if (to_string(serr) == nullptr) {
-    fail("scatter: error without text");
-  }
+  check_family(Family<PlanPacket>{"plan", kPlanHeaderBytes, decode_plan_packet, is_plan_type,
+                                  encode_plan_header, plan_packet_length, broken_plan_rule},
+               bytes, dest, row_bytes);
+  check_family(
+      Family<GatherPacket>{"gather", kGatherHeaderBytes, decode_gather_packet, is_gather_type,
+                           encode_gather_header, gather_packet_length, broken_gather_rule},
+      bytes, dest, row_bytes);
+  check_family(
+      Family<ScatterPacket>{"scatter", kScatterHeaderBytes, decode_scatter_packet, is_scatter_type,
+                            encode_scatter_header, scatter_packet_length, broken_scatter_rule},
+      bytes, dest, row_bytes);
   std::span<const std::byte> parts[16];
   const FrameSplit split = split_frame(bytes, parts);
   if (split.error == DecodeError::kOk) {

@@ -65,13 +65,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   const auto mem = run("memory", [&] { return parse_matrix_market(bytes, "fuzz.mtx"); });
   if (header.value.has_value() < mem.value.has_value()) fail("header refused, file read");
-  const auto disk = run("file", [&] { return read_matrix_market(file.path()); });
-  require_same_outcome(mem, disk, "memory vs file", same_matrix);
-  if (!sparse_detail::is_gzip(bytes)) {
-    const std::string gz = netsparse::test::gzip_bytes(bytes, 1);
-    const auto unzipped = run("gzip", [&] { return parse_matrix_market(gz, "fuzz.mtx.gz"); });
-    require_same_outcome(mem, unzipped, "plain vs gzip", same_matrix);
-  }
+  require_same_from_file_and_gzip(
+      mem, bytes, file, [](const std::string& path) { return read_matrix_market(path); },
+      [](std::string_view gz, const char* name) { return parse_matrix_market(gz, name); },
+      "fuzz.mtx.gz", same_matrix);
   const auto is_mm = run("detect", [&] { return is_matrix_market_file(file.path()); });
   if (mem.value) require(is_mm.value.value_or(false), "a parsed file is not detected as MM");
 

@@ -70,12 +70,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (mem.value) check_graph(*mem.value);
   static MemFile file;
   file.write(data, size);
-  const auto disk = run("file", [&] { return read_metis_graph(file.path()); });
-  require_same_outcome(mem, disk, "memory vs file", same_graph);
-  if (!sparse_detail::is_gzip(bytes)) {
-    const std::string gz = netsparse::test::gzip_bytes(bytes, 1);
-    const auto unzipped = run("gzip", [&] { return parse_metis_graph(gz, "fuzz.graph.gz"); });
-    require_same_outcome(mem, unzipped, "plain vs gzip", same_graph);
-  }
+  require_same_from_file_and_gzip(
+      mem, bytes, file, [](const std::string& path) { return read_metis_graph(path); },
+      [](std::string_view gz, const char* name) { return parse_metis_graph(gz, name); },
+      "fuzz.graph.gz", same_graph);
   return 0;
 }

@@ -1,6 +1,7 @@
 // Shared by the sparse readers' fuzz targets (fuzz_matrix_market, fuzz_metis): the outcome of
-// one read (a value or a ParseError; anything else aborts), the CsrMatrix invariants, and a
-// memory file the path-taking readers can open.
+// one read (a value or a ParseError; anything else aborts), the CsrMatrix invariants, a memory
+// file the path-taking readers can open, and the comparison of a read from memory with the same
+// bytes read from that file and gzipped.
 #pragma once
 
 #include <sys/mman.h>
@@ -15,9 +16,11 @@
 #include <string>
 #include <string_view>
 
+#include "../sparse/gzip_test_util.hpp"
 #include "csr_blocks.hpp"
 #include "netsparse/csr.hpp"
 #include "netsparse/sparse_error.hpp"
+#include "sparse/input_bytes.hpp"
 
 namespace netsparse::fuzz {
 
@@ -153,5 +156,20 @@ class MemFile {
   int fd_;
   std::string path_;
 };
+
+// The reader's other ways to the same bytes agree with parsing them in memory (`mem`): reading
+// `file`, which holds them, and (unless they are gzip already) parsing them gzipped as gz_name.
+template <class T, class ReadFile, class Parse, class Same>
+void require_same_from_file_and_gzip(const Outcome<T>& mem, std::string_view bytes,
+                                     const MemFile& file, ReadFile read_file, Parse parse,
+                                     const char* gz_name, Same same) {
+  const auto disk = run("file", [&] { return read_file(file.path()); });
+  require_same_outcome(mem, disk, "memory vs file", same);
+  if (!sparse_detail::is_gzip(bytes)) {
+    const std::string gz = netsparse::test::gzip_bytes(bytes, 1);
+    const auto unzipped = run("gzip", [&] { return parse(gz, gz_name); });
+    require_same_outcome(mem, unzipped, "plain vs gzip", same);
+  }
+}
 
 }  // namespace netsparse::fuzz

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "mpi_test_util.hpp"
 #include "netsparse/netsparse.h"
 #include "netsparse/netsparse_mpi.h"
 
@@ -125,6 +126,31 @@ inline Job start_job(int& argc, char**& argv, int progress_mode, int cqe, int qp
   MPI_Comm_split(MPI_COMM_WORLD, rank == j.victim ? MPI_UNDEFINED : 0, rank, &j.survivors);
   MPI_Barrier(MPI_COMM_WORLD);  // everyone registered; the engines serve from here
   return j;
+}
+
+// A survivor's teardown with a dead peer: destroys the queue pair and the completion queue and
+// closes the context; fails naming every status unless both queues went and close_ok(the
+// close's status) holds (ns_last_error() still the close's). Returns how long it took (ms).
+template <class CloseOk>
+long long tear_down(const Job& job, CloseOk close_ok) {
+  const auto start = std::chrono::steady_clock::now();
+  const ns_status_t qp_status = ns_destroy_qp(job.qp);
+  const ns_status_t cq_status = ns_destroy_cq(job.cq);
+  const ns_status_t close_status = ns_close(job.ctx);
+  if (qp_status != NS_OK || cq_status != NS_OK || !close_ok(close_status))
+    fail("teardown: destroy_qp " + std::to_string(qp_status) + ", destroy_cq " +
+         std::to_string(cq_status) + ", close " + std::to_string(close_status) + ": " +
+         ns_last_error());
+  return ms_since(start);
+}
+
+// The verdict (collective over the survivors): this rank's PASS / FAIL line, then rank 0's
+// "<program>: PASS|FAIL (k of n survivors reported, f failed checks)".
+inline void report_verdict(const Job& job, const char* program) {
+  std::printf("[rank %d] %s\n", rank, failures == 0 ? "PASS" : "FAIL");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  netsparse::test::print_survivors_verdict(program, failures, job.size, job.survivors);
 }
 
 }  // namespace peerfail

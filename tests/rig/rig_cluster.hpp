@@ -141,6 +141,29 @@ inline void check_positional(const std::vector<std::uint8_t>& out,
   }
 }
 
+// A RIG of idx in `layout` into out, refilled with the sentinel first: an INDEXED gather into
+// the whole table's window [0, n.total), a POSITIONAL one into idx.size() rows.
+inline ns_send_wr gather_into(const Node& n, std::uint64_t id,
+                              const std::vector<std::uint64_t>& idx, std::vector<std::uint8_t>& out,
+                              int layout) {
+  if (layout == NS_RIG_LAYOUT_INDEXED) {
+    out.assign(n.total * n.P, kSentinel);
+    return rig(id, n.mr, idx, out.data(), layout, 0, n.total);
+  }
+  out.assign(idx.size() * n.P, kSentinel);
+  return rig(id, n.mr, idx, out.data(), layout);
+}
+
+// Checks what a gather_into of idx in `layout` wrote (check_indexed / check_positional).
+inline void check_gathered(const Node& n, const std::vector<std::uint8_t>& out,
+                           const std::vector<std::uint64_t>& idx, int layout) {
+  if (layout == NS_RIG_LAYOUT_INDEXED) {
+    check_indexed(out, 0, n.total, std::set<std::uint64_t>(idx.begin(), idx.end()), n.P, n.rank);
+  } else {
+    check_positional(out, idx, n.P, n.rank);
+  }
+}
+
 inline ns_context_attr make_attr(int progress, std::uint32_t flags) {
   ns_context_attr a{};
   a.comp_mask = NS_CTX_ATTR_PROGRESS | NS_CTX_ATTR_FLAGS | NS_CTX_ATTR_WATCHDOG;

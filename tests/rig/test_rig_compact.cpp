@@ -72,14 +72,7 @@ WireRun run_wire(const WireCase& wc, int wire) {
     std::vector<ns_send_wr> wrs;
     for (int k = 0; k < kWrs; ++k) {
       idx[k] = dup_heavy_idx(n.total, kCount, 24, 77u * me + static_cast<std::uint64_t>(k));
-      if (wc.layout == NS_RIG_LAYOUT_INDEXED) {
-        out[k].assign(n.total * n.P, kSentinel);
-        wrs.push_back(
-            rig(static_cast<std::uint64_t>(k), n.mr, idx[k], out[k].data(), wc.layout, 0, n.total));
-      } else {
-        out[k].assign(idx[k].size() * n.P, kSentinel);
-        wrs.push_back(rig(static_cast<std::uint64_t>(k), n.mr, idx[k], out[k].data(), wc.layout));
-      }
+      wrs.push_back(gather_into(n, static_cast<std::uint64_t>(k), idx[k], out[k], wc.layout));
     }
     chain(wrs);
     ns_send_wr* bad = nullptr;
@@ -87,14 +80,7 @@ WireRun run_wire(const WireCase& wc, int wire) {
     for (const ns_wc& c : wait_completions(n.cq, kWrs)) {
       EXPECT_EQ(c.status, NS_WC_SUCCESS) << ns_wc_status_str(c.status);
     }
-    for (int k = 0; k < kWrs; ++k) {
-      if (wc.layout == NS_RIG_LAYOUT_INDEXED) {
-        check_indexed(out[k], 0, n.total, std::set<std::uint64_t>(idx[k].begin(), idx[k].end()),
-                      n.P, n.rank);
-      } else {
-        check_positional(out[k], idx[k], n.P, n.rank);
-      }
-    }
+    for (int k = 0; k < kWrs; ++k) check_gathered(n, out[k], idx[k], wc.layout);
     EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
     res.requested[me] = stat(n.ctx, NS_STAT_PRS_REQUESTED);
     res.compact_packets[me] = stat(n.ctx, NS_STAT_COMPACT_PACKETS);

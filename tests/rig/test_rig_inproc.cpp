@@ -59,14 +59,7 @@ TEST_P(Gather, RandomBatchesEveryByte) {
       idx[k] =
           dup_heavy_idx(n.total, kCount, 16,
                         1000u * static_cast<std::uint64_t>(n.rank) + static_cast<std::uint64_t>(k));
-      if (gc.layout == NS_RIG_LAYOUT_INDEXED) {
-        out[k].assign(n.total * n.P, kSentinel);
-        wrs.push_back(
-            rig(static_cast<std::uint64_t>(k), n.mr, idx[k], out[k].data(), gc.layout, 0, n.total));
-      } else {
-        out[k].assign(idx[k].size() * n.P, kSentinel);
-        wrs.push_back(rig(static_cast<std::uint64_t>(k), n.mr, idx[k], out[k].data(), gc.layout));
-      }
+      wrs.push_back(gather_into(n, static_cast<std::uint64_t>(k), idx[k], out[k], gc.layout));
     }
     chain(wrs);
     ns_send_wr* bad = nullptr;
@@ -80,14 +73,7 @@ TEST_P(Gather, RandomBatchesEveryByte) {
       ids.insert(wc.wr_id);
     }
     EXPECT_EQ(ids.size(), static_cast<std::size_t>(kWrs));
-    for (int k = 0; k < kWrs; ++k) {
-      if (gc.layout == NS_RIG_LAYOUT_INDEXED) {
-        check_indexed(out[k], 0, n.total, std::set<std::uint64_t>(idx[k].begin(), idx[k].end()),
-                      n.P, n.rank);
-      } else {
-        check_positional(out[k], idx[k], n.P, n.rank);
-      }
-    }
+    for (int k = 0; k < kWrs; ++k) check_gathered(n, out[k], idx[k], gc.layout);
     EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_REQUESTED), kWrs * kCount);
     if ((gc.flags & (NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE)) !=
         (NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE)) {
@@ -361,14 +347,7 @@ TEST(RdmaRead, SingleReadsEveryByte) {
     std::vector<ns_send_wr> w(kReads);
     for (int k = 0; k < kReads; ++k) {
       rows[k] = rng() % n.total;
-      w[k] = ns_send_wr{};
-      w[k].wr_id = static_cast<std::uint64_t>(k);
-      w[k].opcode = NS_WR_RDMA_READ;
-      w[k].send_flags = NS_SEND_SIGNALED;
-      w[k].wr.rdma_read.mr = n.mr;
-      w[k].wr.rdma_read.idx = rows[k];
-      w[k].wr.rdma_read.out = out.data() + k * n.P;
-      w[k].wr.rdma_read.out_bytes = n.P;
+      w[k] = read_wr(static_cast<std::uint64_t>(k), n.mr, rows[k], out.data() + k * n.P, n.P);
     }
     chain(w);
     ASSERT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK) << ns_last_error();
@@ -689,12 +668,7 @@ TEST(EngineV2, EveryPathAgreesWithTheReferenceCounts) {
                                  NS_SEND_SIGNALED | (path == 0 ? unsigned{NS_SEND_NEW_EPOCH} : 0u));
         ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK) << ns_last_error();
         for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
-        if (path == 2) {
-          check_positional(out, idx, n.P, n.rank);
-        } else {
-          check_indexed(out, 0, n.total, std::set<std::uint64_t>(idx.begin(), idx.end()), n.P,
-                        n.rank);
-        }
+        check_gathered(n, out, idx, path == 2 ? NS_RIG_LAYOUT_POSITIONAL : NS_RIG_LAYOUT_INDEXED);
         const bool dedup = (flags & (NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE)) !=
                            (NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE);
         const std::string where = "flags " + std::to_string(flags) + " path " +
@@ -856,21 +830,10 @@ TEST(EngineV2, RdmaReadsToASilentlyDeadPeerTimeOut) {
     std::vector<std::uint8_t> dead_out(4 * n.P, kSentinel), live_out(n.P, kSentinel);
     std::vector<ns_send_wr> w(5);
     for (int k = 0; k < 4; ++k) {
-      w[k].wr_id = 10 + static_cast<std::uint64_t>(k);
-      w[k].opcode = NS_WR_RDMA_READ;
-      w[k].send_flags = NS_SEND_SIGNALED;
-      w[k].wr.rdma_read.mr = n.mr;
-      w[k].wr.rdma_read.idx = 400 + static_cast<std::uint64_t>(k);  // the dead node's rows
-      w[k].wr.rdma_read.out = dead_out.data() + k * n.P;
-      w[k].wr.rdma_read.out_bytes = n.P;
+      const auto row = 400 + static_cast<std::uint64_t>(k);  // the dead node's rows
+      w[k] = read_wr(10 + static_cast<std::uint64_t>(k), n.mr, row, dead_out.data() + k * n.P, n.P);
     }
-    w[4].wr_id = 20;
-    w[4].opcode = NS_WR_RDMA_READ;
-    w[4].send_flags = NS_SEND_SIGNALED;
-    w[4].wr.rdma_read.mr = n.mr;
-    w[4].wr.rdma_read.idx = live_row;
-    w[4].wr.rdma_read.out = live_out.data();
-    w[4].wr.rdma_read.out_bytes = n.P;
+    w[4] = read_wr(20, n.mr, live_row, live_out.data(), n.P);
     chain(w);
     ASSERT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK) << ns_last_error();
     std::map<std::uint64_t, int> status;

@@ -178,14 +178,7 @@ TEST(Mpi, OutOfRangeIdxAndRdmaRead) {
   std::vector<std::uint8_t> out(rows.size() * s.P);
   std::vector<ns_send_wr> reads(rows.size());
   for (std::size_t k = 0; k < rows.size(); ++k) {
-    reads[k] = ns_send_wr{};
-    reads[k].wr_id = k;
-    reads[k].opcode = NS_WR_RDMA_READ;
-    reads[k].send_flags = NS_SEND_SIGNALED;
-    reads[k].wr.rdma_read.mr = s.mr;
-    reads[k].wr.rdma_read.idx = rows[k];
-    reads[k].wr.rdma_read.out = out.data() + k * s.P;
-    reads[k].wr.rdma_read.out_bytes = s.P;
+    reads[k] = read_wr(k, s.mr, rows[k], out.data() + k * s.P, s.P);
     reads[k].next = k + 1 < rows.size() ? &reads[k + 1] : nullptr;
   }
   ASSERT_EQ(ns_post_send(s.qp, reads.data(), nullptr), NS_OK) << ns_last_error();

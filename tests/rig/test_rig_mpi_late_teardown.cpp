@@ -33,14 +33,11 @@ int run(int progress, int rank, int size) {
   for (int p = 0; p <= size; ++p) offsets[static_cast<std::size_t>(p)] = rows * p;
   std::vector<std::uint64_t> block(rows);
   for (std::uint64_t r = 0; r < rows; ++r) block[r] = rank * rows + r;
-  ns_mr* mr = nullptr;
-  ns_cq* cq = nullptr;
-  ns_qp* qp = nullptr;
-  if (ns_reg_props(ctx, block.data(), rows, P, offsets.data(), &mr) != NS_OK ||
-      ns_create_cq(ctx, 8, &cq) != NS_OK || ns_create_qp(ctx, cq, 8, &qp) != NS_OK) {
-    std::fprintf(stderr, "rank %d: setup: %s\n", rank, ns_last_error());
+  rigtest::RankQueues queues;
+  if (!rigtest::open_queues(ctx, block.data(), rows, P, offsets.data(), 8, 8, rank, &queues)) {
     return 1;
   }
+  const auto [mr, cq, qp] = queues;
   std::vector<std::uint64_t> idx;
   for (std::uint64_t i = 0; i < rows * size; i += 3) idx.push_back(i);
   std::vector<std::uint64_t> out(idx.size());

@@ -57,14 +57,11 @@ int main(int argc, char** argv) {
   for (std::uint64_t r = 0; r < rows; ++r)
     for (std::uint32_t w = 0; w < P / 4; ++w)
       block[r * P / 4 + w] = static_cast<std::uint32_t>((rank * rows + r) * 7 + w);
-  ns_mr* mr = nullptr;
-  ns_cq* cq = nullptr;
-  ns_qp* qp = nullptr;
-  if (ns_reg_props(ctx, block.data(), rows, P, offsets.data(), &mr) != NS_OK ||
-      ns_create_cq(ctx, 16, &cq) != NS_OK || ns_create_qp(ctx, cq, 16, &qp) != NS_OK) {
-    std::fprintf(stderr, "rank %d: setup: %s\n", rank, ns_last_error());
+  rigtest::RankQueues queues;
+  if (!rigtest::open_queues(ctx, block.data(), rows, P, offsets.data(), 16, 16, rank, &queues)) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+  const auto [mr, cq, qp] = queues;
   std::vector<std::uint64_t> idx;
   for (std::uint64_t i = 0; i < rows * size; ++i) idx.push_back((i * 7919) % (rows * size));
   std::vector<std::uint32_t> out(idx.size() * P / 4);

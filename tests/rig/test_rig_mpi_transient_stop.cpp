@@ -59,22 +59,18 @@ int main(int argc, char** argv) {
   std::vector<std::uint64_t> offsets = {0, rows, 2 * rows};
   std::vector<std::uint64_t> block(rows);
   for (std::uint64_t r = 0; r < rows; ++r) block[r] = rank * rows + r;
-  ns_mr* mr = nullptr;
-  ns_cq* cq = nullptr;
-  ns_qp* qp = nullptr;
-  if (ns_reg_props(ctx, block.data(), rows, 8, offsets.data(), &mr) != NS_OK ||
-      ns_create_cq(ctx, 8, &cq) != NS_OK || ns_create_qp(ctx, cq, 8, &qp) != NS_OK) {
-    std::fprintf(stderr, "rank %d: setup: %s\n", rank, ns_last_error());
+  rigtest::RankQueues queues;
+  if (!rigtest::open_queues(ctx, block.data(), rows, 8, offsets.data(), 8, 8, rank, &queues)) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   std::vector<std::uint64_t> idx;
   for (std::uint64_t i = 0; i < rows; ++i) idx.push_back((1 - rank) * rows + i);  // the peer's
   std::vector<std::uint64_t> out(idx.size());
   const auto gather = [&](int expect) {
-    ns_send_wr w = rigtest::rig_wr(0, mr, idx, out.data());
+    ns_send_wr w = rigtest::rig_wr(0, queues.mr, idx, out.data());
     ns_wc wc{};
-    if (ns_post_send(qp, &w, nullptr) != NS_OK || ns_cq_wait(cq, 1, &wc, 20000) != 1 ||
-        wc.status != expect) {
+    if (ns_post_send(queues.qp, &w, nullptr) != NS_OK ||
+        ns_cq_wait(queues.cq, 1, &wc, 20000) != 1 || wc.status != expect) {
       std::fprintf(stderr, "rank %d: gather status %d, expected %d\n", rank, wc.status, expect);
       ++failures;
     }
@@ -95,7 +91,8 @@ int main(int argc, char** argv) {
   for (std::size_t j = 0; j < idx.size(); ++j) {
     if (out[j] != idx[j]) ++failures;
   }
-  const ns_status_t q = ns_destroy_qp(qp), c = ns_destroy_cq(cq), d = ns_dereg_props(mr);
+  const ns_status_t q = ns_destroy_qp(queues.qp), c = ns_destroy_cq(queues.cq),
+                    d = ns_dereg_props(queues.mr);
   const ns_status_t closed = ns_close(ctx);
   if (q != NS_OK || c != NS_OK || d != NS_OK || closed != NS_OK) {
     std::fprintf(stderr, "rank %d: teardown qp %d cq %d dereg %d close %d: %s\n", rank, q, c, d,

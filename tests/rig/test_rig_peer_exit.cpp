@@ -123,28 +123,12 @@ int main(int argc, char** argv) {
   // Teardown with a dead peer must end, not hang (the hang guard is the test's TIMEOUT), and say
   // that it went local: the region is released without the collective part when a peer is
   // known to have failed (NS_ERR_TRANSPORT from ns_close, the context freed anyway).
-  const auto teardown = std::chrono::steady_clock::now();
-  const ns_status_t qp_status = ns_destroy_qp(job.qp);
-  const ns_status_t cq_status = ns_destroy_cq(job.cq);
-  const ns_status_t close_status = ns_close(job.ctx);
-  const bool local_reported =
-      close_status == NS_ERR_TRANSPORT &&
-      std::string(ns_last_error()).find("released locally") != std::string::npos;
-  if (qp_status != NS_OK || cq_status != NS_OK || !local_reported)
-    fail("teardown: destroy_qp " + std::to_string(qp_status) + ", destroy_cq " +
-         std::to_string(cq_status) + ", close " + std::to_string(close_status) + ": " +
-         ns_last_error());
-  std::printf("[rank %d] teardown took %lld ms\n", rank, ms_since(teardown));
-  std::printf("[rank %d] %s\n", rank, failures == 0 ? "PASS" : "FAIL");
-  std::fflush(stdout);
-  std::fflush(stderr);
-  int reported[2] = {failures, 1}, total[2] = {0, 0};  // {failures, survivors that reported}
-  MPI_Allreduce(reported, total, 2, MPI_INT, MPI_SUM, job.survivors);
-  if (rank == 0)
-    std::printf("peer_exit: %s (%d of %d survivors reported, %d failed checks)\n",
-                total[0] == 0 && total[1] == job.size - 1 ? "PASS" : "FAIL", total[1], job.size - 1,
-                total[0]);
-  std::fflush(stdout);
+  const long long teardown_ms = tear_down(job, [](ns_status_t s) {
+    return s == NS_ERR_TRANSPORT &&
+           std::string(ns_last_error()).find("released locally") != std::string::npos;
+  });
+  std::printf("[rank %d] teardown took %lld ms\n", rank, teardown_ms);
+  report_verdict(job, "peer_exit");
   // MPI_Finalize with a dead rank hangs under orte_enable_recovery (lib/transport/README.md);
   // the result is already reported, so leave without it.
   _exit(failures == 0 ? 0 : 1);

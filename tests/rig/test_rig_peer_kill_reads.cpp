@@ -62,14 +62,8 @@ int main(int argc, char** argv) {
     for (int j = 0; j < 2 * kChain; ++j) {
       const int owner = j < kChain ? job.victim : job.partner;
       rows[j] = job.offsets[owner] + static_cast<std::uint64_t>((round * 7 + j) % kRowsPerRank);
-      w[j] = ns_send_wr{};
-      w[j].wr_id = static_cast<std::uint64_t>(j);
-      w[j].opcode = NS_WR_RDMA_READ;
-      w[j].send_flags = NS_SEND_SIGNALED;
-      w[j].wr.rdma_read.mr = job.mr;
-      w[j].wr.rdma_read.idx = rows[j];
-      w[j].wr.rdma_read.out = out.data() + j * kPropBytes;
-      w[j].wr.rdma_read.out_bytes = kPropBytes;
+      w[j] = rigtest::read_wr(static_cast<std::uint64_t>(j), job.mr, rows[j],
+                              out.data() + j * kPropBytes, kPropBytes);
       w[j].next = j + 1 < 2 * kChain ? &w[j + 1] : nullptr;
     }
     const auto posted = std::chrono::steady_clock::now();
@@ -119,25 +113,9 @@ int main(int argc, char** argv) {
   std::printf("[rank %d] %d rounds alive, %d after the kill, worst round %lld ms, %lld ms total\n",
               rank, rounds_ok, rounds_dead, worst_wait_ms, ms_since(start));
 
-  const auto teardown = std::chrono::steady_clock::now();
-  const ns_status_t qp_status = ns_destroy_qp(job.qp);
-  const ns_status_t cq_status = ns_destroy_cq(job.cq);
-  const ns_status_t close_status = ns_close(job.ctx);
-  if (qp_status != NS_OK || cq_status != NS_OK || close_status == NS_OK)
-    fail("teardown: destroy_qp " + std::to_string(qp_status) + ", destroy_cq " +
-         std::to_string(cq_status) + ", close " + std::to_string(close_status) + ": " +
-         ns_last_error());
-  std::printf("[rank %d] teardown took %lld ms (close: %s)\n", rank, ms_since(teardown),
-              ns_last_error());
-  std::printf("[rank %d] %s\n", rank, failures == 0 ? "PASS" : "FAIL");
-  std::fflush(stdout);
-  int reported[2] = {failures, 1}, total[2] = {0, 0};
-  MPI_Allreduce(reported, total, 2, MPI_INT, MPI_SUM, job.survivors);
-  if (rank == 0)
-    std::printf("kill_reads: %s (%d of %d survivors reported, %d failed checks)\n",
-                total[0] == 0 && total[1] == job.size - 1 ? "PASS" : "FAIL", total[1], job.size - 1,
-                total[0]);
-  std::fflush(stdout);
+  const long long teardown_ms = tear_down(job, [](ns_status_t s) { return s != NS_OK; });
+  std::printf("[rank %d] teardown took %lld ms (close: %s)\n", rank, teardown_ms, ns_last_error());
+  report_verdict(job, "kill_reads");
   // MPI_Finalize after a peer's death hangs in Open MPI 4.1 (docs/api.md): leave without it.
   // `finalize` as the second argument calls it anyway (to see where it waits).
   if (argc > 2 && std::strcmp(argv[2], "finalize") == 0) {

@@ -24,10 +24,7 @@ namespace tr = netsparse::transport;
 namespace {
 
 ns_send_wr plan_start(std::uint64_t id, ns_plan* p, unsigned flags = NS_SEND_SIGNALED) {
-  ns_send_wr wr{};
-  wr.wr_id = id;
-  wr.opcode = NS_WR_RIG_PLAN;
-  wr.send_flags = flags;
+  ns_send_wr wr = work_request(id, NS_WR_RIG_PLAN, flags);
   wr.wr.plan.plan = p;
   return wr;
 }
@@ -40,6 +37,21 @@ int run_one(Node& n, ns_send_wr wr) {
   if (s != NS_OK) return -1;
   const auto wc = wait_completions(n.cq, 1);
   return wc.empty() ? -1 : wc[0].status;
+}
+
+// A plan of the POSITIONAL gather of idx into out (nullptr, and a failure, if refused).
+ns_plan* positional_plan(Node& n, const std::vector<std::uint64_t>& idx,
+                         std::vector<std::uint8_t>& out) {
+  ns_send_wr wr = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+  ns_plan* plan = nullptr;
+  EXPECT_EQ(ns_plan_create(n.ctx, &wr, &plan), NS_OK) << ns_last_error();
+  return plan;
+}
+
+// The plan's first two starts: the first records, the second replays; both succeed.
+void record_and_replay(Node& n, ns_plan* plan) {
+  EXPECT_EQ(run_one(n, plan_start(1, plan)), NS_WC_SUCCESS);
+  EXPECT_EQ(run_one(n, plan_start(2, plan)), NS_WC_SUCCESS);
 }
 
 // Every node changes its own rows (so a replay must read current data): row r's bytes + salt.
@@ -128,11 +140,9 @@ TEST(Plan, RegionRegisteredAgainIsRecordedAfresh) {
   run_cluster(o, [&](Node& n) {
     const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 2000, 16, 3 + n.rank);
     std::vector<std::uint8_t> out(idx.size() * n.P);
-    ns_send_wr wr = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
-    ns_plan* plan = nullptr;
-    ASSERT_EQ(ns_plan_create(n.ctx, &wr, &plan), NS_OK) << ns_last_error();
-    EXPECT_EQ(run_one(n, plan_start(1, plan)), NS_WC_SUCCESS);
-    EXPECT_EQ(run_one(n, plan_start(2, plan)), NS_WC_SUCCESS);
+    ns_plan* plan = positional_plan(n, idx, out);
+    ASSERT_NE(plan, nullptr);
+    record_and_replay(n, plan);
     check_positional(out, idx, n.P, n.rank);
     // New partition: uneven blocks over the same total rows.
     ASSERT_EQ(ns_dereg_props(n.mr), NS_OK) << ns_last_error();
@@ -195,8 +205,8 @@ TEST(Plan, MisuseGetsClearErrors) {
     bad_wr.opcode = NS_WR_RDMA_READ;
     ns_plan* plan = nullptr;
     EXPECT_EQ(ns_plan_create(n.ctx, &bad_wr, &plan), NS_ERR_INVALID);
-    ns_send_wr wr = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
-    ASSERT_EQ(ns_plan_create(n.ctx, &wr, &plan), NS_OK) << ns_last_error();
+    plan = positional_plan(n, idx, out);
+    ASSERT_NE(plan, nullptr);
     plans[static_cast<std::size_t>(n.rank)] = plan;
     n.sync->arrive_and_wait();
     ns_send_wr foreign = plan_start(9, plans[static_cast<std::size_t>(1 - n.rank)]);
@@ -237,11 +247,9 @@ TEST(Plan, PeerDeadBeforeReplayFails) {
         std::vector<std::uint64_t> idx;
         for (std::uint64_t r = 0; r < n.total; r += 7) idx.push_back(r);
         std::vector<std::uint8_t> out(idx.size() * n.P);
-        ns_send_wr wr = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
-        ns_plan* plan = nullptr;
-        ASSERT_EQ(ns_plan_create(n.ctx, &wr, &plan), NS_OK) << ns_last_error();
-        EXPECT_EQ(run_one(n, plan_start(1, plan)), NS_WC_SUCCESS);
-        EXPECT_EQ(run_one(n, plan_start(2, plan)), NS_WC_SUCCESS);
+        ns_plan* plan = positional_plan(n, idx, out);
+        ASSERT_NE(plan, nullptr);
+        record_and_replay(n, plan);
         n.sync->arrive_and_wait();
         if (n.rank == 2) {
           ASSERT_EQ(ns_fabric_kill_node_reported(fabric, 2), NS_OK);

@@ -41,17 +41,7 @@ class ScatterReduce : public ::testing::TestWithParam<ScatterCase> {};
 
 int post_ris(Node& n, std::uint64_t id, const std::vector<std::uint64_t>& idx, const void* values,
              std::uint64_t values_bytes, int op, int datatype) {
-  ns_send_wr wr{};
-  wr.wr_id = id;
-  wr.opcode = NS_WR_RIS;
-  wr.send_flags = NS_SEND_SIGNALED;
-  wr.wr.ris.mr = n.mr;
-  wr.wr.ris.idx = idx.data();
-  wr.wr.ris.count = idx.size();
-  wr.wr.ris.values = values;
-  wr.wr.ris.values_bytes = values_bytes;
-  wr.wr.ris.op = op;
-  wr.wr.ris.datatype = datatype;
+  ns_send_wr wr = ris_wr(id, n.mr, idx.data(), idx.size(), values, values_bytes, op, datatype);
   ns_send_wr* bad = nullptr;
   return ns_post_send(n.qp, &wr, &bad);
 }

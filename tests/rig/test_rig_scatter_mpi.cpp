@@ -12,6 +12,7 @@
 
 #include "mpi_test_util.hpp"
 #include "netsparse/netsparse_mpi.h"
+#include "rig_wr.hpp"
 #include "ris_reference.hpp"
 
 namespace {
@@ -34,31 +35,21 @@ int run_case(ns_context* ctx, const Case& c, int rank, int size) {
     rigtest::fill_row(block.data() + r * c.P, c.P, c.datatype, begin + r);
   }
   const std::vector<std::byte> initial = block;
-  ns_mr* mr = nullptr;
-  ns_cq* cq = nullptr;
-  ns_qp* qp = nullptr;
-  if (ns_reg_props(ctx, block.data(), rows, c.P, offsets.data(), &mr) != NS_OK ||
-      ns_create_cq(ctx, 16, &cq) != NS_OK || ns_create_qp(ctx, cq, 16, &qp) != NS_OK) {
-    std::fprintf(stderr, "rank %d: setup: %s\n", rank, ns_last_error());
+  rigtest::RankQueues queues;
+  if (!rigtest::open_queues(ctx, block.data(), rows, c.P, offsets.data(), 16, 16, rank, &queues)) {
     return 1;
   }
+  const auto [mr, cq, qp] = queues;
   std::vector<rigtest::Updates> mine;
   for (int w = 0; w < kWrs; ++w) {
     mine.push_back(rigtest::make_updates(rank, w, total, kCount, c.P, c.datatype));
   }
   std::vector<ns_send_wr> wrs(kWrs + 1);
   for (int w = 0; w < kWrs; ++w) {
+    const rigtest::Updates& u = mine[static_cast<std::size_t>(w)];
     ns_send_wr& wr = wrs[static_cast<std::size_t>(w)];
-    wr.wr_id = static_cast<std::uint64_t>(w);
-    wr.opcode = NS_WR_RIS;
-    wr.send_flags = NS_SEND_SIGNALED;
-    wr.wr.ris.mr = mr;
-    wr.wr.ris.idx = mine[static_cast<std::size_t>(w)].idx.data();
-    wr.wr.ris.count = kCount;
-    wr.wr.ris.values = mine[static_cast<std::size_t>(w)].values.data();
-    wr.wr.ris.values_bytes = mine[static_cast<std::size_t>(w)].values.size();
-    wr.wr.ris.op = c.op;
-    wr.wr.ris.datatype = c.datatype;
+    wr = rigtest::ris_wr(static_cast<std::uint64_t>(w), mr, u.idx.data(), kCount, u.values.data(),
+                         u.values.size(), c.op, c.datatype);
     wr.next = &wrs[static_cast<std::size_t>(w) + 1];
   }
   // The last WR of the chain carries an idx one past the end: it fails, and writes nothing.

@@ -44,34 +44,49 @@ TEST(MatrixMarketRead, GeneralRealSumsDuplicatesAndKeepsExplicitZeros) {
   EXPECT_EQ(entries_of(m), expected);
 }
 
-TEST(MatrixMarketRead, SymmetricExpandsToBothTriangles) {
-  const CsrMatrix m = read_matrix_market(data_path("mm/symmetric_real.mtx"));
-  expect_valid_csr(m);
-  const EntryMap expected = {{{0, 0}, 2.0f},  {{1, 0}, -1.0f}, {{0, 1}, -1.0f}, {{2, 1}, -1.5f},
-                             {{1, 2}, -1.5f}, {{3, 3}, 4.0f},  {{3, 0}, 0.5f},  {{0, 3}, 0.5f}};
-  EXPECT_EQ(entries_of(m), expected);
+// Files whose check is the exact set of entries they read to (as a valid CSR matrix).
+struct EntriesFile {
+  const char* name;
+  const char* file;
+  EntryMap expected;
+};
+void PrintTo(const EntriesFile& c, std::ostream* os) {
+  *os << c.name;
 }
 
-TEST(MatrixMarketRead, SkewSymmetricNegatesTheMirror) {
-  const CsrMatrix m = read_matrix_market(data_path("mm/skew_real.mtx"));
+class MatrixMarketEntries : public ::testing::TestWithParam<EntriesFile> {};
+
+TEST_P(MatrixMarketEntries, ReadsExactlyTheseEntries) {
+  const CsrMatrix m = read_matrix_market(data_path(GetParam().file));
   expect_valid_csr(m);
-  const EntryMap expected = {{{1, 0}, 1.25f}, {{0, 1}, -1.25f}, {{2, 0}, -2.0f}, {{0, 2}, 2.0f}};
-  EXPECT_EQ(entries_of(m), expected);
+  EXPECT_EQ(entries_of(m), GetParam().expected);
 }
 
-TEST(MatrixMarketRead, PatternGivesOnesAndMergesRepeats) {
-  const CsrMatrix m = read_matrix_market(data_path("mm/pattern_general.mtx"));
-  expect_valid_csr(m);
-  const EntryMap expected = {{{0, 1}, 1.0f}, {{2, 2}, 1.0f}, {{1, 0}, 1.0f}};
-  EXPECT_EQ(entries_of(m), expected);
-}
+const EntriesFile kEntriesFiles[] = {
+    {"SymmetricExpandsToBothTriangles",
+     "mm/symmetric_real.mtx",
+     {{{0, 0}, 2.0f},
+      {{1, 0}, -1.0f},
+      {{0, 1}, -1.0f},
+      {{2, 1}, -1.5f},
+      {{1, 2}, -1.5f},
+      {{3, 3}, 4.0f},
+      {{3, 0}, 0.5f},
+      {{0, 3}, 0.5f}}},
+    {"SkewSymmetricNegatesTheMirror",
+     "mm/skew_real.mtx",
+     {{{1, 0}, 1.25f}, {{0, 1}, -1.25f}, {{2, 0}, -2.0f}, {{0, 2}, 2.0f}}},
+    {"PatternGivesOnesAndMergesRepeats",
+     "mm/pattern_general.mtx",
+     {{{0, 1}, 1.0f}, {{2, 2}, 1.0f}, {{1, 0}, 1.0f}}},
+    {"IntegerSymmetric",
+     "mm/integer_symmetric.mtx",
+     {{{0, 0}, 7.0f}, {{2, 0}, -4.0f}, {{0, 2}, -4.0f}, {{2, 2}, 12.0f}}},
+    {"CrlfLineEndings", "mm/crlf.mtx", {{{0, 1}, 3.5f}, {{1, 0}, -1.0f}}},
+};
 
-TEST(MatrixMarketRead, IntegerSymmetric) {
-  const CsrMatrix m = read_matrix_market(data_path("mm/integer_symmetric.mtx"));
-  expect_valid_csr(m);
-  const EntryMap expected = {{{0, 0}, 7.0f}, {{2, 0}, -4.0f}, {{0, 2}, -4.0f}, {{2, 2}, 12.0f}};
-  EXPECT_EQ(entries_of(m), expected);
-}
+INSTANTIATE_TEST_SUITE_P(Files, MatrixMarketEntries, ::testing::ValuesIn(kEntriesFiles),
+                         test::case_test_name<EntriesFile>);
 
 TEST(MatrixMarketRead, CommentsBlankLinesTabsCaseAndNoFinalNewline) {
   const CsrMatrix m = read_matrix_market(data_path("mm/layout.mtx"));
@@ -79,13 +94,6 @@ TEST(MatrixMarketRead, CommentsBlankLinesTabsCaseAndNoFinalNewline) {
   EXPECT_EQ(m.n_rows, 3);
   EXPECT_EQ(m.n_cols, 2);
   const EntryMap expected = {{{1, 0}, 5.5f}, {{0, 1}, -3.0f}, {{2, 0}, 1e-3f}};
-  EXPECT_EQ(entries_of(m), expected);
-}
-
-TEST(MatrixMarketRead, CrlfLineEndings) {
-  const CsrMatrix m = read_matrix_market(data_path("mm/crlf.mtx"));
-  expect_valid_csr(m);
-  const EntryMap expected = {{{0, 1}, 3.5f}, {{1, 0}, -1.0f}};
   EXPECT_EQ(entries_of(m), expected);
 }
 
@@ -579,6 +587,20 @@ TEST(MatrixMarketRobustness, MutatedHeadersParseOrRaiseParseError) {
 
 // ---- writer ---------------------------------------------------------------------------------
 
+// m written to a file and read back: the same matrix, every value bit for bit (-0 keeps its sign).
+void expect_exact_round_trip(const CsrMatrix& m, const char* file) {
+  const TempFile f(file);
+  write_matrix_market(f.path(), m);
+  const CsrMatrix back = read_matrix_market(f.path());
+  expect_same_csr(back, m);
+  ASSERT_EQ(back.values.size(), m.values.size());
+  for (size_t k = 0; k < m.values.size(); ++k) {
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(back.values[k]),
+              std::bit_cast<std::uint64_t>(m.values[k]))
+        << k << ": " << back.values[k] << " vs " << m.values[k];
+  }
+}
+
 TEST(MatrixMarketWrite, RoundTripIsExactForAwkwardFloats) {
   CsrMatrix m;
   m.n_rows_global = m.n_rows = 3;
@@ -593,13 +615,7 @@ TEST(MatrixMarketWrite, RoundTripIsExactForAwkwardFloats) {
               -0.0f,
               16777217.0f,
               std::nextafter(1.0f, 2.0f)};
-  const TempFile f("roundtrip");
-  write_matrix_market(f.path(), m);
-  const CsrMatrix back = read_matrix_market(f.path());
-  expect_same_csr(back, m);
-  for (size_t k = 0; k < m.values.size(); ++k) {
-    EXPECT_EQ(std::signbit(back.values[k]), std::signbit(m.values[k])) << k;
-  }
+  expect_exact_round_trip(m, "roundtrip");
 }
 
 // Values are held in double (csr.hpp): digits beyond float's precision and magnitudes beyond its
@@ -618,15 +634,7 @@ TEST(MatrixMarketWrite, RoundTripIsExactForDoubles) {
               1.0 + std::numeric_limits<double>::epsilon(),
               -3.5e38,
               9007199254740993.0};
-  const TempFile f("roundtrip_double");
-  write_matrix_market(f.path(), m);
-  const CsrMatrix back = read_matrix_market(f.path());
-  ASSERT_EQ(back.values.size(), m.values.size());
-  for (size_t k = 0; k < m.values.size(); ++k) {
-    EXPECT_EQ(std::bit_cast<std::uint64_t>(back.values[k]),
-              std::bit_cast<std::uint64_t>(m.values[k]))
-        << k << ": " << back.values[k] << " vs " << m.values[k];
-  }
+  expect_exact_round_trip(m, "roundtrip_double");
 }
 
 TEST(MatrixMarketRead, ValuesKeepDoublePrecisionAndRange) {

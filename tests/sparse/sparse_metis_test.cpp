@@ -30,39 +30,92 @@ TEST(MetisRead, PlainGraphWithCommentsAndAnIsolatedVertex) {
   EXPECT_TRUE(g.vertex_sizes.empty());
 }
 
-TEST(MetisRead, EdgeWeightsBecomeValues) {
-  const MetisGraph g = read_metis_graph(data_path("metis/edge_weights.graph"));
-  expect_valid_csr(g.adjacency);
-  const EntryMap expected = {{{0, 1}, 5.0f}, {{1, 0}, 5.0f}, {{1, 2}, 7.0f}, {{2, 1}, 7.0f}};
-  EXPECT_EQ(entries_of(g.adjacency), expected);
-  EXPECT_EQ(g.ncon, 0);
+// Files whose check is everything they read to: the graph's entries (as a valid CSR matrix), its
+// number of vertex weights, the weights and the vertex sizes.
+struct GraphFile {
+  const char* name;
+  const char* file;
+  int ncon;
+  std::vector<std::int64_t> vertex_weights, vertex_sizes;
+  EntryMap expected;
+};
+void PrintTo(const GraphFile& c, std::ostream* os) {
+  *os << c.name;
 }
 
-TEST(MetisRead, MultipleVertexWeights) {
-  const MetisGraph g = read_metis_graph(data_path("metis/vertex_weights.graph"));
+class MetisFile : public ::testing::TestWithParam<GraphFile> {};
+
+TEST_P(MetisFile, ReadsExactlyThisGraph) {
+  const GraphFile& c = GetParam();
+  const MetisGraph g = read_metis_graph(data_path(c.file));
   expect_valid_csr(g.adjacency);
-  EXPECT_EQ(g.ncon, 2);
-  EXPECT_EQ(g.vertex_weights, (std::vector<std::int64_t>{4, 1, 0, 9, 2, 2}));
-  const EntryMap expected = {{{0, 1}, 1.0f}, {{1, 0}, 1.0f}, {{1, 2}, 1.0f}, {{2, 1}, 1.0f}};
-  EXPECT_EQ(entries_of(g.adjacency), expected);
+  EXPECT_EQ(g.ncon, c.ncon);
+  EXPECT_EQ(g.vertex_weights, c.vertex_weights);
+  EXPECT_EQ(g.vertex_sizes, c.vertex_sizes);
+  EXPECT_EQ(entries_of(g.adjacency), c.expected);
 }
 
-TEST(MetisRead, SizesWeightsAndEdgeWeights) {
-  const MetisGraph g = read_metis_graph(data_path("metis/sizes_weights_edges.graph"));
-  expect_valid_csr(g.adjacency);
-  EXPECT_EQ(g.vertex_sizes, (std::vector<std::int64_t>{10, 20, 30}));
-  EXPECT_EQ(g.ncon, 1);
-  EXPECT_EQ(g.vertex_weights, (std::vector<std::int64_t>{1, 2, 3}));
-  const EntryMap expected = {{{0, 1}, 3.0f}, {{1, 0}, 3.0f}, {{1, 2}, 4.0f}, {{2, 1}, 4.0f}};
-  EXPECT_EQ(entries_of(g.adjacency), expected);
-}
+const GraphFile kGraphFiles[] = {
+    {"EdgeWeightsBecomeValues",
+     "metis/edge_weights.graph",
+     0,
+     {},
+     {},
+     {{{0, 1}, 5.0f}, {{1, 0}, 5.0f}, {{1, 2}, 7.0f}, {{2, 1}, 7.0f}}},
+    {"MultipleVertexWeights",
+     "metis/vertex_weights.graph",
+     2,
+     {4, 1, 0, 9, 2, 2},
+     {},
+     {{{0, 1}, 1.0f}, {{1, 0}, 1.0f}, {{1, 2}, 1.0f}, {{2, 1}, 1.0f}}},
+    {"SizesWeightsAndEdgeWeights",
+     "metis/sizes_weights_edges.graph",
+     1,
+     {1, 2, 3},
+     {10, 20, 30},
+     {{{0, 1}, 3.0f}, {{1, 0}, 3.0f}, {{1, 2}, 4.0f}, {{2, 1}, 4.0f}}},
+    {"CrlfAndCommentBetweenVertices",
+     "metis/crlf.graph",
+     0,
+     {},
+     {},
+     {{{0, 1}, 1.0f}, {{1, 0}, 1.0f}, {{1, 2}, 1.0f}, {{2, 1}, 1.0f}}},
+    // "4 4 10 3 0": fmt 10 (vertex weights), ncon 3, then a token METIS ignores; comments,
+    // trailing blanks and a tab.
+    {"ThreeVertexWeightsAndAFifthHeaderToken",
+     "metis/wild_fmt10_ncon3_fifth_token.graph",
+     3,
+     {1, 0, 5, 2, 1, 5, 3, 1, 0, 4, 2, 1},
+     {},
+     {{{0, 1}, 1.0f},
+      {{0, 2}, 1.0f},
+      {{1, 0}, 1.0f},
+      {{1, 2}, 1.0f},
+      {{2, 0}, 1.0f},
+      {{2, 1}, 1.0f},
+      {{2, 3}, 1.0f},
+      {{3, 2}, 1.0f}}},
+    {"EdgeWeightsWithCrlfTrailingBlanksAndBlankLines",
+     "metis/wild_fmt1_crlf.graph",
+     0,
+     {},
+     {},
+     {{{0, 1}, 4.0f},
+      {{0, 2}, 1.0f},
+      {{1, 0}, 4.0f},
+      {{1, 2}, 2.0f},
+      {{2, 0}, 1.0f},
+      {{2, 1}, 2.0f}}},
+    {"Fmt11VertexAndEdgeWeights",
+     "metis/wild_fmt11.graph",
+     1,
+     {5, 6, 7},
+     {},
+     {{{0, 1}, 7.0f}, {{1, 0}, 7.0f}, {{1, 2}, 8.0f}, {{2, 1}, 8.0f}}},
+};
 
-TEST(MetisRead, CrlfAndCommentBetweenVertices) {
-  const MetisGraph g = read_metis_graph(data_path("metis/crlf.graph"));
-  expect_valid_csr(g.adjacency);
-  const EntryMap expected = {{{0, 1}, 1.0f}, {{1, 0}, 1.0f}, {{1, 2}, 1.0f}, {{2, 1}, 1.0f}};
-  EXPECT_EQ(entries_of(g.adjacency), expected);
-}
+INSTANTIATE_TEST_SUITE_P(Files, MetisFile, ::testing::ValuesIn(kGraphFiles),
+                         test::case_test_name<GraphFile>);
 
 TEST(MetisRead, TrailingBlankLinesAfterTheLastVertex) {
   const MetisGraph g = read_metis_graph(data_path("metis/trailing_blank_lines.graph"));
@@ -72,38 +125,6 @@ TEST(MetisRead, TrailingBlankLinesAfterTheLastVertex) {
 
 // ---- headers as files in the wild write them (METIS reads n m [fmt [ncon]] and ignores the
 // rest of the header line) -----------------------------------------------------------------
-
-TEST(MetisHeader, ThreeVertexWeightsAndAFifthHeaderToken) {
-  // "4 4 10 3 0": fmt 10 (vertex weights), ncon 3, then a token METIS ignores; comments,
-  // trailing blanks and a tab.
-  const MetisGraph g = read_metis_graph(data_path("metis/wild_fmt10_ncon3_fifth_token.graph"));
-  expect_valid_csr(g.adjacency);
-  EXPECT_EQ(g.adjacency.n_rows, 4);
-  EXPECT_EQ(g.ncon, 3);
-  EXPECT_EQ(g.vertex_weights, (std::vector<std::int64_t>{1, 0, 5, 2, 1, 5, 3, 1, 0, 4, 2, 1}));
-  EXPECT_TRUE(g.vertex_sizes.empty());
-  const EntryMap expected = {{{0, 1}, 1.0f}, {{0, 2}, 1.0f}, {{1, 0}, 1.0f}, {{1, 2}, 1.0f},
-                             {{2, 0}, 1.0f}, {{2, 1}, 1.0f}, {{2, 3}, 1.0f}, {{3, 2}, 1.0f}};
-  EXPECT_EQ(entries_of(g.adjacency), expected);
-}
-
-TEST(MetisHeader, EdgeWeightsWithCrlfTrailingBlanksAndBlankLines) {
-  const MetisGraph g = read_metis_graph(data_path("metis/wild_fmt1_crlf.graph"));
-  expect_valid_csr(g.adjacency);
-  EXPECT_EQ(g.ncon, 0);
-  const EntryMap expected = {{{0, 1}, 4.0f}, {{0, 2}, 1.0f}, {{1, 0}, 4.0f},
-                             {{1, 2}, 2.0f}, {{2, 0}, 1.0f}, {{2, 1}, 2.0f}};
-  EXPECT_EQ(entries_of(g.adjacency), expected);
-}
-
-TEST(MetisHeader, Fmt11VertexAndEdgeWeights) {
-  const MetisGraph g = read_metis_graph(data_path("metis/wild_fmt11.graph"));
-  expect_valid_csr(g.adjacency);
-  EXPECT_EQ(g.ncon, 1);
-  EXPECT_EQ(g.vertex_weights, (std::vector<std::int64_t>{5, 6, 7}));
-  const EntryMap expected = {{{0, 1}, 7.0f}, {{1, 0}, 7.0f}, {{1, 2}, 8.0f}, {{2, 1}, 8.0f}};
-  EXPECT_EQ(entries_of(g.adjacency), expected);
-}
 
 TEST(MetisHeader, TokensAfterNconAreIgnored) {
   const MetisGraph g = read_metis_graph(data_path("metis/header_extra_tokens.graph"));

@@ -94,6 +94,12 @@ inline void PrintTo(const BadFile& bad, std::ostream* os) {
   *os << bad.name;
 }
 
+// gtest's name for a case of a table-driven test: the case's `name`.
+template <class Case>
+std::string case_test_name(const ::testing::TestParamInfo<Case>& info) {
+  return info.param.name;
+}
+
 // gtest's name for a case about one file: the file's name up to its first dot.
 inline std::string file_test_name(const ::testing::TestParamInfo<const char*>& info) {
   const std::string name = info.param;
