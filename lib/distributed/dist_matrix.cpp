@@ -20,6 +20,7 @@
 #include "netsparse/coo.hpp"
 #include "netsparse/matrix_market.hpp"
 #include "netsparse/metis.hpp"
+#include "sparse/csr_part.hpp"
 
 namespace netsparse {
 
@@ -536,12 +537,7 @@ CsrMatrix sample_rows(const CsrMatrix& rows, const SamplingParams& params, std::
       static_cast<std::uint64_t>(params.keep_fraction * 18446744073709551616.0 /* 2^64 */);
   const auto cap = static_cast<std::size_t>(params.max_per_row);
 
-  CsrMatrix out;
-  out.n_rows_global = rows.n_rows_global;
-  out.n_cols = rows.n_cols;
-  out.row_begin = rows.row_begin;
-  out.n_rows = rows.n_rows;
-  out.row_ptr.assign(static_cast<std::size_t>(rows.n_rows) + 1, 0);
+  CsrMatrix out = csr_with_rows_of(rows);
 
   // Selects the kept positions of row r into `kept` (column order). With a cap, the kept
   // nonzeros with the smallest hashes survive; ties are impossible in practice and broken by

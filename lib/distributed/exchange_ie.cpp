@@ -173,11 +173,6 @@ class IeExchange final : public Exchange<T> {
 
 }  // namespace
 
-template <class T>
-std::unique_ptr<Exchange<T>> make_ie_exchange() {
-  return std::make_unique<IeExchange<T>>();
-}
-template std::unique_ptr<Exchange<float>> make_ie_exchange<float>();
-template std::unique_ptr<Exchange<double>> make_ie_exchange<double>();
+NETSPARSE_EXCHANGE_FACTORY(make_ie_exchange, IeExchange);
 
 }  // namespace netsparse::dist

@@ -414,11 +414,6 @@ class NodeIeExchange final : public Exchange<T> {
 
 }  // namespace
 
-template <class T>
-std::unique_ptr<Exchange<T>> make_node_ie_exchange() {
-  return std::make_unique<NodeIeExchange<T>>();
-}
-template std::unique_ptr<Exchange<float>> make_node_ie_exchange<float>();
-template std::unique_ptr<Exchange<double>> make_node_ie_exchange<double>();
+NETSPARSE_EXCHANGE_FACTORY(make_node_ie_exchange, NodeIeExchange);
 
 }  // namespace netsparse::dist

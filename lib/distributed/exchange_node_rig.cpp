@@ -588,11 +588,6 @@ class NodeRigExchange final : public Exchange<T> {
 
 }  // namespace
 
-template <class T>
-std::unique_ptr<Exchange<T>> make_node_rig_exchange() {
-  return std::make_unique<NodeRigExchange<T>>();
-}
-template std::unique_ptr<Exchange<float>> make_node_rig_exchange<float>();
-template std::unique_ptr<Exchange<double>> make_node_rig_exchange<double>();
+NETSPARSE_EXCHANGE_FACTORY(make_node_rig_exchange, NodeRigExchange);
 
 }  // namespace netsparse::dist

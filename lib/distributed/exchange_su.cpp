@@ -151,23 +151,8 @@ class IdealExchange final : public Exchange<T> {
 
 }  // namespace
 
-template <class T>
-std::unique_ptr<Exchange<T>> make_su_exchange() {
-  return std::make_unique<SuExchange<T>>();
-}
-template <class T>
-std::unique_ptr<Exchange<T>> make_su_panel_exchange() {
-  return std::make_unique<SuPanelExchange<T>>();
-}
-template <class T>
-std::unique_ptr<Exchange<T>> make_ideal_exchange() {
-  return std::make_unique<IdealExchange<T>>();
-}
-template std::unique_ptr<Exchange<float>> make_su_exchange<float>();
-template std::unique_ptr<Exchange<double>> make_su_exchange<double>();
-template std::unique_ptr<Exchange<float>> make_su_panel_exchange<float>();
-template std::unique_ptr<Exchange<double>> make_su_panel_exchange<double>();
-template std::unique_ptr<Exchange<float>> make_ideal_exchange<float>();
-template std::unique_ptr<Exchange<double>> make_ideal_exchange<double>();
+NETSPARSE_EXCHANGE_FACTORY(make_su_exchange, SuExchange);
+NETSPARSE_EXCHANGE_FACTORY(make_su_panel_exchange, SuPanelExchange);
+NETSPARSE_EXCHANGE_FACTORY(make_ideal_exchange, IdealExchange);
 
 }  // namespace netsparse::dist

@@ -37,6 +37,7 @@
 #include "distributed/kernel_impl.hpp"
 #include "distributed/mpi_util.hpp"
 #include "distributed/task_packet.hpp"
+#include "sparse/csr_part.hpp"
 
 namespace netsparse::dist {
 
@@ -138,12 +139,7 @@ class TaskExchange final : public Exchange<T> {
 
     // 3. The row-fetch part: the remote nonzeros of row owners, renumbered onto their distinct
     //    columns (GhostLayout, as inspector-executor), and the task packets of task owners.
-    CsrMatrix fetched;
-    fetched.n_rows_global = remote.n_rows_global;
-    fetched.n_cols = remote.n_cols;
-    fetched.row_begin = remote.row_begin;
-    fetched.n_rows = remote.n_rows;
-    fetched.row_ptr.assign(static_cast<std::size_t>(remote.n_rows) + 1, 0);
+    CsrMatrix fetched = csr_with_rows_of(remote);
     std::vector<std::size_t> index_of(p, 0);
     for (int q = 0; q < p; ++q) {
       if (!tasks_mode[q]) continue;
@@ -428,14 +424,8 @@ class TaskExchange final : public Exchange<T> {
   }
 
   void wait_sends(Clock::time_point until) {
-    for (;;) {
-      int done = 0;
-      check_mpi(
-          MPI_Testall(static_cast<int>(sends_.size()), sends_.data(), &done, MPI_STATUSES_IGNORE),
-          "MPI_Testall");
-      if (done) return;
-      if (Clock::now() > until) timed_out("sending rows, task packets or partial sums");
-      std::this_thread::yield();
+    if (!test_all_until(sends_, until, [] { std::this_thread::yield(); })) {
+      timed_out("sending rows, task packets or partial sums");
     }
   }
 
@@ -480,11 +470,6 @@ class TaskExchange final : public Exchange<T> {
 
 }  // namespace
 
-template <class T>
-std::unique_ptr<Exchange<T>> make_task_exchange() {
-  return std::make_unique<TaskExchange<T>>();
-}
-template std::unique_ptr<Exchange<float>> make_task_exchange<float>();
-template std::unique_ptr<Exchange<double>> make_task_exchange<double>();
+NETSPARSE_EXCHANGE_FACTORY(make_task_exchange, TaskExchange);
 
 }  // namespace netsparse::dist

@@ -117,6 +117,17 @@ class Exchange : public ExchangeBase {
   virtual void replicate(const RunContext& rc, std::span<const T> operand_local);
 };
 
+// Defines the factory `name<T>()` of the exchange class template `Class` of a mode's file (in
+// its anonymous namespace) and instantiates it for float and double; used at the end of each
+// exchange_*.cpp, after the class, inside namespace netsparse::dist.
+#define NETSPARSE_EXCHANGE_FACTORY(name, Class)            \
+  template <class T>                                       \
+  std::unique_ptr<Exchange<T>> name() {                    \
+    return std::make_unique<Class<T>>();                   \
+  }                                                        \
+  template std::unique_ptr<Exchange<float>> name<float>(); \
+  template std::unique_ptr<Exchange<double>> name<double>()
+
 template <class T>
 std::unique_ptr<Exchange<T>> make_su_exchange();
 template <class T>

@@ -33,6 +33,23 @@ void collective_call_within(MPI_Comm comm, std::chrono::milliseconds deadline, F
   agree_on_failure(comm, error, deadline);
 }
 
+// Polls MPI_Testall on `requests` until they are all done (true) or `until` passes (false),
+// calling idle() between polls (a yield, or the engine's progress). Never blocks in MPI, so a
+// peer that died cannot hold the caller past the deadline.
+template <class Idle>
+[[nodiscard]] bool test_all_until(std::vector<MPI_Request>& requests,
+                                  std::chrono::steady_clock::time_point until, Idle&& idle) {
+  for (;;) {
+    int done = 0;
+    check_mpi(
+        MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
+        "MPI_Testall");
+    if (done) return true;
+    if (std::chrono::steady_clock::now() > until) return false;
+    idle();
+  }
+}
+
 // An int count for an MPI call, or std::overflow_error naming what overflowed.
 [[nodiscard]] inline int to_mpi_count(std::uint64_t n, const char* what) {
   if (n > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {

@@ -243,16 +243,10 @@ void RackSwitchPath::send(int host, int tag, std::vector<std::byte> message) {
 
 void RackSwitchPath::finish_sends(const std::function<void()>& progress) {
   const auto until = std::chrono::steady_clock::now() + deadline_;
-  for (;;) {
-    int done = 0;
-    check_mpi(
-        MPI_Testall(static_cast<int>(sends_.size()), sends_.data(), &done, MPI_STATUSES_IGNORE),
-        "MPI_Testall");
-    if (done) break;
-    if (std::chrono::steady_clock::now() > until) {
-      refuse("messages not taken within " + std::to_string(deadline_.count()) + " ms");
-    }
-    if (progress) progress();
+  if (!test_all_until(sends_, until, [&] {
+        if (progress) progress();
+      })) {
+    refuse("messages not taken within " + std::to_string(deadline_.count()) + " ms");
   }
   sends_.clear();
   sending_.clear();
