@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -37,7 +38,7 @@ void collective_call_within(MPI_Comm comm, std::chrono::milliseconds deadline, F
 // calling idle() between polls (a yield, or the engine's progress). Never blocks in MPI, so a
 // peer that died cannot hold the caller past the deadline.
 template <class Idle>
-[[nodiscard]] bool test_all_until(std::vector<MPI_Request>& requests,
+[[nodiscard]] bool test_all_until(std::span<MPI_Request> requests,
                                   std::chrono::steady_clock::time_point until, Idle&& idle) {
   for (;;) {
     int done = 0;

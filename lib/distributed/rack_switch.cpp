@@ -207,17 +207,13 @@ std::vector<std::byte> RackSwitchPath::take(int source, int tag,
   // held rack 0's switch in MPI_Mrecv until ctest's timeout). The same deadline as the probe.
   MPI_Request req = MPI_REQUEST_NULL;
   check_mpi(MPI_Imrecv(bytes.data(), count, MPI_BYTE, &msg, &req), "MPI_Imrecv");
-  for (;;) {
-    int done = 0;
-    check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) break;
-    if (std::chrono::steady_clock::now() > until) {
-      // The request stays pending (the job is failing): its buffer must outlive it.
-      abandoned_.push_back(std::move(bytes));
-      refuse("the rest of a " + std::string(step_name(tag)) + " message (host " +
-             std::to_string(source) + ") not within " + std::to_string(deadline_.count()) + " ms");
-    }
-    if (progress) progress();
+  if (!test_all_until(std::span<MPI_Request>(&req, 1), until, [&] {
+        if (progress) progress();
+      })) {
+    // The request stays pending (the job is failing): its buffer must outlive it.
+    abandoned_.push_back(std::move(bytes));
+    refuse("the rest of a " + std::string(step_name(tag)) + " message (host " +
+           std::to_string(source) + ") not within " + std::to_string(deadline_.count()) + " ms");
   }
   return bytes;
 }
