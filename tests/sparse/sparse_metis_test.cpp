@@ -30,11 +30,12 @@ TEST(MetisRead, PlainGraphWithCommentsAndAnIsolatedVertex) {
   EXPECT_TRUE(g.vertex_sizes.empty());
 }
 
-// Files whose check is everything they read to: the graph's entries (as a valid CSR matrix), its
-// number of vertex weights, the weights and the vertex sizes.
+// Files whose check is everything they read to: the graph's vertices and entries (as a valid CSR
+// matrix), its number of vertex weights, the weights and the vertex sizes.
 struct GraphFile {
   const char* name;
   const char* file;
+  gidx_t vertices;
   int ncon;
   std::vector<std::int64_t> vertex_weights, vertex_sizes;
   EntryMap expected;
@@ -49,6 +50,7 @@ TEST_P(MetisFile, ReadsExactlyThisGraph) {
   const GraphFile& c = GetParam();
   const MetisGraph g = read_metis_graph(data_path(c.file));
   expect_valid_csr(g.adjacency);
+  EXPECT_EQ(g.adjacency.n_rows, c.vertices);
   EXPECT_EQ(g.ncon, c.ncon);
   EXPECT_EQ(g.vertex_weights, c.vertex_weights);
   EXPECT_EQ(g.vertex_sizes, c.vertex_sizes);
@@ -58,24 +60,28 @@ TEST_P(MetisFile, ReadsExactlyThisGraph) {
 const GraphFile kGraphFiles[] = {
     {"EdgeWeightsBecomeValues",
      "metis/edge_weights.graph",
+     3,
      0,
      {},
      {},
      {{{0, 1}, 5.0f}, {{1, 0}, 5.0f}, {{1, 2}, 7.0f}, {{2, 1}, 7.0f}}},
     {"MultipleVertexWeights",
      "metis/vertex_weights.graph",
+     3,
      2,
      {4, 1, 0, 9, 2, 2},
      {},
      {{{0, 1}, 1.0f}, {{1, 0}, 1.0f}, {{1, 2}, 1.0f}, {{2, 1}, 1.0f}}},
     {"SizesWeightsAndEdgeWeights",
      "metis/sizes_weights_edges.graph",
+     3,
      1,
      {1, 2, 3},
      {10, 20, 30},
      {{{0, 1}, 3.0f}, {{1, 0}, 3.0f}, {{1, 2}, 4.0f}, {{2, 1}, 4.0f}}},
     {"CrlfAndCommentBetweenVertices",
      "metis/crlf.graph",
+     3,
      0,
      {},
      {},
@@ -84,6 +90,7 @@ const GraphFile kGraphFiles[] = {
     // trailing blanks and a tab.
     {"ThreeVertexWeightsAndAFifthHeaderToken",
      "metis/wild_fmt10_ncon3_fifth_token.graph",
+     4,
      3,
      {1, 0, 5, 2, 1, 5, 3, 1, 0, 4, 2, 1},
      {},
@@ -97,6 +104,7 @@ const GraphFile kGraphFiles[] = {
       {{3, 2}, 1.0f}}},
     {"EdgeWeightsWithCrlfTrailingBlanksAndBlankLines",
      "metis/wild_fmt1_crlf.graph",
+     3,
      0,
      {},
      {},
@@ -108,6 +116,7 @@ const GraphFile kGraphFiles[] = {
       {{2, 1}, 2.0f}}},
     {"Fmt11VertexAndEdgeWeights",
      "metis/wild_fmt11.graph",
+     3,
      1,
      {5, 6, 7},
      {},
