@@ -782,6 +782,7 @@ nlohmann::ordered_json stats_document(const ns_context* ctx) {
                  {"transport_bytes_sent", s.tx_bytes}};
   j["plans"] = {{"installs", s.plans.installs},
                 {"refused", s.plans.refused},
+                {"rows_queued", s.plans.rows_queued},
                 {"stale", s.plans.stale},
                 {"malformed", s.plans.malformed}};
   j["scatter"] = {{"refused", s.scatters.refused},

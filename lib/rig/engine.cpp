@@ -154,7 +154,7 @@ void Engine::progress_thread_main() {
       std::lock_guard<std::mutex> lk(progress_mu_);
       work = guarded_step();
       busy = active_commands.load(std::memory_order_relaxed) != 0 || !outbox_->empty() ||
-             reads_->busy();
+             reads_->busy() || plans_->serving();
       if (concat_) next_expiry = concat_->next_expiry_ns();
     }
     while (admin_waiting_.load(std::memory_order_acquire) != 0) {
@@ -213,6 +213,7 @@ int Engine::step() {
     mark[3] = now_ns();
   }
   if (profile_) mark[4] = now_ns();
+  work += plans_->serve();  // replay answers larger than the ring's room: the next part
   if (!outbox_->empty()) work += outbox_->flush();
   if (concat_ && outbox_->empty()) quiesce_.left();
   if (profile_) {

@@ -21,27 +21,37 @@ void Outbox::on_packet(std::uint32_t dest, concat::PrType, std::span<const std::
   commit_packet(dest, packet.size());
 }
 
-std::byte* Outbox::packet_room(std::uint32_t dest, std::size_t bytes) {
-  std::deque<Frame>& q = queues_[dest];
-  Lent& lent = lent_[dest];
+std::byte* Outbox::lent_room(std::uint32_t dest, std::size_t bytes) {
   // In the transport's memory while nothing is queued for dest (order is kept: once a frame
   // waits in the queue, everything after it waits behind it).
-  if (q.empty() && !dead_[dest].load(std::memory_order_relaxed)) {
-    if (!lent.room.empty() &&
-        (lent.used + bytes > lent.room.size() || lent.packets == concat::kMaxPacketsPerFrame)) {
-      commit_lent(dest);  // full: it leaves now, the next one is reserved below
-    }
-    if (lent.room.empty() && bytes <= frame_bytes_) {
-      lent.room = tx_.reserve(static_cast<int>(dest));
-      lent.used = 0;
-      lent.packets = 0;
-      if (!lent.room.empty()) mark_dirty(dest);
-    }
-    if (!lent.room.empty() && lent.used + bytes <= lent.room.size()) {
-      room_in_lent_ = true;
-      return lent.room.data() + lent.used;
-    }
+  if (!queues_[dest].empty() || dead_[dest].load(std::memory_order_relaxed)) return nullptr;
+  Lent& lent = lent_[dest];
+  if (!lent.room.empty() &&
+      (lent.used + bytes > lent.room.size() || lent.packets == concat::kMaxPacketsPerFrame)) {
+    commit_lent(dest);  // full: it leaves now, the next one is reserved below
   }
+  if (lent.room.empty() && bytes <= frame_bytes_) {
+    lent.room = tx_.reserve(static_cast<int>(dest));
+    lent.used = 0;
+    lent.packets = 0;
+    if (!lent.room.empty()) mark_dirty(dest);
+  }
+  if (lent.room.empty() || lent.used + bytes > lent.room.size()) return nullptr;
+  room_in_lent_ = true;
+  return lent.room.data() + lent.used;
+}
+
+std::byte* Outbox::packet_room_or_later(std::uint32_t dest, std::size_t bytes) {
+  if (!tx_.lends(static_cast<int>(dest)) || dead_[dest].load(std::memory_order_relaxed)) {
+    return packet_room(dest, bytes);
+  }
+  return lent_room(dest, bytes);
+}
+
+std::byte* Outbox::packet_room(std::uint32_t dest, std::size_t bytes) {
+  if (std::byte* at = lent_room(dest, bytes)) return at;
+  std::deque<Frame>& q = queues_[dest];
+  Lent& lent = lent_[dest];
   if (!lent.room.empty()) commit_lent(dest);  // keep the order: what was lent leaves first
   if (q.empty() || q.back().bytes.size() + bytes > frame_bytes_ ||
       q.back().packets == concat::kMaxPacketsPerFrame) {

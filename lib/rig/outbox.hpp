@@ -42,7 +42,18 @@ class Outbox final : public concat::PacketSink {
   // commit_packet(dest, its length) before anything else uses the outbox. Lets a unit build a
   // bulk packet in place (plan rows) instead of copying it in.
   std::byte* packet_room(std::uint32_t dest, std::size_t bytes);
+  // The same, but only where the transport lends its memory to dest (Transport::lends): room in
+  // the transport's memory, or nullptr when it has none now (the consumer has not drained yet,
+  // or frames already wait in dest's queue) and the caller should come back at a later step
+  // instead of copying a bulk answer into the queue (a copy, then a second one into the ring).
+  // Where the transport does not lend to dest, the same as packet_room (never nullptr).
+  std::byte* packet_room_or_later(std::uint32_t dest, std::size_t bytes);
   void commit_packet(std::uint32_t dest, std::size_t used);
+  // Where the last packet_room / packet_room_or_later answer was: the transport's memory.
+  bool last_room_lent() const noexcept { return room_in_lent_; }
+  bool dead(std::uint32_t dest) const noexcept {
+    return dead_[dest].load(std::memory_order_relaxed);
+  }
   // Sends every frame (closed or still open), in order per destination, until the transport
   // refuses; returns frames sent.
   std::size_t flush();
@@ -63,6 +74,9 @@ class Outbox final : public concat::PacketSink {
     std::size_t used = 0;
     std::uint32_t packets = 0;
   };
+  // Room in dest's lent frame (a new reservation when it is full), or nullptr when the
+  // transport has none to lend now or frames wait in dest's queue (they leave first).
+  std::byte* lent_room(std::uint32_t dest, std::size_t bytes);
   // Sends the lent frame of dest (if any) and forgets it.
   void commit_lent(std::uint32_t dest);
   // True when the frame left (or was dropped for good); false = keep it and retry.

@@ -250,18 +250,39 @@ void PlanUnit::on_start(int src, const PlanPacket& pkt) {
                      static_cast<std::uint32_t>(why));
     return;
   }
+  Serving job{key, dest, h.plan, h.version, h.seq, 0};
+  // Behind an earlier answer to the same peer: its rows are in the ring's order first.
+  const bool behind = std::any_of(serving_.begin(), serving_.end(),
+                                  [&](const Serving& s) { return s.dest == dest; });
+  if (behind || !serve_one(job)) serving_.push_back(job);
+}
+
+bool PlanUnit::serve_one(Serving& job) {
+  const auto it = stored_.find(job.key);
+  if (it == stored_.end() || it->second.version != job.version || it->second.bad != PlanRefusal{}) {
+    // The list went while its answer was being packed (the region changed, or the peer
+    // recorded again): what is left is refused, never read from a region that may be gone.
+    ++counters.refused;
+    send_header_only(job.dest, PlanType::kRefuse, job.plan, job.version, job.seq,
+                     static_cast<std::uint32_t>(PlanRefusal::kUnknown));
+    return true;
+  }
+  if (outbox_.dead(job.dest)) return true;  // nobody to answer
   const std::vector<std::uint64_t>& rows = it->second.rows;
   const Region& r = *port_.region;
   const std::uint32_t P = r.prop_bytes;
   const std::size_t per_packet =
       std::max<std::size_t>(1, (outbox_.frame_capacity() - concat::kPlanHeaderBytes) / P);
   constexpr std::size_t kPrefetch = 8;  // rows are read at random: overlap the misses
-  for (std::size_t first = 0; first < rows.size(); first += per_packet) {
+  while (job.next < rows.size()) {
+    const std::size_t first = job.next;
     const auto n = static_cast<std::uint32_t>(std::min(per_packet, rows.size() - first));
     const std::size_t bytes = concat::kPlanHeaderBytes + std::size_t{n} * P;
-    std::byte* at = outbox_.packet_room(dest, bytes);
-    concat::encode_plan_header(at, PlanHeader{PlanType::kRows, dest, P, n, port_.rank, h.plan,
-                                              h.version, h.seq, static_cast<std::uint32_t>(first)});
+    std::byte* at = outbox_.packet_room_or_later(job.dest, bytes);
+    if (at == nullptr) return false;  // the ring is full: more at a later step
+    concat::encode_plan_header(
+        at, PlanHeader{PlanType::kRows, job.dest, P, n, port_.rank, job.plan, job.version, job.seq,
+                       static_cast<std::uint32_t>(first)});
     std::byte* body = at + concat::kPlanHeaderBytes;
     const std::uint64_t* row = rows.data() + first;
     for (std::uint32_t k = 0; k < n; ++k) {
@@ -271,11 +292,29 @@ void PlanUnit::on_start(int src, const PlanPacket& pkt) {
       }
       copy_prop(body + std::size_t{k} * P, r.base + row[k] * P, P);
     }
-    outbox_.commit_packet(dest, bytes);
+    outbox_.commit_packet(job.dest, bytes);
     ++counters.packets_out;
     counters.bytes_out += bytes;
+    counters.rows_served += n;
+    if (!outbox_.last_room_lent()) counters.rows_queued += n;
+    job.next += n;
   }
-  counters.rows_served += rows.size();
+  return true;
+}
+
+std::size_t PlanUnit::serve() {
+  if (serving_.empty()) return 0;
+  const std::uint64_t before = counters.packets_out;
+  std::size_t keep = 0;
+  for (std::size_t k = 0; k < serving_.size(); ++k) {
+    Serving& job = serving_[k];
+    // One answer per peer at a time, oldest first: a later one waits behind it.
+    bool blocked = false;
+    for (std::size_t j = 0; j < keep && !blocked; ++j) blocked = serving_[j].dest == job.dest;
+    if (blocked || !serve_one(job)) serving_[keep++] = job;
+  }
+  serving_.resize(keep);
+  return static_cast<std::size_t>(counters.packets_out - before);
 }
 
 void PlanUnit::on_packet(int src, std::span<const std::byte> bytes, std::uint64_t) {
@@ -323,6 +362,7 @@ void PlanUnit::watchdog(std::uint64_t now) {
 }
 
 void PlanUnit::fail_all(int status) {
+  serving_.clear();  // the engine failed: nothing more leaves
   while (!active_.empty()) {
     Plan& p = *active_.back();
     p.active->status = status;

@@ -32,13 +32,15 @@ struct PlanCounters {
   std::uint64_t packets_out = 0;  // plan packets sent (every type)
   std::uint64_t bytes_out = 0;    // their bytes (headers and bodies, as sent)
   std::uint64_t rows_served = 0;  // rows this node packed for its peers
+  std::uint64_t rows_queued = 0;  // of those, packed into the outbox's queue, not the transport's
+                                  // memory (every row where the transport lends none)
   std::uint64_t refused = 0;      // kRefuse sent
   std::uint64_t stale = 0;        // packets of a start no longer in flight (dropped)
   std::uint64_t malformed = 0;    // packets that failed validation or broke the protocol
   template <class Self>
   static auto fields(Self& s) {
     return std::tie(s.recorded, s.replays, s.rows_in, s.installs, s.packets_out, s.bytes_out,
-                    s.rows_served, s.refused, s.stale, s.malformed);
+                    s.rows_served, s.rows_queued, s.refused, s.stale, s.malformed);
   }
   void add(const PlanCounters& o) { add_counters(*this, o); }
 };
@@ -67,6 +69,12 @@ class PlanUnit {
   // ---- both: one plan packet of a frame from node src ----
   void on_packet(int src, std::span<const std::byte> bytes, std::uint64_t now);
 
+  // ---- owner: answers still being packed ----
+  // Packs more rows of the starts being answered, as far as the transport has room; returns the
+  // packets packed (the engine's step calls it: work to do while it is non-zero).
+  std::size_t serve();
+  bool serving() const noexcept { return !serving_.empty(); }
+
   // Replays past their deadline, or waiting for an owner known dead, complete with an error.
   void watchdog(std::uint64_t now);
   void fail_all(int status);
@@ -80,6 +88,18 @@ class PlanUnit {
     std::vector<std::uint64_t> rows;
   };
   static constexpr std::size_t kMaxStoredPerPeer = 4096;  // lists one peer may install
+  // A kStart being answered. Where the transport lends its memory (the shared-memory rings),
+  // rows are packed straight into it, as far as the consumer has drained, and the rest on later
+  // steps: a list larger than the ring (8.7 MB per replay on kron:16 at K = 128, 2 MiB rings)
+  // no longer lands in the outbox's queue first (zero-filled, copied, then copied again).
+  struct Serving {
+    std::uint64_t key;  // stored_'s key of the list
+    std::uint32_t dest, plan, version;
+    std::uint16_t seq;
+    std::size_t next = 0;  // rows packed so far
+  };
+  // Packs job's rows until done (true) or the transport has no room now (false).
+  bool serve_one(Serving& job);
 
   void send_install(std::uint32_t owner, const Plan& p, const PlanPeer& peer);
   void send_header_only(std::uint32_t dest, concat::PlanType type, std::uint32_t plan,
@@ -108,6 +128,7 @@ class PlanUnit {
   // Lists installed by peers: key = (src << 32) | plan id.
   std::unordered_map<std::uint64_t, Stored> stored_;
   std::unordered_map<std::uint32_t, std::size_t> stored_per_peer_;
+  std::vector<Serving> serving_;  // in arrival order
 };
 
 }  // namespace netsparse::rig

@@ -137,6 +137,12 @@ class HostShmTransport final : public Transport {
     return {at + kHeader, len};
   }
 
+  bool lends(int dest) const noexcept override {
+    if (dest < 0 || dest >= size() || dest == rank()) return false;
+    const int h = host_index_[static_cast<std::size_t>(dest)];
+    return h >= 0 && !failed_[static_cast<std::size_t>(h)];
+  }
+
   TxStatus commit(int dest, std::size_t bytes) override {
     if (dest < 0 || dest >= size()) return TxStatus::kError;
     const int h = host_index_[static_cast<std::size_t>(dest)];

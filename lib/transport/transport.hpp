@@ -99,6 +99,10 @@ class Transport {
   // the caller then uses send(). At most one reservation per destination is open; nothing else
   // is sent to that destination while it is.
   virtual std::span<std::byte> reserve(int /*dest*/) { return {}; }
+  // True when reserve(dest) can lend memory at all, so an empty reservation means "no room
+  // now" (the consumer has not drained yet) rather than "never": a producer may then wait for
+  // room instead of copying its message into a queue of its own.
+  virtual bool lends(int /*dest*/) const noexcept { return false; }
   // Sends the first `bytes` (<= the reserved length; 0 drops the reservation) of the open
   // reservation to dest. kOk, or kPeerFailed / kError as send() would report them.
   virtual TxStatus commit(int /*dest*/, std::size_t /*bytes*/) { return TxStatus::kError; }
