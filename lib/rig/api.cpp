@@ -785,6 +785,7 @@ nlohmann::ordered_json stats_document(const ns_context* ctx) {
                 {"rows_queued", s.plans.rows_queued},
                 {"stale", s.plans.stale},
                 {"malformed", s.plans.malformed}};
+  j["compact"] = {{"rows_queued", s.server.rows_queued}};
   j["scatter"] = {{"refused", s.scatters.refused},
                   {"stale", s.scatters.stale},
                   {"malformed", s.scatters.malformed}};

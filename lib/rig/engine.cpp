@@ -153,8 +153,10 @@ void Engine::progress_thread_main() {
     {
       std::lock_guard<std::mutex> lk(progress_mu_);
       work = guarded_step();
-      busy = active_commands.load(std::memory_order_relaxed) != 0 || !outbox_->empty() ||
-             reads_->busy() || plans_->serving();
+      busy =
+          active_commands.load(std::memory_order_relaxed) != 0 || !outbox_->empty() ||
+          reads_->busy() || plans_->serving() ||
+          std::any_of(servers_.begin(), servers_.end(), [](const auto& u) { return u->serving(); });
       if (concat_) next_expiry = concat_->next_expiry_ns();
     }
     while (admin_waiting_.load(std::memory_order_acquire) != 0) {
@@ -213,7 +215,9 @@ int Engine::step() {
     mark[3] = now_ns();
   }
   if (profile_) mark[4] = now_ns();
-  work += plans_->serve();  // replay answers larger than the ring's room: the next part
+  // Answers larger than the ring's room (plan replays, compact reads): the next part.
+  work += plans_->serve();
+  for (auto& u : servers_) work += u->serve();
   if (!outbox_->empty()) work += outbox_->flush();
   if (concat_ && outbox_->empty()) quiesce_.left();
   if (profile_) {

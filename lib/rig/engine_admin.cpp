@@ -198,6 +198,7 @@ bool Engine::release_region_collectively(Region* mr) {
 void Engine::drop_region() {
   concat_retired_.merge(concat_->stats());
   unregister_handle(region_owner_.get());
+  for (auto& u : servers_) u->region_changed();  // before the rows they would read go
   region_.store(nullptr, std::memory_order_release);
   port_.concat = nullptr;
   port_.region = nullptr;

@@ -5,6 +5,7 @@
 
 #include "rig/copy.hpp"
 #include "rig/region.hpp"
+#include "rig/row_packing.hpp"
 
 namespace netsparse::rig {
 
@@ -270,36 +271,22 @@ bool PlanUnit::serve_one(Serving& job) {
   if (outbox_.dead(job.dest)) return true;  // nobody to answer
   const std::vector<std::uint64_t>& rows = it->second.rows;
   const Region& r = *port_.region;
-  const std::uint32_t P = r.prop_bytes;
-  const std::size_t per_packet =
-      std::max<std::size_t>(1, (outbox_.frame_capacity() - concat::kPlanHeaderBytes) / P);
-  constexpr std::size_t kPrefetch = 8;  // rows are read at random: overlap the misses
-  while (job.next < rows.size()) {
-    const std::size_t first = job.next;
-    const auto n = static_cast<std::uint32_t>(std::min(per_packet, rows.size() - first));
-    const std::size_t bytes = concat::kPlanHeaderBytes + std::size_t{n} * P;
-    std::byte* at = outbox_.packet_room_or_later(job.dest, bytes);
-    if (at == nullptr) return false;  // the ring is full: more at a later step
-    concat::encode_plan_header(
-        at, PlanHeader{PlanType::kRows, job.dest, P, n, port_.rank, job.plan, job.version, job.seq,
-                       static_cast<std::uint32_t>(first)});
-    std::byte* body = at + concat::kPlanHeaderBytes;
-    const std::uint64_t* row = rows.data() + first;
-    for (std::uint32_t k = 0; k < n; ++k) {
-      if (k + kPrefetch < n) {
-        const std::byte* ahead = r.base + row[k + kPrefetch] * P;
-        for (std::uint32_t l = 0; l < P; l += 64) __builtin_prefetch(ahead + l);
-      }
-      copy_prop(body + std::size_t{k} * P, r.base + row[k] * P, P);
-    }
-    outbox_.commit_packet(job.dest, bytes);
-    ++counters.packets_out;
-    counters.bytes_out += bytes;
-    counters.rows_served += n;
-    if (!outbox_.last_room_lent()) counters.rows_queued += n;
-    job.next += n;
-  }
-  return true;
+  PackTally tally;
+  const bool done = pack_rows(
+      outbox_, job.dest, r, concat::kPlanHeaderBytes, rows.size(), job.next,
+      [&](std::size_t k) { return rows[k]; },
+      [&](std::byte* at, std::size_t first, std::size_t n) {
+        concat::encode_plan_header(
+            at, PlanHeader{PlanType::kRows, job.dest, r.prop_bytes, static_cast<std::uint32_t>(n),
+                           port_.rank, job.plan, job.version, job.seq,
+                           static_cast<std::uint32_t>(first)});
+      },
+      tally);
+  counters.packets_out += tally.packets;
+  counters.bytes_out += tally.bytes;
+  counters.rows_served += tally.rows;
+  counters.rows_queued += tally.rows_queued;
+  return done;
 }
 
 std::size_t PlanUnit::serve() {

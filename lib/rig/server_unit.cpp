@@ -5,6 +5,7 @@
 #include "rig/copy.hpp"
 #include "rig/outbox.hpp"
 #include "rig/region.hpp"
+#include "rig/row_packing.hpp"
 
 namespace netsparse::rig {
 
@@ -25,9 +26,39 @@ std::uint32_t first_out_of_range(const std::byte* body, std::uint32_t n, std::ui
 }
 }  // namespace
 
+void ServerUnit::refuse(std::uint32_t dest, const concat::GatherHeader& read, std::uint32_t bad) {
+  Outbox& out = *port_.outbox;
+  std::byte* at = out.packet_room(dest, concat::kGatherHeaderBytes);
+  concat::encode_gather_header(
+      at, concat::GatherHeader{concat::GatherType::kGatherRefuse, dest, 0, 0, port_.rank, read.tag,
+                               read.unit, bad, read.n});
+  out.commit_packet(dest, concat::kGatherHeaderBytes);
+  ++counters.compact_packets;
+  counters.compact_bytes += concat::kGatherHeaderBytes;
+}
+
+bool ServerUnit::answer(Answering& job) {
+  if (port_.outbox->dead(job.dest)) return true;  // nobody to answer
+  const Region& r = *port_.region;
+  PackTally tally;
+  const bool done = pack_rows(
+      *port_.outbox, job.dest, r, concat::kGatherHeaderBytes, job.read.n, job.next,
+      [&](std::size_t k) { return job.rows[k - job.base]; },
+      [&](std::byte* at, std::size_t first, std::size_t n) {
+        concat::encode_gather_header(
+            at, concat::GatherHeader{concat::GatherType::kGatherRows, job.dest, r.prop_bytes,
+                                     static_cast<std::uint32_t>(n), port_.rank, job.read.tag,
+                                     job.read.unit, static_cast<std::uint32_t>(first), job.read.n});
+      },
+      tally);
+  counters.compact_packets += tally.packets;
+  counters.compact_bytes += tally.bytes;
+  counters.rows_queued += tally.rows_queued;
+  return done;
+}
+
 std::size_t ServerUnit::serve_compact(std::uint32_t src, const concat::GatherPacket& pkt) {
   using concat::GatherHeader;
-  using concat::GatherType;
   const GatherHeader& h = pkt.header;
   ++counters.packets;
   // No engine has a unit >= kMaxUnits, nor is a read from itself or naming another source.
@@ -36,50 +67,72 @@ std::size_t ServerUnit::serve_compact(std::uint32_t src, const concat::GatherPac
     return 0;
   }
   const Region& r = *port_.region;
-  Outbox& out = *port_.outbox;
-  const std::uint32_t P = r.prop_bytes;
   const std::byte* body = pkt.body.data();
   const bool wide = h.rec_len == 8;
   const std::uint32_t bad = wide ? first_out_of_range<std::uint64_t>(body, h.n, r.local_rows)
                                  : first_out_of_range<std::uint32_t>(body, h.n, r.local_rows);
   counters.answered += h.n;
   if (bad != h.n) {
-    std::byte* at = out.packet_room(src, concat::kGatherHeaderBytes);
-    concat::encode_gather_header(at, GatherHeader{GatherType::kGatherRefuse, src, 0, 0, port_.rank,
-                                                  h.tag, h.unit, bad, h.n});
-    out.commit_packet(src, concat::kGatherHeaderBytes);
-    ++counters.compact_packets;
-    counters.compact_bytes += concat::kGatherHeaderBytes;
+    refuse(src, h, bad);
     counters.invalid += h.n;
     return h.n;
   }
-  const std::uint32_t per_packet = static_cast<std::uint32_t>(
-      std::max<std::size_t>(1, (out.frame_capacity() - concat::kGatherHeaderBytes) / P));
-  constexpr std::uint32_t kPrefetch = 8;  // rows are read at random: overlap the misses
-  const auto row_at = [&](std::uint32_t k) -> std::uint64_t {
-    return wide ? concat::wire::load<std::uint64_t>(body + std::size_t{k} * 8)
-                : concat::wire::load<std::uint32_t>(body + std::size_t{k} * 4);
+  const auto row_at = [&](std::size_t k) -> std::uint64_t {
+    return wide ? concat::wire::load<std::uint64_t>(body + k * 8)
+                : concat::wire::load<std::uint32_t>(body + k * 4);
   };
-  for (std::uint32_t first = 0; first < h.n; first += per_packet) {
-    const std::uint32_t n = std::min(per_packet, h.n - first);
-    const std::size_t bytes = concat::kGatherHeaderBytes + std::size_t{n} * P;
-    std::byte* at = out.packet_room(src, bytes);
-    concat::encode_gather_header(at, GatherHeader{GatherType::kGatherRows, src, P, n, port_.rank,
-                                                  h.tag, h.unit, first, h.n});
-    std::byte* dst = at + concat::kGatherHeaderBytes;
-    for (std::uint32_t k = 0; k < n; ++k) {
-      if (k + kPrefetch < n) {
-        const std::byte* ahead = r.base + row_at(first + k + kPrefetch) * P;
-        for (std::uint32_t l = 0; l < P; l += 64) __builtin_prefetch(ahead + l);
-      }
-      copy_prop(dst + std::size_t{k} * P, r.base + row_at(first + k) * P, P);
-    }
-    out.commit_packet(src, bytes);
-    ++counters.compact_packets;
-    counters.compact_bytes += bytes;
-  }
   port_.concat->account_model(concat::PrType::kResponse, h.n);
+  // Behind an earlier read of the same peer still being answered: the ring is full for now.
+  const bool behind = std::any_of(answering_.begin(), answering_.end(),
+                                  [&](const Answering& a) { return a.dest == src; });
+  std::size_t next = 0;
+  if (!behind) {
+    PackTally tally;
+    const bool done = pack_rows(
+        *port_.outbox, src, r, concat::kGatherHeaderBytes, h.n, next, row_at,
+        [&](std::byte* at, std::size_t first, std::size_t n) {
+          concat::encode_gather_header(
+              at, GatherHeader{concat::GatherType::kGatherRows, src, r.prop_bytes,
+                               static_cast<std::uint32_t>(n), port_.rank, h.tag, h.unit,
+                               static_cast<std::uint32_t>(first), h.n});
+        },
+        tally);
+    counters.compact_packets += tally.packets;
+    counters.compact_bytes += tally.bytes;
+    counters.rows_queued += tally.rows_queued;
+    if (done) return h.n;
+  }
+  // The rest waits for room: its rows leave the received frame (whose memory is the ring's).
+  Answering job{src, h, next, next, std::vector<std::uint64_t>(h.n - next)};
+  for (std::size_t k = next; k < h.n; ++k) job.rows[k - next] = row_at(k);
+  answering_.push_back(std::move(job));
   return h.n;
+}
+
+std::size_t ServerUnit::serve() {
+  if (answering_.empty()) return 0;
+  const std::uint64_t before = counters.compact_packets;
+  std::size_t keep = 0;
+  for (std::size_t k = 0; k < answering_.size(); ++k) {
+    // One read per peer at a time, oldest first: a later one waits behind it.
+    bool blocked = false;
+    for (std::size_t j = 0; j < keep && !blocked; ++j) {
+      blocked = answering_[j].dest == answering_[k].dest;
+    }
+    if (blocked || !answer(answering_[k])) {
+      if (keep != k) answering_[keep] = std::move(answering_[k]);
+      ++keep;
+    }
+  }
+  answering_.resize(keep);
+  return static_cast<std::size_t>(counters.compact_packets - before);
+}
+
+void ServerUnit::region_changed() {
+  for (const Answering& job : answering_) {
+    refuse(job.dest, job.read, static_cast<std::uint32_t>(job.next));
+  }
+  answering_.clear();
 }
 
 std::size_t ServerUnit::serve(const concat::PacketView& v, std::uint64_t now) {

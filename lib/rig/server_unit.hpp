@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "concat/gather_wire.hpp"
 #include "concat/protocol.hpp"
@@ -18,10 +19,12 @@ namespace netsparse::rig {
 struct ServerCounters {
   std::uint64_t packets = 0, answered = 0, invalid = 0, malformed_prs = 0;
   std::uint64_t compact_packets = 0, compact_bytes = 0;  // rows and refusals sent, as sent
+  std::uint64_t rows_queued = 0;  // compact-read rows packed into the outbox's queue, not the
+                                  // transport's memory (every row where it lends none)
   template <class Self>
   static auto fields(Self& s) {
     return std::tie(s.packets, s.answered, s.invalid, s.malformed_prs, s.compact_packets,
-                    s.compact_bytes);
+                    s.compact_bytes, s.rows_queued);
   }
   void add(const ServerCounters& o) { add_counters(*this, o); }
 };
@@ -33,13 +36,34 @@ class ServerUnit {
   std::size_t serve(const concat::PacketView& v, std::uint64_t now);
   // Answers a validated compact read from node src (gather_wire.hpp): every row is checked
   // against this node's rows first; one outside refuses the whole read and nothing is read.
-  // Otherwise the rows are packed straight into the outbox's frames, in the read's order.
+  // Otherwise the rows are packed straight into the outbox's frames, in the read's order; where
+  // the transport lends its memory and has no more room now, the rest of the read's rows are
+  // kept (copied out of the received frame) and packed by serve() at later steps.
   // Returns rows answered.
   std::size_t serve_compact(std::uint32_t src, const concat::GatherPacket& pkt);
+  // Packs more of the reads still being answered; returns packets packed.
+  std::size_t serve();
+  bool serving() const noexcept { return !answering_.empty(); }
+  // The region is going (deregistered): what is left of each read is refused, never read.
+  void region_changed();
   ServerCounters counters;
 
  private:
+  // A compact read being answered (row_packing.hpp): rows [next, n) still to pack, kept from
+  // position `base` of the read on.
+  struct Answering {
+    std::uint32_t dest;
+    concat::GatherHeader read;
+    std::size_t base;
+    std::size_t next;
+    std::vector<std::uint64_t> rows;
+  };
+  // Packs job's rows until done (true) or the transport has no room now (false).
+  bool answer(Answering& job);
+  void refuse(std::uint32_t dest, const concat::GatherHeader& read, std::uint32_t bad);
+
   const UnitPort& port_;
+  std::vector<Answering> answering_;  // in arrival order
 };
 
 }  // namespace netsparse::rig

@@ -74,11 +74,19 @@ ns_context_attr attr_of(int progress, std::uint32_t flags, std::uint32_t watchdo
   return a;
 }
 
+// The statistics as JSON. The progress thread may change them between the call that sizes the
+// buffer and the one that fills it (a longer number): retried with room to spare until it fits.
 nlohmann::json stats_of(ns_context* ctx) {
-  const int need = ns_stats_json(ctx, nullptr, 0);
-  std::string json(static_cast<std::size_t>(need > 0 ? need : 0) + 1, '\0');
-  ns_stats_json(ctx, json.data(), json.size());
-  json.resize(static_cast<std::size_t>(need > 0 ? need : 0));
+  std::string json;
+  for (int need = ns_stats_json(ctx, nullptr, 0); need >= 0;) {
+    json.assign(static_cast<std::size_t>(need) + 256, '\0');
+    const int got = ns_stats_json(ctx, json.data(), json.size());
+    if (got >= 0 && static_cast<std::size_t>(got) < json.size()) {
+      json.resize(static_cast<std::size_t>(got));
+      break;
+    }
+    need = got;
+  }
   return nlohmann::json::parse(json);
 }
 
@@ -270,13 +278,14 @@ TEST(Mpi, NoHostRingsFlagSendsEveryFrameThroughMpi) {
   }
 }
 
-// A plan replay whose rows do not fit in the shared-memory ring to the requester (4 KiB
-// properties, the smallest rings: 512 KiB for 64 KiB frames, ~700 KB per owner and replay) is
-// packed straight into the ring as far as the requester has drained it, the rest at later engine
-// steps: every byte arrives, under both progress modes, and no row is packed into the outbox's
-// queue (plans.rows_queued stays 0; packing the whole answer at once queued what did not fit: a
-// copy into the queue, then another into the ring).
-TEST(Mpi, PlanReplayLargerThanTheRingIsPackedIntoItInParts) {
+// Answers whose rows do not fit in the shared-memory ring to the requester (4 KiB properties,
+// the smallest rings: 512 KiB for 64 KiB frames, ~700 KB per owner and gather) are packed
+// straight into the ring as far as the requester has drained it, the rest at later engine steps:
+// a plan replay's (PlanUnit) and a plain gather's compact reads (ServerUnit). Every byte arrives,
+// under both progress modes, and no row is packed into the outbox's queue (plans.rows_queued and
+// compact.rows_queued stay 0; packing a whole answer at once queued what did not fit: a copy into
+// the queue, then another into the ring).
+TEST(Mpi, AnswersLargerThanTheRingArePackedIntoItInParts) {
   if (world_size() < 2) GTEST_FAIL() << "needs at least 2 ranks";
   ::setenv("NETSPARSE_MPI_SHM_RING_BYTES", "262144", 1);
   for (const int progress : {NS_PROGRESS_INLINE, NS_PROGRESS_THREAD}) {
@@ -288,36 +297,46 @@ TEST(Mpi, PlanReplayLargerThanTheRingIsPackedIntoItInParts) {
     }
     for (std::uint64_t r = 0; r < s.total; r += 7) idx.push_back(r);
     std::vector<std::uint8_t> out(idx.size() * s.P);
-    ns_send_wr wr = rig(1, s.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
-    ns_plan* plan = nullptr;
-    ASSERT_EQ(ns_plan_create(s.ctx, &wr, &plan), NS_OK) << ns_last_error();
-    for (int start = 0; start < 4; ++start) {  // the first records, three replays
+    const auto run_and_check = [&](ns_send_wr w, const char* what, int start) {
       std::fill(out.begin(), out.end(), std::uint8_t{0xEE});
-      ns_send_wr go = netsparse::detail::work_request(10 + start, NS_WR_RIG_PLAN, NS_SEND_SIGNALED);
-      go.wr.plan.plan = plan;
-      ASSERT_EQ(ns_post_send(s.qp, &go, nullptr), NS_OK) << ns_last_error();
+      ASSERT_EQ(ns_post_send(s.qp, &w, nullptr), NS_OK) << ns_last_error();
       for (const ns_wc& wc : wait_completions(s.cq, 1))
-        EXPECT_EQ(wc.status, NS_WC_SUCCESS) << ns_wc_status_str(wc.status);
+        EXPECT_EQ(wc.status, NS_WC_SUCCESS) << what << ": " << ns_wc_status_str(wc.status);
       int errors = 0;
       for (std::size_t j = 0; j < idx.size() && errors < 5; ++j) {
         const std::string e = check_prop(out.data() + j * s.P, idx[j], s.P);
         if (!e.empty()) {
-          ADD_FAILURE() << "rank " << s.rank << " start " << start << " pos " << j << ": " << e;
+          ADD_FAILURE() << "rank " << s.rank << " " << what << " " << start << " pos " << j << ": "
+                        << e;
           ++errors;
         }
       }
+    };
+    ns_send_wr wr = rig(1, s.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+    ns_plan* plan = nullptr;
+    ASSERT_EQ(ns_plan_create(s.ctx, &wr, &plan), NS_OK) << ns_last_error();
+    for (int start = 0; start < 4; ++start) {  // the first records, three replays
+      ns_send_wr go = netsparse::detail::work_request(10 + start, NS_WR_RIG_PLAN, NS_SEND_SIGNALED);
+      go.wr.plan.plan = plan;
+      run_and_check(go, "plan start", start);
+      ns_send_wr fresh = wr;  // the same gather through the per-request path
+      fresh.send_flags |= NS_SEND_NEW_EPOCH;
+      run_and_check(fresh, "gather", start);
       EXPECT_EQ(ns_quiesce(s.ctx, 30000), NS_OK) << ns_last_error();
     }
     EXPECT_EQ(stat(s.ctx, NS_STAT_PLAN_REPLAYS), 3u);
     EXPECT_EQ(sum_over_ranks(stat(s.ctx, NS_STAT_PLAN_ROWS)),
               sum_over_ranks(stat(s.ctx, NS_STAT_PLAN_ROWS_SERVED)));
     const nlohmann::json stats = stats_of(s.ctx);
-    const std::uint64_t queued = stats["plans"]["rows_queued"].get<std::uint64_t>();
+    const std::uint64_t plan_queued = stats["plans"]["rows_queued"].get<std::uint64_t>();
+    const std::uint64_t read_queued = stats["compact"]["rows_queued"].get<std::uint64_t>();
     if (stats.value("transport_detail", std::string()).find("shared-memory rings") !=
         std::string::npos) {
-      EXPECT_EQ(queued, 0u) << "replay rows were packed into the outbox's queue, not the ring";
+      EXPECT_EQ(plan_queued, 0u) << "replay rows were packed into the outbox's queue";
+      EXPECT_EQ(read_queued, 0u) << "compact-read rows were packed into the outbox's queue";
     } else {  // verbs (the soft-RoCE guest) or no rings: the transport lends no memory
-      EXPECT_EQ(queued, stat(s.ctx, NS_STAT_PLAN_ROWS_SERVED));
+      EXPECT_EQ(plan_queued, stat(s.ctx, NS_STAT_PLAN_ROWS_SERVED));
+      EXPECT_EQ(read_queued, stat(s.ctx, NS_STAT_SERVER_PRS));
     }
     EXPECT_EQ(ns_plan_destroy(plan), NS_OK) << ns_last_error();
     s.close();

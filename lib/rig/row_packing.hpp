@@ -1,0 +1,63 @@
+// Packing a list of this node's rows into answer packets (a header, then the rows back to back),
+// for the two answers that carry rows in bulk: a plan replay (plan_unit) and a compact read
+// (server_unit). Where the transport lends its memory to the requester (the shared-memory rings),
+// rows are packed only into that memory and packing stops when it is full: the caller keeps
+// where it stopped and continues at a later engine step, once the requester has drained some.
+// An answer larger than the ring then costs one copy per row, not a copy into the outbox's queue
+// and a second one into the ring (docs/architecture.md, "A replay's answer waits for ring room").
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "rig/copy.hpp"
+#include "rig/outbox.hpp"
+#include "rig/region.hpp"
+
+namespace netsparse::rig {
+
+struct PackTally {
+  std::uint64_t packets = 0, bytes = 0, rows = 0;
+  std::uint64_t rows_queued = 0;  // of `rows`, packed into the outbox's queue, not lent memory
+};
+
+// Packs rows [next, count) of an answer to dest, as many per packet as one frame holds:
+// row_at(k) is the k-th row (owner-local; the caller checked every one against the region),
+// encode(at, first, n) writes the header of the packet holding rows [first, first + n) at `at`.
+// Returns true when every row is packed, false when the transport has no room now; `next`
+// advances past what was packed either way.
+template <class RowAt, class Encode>
+bool pack_rows(Outbox& out, std::uint32_t dest, const Region& r, std::size_t header_bytes,
+               std::size_t count, std::size_t& next, RowAt&& row_at, Encode&& encode,
+               PackTally& tally) {
+  const std::uint32_t P = r.prop_bytes;
+  const std::size_t per_packet =
+      std::max<std::size_t>(1, (out.frame_capacity() - header_bytes) / P);
+  constexpr std::size_t kPrefetch = 8;  // rows are read at random: overlap the misses
+  while (next < count) {
+    const std::size_t first = next;
+    const std::size_t n = std::min(per_packet, count - first);
+    const std::size_t bytes = header_bytes + n * P;
+    std::byte* at = out.packet_room_or_later(dest, bytes);
+    if (at == nullptr) return false;
+    encode(at, first, n);
+    std::byte* body = at + header_bytes;
+    for (std::size_t k = 0; k < n; ++k) {
+      if (k + kPrefetch < n) {
+        const std::byte* ahead = r.base + row_at(first + k + kPrefetch) * P;
+        for (std::uint32_t l = 0; l < P; l += 64) __builtin_prefetch(ahead + l);
+      }
+      copy_prop(body + k * P, r.base + row_at(first + k) * P, P);
+    }
+    out.commit_packet(dest, bytes);
+    ++tally.packets;
+    tally.bytes += bytes;
+    tally.rows += n;
+    if (!out.last_room_lent()) tally.rows_queued += n;
+    next += n;
+  }
+  return true;
+}
+
+}  // namespace netsparse::rig
