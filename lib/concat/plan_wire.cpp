@@ -1,6 +1,8 @@
 #include "concat/plan_wire.hpp"
 
+#include <array>
 #include "concat/bulk_packet.hpp"
+#include "support/enum_names.hpp"
 
 namespace netsparse::concat {
 
@@ -12,16 +14,14 @@ constexpr std::tuple kFields{
     HeaderField{28, &PlanHeader::first}};
 }  // namespace
 
+constexpr auto kPlanRefusalNames = std::to_array<support::EnumName<PlanRefusal>>({
+    {PlanRefusal::kUnknown, "the owner holds no list of this plan and version"},
+    {PlanRefusal::kOutOfRange, "a row of the plan's list is outside the owner's rows"},
+    {PlanRefusal::kBadList, "the plan's list arrived incomplete or with the wrong length"},
+});
+
 const char* to_string(PlanRefusal r) noexcept {
-  switch (r) {
-    case PlanRefusal::kUnknown:
-      return "the owner holds no list of this plan and version";
-    case PlanRefusal::kOutOfRange:
-      return "a row of the plan's list is outside the owner's rows";
-    case PlanRefusal::kBadList:
-      return "the plan's list arrived incomplete or with the wrong length";
-  }
-  return "unknown plan refusal";
+  return support::name_of<kPlanRefusalNames>(r, "unknown plan refusal");
 }
 
 std::size_t encode_plan_header(std::byte* dst, const PlanHeader& h) noexcept {

@@ -1,6 +1,8 @@
 #include "concat/scatter_wire.hpp"
 
+#include <array>
 #include "concat/bulk_packet.hpp"
+#include "support/enum_names.hpp"
 
 namespace netsparse::concat {
 
@@ -13,16 +15,15 @@ constexpr std::tuple kFields{
 constexpr std::size_t kOffReserved = 30;
 }  // namespace
 
+constexpr auto kScatterStatusNames = std::to_array<support::EnumName<ScatterStatus>>({
+    {ScatterStatus::kApplied, "applied"},
+    {ScatterStatus::kOutOfRange,
+     "a row of the packet is outside the owner's rows (nothing applied)"},
+    {ScatterStatus::kBadRow, "the owner's prop_bytes is not a multiple of the datatype's size"},
+});
+
 const char* to_string(ScatterStatus s) noexcept {
-  switch (s) {
-    case ScatterStatus::kApplied:
-      return "applied";
-    case ScatterStatus::kOutOfRange:
-      return "a row of the packet is outside the owner's rows (nothing applied)";
-    case ScatterStatus::kBadRow:
-      return "the owner's prop_bytes is not a multiple of the datatype's size";
-  }
-  return "unknown scatter status";
+  return support::name_of<kScatterStatusNames>(s, "unknown scatter status");
 }
 
 std::size_t encode_scatter_header(std::byte* dst, const ScatterHeader& h) noexcept {

@@ -2,6 +2,7 @@
 #include "netsparse/interop.hpp"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <exception>
 #include <numeric>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "distributed/mpi_util.hpp"
+#include "support/enum_names.hpp"
 
 namespace netsparse {
 
@@ -409,16 +411,14 @@ class RowType {
 
 enum class Op { scatter, gather, allgather };
 
+constexpr auto kOpNames = std::to_array<support::EnumName<Op>>({
+    {Op::scatter, "scatter_dense"},
+    {Op::gather, "gather_dense"},
+    {Op::allgather, "allgather_dense"},
+});
+
 const char* name_of(Op op) {
-  switch (op) {
-    case Op::scatter:
-      return "scatter_dense";
-    case Op::gather:
-      return "gather_dense";
-    case Op::allgather:
-      return "allgather_dense";
-  }
-  return "?";
+  return support::name_of<kOpNames>(op, "unknown operation");
 }
 
 // Checks shared by the three (collective: every rank throws the same message) and the MPI
