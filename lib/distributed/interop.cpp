@@ -540,47 +540,32 @@ std::vector<T> gather_new(MPI_Comm comm, const RowPartition& part, int k, std::s
 
 }  // namespace
 
-std::vector<float> scatter_dense(MPI_Comm comm, const RowPartition& part, int k,
-                                 std::span<const float> global, int root) {
-  return scatter_new<float>(comm, part, k, global, root);
-}
-std::vector<double> scatter_dense(MPI_Comm comm, const RowPartition& part, int k,
-                                  std::span<const double> global, int root) {
-  return scatter_new<double>(comm, part, k, global, root);
-}
-void scatter_dense(MPI_Comm comm, const RowPartition& part, int k, std::span<const float> global,
-                   std::span<float> local, int root) {
-  scatter_impl<float>(comm, part, k, global, local, root);
-}
-void scatter_dense(MPI_Comm comm, const RowPartition& part, int k, std::span<const double> global,
-                   std::span<double> local, int root) {
-  scatter_impl<double>(comm, part, k, global, local, root);
-}
+// The public overloads of <netsparse/interop.hpp>, one set per element type: each forwards to the
+// template above that does the work (declared per type in the header, so the ABI has both).
+#define NETSPARSE_DENSE_TRANSFERS(T)                                                            \
+  std::vector<T> scatter_dense(MPI_Comm comm, const RowPartition& part, int k,                  \
+                               std::span<const T> global, int root) {                           \
+    return scatter_new<T>(comm, part, k, global, root);                                         \
+  }                                                                                             \
+  void scatter_dense(MPI_Comm comm, const RowPartition& part, int k, std::span<const T> global, \
+                     std::span<T> local, int root) {                                            \
+    scatter_impl<T>(comm, part, k, global, local, root);                                        \
+  }                                                                                             \
+  std::vector<T> gather_dense(MPI_Comm comm, const RowPartition& part, int k,                   \
+                              std::span<const T> local, int root) {                             \
+    return gather_new<T>(comm, part, k, local, root);                                           \
+  }                                                                                             \
+  void gather_dense(MPI_Comm comm, const RowPartition& part, int k, std::span<const T> local,   \
+                    std::span<T> global, int root) {                                            \
+    gather_impl<T>(comm, part, k, local, global, root);                                         \
+  }                                                                                             \
+  std::vector<T> allgather_dense(MPI_Comm comm, const RowPartition& part, int k,                \
+                                 std::span<const T> local) {                                    \
+    return allgather_impl<T>(comm, part, k, local);                                             \
+  }
 
-std::vector<float> gather_dense(MPI_Comm comm, const RowPartition& part, int k,
-                                std::span<const float> local, int root) {
-  return gather_new<float>(comm, part, k, local, root);
-}
-std::vector<double> gather_dense(MPI_Comm comm, const RowPartition& part, int k,
-                                 std::span<const double> local, int root) {
-  return gather_new<double>(comm, part, k, local, root);
-}
-void gather_dense(MPI_Comm comm, const RowPartition& part, int k, std::span<const float> local,
-                  std::span<float> global, int root) {
-  gather_impl<float>(comm, part, k, local, global, root);
-}
-void gather_dense(MPI_Comm comm, const RowPartition& part, int k, std::span<const double> local,
-                  std::span<double> global, int root) {
-  gather_impl<double>(comm, part, k, local, global, root);
-}
-
-std::vector<float> allgather_dense(MPI_Comm comm, const RowPartition& part, int k,
-                                   std::span<const float> local) {
-  return allgather_impl<float>(comm, part, k, local);
-}
-std::vector<double> allgather_dense(MPI_Comm comm, const RowPartition& part, int k,
-                                    std::span<const double> local) {
-  return allgather_impl<double>(comm, part, k, local);
-}
+NETSPARSE_DENSE_TRANSFERS(float)
+NETSPARSE_DENSE_TRANSFERS(double)
+#undef NETSPARSE_DENSE_TRANSFERS
 
 }  // namespace netsparse
