@@ -19,10 +19,8 @@
 namespace netsparse {
 namespace {
 
-using test::data_path;
-using test::expect_same_csr;
-using test::world_rank;
-using test::world_size;
+// The distributed tests' helpers (dist_test_util.hpp).
+using namespace test;
 
 const char* const kFiles[] = {"distributed/small_symmetric.mtx", "distributed/rect_general.mtx",
                               "distributed/pattern_square.mtx", "mm/general_real.mtx",

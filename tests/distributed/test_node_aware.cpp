@@ -35,12 +35,8 @@
 namespace netsparse {
 namespace {
 
-using test::Fixture;
-using test::make_fixture;
-using test::max_relative_error;
-using test::operand_block;
-using test::world_rank;
-using test::world_size;
+// The distributed tests' helpers (dist_test_util.hpp).
+using namespace test;
 
 int env_int(const char* name) {
   const char* v = std::getenv(name);
