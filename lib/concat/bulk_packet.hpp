@@ -38,6 +38,21 @@ inline DecodeError check_bulk_body(std::span<const std::byte> bytes, std::size_t
   return body / rec_len == n ? DecodeError::kOk : DecodeError::kCountMismatch;
 }
 
+// Where every bulk family's header puts the sending node: right after the 14-byte prefix.
+inline constexpr std::size_t kOffBulkSrcNode = kConcatHeaderBytes;
+
+// The fields every bulk family's header begins with (Type: the family's packet types): the
+// prefix's type, destination, record length and count, and the sending node. A family's header
+// derives from it and adds its own fields (listed as HeaderField below).
+template <class Type>
+struct BulkHeaderStart {
+  Type type;
+  std::uint32_t dest;
+  std::uint32_t rec_len;
+  std::uint32_t n;
+  std::uint32_t src_node;
+};
+
 // A decoded packet of a bulk family: its header and a view of its n * rec_len bytes of records.
 template <class Header>
 struct BulkPacket {
@@ -78,11 +93,12 @@ T load_field(const std::byte* src) noexcept {
 }
 }  // namespace detail
 
-// Writes a bulk family's header at dst: the shared prefix (type, dest, rec_len, n), then every
-// field of `fields`.
+// Writes a bulk family's header at dst: the shared prefix (type, dest, rec_len, n), the sending
+// node, then every field of `fields`.
 template <class Header, class Fields>
 void encode_bulk_header(std::byte* dst, const Header& h, const Fields& fields) noexcept {
   encode_prefix(dst, {static_cast<std::uint16_t>(h.type), h.dest, h.rec_len, h.n});
+  wire::store(dst + kOffBulkSrcNode, h.src_node);
   std::apply([&](const auto&... f) { (detail::store_field(dst + f.offset, h.*f.member), ...); },
              fields);
 }
@@ -96,6 +112,7 @@ Header load_bulk_header(const std::byte* src, const WirePrefix& pre,
   h.dest = pre.dest;
   h.rec_len = pre.len;
   h.n = pre.n;
+  h.src_node = wire::load<std::uint32_t>(src + kOffBulkSrcNode);
   std::apply(
       [&](const auto&... f) {
         ((h.*f.member =

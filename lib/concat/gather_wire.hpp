@@ -46,12 +46,7 @@ constexpr bool is_gather_type(std::uint16_t raw) noexcept {
 inline constexpr std::size_t kGatherHeaderBytes = 32;
 static_assert(kGatherHeaderBytes == kConcatHeaderBytes + kPrHeaderBytes);
 
-struct GatherHeader {
-  GatherType type;
-  std::uint32_t dest;
-  std::uint32_t rec_len;
-  std::uint32_t n;
-  std::uint32_t src_node;
+struct GatherHeader : BulkHeaderStart<GatherType> {
   std::uint32_t tag;
   std::uint16_t unit;
   std::uint32_t first;

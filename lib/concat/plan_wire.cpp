@@ -7,11 +7,10 @@
 namespace netsparse::concat {
 
 namespace {
-// The fields after the prefix, at their offsets (32 bytes in all).
+// The fields after the prefix and the sending node, at their offsets (32 bytes in all).
 constexpr std::tuple kFields{
-    HeaderField{14, &PlanHeader::src_node}, HeaderField{18, &PlanHeader::plan},
-    HeaderField{22, &PlanHeader::version}, HeaderField{26, &PlanHeader::seq},
-    HeaderField{28, &PlanHeader::first}};
+    HeaderField{18, &PlanHeader::plan}, HeaderField{22, &PlanHeader::version},
+    HeaderField{26, &PlanHeader::seq}, HeaderField{28, &PlanHeader::first}};
 }  // namespace
 
 constexpr auto kPlanRefusalNames = std::to_array<support::EnumName<PlanRefusal>>({

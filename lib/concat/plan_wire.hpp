@@ -55,12 +55,7 @@ enum class PlanRefusal : std::uint32_t {
 };
 const char* to_string(PlanRefusal r) noexcept;
 
-struct PlanHeader {
-  PlanType type;
-  std::uint32_t dest;
-  std::uint32_t rec_len;
-  std::uint32_t n;
-  std::uint32_t src_node;
+struct PlanHeader : BulkHeaderStart<PlanType> {
   std::uint32_t plan;
   std::uint32_t version;
   std::uint16_t seq;

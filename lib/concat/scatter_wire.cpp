@@ -7,11 +7,11 @@
 namespace netsparse::concat {
 
 namespace {
-// The fields after the prefix, at their offsets, then 2 reserved bytes (32 bytes in all).
+// The fields after the prefix and the sending node, at their offsets, then 2 reserved bytes (32
+// bytes in all).
 constexpr std::tuple kFields{
-    HeaderField{14, &ScatterHeader::src_node}, HeaderField{18, &ScatterHeader::req_id},
-    HeaderField{22, &ScatterHeader::op}, HeaderField{24, &ScatterHeader::datatype},
-    HeaderField{26, &ScatterHeader::status}};
+    HeaderField{18, &ScatterHeader::req_id}, HeaderField{22, &ScatterHeader::op},
+    HeaderField{24, &ScatterHeader::datatype}, HeaderField{26, &ScatterHeader::status}};
 constexpr std::size_t kOffReserved = 30;
 }  // namespace
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <span>
 
+#include "concat/bulk_packet.hpp"
 #include "concat/protocol.hpp"
 
 namespace netsparse::concat {
@@ -46,12 +47,7 @@ enum class ScatterStatus : std::uint32_t {
 inline constexpr std::uint32_t kScatterStatuses = 3;
 const char* to_string(ScatterStatus s) noexcept;
 
-struct ScatterHeader {
-  ScatterType type;
-  std::uint32_t dest;
-  std::uint32_t rec_len;
-  std::uint32_t n;
-  std::uint32_t src_node;
+struct ScatterHeader : BulkHeaderStart<ScatterType> {
   std::uint32_t req_id;
   std::uint16_t op;
   std::uint16_t datatype;

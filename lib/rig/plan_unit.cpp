@@ -28,7 +28,7 @@ void PlanUnit::send_header_only(std::uint32_t dest, PlanType type, std::uint32_t
                                 std::uint32_t version, std::uint16_t seq, std::uint32_t first) {
   std::byte* at = outbox_.packet_room(dest, concat::kPlanHeaderBytes);
   concat::encode_plan_header(at,
-                             PlanHeader{type, dest, 0, 0, port_.rank, plan, version, seq, first});
+                             PlanHeader{{type, dest, 0, 0, port_.rank}, plan, version, seq, first});
   outbox_.commit_packet(dest, concat::kPlanHeaderBytes);
   ++counters.packets_out;
   counters.bytes_out += concat::kPlanHeaderBytes;
@@ -44,8 +44,11 @@ void PlanUnit::send_install(std::uint32_t owner, const Plan& p, const PlanPeer& 
     const auto n = static_cast<std::uint32_t>(std::min(per_packet, n_rows - first));
     const std::size_t bytes = concat::kPlanHeaderBytes + std::size_t{n} * width;
     std::byte* at = outbox_.packet_room(owner, bytes);
-    concat::encode_plan_header(at, PlanHeader{PlanType::kInstall, owner, width, n, port_.rank, p.id,
-                                              p.version(), 0, static_cast<std::uint32_t>(first)});
+    concat::encode_plan_header(at, PlanHeader{{PlanType::kInstall, owner, width, n, port_.rank},
+                                              p.id,
+                                              p.version(),
+                                              0,
+                                              static_cast<std::uint32_t>(first)});
     std::byte* body = at + concat::kPlanHeaderBytes;
     for (std::uint32_t k = 0; k < n; ++k) {
       if (width == 4) {
@@ -260,8 +263,11 @@ void PlanUnit::on_start(int src, const PlanPacket& pkt) {
     const auto n = static_cast<std::uint32_t>(std::min(per_packet, rows.size() - first));
     const std::size_t bytes = concat::kPlanHeaderBytes + std::size_t{n} * P;
     std::byte* at = outbox_.packet_room(dest, bytes);
-    concat::encode_plan_header(at, PlanHeader{PlanType::kRows, dest, P, n, port_.rank, h.plan,
-                                              h.version, h.seq, static_cast<std::uint32_t>(first)});
+    concat::encode_plan_header(at, PlanHeader{{PlanType::kRows, dest, P, n, port_.rank},
+                                              h.plan,
+                                              h.version,
+                                              h.seq,
+                                              static_cast<std::uint32_t>(first)});
     std::byte* body = at + concat::kPlanHeaderBytes;
     const std::uint64_t* row = rows.data() + first;
     for (std::uint32_t k = 0; k < n; ++k) {

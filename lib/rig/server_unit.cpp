@@ -45,8 +45,9 @@ std::size_t ServerUnit::serve_compact(std::uint32_t src, const concat::GatherPac
   counters.answered += h.n;
   if (bad != h.n) {
     std::byte* at = out.packet_room(src, concat::kGatherHeaderBytes);
-    concat::encode_gather_header(at, GatherHeader{GatherType::kGatherRefuse, src, 0, 0, port_.rank,
-                                                  h.tag, h.unit, bad, h.n});
+    concat::encode_gather_header(
+        at,
+        GatherHeader{{GatherType::kGatherRefuse, src, 0, 0, port_.rank}, h.tag, h.unit, bad, h.n});
     out.commit_packet(src, concat::kGatherHeaderBytes);
     ++counters.compact_packets;
     counters.compact_bytes += concat::kGatherHeaderBytes;
@@ -64,8 +65,9 @@ std::size_t ServerUnit::serve_compact(std::uint32_t src, const concat::GatherPac
     const std::uint32_t n = std::min(per_packet, h.n - first);
     const std::size_t bytes = concat::kGatherHeaderBytes + std::size_t{n} * P;
     std::byte* at = out.packet_room(src, bytes);
-    concat::encode_gather_header(at, GatherHeader{GatherType::kGatherRows, src, P, n, port_.rank,
-                                                  h.tag, h.unit, first, h.n});
+    concat::encode_gather_header(
+        at,
+        GatherHeader{{GatherType::kGatherRows, src, P, n, port_.rank}, h.tag, h.unit, first, h.n});
     std::byte* dst = at + concat::kGatherHeaderBytes;
     for (std::uint32_t k = 0; k < n; ++k) {
       if (k + kPrefetch < n) {
