@@ -2,6 +2,19 @@
 // packets, compact gather packets, scatter packets): a fixed header, then `n` records of
 // `rec_len` bytes. Their lengths and bodies are checked here once; each family adds the rules
 // of its own types (which record lengths and counts a type allows).
+//
+// Every family declares the same three calls over its header (gather_wire.hpp, plan_wire.hpp,
+// scatter_wire.hpp), documented here once:
+//   encode_<family>_header(dst, h): writes the 32-byte header at dst (any reserved bytes 0) and
+//     returns its size;
+//   <family>_packet_length(bytes): the length of the packet starting at `bytes` (at least
+//     kConcatHeaderBytes long), header and records; bytes.size() + 1 when that exceeds the
+//     buffer (never overflows); 0 when the type is not the family's or its counts are
+//     impossible for it;
+//   decode_<family>_packet(bytes, expected_dest, expected_row_bytes, out): validates
+//     everything (decode_bulk_packet below: length, type, destination, a body of exactly n
+//     records) and the family's rules for record lengths and counts by type; `bytes` must be
+//     exactly one packet; on error *out is untouched.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +39,14 @@ inline std::size_t bulk_packet_length(std::span<const std::byte> bytes,
   if (rec == 0) return 0;
   if (n > (bytes.size() - header_bytes) / rec) return bytes.size() + 1;
   return header_bytes + std::size_t{n} * rec;
+}
+
+// bulk_packet_length of a family whose packet types is_type accepts: 0 for any other type.
+template <class IsType>
+std::size_t typed_bulk_packet_length(std::span<const std::byte> bytes, IsType is_type,
+                                     std::size_t header_bytes) noexcept {
+  if (!is_type(wire::load<std::uint16_t>(bytes.data() + kOffType))) return 0;
+  return bulk_packet_length(bytes, header_bytes);
 }
 
 // The body of a packet that is exactly `bytes`: n records of rec_len (none when rec_len is 0).

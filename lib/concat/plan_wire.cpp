@@ -29,9 +29,7 @@ std::size_t encode_plan_header(std::byte* dst, const PlanHeader& h) noexcept {
 }
 
 std::size_t plan_packet_length(std::span<const std::byte> bytes) noexcept {
-  const std::byte* p = bytes.data();
-  if (!is_plan_type(wire::load<std::uint16_t>(p + kOffType))) return 0;
-  return bulk_packet_length(bytes, kPlanHeaderBytes);
+  return typed_bulk_packet_length(bytes, is_plan_type, kPlanHeaderBytes);
 }
 
 DecodeError decode_plan_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,

@@ -33,9 +33,7 @@ std::size_t encode_scatter_header(std::byte* dst, const ScatterHeader& h) noexce
 }
 
 std::size_t scatter_packet_length(std::span<const std::byte> bytes) noexcept {
-  const std::byte* p = bytes.data();
-  if (!is_scatter_type(wire::load<std::uint16_t>(p + kOffType))) return 0;
-  return bulk_packet_length(bytes, kScatterHeaderBytes);
+  return typed_bulk_packet_length(bytes, is_scatter_type, kScatterHeaderBytes);
 }
 
 DecodeError decode_scatter_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,
