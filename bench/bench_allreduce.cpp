@@ -323,14 +323,7 @@ Json report(const Job& job, const Args& args, const std::vector<Record>& records
   return doc;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Args args;
-  // No thread of the benchmark's own calls MPI: the single-thread level MPI_Init gives.
-  const auto [world, exit_code] =
-      netsparse::bench::start_job(argc, argv, parse, args, MPI_THREAD_SINGLE);
-  if (exit_code >= 0) return exit_code;
+int run_benchmark(Args& args, const netsparse::bench::World& world) {
   Job job;
   job.rank = world.rank;
   job.P = world.size;
@@ -347,6 +340,12 @@ int main(int argc, char** argv) {
   }
   check(ns_coll_close(job.coll), "ns_coll_close");
   MPI_Comm_free(&job.mpi_comm);
-  MPI_Finalize();
   return job.all_agree ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // No thread of the benchmark's own calls MPI: the single-thread level MPI_Init gives.
+  return netsparse::bench::run_job(argc, argv, parse, run_benchmark, MPI_THREAD_SINGLE);
 }

@@ -377,12 +377,7 @@ void print_alpha(const Job& job, const Args& args, const std::vector<Record>& re
   std::fflush(stdout);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Args args;
-  const auto [world, exit_code] = nb::start_job(argc, argv, parse, args);
-  if (exit_code >= 0) return exit_code;
+int run_benchmark(Args& args, const nb::World& world) {
   Job job;
   job.rank = world.rank;
   job.P = world.size;
@@ -428,6 +423,11 @@ int main(int argc, char** argv) {
     if (!problem.empty()) std::fprintf(stderr, "bench_embedding: %s\n", problem.c_str());
   }
   job.ctx.close();
-  MPI_Finalize();
   return job.all_agree ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return nb::run_job(argc, argv, parse, run_benchmark);
 }

@@ -824,12 +824,7 @@ netsparse::bench::Json report(const Options& o, int size, double line,
   return doc;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o;
-  const auto [world, exit_code] = netsparse::bench::start_job(argc, argv, parse, o);
-  if (exit_code >= 0) return exit_code;
+int run_benchmark(Options& o, const netsparse::bench::World& world) {
   const int rank = world.rank, size = world.size;
   std::vector<int> progress = o.progress;
   if (world.provided < MPI_THREAD_MULTIPLE) {
@@ -855,6 +850,11 @@ int main(int argc, char** argv) {
   }
   std::uint64_t wrong = 0;
   for (const Row& r : rows) wrong += r.errors;
-  MPI_Finalize();
   return wrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return netsparse::bench::run_job(argc, argv, parse, run_benchmark);
 }

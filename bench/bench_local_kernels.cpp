@@ -294,6 +294,19 @@ void run_matrix(const NamedMatrix& m, const Options& o, Reporter& rep, int threa
         {"base", to_string(base_layout.config()), [&, run] { run(base_layout); }}};
   };
 
+  // Times the implementations side by side, says when the tiled result differs from the
+  // baseline's, and reports the kernel (`bytes`: the traffic a kernel of this shape must move).
+  const auto measure_and_report = [&](std::vector<Impl>& impls, const char* kernel, int k,
+                                      const float* got, const float* want, std::size_t n,
+                                      const char* baseline, double flops, double bytes) {
+    measure_interleaved(impls, o.min_time);
+    const double err = max_rel_diff(got, want, n);
+    if (err > 1e-3) {
+      std::printf("!!! %s result differs from %s: max rel diff %.3g\n", kernel, baseline, err);
+    }
+    rep.add(m.name, kernel, k, flops, bytes, impls);
+  };
+
   for (const int k : o.ks) {
     if (wants(o.kernels, "spmm")) {
       DenseBuffer b_buf(a.n_cols * k), c_buf(a.n_rows * k), c_ref_buf(a.n_rows * k);
@@ -311,11 +324,8 @@ void run_matrix(const NamedMatrix& m, const Options& o, Reporter& rep, int threa
         Eigen::setNbThreads(t);
         c_ref.noalias() = ea * b;
       });
-      measure_interleaved(impls, o.min_time);
-      const double err = max_rel_diff(c.data(), c_ref.data(), c.size());
-      if (err > 1e-3) std::printf("!!! SpMM result differs from Eigen: max rel diff %.3g\n", err);
-      const double bytes = a_bytes + 4.0 * k * (distinct_cols + rows);
-      rep.add(m.name, "SpMM", k, 2.0 * nnz * k, bytes, impls);
+      measure_and_report(impls, "SpMM", k, c.data(), c_ref.data(), c.size(), "Eigen", 2.0 * nnz * k,
+                         a_bytes + 4.0 * k * (distinct_cols + rows));
     }
     if (wants(o.kernels, "sddmm")) {
       DenseBuffer x_buf(a.n_rows * k), y_buf(a.n_cols * k), out_buf(a.nnz()), ref_buf(a.nnz());
@@ -339,11 +349,8 @@ void run_matrix(const NamedMatrix& m, const Options& o, Reporter& rep, int threa
           for (int j = ea.outerIndexPtr()[r]; j < ea.outerIndexPtr()[r + 1]; ++j)
             out_ref[j] = ea.valuePtr()[j] * x.row(r).dot(y.row(ea.innerIndexPtr()[j]));
       });
-      measure_interleaved(impls, o.min_time);
-      const double err = max_rel_diff(out, out_ref, a.nnz());
-      if (err > 1e-3) std::printf("!!! SDDMM result differs from reference: %.3g\n", err);
-      const double bytes = a_bytes + 4.0 * k * (rows + distinct_cols) + 4.0 * nnz;
-      rep.add(m.name, "SDDMM", k, 2.0 * nnz * k, bytes, impls);
+      measure_and_report(impls, "SDDMM", k, out, out_ref, a.nnz(), "reference", 2.0 * nnz * k,
+                         a_bytes + 4.0 * k * (rows + distinct_cols) + 4.0 * nnz);
     }
   }
   if (wants(o.kernels, "spmv")) {
@@ -362,11 +369,8 @@ void run_matrix(const NamedMatrix& m, const Options& o, Reporter& rep, int threa
       Eigen::setNbThreads(t);
       y_ref.noalias() = ea * x;
     });
-    measure_interleaved(impls, o.min_time);
-    const double err = max_rel_diff(y.data(), y_ref.data(), y.size());
-    if (err > 1e-3) std::printf("!!! SpMV result differs from Eigen: %.3g\n", err);
-    const double bytes = a_bytes + 4.0 * (distinct_cols + rows);
-    rep.add(m.name, "SpMV", 1, 2.0 * nnz, bytes, impls);
+    measure_and_report(impls, "SpMV", 1, y.data(), y_ref.data(), y.size(), "Eigen", 2.0 * nnz,
+                       a_bytes + 4.0 * (distinct_cols + rows));
   }
   Eigen::setNbThreads(threads);
 }

@@ -185,12 +185,7 @@ struct Result {
   bool agrees = true;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Args args;
-  const auto [world, exit_code] = netsparse::bench::start_job(argc, argv, parse, args);
-  if (exit_code >= 0) return exit_code;
+int run_benchmark(Args& args, const netsparse::bench::World& world) {
   const int rank = world.rank, P = world.size;
   ns_context* ctx = nullptr;
   check(ns_open_mpi(MPI_COMM_WORLD, nullptr, &ctx), "ns_open_mpi");
@@ -330,6 +325,11 @@ int main(int argc, char** argv) {
     if (!problem.empty()) std::fprintf(stderr, "bench_scatter_reduce: %s\n", problem.c_str());
   }
   check(ns_close(ctx), "ns_close");
-  MPI_Finalize();
   return all_agree ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return netsparse::bench::run_job(argc, argv, parse, run_benchmark);
 }

@@ -351,17 +351,9 @@ netsparse::bench::Json soak_json(const Gathered& g, const Options& o, int size) 
   return doc;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o;
-  const auto [world, exit_code] = netsparse::bench::start_job(argc, argv, parse, o);
-  if (exit_code >= 0) return exit_code;
+int run_benchmark(Options& o, const netsparse::bench::World& world) {
   const int rank = world.rank, size = world.size;
-  if (!json_path_ok(o.json, rank)) {
-    MPI_Finalize();
-    return 2;
-  }
+  if (!json_path_ok(o.json, rank)) return 2;
   const std::uint64_t K = static_cast<std::uint64_t>(o.K);
   const std::uint32_t P = static_cast<std::uint32_t>(K * sizeof(float));
 
@@ -538,6 +530,11 @@ int main(int argc, char** argv) {
   ns_destroy_cq(cq);
   if ((s = ns_dereg_props(mr)) != NS_OK) die("ns_dereg_props", s);
   if ((s = ns_close(ctx)) != NS_OK) die("ns_close", s);
-  MPI_Finalize();
   return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return netsparse::bench::run_job(argc, argv, parse, run_benchmark);
 }

@@ -307,12 +307,7 @@ bool wanted(const Settings& s, const char* name) {
   return std::find(s.transports.begin(), s.transports.end(), name) != s.transports.end();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Settings s;
-  const auto [world, exit_code] = netsparse::bench::start_job(argc, argv, parse, s);
-  if (exit_code >= 0) return exit_code;
+int run_benchmark(Settings& s, const netsparse::bench::World& world) {
   const int rank = world.rank, size = world.size;
   int rc = 0;
   try {
@@ -364,6 +359,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
     rc = 1;
   }
-  MPI_Finalize();
   return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return netsparse::bench::run_job(argc, argv, parse, run_benchmark);
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -771,24 +772,22 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-std::string human_bytes(double b) {
-  const char* unit[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (b >= 1000 && u < 4) {
-    b /= 1000;
+// v in the largest of the decimal units (powers of 1000, up to the fifth) that keeps it >= 1.
+std::string with_decimal_unit(double v, const std::array<const char*, 5>& units) {
+  std::size_t u = 0;
+  while (v >= 1000 && u + 1 < units.size()) {
+    v /= 1000;
     ++u;
   }
-  return fmt(u == 0 ? "%.0f" : "%.1f", b) + unit[u];
+  return fmt(u == 0 ? "%.0f" : "%.1f", v) + units[u];
+}
+
+std::string human_bytes(double b) {
+  return with_decimal_unit(b, {"B", "KB", "MB", "GB", "TB"});
 }
 
 std::string human_count(double n) {
-  const char* unit[] = {"", "K", "M", "G", "T"};
-  int u = 0;
-  while (n >= 1000 && u < 4) {
-    n /= 1000;
-    ++u;
-  }
-  return fmt(u == 0 ? "%.0f" : "%.1f", n) + unit[u];
+  return with_decimal_unit(n, {"", "K", "M", "G", "T"});
 }
 
 struct Derived {

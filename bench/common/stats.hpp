@@ -16,20 +16,22 @@ struct World {
 };
 World init_world(int& argc, char**& argv, int required = MPI_THREAD_MULTIPLE);
 
-// The start of an MPI benchmark whose ranks all parse the same argv: init_world(required), then
+// The whole of an MPI benchmark's main whose ranks all parse the same argv: init_world(required),
 // parse(argc, argv, rank, options) on every rank (rank 0 prints --help and errors; -1 means run,
-// else an exit code). exit_code >= 0: leave main with it, MPI already finalized.
-struct JobStart {
-  World world;
-  int exit_code = -1;
-};
-template <class Options>
-JobStart start_job(int& argc, char**& argv, int (*parse)(int, char**, int rank, Options&),
-                   Options& options, int required = MPI_THREAD_MULTIPLE) {
-  JobStart s{init_world(argc, argv, required)};
-  s.exit_code = parse(argc, argv, s.world.rank, options);
-  if (s.exit_code >= 0) MPI_Finalize();
-  return s;
+// else the exit code, returned with MPI finalized), then body(options, world), then
+// MPI_Finalize. The body's value is the process's exit code; it returns instead of finalizing.
+template <class Options, class Body>
+int run_job(int argc, char** argv, int (*parse)(int, char**, int rank, Options&), Body&& body,
+            int required = MPI_THREAD_MULTIPLE) {
+  const World world = init_world(argc, argv, required);
+  Options options;
+  if (const int exit_code = parse(argc, argv, world.rank, options); exit_code >= 0) {
+    MPI_Finalize();
+    return exit_code;
+  }
+  const int code = body(options, world);
+  MPI_Finalize();
+  return code;
 }
 
 // The median of `v` (the mean of the two middle values for an even count); 0 when empty.

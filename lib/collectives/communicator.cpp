@@ -1,5 +1,6 @@
 // The operation driver: agreement, dispatch, deadline, failure detection (op.hpp).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -7,23 +8,20 @@
 #include "collectives/communicator.hpp"
 #include "collectives/op.hpp"
 #include "rig/backoff.hpp"
+#include "support/enum_names.hpp"
 
 namespace netsparse::collectives {
 
+constexpr auto kAlgorithmNames = std::to_array<support::EnumName<Algorithm>>({
+    {Algorithm::kAuto, "auto"},
+    {Algorithm::kSingleBuffer, "single_buffer"},
+    {Algorithm::kMultiBuffer2, "multi_buffer_2"},
+    {Algorithm::kMultiBuffer4, "multi_buffer_4"},
+    {Algorithm::kTree, "tree"},
+});
+
 const char* to_string(Algorithm a) noexcept {
-  switch (a) {
-    case Algorithm::kAuto:
-      return "auto";
-    case Algorithm::kSingleBuffer:
-      return "single_buffer";
-    case Algorithm::kMultiBuffer2:
-      return "multi_buffer_2";
-    case Algorithm::kMultiBuffer4:
-      return "multi_buffer_4";
-    case Algorithm::kTree:
-      return "tree";
-  }
-  return "unknown algorithm";
+  return support::name_of<kAlgorithmNames>(a, "unknown algorithm");
 }
 
 Algorithm choose_algorithm(std::uint64_t bytes, bool reproducible) noexcept {
@@ -34,32 +32,22 @@ Algorithm choose_algorithm(std::uint64_t bytes, bool reproducible) noexcept {
   return Algorithm::kTree;
 }
 
+constexpr auto kLocalErrorNames = std::to_array<support::EnumName<LocalError>>({
+    {LocalError::kNone, "no error"},
+    {LocalError::kNullBuffer, "a buffer is NULL"},
+    {LocalError::kBadDataType, "unknown datatype"},
+    {LocalError::kBadOp, "unknown reduction operator"},
+    {LocalError::kNoUserFunction, "NS_OP_USER without a user function"},
+    {LocalError::kOverlap, "send and receive buffers overlap without being equal"},
+    {LocalError::kTooLarge, "the vector has too many blocks for the wire format"},
+    {LocalError::kBadAlgorithm, "unknown algorithm"},
+    {LocalError::kIndexOutOfRange, "an index is >= n"},
+    {LocalError::kSparseOp, "sparse allreduce supports sum only (absent entries are 0)"},
+    {LocalError::kNonCommutativeDesign, "a non-commutative user operator needs the tree algorithm"},
+});
+
 const char* to_string(LocalError e) noexcept {
-  switch (e) {
-    case LocalError::kNone:
-      return "no error";
-    case LocalError::kNullBuffer:
-      return "a buffer is NULL";
-    case LocalError::kBadDataType:
-      return "unknown datatype";
-    case LocalError::kBadOp:
-      return "unknown reduction operator";
-    case LocalError::kNoUserFunction:
-      return "NS_OP_USER without a user function";
-    case LocalError::kOverlap:
-      return "send and receive buffers overlap without being equal";
-    case LocalError::kTooLarge:
-      return "the vector has too many blocks for the wire format";
-    case LocalError::kBadAlgorithm:
-      return "unknown algorithm";
-    case LocalError::kIndexOutOfRange:
-      return "an index is >= n";
-    case LocalError::kSparseOp:
-      return "sparse allreduce supports sum only (absent entries are 0)";
-    case LocalError::kNonCommutativeDesign:
-      return "a non-commutative user operator needs the tree algorithm";
-  }
-  return "unknown local error";
+  return support::name_of<kLocalErrorNames>(e, "unknown local error");
 }
 
 bool same_arguments(const wire::Descriptor& a, const wire::Descriptor& b) noexcept {

@@ -1,7 +1,9 @@
 // Element-wise combining kernels. Loads and stores go through memcpy (received packets give no
 // alignment); GCC turns these loops into vector code at -O3 all the same.
 #include "collectives/reduce_ops.hpp"
+#include "support/enum_names.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -38,38 +40,29 @@ std::size_t element_size(DataType t) noexcept {
   return 0;
 }
 
+constexpr auto kDataTypeNames = std::to_array<support::EnumName<DataType>>({
+    {DataType::kInt8, "int8"},
+    {DataType::kInt16, "int16"},
+    {DataType::kInt32, "int32"},
+    {DataType::kFp16, "fp16"},
+    {DataType::kFp32, "fp32"},
+    {DataType::kFp64, "fp64"},
+});
+
 const char* to_string(DataType t) noexcept {
-  switch (t) {
-    case DataType::kInt8:
-      return "int8";
-    case DataType::kInt16:
-      return "int16";
-    case DataType::kInt32:
-      return "int32";
-    case DataType::kFp16:
-      return "fp16";
-    case DataType::kFp32:
-      return "fp32";
-    case DataType::kFp64:
-      return "fp64";
-  }
-  return "unknown datatype";
+  return support::name_of<kDataTypeNames>(t, "unknown datatype");
 }
 
+constexpr auto kReduceOpNames = std::to_array<support::EnumName<ReduceOp>>({
+    {ReduceOp::kSum, "sum"},
+    {ReduceOp::kProd, "prod"},
+    {ReduceOp::kMin, "min"},
+    {ReduceOp::kMax, "max"},
+    {ReduceOp::kUser, "user"},
+});
+
 const char* to_string(ReduceOp op) noexcept {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kProd:
-      return "prod";
-    case ReduceOp::kMin:
-      return "min";
-    case ReduceOp::kMax:
-      return "max";
-    case ReduceOp::kUser:
-      return "user";
-  }
-  return "unknown op";
+  return support::name_of<kReduceOpNames>(op, "unknown op");
 }
 
 double half_to_double(std::uint16_t h) noexcept {

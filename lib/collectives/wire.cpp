@@ -1,5 +1,7 @@
 #include "collectives/wire.hpp"
+#include "support/enum_names.hpp"
 
+#include <array>
 #include <cstring>
 
 namespace netsparse::collectives::wire {
@@ -31,24 +33,18 @@ constexpr std::size_t kKind = 0, kFlags = 1, kReserved16 = 2, kSeq = 4, kBlock =
 
 static_assert(sizeof(float) == 4 && sizeof(double) == 8);
 
+constexpr auto kDecodeErrorNames = std::to_array<support::EnumName<DecodeError>>({
+    {DecodeError::kOk, "ok"},
+    {DecodeError::kTruncated, "truncated or oversized payload"},
+    {DecodeError::kUnknownKind, "unknown kind or reserved field set"},
+    {DecodeError::kBadBlock, "block id out of range"},
+    {DecodeError::kBadCount, "element count does not fit the block"},
+    {DecodeError::kBadPacketSeq, "inconsistent packet numbering"},
+    {DecodeError::kBadOffset, "entry offset outside its block"},
+});
+
 const char* to_string(DecodeError e) noexcept {
-  switch (e) {
-    case DecodeError::kOk:
-      return "ok";
-    case DecodeError::kTruncated:
-      return "truncated or oversized payload";
-    case DecodeError::kUnknownKind:
-      return "unknown kind or reserved field set";
-    case DecodeError::kBadBlock:
-      return "block id out of range";
-    case DecodeError::kBadCount:
-      return "element count does not fit the block";
-    case DecodeError::kBadPacketSeq:
-      return "inconsistent packet numbering";
-    case DecodeError::kBadOffset:
-      return "entry offset outside its block";
-  }
-  return "unknown decode error";
+  return support::name_of<kDecodeErrorNames>(e, "unknown decode error");
 }
 
 void encode_header(const Header& h, std::byte* out) noexcept {

@@ -2,6 +2,19 @@
 // packets, compact gather packets, scatter packets): a fixed header, then `n` records of
 // `rec_len` bytes. Their lengths and bodies are checked here once; each family adds the rules
 // of its own types (which record lengths and counts a type allows).
+//
+// Every family declares the same three calls over its header (gather_wire.hpp, plan_wire.hpp,
+// scatter_wire.hpp), documented here once:
+//   encode_<family>_header(dst, h): writes the 32-byte header at dst (any reserved bytes 0) and
+//     returns its size;
+//   <family>_packet_length(bytes): the length of the packet starting at `bytes` (at least
+//     kConcatHeaderBytes long), header and records; bytes.size() + 1 when that exceeds the
+//     buffer (never overflows); 0 when the type is not the family's or its counts are
+//     impossible for it;
+//   decode_<family>_packet(bytes, expected_dest, expected_row_bytes, out): validates
+//     everything (decode_bulk_packet below: length, type, destination, a body of exactly n
+//     records) and the family's rules for record lengths and counts by type; `bytes` must be
+//     exactly one packet; on error *out is untouched.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +41,14 @@ inline std::size_t bulk_packet_length(std::span<const std::byte> bytes,
   return header_bytes + std::size_t{n} * rec;
 }
 
+// bulk_packet_length of a family whose packet types is_type accepts: 0 for any other type.
+template <class IsType>
+std::size_t typed_bulk_packet_length(std::span<const std::byte> bytes, IsType is_type,
+                                     std::size_t header_bytes) noexcept {
+  if (!is_type(wire::load<std::uint16_t>(bytes.data() + kOffType))) return 0;
+  return bulk_packet_length(bytes, header_bytes);
+}
+
 // The body of a packet that is exactly `bytes`: n records of rec_len (none when rec_len is 0).
 // kTruncated when it ends mid-record, kCountMismatch when it holds another number of records.
 inline DecodeError check_bulk_body(std::span<const std::byte> bytes, std::size_t header_bytes,
@@ -37,6 +58,21 @@ inline DecodeError check_bulk_body(std::span<const std::byte> bytes, std::size_t
   if (body % rec_len != 0) return DecodeError::kTruncated;
   return body / rec_len == n ? DecodeError::kOk : DecodeError::kCountMismatch;
 }
+
+// Where every bulk family's header puts the sending node: right after the 14-byte prefix.
+inline constexpr std::size_t kOffBulkSrcNode = kConcatHeaderBytes;
+
+// The fields every bulk family's header begins with (Type: the family's packet types): the
+// prefix's type, destination, record length and count, and the sending node. A family's header
+// derives from it and adds its own fields (listed as HeaderField below).
+template <class Type>
+struct BulkHeaderStart {
+  Type type;
+  std::uint32_t dest;
+  std::uint32_t rec_len;
+  std::uint32_t n;
+  std::uint32_t src_node;
+};
 
 // A decoded packet of a bulk family: its header and a view of its n * rec_len bytes of records.
 template <class Header>
@@ -78,11 +114,12 @@ T load_field(const std::byte* src) noexcept {
 }
 }  // namespace detail
 
-// Writes a bulk family's header at dst: the shared prefix (type, dest, rec_len, n), then every
-// field of `fields`.
+// Writes a bulk family's header at dst: the shared prefix (type, dest, rec_len, n), the sending
+// node, then every field of `fields`.
 template <class Header, class Fields>
 void encode_bulk_header(std::byte* dst, const Header& h, const Fields& fields) noexcept {
   encode_prefix(dst, {static_cast<std::uint16_t>(h.type), h.dest, h.rec_len, h.n});
+  wire::store(dst + kOffBulkSrcNode, h.src_node);
   std::apply([&](const auto&... f) { (detail::store_field(dst + f.offset, h.*f.member), ...); },
              fields);
 }
@@ -96,6 +133,7 @@ Header load_bulk_header(const std::byte* src, const WirePrefix& pre,
   h.dest = pre.dest;
   h.rec_len = pre.len;
   h.n = pre.n;
+  h.src_node = wire::load<std::uint32_t>(src + kOffBulkSrcNode);
   std::apply(
       [&](const auto&... f) {
         ((h.*f.member =

@@ -1,26 +1,24 @@
 #include "concat/concat_point.hpp"
+#include "support/enum_names.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <stdexcept>
 #include <string>
 
 namespace netsparse::concat {
 
+constexpr auto kFlushCauseNames = std::to_array<support::EnumName<FlushCause>>({
+    {FlushCause::kFull, "full"},
+    {FlushCause::kExpired, "expired"},
+    {FlushCause::kExplicit, "explicit"},
+    {FlushCause::kPoolPressure, "pool-pressure"},
+    {FlushCause::kUnqueued, "unqueued"},
+});
+
 const char* to_string(FlushCause c) noexcept {
-  switch (c) {
-    case FlushCause::kFull:
-      return "full";
-    case FlushCause::kExpired:
-      return "expired";
-    case FlushCause::kExplicit:
-      return "explicit";
-    case FlushCause::kPoolPressure:
-      return "pool-pressure";
-    case FlushCause::kUnqueued:
-      return "unqueued";
-  }
-  return "unknown";
+  return support::name_of<kFlushCauseNames>(c, "unknown");
 }
 
 void ConcatStats::merge(const ConcatStats& o) {

@@ -5,11 +5,10 @@
 namespace netsparse::concat {
 
 namespace {
-// The fields after the prefix, at their offsets (32 bytes in all).
+// The fields after the prefix and the sending node, at their offsets (32 bytes in all).
 constexpr std::tuple kFields{
-    HeaderField{14, &GatherHeader::src_node}, HeaderField{18, &GatherHeader::tag},
-    HeaderField{22, &GatherHeader::unit}, HeaderField{24, &GatherHeader::first},
-    HeaderField{28, &GatherHeader::total}};
+    HeaderField{18, &GatherHeader::tag}, HeaderField{22, &GatherHeader::unit},
+    HeaderField{24, &GatherHeader::first}, HeaderField{28, &GatherHeader::total}};
 }  // namespace
 
 std::size_t encode_gather_header(std::byte* dst, const GatherHeader& h) noexcept {

@@ -46,34 +46,19 @@ constexpr bool is_gather_type(std::uint16_t raw) noexcept {
 inline constexpr std::size_t kGatherHeaderBytes = 32;
 static_assert(kGatherHeaderBytes == kConcatHeaderBytes + kPrHeaderBytes);
 
-struct GatherHeader {
-  GatherType type;
-  std::uint32_t dest;
-  std::uint32_t rec_len;
-  std::uint32_t n;
-  std::uint32_t src_node;
+struct GatherHeader : BulkHeaderStart<GatherType> {
   std::uint32_t tag;
   std::uint16_t unit;
   std::uint32_t first;
   std::uint32_t total;
 };
 
-// Writes the 32-byte header at dst; returns kGatherHeaderBytes.
+// The family's calls (bulk_packet.hpp). Record lengths and counts by type (else
+// kPropLenMismatch / kCountMismatch): kGatherRead 4 or 8, n >= 1, first 0, total n; kGatherRows
+// expected_row_bytes, n >= 1 and first + n <= total; kGatherRefuse 0, n 0 and first < total.
 std::size_t encode_gather_header(std::byte* dst, const GatherHeader& h) noexcept;
-
-// Length of the compact packet starting at `bytes` (at least kConcatHeaderBytes long): header
-// and body; bytes.size() + 1 when that exceeds the buffer (never overflows); 0 when the type is
-// not a gather type or its counts are impossible for it.
 std::size_t gather_packet_length(std::span<const std::byte> bytes) noexcept;
-
-// A validated packet: its header and a view of its n * rec_len bytes of records.
 using GatherPacket = BulkPacket<GatherHeader>;
-
-// Validates everything: length (kTruncated / kCountMismatch), type (kUnknownType), destination
-// (kWrongDestination), record length for the type (kGatherRead 4 or 8, kGatherRows
-// expected_row_bytes, kGatherRefuse 0: kPropLenMismatch), counts (kGatherRead n >= 1, first 0,
-// total n; kGatherRows n >= 1 and first + n <= total; kGatherRefuse n 0 and first < total:
-// kCountMismatch). `bytes` must be exactly one packet. On error *out is untouched.
 DecodeError decode_gather_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,
                                  std::uint32_t expected_row_bytes, GatherPacket* out) noexcept;
 

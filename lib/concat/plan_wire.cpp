@@ -1,27 +1,26 @@
 #include "concat/plan_wire.hpp"
 
+#include <array>
 #include "concat/bulk_packet.hpp"
+#include "support/enum_names.hpp"
 
 namespace netsparse::concat {
 
 namespace {
-// The fields after the prefix, at their offsets (32 bytes in all).
+// The fields after the prefix and the sending node, at their offsets (32 bytes in all).
 constexpr std::tuple kFields{
-    HeaderField{14, &PlanHeader::src_node}, HeaderField{18, &PlanHeader::plan},
-    HeaderField{22, &PlanHeader::version}, HeaderField{26, &PlanHeader::seq},
-    HeaderField{28, &PlanHeader::first}};
+    HeaderField{18, &PlanHeader::plan}, HeaderField{22, &PlanHeader::version},
+    HeaderField{26, &PlanHeader::seq}, HeaderField{28, &PlanHeader::first}};
 }  // namespace
 
+constexpr auto kPlanRefusalNames = std::to_array<support::EnumName<PlanRefusal>>({
+    {PlanRefusal::kUnknown, "the owner holds no list of this plan and version"},
+    {PlanRefusal::kOutOfRange, "a row of the plan's list is outside the owner's rows"},
+    {PlanRefusal::kBadList, "the plan's list arrived incomplete or with the wrong length"},
+});
+
 const char* to_string(PlanRefusal r) noexcept {
-  switch (r) {
-    case PlanRefusal::kUnknown:
-      return "the owner holds no list of this plan and version";
-    case PlanRefusal::kOutOfRange:
-      return "a row of the plan's list is outside the owner's rows";
-    case PlanRefusal::kBadList:
-      return "the plan's list arrived incomplete or with the wrong length";
-  }
-  return "unknown plan refusal";
+  return support::name_of<kPlanRefusalNames>(r, "unknown plan refusal");
 }
 
 std::size_t encode_plan_header(std::byte* dst, const PlanHeader& h) noexcept {
@@ -30,9 +29,7 @@ std::size_t encode_plan_header(std::byte* dst, const PlanHeader& h) noexcept {
 }
 
 std::size_t plan_packet_length(std::span<const std::byte> bytes) noexcept {
-  const std::byte* p = bytes.data();
-  if (!is_plan_type(wire::load<std::uint16_t>(p + kOffType))) return 0;
-  return bulk_packet_length(bytes, kPlanHeaderBytes);
+  return typed_bulk_packet_length(bytes, is_plan_type, kPlanHeaderBytes);
 }
 
 DecodeError decode_plan_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,

@@ -55,33 +55,19 @@ enum class PlanRefusal : std::uint32_t {
 };
 const char* to_string(PlanRefusal r) noexcept;
 
-struct PlanHeader {
-  PlanType type;
-  std::uint32_t dest;
-  std::uint32_t rec_len;
-  std::uint32_t n;
-  std::uint32_t src_node;
+struct PlanHeader : BulkHeaderStart<PlanType> {
   std::uint32_t plan;
   std::uint32_t version;
   std::uint16_t seq;
   std::uint32_t first;
 };
 
-// Writes the 32-byte header at dst; returns kPlanHeaderBytes.
+// The family's calls (bulk_packet.hpp). Record lengths and counts by type (else
+// kPropLenMismatch / kCountMismatch): kInstall 4 or 8, kRows expected_row_bytes, kStart and
+// kRefuse 0 with n = 0.
 std::size_t encode_plan_header(std::byte* dst, const PlanHeader& h) noexcept;
-
-// Length of the plan packet starting at `bytes` (at least kConcatHeaderBytes long): its header
-// and body, bytes.size() + 1 when that exceeds the buffer (never overflows), 0 when the type is
-// not a plan type or the header's counts are impossible for it.
 std::size_t plan_packet_length(std::span<const std::byte> bytes) noexcept;
-
-// A validated packet: its header and a view of its n * rec_len bytes of records.
 using PlanPacket = BulkPacket<PlanHeader>;
-
-// Validates everything: length (kTruncated / kCountMismatch), type (kUnknownType), destination
-// (kWrongDestination), record length for the type (kInstall 4 or 8, kRows expected_row_bytes,
-// kStart and kRefuse 0 with n = 0: kPropLenMismatch / kCountMismatch). `bytes` must be exactly
-// one packet. On error *out is untouched.
 DecodeError decode_plan_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,
                                std::uint32_t expected_row_bytes, PlanPacket* out) noexcept;
 

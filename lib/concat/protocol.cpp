@@ -1,23 +1,20 @@
 #include "concat/protocol.hpp"
+#include <array>
+#include "support/enum_names.hpp"
 
 namespace netsparse::concat {
 
+constexpr auto kDecodeErrorNames = std::to_array<support::EnumName<DecodeError>>({
+    {DecodeError::kOk, "ok"},
+    {DecodeError::kTruncated, "truncated packet (shorter than the header or ends mid-record)"},
+    {DecodeError::kUnknownType, "unknown PR type"},
+    {DecodeError::kCountMismatch, "#PRs does not match the packet length"},
+    {DecodeError::kPropLenMismatch, "property length differs from the configured one"},
+    {DecodeError::kWrongDestination, "packet is addressed to another node"},
+});
+
 const char* to_string(DecodeError e) noexcept {
-  switch (e) {
-    case DecodeError::kOk:
-      return "ok";
-    case DecodeError::kTruncated:
-      return "truncated packet (shorter than the header or ends mid-record)";
-    case DecodeError::kUnknownType:
-      return "unknown PR type";
-    case DecodeError::kCountMismatch:
-      return "#PRs does not match the packet length";
-    case DecodeError::kPropLenMismatch:
-      return "property length differs from the configured one";
-    case DecodeError::kWrongDestination:
-      return "packet is addressed to another node";
-  }
-  return "unknown decode error";
+  return support::name_of<kDecodeErrorNames>(e, "unknown decode error");
 }
 
 DecodeError decode_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,

@@ -1,28 +1,29 @@
 #include "concat/scatter_wire.hpp"
 
+#include <array>
 #include "concat/bulk_packet.hpp"
+#include "support/enum_names.hpp"
 
 namespace netsparse::concat {
 
 namespace {
-// The fields after the prefix, at their offsets, then 2 reserved bytes (32 bytes in all).
+// The fields after the prefix and the sending node, at their offsets, then 2 reserved bytes (32
+// bytes in all).
 constexpr std::tuple kFields{
-    HeaderField{14, &ScatterHeader::src_node}, HeaderField{18, &ScatterHeader::req_id},
-    HeaderField{22, &ScatterHeader::op}, HeaderField{24, &ScatterHeader::datatype},
-    HeaderField{26, &ScatterHeader::status}};
+    HeaderField{18, &ScatterHeader::req_id}, HeaderField{22, &ScatterHeader::op},
+    HeaderField{24, &ScatterHeader::datatype}, HeaderField{26, &ScatterHeader::status}};
 constexpr std::size_t kOffReserved = 30;
 }  // namespace
 
+constexpr auto kScatterStatusNames = std::to_array<support::EnumName<ScatterStatus>>({
+    {ScatterStatus::kApplied, "applied"},
+    {ScatterStatus::kOutOfRange,
+     "a row of the packet is outside the owner's rows (nothing applied)"},
+    {ScatterStatus::kBadRow, "the owner's prop_bytes is not a multiple of the datatype's size"},
+});
+
 const char* to_string(ScatterStatus s) noexcept {
-  switch (s) {
-    case ScatterStatus::kApplied:
-      return "applied";
-    case ScatterStatus::kOutOfRange:
-      return "a row of the packet is outside the owner's rows (nothing applied)";
-    case ScatterStatus::kBadRow:
-      return "the owner's prop_bytes is not a multiple of the datatype's size";
-  }
-  return "unknown scatter status";
+  return support::name_of<kScatterStatusNames>(s, "unknown scatter status");
 }
 
 std::size_t encode_scatter_header(std::byte* dst, const ScatterHeader& h) noexcept {
@@ -32,9 +33,7 @@ std::size_t encode_scatter_header(std::byte* dst, const ScatterHeader& h) noexce
 }
 
 std::size_t scatter_packet_length(std::span<const std::byte> bytes) noexcept {
-  const std::byte* p = bytes.data();
-  if (!is_scatter_type(wire::load<std::uint16_t>(p + kOffType))) return 0;
-  return bulk_packet_length(bytes, kScatterHeaderBytes);
+  return typed_bulk_packet_length(bytes, is_scatter_type, kScatterHeaderBytes);
 }
 
 DecodeError decode_scatter_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <span>
 
+#include "concat/bulk_packet.hpp"
 #include "concat/protocol.hpp"
 
 namespace netsparse::concat {
@@ -46,24 +47,15 @@ enum class ScatterStatus : std::uint32_t {
 inline constexpr std::uint32_t kScatterStatuses = 3;
 const char* to_string(ScatterStatus s) noexcept;
 
-struct ScatterHeader {
-  ScatterType type;
-  std::uint32_t dest;
-  std::uint32_t rec_len;
-  std::uint32_t n;
-  std::uint32_t src_node;
+struct ScatterHeader : BulkHeaderStart<ScatterType> {
   std::uint32_t req_id;
   std::uint16_t op;
   std::uint16_t datatype;
   ScatterStatus status;
 };
 
-// Writes the 32-byte header at dst (reserved bytes 0); returns kScatterHeaderBytes.
+// The family's calls (bulk_packet.hpp; decode_scatter_packet below).
 std::size_t encode_scatter_header(std::byte* dst, const ScatterHeader& h) noexcept;
-
-// Length of the scatter packet starting at `bytes` (at least kConcatHeaderBytes long): its
-// header and records, bytes.size() + 1 when that exceeds the buffer (never overflows), 0 when
-// the type is not a scatter type or its counts are impossible for it.
 std::size_t scatter_packet_length(std::span<const std::byte> bytes) noexcept;
 
 struct ScatterPacket {
@@ -77,11 +69,9 @@ struct ScatterPacket {
   }
 };
 
-// Validates everything: length (kTruncated / kCountMismatch), type (kUnknownType), destination
-// (kWrongDestination), record length (kUpdate: 8 + expected_prop_bytes, n >= 1; kAck: 0 with
-// n = 0: kPropLenMismatch / kCountMismatch), op, datatype, status and the reserved bytes
-// (kCountMismatch: a field outside its range). `bytes` must be exactly one packet. On error
-// *out is untouched.
+// Record lengths and counts by type (else kPropLenMismatch / kCountMismatch): kUpdate
+// 8 + expected_prop_bytes with n >= 1, kAck 0 with n = 0; op, datatype, status and the reserved
+// bytes must be in range (kCountMismatch).
 DecodeError decode_scatter_packet(std::span<const std::byte> bytes, std::uint32_t expected_dest,
                                   std::uint32_t expected_prop_bytes, ScatterPacket* out) noexcept;
 

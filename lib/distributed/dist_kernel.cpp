@@ -16,6 +16,7 @@
 #include "distributed/topology.hpp"
 #include "netsparse/distributed.hpp"
 #include "rig/finalize_hook.hpp"
+#include "support/enum_names.hpp"
 
 namespace netsparse {
 
@@ -23,53 +24,31 @@ using dist::check_mpi;
 
 // ---- modes -----------------------------------------------------------------------------------
 
-namespace {
-constexpr std::array<CommMode, 11> kAllModes = {
-    CommMode::netsparse,          CommMode::su,
-    CommMode::su_panel,           CommMode::sa_vanilla,
-    CommMode::sa_conveyors,       CommMode::sa_opt,
-    CommMode::inspector_executor, CommMode::node_aware_ie,
-    CommMode::netsparse_node,     CommMode::ideal,
-    CommMode::task_packets};
-}  // namespace
+// In the order all_comm_modes() lists them.
+constexpr auto kCommModeNames = std::to_array<support::EnumName<CommMode>>({
+    {CommMode::netsparse, "netsparse"},
+    {CommMode::su, "su"},
+    {CommMode::su_panel, "su-panel"},
+    {CommMode::sa_vanilla, "sa-vanilla"},
+    {CommMode::sa_conveyors, "sa-conveyors"},
+    {CommMode::sa_opt, "sa-opt"},
+    {CommMode::inspector_executor, "inspector-executor"},
+    {CommMode::node_aware_ie, "node-aware-ie"},
+    {CommMode::netsparse_node, "netsparse-node"},
+    {CommMode::ideal, "ideal"},
+    {CommMode::task_packets, "task-packets"},
+});
+constexpr auto kAllModes = support::values_of<kCommModeNames>();
 
 const char* to_string(CommMode mode) noexcept {
-  switch (mode) {
-    case CommMode::netsparse:
-      return "netsparse";
-    case CommMode::su:
-      return "su";
-    case CommMode::su_panel:
-      return "su-panel";
-    case CommMode::sa_vanilla:
-      return "sa-vanilla";
-    case CommMode::sa_conveyors:
-      return "sa-conveyors";
-    case CommMode::sa_opt:
-      return "sa-opt";
-    case CommMode::inspector_executor:
-      return "inspector-executor";
-    case CommMode::node_aware_ie:
-      return "node-aware-ie";
-    case CommMode::netsparse_node:
-      return "netsparse-node";
-    case CommMode::task_packets:
-      return "task-packets";
-    case CommMode::ideal:
-      return "ideal";
-  }
-  return "unknown";
+  return support::name_of<kCommModeNames>(mode, "unknown");
 }
 
 CommMode parse_comm_mode(std::string_view name) {
-  for (CommMode m : kAllModes) {
-    if (name == to_string(m)) return m;
-  }
+  if (const auto mode = support::value_named<kCommModeNames>(name)) return *mode;
   if (name == "ie") return CommMode::inspector_executor;
-  std::string names;
-  for (CommMode m : kAllModes) names += std::string(names.empty() ? "" : ", ") + to_string(m);
   throw std::invalid_argument("unknown communication mode '" + std::string(name) +
-                              "' (accepted: " + names + ")");
+                              "' (accepted: " + support::names_joined<kCommModeNames>() + ")");
 }
 
 std::span<const CommMode> all_comm_modes() noexcept {

@@ -4,6 +4,7 @@
 
 #include <omp.h>
 #include <unistd.h>
+#include <array>
 
 #include <algorithm>
 #include <charconv>
@@ -21,20 +22,20 @@
 #include "netsparse/matrix_market.hpp"
 #include "netsparse/metis.hpp"
 #include "sparse/csr_part.hpp"
+#include "support/enum_names.hpp"
 
 namespace netsparse {
 
 using dist::check_mpi;
 using dist::collective_call;
 
+constexpr auto kPartitionKindNames = std::to_array<support::EnumName<PartitionKind>>({
+    {PartitionKind::equal_rows, "equal-rows"},
+    {PartitionKind::balanced_nnz, "balanced-nnz"},
+});
+
 const char* to_string(PartitionKind kind) noexcept {
-  switch (kind) {
-    case PartitionKind::equal_rows:
-      return "equal-rows";
-    case PartitionKind::balanced_nnz:
-      return "balanced-nnz";
-  }
-  return "unknown";
+  return support::name_of<kPartitionKindNames>(kind, "unknown");
 }
 
 DistMatrix::DistMatrix(MPI_Comm comm, CsrMatrix local, RowPartition rows, RowPartition cols,

@@ -3,6 +3,7 @@
 #include "netsparse/dist_transpose.hpp"
 
 #include <omp.h>
+#include <array>
 
 #include <algorithm>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "distributed/kernel_impl.hpp"
 #include "distributed/local_transpose.hpp"
 #include "distributed/mpi_util.hpp"
+#include "support/enum_names.hpp"
 
 namespace netsparse {
 
@@ -119,14 +121,13 @@ CsrMatrix transpose_rows(const DistMatrix& a, const CsrMatrix& local_rows) {
   return transpose_block(a.comm(), a.rows(), a.cols(), local_rows);
 }
 
+constexpr auto kTransposedMethodNames = std::to_array<support::EnumName<TransposedMethod>>({
+    {TransposedMethod::via_transpose, "transpose"},
+    {TransposedMethod::push, "push"},
+});
+
 const char* to_string(TransposedMethod method) noexcept {
-  switch (method) {
-    case TransposedMethod::via_transpose:
-      return "transpose";
-    case TransposedMethod::push:
-      return "push";
-  }
-  return "unknown";
+  return support::name_of<kTransposedMethodNames>(method, "unknown");
 }
 
 // ---- TransposedSpmm ---------------------------------------------------------------------------

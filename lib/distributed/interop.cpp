@@ -2,6 +2,7 @@
 #include "netsparse/interop.hpp"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <exception>
 #include <numeric>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "distributed/mpi_util.hpp"
+#include "support/enum_names.hpp"
 
 namespace netsparse {
 
@@ -409,16 +411,14 @@ class RowType {
 
 enum class Op { scatter, gather, allgather };
 
+constexpr auto kOpNames = std::to_array<support::EnumName<Op>>({
+    {Op::scatter, "scatter_dense"},
+    {Op::gather, "gather_dense"},
+    {Op::allgather, "allgather_dense"},
+});
+
 const char* name_of(Op op) {
-  switch (op) {
-    case Op::scatter:
-      return "scatter_dense";
-    case Op::gather:
-      return "gather_dense";
-    case Op::allgather:
-      return "allgather_dense";
-  }
-  return "?";
+  return support::name_of<kOpNames>(op, "unknown operation");
 }
 
 // Checks shared by the three (collective: every rank throws the same message) and the MPI
@@ -540,47 +540,32 @@ std::vector<T> gather_new(MPI_Comm comm, const RowPartition& part, int k, std::s
 
 }  // namespace
 
-std::vector<float> scatter_dense(MPI_Comm comm, const RowPartition& part, int k,
-                                 std::span<const float> global, int root) {
-  return scatter_new<float>(comm, part, k, global, root);
-}
-std::vector<double> scatter_dense(MPI_Comm comm, const RowPartition& part, int k,
-                                  std::span<const double> global, int root) {
-  return scatter_new<double>(comm, part, k, global, root);
-}
-void scatter_dense(MPI_Comm comm, const RowPartition& part, int k, std::span<const float> global,
-                   std::span<float> local, int root) {
-  scatter_impl<float>(comm, part, k, global, local, root);
-}
-void scatter_dense(MPI_Comm comm, const RowPartition& part, int k, std::span<const double> global,
-                   std::span<double> local, int root) {
-  scatter_impl<double>(comm, part, k, global, local, root);
-}
+// The public overloads of <netsparse/interop.hpp>, one set per element type: each forwards to the
+// template above that does the work (declared per type in the header, so the ABI has both).
+#define NETSPARSE_DENSE_TRANSFERS(T)                                                            \
+  std::vector<T> scatter_dense(MPI_Comm comm, const RowPartition& part, int k,                  \
+                               std::span<const T> global, int root) {                           \
+    return scatter_new<T>(comm, part, k, global, root);                                         \
+  }                                                                                             \
+  void scatter_dense(MPI_Comm comm, const RowPartition& part, int k, std::span<const T> global, \
+                     std::span<T> local, int root) {                                            \
+    scatter_impl<T>(comm, part, k, global, local, root);                                        \
+  }                                                                                             \
+  std::vector<T> gather_dense(MPI_Comm comm, const RowPartition& part, int k,                   \
+                              std::span<const T> local, int root) {                             \
+    return gather_new<T>(comm, part, k, local, root);                                           \
+  }                                                                                             \
+  void gather_dense(MPI_Comm comm, const RowPartition& part, int k, std::span<const T> local,   \
+                    std::span<T> global, int root) {                                            \
+    gather_impl<T>(comm, part, k, local, global, root);                                         \
+  }                                                                                             \
+  std::vector<T> allgather_dense(MPI_Comm comm, const RowPartition& part, int k,                \
+                                 std::span<const T> local) {                                    \
+    return allgather_impl<T>(comm, part, k, local);                                             \
+  }
 
-std::vector<float> gather_dense(MPI_Comm comm, const RowPartition& part, int k,
-                                std::span<const float> local, int root) {
-  return gather_new<float>(comm, part, k, local, root);
-}
-std::vector<double> gather_dense(MPI_Comm comm, const RowPartition& part, int k,
-                                 std::span<const double> local, int root) {
-  return gather_new<double>(comm, part, k, local, root);
-}
-void gather_dense(MPI_Comm comm, const RowPartition& part, int k, std::span<const float> local,
-                  std::span<float> global, int root) {
-  gather_impl<float>(comm, part, k, local, global, root);
-}
-void gather_dense(MPI_Comm comm, const RowPartition& part, int k, std::span<const double> local,
-                  std::span<double> global, int root) {
-  gather_impl<double>(comm, part, k, local, global, root);
-}
-
-std::vector<float> allgather_dense(MPI_Comm comm, const RowPartition& part, int k,
-                                   std::span<const float> local) {
-  return allgather_impl<float>(comm, part, k, local);
-}
-std::vector<double> allgather_dense(MPI_Comm comm, const RowPartition& part, int k,
-                                    std::span<const double> local) {
-  return allgather_impl<double>(comm, part, k, local);
-}
+NETSPARSE_DENSE_TRANSFERS(float)
+NETSPARSE_DENSE_TRANSFERS(double)
+#undef NETSPARSE_DENSE_TRANSFERS
 
 }  // namespace netsparse

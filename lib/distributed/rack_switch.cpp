@@ -1,6 +1,7 @@
 #include "distributed/rack_switch.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -9,6 +10,7 @@
 #include "concat/concat_point.hpp"
 #include "concat/protocol.hpp"
 #include "distributed/mpi_util.hpp"
+#include "support/enum_names.hpp"
 
 namespace netsparse::dist {
 
@@ -24,21 +26,17 @@ enum Tag : int {
   kTagHostAnswers      // F: switch -> the wave's leader
 };
 
+constexpr auto kStepNames = std::to_array<support::EnumName<int>>({
+    {kTagReads, "reads from a host of the rack"},
+    {kTagRackReads, "reads from another rack's switch"},
+    {kTagHostReads, "reads from the rack switch"},
+    {kTagAnswers, "answers from a host of the rack"},
+    {kTagRackAnswers, "answers from another rack's switch"},
+    {kTagHostAnswers, "answers from the rack switch"},
+});
+
 const char* step_name(int tag) {
-  switch (tag) {
-    case kTagReads:
-      return "reads from a host of the rack";
-    case kTagRackReads:
-      return "reads from another rack's switch";
-    case kTagHostReads:
-      return "reads from the rack switch";
-    case kTagAnswers:
-      return "answers from a host of the rack";
-    case kTagRackAnswers:
-      return "answers from another rack's switch";
-    default:
-      return "answers from the rack switch";
-  }
+  return support::name_of<kStepNames>(tag, "an unknown step");
 }
 
 constexpr std::uint32_t kNoHost = std::numeric_limits<std::uint32_t>::max();

@@ -1,6 +1,7 @@
 #include "netsparse/autotune.hpp"
 
 #include <sys/mman.h>
+#include <array>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <stdexcept>
 
 #include "netsparse/local_kernels.hpp"
+#include "support/enum_names.hpp"
 
 namespace netsparse {
 
@@ -60,16 +62,14 @@ class Operand {
 
 }  // namespace
 
+constexpr auto kKernelKindNames = std::to_array<support::EnumName<KernelKind>>({
+    {KernelKind::spmm, "SpMM"},
+    {KernelKind::sddmm, "SDDMM"},
+    {KernelKind::spmv, "SpMV"},
+});
+
 const char* to_string(KernelKind kind) noexcept {
-  switch (kind) {
-    case KernelKind::spmm:
-      return "SpMM";
-    case KernelKind::sddmm:
-      return "SDDMM";
-    case KernelKind::spmv:
-      return "SpMV";
-  }
-  return "?";
+  return support::name_of<kKernelKindNames>(kind, "unknown kernel kind");
 }
 
 TileConfig base_config() noexcept {

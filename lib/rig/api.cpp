@@ -1,6 +1,7 @@
 // The C API of netsparse.h over the RIG engine. Every entry point validates its arguments,
 // catches every exception (none crosses the C boundary) and records the reason of a failure for
 // ns_last_error().
+#include <array>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "rig/api_error.hpp"
 #include "rig/backoff.hpp"
 #include "rig/handles.hpp"
+#include "support/enum_names.hpp"
 
 using netsparse::rig::Backoff;
 using netsparse::rig::Config;
@@ -99,111 +101,71 @@ ns_status_t on_live(const char* call, const H* h, const char* name, HandleKind k
   return guarded(call, std::forward<F>(f));
 }
 
+constexpr auto kWrErrorTexts = std::to_array<netsparse::support::EnumName<WrError>>({
+    {WrError::kNone, "no error"},
+    {WrError::kUnknownFlags, "unknown send_flags bits"},
+    {WrError::kRigMrNull, "wr.rig.mr is NULL"},
+    {WrError::kRigMrForeign, "wr.rig.mr is not the region registered on this context"},
+    {WrError::kCountTooLarge, "wr.rig.count must be < 2^40"},
+    {WrError::kIdxNull, "wr.rig.idx is NULL"},
+    {WrError::kOutNull, "wr.rig.out is NULL"},
+    {WrError::kWindowLenZero, "wr.rig.window_len is 0 (INDEXED layout)"},
+    {WrError::kWindowOverflow, "wr.rig window overflows"},
+    {WrError::kWindowTooLarge, "wr.rig window too large"},
+    {WrError::kPositionalTooLarge, "wr.rig.count too large"},
+    {WrError::kUnknownLayout, "wr.rig.layout is neither INDEXED nor POSITIONAL"},
+    {WrError::kReadMrNull, "wr.rdma_read.mr is NULL"},
+    {WrError::kReadMrForeign, "wr.rdma_read.mr is not the region registered on this context"},
+    {WrError::kReadOutNull, "wr.rdma_read.out is NULL"},
+    {WrError::kUnknownOpcode, "unknown opcode"},
+    {WrError::kQueueFull, "send queue full (max_send_wr outstanding)"},
+    {WrError::kPlanNull, "wr.plan.plan is NULL"},
+    {WrError::kPlanForeign, "wr.plan.plan is not a live plan of this context"},
+    {WrError::kPlanBusy, "a start of wr.plan.plan is still in flight (one at a time)"},
+    {WrError::kPlanPropBytes,
+     "the registered region's prop_bytes differs from the one the plan was created with"},
+    {WrError::kNoRegion, "no property region is registered"},
+    {WrError::kOutTooSmall,
+     "wr.rig.out_bytes is smaller than the output the gather writes (count x prop_bytes for "
+     "POSITIONAL, window_len x prop_bytes for INDEXED)"},
+    {WrError::kReadOutTooSmall, "wr.rdma_read.out_bytes is smaller than prop_bytes"},
+    {WrError::kRisMrNull, "wr.ris.mr is NULL"},
+    {WrError::kRisMrForeign, "wr.ris.mr is not the region registered on this context"},
+    {WrError::kRisCountTooLarge, "wr.ris.count must be < 2^40"},
+    {WrError::kRisIdxNull, "wr.ris.idx is NULL"},
+    {WrError::kRisValuesNull, "wr.ris.values is NULL"},
+    {WrError::kRisValuesTooSmall, "wr.ris.values_bytes is smaller than count x prop_bytes"},
+    {WrError::kRisUnknownOp, "wr.ris.op is not an ns_ris_op (SUM, MIN, MAX)"},
+    {WrError::kRisUnknownDatatype,
+     "wr.ris.datatype is not an ns_ris_datatype (FLOAT32, FLOAT64, INT32, INT64)"},
+    {WrError::kRisRowNotWhole,
+     "the region's prop_bytes is not a multiple of the size of wr.ris.datatype"},
+    {WrError::kRisFlags, "NS_WR_RIS takes no send_flags but NS_SEND_SIGNALED"},
+});
+
 const char* wr_error_text(WrError e) {
-  switch (e) {
-    case WrError::kNone:
-      return "no error";
-    case WrError::kUnknownFlags:
-      return "unknown send_flags bits";
-    case WrError::kRigMrNull:
-      return "wr.rig.mr is NULL";
-    case WrError::kRigMrForeign:
-      return "wr.rig.mr is not the region registered on this context";
-    case WrError::kCountTooLarge:
-      return "wr.rig.count must be < 2^40";
-    case WrError::kIdxNull:
-      return "wr.rig.idx is NULL";
-    case WrError::kOutNull:
-      return "wr.rig.out is NULL";
-    case WrError::kWindowLenZero:
-      return "wr.rig.window_len is 0 (INDEXED layout)";
-    case WrError::kWindowOverflow:
-      return "wr.rig window overflows";
-    case WrError::kWindowTooLarge:
-      return "wr.rig window too large";
-    case WrError::kPositionalTooLarge:
-      return "wr.rig.count too large";
-    case WrError::kUnknownLayout:
-      return "wr.rig.layout is neither INDEXED nor POSITIONAL";
-    case WrError::kReadMrNull:
-      return "wr.rdma_read.mr is NULL";
-    case WrError::kReadMrForeign:
-      return "wr.rdma_read.mr is not the region registered on this context";
-    case WrError::kReadOutNull:
-      return "wr.rdma_read.out is NULL";
-    case WrError::kUnknownOpcode:
-      return "unknown opcode";
-    case WrError::kQueueFull:
-      return "send queue full (max_send_wr outstanding)";
-    case WrError::kPlanNull:
-      return "wr.plan.plan is NULL";
-    case WrError::kPlanForeign:
-      return "wr.plan.plan is not a live plan of this context";
-    case WrError::kPlanBusy:
-      return "a start of wr.plan.plan is still in flight (one at a time)";
-    case WrError::kPlanPropBytes:
-      return "the registered region's prop_bytes differs from the one the plan was created with";
-    case WrError::kNoRegion:
-      return "no property region is registered";
-    case WrError::kOutTooSmall:
-      return "wr.rig.out_bytes is smaller than the output the gather writes (count x prop_bytes "
-             "for POSITIONAL, window_len x prop_bytes for INDEXED)";
-    case WrError::kReadOutTooSmall:
-      return "wr.rdma_read.out_bytes is smaller than prop_bytes";
-    case WrError::kRisMrNull:
-      return "wr.ris.mr is NULL";
-    case WrError::kRisMrForeign:
-      return "wr.ris.mr is not the region registered on this context";
-    case WrError::kRisCountTooLarge:
-      return "wr.ris.count must be < 2^40";
-    case WrError::kRisIdxNull:
-      return "wr.ris.idx is NULL";
-    case WrError::kRisValuesNull:
-      return "wr.ris.values is NULL";
-    case WrError::kRisValuesTooSmall:
-      return "wr.ris.values_bytes is smaller than count x prop_bytes";
-    case WrError::kRisUnknownOp:
-      return "wr.ris.op is not an ns_ris_op (SUM, MIN, MAX)";
-    case WrError::kRisUnknownDatatype:
-      return "wr.ris.datatype is not an ns_ris_datatype (FLOAT32, FLOAT64, INT32, INT64)";
-    case WrError::kRisRowNotWhole:
-      return "the region's prop_bytes is not a multiple of the size of wr.ris.datatype";
-    case WrError::kRisFlags:
-      return "NS_WR_RIS takes no send_flags but NS_SEND_SIGNALED";
-  }
-  return "unknown reason";
+  return netsparse::support::name_of<kWrErrorTexts>(e, "unknown reason");
 }
 
 }  // namespace
 
 // ---- strings -------------------------------------------------------------------------------
+constexpr auto kStatusTexts = std::to_array<netsparse::support::EnumName<ns_status_t>>({
+    {NS_OK, "success"},
+    {NS_INPROGRESS, "in progress"},
+    {NS_ERR_INVALID, "invalid argument"},
+    {NS_ERR_NO_MEMORY, "out of memory"},
+    {NS_ERR_NO_RESOURCE, "no resource (queue full): progress and retry"},
+    {NS_ERR_TRANSPORT, "transport error"},
+    {NS_ERR_TIMEOUT, "timed out"},
+    {NS_ERR_UNSUPPORTED, "not supported"},
+    {NS_ERR_MPI_THREAD_LEVEL, "insufficient MPI thread level"},
+    {NS_ERR_NOT_REGISTERED, "no property region registered"},
+    {NS_ERR_STATE, "invalid state"},
+});
+
 extern "C" const char* ns_status_str(ns_status_t s) {
-  switch (s) {
-    case NS_OK:
-      return "success";
-    case NS_INPROGRESS:
-      return "in progress";
-    case NS_ERR_INVALID:
-      return "invalid argument";
-    case NS_ERR_NO_MEMORY:
-      return "out of memory";
-    case NS_ERR_NO_RESOURCE:
-      return "no resource (queue full): progress and retry";
-    case NS_ERR_TRANSPORT:
-      return "transport error";
-    case NS_ERR_TIMEOUT:
-      return "timed out";
-    case NS_ERR_UNSUPPORTED:
-      return "not supported";
-    case NS_ERR_MPI_THREAD_LEVEL:
-      return "insufficient MPI thread level";
-    case NS_ERR_NOT_REGISTERED:
-      return "no property region registered";
-    case NS_ERR_STATE:
-      return "invalid state";
-    default:
-      return "unknown status";
-  }
+  return netsparse::support::name_of<kStatusTexts>(s, "unknown status");
 }
 
 extern "C" const char* ns_last_error(void) {
@@ -225,19 +187,15 @@ extern "C" const char* ns_wc_status_str(int status) {
   return kText[status];
 }
 
+constexpr auto kOpcodeNames = std::to_array<netsparse::support::EnumName<int>>({
+    {NS_WR_RIG, "RIG"},
+    {NS_WR_RDMA_READ, "RDMA_READ"},
+    {NS_WR_RIG_PLAN, "RIG_PLAN"},
+    {NS_WR_RIS, "RIS"},
+});
+
 extern "C" const char* ns_wr_opcode_str(int opcode) {
-  switch (opcode) {
-    case NS_WR_RIG:
-      return "RIG";
-    case NS_WR_RDMA_READ:
-      return "RDMA_READ";
-    case NS_WR_RIG_PLAN:
-      return "RIG_PLAN";
-    case NS_WR_RIS:
-      return "RIS";
-    default:
-      return "unknown opcode";
-  }
+  return netsparse::support::name_of<kOpcodeNames>(opcode, "unknown opcode");
 }
 
 // ---- fabric --------------------------------------------------------------------------------

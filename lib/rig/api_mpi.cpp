@@ -1,6 +1,7 @@
 // ns_open_mpi: a context over an MPI communicator, on the transport chosen by the attribute or
 // NETSPARSE_TRANSPORT, with the MPI thread level checked up front (netsparse_mpi.h).
 #include <omp.h>
+#include <array>
 
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "rig/api_error.hpp"
 #include "rig/engine.hpp"
 #include "rig/handles.hpp"
+#include "support/enum_names.hpp"
 #include "transport/transport_factory.hpp"
 
 namespace {
@@ -25,16 +27,14 @@ ns_status_t fail(ns_status_t s, const std::string& why) {
   return netsparse::rig::fail("ns_open_mpi", s, why);
 }
 
+constexpr auto kProgressModeNames = std::to_array<netsparse::support::EnumName<int>>({
+    {NS_PROGRESS_THREAD, "NS_PROGRESS_THREAD"},
+    {NS_PROGRESS_INLINE, "NS_PROGRESS_INLINE"},
+    {NS_PROGRESS_AUTO, "NS_PROGRESS_AUTO"},
+});
+
 const char* progress_name(int mode) {
-  switch (mode) {
-    case NS_PROGRESS_THREAD:
-      return "NS_PROGRESS_THREAD";
-    case NS_PROGRESS_INLINE:
-      return "NS_PROGRESS_INLINE";
-    case NS_PROGRESS_AUTO:
-      return "NS_PROGRESS_AUTO";
-  }
-  return "unknown";
+  return netsparse::support::name_of<kProgressModeNames>(mode, "unknown");
 }
 
 // This rank's side of the agreement: everything that decides which collectives ns_open_mpi and

@@ -402,8 +402,9 @@ void ClientUnit::send_batch(std::uint32_t owner) {
   const std::size_t bytes = concat::kGatherHeaderBytes + std::size_t{n} * width;
   std::byte* at = port_.outbox->packet_room(owner, bytes);
   concat::encode_gather_header(
-      at, concat::GatherHeader{concat::GatherType::kGatherRead, owner, width, n, port_.rank,
-                               tag_of(b), id_, 0, n});
+      at,
+      concat::GatherHeader{
+          {concat::GatherType::kGatherRead, owner, width, n, port_.rank}, tag_of(b), id_, 0, n});
   std::byte* body = at + concat::kGatherHeaderBytes;
   if (width == 4) {
     for (std::uint32_t k = 0; k < n; ++k) {

@@ -1,5 +1,7 @@
 #include "rig/handles.hpp"
+#include "support/enum_names.hpp"
 
+#include <array>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -48,22 +50,17 @@ const void* handle_owner(const void* h) noexcept {
   return it == r.live.end() ? nullptr : it->second.owner;
 }
 
+constexpr auto kHandleKindNames = std::to_array<support::EnumName<HandleKind>>({
+    {HandleKind::kFabric, "fabric"},
+    {HandleKind::kContext, "context"},
+    {HandleKind::kCq, "completion queue"},
+    {HandleKind::kQp, "queue pair"},
+    {HandleKind::kMr, "property region"},
+    {HandleKind::kPlan, "gather plan"},
+});
+
 const char* handle_kind_name(HandleKind kind) noexcept {
-  switch (kind) {
-    case HandleKind::kFabric:
-      return "fabric";
-    case HandleKind::kContext:
-      return "context";
-    case HandleKind::kCq:
-      return "completion queue";
-    case HandleKind::kQp:
-      return "queue pair";
-    case HandleKind::kMr:
-      return "property region";
-    case HandleKind::kPlan:
-      return "gather plan";
-  }
-  return "handle";
+  return support::name_of<kHandleKindNames>(kind, "handle");
 }
 
 }  // namespace netsparse::rig

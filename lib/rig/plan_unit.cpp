@@ -29,7 +29,7 @@ void PlanUnit::send_header_only(std::uint32_t dest, PlanType type, std::uint32_t
                                 std::uint32_t version, std::uint16_t seq, std::uint32_t first) {
   std::byte* at = outbox_.packet_room(dest, concat::kPlanHeaderBytes);
   concat::encode_plan_header(at,
-                             PlanHeader{type, dest, 0, 0, port_.rank, plan, version, seq, first});
+                             PlanHeader{{type, dest, 0, 0, port_.rank}, plan, version, seq, first});
   outbox_.commit_packet(dest, concat::kPlanHeaderBytes);
   ++counters.packets_out;
   counters.bytes_out += concat::kPlanHeaderBytes;
@@ -45,8 +45,11 @@ void PlanUnit::send_install(std::uint32_t owner, const Plan& p, const PlanPeer& 
     const auto n = static_cast<std::uint32_t>(std::min(per_packet, n_rows - first));
     const std::size_t bytes = concat::kPlanHeaderBytes + std::size_t{n} * width;
     std::byte* at = outbox_.packet_room(owner, bytes);
-    concat::encode_plan_header(at, PlanHeader{PlanType::kInstall, owner, width, n, port_.rank, p.id,
-                                              p.version(), 0, static_cast<std::uint32_t>(first)});
+    concat::encode_plan_header(at, PlanHeader{{PlanType::kInstall, owner, width, n, port_.rank},
+                                              p.id,
+                                              p.version(),
+                                              0,
+                                              static_cast<std::uint32_t>(first)});
     std::byte* body = at + concat::kPlanHeaderBytes;
     for (std::uint32_t k = 0; k < n; ++k) {
       if (width == 4) {
@@ -276,10 +279,12 @@ bool PlanUnit::serve_one(Serving& job) {
       outbox_, job.dest, r, concat::kPlanHeaderBytes, rows.size(), job.next,
       [&](std::size_t k) { return rows[k]; },
       [&](std::byte* at, std::size_t first, std::size_t n) {
-        concat::encode_plan_header(
-            at, PlanHeader{PlanType::kRows, job.dest, r.prop_bytes, static_cast<std::uint32_t>(n),
-                           port_.rank, job.plan, job.version, job.seq,
-                           static_cast<std::uint32_t>(first)});
+        concat::encode_plan_header(at, PlanHeader{{PlanType::kRows, job.dest, r.prop_bytes,
+                                                   static_cast<std::uint32_t>(n), port_.rank},
+                                                  job.plan,
+                                                  job.version,
+                                                  job.seq,
+                                                  static_cast<std::uint32_t>(first)});
       },
       tally);
   counters.packets_out += tally.packets;

@@ -173,9 +173,12 @@ void ScatterUnit::send_updates(Command& c, Active& a, std::uint32_t req) {
       const std::size_t bytes = concat::kScatterHeaderBytes + n * rec_len;
       std::byte* at = outbox_.packet_room(node, bytes);
       concat::encode_scatter_header(
-          at, ScatterHeader{ScatterType::kUpdate, node, static_cast<std::uint32_t>(rec_len), n,
-                            port_.rank, req, static_cast<std::uint16_t>(c.op),
-                            static_cast<std::uint16_t>(c.datatype), ScatterStatus::kApplied});
+          at, ScatterHeader{
+                  {ScatterType::kUpdate, node, static_cast<std::uint32_t>(rec_len), n, port_.rank},
+                  req,
+                  static_cast<std::uint16_t>(c.op),
+                  static_cast<std::uint16_t>(c.datatype),
+                  ScatterStatus::kApplied});
       std::memcpy(at + concat::kScatterHeaderBytes, recs.data() + first * rec_len, n * rec_len);
       outbox_.commit_packet(node, bytes);
       ++o.packets;
@@ -254,7 +257,8 @@ void ScatterUnit::on_ack(int src, const ScatterPacket& pkt) {
 void ScatterUnit::send_ack(std::uint32_t dest, const ScatterHeader& u, ScatterStatus s) {
   std::byte* at = outbox_.packet_room(dest, concat::kScatterHeaderBytes);
   concat::encode_scatter_header(
-      at, ScatterHeader{ScatterType::kAck, dest, 0, 0, port_.rank, u.req_id, u.op, u.datatype, s});
+      at,
+      ScatterHeader{{ScatterType::kAck, dest, 0, 0, port_.rank}, u.req_id, u.op, u.datatype, s});
   outbox_.commit_packet(dest, concat::kScatterHeaderBytes);
   ++counters.packets_out;
   counters.bytes_out += concat::kScatterHeaderBytes;

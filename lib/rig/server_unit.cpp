@@ -30,8 +30,11 @@ void ServerUnit::refuse(std::uint32_t dest, const concat::GatherHeader& read, st
   Outbox& out = *port_.outbox;
   std::byte* at = out.packet_room(dest, concat::kGatherHeaderBytes);
   concat::encode_gather_header(
-      at, concat::GatherHeader{concat::GatherType::kGatherRefuse, dest, 0, 0, port_.rank, read.tag,
-                               read.unit, bad, read.n});
+      at, concat::GatherHeader{{concat::GatherType::kGatherRefuse, dest, 0, 0, port_.rank},
+                               read.tag,
+                               read.unit,
+                               bad,
+                               read.n});
   out.commit_packet(dest, concat::kGatherHeaderBytes);
   ++counters.compact_packets;
   counters.compact_bytes += concat::kGatherHeaderBytes;
@@ -46,9 +49,12 @@ bool ServerUnit::answer(Answering& job) {
       [&](std::size_t k) { return job.rows[k - job.base]; },
       [&](std::byte* at, std::size_t first, std::size_t n) {
         concat::encode_gather_header(
-            at, concat::GatherHeader{concat::GatherType::kGatherRows, job.dest, r.prop_bytes,
-                                     static_cast<std::uint32_t>(n), port_.rank, job.read.tag,
-                                     job.read.unit, static_cast<std::uint32_t>(first), job.read.n});
+            at, concat::GatherHeader{{concat::GatherType::kGatherRows, job.dest, r.prop_bytes,
+                                      static_cast<std::uint32_t>(n), port_.rank},
+                                     job.read.tag,
+                                     job.read.unit,
+                                     static_cast<std::uint32_t>(first),
+                                     job.read.n});
       },
       tally);
   counters.compact_packets += tally.packets;
@@ -92,9 +98,12 @@ std::size_t ServerUnit::serve_compact(std::uint32_t src, const concat::GatherPac
         *port_.outbox, src, r, concat::kGatherHeaderBytes, h.n, next, row_at,
         [&](std::byte* at, std::size_t first, std::size_t n) {
           concat::encode_gather_header(
-              at, GatherHeader{concat::GatherType::kGatherRows, src, r.prop_bytes,
-                               static_cast<std::uint32_t>(n), port_.rank, h.tag, h.unit,
-                               static_cast<std::uint32_t>(first), h.n});
+              at, GatherHeader{{concat::GatherType::kGatherRows, src, r.prop_bytes,
+                                static_cast<std::uint32_t>(n), port_.rank},
+                               h.tag,
+                               h.unit,
+                               static_cast<std::uint32_t>(first),
+                               h.n});
         },
         tally);
     counters.compact_packets += tally.packets;

@@ -31,6 +31,7 @@
 // an error code: the peer it concerns is marked failed and send/read return kPeerFailed. Nothing
 // in send/poll/read/poll_reads waits.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -43,6 +44,7 @@
 
 #include "agreement/mpi.hpp"
 #include "config/settings.hpp"
+#include "support/enum_names.hpp"
 #include "transport/completion_ring.hpp"
 #include "transport/transport_factory.hpp"
 
@@ -684,31 +686,25 @@ class MpiTransport final : public Transport {
 
 }  // namespace
 
+constexpr auto kMpiReadModeNames = std::to_array<support::EnumName<MpiReadMode>>({
+    {MpiReadMode::kAuto, "auto"},
+    {MpiReadMode::kRma, "rma"},
+    {MpiReadMode::kMessages, "messages"},
+});
+
 const char* to_string(MpiReadMode mode) noexcept {
-  switch (mode) {
-    case MpiReadMode::kAuto:
-      return "auto";
-    case MpiReadMode::kRma:
-      return "rma";
-    case MpiReadMode::kMessages:
-      return "messages";
-  }
-  return "unknown";
+  return support::name_of<kMpiReadModeNames>(mode, "unknown");
 }
 
+constexpr auto kThreadLevelNames = std::to_array<support::EnumName<int>>({
+    {MPI_THREAD_SINGLE, "MPI_THREAD_SINGLE"},
+    {MPI_THREAD_FUNNELED, "MPI_THREAD_FUNNELED"},
+    {MPI_THREAD_SERIALIZED, "MPI_THREAD_SERIALIZED"},
+    {MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE"},
+});
+
 const char* mpi_thread_level_name(int level) noexcept {
-  switch (level) {
-    case MPI_THREAD_SINGLE:
-      return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED:
-      return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED:
-      return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE:
-      return "MPI_THREAD_MULTIPLE";
-    default:
-      return "an unknown MPI thread level";
-  }
+  return support::name_of<kThreadLevelNames>(level, "an unknown MPI thread level");
 }
 
 std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_multiple) {

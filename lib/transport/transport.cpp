@@ -1,48 +1,43 @@
 // Names, transport selection and the factory.
 #include "transport/transport_factory.hpp"
 
+#include <array>
 #include <stdexcept>
 #include <string>
 
 #include "config/settings.hpp"
 #include "netsparse/netsparse.h"
+#include "support/enum_names.hpp"
 #include "transport/verbs_config.hpp"
 
 namespace netsparse::transport {
 
+constexpr auto kTransportKindNames = std::to_array<support::EnumName<TransportKind>>({
+    {TransportKind::kInproc, "inproc"},
+    {TransportKind::kMpi, "mpi"},
+    {TransportKind::kVerbs, "verbs"},
+});
+
 const char* to_string(TransportKind kind) noexcept {
-  switch (kind) {
-    case TransportKind::kInproc:
-      return "inproc";
-    case TransportKind::kMpi:
-      return "mpi";
-    case TransportKind::kVerbs:
-      return "verbs";
-  }
-  return "unknown";
+  return support::name_of<kTransportKindNames>(kind, "unknown");
 }
 
+constexpr auto kTxStatusNames = std::to_array<support::EnumName<TxStatus>>({
+    {TxStatus::kOk, "ok"},
+    {TxStatus::kNoResource, "no resource (progress and retry)"},
+    {TxStatus::kPeerFailed, "peer failed"},
+    {TxStatus::kError, "invalid request"},
+});
+
 const char* to_string(TxStatus status) noexcept {
-  switch (status) {
-    case TxStatus::kOk:
-      return "ok";
-    case TxStatus::kNoResource:
-      return "no resource (progress and retry)";
-    case TxStatus::kPeerFailed:
-      return "peer failed";
-    case TxStatus::kError:
-      return "invalid request";
-  }
-  return "unknown";
+  return support::name_of<kTxStatusNames>(status, "unknown");
 }
 
 TransportKind parse_transport_kind(std::string_view text) {
   if (text == "auto") {
     return verbs_device_available() ? TransportKind::kVerbs : TransportKind::kMpi;
   }
-  if (text == "verbs") return TransportKind::kVerbs;
-  if (text == "mpi") return TransportKind::kMpi;
-  if (text == "inproc") return TransportKind::kInproc;
+  if (const auto kind = support::value_named<kTransportKindNames>(text)) return *kind;
   throw std::invalid_argument("netsparse: unknown transport '" + std::string(text) +
                               "' (accepted: auto, verbs, mpi, inproc)");
 }

@@ -19,7 +19,7 @@ std::vector<std::byte> packet(GatherType type, std::uint32_t dest, std::uint32_t
                               std::uint32_t n, std::uint32_t first, std::uint32_t total,
                               std::size_t body_bytes) {
   std::vector<std::byte> p(cc::kGatherHeaderBytes + body_bytes, std::byte{0x5A});
-  cc::encode_gather_header(p.data(), {type, dest, rec_len, n, 3, 0xABCD0007u, 9, first, total});
+  cc::encode_gather_header(p.data(), {{type, dest, rec_len, n, 3}, 0xABCD0007u, 9, first, total});
   return p;
 }
 }  // namespace

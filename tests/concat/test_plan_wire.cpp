@@ -18,7 +18,7 @@ namespace {
 std::vector<std::byte> packet(PlanType type, std::uint32_t dest, std::uint32_t rec_len,
                               std::uint32_t n, std::size_t body_bytes) {
   std::vector<std::byte> p(cc::kPlanHeaderBytes + body_bytes, std::byte{0x5A});
-  cc::encode_plan_header(p.data(), {type, dest, rec_len, n, 3, 7, 9, 11, 13});
+  cc::encode_plan_header(p.data(), {{type, dest, rec_len, n, 3}, 7, 9, 11, 13});
   return p;
 }
 }  // namespace

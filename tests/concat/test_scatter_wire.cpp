@@ -21,7 +21,7 @@ std::vector<std::byte> packet(ScatterType type, std::uint32_t dest, std::uint32_
                               std::uint32_t n, std::size_t body_bytes,
                               ScatterStatus status = ScatterStatus::kApplied) {
   std::vector<std::byte> p(cc::kScatterHeaderBytes + body_bytes, std::byte{0x5A});
-  cc::encode_scatter_header(p.data(), {type, dest, rec_len, n, 3, 7, 1, 2, status});
+  cc::encode_scatter_header(p.data(), {{type, dest, rec_len, n, 3}, 7, 1, 2, status});
   return p;
 }
 }  // namespace

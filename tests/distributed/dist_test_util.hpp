@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,20 @@ double max_relative_error(const std::vector<T>& got, const std::vector<double>& 
   for (std::size_t i = 0; i < n; ++i) err = std::max(err, std::abs(double(got[i]) - want[i]));
   if (got.size() != want.size()) return INFINITY;
   return err / std::max(scale, 1e-30);
+}
+
+// What f threw: a std::invalid_argument's message, "(wrong exception type) <what>" for any other
+// exception, "(no exception)" when it returned.
+template <class F>
+std::string invalid_argument_message(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("(wrong exception type) ") + e.what();
+  }
+  return "(no exception)";
 }
 
 // True on every rank if `ok` is true on every rank (for decisions that must agree).

@@ -17,17 +17,8 @@
 namespace netsparse {
 namespace {
 
-using test::max_relative_error;
-using test::operand_block;
-using test::row_block;
-using test::shared_engine;
-using test::world_rank;
-using test::world_size;
-
-using test::Fixture;
-using test::kF64Tolerance;
-using test::kTolerance;
-using test::make_fixture;
+// The distributed tests' helpers (dist_test_util.hpp).
+using namespace test;
 
 std::vector<Fixture>& fixtures() {
   static std::vector<Fixture> all = [] {

@@ -20,11 +20,8 @@
 namespace netsparse {
 namespace {
 
-using test::data_path;
-using test::expect_same_csr;
-using test::row_block;
-using test::world_rank;
-using test::world_size;
+// The distributed tests' helpers (dist_test_util.hpp).
+using namespace test;
 
 RowPartition expected_partition(const CsrMatrix& whole, PartitionKind kind, int p) {
   return kind == PartitionKind::balanced_nnz ? RowPartition::balanced_by_nnz(whole, p)

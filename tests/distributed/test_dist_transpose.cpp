@@ -18,15 +18,8 @@
 namespace netsparse {
 namespace {
 
-using test::max_relative_error;
-using test::operand_block;
-using test::row_block;
-using test::shared_engine;
-using test::world_rank;
-
-using test::Fixture;
-using test::kF64Tolerance;
-using test::kTolerance;
+// The distributed tests' helpers (dist_test_util.hpp).
+using namespace test;
 
 // A wide rows x cols matrix (default 23 x 71) with empty rows and columns and irregular values
 // (rectangular the other way from rect_general.mtx), built from its rows on every rank.

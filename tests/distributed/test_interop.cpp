@@ -19,10 +19,8 @@
 namespace netsparse {
 namespace {
 
-using test::data_path;
-using test::expect_same_csr;
-using test::world_rank;
-using test::world_size;
+// The distributed tests' helpers (dist_test_util.hpp).
+using namespace test;
 
 const char* const kFiles[] = {"distributed/small_symmetric.mtx", "distributed/rect_general.mtx",
                               "distributed/pattern_square.mtx", "mm/general_real.mtx",
@@ -69,15 +67,7 @@ std::vector<T> converted(const std::vector<U>& v) {
 // Runs f, which must throw std::invalid_argument with exactly `message` on every rank.
 template <class F>
 void expect_invalid_everywhere(F&& f, const std::string& message) {
-  std::string got = "(no exception)";
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    got = e.what();
-  } catch (const std::exception& e) {
-    got = std::string("(wrong exception type) ") + e.what();
-  }
-  EXPECT_EQ(got, message) << "rank " << world_rank();
+  EXPECT_EQ(invalid_argument_message(f), message) << "rank " << world_rank();
 }
 
 // ---- construction from CSR arrays ----------------------------------------------------------

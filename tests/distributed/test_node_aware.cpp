@@ -35,12 +35,8 @@
 namespace netsparse {
 namespace {
 
-using test::Fixture;
-using test::make_fixture;
-using test::max_relative_error;
-using test::operand_block;
-using test::world_rank;
-using test::world_size;
+// The distributed tests' helpers (dist_test_util.hpp).
+using namespace test;
 
 int env_int(const char* name) {
   const char* v = std::getenv(name);
@@ -88,16 +84,10 @@ TEST(Topology, VirtualHostsAsTheEnvironmentAsks) {
 // containing `needle`.
 template <class F>
 void expect_refused_everywhere(F&& f, const std::string& needle, const std::string& what) {
-  std::string message;
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    message = e.what();
-  } catch (const std::exception& e) {
-    message = std::string("WRONG KIND: ") + e.what();
-  }
+  const std::string message = invalid_argument_message(f);
   EXPECT_NE(message.find(needle), std::string::npos) << what << ": got '" << message << "'";
-  EXPECT_EQ(message.rfind("WRONG KIND", 0), std::string::npos) << what << ": " << message;
+  EXPECT_EQ(message.rfind("(wrong exception type)", 0), std::string::npos)
+      << what << ": " << message;
   // The same text on every rank: rank 0's, broadcast, compared everywhere.
   std::string root = message;
   int n = static_cast<int>(root.size());

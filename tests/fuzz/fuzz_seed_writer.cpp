@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
     std::vector<std::byte> in =
         SeedWriter::input(1, ps.type == PlanType::kRows ? ps.rec_len : 16,
                           kPlanHeaderBytes + std::size_t{ps.n} * ps.rec_len, std::byte{7});
-    encode_plan_header(in.data() + kPacketAt, {ps.type, 1, ps.rec_len, ps.n, 0, 5, 2, 9, 0});
+    encode_plan_header(in.data() + kPacketAt, {{ps.type, 1, ps.rec_len, ps.n, 0}, 5, 2, 9, 0});
     if (!seeds.write(in)) return 1;
   }
   // Compact gather packets: reads of 4- and 8-byte rows, rows of 4..64 bytes, a refusal.
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
         SeedWriter::input(1, gs.type == GatherType::kGatherRows ? gs.rec_len : 16,
                           kGatherHeaderBytes + std::size_t{gs.n} * gs.rec_len, std::byte{7});
     encode_gather_header(in.data() + kPacketAt,
-                         {gs.type, 1, gs.rec_len, gs.n, 0, 5, 2, gs.first, gs.total});
+                         {{gs.type, 1, gs.rec_len, gs.n, 0}, 5, 2, gs.first, gs.total});
     if (!seeds.write(in)) return 1;
   }
   // Scatter packets: updates of 4..64-byte rows, acknowledgements of every status.
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
     const std::uint32_t rec = ss.n == 0 ? 0 : 8 + ss.row_bytes;
     std::vector<std::byte> in = SeedWriter::input(
         1, ss.row_bytes, kScatterHeaderBytes + std::size_t{ss.n} * rec, std::byte{3});
-    encode_scatter_header(in.data() + kPacketAt, {ss.type, 1, rec, ss.n, 0, 77, 0, 1, ss.status});
+    encode_scatter_header(in.data() + kPacketAt, {{ss.type, 1, rec, ss.n, 0}, 77, 0, 1, ss.status});
     if (!seeds.write(in)) return 1;
   }
   std::printf("wrote %d seeds to %s\n", seeds.written(), argv[1]);

@@ -16,6 +16,7 @@
 #include "mpi_test_util.hpp"
 #include "netsparse/netsparse.h"
 #include "netsparse/netsparse_mpi.h"
+#include "rig_wr.hpp"
 
 namespace peerfail {
 
@@ -78,14 +79,8 @@ inline bool is_peer_failure(int status) {
 // Every rank's context, region (kRowsPerRank rows of kPropBytes) and queues; the last rank is
 // the victim, `partner` another survivor. Aborts the job on a setup failure; returns after a
 // barrier, every region registered.
-struct Job {
+struct Job : rigtest::RankRig {
   int size = 0, victim = 0, partner = 0;
-  ns_context* ctx = nullptr;
-  ns_mr* mr = nullptr;
-  ns_cq* cq = nullptr;
-  ns_qp* qp = nullptr;
-  std::vector<std::uint64_t> offsets;
-  std::vector<std::uint8_t> block;
   MPI_Comm survivors = MPI_COMM_NULL;  // the survivors only: still works once the victim is gone
 };
 

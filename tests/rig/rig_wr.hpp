@@ -72,6 +72,13 @@ struct RankQueues {
   ns_qp* qp = nullptr;
 };
 
+// A rank's context, its region's rows (`block`; `offsets`, the ranks' first rows) and queues.
+struct RankRig : RankQueues {
+  ns_context* ctx = nullptr;
+  std::vector<std::uint64_t> offsets;
+  std::vector<std::uint8_t> block;
+};
+
 // Registers `block` (rows rows of prop_bytes, `offsets` the ranks' first rows), then creates a
 // completion queue of cqe entries and a queue pair of `depth` on it. On a failure prints
 // "rank R: setup: <ns_last_error()>" and returns false.

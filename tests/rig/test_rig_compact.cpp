@@ -142,8 +142,9 @@ std::vector<std::byte> gather_packet(cc::GatherType type, std::uint32_t dest, st
                                      const std::vector<std::uint64_t>& rows,
                                      std::size_t n_records) {
   std::vector<std::byte> p(cc::kGatherHeaderBytes + n_records * rec);
-  cc::encode_gather_header(p.data(), {type, dest, rec, static_cast<std::uint32_t>(n_records), src,
-                                      tag, unit, first, total});
+  cc::encode_gather_header(
+      p.data(),
+      {{type, dest, rec, static_cast<std::uint32_t>(n_records), src}, tag, unit, first, total});
   for (std::size_t k = 0; k < rows.size(); ++k) {
     std::byte* at = p.data() + cc::kGatherHeaderBytes + k * rec;
     if (rec == 8) {
@@ -294,9 +295,12 @@ TEST(CompactClient, LandsOnlyTheNextAnswerOfAReadInFlight) {
   const auto answer = [&](std::uint32_t tag, std::uint32_t first, std::uint32_t total,
                           std::vector<std::uint64_t> global, std::uint8_t salt) {
     std::vector<std::byte> p(cc::kGatherHeaderBytes + global.size() * kP);
-    cc::encode_gather_header(
-        p.data(), {cc::GatherType::kGatherRows, 1, kP, static_cast<std::uint32_t>(global.size()), 0,
-                   tag, read.unit, first, total});
+    cc::encode_gather_header(p.data(), {{cc::GatherType::kGatherRows, 1, kP,
+                                         static_cast<std::uint32_t>(global.size()), 0},
+                                        tag,
+                                        read.unit,
+                                        first,
+                                        total});
     for (std::size_t k = 0; k < global.size(); ++k) {
       for (std::uint32_t b = 0; b < kP; ++b) {
         p[cc::kGatherHeaderBytes + k * kP + b] =
@@ -327,7 +331,7 @@ TEST(CompactClient, LandsOnlyTheNextAnswerOfAReadInFlight) {
   ASSERT_EQ(read2.n, 2u);
   std::vector<std::byte> refuse(cc::kGatherHeaderBytes);
   cc::encode_gather_header(
-      refuse.data(), {cc::GatherType::kGatherRefuse, 1, 0, 0, 0, read2.tag, read2.unit, 1, 2});
+      refuse.data(), {{cc::GatherType::kGatherRefuse, 1, 0, 0, 0}, read2.tag, read2.unit, 1, 2});
   t.raw->send(1, refuse);
   const auto wcs2 = wait_completions(cq, 1);
   ASSERT_EQ(wcs2.size(), 1u);

@@ -25,13 +25,7 @@ namespace {
 using netsparse::test::world_rank;
 using netsparse::test::world_size;
 
-struct RankSetup {
-  ns_context* ctx = nullptr;
-  ns_mr* mr = nullptr;
-  ns_cq* cq = nullptr;
-  ns_qp* qp = nullptr;
-  std::vector<std::uint64_t> offsets;
-  std::vector<std::uint8_t> block;
+struct RankSetup : RankRig {
   std::uint64_t total = 0;
   std::uint32_t P = 0;
   int rank = 0, size = 0;

@@ -273,7 +273,7 @@ std::vector<std::byte> plan_packet(cc::PlanType type, std::uint32_t dest, std::u
                                    std::uint32_t first, const std::vector<std::uint32_t>& rows) {
   const auto n = static_cast<std::uint32_t>(rows.size());
   std::vector<std::byte> p(cc::kPlanHeaderBytes + std::size_t{n} * rec_len);
-  cc::encode_plan_header(p.data(), {type, dest, rec_len, n, 0, plan, version, seq, first});
+  cc::encode_plan_header(p.data(), {{type, dest, rec_len, n, 0}, plan, version, seq, first});
   for (std::uint32_t k = 0; k < n; ++k) {
     cc::wire::store<std::uint32_t>(p.data() + cc::kPlanHeaderBytes + 4 * k, rows[k]);
   }
@@ -345,7 +345,7 @@ TEST(PlanServer, ServesInstalledListsAndRefusesEverythingElse) {
   EXPECT_EQ(s.plans.stale, 0u);
   // Rows for a plan nobody started are dropped as stale (a late answer, not malformed).
   std::vector<std::byte> rows(cc::kPlanHeaderBytes + P);
-  cc::encode_plan_header(rows.data(), {T::kRows, 1, P, 1, 0, 77, 1, 0, 0});
+  cc::encode_plan_header(rows.data(), {{T::kRows, 1, P, 1, 0}, 77, 1, 0, 0});
   c.raw->send(1, rows);
   for (int k = 0; k < 50; ++k) c.engine.progress_inline();
   EXPECT_EQ(c.engine.snapshot().plans.stale, 1u);

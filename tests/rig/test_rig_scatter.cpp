@@ -233,8 +233,11 @@ std::vector<std::byte> update_packet(std::uint32_t dest, std::uint32_t req, std:
   const auto n = static_cast<std::uint32_t>(rows.size());
   const std::uint32_t rec = 8 + P;
   std::vector<std::byte> p(cc::kScatterHeaderBytes + std::size_t{n} * rec);
-  cc::encode_scatter_header(p.data(), {cc::ScatterType::kUpdate, dest, rec, n, 0, req, NS_RIS_SUM,
-                                       NS_RIS_INT64, cc::ScatterStatus::kApplied});
+  cc::encode_scatter_header(p.data(), {{cc::ScatterType::kUpdate, dest, rec, n, 0},
+                                       req,
+                                       NS_RIS_SUM,
+                                       NS_RIS_INT64,
+                                       cc::ScatterStatus::kApplied});
   for (std::uint32_t k = 0; k < n; ++k) {
     std::byte* at = p.data() + cc::kScatterHeaderBytes + std::size_t{k} * rec;
     cc::wire::store<std::uint64_t>(at, rows[k]);

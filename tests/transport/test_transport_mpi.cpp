@@ -22,6 +22,17 @@ using namespace testing;  // the conformance checks (transport_checks.hpp)
 using netsparse::test::world_rank;
 using netsparse::test::world_size;
 
+// An MPI transport over MPI_COMM_WORLD with rings of these depths and packets up to
+// max_packet_bytes (the tests of flow control and ordering size them small).
+std::unique_ptr<Transport> transport_with_rings(int recv_ring, int send_ring,
+                                                std::size_t max_packet_bytes) {
+  MpiOptions options;
+  options.recv_ring = recv_ring;
+  options.send_ring = send_ring;
+  options.max_packet_bytes = max_packet_bytes;
+  return make_mpi_transport(MPI_COMM_WORLD, true, options);
+}
+
 // Every rank learns whether any rank failed, so all ranks pass or fail a test together (and
 // the failing rank's own message is printed by that rank).
 ::testing::AssertionResult on_every_rank(const std::string& local_error) {
@@ -61,11 +72,7 @@ TEST(MpiTransport, AllToAllEveryByteInOrder) {
 
 // Rings of two: constant kNoResource, out-of-order send completions, ring wrap-around.
 TEST(MpiTransport, AllToAllWithTinyRings) {
-  MpiOptions options;
-  options.recv_ring = 2;
-  options.send_ring = 2;
-  options.max_packet_bytes = 512;
-  auto t = make_mpi_transport(MPI_COMM_WORLD, true, options);
+  auto t = transport_with_rings(2, 2, 512);
   ExchangeConfig cfg;
   cfg.packets_per_peer = 300;
   cfg.poll_batch = 1;
@@ -76,11 +83,7 @@ TEST(MpiTransport, AllToAllWithTinyRings) {
 // protocol: a later small packet can complete before an earlier large one, which is exactly the
 // case in-ring-order delivery exists for.
 TEST(MpiTransport, AllToAllWithRendezvousSizedPackets) {
-  MpiOptions options;
-  options.recv_ring = 4;
-  options.send_ring = 4;
-  options.max_packet_bytes = 96 * 1024;
-  auto t = make_mpi_transport(MPI_COMM_WORLD, true, options);
+  auto t = transport_with_rings(4, 4, 96 * 1024);
   ExchangeConfig cfg;
   cfg.packets_per_peer = 40;
   EXPECT_TRUE(on_every_rank(exchange_and_barrier(*t, cfg)));
@@ -264,15 +267,12 @@ INSTANTIATE_TEST_SUITE_P(Modes, MpiReads,
 // while other destinations still get through. When rank 1 polls again everything arrives, in
 // order.
 TEST(MpiTransport, FullSendRingGivesNoResource) {
-  MpiOptions options;
-  options.recv_ring = 2;
-  options.send_ring = 4;
-  options.max_packet_bytes = 128 * 1024;
-  auto t = make_mpi_transport(MPI_COMM_WORLD, true, options);
+  constexpr std::size_t kPacketBytes = 128 * 1024;
+  auto t = transport_with_rings(2, 4, kPacketBytes);
   constexpr std::uint32_t kTotal = 40;
   constexpr int kSawIt = 77;
   std::string error;
-  std::vector<std::byte> packet(options.max_packet_bytes);
+  std::vector<std::byte> packet(kPacketBytes);
   auto fill = [&](std::uint32_t seq) {
     for (std::size_t i = 0; i < packet.size(); ++i) {
       packet[i] = static_cast<std::byte>(testing::mix64(seq * 131 + i / 8) >> (i % 8 * 8));
@@ -312,7 +312,7 @@ TEST(MpiTransport, FullSendRingGivesNoResource) {
     // Blocks in MPI (progressing it) without polling the transport.
     MPI_Recv(&sent_before, 1, MPI_UINT32_T, 0, kSawIt, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     std::uint32_t next = 0;
-    std::vector<std::byte> expect(options.max_packet_bytes);
+    std::vector<std::byte> expect(kPacketBytes);
     while (next < kTotal && error.empty()) {
       t->poll(
           [&](const ReceivedPacket& p) {
