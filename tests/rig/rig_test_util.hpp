@@ -15,6 +15,23 @@
 
 namespace rigtest {
 
+// ns_stats_json whole. A progress thread may change the statistics between the call that sizes
+// the buffer and the one that fills it (a longer number): retried with room to spare until it
+// fits. Empty on an error.
+inline std::string stats_json_text(const ns_context* ctx) {
+  std::string json;
+  for (int need = ns_stats_json(ctx, nullptr, 0); need >= 0;) {
+    json.assign(static_cast<std::size_t>(need) + 256, '\0');
+    const int got = ns_stats_json(ctx, json.data(), json.size());
+    if (got >= 0 && static_cast<std::size_t>(got) < json.size()) {
+      json.resize(static_cast<std::size_t>(got));
+      return json;
+    }
+    need = got;
+  }
+  return {};
+}
+
 // Byte b of global row r. Rows differ in (almost) every byte, so a property written to the wrong
 // place, or one byte off, is caught.
 inline std::uint8_t prop_byte(std::uint64_t row, std::uint32_t b) {
