@@ -17,6 +17,7 @@
 #include "netsparse/distributed.hpp"
 #include "rig/finalize_hook.hpp"
 #include "support/enum_names.hpp"
+#include "support/visibility.hpp"
 
 namespace netsparse {
 
@@ -175,7 +176,7 @@ template class Compute<double>;
 
 // ---- DistKernel ------------------------------------------------------------------------------
 
-struct DistKernel::Impl {
+struct NETSPARSE_LOCAL DistKernel::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0, nranks = 1;
   RowPartition rows = RowPartition::equal_blocks(0, 1);

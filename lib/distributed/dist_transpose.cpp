@@ -18,6 +18,7 @@
 #include "distributed/local_transpose.hpp"
 #include "distributed/mpi_util.hpp"
 #include "support/enum_names.hpp"
+#include "support/visibility.hpp"
 
 namespace netsparse {
 
@@ -132,7 +133,7 @@ const char* to_string(TransposedMethod method) noexcept {
 
 // ---- TransposedSpmm ---------------------------------------------------------------------------
 
-struct TransposedSpmm::Impl {
+struct NETSPARSE_LOCAL TransposedSpmm::Impl {
   const DistMatrix* a = nullptr;
   int k = 1;
   DistOptions options;

@@ -17,12 +17,13 @@
 #include "netsparse/netsparse_mpi.h"
 #include "rig/finalize_hook.hpp"
 #include "sparse/csr_part.hpp"
+#include "support/visibility.hpp"
 
 namespace netsparse {
 
 // ---- RigEngine -------------------------------------------------------------------------------
 
-struct RigEngine::Impl {
+struct NETSPARSE_LOCAL RigEngine::Impl {
   static constexpr int kQpDepth = 4096;
   static constexpr int kWaitTimeoutMs = 120000;
 

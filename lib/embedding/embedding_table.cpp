@@ -28,6 +28,7 @@
 
 #include "embedding/row_cache.hpp"
 #include "netsparse/embedding.hpp"
+#include "support/visibility.hpp"
 
 namespace netsparse {
 
@@ -54,7 +55,7 @@ void check_bucket_rows(std::uint32_t b) {
 
 }  // namespace
 
-struct EmbeddingTable::Impl {
+struct NETSPARSE_LOCAL EmbeddingTable::Impl {
   Impl(Context& c, std::uint32_t d, std::span<const std::uint64_t> offsets,
        const EmbeddingOptions& o)
       : ctx(&c),

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "netsparse/transpose.hpp"
+#include "support/visibility.hpp"
 #include "transpose/merge_tree.hpp"
 
 namespace netsparse {
@@ -94,7 +95,7 @@ struct DenseSink {
 
 }  // namespace
 
-struct OuterSpmv::Impl {
+struct NETSPARSE_LOCAL OuterSpmv::Impl {
   struct Part {
     Band band;
     std::vector<ColStream> streams;

@@ -25,6 +25,13 @@ while IFS= read -r sym; do
     c_api=$((c_api + 1))
     continue
   fi
+  # A public class's `Impl` (its pimpl) is internal: NETSPARSE_LOCAL hides it, and a pattern of
+  # the map that matches its members must not export them.
+  if [[ $sym == *::Impl::* || $sym == *::Impl ]]; then
+    echo "exported but internal (a pimpl): $sym"
+    status=1
+    continue
+  fi
   bare=$(sed -E 's/^(typeinfo name for |typeinfo for |vtable for |non-virtual thunk to |guard variable for |VTT for )//' <<<"$sym")
   if [[ $bare =~ ^netsparse::([A-Za-z_0-9]+)($|\[abi:cxx11\]|\(|::) ]] &&
      [[ -n ${public[${BASH_REMATCH[1]}]+x} ]]; then
