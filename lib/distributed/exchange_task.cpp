@@ -86,166 +86,23 @@ class TaskExchange final : public Exchange<T> {
     }
     deadline_ = node_wait_deadline(*rc.options);
     broken_ = false;
-    const int p = rc.nranks;
-    const CsrMatrix& remote = pat.remote_csr;
-    const std::uint64_t row_bytes = rc.row_bytes();
-
-    // 1. Per owner: remote nonzeros, distinct rows touched, distinct columns, all values 1?
-    std::vector<std::uint64_t> nnz(p, 0), rows_touched(p, 0), cols_touched(p, 0);
-    std::vector<gidx_t> last_row(p, -1);
-    std::vector<char> unit(p, 1);
-    std::vector<int> owner_of(remote.col_idx.size());
-    std::vector<std::uint64_t> seen(static_cast<std::size_t>((rc.cols->n_rows() + 63) / 64), 0);
-    for (gidx_t r = 0; r < remote.n_rows; ++r) {
-      for (std::int64_t i = remote.row_ptr[r]; i < remote.row_ptr[r + 1]; ++i) {
-        const gidx_t c = remote.col_idx[i];
-        const int q = rc.cols->owner(c);
-        owner_of[i] = q;
-        ++nnz[q];
-        if (last_row[q] != r) {
-          last_row[q] = r;
-          ++rows_touched[q];
-        }
-        std::uint64_t& word = seen[c >> 6];
-        const std::uint64_t bit = std::uint64_t{1} << (c & 63);
-        if ((word & bit) == 0) {
-          word |= bit;
-          ++cols_touched[q];
-        }
-        if (remote.values[i] != 1.0) unit[q] = 0;
-      }
-    }
-
-    // 2. The choice per owner: task packets only where they move fewer bytes per run.
-    constexpr std::uint64_t kMaxU32 = std::numeric_limits<std::uint32_t>::max();
-    constexpr std::uint64_t kMaxInt = std::numeric_limits<int>::max();
-    std::vector<char> tasks_mode(p, 0);
-    task_owners_.clear();
-    const std::string forced = config::choice(config::Env::kTaskPackets);  // auto|rows|tasks
-    for (int q = 0; q < p; ++q) {
-      if (q == rc.rank || nnz[q] == 0 || rc.kernel == KernelKind::sddmm) continue;
-      const std::uint64_t packet = task::packet_bytes(nnz[q], unit[q] != 0, sizeof(T));
-      const std::uint64_t tasks_wire =
-          concat::mpi_messages_wire_bytes(1, packet) +
-          concat::mpi_messages_wire_bytes(1, rows_touched[q] * row_bytes);
-      const std::uint64_t rows_wire =
-          concat::mpi_messages_wire_bytes(1, cols_touched[q] * row_bytes);
-      const bool fits = nnz[q] <= kMaxU32 && packet <= kMaxInt &&
-                        rows_touched[q] * static_cast<std::uint64_t>(rc.k) <= kMaxInt;
-      const bool worth_it =
-          forced == "tasks" || (forced == "auto" && 4 * tasks_wire <= 3 * rows_wire);
-      tasks_mode[q] = fits && worth_it;
-    }
-
-    // 3. The row-fetch part: the remote nonzeros of row owners, renumbered onto their distinct
-    //    columns (GhostLayout, as inspector-executor), and the task packets of task owners.
-    CsrMatrix fetched = csr_with_rows_of(remote);
-    std::vector<std::size_t> index_of(p, 0);
-    for (int q = 0; q < p; ++q) {
-      if (!tasks_mode[q]) continue;
-      index_of[q] = task_owners_.size();
-      TaskOwner& t = task_owners_.emplace_back();
-      t.rank = q;
-      t.unit_values = unit[q] != 0;
-      t.slots = static_cast<std::uint32_t>(rows_touched[q]);
-      t.packet.assign(task::packet_bytes(nnz[q], t.unit_values, sizeof(T)), std::byte{0});
-      t.slot_rows.reserve(rows_touched[q]);
-      const task::Header h{task::kMagic, t.unit_values ? task::kUnitValues : 0u, t.slots,
-                           static_cast<std::uint32_t>(nnz[q])};
-      std::memcpy(t.packet.data(), &h, sizeof h);
-    }
-    std::vector<std::uint64_t> filled(p, 0);
-    for (gidx_t r = 0; r < remote.n_rows; ++r) {
-      for (std::int64_t i = remote.row_ptr[r]; i < remote.row_ptr[r + 1]; ++i) {
-        const int q = owner_of[i];
-        if (!tasks_mode[q]) {
-          fetched.col_idx.push_back(remote.col_idx[i]);
-          fetched.values.push_back(remote.values[i]);
-          continue;
-        }
-        TaskOwner& t = task_owners_[index_of[q]];
-        if (t.slot_rows.empty() || t.slot_rows.back() != r) t.slot_rows.push_back(r);
-        const std::size_t n = nnz[q], at = filled[q]++;
-        const auto slot = static_cast<std::uint32_t>(t.slot_rows.size() - 1);
-        const auto col = static_cast<std::uint32_t>(remote.col_idx[i] - rc.cols->begin(q));
-        std::byte* base = t.packet.data() + task::kHeaderBytes;
-        std::memcpy(base + at * 4, &slot, 4);
-        std::memcpy(base + n * 4 + at * 4, &col, 4);
-        if (!t.unit_values) {
-          const T v = static_cast<T>(remote.values[i]);
-          std::memcpy(base + n * 8 + at * sizeof(T), &v, sizeof(T));
-        }
-      }
-      fetched.row_ptr[r + 1] = static_cast<std::int64_t>(fetched.col_idx.size());
-    }
-    layout_.build(fetched, rc.cols->n_rows(), pat.local_part.config(), rc.scalar());
-
-    // 4. Tell the owners: the choice per owner, then the rows asked of the row owners.
-    std::vector<std::vector<OwnerChoice>> choices(p);
-    std::vector<std::vector<gidx_t>> requests(p);
+    const OwnerCounts counts = count_per_owner(pat.remote_csr, rc);
+    const std::vector<char> tasks_mode = choose_per_owner(counts, rc);
+    split_by_owner_choice(pat, rc, counts, tasks_mode);
+    // Tell the owners: the choice per owner, then the rows asked of the row owners.
+    std::vector<std::vector<OwnerChoice>> choices(rc.nranks);
+    std::vector<std::vector<gidx_t>> requests(rc.nranks);
     for (gidx_t c : layout_.ghosts()) requests[rc.cols->owner(c)].push_back(c);
     for (const TaskOwner& t : task_owners_) {
       choices[t.rank].push_back(
-          {1, t.unit_values ? 1u : 0u, t.slots, static_cast<std::uint32_t>(nnz[t.rank])});
+          {1, t.unit_values ? 1u : 0u, t.slots, static_cast<std::uint32_t>(counts.nnz[t.rank])});
     }
     std::vector<int> choice_counts;
     const std::vector<OwnerChoice> received = exchange_all_to_all(comm_, choices, &choice_counts);
     std::vector<int> send_rows;
     const std::vector<gidx_t> asked = exchange_all_to_all(comm_, requests, &send_rows);
-
-    // 5. The owner's side: what each requester sends and gets.
-    task_requesters_.clear();
-    std::size_t next = 0, packet_bytes_in = 0, sums_out = 0;
-    for (int q = 0; q < p; ++q) {
-      for (int j = 0; j < choice_counts[q]; ++j, ++next) {
-        const OwnerChoice& c = received[next];
-        if (c.tasks_mode != 1 || c.unit_values > 1 || j > 0) {
-          throw std::runtime_error("task-packets: malformed setup announcement from rank " +
-                                   std::to_string(q));
-        }
-        TaskRequester& t = task_requesters_.emplace_back();
-        t.rank = q;
-        t.choice = c;
-        t.packet_offset = packet_bytes_in;
-        t.sums_offset = sums_out;
-        packet_bytes_in += task::packet_bytes(c.tasks, c.unit_values != 0, sizeof(T));
-        sums_out += std::size_t{c.slots} * static_cast<std::size_t>(rc.k);
-        if (packet_bytes_in > kMaxInt || sums_out > kMaxInt) {
-          throw std::overflow_error("task-packets: task packets exceed an MPI count");
-        }
-      }
-    }
-    packets_in_.assign(packet_bytes_in, std::byte{0});
-    sums_out_.assign(sums_out, T{0});
-    std::size_t sums_in = 0;
-    for (TaskOwner& t : task_owners_) {
-      t.sums_offset = sums_in;
-      sums_in += std::size_t{t.slots} * static_cast<std::size_t>(rc.k);
-    }
-    sums_in_.assign(sums_in, T{0});
-
-    const gidx_t cb = rc.cols->begin(rc.rank), ce = rc.cols->end(rc.rank);
-    send_local_.resize(asked.size());
-    for (std::size_t i = 0; i < asked.size(); ++i) {
-      if (asked[i] < cb || asked[i] >= ce) {
-        throw std::runtime_error("task-packets: asked for row " + std::to_string(asked[i]) +
-                                 ", which this rank does not own");
-      }
-      send_local_[i] = asked[i] - cb;
-    }
-    row_sources_.clear();
-    row_dests_.clear();
-    for (int q = 0, offset = 0; q < p; ++q) {
-      const int n = to_mpi_count(requests[q].size(), "task-packets ghost rows");
-      if (n > 0) row_sources_.push_back({q, offset, n});
-      offset += n;
-    }
-    for (int q = 0, offset = 0; q < p; ++q) {
-      if (send_rows[q] > 0) row_dests_.push_back({q, offset, send_rows[q]});
-      offset += send_rows[q];
-    }
-    ghost_.resize(layout_.ghosts().size() * static_cast<std::size_t>(rc.k));
-    packed_.resize(send_local_.size() * static_cast<std::size_t>(rc.k));
+    take_requesters(rc, received, choice_counts);
+    take_row_requests(rc, requests, asked, send_rows);
   }
 
   void run(const Pattern& pat, const RunContext& rc, const Operands<T>& ops, Compute<T>& compute,
@@ -266,6 +123,177 @@ class TaskExchange final : public Exchange<T> {
   }
 
  private:
+  static constexpr std::uint64_t kMaxInt = std::numeric_limits<int>::max();
+
+  // Per owner: remote nonzeros, distinct rows touched, distinct columns, all values 1?
+  struct OwnerCounts {
+    std::vector<std::uint64_t> nnz, rows_touched, cols_touched;
+    std::vector<char> unit;
+    std::vector<int> owner_of;  // per remote nonzero
+  };
+  static OwnerCounts count_per_owner(const CsrMatrix& remote, const RunContext& rc) {
+    const int p = rc.nranks;
+    OwnerCounts n{std::vector<std::uint64_t>(p, 0), std::vector<std::uint64_t>(p, 0),
+                  std::vector<std::uint64_t>(p, 0), std::vector<char>(p, 1),
+                  std::vector<int>(remote.col_idx.size())};
+    std::vector<gidx_t> last_row(p, -1);
+    std::vector<std::uint64_t> seen(static_cast<std::size_t>((rc.cols->n_rows() + 63) / 64), 0);
+    for (gidx_t r = 0; r < remote.n_rows; ++r) {
+      for (std::int64_t i = remote.row_ptr[r]; i < remote.row_ptr[r + 1]; ++i) {
+        const gidx_t c = remote.col_idx[i];
+        const int q = rc.cols->owner(c);
+        n.owner_of[i] = q;
+        ++n.nnz[q];
+        if (last_row[q] != r) {
+          last_row[q] = r;
+          ++n.rows_touched[q];
+        }
+        std::uint64_t& word = seen[c >> 6];
+        const std::uint64_t bit = std::uint64_t{1} << (c & 63);
+        if ((word & bit) == 0) {
+          word |= bit;
+          ++n.cols_touched[q];
+        }
+        if (remote.values[i] != 1.0) n.unit[q] = 0;
+      }
+    }
+    return n;
+  }
+
+  // The choice per owner: task packets only where they move fewer bytes per run.
+  static std::vector<char> choose_per_owner(const OwnerCounts& n, const RunContext& rc) {
+    constexpr std::uint64_t kMaxU32 = std::numeric_limits<std::uint32_t>::max();
+    const std::uint64_t row_bytes = rc.row_bytes();
+    std::vector<char> tasks_mode(rc.nranks, 0);
+    const std::string forced = config::choice(config::Env::kTaskPackets);  // auto|rows|tasks
+    for (int q = 0; q < rc.nranks; ++q) {
+      if (q == rc.rank || n.nnz[q] == 0 || rc.kernel == KernelKind::sddmm) continue;
+      const std::uint64_t packet = task::packet_bytes(n.nnz[q], n.unit[q] != 0, sizeof(T));
+      const std::uint64_t tasks_wire =
+          concat::mpi_messages_wire_bytes(1, packet) +
+          concat::mpi_messages_wire_bytes(1, n.rows_touched[q] * row_bytes);
+      const std::uint64_t rows_wire =
+          concat::mpi_messages_wire_bytes(1, n.cols_touched[q] * row_bytes);
+      const bool fits = n.nnz[q] <= kMaxU32 && packet <= kMaxInt &&
+                        n.rows_touched[q] * static_cast<std::uint64_t>(rc.k) <= kMaxInt;
+      const bool worth_it =
+          forced == "tasks" || (forced == "auto" && 4 * tasks_wire <= 3 * rows_wire);
+      tasks_mode[q] = fits && worth_it;
+    }
+    return tasks_mode;
+  }
+
+  // The row-fetch part: the remote nonzeros of row owners, renumbered onto their distinct
+  // columns (GhostLayout, as inspector-executor), and the task packets of task owners.
+  void split_by_owner_choice(const Pattern& pat, const RunContext& rc, const OwnerCounts& n,
+                             const std::vector<char>& tasks_mode) {
+    const int p = rc.nranks;
+    const CsrMatrix& remote = pat.remote_csr;
+    task_owners_.clear();
+    CsrMatrix fetched = csr_with_rows_of(remote);
+    std::vector<std::size_t> index_of(p, 0);
+    for (int q = 0; q < p; ++q) {
+      if (!tasks_mode[q]) continue;
+      index_of[q] = task_owners_.size();
+      TaskOwner& t = task_owners_.emplace_back();
+      t.rank = q;
+      t.unit_values = n.unit[q] != 0;
+      t.slots = static_cast<std::uint32_t>(n.rows_touched[q]);
+      t.packet.assign(task::packet_bytes(n.nnz[q], t.unit_values, sizeof(T)), std::byte{0});
+      t.slot_rows.reserve(n.rows_touched[q]);
+      const task::Header h{task::kMagic, t.unit_values ? task::kUnitValues : 0u, t.slots,
+                           static_cast<std::uint32_t>(n.nnz[q])};
+      std::memcpy(t.packet.data(), &h, sizeof h);
+    }
+    std::vector<std::uint64_t> filled(p, 0);
+    for (gidx_t r = 0; r < remote.n_rows; ++r) {
+      for (std::int64_t i = remote.row_ptr[r]; i < remote.row_ptr[r + 1]; ++i) {
+        const int q = n.owner_of[i];
+        if (!tasks_mode[q]) {
+          fetched.col_idx.push_back(remote.col_idx[i]);
+          fetched.values.push_back(remote.values[i]);
+          continue;
+        }
+        TaskOwner& t = task_owners_[index_of[q]];
+        if (t.slot_rows.empty() || t.slot_rows.back() != r) t.slot_rows.push_back(r);
+        const std::size_t nnz = n.nnz[q], at = filled[q]++;
+        const auto slot = static_cast<std::uint32_t>(t.slot_rows.size() - 1);
+        const auto col = static_cast<std::uint32_t>(remote.col_idx[i] - rc.cols->begin(q));
+        std::byte* base = t.packet.data() + task::kHeaderBytes;
+        std::memcpy(base + at * 4, &slot, 4);
+        std::memcpy(base + nnz * 4 + at * 4, &col, 4);
+        if (!t.unit_values) {
+          const T v = static_cast<T>(remote.values[i]);
+          std::memcpy(base + nnz * 8 + at * sizeof(T), &v, sizeof(T));
+        }
+      }
+      fetched.row_ptr[r + 1] = static_cast<std::int64_t>(fetched.col_idx.size());
+    }
+    layout_.build(fetched, rc.cols->n_rows(), pat.local_part.config(), rc.scalar());
+    std::size_t sums_in = 0;
+    for (TaskOwner& t : task_owners_) {
+      t.sums_offset = sums_in;
+      sums_in += std::size_t{t.slots} * static_cast<std::size_t>(rc.k);
+    }
+    sums_in_.assign(sums_in, T{0});
+    ghost_.resize(layout_.ghosts().size() * static_cast<std::size_t>(rc.k));
+  }
+
+  // The owner's side: what each requester that chose task packets sends and gets.
+  void take_requesters(const RunContext& rc, const std::vector<OwnerChoice>& received,
+                       const std::vector<int>& choice_counts) {
+    task_requesters_.clear();
+    std::size_t next = 0, packet_bytes_in = 0, sums_out = 0;
+    for (int q = 0; q < rc.nranks; ++q) {
+      for (int j = 0; j < choice_counts[q]; ++j, ++next) {
+        const OwnerChoice& c = received[next];
+        if (c.tasks_mode != 1 || c.unit_values > 1 || j > 0) {
+          throw std::runtime_error("task-packets: malformed setup announcement from rank " +
+                                   std::to_string(q));
+        }
+        TaskRequester& t = task_requesters_.emplace_back();
+        t.rank = q;
+        t.choice = c;
+        t.packet_offset = packet_bytes_in;
+        t.sums_offset = sums_out;
+        packet_bytes_in += task::packet_bytes(c.tasks, c.unit_values != 0, sizeof(T));
+        sums_out += std::size_t{c.slots} * static_cast<std::size_t>(rc.k);
+        if (packet_bytes_in > kMaxInt || sums_out > kMaxInt) {
+          throw std::overflow_error("task-packets: task packets exceed an MPI count");
+        }
+      }
+    }
+    packets_in_.assign(packet_bytes_in, std::byte{0});
+    sums_out_.assign(sums_out, T{0});
+  }
+
+  // The rows each peer fetches from this rank (checked to be this rank's), and the blocks of
+  // the row messages both ways.
+  void take_row_requests(const RunContext& rc, const std::vector<std::vector<gidx_t>>& requests,
+                         const std::vector<gidx_t>& asked, const std::vector<int>& send_rows) {
+    const gidx_t cb = rc.cols->begin(rc.rank), ce = rc.cols->end(rc.rank);
+    send_local_.resize(asked.size());
+    for (std::size_t i = 0; i < asked.size(); ++i) {
+      if (asked[i] < cb || asked[i] >= ce) {
+        throw std::runtime_error("task-packets: asked for row " + std::to_string(asked[i]) +
+                                 ", which this rank does not own");
+      }
+      send_local_[i] = asked[i] - cb;
+    }
+    row_sources_.clear();
+    row_dests_.clear();
+    for (int q = 0, offset = 0; q < rc.nranks; ++q) {
+      const int n = to_mpi_count(requests[q].size(), "task-packets ghost rows");
+      if (n > 0) row_sources_.push_back({q, offset, n});
+      offset += n;
+    }
+    for (int q = 0, offset = 0; q < rc.nranks; ++q) {
+      if (send_rows[q] > 0) row_dests_.push_back({q, offset, send_rows[q]});
+      offset += send_rows[q];
+    }
+    packed_.resize(send_local_.size() * static_cast<std::size_t>(rc.k));
+  }
+
   struct Block {
     int rank, offset, count;  // in rows
   };
