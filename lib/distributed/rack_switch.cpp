@@ -67,6 +67,20 @@ void for_each_packet(std::span<const std::byte> msg, std::uint32_t prop_len, F&&
   }
 }
 
+// Calls f(pr, payload) for every PR of a message addressed to host `me`, of the expected type.
+template <class F>
+void for_each_pr(std::span<const std::byte> msg, int me, std::uint32_t prop_len,
+                 concat::PrType type, F&& f) {
+  for_each_packet(msg, prop_len, [&](std::span<const std::byte> pkt) {
+    concat::PacketView v;
+    const concat::DecodeError e =
+        concat::decode_packet(pkt, static_cast<std::uint32_t>(me), prop_len, &v);
+    if (e != concat::DecodeError::kOk) refuse(std::string("a packet: ") + concat::to_string(e));
+    if (v.header().type != type) refuse("a packet of the wrong type");
+    for (std::uint32_t i = 0; i < v.size(); ++i) f(v.pr(i), v.payload(i));
+  });
+}
+
 std::uint64_t packets_in(std::span<const std::byte> msg, std::uint32_t prop_len) {
   std::uint64_t n = 0;
   for_each_packet(msg, prop_len, [&](std::span<const std::byte>) { ++n; });
@@ -246,6 +260,54 @@ void RackSwitchPath::finish_sends(const std::function<void()>& progress) {
   sending_.clear();
 }
 
+// D: a leader's answers to the reads for its host's rows, concatenated per requester host.
+std::vector<std::byte> RackSwitchPath::answer_reads(std::span<const std::byte> reads,
+                                                    const std::byte* store) {
+  const int me = topo_.host();
+  const auto hosts = static_cast<std::uint32_t>(topo_.nhosts());
+  const std::uint32_t rb = row_bytes_;
+  Collect c;
+  concat::ConcatPoint cp(leader_concat(hosts, rb), c);
+  for_each_pr(
+      reads, me, rb, concat::PrType::kRead, [&](const concat::PrHeader& pr, const std::byte*) {
+        const std::uint64_t row = pr.idx < static_cast<std::uint64_t>(n_cols_)
+                                      ? own_row_(static_cast<gidx_t>(pr.idx))
+                                      : std::numeric_limits<std::uint64_t>::max();
+        if (row == std::numeric_limits<std::uint64_t>::max()) {
+          refuse("host " + std::to_string(pr.src_node) + " asked host " + std::to_string(me) +
+                 " for row " + std::to_string(pr.idx) + ", which it does not own");
+        }
+        if (pr.src_node >= hosts) refuse("a read from an unknown host");
+        cp.push(concat::PrType::kResponse, pr.src_node, pr, store + row * rb, 0);
+      });
+  cp.flush_all();
+  return std::move(c.bytes);
+}
+
+// F: the answers to this host's reads land in its store, each wanted row exactly once.
+void RackSwitchPath::land_answers(std::span<const std::byte> answers, std::byte* store) {
+  const std::uint32_t rb = row_bytes_;
+  std::vector<char> landed(wanted_.size(), 0);
+  for_each_pr(answers, topo_.host(), rb, concat::PrType::kResponse,
+              [&](const concat::PrHeader& pr, const std::byte* payload) {
+                const auto it = std::lower_bound(
+                    wanted_.begin(), wanted_.end(), pr.idx,
+                    [](const auto& e, std::uint64_t c) { return std::uint64_t(e.first) < c; });
+                if (it == wanted_.end() || std::uint64_t(it->first) != pr.idx) {
+                  refuse("row " + std::to_string(pr.idx) + " arrived unasked");
+                }
+                const auto i = static_cast<std::size_t>(it - wanted_.begin());
+                if (landed[i]) refuse("row " + std::to_string(pr.idx) + " arrived twice");
+                landed[i] = 1;
+                std::memcpy(store + it->second * rb, payload, rb);
+                ++counters_.rows_landed;
+              });
+  if (counters_.rows_landed != wanted_.size()) {
+    refuse(std::to_string(wanted_.size() - counters_.rows_landed) + " of " +
+           std::to_string(wanted_.size()) + " rows never arrived");
+  }
+}
+
 RackSwitchCounters RackSwitchPath::run(std::byte* store, const std::function<void()>& progress) {
   counters_ = RackSwitchCounters{};
   const int me = topo_.host(), rack = topo_.rack(), racks = topo_.nracks();
@@ -253,7 +315,6 @@ RackSwitchCounters RackSwitchPath::run(std::byte* store, const std::function<voi
   const auto hosts = static_cast<std::uint32_t>(topo_.nhosts());
   const std::uint32_t rb = row_bytes_;
   if (pipeline_) pipeline_->new_epoch();  // a kernel is an epoch: nothing cached survives it
-  std::vector<char> landed(wanted_.size(), 0);
 
   // The switch: every packet of a message through the pipeline, from the rack or a spine.
   const auto ingest = [&](const std::vector<std::byte>& msg, bool from_rack) {
@@ -277,16 +338,6 @@ RackSwitchCounters RackSwitchPath::run(std::byte* store, const std::function<voi
       if (r != rack) ingest(take(r * hosts_per_rack_, tag, progress), false);
     }
     pipeline_->flush_all();
-  };
-  const auto each_pr = [&](const std::vector<std::byte>& msg, concat::PrType type, auto&& f) {
-    for_each_packet(msg, rb, [&](std::span<const std::byte> pkt) {
-      concat::PacketView v;
-      const concat::DecodeError e =
-          concat::decode_packet(pkt, static_cast<std::uint32_t>(me), rb, &v);
-      if (e != concat::DecodeError::kOk) refuse(std::string("a packet: ") + concat::to_string(e));
-      if (v.header().type != type) refuse("a packet of the wrong type");
-      for (std::uint32_t i = 0; i < v.size(); ++i) f(v.pr(i), v.payload(i));
-    });
   };
 
   for (int w = 0; w < hosts_per_rack_; ++w) {
@@ -314,25 +365,8 @@ RackSwitchCounters RackSwitchPath::run(std::byte* store, const std::function<voi
         send(h, kTagHostReads, out_->take(concat::PrType::kRead, static_cast<std::size_t>(h)));
       }
     }
-    {  // D: every leader answers the reads for its host's rows, per requester host
-      Collect c;
-      concat::ConcatPoint cp(leader_concat(hosts, rb), c);
-      each_pr(take(first, kTagHostReads, progress), concat::PrType::kRead,
-              [&](const concat::PrHeader& pr, const std::byte*) {
-                const std::uint64_t row = pr.idx < static_cast<std::uint64_t>(n_cols_)
-                                              ? own_row_(static_cast<gidx_t>(pr.idx))
-                                              : std::numeric_limits<std::uint64_t>::max();
-                if (row == std::numeric_limits<std::uint64_t>::max()) {
-                  refuse("host " + std::to_string(pr.src_node) + " asked host " +
-                         std::to_string(me) + " for row " + std::to_string(pr.idx) +
-                         ", which it does not own");
-                }
-                if (pr.src_node >= hosts) refuse("a read from an unknown host");
-                cp.push(concat::PrType::kResponse, pr.src_node, pr, store + row * rb, 0);
-              });
-      cp.flush_all();
-      send(first, kTagAnswers, std::move(c.bytes));
-    }
+    // D: every leader answers the reads for its host's rows, per requester host
+    send(first, kTagAnswers, answer_reads(take(first, kTagHostReads, progress), store));
     if (pipeline_) {  // E and F
       for (int h = first; h < first + hosts_per_rack_; ++h) {
         ingest(take(h, kTagAnswers, progress), /*from_rack=*/true);
@@ -344,24 +378,7 @@ RackSwitchCounters RackSwitchPath::run(std::byte* store, const std::function<voi
       if (!out_->empty()) refuse("PRs routed to a host that is not gathering in this wave");
     }
     if (me == active) {  // F: this host's rows land in its store
-      each_pr(take(first, kTagHostAnswers, progress), concat::PrType::kResponse,
-              [&](const concat::PrHeader& pr, const std::byte* payload) {
-                const auto it = std::lower_bound(
-                    wanted_.begin(), wanted_.end(), pr.idx,
-                    [](const auto& e, std::uint64_t c) { return std::uint64_t(e.first) < c; });
-                if (it == wanted_.end() || std::uint64_t(it->first) != pr.idx) {
-                  refuse("row " + std::to_string(pr.idx) + " arrived unasked");
-                }
-                const auto i = static_cast<std::size_t>(it - wanted_.begin());
-                if (landed[i]) refuse("row " + std::to_string(pr.idx) + " arrived twice");
-                landed[i] = 1;
-                std::memcpy(store + it->second * rb, payload, rb);
-                ++counters_.rows_landed;
-              });
-      if (counters_.rows_landed != wanted_.size()) {
-        refuse(std::to_string(wanted_.size() - counters_.rows_landed) + " of " +
-               std::to_string(wanted_.size()) + " rows never arrived");
-      }
+      land_answers(take(first, kTagHostAnswers, progress), store);
     }
     finish_sends(progress);
   }

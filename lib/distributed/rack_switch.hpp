@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -77,6 +78,8 @@ class RackSwitchPath {
   std::vector<std::byte> take(int source, int tag, const std::function<void()>& progress);
   void send(int host, int tag, std::vector<std::byte> message);
   void finish_sends(const std::function<void()>& progress);
+  std::vector<std::byte> answer_reads(std::span<const std::byte> reads, const std::byte* store);
+  void land_answers(std::span<const std::byte> answers, std::byte* store);
   [[nodiscard]] std::uint32_t queue_of(std::uint32_t host) const;
 
   const Topology& topo_;
