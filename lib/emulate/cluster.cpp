@@ -167,10 +167,12 @@ class Run {
   Run(const ClusterConfig& config, const Workload& w)
       : config_(config), w_(w), fabric_(events_, config.fabric), setup_(config.fabric.nodes) {}
 
-  RunResult go();
+  // Runs the workload on the emulated cluster to its end and returns what every part counted.
+  RunResult simulate();
 
  private:
   void open_nodes();
+  [[nodiscard]] RunResult collect_results() const;
   void close_nodes();
   void post_more(Node& n);
   void host_turn(Node& n, Picos when);
@@ -411,7 +413,7 @@ void Run::inject(Node& n, std::vector<std::pair<int, std::vector<std::byte>>>&& 
   }
 }
 
-RunResult Run::go() {
+RunResult Run::simulate() {
   const int N = config_.fabric.nodes;
   if (w_.row_offsets.size() != static_cast<std::size_t>(N) + 1 ||
       w_.idxs.size() != static_cast<std::size_t>(N) || w_.prop_bytes == 0)
@@ -453,7 +455,10 @@ RunResult Run::go() {
     }
   }
   events_.run();
+  return collect_results();
+}
 
+RunResult Run::collect_results() const {
   RunResult r;
   r.events = events_.events_run();
   r.wrong_at_completion = wrong_at_completion_;
@@ -522,7 +527,7 @@ Cluster::Cluster(const ClusterConfig& config) : config_(config) {
 
 RunResult Cluster::run(const Workload& workload) {
   Run run(config_, workload);
-  return run.go();
+  return run.simulate();
 }
 
 }  // namespace netsparse::emulate

@@ -634,7 +634,7 @@ TEST(Strings, StatusAndCompletionTextHaveFallbacks) {
 // (per-WR), each with the ablation flags. Every path writes the same bytes, and the statistics
 // follow from the stream alone: with filtering or coalescing each distinct remote idx is sent
 // once, without both every occurrence is.
-TEST(EngineV2, EveryPathAgreesWithTheReferenceCounts) {
+TEST(EngineSemantics, EveryPathAgreesWithTheReferenceCounts) {
   for (std::uint32_t flags : {0u, static_cast<std::uint32_t>(NS_CTX_NO_FILTER),
                               static_cast<std::uint32_t>(NS_CTX_NO_COALESCE),
                               static_cast<std::uint32_t>(NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE)}) {
@@ -707,7 +707,7 @@ TEST(EngineV2, EveryPathAgreesWithTheReferenceCounts) {
 }
 
 // NS_SEND_REMOTE_ONLY: a raw column list (own rows included) fills only the remote rows.
-TEST(EngineV2, RemoteOnlySkipsTheNodesOwnRows) {
+TEST(EngineSemantics, RemoteOnlySkipsTheNodesOwnRows) {
   ClusterOptions o = cluster_options(3, 16, make_attr(NS_PROGRESS_THREAD, 0));
   run_cluster(o, [&](Node& n) {
     const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 2000, 30, 5 + n.rank);
@@ -735,7 +735,7 @@ TEST(EngineV2, RemoteOnlySkipsTheNodesOwnRows) {
 // Column panels of one kernel run, gathered into alternating buffers within one epoch: each
 // window keeps its own mapping (a repeat into the same window is filtered), while a request
 // whose window overlaps another mapping's is served correctly without trusting the filter.
-TEST(EngineV2, DisjointWindowsOfOneEpochEachUseTheFilter) {
+TEST(EngineSemantics, DisjointWindowsOfOneEpochEachUseTheFilter) {
   ClusterOptions o = cluster_options(2, 8, make_attr(NS_PROGRESS_THREAD, 0));
   run_cluster(o, [&](Node& n) {
     if (n.rank == 0) {
@@ -770,7 +770,7 @@ TEST(EngineV2, DisjointWindowsOfOneEpochEachUseTheFilter) {
 
 // A work request that coalesced onto an earlier one's requests completes only after the data it
 // relies on is in place: checked at the moment each completion is polled.
-TEST(EngineV2, CoalescedRequestsCompleteWithTheirDataInPlace) {
+TEST(EngineSemantics, CoalescedRequestsCompleteWithTheirDataInPlace) {
   ClusterOptions o;
   o.nodes = 3;
   o.P = 32;
@@ -806,7 +806,7 @@ TEST(EngineV2, CoalescedRequestsCompleteWithTheirDataInPlace) {
 }
 
 // Split-phase quiesce: announce, keep working, then wait; and a plain quiesce afterwards.
-TEST(EngineV2, QuiesceStartThenWait) {
+TEST(EngineSemantics, QuiesceStartThenWait) {
   ClusterOptions o = cluster_options(3, 8, make_attr(NS_PROGRESS_INLINE, 0));
   run_cluster(o, [&](Node& n) {
     const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 500, 10, n.rank);
@@ -826,7 +826,7 @@ TEST(EngineV2, QuiesceStartThenWait) {
 // NS_WR_RDMA_READ to a peer that died silently (no failure report, its reads never complete):
 // each read completes with a watchdog timeout, the user's buffer is never written afterwards
 // (the read went to an engine bounce slot), and reads to the live peer still succeed.
-TEST(EngineV2, RdmaReadsToASilentlyDeadPeerTimeOut) {
+TEST(EngineSemantics, RdmaReadsToASilentlyDeadPeerTimeOut) {
   run_cluster_with_dead_node(3, 16, 150, /*victim=*/2, Death::kSilent, [&](Node& n) {
     const std::uint64_t live_row = 200ull * static_cast<std::uint64_t>(1 - n.rank) + 7;
     std::vector<std::uint8_t> dead_out(4 * n.P, kSentinel), live_out(n.P, kSentinel);
