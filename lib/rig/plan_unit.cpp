@@ -256,9 +256,7 @@ void PlanUnit::on_start(int src, const PlanPacket& pkt) {
   }
   Serving job{key, dest, h.plan, h.version, h.seq, 0};
   // Behind an earlier answer to the same peer: its rows are in the ring's order first.
-  const bool behind = std::any_of(serving_.begin(), serving_.end(),
-                                  [&](const Serving& s) { return s.dest == dest; });
-  if (behind || !serve_one(job)) serving_.push_back(job);
+  if (serving_.waiting_for(dest) || !serve_one(job)) serving_.push(job);
 }
 
 bool PlanUnit::serve_one(Serving& job) {
@@ -297,15 +295,7 @@ bool PlanUnit::serve_one(Serving& job) {
 std::size_t PlanUnit::serve() {
   if (serving_.empty()) return 0;
   const std::uint64_t before = counters.packets_out;
-  std::size_t keep = 0;
-  for (std::size_t k = 0; k < serving_.size(); ++k) {
-    Serving& job = serving_[k];
-    // One answer per peer at a time, oldest first: a later one waits behind it.
-    bool blocked = false;
-    for (std::size_t j = 0; j < keep && !blocked; ++j) blocked = serving_[j].dest == job.dest;
-    if (blocked || !serve_one(job)) serving_[keep++] = job;
-  }
-  serving_.resize(keep);
+  serving_.pack_more([&](Serving& job) { return serve_one(job); });
   return static_cast<std::size_t>(counters.packets_out - before);
 }
 
@@ -354,7 +344,7 @@ void PlanUnit::watchdog(std::uint64_t now) {
 }
 
 void PlanUnit::fail_all(int status) {
-  serving_.clear();  // the engine failed: nothing more leaves
+  serving_.drop_all([](const Serving&) {});  // the engine failed: nothing more leaves
   while (!active_.empty()) {
     Plan& p = *active_.back();
     p.active->status = status;

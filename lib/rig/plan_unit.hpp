@@ -21,6 +21,7 @@
 #include "rig/plan.hpp"
 #include "rig/port.hpp"
 #include "rig/queues.hpp"
+#include "rig/row_packing.hpp"
 
 namespace netsparse::rig {
 
@@ -128,7 +129,7 @@ class PlanUnit {
   // Lists installed by peers: key = (src << 32) | plan id.
   std::unordered_map<std::uint64_t, Stored> stored_;
   std::unordered_map<std::uint32_t, std::size_t> stored_per_peer_;
-  std::vector<Serving> serving_;  // in arrival order
+  AnswerQueue<Serving> serving_;
 };
 
 }  // namespace netsparse::rig

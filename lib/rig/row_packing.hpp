@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "rig/copy.hpp"
 #include "rig/outbox.hpp"
@@ -59,5 +61,42 @@ bool pack_rows(Outbox& out, std::uint32_t dest, const Region& r, std::size_t hea
   }
   return true;
 }
+
+// The answers a unit is still packing, in arrival order (a Job has a `dest`). At most one answer
+// per peer is packed at a time, oldest first: a later one to the same peer waits behind it, so a
+// peer's answers reach it in the order it asked and no two interleave in its ring.
+template <class Job>
+class AnswerQueue {
+ public:
+  [[nodiscard]] bool empty() const noexcept { return jobs_.empty(); }
+  // Whether an answer to dest is waiting: a new one to dest must queue behind it.
+  [[nodiscard]] bool waiting_for(std::uint32_t dest) const noexcept {
+    return std::any_of(jobs_.begin(), jobs_.end(), [&](const Job& j) { return j.dest == dest; });
+  }
+  void push(Job job) { jobs_.push_back(std::move(job)); }
+  // pack(job) packs what room allows and returns true when the job is done (it leaves the queue).
+  template <class Pack>
+  void pack_more(Pack&& pack) {
+    std::size_t keep = 0;
+    for (std::size_t k = 0; k < jobs_.size(); ++k) {
+      bool blocked = false;
+      for (std::size_t j = 0; j < keep && !blocked; ++j) blocked = jobs_[j].dest == jobs_[k].dest;
+      if (blocked || !pack(jobs_[k])) {
+        if (keep != k) jobs_[keep] = std::move(jobs_[k]);
+        ++keep;
+      }
+    }
+    jobs_.resize(keep);
+  }
+  // Hands every waiting job to f and empties the queue (the region went, or the engine failed).
+  template <class F>
+  void drop_all(F&& f) {
+    for (Job& j : jobs_) f(j);
+    jobs_.clear();
+  }
+
+ private:
+  std::vector<Job> jobs_;
+};
 
 }  // namespace netsparse::rig

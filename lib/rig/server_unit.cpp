@@ -40,21 +40,21 @@ void ServerUnit::refuse(std::uint32_t dest, const concat::GatherHeader& read, st
   counters.compact_bytes += concat::kGatherHeaderBytes;
 }
 
-bool ServerUnit::answer(Answering& job) {
-  if (port_.outbox->dead(job.dest)) return true;  // nobody to answer
+template <class RowAt>
+bool ServerUnit::pack_read(std::uint32_t dest, const concat::GatherHeader& read, std::size_t& next,
+                           RowAt&& row_at) {
   const Region& r = *port_.region;
   PackTally tally;
   const bool done = pack_rows(
-      *port_.outbox, job.dest, r, concat::kGatherHeaderBytes, job.read.n, job.next,
-      [&](std::size_t k) { return job.rows[k - job.base]; },
+      *port_.outbox, dest, r, concat::kGatherHeaderBytes, read.n, next, row_at,
       [&](std::byte* at, std::size_t first, std::size_t n) {
         concat::encode_gather_header(
-            at, concat::GatherHeader{{concat::GatherType::kGatherRows, job.dest, r.prop_bytes,
+            at, concat::GatherHeader{{concat::GatherType::kGatherRows, dest, r.prop_bytes,
                                       static_cast<std::uint32_t>(n), port_.rank},
-                                     job.read.tag,
-                                     job.read.unit,
+                                     read.tag,
+                                     read.unit,
                                      static_cast<std::uint32_t>(first),
-                                     job.read.n});
+                                     read.n});
       },
       tally);
   counters.compact_packets += tally.packets;
@@ -89,59 +89,30 @@ std::size_t ServerUnit::serve_compact(std::uint32_t src, const concat::GatherPac
   };
   port_.concat->account_model(concat::PrType::kResponse, h.n);
   // Behind an earlier read of the same peer still being answered: the ring is full for now.
-  const bool behind = std::any_of(answering_.begin(), answering_.end(),
-                                  [&](const Answering& a) { return a.dest == src; });
   std::size_t next = 0;
-  if (!behind) {
-    PackTally tally;
-    const bool done = pack_rows(
-        *port_.outbox, src, r, concat::kGatherHeaderBytes, h.n, next, row_at,
-        [&](std::byte* at, std::size_t first, std::size_t n) {
-          concat::encode_gather_header(
-              at, GatherHeader{{concat::GatherType::kGatherRows, src, r.prop_bytes,
-                                static_cast<std::uint32_t>(n), port_.rank},
-                               h.tag,
-                               h.unit,
-                               static_cast<std::uint32_t>(first),
-                               h.n});
-        },
-        tally);
-    counters.compact_packets += tally.packets;
-    counters.compact_bytes += tally.bytes;
-    counters.rows_queued += tally.rows_queued;
-    if (done) return h.n;
-  }
+  if (!answering_.waiting_for(src) && pack_read(src, h, next, row_at)) return h.n;
   // The rest waits for room: its rows leave the received frame (whose memory is the ring's).
   Answering job{src, h, next, next, std::vector<std::uint64_t>(h.n - next)};
   for (std::size_t k = next; k < h.n; ++k) job.rows[k - next] = row_at(k);
-  answering_.push_back(std::move(job));
+  answering_.push(std::move(job));
   return h.n;
 }
 
 std::size_t ServerUnit::serve() {
   if (answering_.empty()) return 0;
   const std::uint64_t before = counters.compact_packets;
-  std::size_t keep = 0;
-  for (std::size_t k = 0; k < answering_.size(); ++k) {
-    // One read per peer at a time, oldest first: a later one waits behind it.
-    bool blocked = false;
-    for (std::size_t j = 0; j < keep && !blocked; ++j) {
-      blocked = answering_[j].dest == answering_[k].dest;
-    }
-    if (blocked || !answer(answering_[k])) {
-      if (keep != k) answering_[keep] = std::move(answering_[k]);
-      ++keep;
-    }
-  }
-  answering_.resize(keep);
+  answering_.pack_more([&](Answering& job) {
+    if (port_.outbox->dead(job.dest)) return true;  // nobody to answer
+    return pack_read(job.dest, job.read, job.next,
+                     [&](std::size_t k) { return job.rows[k - job.base]; });
+  });
   return static_cast<std::size_t>(counters.compact_packets - before);
 }
 
 void ServerUnit::region_changed() {
-  for (const Answering& job : answering_) {
+  answering_.drop_all([&](const Answering& job) {
     refuse(job.dest, job.read, static_cast<std::uint32_t>(job.next));
-  }
-  answering_.clear();
+  });
 }
 
 std::size_t ServerUnit::serve(const concat::PacketView& v, std::uint64_t now) {

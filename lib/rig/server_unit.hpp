@@ -13,6 +13,7 @@
 #include "concat/protocol.hpp"
 #include "rig/counters.hpp"
 #include "rig/port.hpp"
+#include "rig/row_packing.hpp"
 
 namespace netsparse::rig {
 
@@ -58,12 +59,15 @@ class ServerUnit {
     std::size_t next;
     std::vector<std::uint64_t> rows;
   };
-  // Packs job's rows until done (true) or the transport has no room now (false).
-  bool answer(Answering& job);
+  // Packs rows [next, read.n) of a read from dest (row_at(k): the k-th row) until done (true)
+  // or the transport has no room now (false); next advances past what was packed.
+  template <class RowAt>
+  bool pack_read(std::uint32_t dest, const concat::GatherHeader& read, std::size_t& next,
+                 RowAt&& row_at);
   void refuse(std::uint32_t dest, const concat::GatherHeader& read, std::uint32_t bad);
 
   const UnitPort& port_;
-  std::vector<Answering> answering_;  // in arrival order
+  AnswerQueue<Answering> answering_;
 };
 
 }  // namespace netsparse::rig
