@@ -164,6 +164,13 @@ ns_status_t ns_quiesce(ns_context* ctx, int timeout_ms);
  * Lets a node that has all its data go on computing while its peers learn it needs nothing
  * more, so the final ns_quiesce costs no round trip. */
 ns_status_t ns_quiesce_start(ns_context* ctx);
+/* Split phase, non-blocking: *done = 1 when the round ns_quiesce_start announced is complete on
+ * this node (this node's work requests are done and every live peer is done with it), else 0.
+ * Runs no engine step. Once it says 1, no peer needs this node's engine until the next round,
+ * and the ns_quiesce that ends the round returns at once: an INLINE application may stop
+ * calling ns_progress for the rest of its computation. NS_ERR_STATE when no round is announced
+ * (no ns_quiesce_start since the last ns_quiesce). */
+ns_status_t ns_quiesce_test(ns_context* ctx, int* done);
 
 /* ---- property region ----------------------------------------------------------------------- */
 /* Collective. The local property array: local_rows rows of prop_bytes bytes each at base (row r

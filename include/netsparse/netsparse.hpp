@@ -189,6 +189,12 @@ class Context {
     return r;
   }
   void quiesce_start() { detail::check(ns_quiesce_start(get()), "ns_quiesce_start"); }
+  // Whether the announced round is complete here (ns_quiesce_test).
+  bool quiesce_test() {
+    int done = 0;
+    detail::check(ns_quiesce_test(get(), &done), "ns_quiesce_test");
+    return done != 0;
+  }
   // false on timeout.
   bool quiesce(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) {
     const ns_status_t s = ns_quiesce(get(), static_cast<int>(timeout.count()));

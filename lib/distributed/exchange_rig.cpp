@@ -90,11 +90,29 @@ struct NETSPARSE_LOCAL RigEngine::Impl {
   bool inline_progress = false;
   std::chrono::steady_clock::time_point last_progress{};
   double progress_seconds = 0;  // spent in progress_tick's engine steps
+  // A run that posted all its gathers announces its quiesce round at once (round_announced);
+  // once the round is complete here (its gathers are done and every peer is done with this
+  // rank), nothing of the run needs the engine any more and the ticks stop (round_complete):
+  // on a fixed pattern the replays are answered early in the local part, and the rest of the
+  // computation no longer pays an engine poll every progress_interval_ns.
+  bool round_announced = false;
+  bool round_complete = false;
+  // Every gather of this run is posted: the peers learn it as soon as they are done.
+  void announce_round() {
+    ctx.quiesce_start();
+    round_announced = true;
+  }
   static void progress_tick(void* self) {
     auto& s = *static_cast<Impl*>(self);
+    if (s.round_complete) return;
     const auto now = std::chrono::steady_clock::now();
     if (now - s.last_progress < std::chrono::nanoseconds(s.progress_interval_ns)) return;
     ns_progress(s.ctx.get());
+    // The C call: a hook inside a kernel must not throw (a failure shows at the run's end).
+    int done = 0;
+    if (s.round_announced && ns_quiesce_test(s.ctx.get(), &done) == NS_OK) {
+      s.round_complete = done != 0;
+    }
     s.last_progress = std::chrono::steady_clock::now();
     s.progress_seconds += std::chrono::duration<double>(s.last_progress - now).count();
   }
@@ -244,6 +262,7 @@ class RigExchange final : public Exchange<T> {
     e.ensure_region(ops.b, static_cast<std::uint64_t>(rc.cols->size(rc.rank)), prop_bytes,
                     sizeof(T), *rc.cols, node_wait_deadline(*rc.options));
     e.progress_seconds = 0;
+    e.round_announced = e.round_complete = false;
     if (vanilla_) {
       run_vanilla(pat, rc, ops, compute, stats);
     } else if (direct_) {
@@ -258,6 +277,7 @@ class RigExchange final : public Exchange<T> {
     // its operand) before every rank is done.
     e.quiesce();
     stats.sync_seconds += now_seconds() - t0;
+    e.round_announced = e.round_complete = false;
     stats.progress_seconds += e.progress_seconds;
     const EngineCounters after = EngineCounters::read(*engine_);
     if (vanilla_) {
@@ -455,6 +475,7 @@ class RigExchange final : public Exchange<T> {
     }
     pending_[0] = 0;  // whatever a failed run left behind
     post_linked(wrs, 0, "netsparse");
+    e.announce_round();
     stats.post_seconds += now_seconds() - t;
     t = now_seconds();
     compute.local(pat, rc, ops);
@@ -579,6 +600,7 @@ class RigExchange final : public Exchange<T> {
     }
     pending_[0] = 0;  // whatever a failed run left behind
     post_linked(wrs, 0, "netsparse");
+    e.announce_round();
     stats.post_seconds += now_seconds() - t;
     // The local part while the gather runs (the kernels drive the engine between row chunks).
     t = now_seconds();

@@ -315,6 +315,17 @@ extern "C" ns_status_t ns_quiesce_start(ns_context* ctx) {
   });
 }
 
+extern "C" ns_status_t ns_quiesce_test(ns_context* ctx, int* done) {
+  if (const ns_status_t s =
+          check_handle("ns_quiesce_test", ctx, "ctx", HandleKind::kContext, done != nullptr);
+      s != NS_OK)
+    return s;
+  return on_live("ns_quiesce_test", ctx, "ctx", HandleKind::kContext, [&]() -> ns_status_t {
+    *done = ctx->quiesce_test() ? 1 : 0;
+    return NS_OK;
+  });
+}
+
 extern "C" ns_status_t ns_quiesce(ns_context* ctx, int timeout_ms) {
   return on_live("ns_quiesce", ctx, "ctx", HandleKind::kContext, [&]() -> ns_status_t {
     ctx->quiesce(timeout_ms);

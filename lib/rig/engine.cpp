@@ -508,6 +508,15 @@ void Engine::quiesce_start() {
   doorbell();
 }
 
+bool Engine::quiesce_test() {
+  std::lock_guard<std::mutex> q(quiesce_mu_);
+  const std::uint64_t round = quiesce_.announced();
+  if (round == 0) {
+    throw EngineError(NS_ERR_STATE, "no quiesce round is announced (ns_quiesce_start first)");
+  }
+  return quiesce_.complete(round, rank_, [this](int p) { return peer_dead(p); });
+}
+
 void Engine::quiesce(int timeout_ms) {
   if (region() == nullptr) {
     throw EngineError(NS_ERR_NOT_REGISTERED, "no property region is registered");

@@ -107,6 +107,9 @@ class Engine : public PostTarget, public CommandSink {
   // quiesce_start() announces it without waiting (the engine tells the peers once no work
   // request of this node is in flight); the next quiesce() waits for that round.
   void quiesce_start();
+  // Whether the round quiesce_start() announced is complete here (EngineError NS_ERR_STATE when
+  // none is announced); runs no step.
+  bool quiesce_test();
   void quiesce(int timeout_ms);
   // When the next step has timed work (the earliest concatenation-queue expiry, engine clock);
   // UINT64_MAX if none. For a driver that schedules INLINE steps itself instead of polling:

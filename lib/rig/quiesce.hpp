@@ -29,6 +29,11 @@ class Quiesce {
     requested_.store(r + 1, std::memory_order_release);
     return r + 1;
   }
+  // Application: the round started and not yet waited for, or 0.
+  std::uint64_t announced() const noexcept {
+    const std::uint64_t r = requested_.load(std::memory_order_relaxed);
+    return r > waited_ ? r : 0;
+  }
   // Application: the round is complete here (or abandoned by a failure).
   void waited(std::uint64_t r) noexcept { waited_ = r; }
   // Engine thread: the round to announce now, or 0.

@@ -823,6 +823,51 @@ TEST(EngineSemantics, QuiesceStartThenWait) {
   });
 }
 
+// ns_quiesce_test: refused without an announced round; 0 while a peer has not announced its
+// own; 1 only once this node's gathers are done (their completion is already in the CQ) and
+// every peer is done; then ns_quiesce returns at once and the round is over.
+TEST(EngineSemantics, QuiesceTestSaysWhenTheRoundIsComplete) {
+  ClusterOptions o = cluster_options(3, 8, make_attr(NS_PROGRESS_INLINE, 0));
+  run_cluster(o, [&](Node& n) {
+    int done = -1;
+    EXPECT_EQ(ns_quiesce_test(n.ctx, &done), NS_ERR_STATE) << "no round announced yet";
+    EXPECT_EQ(ns_quiesce_test(n.ctx, nullptr), NS_ERR_INVALID);
+    const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 500, 10, n.rank);
+    std::vector<std::uint8_t> out(idx.size() * n.P);
+    auto w = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+    // Node 0 announces right after posting; the others only after node 0 saw its round open.
+    ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK);
+    if (n.rank == 0) {
+      ASSERT_EQ(ns_quiesce_start(n.ctx), NS_OK) << ns_last_error();
+      ASSERT_EQ(ns_quiesce_test(n.ctx, &done), NS_OK) << ns_last_error();
+      EXPECT_EQ(done, 0) << "complete before the gather was answered";
+    }
+    for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+    if (n.rank == 0) {
+      for (int i = 0; i < 200; ++i) ns_progress(n.ctx);
+      ASSERT_EQ(ns_quiesce_test(n.ctx, &done), NS_OK) << ns_last_error();
+      EXPECT_EQ(done, 0) << "complete while two peers had not announced their round";
+    }
+    n.sync->arrive_and_wait();
+    if (n.rank != 0) {
+      ASSERT_EQ(ns_quiesce_start(n.ctx), NS_OK) << ns_last_error();
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (done = 0; done == 0 && std::chrono::steady_clock::now() < deadline;) {
+      ns_progress(n.ctx);
+      ASSERT_EQ(ns_quiesce_test(n.ctx, &done), NS_OK) << ns_last_error();
+    }
+    EXPECT_EQ(done, 1) << "the round never completed";
+    const auto started = std::chrono::steady_clock::now();
+    EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5))
+        << "ns_quiesce waited although the round was complete";
+    EXPECT_EQ(ns_quiesce_test(n.ctx, &done), NS_ERR_STATE) << "the round is over";
+    check_positional(out, idx, n.P, n.rank);
+    n.sync->arrive_and_wait();
+  });
+}
+
 // NS_WR_RDMA_READ to a peer that died silently (no failure report, its reads never complete):
 // each read completes with a watchdog timeout, the user's buffer is never written afterwards
 // (the read went to an engine bounce slot), and reads to the live peer still succeed.
