@@ -40,6 +40,11 @@ class DistinctColumns {
     words_[static_cast<std::size_t>(c) >> 6] |= std::uint64_t{1} << (c & 63);
   }
 
+  // Marks column c when `yes` (0 <= c < n_cols either way), without a branch.
+  void mark_if(gidx_t c, bool yes) noexcept {
+    words_[static_cast<std::size_t>(c) >> 6] |= std::uint64_t{yes} << (c & 63);
+  }
+
   // Ends the marking: numbers the marked columns in ascending order and appends them to `out`.
   // Returns how many there are.
   std::size_t number(std::vector<std::uint64_t>& out) {

@@ -56,6 +56,30 @@ TEST(DistinctColumns, WordEdgesAndAnEmptyStream) {
   EXPECT_TRUE(list.empty());
 }
 
+// mark_if (the split's branch-free mark): a column passed with `false` is never marked, one passed
+// with `true` is, whichever came first.
+TEST(DistinctColumns, MarkIfMarksOnlyTheKeptColumns) {
+  std::mt19937_64 rng(777);
+  DistinctColumns set;
+  set.reset(1000);
+  std::uniform_int_distribution<gidx_t> pick(0, 999);
+  std::set<gidx_t> model;
+  for (int i = 0; i < 3000; ++i) {
+    const gidx_t c = pick(rng);
+    const bool keep = c % 3 != 0;  // a column is kept every time or never
+    set.mark_if(c, keep);
+    if (keep) model.insert(c);
+  }
+  std::vector<std::uint64_t> list;
+  ASSERT_EQ(set.number(list), model.size());
+  std::uint32_t expect = 0;
+  for (gidx_t c : model) {
+    EXPECT_EQ(list[expect], static_cast<std::uint64_t>(c));
+    EXPECT_EQ(set.slot(c), expect);
+    ++expect;
+  }
+}
+
 TEST(DistinctColumns, RefusesANegativeColumnCount) {
   DistinctColumns set;
   EXPECT_THROW(set.reset(-1), std::invalid_argument);
