@@ -3,6 +3,10 @@
 #   scripts/run-fuzz.sh [SECONDS] [TARGET]   SECONDS: default 30, at most 60
 #                                            TARGET: decoder (default), concat_point,
 #                                                    sparse_packet, matrix_market or metis
+#   scripts/run-fuzz.sh --build              configures and builds every fuzz target, once
+# With NETSPARSE_FUZZ_PREBUILT=1 a run skips its configure and build (after --build), so that
+# several targets can fuzz at once from one build directory (the test script runs two at a time,
+# one per core).
 # Configures a separate clang build (build-fuzz, or $NETSPARSE_FUZZ_BUILD_DIR) with
 # -DNETSPARSE_FUZZ=ON, builds only that fuzz target (and, for the decoder, its seed writer),
 # seeds a fresh corpus (valid packets for the decoder; the readers' test fixtures, valid,
@@ -10,12 +14,20 @@
 # grammar's words), and fuzzes. Exits non-zero on any crash, sanitizer report or build error.
 set -euo pipefail
 
-seconds="${1:-30}"
+all_targets=(decoder concat_point sparse_packet matrix_market metis)
+if [[ ${1:-} == --build ]]; then
+  build_only=1
+  seconds=1
+  target=decoder
+else
+  build_only=0
+  seconds="${1:-30}"
+fi
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || ((seconds < 1 || seconds > 60)); then
   echo "run-fuzz: SECONDS must be an integer in [1, 60], got '$seconds'" >&2
   exit 2
 fi
-target="${2:-decoder}"
+((build_only)) || target="${2:-decoder}"
 case "$target" in
   decoder | concat_point | sparse_packet | matrix_market | metis) ;;
   *)
@@ -32,8 +44,26 @@ for tool in clang clang++ cmake ninja; do
   command -v "$tool" >/dev/null || { echo "run-fuzz: '$tool' not found" >&2; exit 2; }
 done
 
-CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DNETSPARSE_FUZZ=ON -DNETSPARSE_BUILD_BENCH=OFF -DNETSPARSE_BUILD_EXAMPLES=OFF >/dev/null
+prebuilt=${NETSPARSE_FUZZ_PREBUILT:-0}
+if [[ $prebuilt != 1 ]]; then
+  CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DNETSPARSE_FUZZ=ON -DNETSPARSE_BUILD_BENCH=OFF -DNETSPARSE_BUILD_EXAMPLES=OFF >/dev/null
+fi
+build_targets() {  # build_targets TARGET...: unless prebuilt, when each must exist already
+  if [[ $prebuilt != 1 ]]; then
+    ninja -C "$build" -j"$jobs" "$@"
+    return
+  fi
+  for t in "$@"; do
+    [[ -x $build/tests/fuzz/$t ]] ||
+      { echo "run-fuzz: NETSPARSE_FUZZ_PREBUILT=1 but $build/tests/fuzz/$t is not built" >&2; exit 2; }
+  done
+}
+if ((build_only)); then
+  build_targets "${all_targets[@]/#/fuzz_}" fuzz_seed_writer
+  echo "run-fuzz: built ${all_targets[*]} in $build"
+  exit 0
+fi
 corpus="$build/fuzz-corpus-$target"
 artifacts="$build/fuzz-artifacts-$target"
 rm -rf "$corpus" "$artifacts"
@@ -41,14 +71,14 @@ mkdir -p "$corpus" "$artifacts"
 extra=()
 case "$target" in
   decoder)
-    ninja -C "$build" -j"$jobs" fuzz_decoder fuzz_seed_writer
+    build_targets fuzz_decoder fuzz_seed_writer
     "$build/tests/fuzz/fuzz_seed_writer" "$corpus"
     ;;
   concat_point)
-    ninja -C "$build" -j"$jobs" fuzz_concat_point  # op streams: an empty corpus is a fine start
+    build_targets fuzz_concat_point  # op streams: an empty corpus is a fine start
     ;;
   sparse_packet)
-    ninja -C "$build" -j"$jobs" fuzz_sparse_packet
+    build_targets fuzz_sparse_packet
     # Seeds: a layout (4-byte values, n = 1000, span 300) and one valid packet of each encoding.
     printf '\x02\xe8\x03\x00\x00\x00\x00\x00\x00\x2c\x01\x00\x00' >"$corpus/layout"
     { cat "$corpus/layout"
@@ -63,7 +93,7 @@ case "$target" in
     } >"$corpus/dense"
     ;;
   matrix_market | metis)
-    ninja -C "$build" -j"$jobs" "fuzz_$target"
+    build_targets "fuzz_$target"
     data="$root/tests/data/$([[ $target == metis ]] && echo metis || echo mm)"
     n=0
     while IFS= read -r -d '' f; do

@@ -21,13 +21,14 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 passed=0
 failed=0
 failures=()
-stage() {  # stage NAME COMMAND... : run, time, count
+stage() {  # stage NAME COMMAND... : run, time, count; returns the command's status
   local name=$1
   shift
-  local t0=$SECONDS
+  local t0=$SECONDS rc=0
   echo
   echo "=== [$name] $*"
-  if "$@"; then
+  "$@" || rc=$?
+  if ((rc == 0)); then
     passed=$((passed + 1))
     echo "=== [$name] PASSED in $((SECONDS - t0)) s"
   else
@@ -35,6 +36,7 @@ stage() {  # stage NAME COMMAND... : run, time, count
     failures+=("$name")
     echo "=== [$name] FAILED in $((SECONDS - t0)) s"
   fi
+  return "$rc"
 }
 
 configure_build() {  # configure_build DIR [cmake args...] -- [targets...]
@@ -94,15 +96,37 @@ stage build-tsan configure_build "$root/build/tsan" "${sanitizer_flags[@]}" \
 stage ctest-tsan with_env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   run_ctest "$root/build/tsan" -L threads -E "\\.mpi"
 
-# 4. Bounded fuzzing of the packet decoder, the concatenation point and the file readers.
-stage fuzz-decoder bash scripts/run-fuzz.sh "${NETSPARSE_FUZZ_SECONDS:-30}" decoder
-stage fuzz-concat-point bash scripts/run-fuzz.sh "${NETSPARSE_FUZZ_SECONDS:-30}" concat_point
-# The sparse-allreduce packet decoder: a small grammar, 15 s at most.
-fuzz_sparse_seconds="${NETSPARSE_FUZZ_SECONDS:-15}"
-if ((fuzz_sparse_seconds > 15)); then fuzz_sparse_seconds=15; fi
-stage fuzz-sparse-packet bash scripts/run-fuzz.sh "$fuzz_sparse_seconds" sparse_packet
-stage fuzz-matrix-market bash scripts/run-fuzz.sh "${NETSPARSE_FUZZ_SECONDS:-30}" matrix_market
-stage fuzz-metis bash scripts/run-fuzz.sh "${NETSPARSE_FUZZ_SECONDS:-30}" metis
+# 4. Bounded fuzzing of the packet decoder, the concatenation point and the file readers. The
+#    targets are built once, then fuzzed two at a time (libFuzzer is single-threaded: one per
+#    core); each target is still its own stage, with its own log and verdict.
+fuzz_seconds="${NETSPARSE_FUZZ_SECONDS:-30}"
+fuzz_logs="${NETSPARSE_FUZZ_BUILD_DIR:-$root/build-fuzz}/logs"
+declare -A fuzz_pid=()
+fuzz_start() {  # fuzz_start SECONDS TARGET: in the background, its output to a log
+  mkdir -p "$fuzz_logs"
+  NETSPARSE_FUZZ_PREBUILT=1 bash scripts/run-fuzz.sh "$1" "$2" >"$fuzz_logs/$2.log" 2>&1 &
+  fuzz_pid[$2]=$!
+}
+fuzz_result() {  # fuzz_result TARGET: waits for it, shows its log, succeeds as it did
+  local rc=0
+  wait "${fuzz_pid[$1]}" || rc=$?
+  cat "$fuzz_logs/$1.log"
+  return "$rc"
+}
+if stage build-fuzz bash scripts/run-fuzz.sh --build; then
+  fuzz_start "$fuzz_seconds" decoder
+  fuzz_start "$fuzz_seconds" concat_point
+  stage fuzz-decoder fuzz_result decoder
+  stage fuzz-concat-point fuzz_result concat_point
+  fuzz_start "$fuzz_seconds" matrix_market
+  fuzz_start "$fuzz_seconds" metis
+  stage fuzz-matrix-market fuzz_result matrix_market
+  stage fuzz-metis fuzz_result metis
+  # The sparse-allreduce packet decoder: a small grammar, 15 s at most.
+  fuzz_sparse_seconds=$((fuzz_seconds > 15 ? 15 : fuzz_seconds))
+  fuzz_start "$fuzz_sparse_seconds" sparse_packet
+  stage fuzz-sparse-packet fuzz_result sparse_packet
+fi
 
 # 5. The installed package: install, then build the examples out of tree against it.
 stage install-package cmake --install "$root/build/release"
