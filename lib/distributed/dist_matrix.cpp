@@ -567,34 +567,35 @@ CsrMatrix sample_rows(const CsrMatrix& rows, const SamplingParams& params, std::
     std::sort(kept.begin(), kept.end());
   };
 
+  // Calls body(r, kept) for every row r with its kept positions, rows in parallel (the
+  // selection is redone per pass: counting, then filling).
+  const auto for_each_row = [&](const auto& body) {
 #pragma omp parallel
-  {
-    std::vector<std::pair<std::uint64_t, std::int64_t>> scratch;
-    std::vector<std::int64_t> kept;
+    {
+      std::vector<std::pair<std::uint64_t, std::int64_t>> scratch;
+      std::vector<std::int64_t> kept;
 #pragma omp for schedule(dynamic, 1024)
-    for (gidx_t r = 0; r < rows.n_rows; ++r) {
-      select(r, scratch, kept);
-      out.row_ptr[r + 1] = static_cast<std::int64_t>(kept.size());
+      for (gidx_t r = 0; r < rows.n_rows; ++r) {
+        select(r, scratch, kept);
+        body(r, kept);
+      }
     }
-  }
+  };
+
+  for_each_row([&](gidx_t r, const std::vector<std::int64_t>& kept) {
+    out.row_ptr[r + 1] = static_cast<std::int64_t>(kept.size());
+  });
   for (gidx_t r = 0; r < rows.n_rows; ++r) out.row_ptr[r + 1] += out.row_ptr[r];
   out.col_idx.resize(static_cast<std::size_t>(out.row_ptr.back()));
   out.values.resize(static_cast<std::size_t>(out.row_ptr.back()));
-#pragma omp parallel
-  {
-    std::vector<std::pair<std::uint64_t, std::int64_t>> scratch;
-    std::vector<std::int64_t> kept;
-#pragma omp for schedule(dynamic, 1024)
-    for (gidx_t r = 0; r < rows.n_rows; ++r) {
-      select(r, scratch, kept);
-      std::int64_t o = out.row_ptr[r];
-      for (std::int64_t i : kept) {
-        out.col_idx[o] = rows.col_idx[i];
-        out.values[o] = rows.values[i];
-        ++o;
-      }
+  for_each_row([&](gidx_t r, const std::vector<std::int64_t>& kept) {
+    std::int64_t o = out.row_ptr[r];
+    for (std::int64_t i : kept) {
+      out.col_idx[o] = rows.col_idx[i];
+      out.values[o] = rows.values[i];
+      ++o;
     }
-  }
+  });
   return out;
 }
 
