@@ -83,18 +83,21 @@ install_checked() {
   log "installed $cache_dir/$name"
 }
 
-missing_mtx=()
-for name in $(printf "%s\n" "${!mtx_sha256[@]}" | sort); do
-  if has_right_hash "$cache_dir/$name" "${mtx_sha256[$name]}"; then continue; fi
-  [[ -e $cache_dir/$name ]] && log "$name present but its sha256 is wrong: fetching it again"
-  missing_mtx+=("$name")
-done
-missing_graph=()
-for name in $(printf "%s\n" "${!graph_sha256[@]}" | sort); do
-  if has_right_hash "$cache_dir/$name" "${graph_sha256[$name]}"; then continue; fi
-  [[ -e $cache_dir/$name ]] && log "$name present but its sha256 is wrong: fetching it again"
-  missing_graph+=("$name")
-done
+# Fills the array named $2 with the names of the table named $1 (name -> sha256), in order,
+# that are not in the cache with the right sha256.
+list_missing() {
+  local -n table=$1 missing=$2
+  missing=()
+  local name
+  for name in $(printf "%s\n" "${!table[@]}" | sort); do
+    if has_right_hash "$cache_dir/$name" "${table[$name]}"; then continue; fi
+    [[ -e $cache_dir/$name ]] && log "$name present but its sha256 is wrong: fetching it again"
+    missing+=("$name")
+  done
+}
+
+list_missing mtx_sha256 missing_mtx
+list_missing graph_sha256 missing_graph
 
 if ((${#missing_mtx[@]} == 0 && ${#missing_graph[@]} == 0)); then
   log "all $((${#mtx_sha256[@]} + ${#graph_sha256[@]})) files present in $cache_dir with the right sha256"

@@ -99,6 +99,45 @@ inline ns_send_wr work_request(std::uint64_t wr_id, int opcode, unsigned send_fl
   return wr;
 }
 
+// The work-request builders over raw handles and pointers: what the typed builders below fill
+// (and what tests holding raw handles post).
+inline ns_send_wr rig_wr(std::uint64_t wr_id, ns_mr* mr, const std::uint64_t* idx,
+                         std::uint64_t count, void* out, std::uint64_t out_bytes, int layout,
+                         std::uint64_t window_base, std::uint64_t window_len, unsigned send_flags) {
+  ns_send_wr wr = work_request(wr_id, NS_WR_RIG, send_flags);
+  wr.wr.rig.mr = mr;
+  wr.wr.rig.idx = idx;
+  wr.wr.rig.count = count;
+  wr.wr.rig.out = out;
+  wr.wr.rig.layout = layout;
+  wr.wr.rig.window_base = window_base;
+  wr.wr.rig.window_len = window_len;
+  wr.wr.rig.out_bytes = out_bytes;
+  return wr;
+}
+inline ns_send_wr rdma_read_wr(std::uint64_t wr_id, ns_mr* mr, std::uint64_t idx, void* out,
+                               std::uint64_t out_bytes, unsigned send_flags) {
+  ns_send_wr wr = work_request(wr_id, NS_WR_RDMA_READ, send_flags);
+  wr.wr.rdma_read.mr = mr;
+  wr.wr.rdma_read.idx = idx;
+  wr.wr.rdma_read.out = out;
+  wr.wr.rdma_read.out_bytes = out_bytes;
+  return wr;
+}
+inline ns_send_wr ris_wr(std::uint64_t wr_id, ns_mr* mr, const std::uint64_t* idx,
+                         std::uint64_t count, const void* values, std::uint64_t values_bytes,
+                         int op, int datatype, unsigned send_flags) {
+  ns_send_wr wr = work_request(wr_id, NS_WR_RIS, send_flags);
+  wr.wr.ris.mr = mr;
+  wr.wr.ris.idx = idx;
+  wr.wr.ris.count = count;
+  wr.wr.ris.values = values;
+  wr.wr.ris.values_bytes = values_bytes;
+  wr.wr.ris.op = op;
+  wr.wr.ris.datatype = datatype;
+  return wr;
+}
+
 }  // namespace detail
 
 enum class Layout : int {
@@ -288,16 +327,8 @@ inline ns_send_wr rig_wr(std::uint64_t wr_id, const PropertyRegion& mr,
                          std::span<const std::uint64_t> idx, void* out, std::uint64_t out_bytes,
                          Layout layout, std::uint64_t window_base = 0, std::uint64_t window_len = 0,
                          unsigned send_flags = NS_SEND_SIGNALED) {
-  ns_send_wr wr = detail::work_request(wr_id, NS_WR_RIG, send_flags);
-  wr.wr.rig.mr = mr.get();
-  wr.wr.rig.idx = idx.data();
-  wr.wr.rig.count = idx.size();
-  wr.wr.rig.out = out;
-  wr.wr.rig.layout = static_cast<int>(layout);
-  wr.wr.rig.window_base = window_base;
-  wr.wr.rig.window_len = window_len;
-  wr.wr.rig.out_bytes = out_bytes;
-  return wr;
+  return detail::rig_wr(wr_id, mr.get(), idx.data(), idx.size(), out, out_bytes,
+                        static_cast<int>(layout), window_base, window_len, send_flags);
 }
 template <class T>
 ns_send_wr rig_wr(std::uint64_t wr_id, const PropertyRegion& mr, std::span<const std::uint64_t> idx,
@@ -309,12 +340,7 @@ ns_send_wr rig_wr(std::uint64_t wr_id, const PropertyRegion& mr, std::span<const
 inline ns_send_wr rdma_read_wr(std::uint64_t wr_id, const PropertyRegion& mr, std::uint64_t idx,
                                void* out, std::uint64_t out_bytes,
                                unsigned send_flags = NS_SEND_SIGNALED) {
-  ns_send_wr wr = detail::work_request(wr_id, NS_WR_RDMA_READ, send_flags);
-  wr.wr.rdma_read.mr = mr.get();
-  wr.wr.rdma_read.idx = idx;
-  wr.wr.rdma_read.out = out;
-  wr.wr.rdma_read.out_bytes = out_bytes;
-  return wr;
+  return detail::rdma_read_wr(wr_id, mr.get(), idx, out, out_bytes, send_flags);
 }
 
 // Remote Indexed Scatter-Reduce (NS_WR_RIS): row idx[j] (on its owner) becomes op(row, values
@@ -330,15 +356,8 @@ inline ns_send_wr ris_wr(std::uint64_t wr_id, const PropertyRegion& mr,
                          std::span<const std::uint64_t> idx, const void* values,
                          std::uint64_t values_bytes, RisOp op, RisType type,
                          unsigned send_flags = NS_SEND_SIGNALED) {
-  ns_send_wr wr = detail::work_request(wr_id, NS_WR_RIS, send_flags);
-  wr.wr.ris.mr = mr.get();
-  wr.wr.ris.idx = idx.data();
-  wr.wr.ris.count = idx.size();
-  wr.wr.ris.values = values;
-  wr.wr.ris.values_bytes = values_bytes;
-  wr.wr.ris.op = static_cast<int>(op);
-  wr.wr.ris.datatype = static_cast<int>(type);
-  return wr;
+  return detail::ris_wr(wr_id, mr.get(), idx.data(), idx.size(), values, values_bytes,
+                        static_cast<int>(op), static_cast<int>(type), send_flags);
 }
 // The datatype follows the span's element type (float, double, int32_t, int64_t).
 template <class T>

@@ -75,6 +75,17 @@ ns_status_t guarded(const char* call, F&& f) noexcept {
   });
 }
 
+// Runs one operation of coll's communicator and records the bytes it sent
+// (ns_coll_bytes_sent), whether the operation returns or throws.
+template <class F>
+auto recording_bytes(ns_coll* coll, F&& f) {
+  struct Record {
+    ns_coll* coll;
+    ~Record() { coll->last_bytes = coll->comm->last_stats().bytes_sent; }
+  } record{coll};
+  return f();
+}
+
 }  // namespace
 
 extern "C" {
@@ -178,12 +189,7 @@ ns_status_t ns_allreduce(ns_coll* coll, const void* send, void* recv, uint64_t c
                          int op, const ns_allreduce_params* params) {
   if (!live(coll)) return fail("ns_allreduce", NS_ERR_INVALID, "not a live ns_coll");
   return guarded("ns_allreduce", [&]() -> ns_status_t {
-    cl::AllreduceArgs a;
-    a.send = send;
-    a.recv = recv;
-    a.count = count;
-    a.dtype = dtype;
-    a.op = op;
+    cl::AllreduceArgs a{.send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
     cl::UserOp user;
     if (params != nullptr) {
       a.algorithm = params->algorithm;
@@ -194,13 +200,8 @@ ns_status_t ns_allreduce(ns_coll* coll, const void* send, void* recv, uint64_t c
       user.id = params->user_op_id;
       a.user = &user;
     }
-    try {
-      coll->last_algorithm = static_cast<int>(coll->comm->allreduce(a));
-    } catch (...) {
-      coll->last_bytes = coll->comm->last_stats().bytes_sent;
-      throw;
-    }
-    coll->last_bytes = coll->comm->last_stats().bytes_sent;
+    const cl::Algorithm used = recording_bytes(coll, [&] { return coll->comm->allreduce(a); });
+    coll->last_algorithm = static_cast<int>(used);
     return NS_OK;
   });
 }
@@ -212,13 +213,7 @@ ns_status_t ns_sparse_allreduce(ns_coll* coll, uint64_t n, uint64_t nnz, const u
   if (out == nullptr) return fail("ns_sparse_allreduce", NS_ERR_INVALID, "out is NULL");
   *out = nullptr;
   return guarded("ns_sparse_allreduce", [&]() -> ns_status_t {
-    cl::SparseArgs a;
-    a.n = n;
-    a.nnz = nnz;
-    a.idx = idx;
-    a.values = values;
-    a.dtype = dtype;
-    a.op = op;
+    cl::SparseArgs a{.n = n, .nnz = nnz, .idx = idx, .values = values, .dtype = dtype, .op = op};
     if (params != nullptr) {
       if (params->output < 0 || params->output > 2)
         throw std::invalid_argument("params->output must be an ns_sparse_output");
@@ -226,13 +221,7 @@ ns_status_t ns_sparse_allreduce(ns_coll* coll, uint64_t n, uint64_t nnz, const u
       a.dense_out = params->dense_out;
     }
     auto r = std::make_unique<ns_sparse_result>();
-    try {
-      r->r = coll->comm->sparse_allreduce(a);
-    } catch (...) {
-      coll->last_bytes = coll->comm->last_stats().bytes_sent;
-      throw;
-    }
-    coll->last_bytes = coll->comm->last_stats().bytes_sent;
+    r->r = recording_bytes(coll, [&] { return coll->comm->sparse_allreduce(a); });
     *out = r.release();
     add_live(*out);
     return NS_OK;

@@ -435,6 +435,15 @@ T parse_number(std::string_view spec, const std::string& field, const char* what
                               "\naccepted forms:\n" + matrix_spec_help());
 }
 
+// One numeric parameter of a generator specification: its name and where it is parsed into.
+template <class T>
+struct Param {
+  const char* name;
+  T& out;
+};
+template <class T>
+Param(const char*, T&) -> Param<T>;
+
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
@@ -445,45 +454,42 @@ DistMatrix load_distributed_matrix(MPI_Comm comm, std::string_view spec, Partiti
   if (spec.rfind("gen:", 0) == 0) {
     const std::vector<std::string> f = split(spec, ':');
     const std::string& kind = f.size() > 1 ? f[1] : std::string();
-    const auto arity = [&](std::size_t lo, std::size_t hi) {
-      if (f.size() < lo || f.size() > hi) {
-        bad_spec(spec, "gen:" + kind + " takes " + std::to_string(lo - 2) + " to " +
-                           std::to_string(hi - 2) + " parameters");
+    // The generator's parameters, fields 2, 3, ... of the specification in the order given (each
+    // a Param: its name in errors, and where it goes, whose type says how it parses); the first
+    // `required` of them must be there, the others keep their defaults when left out.
+    const auto params = [&](std::size_t required, auto... given) {
+      if (f.size() < 2 + required || f.size() > 2 + sizeof...(given)) {
+        bad_spec(spec, "gen:" + kind + " takes " + std::to_string(required) + " to " +
+                           std::to_string(sizeof...(given)) + " parameters");
       }
-    };
-    // Field i of the specification into `out` when given (arity checked the required ones);
-    // out's type says how it parses.
-    const auto field = [&](std::size_t i, auto& out, const char* name) {
-      if (i < f.size())
-        out = parse_number<std::remove_reference_t<decltype(out)>>(spec, f[i], name);
+      std::size_t i = 2;
+      const auto parse = [&](auto param) {
+        if (i < f.size()) {
+          param.out =
+              parse_number<std::remove_reference_t<decltype(param.out)>>(spec, f[i], param.name);
+        }
+        ++i;
+      };
+      (parse(given), ...);
     };
     if (kind == "kron") {
-      arity(3, 5);
       KroneckerParams p;
-      field(2, p.scale, "SCALE");
-      field(3, p.edge_factor, "EDGE_FACTOR");
-      field(4, p.seed, "SEED");
+      params(1, Param{"SCALE", p.scale}, Param{"EDGE_FACTOR", p.edge_factor},
+             Param{"SEED", p.seed});
       if (p.scale < 1 || p.scale > 40) bad_spec(spec, "SCALE must be in [1, 40]");
       if (p.edge_factor < 1) bad_spec(spec, "EDGE_FACTOR must be >= 1");
       return generate_distributed(comm, p, partition);
     }
     if (kind == "stencil") {
-      arity(5, 6);
       StencilParams p;
-      field(2, p.nx, "NX");
-      field(3, p.ny, "NY");
-      field(4, p.nz, "NZ");
-      field(5, p.dof, "DOF");
+      params(3, Param{"NX", p.nx}, Param{"NY", p.ny}, Param{"NZ", p.nz}, Param{"DOF", p.dof});
       if (p.nx < 1 || p.ny < 1 || p.nz < 1 || p.dof < 1) bad_spec(spec, "sizes must be >= 1");
       return generate_distributed(comm, p, partition);
     }
     if (kind == "road") {
-      arity(4, 6);
       RoadParams p;
-      field(2, p.width, "WIDTH");
-      field(3, p.height, "HEIGHT");
-      field(4, p.long_edge_fraction, "LONG_FRACTION");
-      field(5, p.seed, "SEED");
+      params(2, Param{"WIDTH", p.width}, Param{"HEIGHT", p.height},
+             Param{"LONG_FRACTION", p.long_edge_fraction}, Param{"SEED", p.seed});
       if (p.width < 1 || p.height < 1) bad_spec(spec, "sizes must be >= 1");
       if (!(p.long_edge_fraction >= 0 && p.long_edge_fraction <= 1)) {
         bad_spec(spec, "LONG_FRACTION must be in [0, 1]");
@@ -561,34 +567,35 @@ CsrMatrix sample_rows(const CsrMatrix& rows, const SamplingParams& params, std::
     std::sort(kept.begin(), kept.end());
   };
 
+  // Calls body(r, kept) for every row r with its kept positions, rows in parallel (the
+  // selection is redone per pass: counting, then filling).
+  const auto for_each_row = [&](const auto& body) {
 #pragma omp parallel
-  {
-    std::vector<std::pair<std::uint64_t, std::int64_t>> scratch;
-    std::vector<std::int64_t> kept;
+    {
+      std::vector<std::pair<std::uint64_t, std::int64_t>> scratch;
+      std::vector<std::int64_t> kept;
 #pragma omp for schedule(dynamic, 1024)
-    for (gidx_t r = 0; r < rows.n_rows; ++r) {
-      select(r, scratch, kept);
-      out.row_ptr[r + 1] = static_cast<std::int64_t>(kept.size());
+      for (gidx_t r = 0; r < rows.n_rows; ++r) {
+        select(r, scratch, kept);
+        body(r, kept);
+      }
     }
-  }
+  };
+
+  for_each_row([&](gidx_t r, const std::vector<std::int64_t>& kept) {
+    out.row_ptr[r + 1] = static_cast<std::int64_t>(kept.size());
+  });
   for (gidx_t r = 0; r < rows.n_rows; ++r) out.row_ptr[r + 1] += out.row_ptr[r];
   out.col_idx.resize(static_cast<std::size_t>(out.row_ptr.back()));
   out.values.resize(static_cast<std::size_t>(out.row_ptr.back()));
-#pragma omp parallel
-  {
-    std::vector<std::pair<std::uint64_t, std::int64_t>> scratch;
-    std::vector<std::int64_t> kept;
-#pragma omp for schedule(dynamic, 1024)
-    for (gidx_t r = 0; r < rows.n_rows; ++r) {
-      select(r, scratch, kept);
-      std::int64_t o = out.row_ptr[r];
-      for (std::int64_t i : kept) {
-        out.col_idx[o] = rows.col_idx[i];
-        out.values[o] = rows.values[i];
-        ++o;
-      }
+  for_each_row([&](gidx_t r, const std::vector<std::int64_t>& kept) {
+    std::int64_t o = out.row_ptr[r];
+    for (std::int64_t i : kept) {
+      out.col_idx[o] = rows.col_idx[i];
+      out.values[o] = rows.values[i];
+      ++o;
     }
-  }
+  });
   return out;
 }
 

@@ -173,20 +173,8 @@ class NodeIeExchange final : public Exchange<T> {
     if (leader) {
       gather_rows(ops.b, up_local_.data(), n_up, k, gather_.data());  // its own block, in place
       up_reqs_.clear();
-      for (int i = 1; i < hsize_; ++i) {
-        const std::int64_t n = up_displs_[i + 1] - up_displs_[i];
-        if (n == 0) continue;
-        check_mpi(MPI_Irecv(gather_.data() + up_displs_[i] * k, static_cast<int>(n), rc.row_type, i,
-                            kTagUp, hc, &up_reqs_.emplace_back()),
-                  "MPI_Irecv");
-      }
-      for (int h = 0; h < topo_.nhosts(); ++h) {
-        const std::int64_t n = in_displs_[h + 1] - in_displs_[h];
-        if (n == 0) continue;
-        check_mpi(MPI_Irecv(inbound_.data() + in_displs_[h] * k, static_cast<int>(n), rc.row_type,
-                            h, kTagInter, lc, &reqs_.emplace_back()),
-                  "MPI_Irecv");
-      }
+      post_blocks(MPI_Irecv, "MPI_Irecv", gather_.data(), up_displs_, 1, rc, kTagUp, hc, up_reqs_);
+      post_blocks(MPI_Irecv, "MPI_Irecv", inbound_.data(), in_displs_, 0, rc, kTagInter, lc, reqs_);
     } else {
       gather_rows(ops.b, up_local_.data(), n_up, k, up_packed_.data());
       if (n_up > 0) {
@@ -212,15 +200,10 @@ class NodeIeExchange final : public Exchange<T> {
       waited += now_seconds() - w0;
       gather_rows(gather_.data(), out_index_.data(), static_cast<std::int64_t>(out_index_.size()),
                   k, outbound_.data());
-      for (int h = 0; h < topo_.nhosts(); ++h) {
-        const std::int64_t n = out_displs_[h + 1] - out_displs_[h];
-        if (n == 0) continue;
-        check_mpi(MPI_Isend(outbound_.data() + out_displs_[h] * k, static_cast<int>(n), rc.row_type,
-                            h, kTagInter, lc, &reqs_.emplace_back()),
-                  "MPI_Isend");
-        ++inter_msgs;
-        inter_rows += static_cast<std::uint64_t>(n);
-      }
+      const Posted sent = post_blocks(MPI_Isend, "MPI_Isend", outbound_.data(), out_displs_, 0, rc,
+                                      kTagInter, lc, reqs_);
+      inter_msgs += sent.msgs;
+      inter_rows += sent.rows;
     }
     const double tc = now_seconds();
     stats.post_seconds += tc - tp - waited;
@@ -235,15 +218,10 @@ class NodeIeExchange final : public Exchange<T> {
       reqs_.clear();
       gather_rows(inbound_.data(), down_index_.data(),
                   static_cast<std::int64_t>(down_index_.size()), k, down_packed_.data());
-      for (int i = 1; i < hsize_; ++i) {
-        const std::int64_t n = down_displs_[i + 1] - down_displs_[i];
-        if (n == 0) continue;
-        check_mpi(MPI_Isend(down_packed_.data() + down_displs_[i] * k, static_cast<int>(n),
-                            rc.row_type, i, kTagDown, hc, &reqs_.emplace_back()),
-                  "MPI_Isend");
-        ++intra_msgs;
-        intra_rows += static_cast<std::uint64_t>(n);
-      }
+      const Posted sent = post_blocks(MPI_Isend, "MPI_Isend", down_packed_.data(), down_displs_, 1,
+                                      rc, kTagDown, hc, reqs_);
+      intra_msgs += sent.msgs;
+      intra_rows += sent.rows;
       // The leader's own off-host rows, from its packed block 0.
       scatter_rows(down_packed_.data(), static_cast<std::int64_t>(off_pos_.size()), k);
     }
@@ -262,6 +240,32 @@ class NodeIeExchange final : public Exchange<T> {
   }
 
  private:
+  struct Posted {
+    std::uint64_t msgs = 0;
+    std::uint64_t rows = 0;
+  };
+
+  // Posts `op` (MPI_Irecv or MPI_Isend, named `call`) of block p of `rows` -- rows [displs[p],
+  // displs[p + 1]), rc.k values each -- with rank p of comm, for every p >= first whose block
+  // is not empty, into `reqs`. Returns the messages and rows it posted.
+  template <class Op>
+  static Posted post_blocks(Op op, const char* call, T* rows,
+                            const std::vector<std::int64_t>& displs, int first,
+                            const RunContext& rc, int tag, MPI_Comm comm,
+                            std::vector<MPI_Request>& reqs) {
+    Posted posted;
+    for (int p = first; p + 1 < static_cast<int>(displs.size()); ++p) {
+      const std::int64_t n = displs[p + 1] - displs[p];
+      if (n == 0) continue;
+      check_mpi(op(rows + displs[p] * rc.k, static_cast<int>(n), rc.row_type, p, tag, comm,
+                   &reqs.emplace_back()),
+                call);
+      ++posted.msgs;
+      posted.rows += static_cast<std::uint64_t>(n);
+    }
+    return posted;
+  }
+
   // On-host rows, straight from their owners: posts this rank's receives and sends of them.
   void post_near(const RunContext& rc, const Operands<T>& ops, std::uint64_t& intra_msgs,
                  std::uint64_t& intra_rows) {

@@ -7,6 +7,7 @@
 
 #include "netsparse/generators.hpp"
 #include "netsparse/matrix_market.hpp"
+#include "netsparse/netsparse.hpp"  // detail::rig_wr
 
 namespace netsparse::emulate {
 
@@ -128,20 +129,12 @@ ns_context_attr node_attr(const NodeModel& m) {
 ns_send_wr gather_wr(std::uint64_t n, std::span<const std::uint64_t> idxs, std::uint32_t batch,
                      ns_mr* mr, void* out, std::uint64_t total_rows, std::uint32_t prop_bytes) {
   const std::size_t begin = static_cast<std::size_t>(n) * batch;
-  ns_send_wr wr{};
-  wr.wr_id = n;
-  wr.opcode = NS_WR_RIG;
-  wr.send_flags =
+  const unsigned flags =
       NS_SEND_SIGNALED | NS_SEND_REMOTE_ONLY | (n == 0 ? unsigned{NS_SEND_NEW_EPOCH} : 0u);
-  wr.wr.rig.mr = mr;
-  wr.wr.rig.idx = idxs.data() + begin;
-  wr.wr.rig.count = std::min<std::size_t>(batch, idxs.size() - begin);
-  wr.wr.rig.out = out;
-  wr.wr.rig.layout = NS_RIG_LAYOUT_INDEXED;
-  wr.wr.rig.window_base = 0;
-  wr.wr.rig.window_len = total_rows;
-  wr.wr.rig.out_bytes = total_rows * prop_bytes;  // `out` holds every row (INDEXED over all)
-  return wr;
+  // `out` holds every row (INDEXED over all of them).
+  return detail::rig_wr(n, mr, idxs.data() + begin,
+                        std::min<std::size_t>(batch, idxs.size() - begin), out,
+                        total_rows * prop_bytes, NS_RIG_LAYOUT_INDEXED, 0, total_rows, flags);
 }
 
 NodeTraffic traffic_of(const NodeResult& n) {

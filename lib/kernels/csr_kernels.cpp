@@ -68,8 +68,7 @@ void spmm_csr_columns_impl(const CsrMatrix& a, gidx_t lo, gidx_t hi, bool inside
   const std::int64_t n_chunks = (n + kRowChunk - 1) / kRowChunk;
 #pragma omp parallel for schedule(dynamic, 1) if (a.nnz() * k > (1 << 20))
   for (std::int64_t chunk = 0; chunk < n_chunks; ++chunk) {
-    isa.loops<T>().csr_spmm_rows({&a, lo, hi, inside, b.data, b.row_base, b.ld, c, ldc, k,
-                                  accumulate, chunk * kRowChunk,
+    isa.loops<T>().csr_spmm_rows({&a, lo, hi, inside, b, c, ldc, k, accumulate, chunk * kRowChunk,
                                   std::min(n, (chunk + 1) * kRowChunk)});
     if (hook != nullptr && omp_get_thread_num() == 0) hook->fn(hook->arg);
   }

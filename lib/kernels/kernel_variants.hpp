@@ -13,20 +13,24 @@
 
 namespace netsparse::kernels_detail {
 
-// col_panel < 0 means the whole matrix (honouring the barrier configuration).
 // The calling thread's progress hook (ScopedProgressHook), or nullptr.
 const ProgressHook* current_progress_hook() noexcept;
 
 // Every call is a template on the operand precision T (float or double); the matrix values a
 // tiled kernel reads are TiledMatrix::values_as<T>(), a CSR kernel reads CsrMatrix::values
-// (double) converted to T.
-template <class T>
-struct SpmmCall {
+// (double) converted to T. A dense operand read by global row arrives as the view the checked
+// entry point validated.
+
+// What a tiled call runs over: the matrix, and one column panel of it or (col_panel < 0) the
+// whole matrix, honouring the barrier configuration.
+struct TiledPart {
   const TiledMatrix* a;
   int col_panel;
-  const T* b;
-  gidx_t b_row_base;
-  std::int64_t ldb;
+};
+
+template <class T>
+struct SpmmCall : TiledPart {
+  BasicDenseConstView<T> b;
   T* c;
   std::int64_t ldc;
   int k;
@@ -38,26 +42,18 @@ struct SpmmCall {
 };
 
 template <class T>
-struct SddmmCall {
-  const TiledMatrix* a;
-  int col_panel;
+struct SddmmCall : TiledPart {
   const T* x;
   std::int64_t ldx;
-  const T* y;
-  gidx_t y_row_base;
-  std::int64_t ldy;
+  BasicDenseConstView<T> y;
   int k;
   T* out;
   const ProgressHook* progress;
 };
 
 template <class T>
-struct SpmvCall {
-  const TiledMatrix* a;
-  int col_panel;
-  const T* x;
-  gidx_t x_base;
-  std::int64_t x_stride;
+struct SpmvCall : TiledPart {
+  BasicDenseConstView<T> x;  // ld: the stride between consecutive elements
   T* y;
   bool accumulate;
   const ProgressHook* progress;
@@ -70,9 +66,7 @@ struct CsrSpmmCall {
   const CsrMatrix* a;
   gidx_t lo, hi;
   bool inside;
-  const T* b;
-  gidx_t b_row_base;
-  std::int64_t ldb;
+  BasicDenseConstView<T> b;
   T* c;
   std::int64_t ldc;
   int k;

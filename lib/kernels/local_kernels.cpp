@@ -205,7 +205,12 @@ void spmm_checked(const char* fn, const TiledMatrix& a, int col_panel, BasicDens
   check_k(fn, k);
   check_col_view(fn, "B", b, needed_columns(fn, a, col_panel), k);
   check_row_operand(fn, "C", c, ldc, k, a.n_rows() > 0);
-  active_variant().loops<T>().spmm({&a, col_panel, b.data, b.row_base, b.ld, c, ldc, k, accumulate,
+  active_variant().loops<T>().spmm({{&a, col_panel},
+                                    b,
+                                    c,
+                                    ldc,
+                                    k,
+                                    accumulate,
                                     stream_spmm_output<T>(a, col_panel, k, accumulate),
                                     current_hook()});
 }
@@ -219,8 +224,7 @@ void sddmm_checked(const char* fn, const TiledMatrix& a, int col_panel, const T*
   check_col_view(fn, "Y", y, needed, k);
   check_row_operand(fn, "X", x, ldx, k, needed.size() > 0);
   check_row_operand(fn, "out", out, 1, 1, needed.size() > 0);
-  active_variant().loops<T>().sddmm(
-      {&a, col_panel, x, ldx, y.data, y.row_base, y.ld, k, out, current_hook()});
+  active_variant().loops<T>().sddmm({{&a, col_panel}, x, ldx, y, k, out, current_hook()});
 }
 
 template <class T>
@@ -229,8 +233,7 @@ void spmv_checked(const char* fn, const TiledMatrix& a, int col_panel, BasicDens
   check_scalar<T>(fn, a);
   check_col_view(fn, "x", x, needed_columns(fn, a, col_panel), 1);
   check_row_operand(fn, "y", y, 1, 1, a.n_rows() > 0);
-  active_variant().loops<T>().spmv(
-      {&a, col_panel, x.data, x.row_base, x.ld, y, accumulate, current_hook()});
+  active_variant().loops<T>().spmv({{&a, col_panel}, x, y, accumulate, current_hook()});
 }
 
 }  // namespace

@@ -90,32 +90,48 @@ inline void merge_leaves(Leaves& leaves, int k, Sink& sink, std::int64_t total, 
   }
 }
 
-// Leaves of a later merge pass: intermediate streams of (key, value) pairs in a buffer, leaf i
-// being [leaf[i].p, leaf[i].e) of key/val (the transpose's later passes, the outer-product
-// SpMV's).
-template <class T>
-struct PairLeaves {
-  struct Leaf {
-    std::int64_t p, e;
-  };
-  const std::uint64_t* key;
-  const T* val;
+// Leaves over sorted streams: leaf i is the positions [leaf[i].p, leaf[i].e) of the arrays a
+// Source reads, which provides
+//   Leaf                          a leaf's cursor p and end e (and what else its keys need)
+//   key(const Leaf&, p)           the key at position p
+//   value(const Leaf&, p)         the value at position p, as the sink takes it
+//   keys, values                  the arrays behind both, prefetched as the cursor moves on
+// (the transpose's first pass over CSR rows, the outer-product SpMV's over scaled columns, and
+// the later passes of both over intermediate (key, value) streams).
+template <class Source>
+struct StreamLeaves {
+  using Leaf = typename Source::Leaf;
+  Source source;
   Leaf* leaf;
   std::uint64_t head(int i) const {
     const Leaf& s = leaf[i];
-    return s.p < s.e ? key[s.p] : kNoKey;
+    return s.p < s.e ? source.key(s, s.p) : kNoKey;
   }
   template <class Sink>
   std::uint64_t pop(int i, std::uint64_t k, Sink& sink) {
     Leaf& s = leaf[i];
     std::int64_t p = s.p;
-    sink.put(k, val[p]);
+    sink.put(k, source.value(s, p));
     s.p = ++p;
-    prefetch_next_line(key + p);
-    prefetch_next_line(val + p);
-    return p < s.e ? key[p] : kNoKey;
+    prefetch_next_line(source.keys + p);
+    prefetch_next_line(source.values + p);
+    return p < s.e ? source.key(s, p) : kNoKey;
   }
 };
+
+// The streams of a later merge pass: intermediate (key, value) pairs in a buffer.
+template <class T>
+struct PairStreams {
+  struct Leaf {
+    std::int64_t p, e;
+  };
+  const std::uint64_t* keys;
+  const T* values;
+  std::uint64_t key(const Leaf&, std::int64_t p) const { return keys[p]; }
+  T value(const Leaf&, std::int64_t p) const { return values[p]; }
+};
+template <class T>
+using PairLeaves = StreamLeaves<PairStreams<T>>;
 
 // A contiguous band [lo, hi) of output indices (A's columns for the transpose, A's rows for
 // the outer-product SpMV) holding the nonzeros [off, off + nnz) of the output.

@@ -29,29 +29,20 @@ struct ColStream {
 // First pass: at's rows scaled by x_j as they are read (MeNDA multiplies in the first
 // iteration only).
 template <class T>
-struct ScaledLeaves {
+struct ScaledColumnStreams {
   struct Leaf {
     std::int64_t p, e;
     T x;
   };
-  const gidx_t* col;
-  const double* val;
-  Leaf* leaf;
-  std::uint64_t head(int i) const {
-    const Leaf& s = leaf[i];
-    return s.p < s.e ? static_cast<std::uint64_t>(col[s.p]) : kNoKey;
+  const gidx_t* keys;  // the indices
+  const double* values;
+  std::uint64_t key(const Leaf&, std::int64_t p) const {
+    return static_cast<std::uint64_t>(keys[p]);
   }
-  template <class Sink>
-  std::uint64_t pop(int i, std::uint64_t key, Sink& sink) {
-    Leaf& s = leaf[i];
-    std::int64_t p = s.p;
-    sink.put(key, static_cast<T>(val[p]) * s.x);
-    s.p = ++p;
-    prefetch_next_line(col + p);
-    prefetch_next_line(val + p);
-    return p < s.e ? static_cast<std::uint64_t>(col[p]) : kNoKey;
-  }
+  T value(const Leaf& s, std::int64_t p) const { return static_cast<T>(values[p]) * s.x; }
 };
+template <class T>
+using ScaledLeaves = StreamLeaves<ScaledColumnStreams<T>>;
 
 // An intermediate (index, value) stream; equal indices (consecutive: the input is merged) are
 // added.
@@ -168,7 +159,7 @@ struct OuterSpmv::Impl::Run {
         total += s.e - s.b;
       }
       cursor += total;
-      ScaledLeaves<T> lv{at.col_idx.data(), at.values.data(), raw.data()};
+      ScaledLeaves<T> lv{{at.col_idx.data(), at.values.data()}, raw.data()};
       return {off, emit(lv, static_cast<int>(m), depth, off, total)};
     }
     std::int64_t chunk = 1;
@@ -184,7 +175,7 @@ struct OuterSpmv::Impl::Run {
       buf[static_cast<std::size_t>(i)] = {o, o + len};
       total += len;
     }
-    PairLeaves<T> lv{key_buffer(depth + 1), val_buffer(depth + 1), buf.data()};
+    PairLeaves<T> lv{{key_buffer(depth + 1), val_buffer(depth + 1)}, buf.data()};
     return {off, emit(lv, nk, depth, off, total)};
   }
 };

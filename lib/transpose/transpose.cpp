@@ -384,31 +384,21 @@ struct RowStream {
   std::uint64_t row;  // local row number (the low bits of the key)
 };
 
-// Leaves of a first-pass merge: parts of CSR rows, key = (column << row_bits) | row.
-struct RawLeaves {
+// The streams of a first-pass merge: parts of CSR rows, key = (column << row_bits) | row.
+struct RowPartStreams {
   struct Leaf {
     std::int64_t p, e;
     std::uint64_t row;
   };
-  const gidx_t* col;
-  const double* val;
+  const gidx_t* keys;  // the columns
+  const double* values;
   int row_bits;
-  Leaf* leaf;
-  std::uint64_t head(int i) const {
-    const Leaf& x = leaf[i];
-    return x.p < x.e ? (static_cast<std::uint64_t>(col[x.p]) << row_bits) | x.row : kNoKey;
+  std::uint64_t key(const Leaf& x, std::int64_t p) const {
+    return (static_cast<std::uint64_t>(keys[p]) << row_bits) | x.row;
   }
-  template <class Sink>
-  std::uint64_t pop(int i, std::uint64_t key, Sink& sink) {
-    Leaf& x = leaf[i];
-    std::int64_t p = x.p;
-    sink.put(key, val[p]);
-    x.p = ++p;
-    prefetch_next_line(col + p);
-    prefetch_next_line(val + p);
-    return p < x.e ? (static_cast<std::uint64_t>(col[p]) << row_bits) | x.row : kNoKey;
-  }
+  double value(const Leaf&, std::int64_t p) const { return values[p]; }
 };
+using RawLeaves = StreamLeaves<RowPartStreams>;
 
 // Leaves of a later pass: intermediate COO streams (key, value) in a buffer.
 using BufLeaves = PairLeaves<double>;
@@ -507,7 +497,7 @@ class MergeWorker {
         total += s.e - s.b;
       }
       cursor_ += total;
-      RawLeaves lv{a_.col_idx.data(), a_.values.data(), row_bits_, raw_.data()};
+      RawLeaves lv{{a_.col_idx.data(), a_.values.data(), row_bits_}, raw_.data()};
       emit(lv, static_cast<int>(m), depth, off, total);
       return {off, total};
     }
@@ -523,7 +513,7 @@ class MergeWorker {
       buf_[static_cast<std::size_t>(i)] = {o, o + len};
       total += len;
     }
-    BufLeaves lv{key_buffer(depth + 1), val_buffer(depth + 1), buf_.data()};
+    BufLeaves lv{{key_buffer(depth + 1), val_buffer(depth + 1)}, buf_.data()};
     emit(lv, nk, depth, off, total);
     return {off, total};
   }

@@ -242,20 +242,44 @@ py::array new_array(ScalarType t, std::vector<py::ssize_t> shape) {
                               : py::array(py::array_t<double>(shape));
 }
 
-struct PyDistKernel {
+// What the Python handle of a distributed operator holds: the DistMatrix it was built on (kept
+// alive with it), the operator, its precision and K. Not copyable; an abandoned teardown
+// (collective.hpp) leaks the operator instead of destroying it.
+template <class Op>
+struct PyDistOperator {
   PyDistMatrix a;
-  std::unique_ptr<DistKernel> kernel;
-  PyDistKernel() = default;
-  PyDistKernel(const PyDistKernel&) = delete;
-  PyDistKernel& operator=(const PyDistKernel&) = delete;
-  ~PyDistKernel() {
-    if (teardown_abandoned()) leak(std::move(kernel));  // collective.hpp
+  std::unique_ptr<Op> op;
+  ScalarType scalar{};
+  int k = 0;
+  PyDistOperator() = default;
+  PyDistOperator(const PyDistOperator&) = delete;
+  PyDistOperator& operator=(const PyDistOperator&) = delete;
+  ~PyDistOperator() {
+    if (teardown_abandoned()) leak(std::move(op));
   }
+
+  // A new handle (a Self) of the operator make() builds, collectively, with the GIL released.
+  template <class Self, class Make>
+  static std::unique_ptr<Self> create(const PyDistMatrix& a, ScalarType scalar, int k, Make make) {
+    auto self = std::make_unique<Self>();
+    self->a = a;
+    self->scalar = scalar;
+    self->k = k;
+    py::gil_scoped_release release;
+    self->op = make();
+    return self;
+  }
+};
+
+// The engine a handle was given, or none.
+std::shared_ptr<RigEngine> engine_of(const std::optional<PyEngine>& engine) {
+  return engine ? engine->engine : std::shared_ptr<RigEngine>{};
+}
+
+struct PyDistKernel : PyDistOperator<DistKernel> {
   // The current pattern when set_pattern was called: a dynamic_pattern kernel BORROWS these
   // rows, so they live as long as the kernel uses them.
   std::shared_ptr<const CsrMatrix> pattern;
-  ScalarType scalar;
-  int k;
 
   [[nodiscard]] gidx_t row_block() const { return a.m->rows().size(a.m->rank()); }
   [[nodiscard]] gidx_t col_block() const { return a.m->cols().size(a.m->rank()); }
@@ -269,7 +293,7 @@ struct PyDistKernel {
     agree_on_arguments(a.comm(), first_problem({check_array(b, "B", {col_block(), k}, false, bs),
                                                 check_array(c, "C", {row_block(), k}, true, cs)}));
     py::gil_scoped_release release;
-    kernel->spmm(bs, cs);
+    op->spmm(bs, cs);
   }
   template <class T>
   void run_sddmm(py::handle x, py::handle y, py::handle out) {
@@ -279,7 +303,7 @@ struct PyDistKernel {
                                                 check_array(y, "Y", {col_block(), k}, false, ys),
                                                 check_array(out, "out", {nnz()}, true, os)}));
     py::gil_scoped_release release;
-    kernel->sddmm(xs, ys, os);
+    op->sddmm(xs, ys, os);
   }
   template <class T>
   void run_spmv(py::handle x, py::handle y) {
@@ -288,22 +312,11 @@ struct PyDistKernel {
     agree_on_arguments(a.comm(), first_problem({check_array(x, "x", {col_block()}, false, xs),
                                                 check_array(y, "y", {row_block()}, true, ys)}));
     py::gil_scoped_release release;
-    kernel->spmv(xs, ys);
+    op->spmv(xs, ys);
   }
 };
 
-struct PyTransposedSpmm {
-  PyDistMatrix a;
-  std::unique_ptr<TransposedSpmm> op;
-  PyTransposedSpmm() = default;
-  PyTransposedSpmm(const PyTransposedSpmm&) = delete;
-  PyTransposedSpmm& operator=(const PyTransposedSpmm&) = delete;
-  ~PyTransposedSpmm() {
-    if (teardown_abandoned()) leak(std::move(op));  // collective.hpp
-  }
-  ScalarType scalar;
-  int k;
-
+struct PyTransposedSpmm : PyDistOperator<TransposedSpmm> {
   template <class T>
   void run(py::handle b, py::handle c) {
     const int rank = a.m->rank();
@@ -451,15 +464,9 @@ ValueError on every rank.)")
                return Parsed{parse_kind(kind),
                              make_options(mode, dtype, dynamic_pattern, batch, progress)};
              });
-             auto self = std::make_unique<PyDistKernel>();
-             self->a = a;
-             self->scalar = p.options.scalar;
-             self->k = k;
-             py::gil_scoped_release release;
-             self->kernel = std::make_unique<DistKernel>(
-                 *a.m, p.kind, k, p.options,
-                 engine ? engine->engine : std::shared_ptr<RigEngine>{});
-             return self;
+             return PyDistKernel::create<PyDistKernel>(a, p.options.scalar, k, [&] {
+               return std::make_unique<DistKernel>(*a.m, p.kind, k, p.options, engine_of(engine));
+             });
            }),
            py::arg("a"), py::arg("kind"), py::arg("k"), py::arg("mode") = "netsparse",
            py::arg("dtype") = py::dtype::of<float>(), py::arg("dynamic_pattern") = false,
@@ -511,7 +518,7 @@ ValueError on every rank.)")
             std::shared_ptr<const CsrMatrix> rows = pattern_rows(s.a, a_local);
             {
               py::gil_scoped_release release;
-              s.kernel->set_pattern(*rows);
+              s.op->set_pattern(*rows);
             }
             s.pattern = std::move(rows);  // the previous rows are no longer borrowed
           },
@@ -527,19 +534,18 @@ rows directly (no setup); other modes redo their setup.)",
                agree_on_arguments(s.a.comm(),
                                   check_array(operand, "operand", {cols, s.k}, false, v));
                py::gil_scoped_release release;
-               s.kernel->replicate(v);
+               s.op->replicate(v);
              } else {
                std::span<const double> v;
                agree_on_arguments(s.a.comm(),
                                   check_array(operand, "operand", {cols, s.k}, false, v));
                py::gil_scoped_release release;
-               s.kernel->replicate(v);
+               s.op->replicate(v);
              }
            })
-      .def_property_readonly("mode",
-                             [](const PyDistKernel& s) { return to_string(s.kernel->mode()); })
+      .def_property_readonly("mode", [](const PyDistKernel& s) { return to_string(s.op->mode()); })
       .def_property_readonly("kind",
-                             [](const PyDistKernel& s) { return to_string(s.kernel->kernel()); })
+                             [](const PyDistKernel& s) { return to_string(s.op->kernel()); })
       .def_property_readonly("k", [](const PyDistKernel& s) { return s.k; })
       .def_property_readonly("dtype", [](const PyDistKernel& s) { return numpy_dtype(s.scalar); })
       .def_property_readonly("nnz_local", &PyDistKernel::nnz)
@@ -547,21 +553,21 @@ rows directly (no setup); other modes redo their setup.)",
           "stats",
           [](const PyDistKernel& s) {
             py::dict d;
-            d["last_run"] = stats_dict(s.kernel->last_run_stats());
-            d["total"] = stats_dict(s.kernel->total_stats());
-            d["setup_seconds"] = s.kernel->setup_seconds();
-            d["plan_seconds"] = s.kernel->plan_seconds();
-            d["window_columns"] = s.kernel->window_columns();
-            const PatternVolume v = s.kernel->volume();
+            d["last_run"] = stats_dict(s.op->last_run_stats());
+            d["total"] = stats_dict(s.op->total_stats());
+            d["setup_seconds"] = s.op->setup_seconds();
+            d["plan_seconds"] = s.op->plan_seconds();
+            d["window_columns"] = s.op->window_columns();
+            const PatternVolume v = s.op->volume();
             d["remote_nonzeros"] = v.remote_nonzeros;
             d["unique_remote_cols"] = v.unique_remote_cols;
-            if (s.kernel->engine()) d["engine_json"] = s.kernel->engine()->stats_json();
+            if (s.op->engine()) d["engine_json"] = s.op->engine()->stats_json();
             return d;
           },
           "This rank's statistics: 'last_run' and 'total' (bytes, messages, seconds), setup "
           "times, the pattern's remote volume and, for the RIG modes, the engine's counters as "
           "JSON text ('engine_json').")
-      .def("reset_stats", [](PyDistKernel& s) { s.kernel->reset_stats(); })
+      .def("reset_stats", [](PyDistKernel& s) { s.op->reset_stats(); })
       .def(
           "_cpp_spmm_seconds",
           [](PyDistKernel& s, py::object b, py::object c, int iters) {
@@ -584,9 +590,9 @@ rows directly (no setup); other modes redo their setup.)",
               MPI_Barrier(s.a.comm());
               const double t0 = MPI_Wtime();
               if (f32) {
-                s.kernel->spmm(bf, cf);
+                s.op->spmm(bf, cf);
               } else {
-                s.kernel->spmm(bd, cd);
+                s.op->spmm(bd, cd);
               }
               seconds.push_back(MPI_Wtime() - t0);
             }
@@ -614,15 +620,10 @@ dynamic_pattern=False, engine=None). B: a's row block x k, C: a's column block x
                    make_options(mode, dtype, dynamic_pattern, {}, progress),
                    method == "push" ? TransposedMethod::push : TransposedMethod::via_transpose};
              });
-             auto self = std::make_unique<PyTransposedSpmm>();
-             self->a = a;
-             self->scalar = p.options.scalar;
-             self->k = k;
-             py::gil_scoped_release release;
-             self->op = std::make_unique<TransposedSpmm>(
-                 *a.m, k, p.options, p.method,
-                 engine ? engine->engine : std::shared_ptr<RigEngine>{});
-             return self;
+             return PyTransposedSpmm::create<PyTransposedSpmm>(a, p.options.scalar, k, [&] {
+               return std::make_unique<TransposedSpmm>(*a.m, k, p.options, p.method,
+                                                       engine_of(engine));
+             });
            }),
            py::arg("a"), py::arg("k"), py::arg("mode") = "netsparse",
            py::arg("dtype") = py::dtype::of<float>(), py::arg("method") = "transpose",

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "netsparse/netsparse.h"
-#include "netsparse/netsparse.hpp"  // detail::work_request
+#include "netsparse/netsparse.hpp"  // detail: work_request and the raw builders
 
 namespace rigtest {
 
@@ -20,16 +20,8 @@ inline ns_send_wr rig_wr(std::uint64_t id, ns_mr* mr, const std::uint64_t* idx, 
                          void* out, int layout = NS_RIG_LAYOUT_POSITIONAL,
                          std::uint64_t window_base = 0, std::uint64_t window_len = 0,
                          unsigned flags = NS_SEND_SIGNALED) {
-  ns_send_wr w = work_request(id, NS_WR_RIG, flags);
-  w.wr.rig.mr = mr;
-  w.wr.rig.idx = idx;
-  w.wr.rig.count = count;
-  w.wr.rig.out = out;
-  w.wr.rig.layout = layout;
-  w.wr.rig.window_base = window_base;
-  w.wr.rig.window_len = window_len;
-  w.wr.rig.out_bytes = UINT64_MAX;
-  return w;
+  return netsparse::detail::rig_wr(id, mr, idx, count, out, UINT64_MAX, layout, window_base,
+                                   window_len, flags);
 }
 
 inline ns_send_wr rig_wr(std::uint64_t id, ns_mr* mr, const std::vector<std::uint64_t>& idx,
@@ -42,27 +34,15 @@ inline ns_send_wr rig_wr(std::uint64_t id, ns_mr* mr, const std::vector<std::uin
 // A signalled RDMA_READ of row idx into out (out_bytes of it).
 inline ns_send_wr read_wr(std::uint64_t id, ns_mr* mr, std::uint64_t idx, void* out,
                           std::uint64_t out_bytes) {
-  ns_send_wr w = work_request(id, NS_WR_RDMA_READ, NS_SEND_SIGNALED);
-  w.wr.rdma_read.mr = mr;
-  w.wr.rdma_read.idx = idx;
-  w.wr.rdma_read.out = out;
-  w.wr.rdma_read.out_bytes = out_bytes;
-  return w;
+  return netsparse::detail::rdma_read_wr(id, mr, idx, out, out_bytes, NS_SEND_SIGNALED);
 }
 
 // A signalled NS_WR_RIS: count rows idx with `values` (values_bytes of them), reduced by op in
 // datatype.
 inline ns_send_wr ris_wr(std::uint64_t id, ns_mr* mr, const std::uint64_t* idx, std::uint64_t count,
                          const void* values, std::uint64_t values_bytes, int op, int datatype) {
-  ns_send_wr w = work_request(id, NS_WR_RIS, NS_SEND_SIGNALED);
-  w.wr.ris.mr = mr;
-  w.wr.ris.idx = idx;
-  w.wr.ris.count = count;
-  w.wr.ris.values = values;
-  w.wr.ris.values_bytes = values_bytes;
-  w.wr.ris.op = op;
-  w.wr.ris.datatype = datatype;
-  return w;
+  return netsparse::detail::ris_wr(id, mr, idx, count, values, values_bytes, op, datatype,
+                                   NS_SEND_SIGNALED);
 }
 
 // A rank's region and the queues it posts on.
