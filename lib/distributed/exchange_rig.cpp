@@ -90,15 +90,18 @@ struct NETSPARSE_LOCAL RigEngine::Impl {
   bool inline_progress = false;
   std::chrono::steady_clock::time_point last_progress{};
   double progress_seconds = 0;  // spent in progress_tick's engine steps
-  // A run that posted all its gathers announces its quiesce round at once (round_announced);
+  // A run announces its quiesce round as soon as it will post nothing more (right after
+  // posting, where every gather is posted up front; after the last panel's wait otherwise);
   // once the round is complete here (its gathers are done and every peer is done with this
   // rank), nothing of the run needs the engine any more and the ticks stop (round_complete):
   // on a fixed pattern the replays are answered early in the local part, and the rest of the
-  // computation no longer pays an engine poll every progress_interval_ns.
+  // computation no longer pays an engine poll every progress_interval_ns. Both are reset when
+  // the next run starts.
   bool round_announced = false;
   bool round_complete = false;
-  // Every gather of this run is posted: the peers learn it as soon as they are done.
+  // This run posts nothing more: the peers learn it as soon as its gathers are done. Once per run.
   void announce_round() {
+    if (round_announced) return;
     ctx.quiesce_start();
     round_announced = true;
   }
@@ -277,7 +280,6 @@ class RigExchange final : public Exchange<T> {
     // its operand) before every rank is done.
     e.quiesce();
     stats.sync_seconds += now_seconds() - t0;
-    e.round_announced = e.round_complete = false;
     stats.progress_seconds += e.progress_seconds;
     const EngineCounters after = EngineCounters::read(*engine_);
     if (vanilla_) {
@@ -348,7 +350,7 @@ class RigExchange final : public Exchange<T> {
     const double t0 = now_seconds();
     stats.compute_seconds += t0 - t;
     while (pending_[0] > 0) drain(true, "netsparse");
-    engine_->impl().ctx.quiesce_start();  // everything this rank needs has arrived
+    engine_->impl().announce_round();  // everything this rank needs has arrived
     const double t1 = now_seconds();
     stats.wait_seconds += t1 - t0;
     return t1;
@@ -433,7 +435,7 @@ class RigExchange final : public Exchange<T> {
       while (pending_[j & 1] > 0) drain(true, "netsparse");
       // Everything this rank needs has arrived: tell the peers now, so the quiesce at the end
       // of the run costs no round trip while this rank computes its last panel.
-      if (j + 1 == n) e.ctx.quiesce_start();
+      if (j + 1 == n) e.announce_round();
       const double t1 = now_seconds();
       stats.wait_seconds += t1 - t0;
       const int panel = pat.remote_panels[j];

@@ -320,7 +320,7 @@ extern "C" ns_status_t ns_quiesce_test(ns_context* ctx, int* done) {
           check_handle("ns_quiesce_test", ctx, "ctx", HandleKind::kContext, done != nullptr);
       s != NS_OK)
     return s;
-  return on_live("ns_quiesce_test", ctx, "ctx", HandleKind::kContext, [&]() -> ns_status_t {
+  return guarded("ns_quiesce_test", [&]() -> ns_status_t {
     *done = ctx->quiesce_test() ? 1 : 0;
     return NS_OK;
   });

@@ -88,12 +88,13 @@ class AnswerQueue {
     }
     jobs_.resize(keep);
   }
-  // Hands every waiting job to f and empties the queue (the region went, or the engine failed).
+  // Hands every waiting job to f and empties the queue (the region went: each is refused).
   template <class F>
   void drop_all(F&& f) {
     for (Job& j : jobs_) f(j);
     jobs_.clear();
   }
+  void clear() noexcept { jobs_.clear(); }  // the engine failed: nothing more leaves
 
  private:
   std::vector<Job> jobs_;
