@@ -180,6 +180,23 @@ ns_status_t ns_quiesce_test(ns_context* ctx, int* done);
  * must stay valid and unchanged (it is read by peers) until ns_dereg_props. */
 ns_status_t ns_reg_props(ns_context* ctx, void* base, uint64_t local_rows, uint32_t prop_bytes,
                          const uint64_t* row_offsets, ns_mr** out);
+/* Registration flags (ns_reg_props_ex); every node must pass the same. */
+enum ns_mr_flags {
+  /* Read by the RIG verbs only (NS_WR_RIG, NS_WR_RIG_PLAN, NS_WR_RIS): no transport window or
+   * memory registration exposes the region to one-sided reads (NS_WR_RDMA_READ on it is
+   * refused), so ns_rebind_props can move it without a collective. */
+  NS_MR_RIG_ONLY = 1u << 0
+};
+/* ns_reg_props with flags (ns_mr_flags); collective. */
+ns_status_t ns_reg_props_ex(ns_context* ctx, void* base, uint64_t local_rows, uint32_t prop_bytes,
+                            const uint64_t* row_offsets, uint32_t flags, ns_mr** out);
+/* Local, not collective: the rows of an NS_MR_RIG_ONLY region are read (and scatter-reduced
+ * into) at base from now on; same local_rows and prop_bytes. Only while no peer reads the
+ * region: after a quiesce round, before any peer can start the next one. NS_ERR_INVALID for a
+ * region registered without NS_MR_RIG_ONLY (peers' one-sided reads would still see the old
+ * buffer: deregister and register instead) or a NULL base; NS_ERR_STATE while this node's own
+ * work requests on it are in flight. */
+ns_status_t ns_rebind_props(ns_mr* mr, void* base);
 /* Collective: quiesces (see ns_quiesce), then releases the region. Fails with NS_ERR_STATE while
  * work requests on it are in flight. After a peer failure the teardown is local. */
 ns_status_t ns_dereg_props(ns_mr* mr);

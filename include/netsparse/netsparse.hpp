@@ -244,13 +244,21 @@ class Context {
   std::uint64_t stat(ns_stat which) const noexcept { return ns_stat_get(get(), which); }
   double prs_per_packet() const noexcept { return ns_stat_prs_per_packet(get()); }
   void stats_reset() noexcept { ns_stats_reset(get()); }
+  // With a progress thread the counters (and so the text's length) change between the calls:
+  // sized with headroom, and asked again whenever the text did not fit.
   std::string stats_json() const {
-    const int n = ns_stats_json(get(), nullptr, 0);
-    detail::check(n < 0 ? n : 0, "ns_stats_json");
-    std::string s(static_cast<std::size_t>(n) + 1, '\0');
-    ns_stats_json(get(), s.data(), s.size());
-    s.resize(static_cast<std::size_t>(n));
-    return s;
+    std::string s;
+    for (int need = ns_stats_json(get(), nullptr, 0);;) {
+      detail::check(need < 0 ? need : 0, "ns_stats_json");
+      s.assign(static_cast<std::size_t>(need) + 256, '\0');
+      const int got = ns_stats_json(get(), s.data(), s.size());
+      detail::check(got < 0 ? got : 0, "ns_stats_json");
+      if (static_cast<std::size_t>(got) < s.size()) {
+        s.resize(static_cast<std::size_t>(got));
+        return s;
+      }
+      need = got;
+    }
   }
   void close() { h_.close("ns_close"); }
   ns_context* get() const noexcept { return h_.get(); }
@@ -264,14 +272,21 @@ class Context {
 class PropertyRegion {
  public:
   PropertyRegion() = default;
+  // flags: ns_mr_flags (ns_reg_props_ex).
   PropertyRegion(Context& ctx, void* base, std::uint64_t local_rows, std::uint32_t prop_bytes,
-                 std::span<const std::uint64_t> row_offsets) {
+                 std::span<const std::uint64_t> row_offsets, std::uint32_t flags = 0) {
     if (row_offsets.size() != static_cast<std::size_t>(ctx.size()) + 1) {
       throw Error(NS_ERR_INVALID, "PropertyRegion: row_offsets needs size() + 1 entries");
     }
     ns_mr* m = nullptr;
-    detail::check(ns_reg_props(ctx.get(), base, local_rows, prop_bytes, row_offsets.data(), &m),
-                  "ns_reg_props");
+    if (flags == 0) {
+      detail::check(ns_reg_props(ctx.get(), base, local_rows, prop_bytes, row_offsets.data(), &m),
+                    "ns_reg_props");
+    } else {
+      detail::check(
+          ns_reg_props_ex(ctx.get(), base, local_rows, prop_bytes, row_offsets.data(), flags, &m),
+          "ns_reg_props_ex");
+    }
     h_ = Handle(m);
   }
   // Rows of `row_elems` elements of T each (e.g. K floats).
@@ -282,6 +297,8 @@ class PropertyRegion {
                        static_cast<std::uint32_t>(row_elems * sizeof(T)), row_offsets) {}
   std::uint32_t prop_bytes() const noexcept { return ns_mr_prop_bytes(get()); }
   std::uint64_t total_rows() const noexcept { return ns_mr_total_rows(get()); }
+  // An NS_MR_RIG_ONLY region's rows move to base, locally (ns_rebind_props).
+  void rebind(void* base) { detail::check(ns_rebind_props(get(), base), "ns_rebind_props"); }
   void close() { h_.close("ns_dereg_props"); }
   ns_mr* get() const noexcept { return h_.get(); }
 

@@ -543,6 +543,7 @@ void run_spmm(DistKernel::Impl& s, std::span<const T> b_local, std::span<T> c_lo
     check_kernel<T>(s, KernelKind::spmm, "spmm");
     check_size("spmm", "B", b_local.size(), std::uint64_t(s.cols.size(s.rank)) * s.k);
     check_size("spmm", "C", c_local.size(), std::uint64_t(s.rows.size(s.rank)) * s.k);
+    s.exchange->bind_operand(b_local.data(), s.run_context());
   });
   s.run(dist::Operands<T>{b_local.data(), nullptr, c_local.data()});
 }
@@ -555,6 +556,7 @@ void run_sddmm(DistKernel::Impl& s, std::span<const T> x_local, std::span<const 
     check_size("sddmm", "X", x_local.size(), std::uint64_t(s.rows.size(s.rank)) * s.k);
     check_size("sddmm", "Y", y_local.size(), std::uint64_t(s.cols.size(s.rank)) * s.k);
     check_size("sddmm", "out", out.size(), static_cast<std::uint64_t>(s.rows_in_use->nnz()));
+    s.exchange->bind_operand(y_local.data(), s.run_context());
   });
   s.run(dist::Operands<T>{y_local.data(), x_local.data(), out.data()});
 }
@@ -565,6 +567,7 @@ void run_spmv(DistKernel::Impl& s, std::span<const T> x_local, std::span<T> y_lo
     check_kernel<T>(s, KernelKind::spmv, "spmv");
     check_size("spmv", "x", x_local.size(), static_cast<std::uint64_t>(s.cols.size(s.rank)));
     check_size("spmv", "y", y_local.size(), static_cast<std::uint64_t>(s.rows.size(s.rank)));
+    s.exchange->bind_operand(x_local.data(), s.run_context());
   });
   s.run(dist::Operands<T>{x_local.data(), nullptr, y_local.data()});
 }

@@ -37,6 +37,7 @@ struct NETSPARSE_LOCAL RigEngine::Impl {
   std::uint32_t reg_prop_bytes = 0;
   std::uint64_t reg_rows = 0;
   std::vector<std::uint64_t> reg_offsets;
+  bool reg_rig_only = false;  // registered NS_MR_RIG_ONLY (begin_run), not for RDMA READs
   // A property larger than the transport carries in one message (ns_max_prop_bytes) is
   // registered as `pieces` consecutive sub-rows of piece_bytes each: row i is sub-rows
   // i*pieces .. i*pieces+pieces-1, contiguous in the row-major block, so every window layout
@@ -44,20 +45,35 @@ struct NETSPARSE_LOCAL RigEngine::Impl {
   std::uint32_t pieces = 1;
   std::uint32_t piece_bytes = 0;
 
-  // Registers the operand's local block as the property region unless it already is. The
-  // decision is agreed on by every rank (registration is collective).
-  // Collective, every run: it is also the run's start (no peer reads this rank's operand before
-  // this rank has entered the run). A rank that never joins (it died between runs) makes the
-  // others throw after `deadline` (DistKernel's node_wait_deadline) instead of hanging.
+  // The property region of a run: the operand's local block. A run's start is already
+  // collective (DistKernel agrees on the run's arguments: no peer posts before every rank has
+  // entered the run, i.e. is done changing its operand), so what the region needs depends on who
+  // reads it:
+  //  - RIG runs (rig_only) register it NS_MR_RIG_ONLY, read by the engine alone: an operand that
+  //    moved (ping-pong buffers) is rebound locally, and nothing here is collective unless the
+  //    region's shape changes (row bytes, partition), which happens on every rank alike since
+  //    every rank runs the same kernels in the same order;
+  //  - sa-vanilla reads it one-sidedly (MPI window, verbs MR): a moved operand on any rank needs
+  //    a collective re-registration, so the ranks agree every run whether one is stale. A rank
+  //    that never joins (it died between runs) makes the others throw after `deadline`
+  //    (DistKernel's node_wait_deadline) instead of hanging.
   void ensure_region(const void* base, std::uint64_t rows, std::uint32_t prop_bytes,
-                     std::uint32_t elem_bytes, const RowPartition& cols,
+                     std::uint32_t elem_bytes, const RowPartition& cols, bool rig_only,
                      std::chrono::milliseconds deadline) {
     std::vector<std::uint64_t> offsets(cols.offsets().begin(), cols.offsets().end());
-    int stale = (region.get() != nullptr && reg_base == base && reg_prop_bytes == prop_bytes &&
-                 reg_rows == rows && reg_offsets == offsets)
-                    ? 0
-                    : 1;
-    agreement::allreduce_within(&stale, 1, MPI_INT, MPI_MAX, comm, deadline);
+    const bool same_shape = region.get() != nullptr && reg_rig_only == rig_only &&
+                            reg_prop_bytes == prop_bytes && reg_rows == rows &&
+                            reg_offsets == offsets;
+    int stale = 1;
+    if (rig_only) {
+      if (same_shape) {
+        rebind_if_moved(base);  // bind_operand did it already before the run's start
+        return;
+      }
+    } else {
+      stale = same_shape && reg_base == base ? 0 : 1;
+      agreement::allreduce_within(&stale, 1, MPI_INT, MPI_MAX, comm, deadline);
+    }
     if (!stale) return;
     if (region.get() != nullptr) region.close();
     // Split only when needed, into the fewest equal pieces (a divisor of the row's elements)
@@ -75,12 +91,40 @@ struct NETSPARSE_LOCAL RigEngine::Impl {
     std::vector<std::uint64_t> piece_offsets(offsets);
     for (std::uint64_t& o : piece_offsets) o *= pieces;
     // The engine only reads the region (peers' requests); the API takes a void*.
-    region =
-        PropertyRegion(ctx, const_cast<void*>(base), rows * pieces, piece_bytes, piece_offsets);
+    region = PropertyRegion(ctx, const_cast<void*>(base), rows * pieces, piece_bytes, piece_offsets,
+                            rig_only ? std::uint32_t{NS_MR_RIG_ONLY} : 0u);
     reg_base = base;
     reg_prop_bytes = prop_bytes;
     reg_rows = rows;
     reg_offsets = std::move(offsets);
+    reg_rig_only = rig_only;
+  }
+
+  // The engine's counters when its last run ended (RigEngine::reset_stats zeroes them with the
+  // engine's): the start of the next run's traffic, whichever kernel runs it.
+  dist::EngineCounters last_run_end;
+  bool ran = false;
+  dist::EngineCounters counters_since_last_run(const RigEngine& engine) {
+    if (!ran) {
+      ran = true;
+      last_run_end = dist::EngineCounters::read(engine);
+    }
+    return last_run_end;
+  }
+
+  // A RIG-only region of the same shape moves to `base` (local). Only while no peer can read it:
+  // before this rank has entered the run (RigExchange::bind_operand); with a progress thread a
+  // peer that entered the run may otherwise be answered from the old block.
+  void rebind_if_moved(const void* base) {
+    if (reg_base == base) return;
+    region.rebind(const_cast<void*>(base));  // the engine only reads it (see ensure_region)
+    reg_base = base;
+  }
+  bool rebindable(std::uint64_t rows, std::uint32_t prop_bytes, const RowPartition& cols) const {
+    return region.get() != nullptr && reg_rig_only && reg_prop_bytes == prop_bytes &&
+           reg_rows == rows &&
+           std::equal(reg_offsets.begin(), reg_offsets.end(), cols.offsets().begin(),
+                      cols.offsets().end());
   }
 
   // Application-driven progress (INLINE engines): the kernels call this between tiles; it steps
@@ -197,6 +241,7 @@ std::string RigEngine::stats_json() const {
 }
 void RigEngine::reset_stats() {
   impl_->ctx.stats_reset();
+  impl_->last_run_end = dist::EngineCounters{};
 }
 
 namespace dist {
@@ -220,6 +265,15 @@ class RigExchange final : public Exchange<T> {
         compact_(variant == RigVariant::compact) {}
 
   bool needs_remote_panels() const noexcept override { return !direct_ && !compact_; }
+
+  void bind_operand(const void* operand, const RunContext& rc) override {
+    if (vanilla_) return;  // its region is read one-sidedly: re-registered collectively
+    RigEngine::Impl& e = engine_->impl();
+    const auto rows = static_cast<std::uint64_t>(rc.cols->size(rc.rank));
+    if (e.rebindable(rows, static_cast<std::uint32_t>(rc.row_bytes()), *rc.cols)) {
+      e.rebind_if_moved(operand);
+    }
+  }
   bool direct_csr() const noexcept override { return direct_; }
 
   void setup(const Pattern& pat, const RunContext& rc) override {
@@ -259,11 +313,11 @@ class RigExchange final : public Exchange<T> {
            CommStats& stats) override {
     RigEngine::Impl& e = engine_->impl();
     const auto prop_bytes = static_cast<std::uint32_t>(rc.row_bytes());
-    // Counters first: ensure_region's collective keeps every peer from posting (and this rank's
-    // server units from answering) this run's requests before the snapshot.
-    const EngineCounters before = EngineCounters::read(*engine_);
+    // This run's traffic: everything the engine counted since the previous run on it ended
+    // (with a progress thread, a peer that entered this run first may already be answered).
+    const EngineCounters before = e.counters_since_last_run(*engine_);
     e.ensure_region(ops.b, static_cast<std::uint64_t>(rc.cols->size(rc.rank)), prop_bytes,
-                    sizeof(T), *rc.cols, node_wait_deadline(*rc.options));
+                    sizeof(T), *rc.cols, /*rig_only=*/!vanilla_, node_wait_deadline(*rc.options));
     e.progress_seconds = 0;
     e.round_announced = e.round_complete = false;
     if (vanilla_) {
@@ -282,6 +336,7 @@ class RigExchange final : public Exchange<T> {
     stats.sync_seconds += now_seconds() - t0;
     stats.progress_seconds += e.progress_seconds;
     const EngineCounters after = EngineCounters::read(*engine_);
+    e.last_run_end = after;
     if (vanilla_) {
       // RDMA READs leave the engine's packet counters alone; model each as the paper's lone PR:
       // a 78 B request packet and a 78 B + property response packet.

@@ -105,6 +105,15 @@ class ExchangeBase {
   [[nodiscard]] virtual bool direct_csr() const noexcept { return false; }
   // The pattern changed (collective).
   virtual void setup(const Pattern& pat, const RunContext& rc) = 0;
+  // Local, before this rank enters a run (inside DistKernel's argument agreement, once the
+  // arguments checked out here): the run's operand block is `operand`. A mode whose peers read
+  // this rank's operand through a registration points it there now, while no peer can read it
+  // yet (they only post once every rank has entered the run); a moved operand then needs no
+  // collective. Default: nothing.
+  virtual void bind_operand(const void* operand, const RunContext& rc) {
+    (void)operand;
+    (void)rc;
+  }
 };
 
 template <class T>

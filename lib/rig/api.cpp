@@ -141,6 +141,9 @@ constexpr auto kWrErrorTexts = std::to_array<netsparse::support::EnumName<WrErro
     {WrError::kRisRowNotWhole,
      "the region's prop_bytes is not a multiple of the size of wr.ris.datatype"},
     {WrError::kRisFlags, "NS_WR_RIS takes no send_flags but NS_SEND_SIGNALED"},
+    {WrError::kReadRigOnly,
+     "wr.rdma_read.mr was registered NS_MR_RIG_ONLY (ns_reg_props_ex): it takes no one-sided "
+     "reads"},
 });
 
 const char* wr_error_text(WrError e) {
@@ -342,6 +345,27 @@ extern "C" ns_status_t ns_reg_props(ns_context* ctx, void* base, uint64_t local_
     return s;
   return guarded("ns_reg_props", [&]() -> ns_status_t {
     *out = static_cast<ns_mr*>(ctx->register_region(base, local_rows, prop_bytes, row_offsets));
+    return NS_OK;
+  });
+}
+
+extern "C" ns_status_t ns_reg_props_ex(ns_context* ctx, void* base, uint64_t local_rows,
+                                       uint32_t prop_bytes, const uint64_t* row_offsets,
+                                       uint32_t flags, ns_mr** out) {
+  if (const ns_status_t s =
+          check_handle("ns_reg_props_ex", ctx, "ctx", HandleKind::kContext, out != nullptr);
+      s != NS_OK)
+    return s;
+  return guarded("ns_reg_props_ex", [&]() -> ns_status_t {
+    *out =
+        static_cast<ns_mr*>(ctx->register_region(base, local_rows, prop_bytes, row_offsets, flags));
+    return NS_OK;
+  });
+}
+
+extern "C" ns_status_t ns_rebind_props(ns_mr* mr, void* base) {
+  return on_live("ns_rebind_props", mr, "mr", HandleKind::kMr, [&]() -> ns_status_t {
+    netsparse::rig::engine_of(mr).rebind_region(mr, base);
     return NS_OK;
   });
 }
@@ -749,6 +773,7 @@ nlohmann::ordered_json stats_document(const ns_context* ctx) {
                  {"released_prs", s.client.released},
                  {"stale_waiters", s.client.stale_waiters},
                  {"transport_bytes_sent", s.tx_bytes}};
+  j["region"] = {{"registrations", s.registrations}, {"rebinds", s.rebinds}};
   j["plans"] = {{"installs", s.plans.installs},
                 {"refused", s.plans.refused},
                 {"rows_queued", s.plans.rows_queued},

@@ -69,20 +69,9 @@ void WrDedup::map_insert(std::uint64_t idx, Hit hit) noexcept {
   }
 }
 
-const WrDedup::Hit* WrDedup::find(std::uint64_t idx) {
-  if (use_bitmap_ && idx < seen_.size()) {
-    if (seen_.claim(idx) == filter::kRowNone) return nullptr;  // first time in this WR
-    if (!map_built_) build_map();
-  }
-  return map_built_ ? map_find(idx) : nullptr;  // idxs beyond the rows are not de-duplicated
-}
-
-void WrDedup::record(std::uint64_t idx, std::uint32_t pos, std::uint32_t req) {
-  if (map_built_) {
-    map_insert(idx, Hit{pos, req});
-  } else {
-    firsts_.emplace_back(idx, Hit{pos, req});
-  }
+const WrDedup::Hit* WrDedup::find_repeat(std::uint64_t idx) {
+  if (!map_built_) build_map();
+  return map_find(idx);
 }
 
 // ---- ClientUnit ----------------------------------------------------------------------------
@@ -361,13 +350,7 @@ void ClientUnit::on_response(const concat::PrHeader& pr, const std::byte* payloa
 }
 
 // ---- compact wire --------------------------------------------------------------------------
-bool ClientUnit::compact_room(std::uint32_t owner) const noexcept {
-  if (inflight_prs_ >= config_.pending_entries) return false;
-  return open_[owner] != kNoBatch || !free_batches_.empty() || batches_.size() < max_batches_;
-}
-
-ClientUnit::Batch& ClientUnit::open_batch(std::uint32_t owner) {
-  if (open_[owner] != kNoBatch) return batches_[open_[owner]];
+ClientUnit::Batch& ClientUnit::open_new_batch(std::uint32_t owner) {
   std::uint32_t b;
   if (!free_batches_.empty()) {
     b = free_batches_.back();

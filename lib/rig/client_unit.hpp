@@ -53,9 +53,23 @@ class WrDedup {
   };
   void begin(std::uint64_t total_rows, std::uint64_t count);
   // The first occurrence of idx (nullptr if none). A miss marks idx as seen: the caller then
-  // either records() it or forget()s it (it was not sent after all).
-  const Hit* find(std::uint64_t idx);
-  void record(std::uint64_t idx, std::uint32_t pos, std::uint32_t req);
+  // either records() it or forget()s it (it was not sent after all). Both are inline: the
+  // client's hot loop calls them per idx, and a call there spills the loop's registers (the
+  // first-time bitmap claim is the common case; repeats take the out-of-line map).
+  const Hit* find(std::uint64_t idx) {
+    if (use_bitmap_ && idx < seen_.size()) {
+      if (seen_.claim(idx) == filter::kRowNone) return nullptr;  // first time in this WR
+      return find_repeat(idx);
+    }
+    return map_built_ ? map_find(idx) : nullptr;  // idxs beyond the rows are not de-duplicated
+  }
+  void record(std::uint64_t idx, std::uint32_t pos, std::uint32_t req) {
+    if (map_built_) {
+      map_insert(idx, Hit{pos, req});
+    } else {
+      firsts_.emplace_back(idx, Hit{pos, req});
+    }
+  }
   void prefetch(std::uint64_t idx) const noexcept {
     if (use_bitmap_) seen_.prefetch(idx);
   }
@@ -73,6 +87,7 @@ class WrDedup {
     return static_cast<std::size_t>((idx * 0x9E3779B97F4A7C15ull) >> shift_);
   }
   const Hit* map_find(std::uint64_t idx) const noexcept;
+  const Hit* find_repeat(std::uint64_t idx);  // a bitmap hit: the map (built on the first one)
   void map_insert(std::uint64_t idx, Hit hit) noexcept;
   void build_map();
 
@@ -182,9 +197,17 @@ class ClientUnit {
   // the region's row filter, so later commands ask for them again instead of waiting.
   void forget_unanswered(const Batch& b, Command& c) noexcept;
   // Room for one more PR to `owner` (an open read, or a free one, and the in-flight bound).
-  bool compact_room(std::uint32_t owner) const noexcept;
+  // Inline, as WrDedup::find (per idx in the hot loop).
+  bool compact_room(std::uint32_t owner) const noexcept {
+    if (inflight_prs_ >= config_.pending_entries) return false;
+    return open_[owner] != kNoBatch || !free_batches_.empty() || batches_.size() < max_batches_;
+  }
   // The open read to `owner` (opened for the current command's slot if none is).
-  Batch& open_batch(std::uint32_t owner);
+  Batch& open_batch(std::uint32_t owner) {
+    const std::uint32_t b = open_[owner];
+    return b != kNoBatch ? batches_[b] : open_new_batch(owner);
+  }
+  Batch& open_new_batch(std::uint32_t owner);
   void send_batch(std::uint32_t owner);
   void send_open_batches();
   void free_batch(std::uint32_t b) noexcept;

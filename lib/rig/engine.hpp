@@ -84,7 +84,11 @@ class Engine : public PostTarget, public CommandSink {
   // ---- admin (application threads; serialized with the engine by progress_mu_). Failures
   // throw EngineError (or std::invalid_argument / std::length_error for bad arguments).
   Region* register_region(void* base, std::uint64_t local_rows, std::uint32_t prop_bytes,
-                          const std::uint64_t* row_offsets);
+                          const std::uint64_t* row_offsets, std::uint32_t flags = 0);
+  // Local: the NS_MR_RIG_ONLY region `mr` is read from (and scatter-reduced into) `base` from now
+  // on (ns_rebind_props). EngineError NS_ERR_INVALID for another region or bad arguments,
+  // NS_ERR_STATE while this node's work requests on it are in flight.
+  void rebind_region(Region* mr, void* base);
   // Collective teardown of the region; true when it was collective (clean), false when a peer
   // known to have failed made it local (the region is released either way).
   bool deregister_region(Region* mr);
@@ -138,6 +142,7 @@ class Engine : public PostTarget, public CommandSink {
     std::uint64_t timeouts = 0, rdma_reads = 0, malformed_packets = 0, completions = 0;
     std::uint64_t packets_in = 0, frames_in = 0, tx_bytes = 0;
     std::uint64_t control_prs = 0, decode_errors[8] = {};
+    std::uint64_t registrations = 0, rebinds = 0;  // regions registered, moved (ns_rebind_props)
     // Gauges: the engine's queues at the moment of the snapshot (not reset by reset_stats).
     std::uint64_t commands_active = 0;  // posted, not completed
     std::uint64_t filter_commands = 0;  // on the row filter, admitted, not completed
@@ -269,6 +274,7 @@ class Engine : public PostTarget, public CommandSink {
   std::uint32_t next_plan_id_ = 1;
   std::uint64_t timeouts_ = 0, malformed_packets_ = 0, completions_ = 0;
   std::uint64_t packets_in_ = 0, frames_in_ = 0, control_prs_ = 0, decode_errors_[8] = {};
+  std::uint64_t registrations_ = 0, rebinds_ = 0;
   std::string broken_;  // why the engine failed (fail_engine), empty while healthy
   std::atomic<bool> broken_flag_{false};
   std::function<void(const transport::ReceivedPacket&)> handler_;

@@ -81,7 +81,7 @@ std::uint32_t Engine::max_prop_bytes() const noexcept {
 }
 
 Region* Engine::register_region(void* base, std::uint64_t local_rows, std::uint32_t prop_bytes,
-                                const std::uint64_t* row_offsets) {
+                                const std::uint64_t* row_offsets, std::uint32_t flags) {
   if (closed_by_finalize()) throw EngineError(NS_ERR_STATE, broken_reason());
   const std::size_t max_message = tx_->max_packet_bytes();
   const std::size_t one_response = concat::packet_bytes(concat::PrType::kResponse, prop_bytes, 1);
@@ -89,8 +89,10 @@ Region* Engine::register_region(void* base, std::uint64_t local_rows, std::uint3
   // collective registration): a rank whose arguments are refused, or arguments that differ
   // between ranks, fail every rank with the same message instead of leaving the others waiting
   // or gathering mismatched properties.
-  agreement::Agreement me = region_agreement(prop_bytes, row_offsets, size_);
+  agreement::Agreement me = region_agreement(prop_bytes, row_offsets, size_, flags);
   try {
+    if ((flags & ~std::uint32_t{NS_MR_RIG_ONLY}) != 0)
+      throw std::invalid_argument("unknown flags bits " + std::to_string(flags));
     if (row_offsets == nullptr) throw std::invalid_argument("row_offsets is NULL");
     if (prop_bytes == 0) throw std::invalid_argument("prop_bytes is 0");
     if (local_rows > 0 && base == nullptr) throw std::invalid_argument("base is NULL");
@@ -141,16 +143,39 @@ Region* Engine::register_region(void* base, std::uint64_t local_rows, std::uint3
   cc.delay_ns = config_.concat_on() ? config_.delay_ns : 0;
   cc.virtualized = config_.virtual_queues;
   auto cp = std::make_unique<concat::ConcatPoint>(cc, *outbox_);
-  r->tx_region = tx_->register_memory(base, local_rows * prop_bytes);  // collective
+  // Collective; a RIG-only region is served by the engine alone: no window, no MR.
+  r->rig_only = (flags & NS_MR_RIG_ONLY) != 0;
+  if (!r->rig_only) r->tx_region = tx_->register_memory(base, local_rows * prop_bytes);
   concat_ = std::move(cp);
   region_owner_ = std::move(r);
   port_.concat = concat_.get();
   port_.region = region_owner_.get();
   region_.store(region_owner_.get(), std::memory_order_release);
+  ++registrations_;
   plans_->region_changed();
   register_handle(region_owner_.get(), HandleKind::kMr, static_cast<const Engine*>(this));
   tx_->barrier();  // every node can serve before anyone posts
   return region_owner_.get();
+}
+
+void Engine::rebind_region(Region* mr, void* base) {
+  if (mr == nullptr || mr != region()) {
+    throw EngineError(NS_ERR_INVALID, "not the region registered on this context");
+  }
+  if (!mr->rig_only) {
+    throw EngineError(NS_ERR_INVALID,
+                      "the region was registered for one-sided reads (without NS_MR_RIG_ONLY): "
+                      "peers' reads would still see the registered buffer; deregister and "
+                      "register the new one instead");
+  }
+  if (mr->local_rows > 0 && base == nullptr) throw EngineError(NS_ERR_INVALID, "base is NULL");
+  if (closed_by_finalize()) throw EngineError(NS_ERR_STATE, broken_reason());
+  AdminLock lk(progress_mu_, admin_waiting_);
+  if (mr->inflight.load(std::memory_order_acquire) != 0) {
+    throw EngineError(NS_ERR_STATE, "work requests on this region are still in flight");
+  }
+  mr->base = static_cast<std::byte*>(base);
+  ++rebinds_;
 }
 
 bool Engine::deregister_region(Region* mr) {
@@ -188,7 +213,7 @@ bool Engine::release_region_collectively(Region* mr) {
   }
   if (clean) {
     tx_->barrier();
-    tx_->deregister_memory(mr->tx_region);
+    if (mr->tx_region >= 0) tx_->deregister_memory(mr->tx_region);
   } else {
     note_failure();
   }
@@ -317,6 +342,8 @@ Engine::Snapshot Engine::snapshot() const {
   s.frames_in = frames_in_;
   s.tx_bytes = tx_->bytes_sent();
   s.control_prs = control_prs_;
+  s.registrations = registrations_;
+  s.rebinds = rebinds_;
   s.commands_active = active_commands.load(std::memory_order_relaxed);
   if (const Region* r = region()) s.filter_commands = r->fifo_depth();
   s.wc_backlog = wc_backlog_.size();
@@ -341,7 +368,7 @@ void Engine::reset_stats() {
   scatters_->counters = ScatterCounters{};
   reads_->reset_stats();
   timeouts_ = malformed_packets_ = completions_ = packets_in_ = frames_in_ = control_prs_ = steps_ =
-      0;
+      registrations_ = rebinds_ = 0;
   std::fill(std::begin(stage_ns_), std::end(stage_ns_), 0);
   std::fill(std::begin(decode_errors_), std::end(decode_errors_), 0);
 }

@@ -96,6 +96,7 @@ WrError validate_wr(const ns_send_wr& w, const Region* reg, const PostTarget* ta
     const auto& r = w.wr.rdma_read;
     if (r.mr == nullptr) return WrError::kReadMrNull;
     if (static_cast<const Region*>(r.mr) != reg) return WrError::kReadMrForeign;
+    if (reg->rig_only) return WrError::kReadRigOnly;
     if (r.out == nullptr) return WrError::kReadOutNull;
     if (r.out_bytes < reg->prop_bytes) return WrError::kReadOutTooSmall;
     return WrError::kNone;

@@ -105,6 +105,7 @@ enum class WrError : int {
   kRisUnknownDatatype,
   kRisRowNotWhole,
   kRisFlags,
+  kReadRigOnly,
 };
 // `target`: the engine posting (plans must belong to it); may be null when no plan can occur.
 WrError validate_wr(const ns_send_wr& w, const Region* registered,

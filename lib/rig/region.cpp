@@ -38,9 +38,10 @@ Region::Region(std::byte* base_, std::uint64_t local_rows_, std::uint32_t prop_b
 }
 
 agreement::Agreement region_agreement(std::uint32_t prop_bytes, const std::uint64_t* row_offsets,
-                                      int size) {
+                                      int size, std::uint32_t flags) {
   agreement::Agreement a;
   a.field("prop_bytes", prop_bytes);
+  a.field("flags", flags);
   const std::uint64_t total = row_offsets != nullptr ? row_offsets[size] : 0;
   a.field("row_offsets[size] (total rows)", total);
   a.field("row_offsets",

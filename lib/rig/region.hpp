@@ -26,7 +26,8 @@ namespace netsparse::rig {
 // arguments that must agree (row_offsets: size + 1 entries, or null when refused), exchanged
 // with Transport::allgather; the caller adds this rank's refusal.
 [[nodiscard]] agreement::Agreement region_agreement(std::uint32_t prop_bytes,
-                                                    const std::uint64_t* row_offsets, int size);
+                                                    const std::uint64_t* row_offsets, int size,
+                                                    std::uint32_t flags);
 
 class Region {
  public:
@@ -37,7 +38,10 @@ class Region {
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
 
-  std::byte* const base;
+  // Where the rows are: fixed for a region registered for one-sided reads; a region registered
+  // NS_MR_RIG_ONLY may be pointed at another buffer of the same shape (Engine::rebind_region).
+  std::byte* base;
+  bool rig_only = false;  // NS_MR_RIG_ONLY: no transport registration (tx_region < 0)
   const std::uint64_t local_rows;
   const std::uint32_t prop_bytes;
   const DestinationSolver solver;

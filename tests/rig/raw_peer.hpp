@@ -27,7 +27,7 @@ inline int join_region_registration(netsparse::transport::Transport& raw, std::u
                                     const std::vector<std::uint64_t>& offsets) {
   const int size = static_cast<int>(offsets.size()) - 1;
   const std::vector<std::byte> mine =
-      netsparse::rig::region_agreement(prop_bytes, offsets.data(), size).record();
+      netsparse::rig::region_agreement(prop_bytes, offsets.data(), size, /*flags=*/0).record();
   std::vector<std::byte> all(mine.size() * static_cast<std::size_t>(size));
   raw.allgather(mine.data(), mine.size(), all.data());
   const int region = raw.register_memory(nullptr, 0);

@@ -42,6 +42,7 @@ struct ClusterOptions {
   int cqe = 256;
   // Nodes that close after a peer failure release their region locally and say so.
   bool expect_local_close = false;
+  std::uint32_t mr_flags = 0;  // ns_reg_props_ex flags (0: ns_reg_props)
 };
 
 // Runs fn on every node, each in its own thread, between open/register and teardown.
@@ -70,8 +71,10 @@ inline void run_cluster(const ClusterOptions& o, const std::function<void(Node&)
       ns_status_t s = ns_open_inproc(fabric, r, &o.attr, &n.ctx);
       EXPECT_EQ(s, NS_OK) << ns_last_error();
       if (s != NS_OK) return;
-      s = ns_reg_props(n.ctx, n.block.data(), offsets[r + 1] - offsets[r], o.P, offsets.data(),
-                       &n.mr);
+      s = o.mr_flags == 0 ? ns_reg_props(n.ctx, n.block.data(), offsets[r + 1] - offsets[r], o.P,
+                                         offsets.data(), &n.mr)
+                          : ns_reg_props_ex(n.ctx, n.block.data(), offsets[r + 1] - offsets[r], o.P,
+                                            offsets.data(), o.mr_flags, &n.mr);
       EXPECT_EQ(s, NS_OK) << ns_last_error();
       EXPECT_EQ(ns_create_cq(n.ctx, o.cqe, &n.cq), NS_OK) << ns_last_error();
       EXPECT_EQ(ns_create_qp(n.ctx, n.cq, o.qp_depth, &n.qp), NS_OK) << ns_last_error();
