@@ -60,10 +60,7 @@ struct NETSPARSE_LOCAL RigEngine::Impl {
   void ensure_region(const void* base, std::uint64_t rows, std::uint32_t prop_bytes,
                      std::uint32_t elem_bytes, const RowPartition& cols, bool rig_only,
                      std::chrono::milliseconds deadline) {
-    std::vector<std::uint64_t> offsets(cols.offsets().begin(), cols.offsets().end());
-    const bool same_shape = region.get() != nullptr && reg_rig_only == rig_only &&
-                            reg_prop_bytes == prop_bytes && reg_rows == rows &&
-                            reg_offsets == offsets;
+    const bool same_shape = registered_as(rows, prop_bytes, cols, rig_only);
     int stale = 1;
     if (rig_only) {
       if (same_shape) {
@@ -76,6 +73,7 @@ struct NETSPARSE_LOCAL RigEngine::Impl {
     }
     if (!stale) return;
     if (region.get() != nullptr) region.close();
+    std::vector<std::uint64_t> offsets(cols.offsets().begin(), cols.offsets().end());
     // Split only when needed, into the fewest equal pieces (a divisor of the row's elements)
     // that each fit; every rank uses the smallest limit so all agree on the split.
     unsigned limit = ctx.max_prop_bytes();
@@ -120,8 +118,10 @@ struct NETSPARSE_LOCAL RigEngine::Impl {
     region.rebind(const_cast<void*>(base));  // the engine only reads it (see ensure_region)
     reg_base = base;
   }
-  bool rebindable(std::uint64_t rows, std::uint32_t prop_bytes, const RowPartition& cols) const {
-    return region.get() != nullptr && reg_rig_only && reg_prop_bytes == prop_bytes &&
+  // Whether the region is registered (rig_only or for one-sided reads) with this shape.
+  bool registered_as(std::uint64_t rows, std::uint32_t prop_bytes, const RowPartition& cols,
+                     bool rig_only) const {
+    return region.get() != nullptr && reg_rig_only == rig_only && reg_prop_bytes == prop_bytes &&
            reg_rows == rows &&
            std::equal(reg_offsets.begin(), reg_offsets.end(), cols.offsets().begin(),
                       cols.offsets().end());
@@ -270,7 +270,7 @@ class RigExchange final : public Exchange<T> {
     if (vanilla_) return;  // its region is read one-sidedly: re-registered collectively
     RigEngine::Impl& e = engine_->impl();
     const auto rows = static_cast<std::uint64_t>(rc.cols->size(rc.rank));
-    if (e.rebindable(rows, static_cast<std::uint32_t>(rc.row_bytes()), *rc.cols)) {
+    if (e.registered_as(rows, static_cast<std::uint32_t>(rc.row_bytes()), *rc.cols, true)) {
       e.rebind_if_moved(operand);
     }
   }

@@ -337,30 +337,32 @@ extern "C" ns_status_t ns_quiesce(ns_context* ctx, int timeout_ms) {
 }
 
 // ---- region --------------------------------------------------------------------------------
-extern "C" ns_status_t ns_reg_props(ns_context* ctx, void* base, uint64_t local_rows,
-                                    uint32_t prop_bytes, const uint64_t* row_offsets, ns_mr** out) {
-  if (const ns_status_t s =
-          check_handle("ns_reg_props", ctx, "ctx", HandleKind::kContext, out != nullptr);
+namespace {
+// ns_reg_props and ns_reg_props_ex: one registration, named by the call the user made.
+ns_status_t register_props(const char* call, ns_context* ctx, void* base, uint64_t local_rows,
+                           uint32_t prop_bytes, const uint64_t* row_offsets, uint32_t flags,
+                           ns_mr** out) {
+  if (const ns_status_t s = check_handle(call, ctx, "ctx", HandleKind::kContext, out != nullptr);
       s != NS_OK)
     return s;
-  return guarded("ns_reg_props", [&]() -> ns_status_t {
-    *out = static_cast<ns_mr*>(ctx->register_region(base, local_rows, prop_bytes, row_offsets));
+  return guarded(call, [&]() -> ns_status_t {
+    *out =
+        static_cast<ns_mr*>(ctx->register_region(base, local_rows, prop_bytes, row_offsets, flags));
     return NS_OK;
   });
+}
+}  // namespace
+
+extern "C" ns_status_t ns_reg_props(ns_context* ctx, void* base, uint64_t local_rows,
+                                    uint32_t prop_bytes, const uint64_t* row_offsets, ns_mr** out) {
+  return register_props("ns_reg_props", ctx, base, local_rows, prop_bytes, row_offsets, 0, out);
 }
 
 extern "C" ns_status_t ns_reg_props_ex(ns_context* ctx, void* base, uint64_t local_rows,
                                        uint32_t prop_bytes, const uint64_t* row_offsets,
                                        uint32_t flags, ns_mr** out) {
-  if (const ns_status_t s =
-          check_handle("ns_reg_props_ex", ctx, "ctx", HandleKind::kContext, out != nullptr);
-      s != NS_OK)
-    return s;
-  return guarded("ns_reg_props_ex", [&]() -> ns_status_t {
-    *out =
-        static_cast<ns_mr*>(ctx->register_region(base, local_rows, prop_bytes, row_offsets, flags));
-    return NS_OK;
-  });
+  return register_props("ns_reg_props_ex", ctx, base, local_rows, prop_bytes, row_offsets, flags,
+                        out);
 }
 
 extern "C" ns_status_t ns_rebind_props(ns_mr* mr, void* base) {
