@@ -171,6 +171,18 @@ ns_status_t ns_quiesce_start(ns_context* ctx);
  * calling ns_progress for the rest of its computation. NS_ERR_STATE when no round is announced
  * (no ns_quiesce_start since the last ns_quiesce). */
 ns_status_t ns_quiesce_test(ns_context* ctx, int* done);
+/* The peers of the following quiesce rounds, until changed (both counts -1: every node, the
+ * default). This node tells the n_tell nodes of `tell` that it is done, and its rounds complete
+ * once each live node of `wait_for` has told it: a round costs one control message per pattern
+ * peer instead of one per node of the job. Consistency is the caller's: node a lists b in
+ * wait_for exactly when b lists a in tell (tell = the nodes this node posts requests to,
+ * wait_for = the nodes that post requests to it); a node waited for that never tells makes the
+ * round time out. This node itself is ignored in either list, repeats count once.
+ * NS_ERR_INVALID for a node out of range or one count of -1 without the other; NS_ERR_STATE
+ * while a round is announced and not waited for. ns_dereg_props always quiesces with every
+ * node. */
+ns_status_t ns_quiesce_peers(ns_context* ctx, const int* tell, int n_tell, const int* wait_for,
+                             int n_wait);
 
 /* ---- property region ----------------------------------------------------------------------- */
 /* Collective. The local property array: local_rows rows of prop_bytes bytes each at base (row r

@@ -227,6 +227,16 @@ class Context {
     detail::check(r < 0 ? r : 0, "ns_progress");
     return r;
   }
+  // The peers of the next quiesce rounds (ns_quiesce_peers); quiesce_every_peer() restores the
+  // default.
+  void quiesce_peers(std::span<const int> tell, std::span<const int> wait_for) {
+    detail::check(ns_quiesce_peers(get(), tell.data(), static_cast<int>(tell.size()),
+                                   wait_for.data(), static_cast<int>(wait_for.size())),
+                  "ns_quiesce_peers");
+  }
+  void quiesce_every_peer() {
+    detail::check(ns_quiesce_peers(get(), nullptr, -1, nullptr, -1), "ns_quiesce_peers");
+  }
   void quiesce_start() { detail::check(ns_quiesce_start(get()), "ns_quiesce_start"); }
   // Whether the announced round is complete here (ns_quiesce_test).
   bool quiesce_test() {

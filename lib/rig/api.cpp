@@ -7,6 +7,7 @@
 #include <memory>
 #include <new>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -332,6 +333,25 @@ extern "C" ns_status_t ns_quiesce_test(ns_context* ctx, int* done) {
 extern "C" ns_status_t ns_quiesce(ns_context* ctx, int timeout_ms) {
   return on_live("ns_quiesce", ctx, "ctx", HandleKind::kContext, [&]() -> ns_status_t {
     ctx->quiesce(timeout_ms);
+    return NS_OK;
+  });
+}
+
+extern "C" ns_status_t ns_quiesce_peers(ns_context* ctx, const int* tell, int n_tell,
+                                        const int* wait_for, int n_wait) {
+  return on_live("ns_quiesce_peers", ctx, "ctx", HandleKind::kContext, [&]() -> ns_status_t {
+    if (n_tell < 0 && n_wait < 0) {
+      ctx->quiesce_peers(std::nullopt, std::nullopt);
+      return NS_OK;
+    }
+    if (n_tell < 0 || n_wait < 0 || (n_tell > 0 && tell == nullptr) ||
+        (n_wait > 0 && wait_for == nullptr)) {
+      throw EngineError(NS_ERR_INVALID,
+                             "ns_quiesce_peers: both counts -1 (every node), or both >= 0 with "
+                             "their lists (NULL only for a count of 0)");
+    }
+    ctx->quiesce_peers(std::span<const int>(tell, static_cast<std::size_t>(n_tell)),
+                       std::span<const int>(wait_for, static_cast<std::size_t>(n_wait)));
     return NS_OK;
   });
 }

@@ -489,12 +489,17 @@ void Engine::step_quiesce(std::uint64_t now) {
   // Control PRs are never queued and would overtake what is still queued: flush that first, so
   // "done" reaches each peer after everything this node sent it before.
   concat_->flush_all();
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_ || peer_dead(p)) continue;
+  const auto tell = [&](int p) {
+    if (p == rank_ || peer_dead(p)) return;
     concat_->push(
         concat::PrType::kControl, static_cast<std::uint32_t>(p),
         concat::PrHeader{static_cast<std::uint32_t>(rank_), 0, round, kControlQuiesceDone}, nullptr,
         now);
+  };
+  if (quiesce_.every_peer()) {
+    for (int p = 0; p < size_; ++p) tell(p);
+  } else {
+    for (const int p : quiesce_.told()) tell(p);
   }
   quiesce_.sent(round);
 }

@@ -21,6 +21,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -115,6 +116,11 @@ class Engine : public PostTarget, public CommandSink {
   // none is announced); runs no step.
   bool quiesce_test();
   void quiesce(int timeout_ms);
+  // The peers of the next quiesce rounds (ns_quiesce_peers; nullopt: every node). EngineError
+  // NS_ERR_INVALID for a node out of range or one list without the other, NS_ERR_STATE while a
+  // round is announced. Region teardown always quiesces with every node.
+  void quiesce_peers(std::optional<std::span<const int>> tell,
+                     std::optional<std::span<const int>> wait_for);
   // When the next step has timed work (the earliest concatenation-queue expiry, engine clock);
   // UINT64_MAX if none. For a driver that schedules INLINE steps itself instead of polling:
   // the cluster emulator (lib/emulate) steps each node in virtual time only when a packet

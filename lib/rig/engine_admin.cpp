@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -198,13 +199,59 @@ bool Engine::deregister_region(Region* mr) {
   return clean;
 }
 
+void Engine::quiesce_peers(std::optional<std::span<const int>> tell,
+                           std::optional<std::span<const int>> wait_for) {
+  if (tell.has_value() != wait_for.has_value()) {
+    throw EngineError(NS_ERR_INVALID,
+                      "ns_quiesce_peers: give both lists, or neither (n_tell = n_wait = -1: "
+                      "every node)");
+  }
+  const auto checked = [&](std::span<const int> nodes, const char* which) {
+    std::vector<int> out;
+    out.reserve(nodes.size());
+    for (const int p : nodes) {
+      if (p < 0 || p >= size_) {
+        throw EngineError(NS_ERR_INVALID, std::string("ns_quiesce_peers: ") + which +
+                                                   " names node " + std::to_string(p) +
+                                                   ", not in [0, " + std::to_string(size_) + ")");
+      }
+      if (p != rank_) out.push_back(p);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  };
+  std::vector<int> t, w;
+  if (tell) {
+    t = checked(*tell, "tell");
+    w = checked(*wait_for, "wait_for");
+  }
+  std::lock_guard<std::mutex> q(quiesce_mu_);
+  if (quiesce_.announced() != 0) {
+    throw EngineError(NS_ERR_STATE,
+                      "ns_quiesce_peers: a quiesce round is announced and not yet waited for");
+  }
+  AdminLock step(progress_mu_, admin_waiting_);  // the engine thread reads them in its step
+  if (tell) {
+    quiesce_.set_peers(std::move(t), std::move(w));
+  } else {
+    quiesce_.all_peers();
+  }
+}
+
 bool Engine::release_region_collectively(Region* mr) {
   // The teardown protocol (docs/architecture.md): keep serving until every live peer has
   // quiesced, however late it comes — no timeout decides that a live peer is gone, and earlier
   // transient timeouts do not matter; peers known to have failed (reported by the transport:
   // verbs QP errors, the intra-host rings' process check, inproc kills) are not waited for.
   // Then, only if no peer has failed, the collective part (barrier, window free) with all of
-  // them; otherwise everything stays local, and the caller is told.
+  // them; otherwise everything stays local, and the caller is told. Every node, whatever peers
+  // the application named for its rounds (ns_quiesce_peers): no other node may need it after.
+  {
+    std::lock_guard<std::mutex> q(quiesce_mu_);
+    AdminLock step(progress_mu_, admin_waiting_);
+    quiesce_.all_peers();
+  }
   quiesce(-1);
   AdminLock lk(progress_mu_, admin_waiting_);
   bool clean = true;

@@ -4,11 +4,18 @@
 // "done with round r"; a round is complete on a node when its own "done" has left and every live
 // peer's has arrived. Rounds are numbered so that repeated quiesces (one per kernel run) never
 // mix. The application asks (request), the engine thread sends and receives.
+//
+// Peers of a round (ns_quiesce_peers): by default every node tells every other and waits for
+// all of them, O(nodes) control PRs per node and round. An application that knows its pattern
+// names them instead: tell = the nodes it posts requests to, wait_for = the nodes that post
+// requests to it; a round then costs each node one control PR per pattern peer (issue 34: a run's
+// control traffic grows with the neighbours, not with the job).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace netsparse::rig {
 
@@ -55,12 +62,36 @@ class Quiesce {
   template <class Dead>
   bool complete(std::uint64_t r, int self, Dead&& dead) const {
     if (out_.load(std::memory_order_acquire) < r) return false;
-    for (int p = 0; p < nodes_; ++p) {
-      if (p == self || dead(p)) continue;
-      if (done_from_[p].load(std::memory_order_acquire) < r) return false;
+    const auto waits_for = [&](int p) {
+      return p == self || dead(p) || done_from_[p].load(std::memory_order_acquire) >= r;
+    };
+    if (all_peers_) {
+      for (int p = 0; p < nodes_; ++p) {
+        if (!waits_for(p)) return false;
+      }
+      return true;
+    }
+    for (const int p : wait_for_) {
+      if (!waits_for(p)) return false;
     }
     return true;
   }
+
+  // The peers of the next rounds (caller: the application, with the engine's step lock and the
+  // quiesce lock held, between rounds). all_peers(): every node, the default.
+  void set_peers(std::vector<int> tell, std::vector<int> wait_for) {
+    tell_ = std::move(tell);
+    wait_for_ = std::move(wait_for);
+    all_peers_ = false;
+  }
+  void all_peers() noexcept {
+    all_peers_ = true;
+    tell_.clear();
+    wait_for_.clear();
+  }
+  bool every_peer() const noexcept { return all_peers_; }
+  // Engine thread (step lock): the nodes this round's "done" goes to, when not every node.
+  const std::vector<int>& told() const noexcept { return tell_; }
 
  private:
   std::atomic<std::uint64_t> requested_{0};
@@ -69,6 +100,8 @@ class Quiesce {
   std::uint64_t waited_ = 0;           // application side (under the engine's quiesce lock)
   std::unique_ptr<std::atomic<std::uint64_t>[]> done_from_;
   int nodes_;
+  bool all_peers_ = true;
+  std::vector<int> tell_, wait_for_;
 };
 
 }  // namespace netsparse::rig

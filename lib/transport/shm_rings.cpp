@@ -3,18 +3,29 @@
 // Profile behind it (docs/benchmarks.md): with 64 KiB frames over Open MPI's vader, the receive
 // side's single-copy rendezvous (process_vm_readv with page pinning, inside MPI_Testsome) was
 // ~40 % of the RIG engine's step time. Ranks on one host can share memory directly: one
-// single-producer/single-consumer byte ring per ordered pair of the host's ranks, in POSIX shared
-// memory. A send is one copy into the receiver's ring; the receiver hands the bytes to its
-// handler in place (no copy) and then releases them. Reads of this host's ranks copy from their
-// memory with process_vm_readv (a dead peer is an error at once, see read()). Traffic to other
-// hosts, their reads, barriers and their failure detection stay with the wrapped MPI transport.
+// single-producer/single-consumer byte ring per ordered pair of the host's ranks that exchange
+// frames, in POSIX shared memory. A send is one copy into the receiver's ring; the receiver hands
+// the bytes to its handler in place (no copy) and then releases them. Reads of this host's ranks
+// copy from their memory with process_vm_readv (a dead peer is an error at once, see read()).
+// Traffic to other hosts, their reads, barriers and their failure detection stay with the
+// wrapped MPI transport.
 //
-// Segments: each rank creates one segment holding the rings whose RECEIVER it is (one per
-// sender of its host), under a name agreed through MPI; peers map it; once everybody has mapped
-// every segment the names are unlinked, so nothing outlives the job even if it crashes, and no
-// teardown is collective (munmap is local). Space is reserved with posix_fallocate, so a full
-// /dev/shm fails at setup (and the transport falls back to MPI alone) instead of raising SIGBUS
-// at a later write.
+// The host: the ranks that share memory (MPI_COMM_TYPE_SHARED), cut into the job's virtual hosts
+// when NETSPARSE_RANKS_PER_HOST is set, so that one machine acting as several hosts carries the
+// traffic between its virtual hosts over MPI (the inter-host path), never over these rings.
+//
+// Rings are created on first use (issue 34): a rank's state grows with the peers it sends to,
+// not with the ranks of its host. Opening costs no shared memory at all (measured before: every
+// ordered pair of a 128-rank host got its ring at open, 16 K rings and 12.9 s at np 128). The
+// first frame to a peer creates the ring (me -> peer) as its own segment (shm_open, reserved with
+// posix_fallocate so that a full /dev/shm is an error now, not a SIGBUS at a later write; the
+// pair then falls back to MPI with a warning) and announces it with one small MPI message on a
+// private communicator; the receiver maps it when it sees the announcement (polled every
+// kAnnouncePollEvery-th poll), unlinks its name (nothing outlives the job once both have it), and
+// reads it from then on. Frames written before the receiver maps the ring wait in it in order:
+// every frame to a peer of this host goes through its ring from the first one on, so the pair's
+// order holds. A segment whose announcement was never taken (the receiver died or closed first)
+// is unlinked by its creator at teardown.
 //
 // Ring: positions are byte counters that only grow (index = position mod capacity, a power of
 // two); `tail` is written by the producer only, `head` by the consumer only, each on its own
@@ -33,6 +44,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -42,6 +54,7 @@
 #include <vector>
 
 #include "agreement/mpi.hpp"
+#include "config/settings.hpp"
 #include "transport/transport_factory.hpp"
 
 namespace netsparse::transport {
@@ -69,22 +82,13 @@ using agreement::check_mpi;
 
 class HostShmTransport final : public Transport {
  public:
-  // Takes `inner` only when the rings are set up; on failure (an exception, agreed by every
-  // rank of the host) the caller keeps it.
-  HostShmTransport(MPI_Comm comm, std::unique_ptr<Transport>& inner, std::size_t ring_bytes)
+  // Takes `inner` only when the host is set up; on failure (an exception, agreed by every rank of
+  // the host) the caller keeps it. `host` is this rank's host communicator (freed by the caller).
+  HostShmTransport(MPI_Comm comm, MPI_Comm host, std::unique_ptr<Transport>& inner,
+                   std::size_t ring_bytes)
       : ring_bytes_(ring_bytes) {
     host_index_.assign(static_cast<std::size_t>(inner->size()), -1);
-    MPI_Comm host = MPI_COMM_NULL;
-    check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host),
-              "MPI_Comm_split_type");
-    try {
-      setup(comm, host);
-    } catch (...) {
-      MPI_Comm_free(&host);
-      unmap_all();
-      throw;
-    }
-    MPI_Comm_free(&host);
+    setup(comm, host);
     inner_ = std::move(inner);
   }
 
@@ -94,6 +98,16 @@ class HostShmTransport final : public Transport {
       for (int r = 0; r < size(); ++r) {
         if (r != rank() && peer_failed(r)) inner_->note_peer_failed(r);
       }
+    }
+    int finalized = 1;
+    MPI_Finalized(&finalized);
+    if (!finalized && announce_comm_ != MPI_COMM_NULL) {
+      take_announcements();  // unlinks the names of rings announced to us and never mapped
+      MPI_Comm_free(&announce_comm_);
+    }
+    for (std::size_t h = 0; h < out_.size(); ++h) {
+      // Our own rings' names: gone already once their receiver mapped them (ENOENT then).
+      if (out_[h].control != nullptr) shm_unlink(name_of(host_rank_, static_cast<int>(h)).c_str());
     }
     unmap_all();
   }
@@ -108,47 +122,50 @@ class HostShmTransport final : public Transport {
     if (dest < 0 || dest >= size() || packet.empty() || packet.size() > max_packet_bytes()) {
       return TxStatus::kError;
     }
-    const int h = host_index_[static_cast<std::size_t>(dest)];
-    if (h < 0 || dest == rank()) {
+    const int h = ring_peer(dest);
+    if (h < 0) {
       if (dest == rank()) self_sends_ = true;  // its arrival needs the MPI poll every time
       return inner_->send(dest, packet);
     }
     if (inner_->peer_failed(dest) || failed_[static_cast<std::size_t>(h)]) {
       return TxStatus::kPeerFailed;
     }
-    Outbound& o = out_[static_cast<std::size_t>(h)];
-    if (o.reserved != 0) return TxStatus::kError;  // a reservation is open for this peer
-    std::byte* at = place(o, packet.size());
+    Outbound* o = outbound(h);
+    if (o == nullptr) return inner_->send(dest, packet);  // the pair fell back to MPI
+    if (o->reserved != 0) return TxStatus::kError;        // a reservation is open for this peer
+    std::byte* at = place(*o, packet.size());
     if (at == nullptr) return TxStatus::kNoResource;
     std::memcpy(at + kHeader, packet.data(), packet.size());
-    publish(o, static_cast<std::uint32_t>(packet.size()));
+    publish(*o, static_cast<std::uint32_t>(packet.size()));
     return TxStatus::kOk;
   }
 
   std::span<std::byte> reserve(int dest) override {
     if (dest < 0 || dest >= size()) return {};
-    const int h = host_index_[static_cast<std::size_t>(dest)];
-    if (h < 0 || dest == rank() || failed_[static_cast<std::size_t>(h)]) return {};
-    Outbound& o = out_[static_cast<std::size_t>(h)];
+    const int h = ring_peer(dest);
+    if (h < 0 || failed_[static_cast<std::size_t>(h)]) return {};
+    Outbound* o = outbound(h);
+    if (o == nullptr) return {};  // fell back to MPI: lends() says no from now on
     const std::size_t len = max_packet_bytes();
-    std::byte* at = place(o, len);
+    std::byte* at = place(*o, len);
     if (at == nullptr) return {};
-    o.reserved = len;
+    o->reserved = len;
     return {at + kHeader, len};
   }
 
   bool lends(int dest) const noexcept override {
-    if (dest < 0 || dest >= size() || dest == rank()) return false;
-    const int h = host_index_[static_cast<std::size_t>(dest)];
-    return h >= 0 && !failed_[static_cast<std::size_t>(h)];
+    if (dest < 0 || dest >= size()) return false;
+    const int h = ring_peer(dest);
+    return h >= 0 && !failed_[static_cast<std::size_t>(h)] &&
+           !fell_back_[static_cast<std::size_t>(h)];
   }
 
   TxStatus commit(int dest, std::size_t bytes) override {
     if (dest < 0 || dest >= size()) return TxStatus::kError;
-    const int h = host_index_[static_cast<std::size_t>(dest)];
+    const int h = ring_peer(dest);
     if (h < 0) return TxStatus::kError;
     Outbound& o = out_[static_cast<std::size_t>(h)];
-    if (o.reserved == 0 || bytes > o.reserved) return TxStatus::kError;
+    if (o.control == nullptr || o.reserved == 0 || bytes > o.reserved) return TxStatus::kError;
     o.reserved = 0;
     if (bytes == 0) return TxStatus::kOk;  // place() wrote nothing the consumer can see yet
     publish(o, static_cast<std::uint32_t>(bytes));
@@ -156,12 +173,17 @@ class HostShmTransport final : public Transport {
   }
 
   int poll(const std::function<void(const ReceivedPacket&)>& handler, int max_packets) override {
+    if (++polls_since_announce_ >= kAnnouncePollEvery) {
+      polls_since_announce_ = 0;
+      take_announcements();
+    }
     int delivered = 0;
-    for (std::size_t h = 0; h < in_.size() && delivered < max_packets; ++h) {
+    for (std::size_t k = 0; k < mapped_in_.size() && delivered < max_packets; ++k) {
+      const std::size_t h = mapped_in_[k];
       Inbound& in = in_[h];
-      if (in.control == nullptr || failed_[h]) continue;
+      if (failed_[h]) continue;
       const std::uint64_t tail = in.control->tail.load(std::memory_order_acquire);
-      const std::uint64_t cap = ring_bytes_;
+      const std::uint64_t cap = in.ring_bytes;
       while (in.head != tail && delivered < max_packets) {
         const std::size_t off = static_cast<std::size_t>(in.head & (cap - 1));
         std::uint32_t len = 0, tag = 0;
@@ -186,8 +208,8 @@ class HostShmTransport final : public Transport {
     // about a microsecond: profiled as most of an idle engine step, which inline progress pays
     // every few microseconds inside the kernels. When every rank is on this host, MPI carries
     // nothing but packets to this rank itself, so it is polled every kInnerPollEvery-th time.
-    if (delivered < max_packets &&
-        (remote_hosts_ || self_sends_ || ++polls_since_inner_ >= kInnerPollEvery)) {
+    if (delivered < max_packets && (remote_hosts_ || self_sends_ || any_fell_back_ ||
+                                    ++polls_since_inner_ >= kInnerPollEvery)) {
       polls_since_inner_ = 0;
       const int n = inner_->poll(handler, max_packets - delivered);
       if (n > 0) delivered += n;
@@ -216,9 +238,9 @@ class HostShmTransport final : public Transport {
   // permission to read another process (EPERM, ENOSYS) reads go to the MPI transport.
   TxStatus read(int dest, int region, std::uint64_t offset, void* local, std::size_t bytes,
                 std::uint64_t cookie) override {
-    const int h = dest >= 0 && dest < size() ? host_index_[static_cast<std::size_t>(dest)] : -1;
+    const int h = dest >= 0 && dest < size() ? ring_peer(dest) : -1;
     const auto span = spans_.find(region);
-    if (h < 0 || dest == rank() || !direct_reads_ || span == spans_.end()) {
+    if (h < 0 || !direct_reads_ || span == spans_.end()) {
       return inner_->read(dest, region, offset, local, bytes, cookie);
     }
     const RegionSpan& remote = span->second[static_cast<std::size_t>(dest)];
@@ -264,8 +286,8 @@ class HostShmTransport final : public Transport {
   // per peer (the engine asks every millisecond).
   bool peer_failed(int peer) const noexcept override {
     if (peer >= 0 && peer < size()) {
-      const int h = host_index_[static_cast<std::size_t>(peer)];
-      if (h >= 0 && peer != rank()) {
+      const int h = ring_peer(peer);
+      if (h >= 0) {
         const auto hi = static_cast<std::size_t>(h);
         if (failed_[hi]) return true;
         const auto now = std::chrono::steady_clock::now();
@@ -279,29 +301,151 @@ class HostShmTransport final : public Transport {
     return inner_->peer_failed(peer);
   }
   std::string detail() const override {
-    int peers = 0;
-    for (const Inbound& in : in_) peers += in.control != nullptr ? 1 : 0;
-    return "shared-memory rings to " + std::to_string(peers) + " rank" + (peers == 1 ? "" : "s") +
-           " of this host (" + std::to_string(ring_bytes_ >> 10) + " KiB each), MPI for the rest";
+    std::size_t sending = 0;
+    for (const Outbound& o : out_) sending += o.control != nullptr ? 1 : 0;
+    const int others = host_size_ - 1;
+    return "shared-memory rings to the " + std::to_string(others) + " other rank" +
+           (others == 1 ? "" : "s") + " of this host, created on first use (" +
+           std::to_string(ring_bytes_ >> 10) + " KiB each; " + std::to_string(sending) +
+           " sending, " + std::to_string(mapped_in_.size()) +
+           " receiving so far), MPI for the rest";
   }
   std::uint64_t bytes_sent() const noexcept override {
     return inner_->bytes_sent() + ring_bytes_sent_;
   }
 
  private:
-  struct Outbound {  // the ring (me -> peer) in the peer's segment
+  struct Outbound {  // the ring (me -> peer), a segment of its own, created on first use
     RingControl* control = nullptr;
     std::byte* data = nullptr;
     std::uint64_t tail = 0;
     std::uint64_t head_seen = 0;
     std::size_t reserved = 0;  // an open reservation's length, 0 if none
   };
-  struct Inbound {  // the ring (peer -> me) in my segment
+  struct Inbound {  // the ring (peer -> me), mapped when its creator announces it
     RingControl* control = nullptr;
     std::byte* data = nullptr;
     std::uint64_t head = 0;
+    std::uint64_t ring_bytes = 0;
     int peer = -1;
   };
+  // One announcement on announce_comm_: the ring from the sender (MPI source) is ready.
+  struct Announcement {
+    std::uint64_t ring_bytes;
+  };
+  static constexpr int kAnnounceTag = 0x4e52;  // "NR"
+
+  // The host index of `dest` when frames to it go through a ring (another rank of this host),
+  // else -1.
+  int ring_peer(int dest) const noexcept {
+    const int h = host_index_[static_cast<std::size_t>(dest)];
+    return h == host_rank_ ? -1 : h;
+  }
+
+  // The ring to host peer h, created and announced on first use; nullptr when the pair uses MPI
+  // (shared memory could not be had for it).
+  Outbound* outbound(int h) {
+    const auto hi = static_cast<std::size_t>(h);
+    Outbound& o = out_[hi];
+    if (o.control != nullptr) return &o;
+    if (fell_back_[hi]) return nullptr;
+    std::string why;
+    if (!create_ring(h, why)) {
+      fell_back_[hi] = 1;
+      any_fell_back_ = true;
+      if (!warned_) {
+        warned_ = true;
+        std::fprintf(stderr,
+                     "netsparse: rank %d: no shared-memory ring to rank %d of this host (%s); its "
+                     "frames go through MPI (slower: docs/architecture.md, shared-memory rings). "
+                     "Give /dev/shm more room or set NETSPARSE_MPI_SHM_RING_BYTES lower.\n",
+                     rank(), host_ranks_[hi], why.c_str());
+      }
+      return nullptr;
+    }
+    return &o;
+  }
+
+  bool create_ring(int h, std::string& why) {
+    const std::string name = name_of(host_rank_, h);
+    const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) {
+      why = "shm_open: " + std::string(std::strerror(errno));
+      return false;
+    }
+    const std::size_t bytes = ring_stride();
+    const int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    void* p =
+        rc == 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (p == MAP_FAILED) {
+      why = rc != 0 ? "posix_fallocate of " + std::to_string(bytes) + " bytes: " + std::strerror(rc)
+                    : "mmap: " + std::string(std::strerror(errno));
+      shm_unlink(name.c_str());
+      return false;
+    }
+    auto* control = new (p) RingControl{};
+    // Announced before anything is written: the receiver maps it whenever it polls next.
+    const Announcement a{ring_bytes_};
+    if (MPI_Send(&a, sizeof a, MPI_BYTE, h, kAnnounceTag, announce_comm_) != MPI_SUCCESS) {
+      munmap(p, bytes);
+      shm_unlink(name.c_str());
+      why = "the announcement to the peer failed (MPI_Send)";
+      failed_[static_cast<std::size_t>(h)] = 1;
+      return false;
+    }
+    populate_for_writing(p, bytes);
+    Outbound& o = out_[static_cast<std::size_t>(h)];
+    o.control = control;
+    o.data = static_cast<std::byte*>(p) + kControlBytes;
+    ++rings_created_;
+    return true;
+  }
+
+  // Maps every ring announced to this rank so far (non-blocking).
+  void take_announcements() {
+    for (;;) {
+      int flag = 0;
+      MPI_Status status;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kAnnounceTag, announce_comm_, &flag, &status) != MPI_SUCCESS ||
+          !flag) {
+        return;
+      }
+      Announcement a{};
+      if (MPI_Recv(&a, sizeof a, MPI_BYTE, status.MPI_SOURCE, kAnnounceTag, announce_comm_,
+                   MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        return;
+      }
+      map_ring_from(status.MPI_SOURCE, a);
+    }
+  }
+
+  void map_ring_from(int h, const Announcement& a) {
+    const auto hi = static_cast<std::size_t>(h);
+    if (h == host_rank_ || h < 0 || h >= host_size_ || in_[hi].control != nullptr) return;
+    const std::string name = name_of(h, host_rank_);
+    // A ring size this rank would not have chosen is a corrupt announcement: refused.
+    if (a.ring_bytes != ring_bytes_) {
+      failed_[hi] = 1;
+      shm_unlink(name.c_str());
+      return;
+    }
+    const int fd = shm_open(name.c_str(), O_RDWR, 0600);
+    shm_unlink(name.c_str());  // mapped by both now (or never): nothing can leak
+    if (fd < 0) return;        // its creator is gone already: nothing to read from it
+    void* p = mmap(nullptr, ring_stride(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+      failed_[hi] = 1;  // its frames would be lost: the peer is unreachable, the watchdog tells
+      return;
+    }
+    Inbound& in = in_[hi];
+    in.control = static_cast<RingControl*>(p);
+    in.data = static_cast<std::byte*>(p) + kControlBytes;
+    in.ring_bytes = ring_bytes_;
+    in.peer = host_ranks_[hi];
+    mapped_in_.push_back(hi);
+  }
 
   // Room for a message of `len` bytes at the producer's tail (writing a wrap marker first if it
   // would straddle the end); returns where its header goes, or nullptr when the ring is full.
@@ -339,121 +483,50 @@ class HostShmTransport final : public Transport {
 
   std::size_t ring_stride() const { return kControlBytes + ring_bytes_; }
 
+  // The name of the ring from host rank `sender` to host rank `receiver`.
+  std::string name_of(int sender, int receiver) const {
+    return "/netsparse-" + std::to_string(token_) + "-" + std::to_string(sender) + "-" +
+           std::to_string(receiver);
+  }
+
+  // Collective over the host: who is on it (world ranks, pids), a name prefix no other job on
+  // this host uses, and the private communicator of the announcements. No shared memory yet.
   void setup(MPI_Comm comm, MPI_Comm host) {
-    int host_size = 1, host_rank = 0, world_rank = 0;
-    MPI_Comm_size(host, &host_size);
-    MPI_Comm_rank(host, &host_rank);
+    int world_rank = 0;
+    MPI_Comm_size(host, &host_size_);
+    MPI_Comm_rank(host, &host_rank_);
     MPI_Comm_rank(comm, &world_rank);
-    std::vector<int> ranks(static_cast<std::size_t>(host_size));
-    check_mpi(MPI_Allgather(&world_rank, 1, MPI_INT, ranks.data(), 1, MPI_INT, host),
+    const auto n = static_cast<std::size_t>(host_size_);
+    host_ranks_.assign(n, -1);
+    check_mpi(MPI_Allgather(&world_rank, 1, MPI_INT, host_ranks_.data(), 1, MPI_INT, host),
               "MPI_Allgather (host ranks)");
     const int my_pid = static_cast<int>(getpid());
-    pids_.assign(static_cast<std::size_t>(host_size), 0);
-    checked_.assign(static_cast<std::size_t>(host_size), std::chrono::steady_clock::time_point{});
+    pids_.assign(n, 0);
+    checked_.assign(n, std::chrono::steady_clock::time_point{});
     check_mpi(MPI_Allgather(&my_pid, 1, MPI_INT, pids_.data(), 1, MPI_INT, host),
               "MPI_Allgather (host pids)");
-    // A name no other job on this host uses: the host's first rank draws it.
-    std::uint64_t token = 0;
-    if (host_rank == 0) {
+    if (host_rank_ == 0) {
       std::random_device rd;
-      token =
+      token_ =
           (std::uint64_t{rd()} << 32) ^ rd() ^ static_cast<std::uint64_t>(getpid()) ^
           static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     }
-    check_mpi(MPI_Bcast(&token, 1, MPI_UINT64_T, 0, host), "MPI_Bcast (segment name)");
-    const auto name_of = [&](int h) {
-      return "/netsparse-" + std::to_string(token) + "-" + std::to_string(h);
-    };
-    // One ring per other rank of the host (none for the rank itself).
-    const std::size_t seg_bytes = ring_stride() * static_cast<std::size_t>(host_size - 1);
-    segments_.assign(static_cast<std::size_t>(host_size), nullptr);
-    failed_.assign(static_cast<std::size_t>(host_size), 0);
-    seg_bytes_ = seg_bytes;
-    // 1. Every rank creates its own segment (the rings it receives on).
-    int ok = 1;
-    std::string why;
-    {
-      const int fd = shm_open(name_of(host_rank).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-      if (fd < 0) {
-        ok = 0;
-        why = "shm_open: " + std::string(std::strerror(errno));
-      } else {
-        const int rc = posix_fallocate(fd, 0, static_cast<off_t>(seg_bytes));
-        if (rc != 0) {
-          ok = 0;
-          why = "posix_fallocate of " + std::to_string(seg_bytes) + " bytes: " + std::strerror(rc);
-        } else {
-          // Read here (faults map 16 pages at a time); written through the peers' mappings.
-          void* p = mmap(nullptr, seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-          if (p == MAP_FAILED) {
-            ok = 0;
-            why = "mmap: " + std::string(std::strerror(errno));
-          } else {
-            segments_[static_cast<std::size_t>(host_rank)] = static_cast<std::byte*>(p);
-            for (int s = 0; s < host_size; ++s) {
-              if (s != host_rank) new (control_at(host_rank, s)) RingControl{};
-            }
-          }
-        }
-        close(fd);
-      }
-    }
-    agree(host, ok, why, name_of(host_rank));
-    // 2. Every rank maps every peer's segment.
-    for (int h = 0; h < host_size && ok; ++h) {
-      if (h == host_rank) continue;
-      const int fd = shm_open(name_of(h).c_str(), O_RDWR, 0600);
-      if (fd < 0) {
-        ok = 0;
-        why = "shm_open of a peer's segment: " + std::string(std::strerror(errno));
-        break;
-      }
-      void* p = mmap(nullptr, seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      close(fd);
-      if (p == MAP_FAILED) {
-        ok = 0;
-        why = "mmap of a peer's segment: " + std::string(std::strerror(errno));
-        break;
-      }
-      segments_[static_cast<std::size_t>(h)] = static_cast<std::byte*>(p);
-    }
-    agree(host, ok, why, name_of(host_rank));
-    shm_unlink(name_of(host_rank).c_str());  // everybody has it mapped: nothing can leak now
-    // 3. Wire the rings.
-    out_.assign(static_cast<std::size_t>(host_size), Outbound{});
-    in_.assign(static_cast<std::size_t>(host_size), Inbound{});
-    for (int h = 0; h < host_size; ++h) {
-      host_index_[static_cast<std::size_t>(ranks[static_cast<std::size_t>(h)])] = h;
-      if (h == host_rank) continue;
-      Outbound& o = out_[static_cast<std::size_t>(h)];
-      o.control = control_at(h, host_rank);  // in h's segment, the ring from me
-      o.data = reinterpret_cast<std::byte*>(o.control) + kControlBytes;
-      populate_for_writing(o.control, ring_stride());
-      Inbound& in = in_[static_cast<std::size_t>(h)];
-      in.control = control_at(host_rank, h);
-      in.data = reinterpret_cast<std::byte*>(in.control) + kControlBytes;
-      in.peer = ranks[static_cast<std::size_t>(h)];
-    }
-    remote_hosts_ = host_size < static_cast<int>(host_index_.size());
+    check_mpi(MPI_Bcast(&token_, 1, MPI_UINT64_T, 0, host), "MPI_Bcast (segment names)");
+    check_mpi(MPI_Comm_dup(host, &announce_comm_), "MPI_Comm_dup (ring announcements)");
+    MPI_Comm_set_errhandler(announce_comm_, MPI_ERRORS_RETURN);
+    out_.assign(n, Outbound{});
+    in_.assign(n, Inbound{});
+    failed_.assign(n, 0);
+    fell_back_.assign(n, 0);
+    for (std::size_t h = 0; h < n; ++h)
+      host_index_[static_cast<std::size_t>(host_ranks_[h])] = static_cast<int>(h);
+    remote_hosts_ = host_size_ < static_cast<int>(host_index_.size());
   }
 
-  // All ranks of the host succeed or all fail (then with this rank's reason, else the first
-  // failing rank's).
-  void agree(MPI_Comm host, int ok, const std::string& why, const std::string& own_name) {
-    agreement::Agreement mine;
-    if (!ok) mine.refuse(1, why.empty() ? "failed" : why);
-    const agreement::Verdict verdict = agreement::settle_over_mpi(mine, host);
-    if (verdict.ok()) return;
-    shm_unlink(own_name.c_str());
-    throw std::runtime_error("shared-memory rings unavailable: " +
-                             (mine.refused() ? mine.reason() : "host " + verdict.reason));
-  }
-
-  // The ring this rank writes into a peer's segment is mapped writable now, not one write fault
-  // per page during the first runs (measured: ~1500 faults per rank over the first 10 replays of
-  // the main job). Only that ring: the rest of the peer's segment is other ranks' rings, and
-  // populating it all would cost every rank host_size x 256 MiB of page tables on a large host.
-  // Best effort: a kernel without MADV_POPULATE_WRITE (before 5.14) faults the pages in later.
+  // The ring this rank writes is mapped writable at creation, not one write fault per page
+  // during the first runs (measured: ~1500 faults per rank over the first 10 replays of the main
+  // job). Best effort: a kernel without MADV_POPULATE_WRITE (before 5.14) faults the pages in
+  // later.
   static void populate_for_writing(void* at, std::size_t bytes) noexcept {
     const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
     const auto begin = reinterpret_cast<std::uintptr_t>(at) & ~(page - 1);
@@ -461,31 +534,35 @@ class HostShmTransport final : public Transport {
     (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
   }
 
-  // The ring from `sender` in `owner`'s segment (sender != owner: slots skip the owner).
-  RingControl* control_at(int owner, int sender) const {
-    const int slot = sender < owner ? sender : sender - 1;
-    return reinterpret_cast<RingControl*>(segments_[static_cast<std::size_t>(owner)] +
-                                          ring_stride() * static_cast<std::size_t>(slot));
-  }
-
   void unmap_all() noexcept {
-    for (std::byte*& p : segments_) {
-      if (p != nullptr) munmap(p, seg_bytes_);
-      p = nullptr;
+    for (Outbound& o : out_) {
+      if (o.control != nullptr) munmap(o.control, ring_stride());
+      o = Outbound{};
     }
+    for (Inbound& in : in_) {
+      if (in.control != nullptr) munmap(in.control, ring_stride());
+      in = Inbound{};
+    }
+    mapped_in_.clear();
   }
 
   std::unique_ptr<Transport> inner_;
   const std::size_t ring_bytes_;
-  std::size_t seg_bytes_ = 0;
-  std::vector<int> host_index_;  // world rank -> index among this host's ranks, -1 elsewhere
-  std::vector<std::byte*> segments_;
-  std::vector<Outbound> out_;
-  std::vector<Inbound> in_;
+  int host_size_ = 1;
+  int host_rank_ = 0;
+  std::uint64_t token_ = 0;
+  MPI_Comm announce_comm_ = MPI_COMM_NULL;
+  std::vector<int> host_index_;         // world rank -> index among this host's ranks, -1 elsewhere
+  std::vector<int> host_ranks_;         // host index -> world rank
+  std::vector<Outbound> out_;           // by host index; a ring only once a frame went to that rank
+  std::vector<Inbound> in_;             // by host index; mapped once announced
+  std::vector<std::size_t> mapped_in_;  // host indices with a mapped inbound ring
   mutable std::vector<unsigned char> failed_;  // by host index: process gone or ring corrupt
+  std::vector<unsigned char> fell_back_;       // by host index: no ring could be made, MPI
   std::vector<int> pids_;                      // by host index
   mutable std::vector<std::chrono::steady_clock::time_point> checked_;
   std::uint64_t ring_bytes_sent_ = 0;
+  std::size_t rings_created_ = 0;
   struct RegionSpan {
     std::uint64_t base;
     std::uint64_t bytes;
@@ -494,30 +571,55 @@ class HostShmTransport final : public Transport {
   std::deque<ReadCompletion> direct_done_;        // reads done by process_vm_readv
   bool direct_reads_ = true;
   static constexpr int kInnerPollEvery = 64;
+  // Announcements are probed every 16th poll: a new pair's first frames wait a few microseconds
+  // at most, and an idle step does not pay an MPI_Iprobe each time.
+  static constexpr int kAnnouncePollEvery = 16;
   bool remote_hosts_ = true;  // some rank is on another host: MPI is polled every time
   bool self_sends_ = false;
+  bool any_fell_back_ = false;  // some pair of this host uses MPI: polled every time
+  bool warned_ = false;
   int polls_since_inner_ = 0;
+  int polls_since_announce_ = 0;
 };
+
+}  // namespace
+
+namespace {
+
+// This rank's host: the ranks sharing its memory, cut into virtual hosts of
+// NETSPARSE_RANKS_PER_HOST consecutive ranks of `comm` when that is set (one machine acting as
+// several hosts: what crosses a virtual host goes through MPI, as between real hosts).
+MPI_Comm split_host(MPI_Comm comm) {
+  MPI_Comm shared = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared),
+            "MPI_Comm_split_type");
+  if (!config::is_set(config::Env::kRanksPerHost)) return shared;
+  const auto per_host = config::integer(config::Env::kRanksPerHost);
+  int world_rank = 0;
+  MPI_Comm_rank(comm, &world_rank);
+  MPI_Comm host = MPI_COMM_NULL;
+  const int color = static_cast<int>(world_rank / per_host);
+  const int rc = MPI_Comm_split(shared, color, world_rank, &host);
+  MPI_Comm_free(&shared);
+  check_mpi(rc, "MPI_Comm_split (virtual hosts)");
+  return host;
+}
 
 }  // namespace
 
 std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_ptr<Transport> inner,
                                                    std::size_t ring_bytes, std::string* why_not) {
+  MPI_Comm host = split_host(comm);
   int host_size = 1;
-  {
-    MPI_Comm host = MPI_COMM_NULL;
-    check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host),
-              "MPI_Comm_split_type");
-    MPI_Comm_size(host, &host_size);
-    MPI_Comm_free(&host);
-  }
+  MPI_Comm_size(host, &host_size);
   if (host_size < 2) {
+    MPI_Comm_free(&host);
     if (why_not != nullptr) *why_not = "no other rank on this host";
     return inner;
   }
   if (ring_bytes == 0) {
-    // 256 MiB of rings per host at most, 2 MiB per pair at most. Measured (main job, np 2):
-    // opening with 8 MiB rings took ~10 ms (populating the written side, below), 2 MiB ~4 ms,
+    // 256 MiB of rings per host at most (were every pair to talk), 2 MiB per pair at most.
+    // Measured (main job, np 2): creating and populating an 8 MiB ring took ~10 ms, 2 MiB ~4 ms,
     // at the same time per run at K = 16 and 128: the consumer drains while the producer
     // writes, so a ring need not hold a whole run's frames.
     const std::size_t pairs =
@@ -528,9 +630,11 @@ std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_pt
   ring_bytes = std::max(ring_bytes, 4 * padded(inner->max_packet_bytes() + kHeader));
   ring_bytes = std::bit_ceil(ring_bytes);
   try {
-    return std::make_unique<HostShmTransport>(comm, inner, ring_bytes);
+    auto shm = std::make_unique<HostShmTransport>(comm, host, inner, ring_bytes);
+    MPI_Comm_free(&host);
+    return shm;
   } catch (const std::exception& e) {
-    // Every rank of the host saw the same failure (agreed): MPI alone carries everything.
+    MPI_Comm_free(&host);
     if (why_not != nullptr) *why_not = e.what();
     return inner;
   }

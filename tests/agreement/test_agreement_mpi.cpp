@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "agreement/mpi.hpp"
+#include "agreement/neighbours.hpp"
 #include "mpi_test_util.hpp"
 #include "netsparse/sparse_error.hpp"
 
@@ -83,4 +86,32 @@ TEST(AgreementMpi, CheckMpiNamesTheCall) {
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()).rfind("MPI_Barrier failed: ", 0), 0u) << e.what();
   }
+}
+
+// sources_of (NBX): the reverse of a random sparse pattern equals what an MPI_Alltoall of flags
+// says, repeated targets and the rank itself included, for several patterns in a row (the
+// rounds must not mix); an empty pattern gives nobody; a bad target is refused.
+TEST(AgreementMpi, SourcesOfReversesASparsePattern) {
+  const int size = world_size(), rank = world_rank();
+  for (unsigned seed = 1; seed <= 5; ++seed) {
+    std::vector<int> targets;
+    for (int t = 0; t < size; ++t) {
+      const unsigned h = (seed * 2654435761u) ^ static_cast<unsigned>(rank * 40503 + t * 9973);
+      if (h % 3 == 0) targets.push_back(t);
+      if (h % 7 == 0) targets.push_back(t);  // a repeat
+    }
+    std::vector<int> flags(static_cast<std::size_t>(size), 0), incoming(flags.size(), 0);
+    for (const int t : targets) flags[static_cast<std::size_t>(t)] = 1;
+    ASSERT_EQ(MPI_Alltoall(flags.data(), 1, MPI_INT, incoming.data(), 1, MPI_INT, MPI_COMM_WORLD),
+              MPI_SUCCESS);
+    std::vector<int> expected;
+    for (int s = 0; s < size; ++s) {
+      if (incoming[static_cast<std::size_t>(s)] != 0) expected.push_back(s);
+    }
+    EXPECT_EQ(ag::sources_of(MPI_COMM_WORLD, targets, std::chrono::seconds(60)), expected)
+        << "seed " << seed;
+  }
+  EXPECT_TRUE(ag::sources_of(MPI_COMM_WORLD, {}, std::chrono::seconds(60)).empty());
+  const int bad[] = {size};
+  EXPECT_THROW((void)ag::sources_of(MPI_COMM_SELF, bad), std::invalid_argument);
 }

@@ -868,6 +868,70 @@ TEST(EngineSemantics, QuiesceTestSaysWhenTheRoundIsComplete) {
   });
 }
 
+// ns_quiesce_peers: a ring of 4 nodes where node r gathers from r+1 only. With the pattern's
+// peers named, a round sends one control message per node (to its owner) instead of one to every
+// other node, the gathers are right, and a round still waits for its requester (node r's round
+// is not complete before r-1 has announced). Bad lists are refused; a node waited for that never
+// tells makes the round time out; every node again after quiesce_every_peer.
+TEST(EngineSemantics, QuiescePeersTellOnlyThePatternPeers) {
+  constexpr int kNodes = 4;
+  ClusterOptions o = cluster_options(kNodes, 8, make_attr(NS_PROGRESS_INLINE, 0));
+  run_cluster(o, [&](Node& n) {
+    const int owner = (n.rank + 1) % kNodes, requester = (n.rank + kNodes - 1) % kNodes;
+    const int bad[] = {kNodes};
+    const int ok[] = {owner};
+    EXPECT_EQ(ns_quiesce_peers(n.ctx, bad, 1, ok, 1), NS_ERR_INVALID) << "node out of range";
+    EXPECT_EQ(ns_quiesce_peers(n.ctx, ok, 1, nullptr, -1), NS_ERR_INVALID) << "one list only";
+    EXPECT_EQ(ns_quiesce_peers(n.ctx, nullptr, 1, ok, 1), NS_ERR_INVALID) << "NULL list";
+    const int tell[] = {owner, owner, n.rank};  // repeats and the node itself are ignored
+    const int wait_for[] = {requester};
+    ASSERT_EQ(ns_quiesce_peers(n.ctx, tell, 3, wait_for, 1), NS_OK) << ns_last_error();
+    const std::uint64_t first = n.offsets[static_cast<std::size_t>(owner)];
+    const std::uint64_t rows = n.offsets[static_cast<std::size_t>(owner) + 1] - first;
+    std::vector<std::uint64_t> idx;
+    for (std::uint64_t k = 0; k < 40; ++k) idx.push_back(first + (k * 7) % rows);
+    std::vector<std::uint8_t> out(idx.size() * n.P);
+    auto w = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+    ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK);
+    for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+    n.sync->arrive_and_wait();
+    // Node 0 announces first; its round must wait for its requester (node 3), which announces
+    // only after node 0 has checked.
+    int done = -1;
+    const std::uint64_t frames_before = stat(n.ctx, NS_STAT_FRAMES);
+    if (n.rank == 0) {
+      ASSERT_EQ(ns_quiesce_start(n.ctx), NS_OK) << ns_last_error();
+      EXPECT_EQ(ns_quiesce_peers(n.ctx, tell, 1, wait_for, 1), NS_ERR_STATE)
+          << "peers changed while a round is announced";
+      for (int i = 0; i < 200; ++i) ns_progress(n.ctx);
+      ASSERT_EQ(ns_quiesce_test(n.ctx, &done), NS_OK) << ns_last_error();
+      EXPECT_EQ(done, 0) << "complete before its requester announced";
+    }
+    n.sync->arrive_and_wait();
+    EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
+    EXPECT_EQ(stat(n.ctx, NS_STAT_FRAMES) - frames_before, 1u)
+        << "one control message, to the owner only";
+    check_positional(out, idx, n.P, n.rank);
+    n.sync->arrive_and_wait();
+    // Waiting for a node that does not tell this one: the round times out.
+    if (n.rank == 0) {
+      const int nobody_tells[] = {2};
+      ASSERT_EQ(ns_quiesce_peers(n.ctx, ok, 1, nobody_tells, 1), NS_OK) << ns_last_error();
+      EXPECT_EQ(ns_quiesce(n.ctx, 300), NS_ERR_TIMEOUT);
+    } else {
+      EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
+    }
+    n.sync->arrive_and_wait();
+    // Every node again: one control message to each of the three others.
+    ASSERT_EQ(ns_quiesce_peers(n.ctx, nullptr, -1, nullptr, -1), NS_OK) << ns_last_error();
+    n.sync->arrive_and_wait();
+    const std::uint64_t frames_all = stat(n.ctx, NS_STAT_FRAMES);
+    EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
+    EXPECT_EQ(stat(n.ctx, NS_STAT_FRAMES) - frames_all, static_cast<std::uint64_t>(kNodes - 1));
+    n.sync->arrive_and_wait();
+  });
+}
+
 // NS_WR_RDMA_READ to a peer that died silently (no failure report, its reads never complete):
 // each read completes with a watchdog timeout, the user's buffer is never written afterwards
 // (the read went to an engine bounce slot), and reads to the live peer still succeed.

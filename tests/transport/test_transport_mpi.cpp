@@ -3,8 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <mpi.h>
-#include <chrono>
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -180,6 +181,60 @@ TEST(ShmRings, ReserveCommitInterleavedWithSends) {
                                 : "rank " + std::to_string(me) + ": " +
                                       (error.empty() ? "timed out" : error)));
   t->barrier();
+}
+
+// Rings are created on first use (issue 34): each rank sends to its successor only, so it
+// creates one ring and maps one (its predecessor's), whatever the number of ranks on the host;
+// opening created none (at np 3, ranks 0 and 2 never get a ring to each other). Every byte
+// arrives in order.
+TEST(ShmRings, OnlyThePairsThatTalkGetARing) {
+  const int me = world_rank(), n = world_size();
+  MpiOptions options;
+  options.max_packet_bytes = 1500;
+  auto t = make_host_shm_transport(MPI_COMM_WORLD,
+                                   make_mpi_transport(MPI_COMM_WORLD, true, options), 8192);
+  EXPECT_NE(t->detail().find("0 sending, 0 receiving"), std::string::npos) << t->detail();
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  constexpr int kMessages = 300;
+  int sent = 0, received = 0;
+  std::string error;
+  const auto handler = [&](const ReceivedPacket& p) {
+    if (p.src != prev) error = "a packet from rank " + std::to_string(p.src);
+    if (p.bytes.size() != 8 || p.bytes[0] != std::byte(received & 0xFF)) {
+      error = "message " + std::to_string(received) + " out of order or corrupt";
+    }
+    ++received;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  while ((sent < kMessages || received < kMessages) && error.empty() &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(60)) {
+    if (sent < kMessages) {
+      std::vector<std::byte> m(8, std::byte(sent & 0xFF));
+      if (t->send(next, m) == TxStatus::kOk) ++sent;
+    }
+    t->poll(handler, 16);
+  }
+  EXPECT_TRUE(on_every_rank(error.empty() && received == kMessages
+                                ? ""
+                                : "rank " + std::to_string(me) + ": " +
+                                      (error.empty() ? "timed out" : error)));
+  EXPECT_NE(t->detail().find("1 sending, 1 receiving"), std::string::npos) << t->detail();
+  t->barrier();
+}
+
+// With NETSPARSE_RANKS_PER_HOST=1 every rank is a host of its own: no rings at all, every
+// packet goes through MPI (the inter-host path), and the factory says why.
+TEST(ShmRings, VirtualHostsOfOneRankUseMpiOnly) {
+  ASSERT_EQ(setenv("NETSPARSE_RANKS_PER_HOST", "1", 1), 0);
+  std::string why;
+  auto t = make_host_shm_transport(MPI_COMM_WORLD, make_mpi_transport(MPI_COMM_WORLD, true), 0,
+                                   &why);
+  unsetenv("NETSPARSE_RANKS_PER_HOST");
+  EXPECT_EQ(why, "no other rank on this host");
+  EXPECT_EQ(t->detail().find("shared-memory"), std::string::npos) << t->detail();
+  ExchangeConfig cfg;
+  cfg.packets_per_peer = 200;
+  EXPECT_TRUE(on_every_rank(exchange_and_barrier(*t, cfg)));
 }
 
 // Reads and barriers still go through MPI underneath.
