@@ -53,9 +53,9 @@ std::vector<int> sources_of(MPI_Comm comm, std::span<const int> targets,
     }
     if (!in_barrier) {
       int all_sent = 0;
-      check_mpi(MPI_Testall(static_cast<int>(sends.size()), sends.data(), &all_sent,
-                            MPI_STATUSES_IGNORE),
-                "MPI_Testall");
+      check_mpi(
+          MPI_Testall(static_cast<int>(sends.size()), sends.data(), &all_sent, MPI_STATUSES_IGNORE),
+          "MPI_Testall");
       if (all_sent) {  // every target received its message: this rank's part is done
         check_mpi(MPI_Ibarrier(nbx, &barrier), "MPI_Ibarrier");
         in_barrier = true;
@@ -70,8 +70,7 @@ std::vector<int> sources_of(MPI_Comm comm, std::span<const int> targets,
       // rather than freed under them.
       nbx = MPI_COMM_NULL;
       throw std::runtime_error("sources_of: a rank did not join within " +
-                               std::to_string(deadline.count()) +
-                               " ms (a peer probably died)");
+                               std::to_string(deadline.count()) + " ms (a peer probably died)");
     }
   }
   std::sort(sources.begin(), sources.end());

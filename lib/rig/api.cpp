@@ -6,8 +6,8 @@
 #include <exception>
 #include <memory>
 #include <new>
-#include <stdexcept>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -347,8 +347,8 @@ extern "C" ns_status_t ns_quiesce_peers(ns_context* ctx, const int* tell, int n_
     if (n_tell < 0 || n_wait < 0 || (n_tell > 0 && tell == nullptr) ||
         (n_wait > 0 && wait_for == nullptr)) {
       throw EngineError(NS_ERR_INVALID,
-                             "ns_quiesce_peers: both counts -1 (every node), or both >= 0 with "
-                             "their lists (NULL only for a count of 0)");
+                        "ns_quiesce_peers: both counts -1 (every node), or both >= 0 with "
+                        "their lists (NULL only for a count of 0)");
     }
     ctx->quiesce_peers(std::span<const int>(tell, static_cast<std::size_t>(n_tell)),
                        std::span<const int>(wait_for, static_cast<std::size_t>(n_wait)));

@@ -212,8 +212,8 @@ void Engine::quiesce_peers(std::optional<std::span<const int>> tell,
     for (const int p : nodes) {
       if (p < 0 || p >= size_) {
         throw EngineError(NS_ERR_INVALID, std::string("ns_quiesce_peers: ") + which +
-                                                   " names node " + std::to_string(p) +
-                                                   ", not in [0, " + std::to_string(size_) + ")");
+                                              " names node " + std::to_string(p) + ", not in [0, " +
+                                              std::to_string(size_) + ")");
       }
       if (p != rank_) out.push_back(p);
     }

@@ -227,8 +227,8 @@ TEST(ShmRings, OnlyThePairsThatTalkGetARing) {
 TEST(ShmRings, VirtualHostsOfOneRankUseMpiOnly) {
   ASSERT_EQ(setenv("NETSPARSE_RANKS_PER_HOST", "1", 1), 0);
   std::string why;
-  auto t = make_host_shm_transport(MPI_COMM_WORLD, make_mpi_transport(MPI_COMM_WORLD, true), 0,
-                                   &why);
+  auto t =
+      make_host_shm_transport(MPI_COMM_WORLD, make_mpi_transport(MPI_COMM_WORLD, true), 0, &why);
   unsetenv("NETSPARSE_RANKS_PER_HOST");
   EXPECT_EQ(why, "no other rank on this host");
   EXPECT_EQ(t->detail().find("shared-memory"), std::string::npos) << t->detail();
