@@ -5,7 +5,9 @@
 #   netsparse_bench --help
 # bench/sweep.sh produces JSON for bench/plot.py (figures in the style of the paper).
 if(TARGET netsparse_distributed)
-  add_executable(netsparse_bench ${CMAKE_CURRENT_SOURCE_DIR}/netsparse_bench.cpp)
+  # mpi_calls.cpp: the collective counters (PMPI), in the executable itself.
+  add_executable(netsparse_bench ${CMAKE_CURRENT_SOURCE_DIR}/netsparse_bench.cpp
+    ${CMAKE_CURRENT_SOURCE_DIR}/common/mpi_calls.cpp)
   target_link_libraries(netsparse_bench PRIVATE netsparse_distributed netsparse_bench_common netsparse_build_flags
     netsparse_config netsparse_internal)
 else()

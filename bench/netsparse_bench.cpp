@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "mpi_calls.hpp"
 #include "config/settings.hpp"
 #include "netsparse/distributed.hpp"
 #include "petsc_mode.hpp"
@@ -465,6 +466,11 @@ struct Result {
   double compute_tail = 0, post_tail = 0, progress_tail = 0;
   double engine_fc = -1;  // engine's own (filtered + coalesced) / requested, RIG modes
   double engine_prs_per_packet = -1;
+  // Scale counters (issue 34; exact, whatever the machine): messages per iteration of the rank
+  // that sent most, MPI collective calls per run (the kernel's runs only, max over ranks:
+  // bench/common/mpi_calls.hpp), and the resident set of the process with the mode's objects
+  // alive (MiB: max and mean over ranks).
+  double messages_tail = 0, collectives_per_run = 0, rss_max_mib = 0, rss_mean_mib = 0;
   std::string engine_json;
   std::string error;
 };
@@ -482,6 +488,17 @@ bench::Json per_host_json(const std::vector<double>& v) {
 }
 
 using bench::median;
+
+// This process's resident set now, MiB (/proc/self/statm), 0 where it cannot be read.
+double resident_mib() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long long pages = 0, resident = 0;
+  const int got = std::fscanf(f, "%llu %llu", &pages, &resident);
+  std::fclose(f);
+  if (got != 2) return 0;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1048576.0;
+}
 
 double allreduce(double v, MPI_Op op) {
   return bench::reduce_over_ranks(v, op);
@@ -639,6 +656,7 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   }
   if (v.options.mode == CommMode::ideal) w.with_blocks([&](auto& blk) { kern.replicate(blk.b); });
 
+  std::uint64_t run_collectives = 0;  // during the kernel's runs (reset with the statistics)
   const auto iteration = [&](const CsrMatrix* pattern) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
@@ -648,8 +666,10 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
       setup = MPI_Wtime() - t0;
       shared = setup - kern.plan_seconds();
     }
+    const std::uint64_t calls_before = bench::mpi_collective_calls();
     run_once(kern, w);
     const double t = MPI_Wtime() - t0;
+    run_collectives += bench::mpi_collective_calls() - calls_before;
     struct Times {
       double t, setup, plan, own;
     };
@@ -665,6 +685,7 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   }
   kern.reset_stats();
   if (engine) engine->reset_stats();
+  run_collectives = 0;
   for (int i = 0; i < o.iters; ++i) {
     progress.show(tag + " " + v.label + ": iteration " + std::to_string(i + 1) + "/" +
                   std::to_string(o.iters));
@@ -702,6 +723,11 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   res.bytes_tail = allreduce(bytes, MPI_MAX);
   res.requests_total = allreduce(static_cast<double>(s.requests) / iters, MPI_SUM);
   res.messages_total = allreduce(static_cast<double>(s.messages_sent) / iters, MPI_SUM);
+  res.messages_tail = allreduce(static_cast<double>(s.messages_sent) / iters, MPI_MAX);
+  res.collectives_per_run = allreduce(static_cast<double>(run_collectives) / iters, MPI_MAX);
+  const double rss = resident_mib();
+  res.rss_max_mib = allreduce(rss, MPI_MAX);
+  res.rss_mean_mib = allreduce(rss, MPI_SUM) / allreduce(1.0, MPI_SUM);
   res.inter_bytes_total = allreduce(static_cast<double>(s.inter_host_bytes) / iters, MPI_SUM);
   res.inter_payload_total =
       allreduce(static_cast<double>(s.inter_host_payload_bytes) / iters, MPI_SUM);
@@ -1380,6 +1406,10 @@ bench::Json result_json(KernelKind kernel, int k, const Result& r, const Derived
   j["bytes_tail"] = r.bytes_tail;
   j["requests_total"] = r.requests_total;
   j["messages_total"] = r.messages_total;
+  j["messages_tail"] = r.messages_tail;
+  j["collectives_per_run"] = r.collectives_per_run;
+  j["rss_max_mib"] = r.rss_max_mib;
+  j["rss_mean_mib"] = r.rss_mean_mib;
   j["inter_host_bytes_total"] = r.inter_bytes_total;
   j["inter_host_payload_total"] = r.inter_payload_total;
   j["inter_host_messages_total"] = r.inter_messages_total;

@@ -54,6 +54,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import sys
 
 try:
@@ -1006,11 +1007,85 @@ def embedding(runs, out_dir):
     return ", ".join(made) if made else None
 
 
+
+# ---- the scale sweep (bench/scale.sh, issue 34) --------------------------------------------------
+
+SCALE_COLUMNS = [
+    ("np", None), ("hosts", None), ("mode", None), ("ms/it", "time_s"),
+    ("msgs/it/rank max", "messages_tail"), ("msgs/it/rank mean", None),
+    ("inter-host msgs/it", "inter_host_messages_total"), ("inter-host MB/it", "inter_host_bytes_total"),
+    ("collectives/run", "collectives_per_run"), ("engine open ms", "engine_open_s"),
+    ("setup ms", "setup_s"), ("first run ms", "first_run_s"), ("RSS MiB max", "rss_max_mib"),
+    ("rings/rank", None)]
+
+
+def rings_of(r):
+    """Rings rank 0 writes to, from the engine's transport description ("N sending")."""
+    detail = (r.get("engine_stats") or {}).get("transport_detail", "")
+    m = re.search(r"(\d+) sending", detail)
+    return int(m.group(1)) if m else None
+
+
+def scale(runs, out_dir, cores):
+    """Scale table and figure over netsparse_bench runs at several rank counts."""
+    bench_runs = [run for run in runs if run.kind == "bench"]
+    if len({run.data.get("ranks") for run in bench_runs}) < 2:
+        return None
+    rows, series = [], {}
+    for run in sorted(bench_runs, key=lambda x: (x.data.get("ranks", 0), x.data.get("hosts", 0))):
+        d = run.data
+        np_ = d.get("ranks", 0)
+        over = cores is not None and np_ > cores
+        for r in d["results"]:
+            if r.get("error"):
+                rows.append([str(np_), str(d.get("hosts")), r["mode"], "error: " + r["error"][:40]]
+                            + [""] * (len(SCALE_COLUMNS) - 4))
+                continue
+            ms = lambda k: f"{1e3 * r.get(k, 0):.3g}" + ("*" if over else "")
+            rings = rings_of(r)
+            rows.append([
+                str(np_), str(d.get("hosts")), r["mode"], ms("time_s"),
+                f"{r.get('messages_tail', 0):.0f}", f"{r.get('messages_total', 0) / max(np_, 1):.1f}",
+                f"{r.get('inter_host_messages_total', 0):.0f}",
+                f"{r.get('inter_host_bytes_total', 0) / 1e6:.2f}",
+                f"{r.get('collectives_per_run', 0):.1f}", ms("engine_open_s"), ms("setup_s"),
+                ms("first_run_s"), f"{r.get('rss_max_mib', 0):.0f}",
+                "" if rings is None else str(rings)])
+            series.setdefault(r["mode"], []).append((np_, r))
+        run.use("scale")
+    head = [c for c, _ in SCALE_COLUMNS]
+    note = ("* ranks outnumber the machine's cores: times indicative only; counts are exact"
+            if cores is not None else "times as measured")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    text = "scale (bench/scale.sh)\n" + "\n".join(lines) + "\n" + note + "\n"
+    print(text)
+    with open(os.path.join(out_dir, "scale.md"), "w") as f:
+        f.write(text)
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2))
+    panels = [("messages_tail", "messages / iteration, busiest rank", 1),
+              ("engine_open_s", "engine open (s)" + (" *" if cores else ""), 1),
+              ("collectives_per_run", "MPI collectives per run", 1),
+              ("rss_max_mib", "RSS per rank, max (MiB)", 1)]
+    for ax, (key, title, _) in zip(axes, panels):
+        for mode, pts in sorted(series.items()):
+            pts = sorted(pts, key=lambda t: t[0])
+            ax.plot([p for p, _ in pts], [r.get(key, 0) for _, r in pts], marker="o", label=mode)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("ranks")
+        ax.set_title(title, fontsize=10)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Scale sweep (virtual hosts on one machine; " + note + ")", fontsize=10)
+    return save(fig, out_dir, "scale.png")
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="plot.py", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("-o", "--out", help="output directory")
+    ap.add_argument("--scale-cores", type=int, default=None,
+                    help="cores of the machine the scale sweep ran on (marks oversubscribed times)")
     ap.add_argument("inputs", nargs="+", help="JSON files or directories of them")
     a = ap.parse_args(argv)
     inputs, out = a.inputs, a.out
@@ -1021,11 +1096,11 @@ def parse_args(argv):
         inputs, out = inputs[:1], inputs[1]
     if out is None:
         out = inputs[0] if os.path.isdir(inputs[0]) else (os.path.dirname(inputs[0]) or ".")
-    return inputs, out
+    return inputs, out, a.scale_cores
 
 
 def main(argv):
-    inputs, out_dir = parse_args(argv)
+    inputs, out_dir, scale_cores = parse_args(argv)
     paths = expand(inputs)
     runs, problems = load(paths)
     for path, why in problems:
@@ -1047,6 +1122,7 @@ def main(argv):
              goals(cases, out_dir), hosts_table(cases, out_dir), hosts_figure(cases, out_dir), index_gather(runs, out_dir),
              emu_table8(runs, out_dir), emu_fig12(runs, out_dir), allreduce(runs, out_dir),
              scatter_reduce(runs, out_dir), embedding(runs, out_dir),
+             scale(runs, out_dir, scale_cores),
              emu_sweep(runs, out_dir, "units", ("nic_delay_cycles", EMU_DEFAULT_DELAY),
                        "emu_fig16_units.png", "RIG units per NIC",
                        "Emulated cluster (Fig. 16): RIG units per NIC"),

@@ -86,9 +86,9 @@ inline constexpr Setting kEnvironment[] = {
    "1: ranks of one host exchange the engine's frames through shared-memory rings (and detect "
    "each other's death); 0: MPI only"},
   {"NETSPARSE_MPI_SHM_RING_BYTES", Type::kInteger, "", "", 4096, 1 << 30, true, Scope::kLibrary,
-   "bytes of one shared-memory ring (one per ordered pair of a host's ranks, rounded up to a "
-   "power of two, at least 4 frames); default 2 MiB, less when 256 MiB of rings per host "
-   "would not do"},
+   "bytes of one shared-memory ring (one per ordered pair of a host's ranks that exchange "
+   "frames, created on first use; rounded up to a power of two, at least 4 frames); default "
+   "2 MiB, less when a rank's rings to every other rank of its host would pass 4 MiB"},
   {"NETSPARSE_MPI_MESSAGE_BYTES", Type::kInteger, "65536", "", 64, 1 << 24, true,
    Scope::kLibrary, "largest MPI transport message (frame); a property larger than one message "
    "(K above 16376 in fp32, 8188 in fp64) travels in pieces, so raising it only saves PR "

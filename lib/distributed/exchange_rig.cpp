@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "agreement/neighbours.hpp"
 #include "config/settings.hpp"
 #include "distributed/distinct_columns.hpp"
 #include "distributed/ghosts.hpp"
@@ -281,6 +282,7 @@ class RigExchange final : public Exchange<T> {
       setup_direct(pat, rc);
       return;
     }
+    if (!vanilla_) find_pattern_peers(pat, rc);
     if (compact_) {
       // A fixed pattern: gather the distinct remote columns straight into a compact buffer
       // (POSITIONAL), computed with the remote part renumbered onto it, as the
@@ -320,6 +322,13 @@ class RigExchange final : public Exchange<T> {
                     sizeof(T), *rc.cols, /*rig_only=*/!vanilla_, node_wait_deadline(*rc.options));
     e.progress_seconds = 0;
     e.round_announced = e.round_complete = false;
+    // The run's quiesce round talks to the pattern's peers only (a fixed pattern); a pattern
+    // that changes every run, or one-sided reads, keep every node.
+    if (peers_known_ && !direct_) {
+      e.ctx.quiesce_peers(owners_, requesters_);
+    } else {
+      e.ctx.quiesce_every_peer();
+    }
     if (vanilla_) {
       run_vanilla(pat, rc, ops, compute, stats);
     } else if (direct_) {
@@ -355,6 +364,22 @@ class RigExchange final : public Exchange<T> {
   }
 
  private:
+  // The owners this rank gathers from (the remote columns' owners) and the ranks that gather
+  // from it: the peers of a run's quiesce round (ns_quiesce_peers), found once per pattern with
+  // one sparse exchange (agreement::sources_of, O(neighbours)), so that a run's control traffic
+  // grows with the pattern's peers, not with the job (issue 34).
+  void find_pattern_peers(const Pattern& pat, const RunContext& rc) {
+    owners_.clear();
+    for (const gidx_t c : pat.remote_csr.col_idx) {
+      const int o = rc.cols->owner(c);
+      if (owners_.empty() || owners_.back() != o) owners_.push_back(o);
+    }
+    std::sort(owners_.begin(), owners_.end());
+    owners_.erase(std::unique(owners_.begin(), owners_.end()), owners_.end());
+    requesters_ = agreement::sources_of(rc.comm, owners_, node_wait_deadline(*rc.options));
+    peers_known_ = true;
+  }
+
   // The idxs of the region's sub-rows for `idx` when properties travel in pieces (row i ->
   // i*pieces + c, c ascending), written to `buf`; `idx` itself when they do not.
   static std::span<const std::uint64_t> piece_idx(std::span<const std::uint64_t> idx,
@@ -725,6 +750,8 @@ class RigExchange final : public Exchange<T> {
   }
 
   std::vector<std::uint64_t> piece_buf_[2];  // per slot: idxs of property pieces (piece_idx)
+  std::vector<int> owners_, requesters_;     // the pattern's peers (find_pattern_peers)
+  bool peers_known_ = false;
   std::shared_ptr<RigEngine> engine_;
   const bool vanilla_;
   const bool direct_;

@@ -618,13 +618,15 @@ std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_pt
     return inner;
   }
   if (ring_bytes == 0) {
-    // 256 MiB of rings per host at most (were every pair to talk), 2 MiB per pair at most.
-    // Measured (main job, np 2): creating and populating an 8 MiB ring took ~10 ms, 2 MiB ~4 ms,
-    // at the same time per run at K = 16 and 128: the consumer drains while the producer
-    // writes, so a ring need not hold a whole run's frames.
-    const std::size_t pairs =
-        static_cast<std::size_t>(host_size) * static_cast<std::size_t>(host_size);
-    ring_bytes = std::min<std::size_t>(std::size_t{2} << 20, (std::size_t{256} << 20) / pairs);
+    // 2 MiB per ring at most, and 4 MiB for all the rings a rank writes, were it to talk to
+    // every rank of its host (a ring's pages end up in both processes' resident sets). Measured
+    // (main job, np 2): creating and populating an 8 MiB ring took ~10 ms, 2 MiB ~4 ms, at the
+    // same time per run at K = 16 and 128: the consumer drains while the producer writes, so a
+    // ring need not hold a whole run's frames. Rings are sized alike on every rank of a host (the
+    // receiver checks the size it is announced).
+    const auto others = static_cast<std::size_t>(host_size - 1);
+    ring_bytes = std::min<std::size_t>(std::size_t{2} << 20,
+                                       std::bit_floor((std::size_t{4} << 20) / others));
   }
   // Room for 4 largest messages at least.
   ring_bytes = std::max(ring_bytes, 4 * padded(inner->max_packet_bytes() + kHeader));

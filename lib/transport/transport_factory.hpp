@@ -77,9 +77,11 @@ std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_mu
 // The MPI transport's intra-host fast path (shm_rings.cpp): packets between ranks of the same
 // host go through single-producer/single-consumer rings in POSIX shared memory (one copy, read
 // in place) instead of MPI; everything else (other hosts, reads, barriers, failures) through
-// `inner`. Collective over comm. Returns `inner` itself, with the reason in *why_not, when the
-// host has one rank of comm or shared memory cannot be set up (on every rank of the host
-// alike). ring_bytes 0: automatic (<= 2 MiB per pair, <= 256 MiB per host;
+// `inner`. The host: the ranks sharing memory, cut into virtual hosts when
+// NETSPARSE_RANKS_PER_HOST is set. Rings are created on first use (a pair that never exchanges
+// a frame costs nothing). Collective over comm. Returns `inner` itself, with the reason in
+// *why_not, when the host has one rank of comm. ring_bytes 0: automatic (<= 2 MiB per ring,
+// <= 4 MiB for the rings a rank would write to every other rank of its host;
 // NETSPARSE_MPI_SHM_RING_BYTES sets it in make_transport). make_transport uses it for kMpi unless
 // NETSPARSE_MPI_SHM=0.
 std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_ptr<Transport> inner,
