@@ -243,7 +243,13 @@ enum ns_send_flags {
   /* RIG: idxs this node owns are skipped (their output is left untouched; the caller reads them
    * from its own block). Lets a caller post a raw column-index array (e.g. a CSR's) without
    * first extracting the remote columns. Counted as local PRs. */
-  NS_SEND_REMOTE_ONLY = 1u << 2
+  NS_SEND_REMOTE_ONLY = 1u << 2,
+  /* NS_WR_RIG_PLAN: the owners push this start's rows (ns_plan_push with wr.plan.push_tag)
+   * instead of being asked for them. The first such start of a recording asks as usual and arms
+   * its owners; from the next start on no request leaves this node, and rows an owner pushed
+   * before the start was posted are already in place. See ns_plan_push for when an owner may
+   * push. */
+  NS_SEND_PUSHED = 1u << 3
 };
 struct ns_send_wr {
   uint64_t wr_id;          /* echoed in the completion */
@@ -270,7 +276,10 @@ struct ns_send_wr {
       uint64_t out_bytes; /* bytes at `out`: at least prop_bytes, else NS_ERR_INVALID */
     } rdma_read;
     struct {
-      struct ns_plan* plan; /* NS_WR_RIG_PLAN: the gather to run (flags: NS_SEND_SIGNALED) */
+      struct ns_plan* plan; /* NS_WR_RIG_PLAN: the gather to run (flags: NS_SEND_SIGNALED,
+                             * NS_SEND_PUSHED) */
+      uint32_t push_tag;    /* NS_SEND_PUSHED: the tag the owners push it under ... */
+      uint32_t push_round;  /* ... and the round it belongs to (see ns_plan_push) */
     } plan;
     /* NS_WR_RIS: row idx[j] of the region (on its owner) becomes op(row, values row j), for
      * every j; repeated idxs are combined on this node first. The owner applies each packet
@@ -306,6 +315,19 @@ ns_status_t ns_post_send(ns_qp* qp, struct ns_send_wr* wr, struct ns_send_wr** b
 ns_status_t ns_plan_create(ns_context* ctx, const struct ns_send_wr* wr, ns_plan** out);
 /* NS_ERR_STATE while a start is in flight. */
 ns_status_t ns_plan_destroy(ns_plan* plan);
+/* Owner side of NS_SEND_PUSHED: answers now, without being asked, the start of round `round` of
+ * every plan list a peer armed with `tag` in an earlier round (its first pushed start, of round
+ * r, asks as usual and arms; the start of round q > r is pushed as the peer's start r + (q - r)),
+ * packing this node's rows as they are when the call is made; *lists (may be NULL) = how many
+ * lists were pushed. Rounds: every node numbers them alike and starts each pushed plan once per
+ * round (wr.plan.push_round). Call it once per round, when this node's rows are in place for
+ * the round AND every peer is done with the output of its previous start (rows may land before
+ * the peer posts its start: e.g. after a collective that every node enters only once its
+ * previous round is consumed, as DistKernel's argument agreement). While its owners push, every
+ * start of a plan carries NS_SEND_PUSHED (a start without it asks again and disarms the owners'
+ * lists, but rows pushed for it too would land twice and fail it). A peer's pushed start whose
+ * owner never pushes completes by the watchdog. Local: no collective. */
+ns_status_t ns_plan_push(ns_context* ctx, uint32_t tag, uint32_t round, int* lists);
 
 /* ---- completions --------------------------------------------------------------------------- */
 enum ns_wc_status {

@@ -47,6 +47,11 @@ DecodeError decode_plan_packet(std::span<const std::byte> bytes, std::uint32_t e
         if (h.n == 0) return DecodeError::kCountMismatch;
         break;
       case PlanType::kStart:
+        // n = 0: a plain start; n = 2 records of 4 bytes: a start that arms pushes (tag, round).
+        if (h.n == 2 && h.rec_len == 4) break;
+        if (h.rec_len != 0) return DecodeError::kPropLenMismatch;
+        if (h.n != 0) return DecodeError::kCountMismatch;
+        break;
       case PlanType::kRefuse:
         if (h.rec_len != 0) return DecodeError::kPropLenMismatch;
         if (h.n != 0) return DecodeError::kCountMismatch;

@@ -13,7 +13,12 @@
 //             row numbers of rec_len = 4 (rows < 2^32) or 8 bytes. A new version starts a new
 //             list (first = 0).
 //   kStart    client -> owner: send every row of the list (n = 0; `first` = the list's length,
-//             which must match what the owner holds); `seq` names this start.
+//             which must match what the owner holds); `seq` names this start. With two 4-byte
+//             records (n = 2), a push tag and the start's round: the owner pushes the list's
+//             later starts without a kStart (NS_SEND_PUSHED) when its application calls
+//             ns_plan_push with that tag and a later round q (start seq + (q - round)).
+//   kRows     ... also pushed (unasked) for an armed list: the client lands rows of start
+//             seq + 1 of its plan before it is posted.
 //   kRows     owner -> client: rows [first, first + n) of the list, rec_len = the row's bytes,
 //             for start `seq`.
 //   kRefuse   owner -> client: the plan cannot be served (n = 0; `first` = a PlanRefusal).
@@ -64,7 +69,7 @@ struct PlanHeader : BulkHeaderStart<PlanType> {
 
 // The family's calls (bulk_packet.hpp). Record lengths and counts by type (else
 // kPropLenMismatch / kCountMismatch): kInstall 4 or 8, kRows expected_row_bytes, kStart and
-// kRefuse 0 with n = 0.
+// kRefuse 0 with n = 0, kStart also 4 with n = 2 (the push tag and round).
 std::size_t encode_plan_header(std::byte* dst, const PlanHeader& h) noexcept;
 std::size_t plan_packet_length(std::span<const std::byte> bytes) noexcept;
 using PlanPacket = BulkPacket<PlanHeader>;

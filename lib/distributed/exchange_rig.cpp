@@ -97,7 +97,12 @@ struct NETSPARSE_LOCAL RigEngine::Impl {
     reg_rows = rows;
     reg_offsets = std::move(offsets);
     reg_rig_only = rig_only;
+    ++registrations;
   }
+  std::uint64_t registrations = 0;  // regions registered so far (plans record afresh after one)
+  // Push tags (ns_plan_push) of the compact exchanges on this engine: every rank creates its
+  // kernels in the same order (their construction is collective), so the n-th is n everywhere.
+  std::uint32_t next_push_tag = 1;
 
   // The engine's counters when its last run ended (RigEngine::reset_stats zeroes them with the
   // engine's): the start of the next run's traffic, whichever kernel runs it.
@@ -288,6 +293,7 @@ class RigExchange final : public Exchange<T> {
       // (POSITIONAL), computed with the remote part renumbered onto it, as the
       // inspector-executor does (same kernel, same cache behaviour); the setup is paid once.
       plans_.clear();  // they gather into the window resized below
+      push_tag_ = engine_->impl().next_push_tag++;
       ghosts_.build(pat.remote_csr, rc.cols->n_rows(), pat.local_part.config(), rc.scalar());
       window_[0].resize(ghosts_.ghosts().size() * static_cast<std::size_t>(rc.k));
       window_[1].clear();
@@ -322,9 +328,18 @@ class RigExchange final : public Exchange<T> {
                     sizeof(T), *rc.cols, /*rig_only=*/!vanilla_, node_wait_deadline(*rc.options));
     e.progress_seconds = 0;
     e.round_announced = e.round_complete = false;
+    ++round_;  // every rank alike (runs are collective), whether the run succeeds or not
     // The run's quiesce round talks to the pattern's peers only (a fixed pattern); a pattern
     // that changes every run, or one-sided reads, keep every node.
-    if (peers_known_ && !direct_) {
+    if (compact_ && rc.options->plans && (plans_.empty() || e.registrations != plans_region_)) {
+      first_pushed_round_ = round_ + 2;  // recorded in this run, armed in the next
+      plans_region_ = e.registrations;
+    }
+    if (compact_ && rc.options->plans && round_ >= first_pushed_round_) {
+      // Every row of the run is pushed by its owner, and a pusher is done once its pushes
+      // left: the round needs no control message at all.
+      e.ctx.quiesce_peers({}, {});
+    } else if (peers_known_ && !direct_) {
       e.ctx.quiesce_peers(owners_, requesters_);
     } else {
       e.ctx.quiesce_every_peer();
@@ -551,7 +566,17 @@ class RigExchange final : public Exchange<T> {
                          [&](const ns_send_wr& wr) { plans_.emplace_back(e.ctx, wr); });
     }
     if (use_plans) {
-      for (const GatherPlan& p : plans_) wrs.push_back(plan_wr(0, p));
+      // Owner-pushed replays (ns_plan_push): this rank's armed lists go to their requesters now
+      // (the run's argument agreement is the fence: every rank has entered this run, done with
+      // the previous one's output), and its own starts ask nobody once armed.
+      netsparse::detail::check(ns_plan_push(e.ctx.get(), push_tag_, round_, nullptr),
+                               "ns_plan_push");
+      for (const GatherPlan& p : plans_) {
+        ns_send_wr wr = plan_wr(0, p, NS_SEND_SIGNALED | NS_SEND_PUSHED);
+        wr.wr.plan.push_tag = push_tag_;
+        wr.wr.plan.push_round = round_;
+        wrs.push_back(wr);
+      }
     } else {
       positional_batches(idx, batch, piece_elems, [&](const ns_send_wr& wr) { wrs.push_back(wr); });
     }
@@ -752,6 +777,12 @@ class RigExchange final : public Exchange<T> {
   std::vector<std::uint64_t> piece_buf_[2];  // per slot: idxs of property pieces (piece_idx)
   std::vector<int> owners_, requesters_;     // the pattern's peers (find_pattern_peers)
   bool peers_known_ = false;
+  // Compact mode's pushed replays: this exchange's tag, its run counter (the same on every rank:
+  // runs are collective), the first run whose plans are armed, and the region they recorded on.
+  std::uint32_t push_tag_ = 0;
+  std::uint32_t round_ = 0;
+  std::uint32_t first_pushed_round_ = 2;
+  std::uint64_t plans_region_ = 0;
   std::shared_ptr<RigEngine> engine_;
   const bool vanilla_;
   const bool direct_;

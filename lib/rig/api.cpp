@@ -123,6 +123,7 @@ constexpr auto kWrErrorTexts = std::to_array<netsparse::support::EnumName<WrErro
     {WrError::kPlanNull, "wr.plan.plan is NULL"},
     {WrError::kPlanForeign, "wr.plan.plan is not a live plan of this context"},
     {WrError::kPlanBusy, "a start of wr.plan.plan is still in flight (one at a time)"},
+    {WrError::kPushedNotPlan, "NS_SEND_PUSHED is for NS_WR_RIG_PLAN starts only"},
     {WrError::kPlanPropBytes,
      "the registered region's prop_bytes differs from the one the plan was created with"},
     {WrError::kNoRegion, "no property region is registered"},
@@ -333,6 +334,14 @@ extern "C" ns_status_t ns_quiesce_test(ns_context* ctx, int* done) {
 extern "C" ns_status_t ns_quiesce(ns_context* ctx, int timeout_ms) {
   return on_live("ns_quiesce", ctx, "ctx", HandleKind::kContext, [&]() -> ns_status_t {
     ctx->quiesce(timeout_ms);
+    return NS_OK;
+  });
+}
+
+extern "C" ns_status_t ns_plan_push(ns_context* ctx, uint32_t tag, uint32_t round, int* lists) {
+  return on_live("ns_plan_push", ctx, "ctx", HandleKind::kContext, [&]() -> ns_status_t {
+    const int n = ctx->plan_push(tag, round);
+    if (lists != nullptr) *lists = n;
     return NS_OK;
   });
 }
@@ -796,11 +805,11 @@ nlohmann::ordered_json stats_document(const ns_context* ctx) {
                  {"stale_waiters", s.client.stale_waiters},
                  {"transport_bytes_sent", s.tx_bytes}};
   j["region"] = {{"registrations", s.registrations}, {"rebinds", s.rebinds}};
-  j["plans"] = {{"installs", s.plans.installs},
-                {"refused", s.plans.refused},
-                {"rows_queued", s.plans.rows_queued},
-                {"stale", s.plans.stale},
-                {"malformed", s.plans.malformed}};
+  j["plans"] = {{"installs", s.plans.installs},       {"refused", s.plans.refused},
+                {"rows_queued", s.plans.rows_queued}, {"stale", s.plans.stale},
+                {"malformed", s.plans.malformed},     {"starts_sent", s.plans.starts_sent},
+                {"pushes", s.plans.pushes},           {"pushed_starts", s.plans.pushed_starts},
+                {"rows_early", s.plans.rows_early}};
   j["compact"] = {{"rows_queued", s.server.rows_queued}};
   j["scatter"] = {{"refused", s.scatters.refused},
                   {"stale", s.scatters.stale},

@@ -219,7 +219,9 @@ int Engine::step() {
   work += plans_->serve();
   for (auto& u : servers_) work += u->serve();
   if (!outbox_->empty()) work += outbox_->flush();
-  if (concat_ && outbox_->empty()) quiesce_.left();
+  // "Left" only once nothing of this node's is still to be packed either: with pushed replays
+  // (ns_plan_push) a round may tell nobody, and must not end while a push still reads the rows.
+  if (concat_ && outbox_->empty() && !plans_->serving()) quiesce_.left();
   if (profile_) {
     mark[5] = now_ns();
     ++steps_;

@@ -121,6 +121,8 @@ class Engine : public PostTarget, public CommandSink {
   // round is announced. Region teardown always quiesces with every node.
   void quiesce_peers(std::optional<std::span<const int>> tell,
                      std::optional<std::span<const int>> wait_for);
+  // ns_plan_push: the armed lists of `tag` answered now, unasked; returns how many.
+  int plan_push(std::uint32_t tag, std::uint32_t round);
   // When the next step has timed work (the earliest concatenation-queue expiry, engine clock);
   // UINT64_MAX if none. For a driver that schedules INLINE steps itself instead of polling:
   // the cluster emulator (lib/emulate) steps each node in virtual time only when a packet

@@ -239,6 +239,19 @@ void Engine::quiesce_peers(std::optional<std::span<const int>> tell,
   }
 }
 
+int Engine::plan_push(std::uint32_t tag, std::uint32_t round) {
+  if (region() == nullptr) {
+    throw EngineError(NS_ERR_NOT_REGISTERED, "no property region is registered");
+  }
+  int lists = 0;
+  {
+    AdminLock lk(progress_mu_, admin_waiting_);  // the plan unit is the engine thread's
+    lists = plans_->push(tag, round);
+  }
+  doorbell();  // what did not fit the transport's memory is packed by the next steps
+  return lists;
+}
+
 bool Engine::release_region_collectively(Region* mr) {
   // The teardown protocol (docs/architecture.md): keep serving until every live peer has
   // quiesced, however late it comes — no timeout decides that a live peer is gone, and earlier

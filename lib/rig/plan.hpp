@@ -35,6 +35,13 @@ struct PlanPeer {
   bool contiguous = true;           // dst[k] == dst[0] + k * prop_bytes for every k
   std::uint32_t installed = 0;      // the version of the list the owner holds (0: none)
   std::uint32_t arrived = 0;        // rows of the current start that landed
+  // Owner-pushed starts (NS_SEND_PUSHED): the version whose starts the owner pushes (0: it is
+  // asked with kStart), whether the kStart that arms it is in flight, and whether `arrived`
+  // counts rows of start early_seq, pushed before that start was posted.
+  std::uint32_t pushed = 0;
+  bool arming = false;
+  bool early = false;
+  std::uint16_t early_seq = 0;
 };
 
 class Plan {

@@ -35,6 +35,20 @@ void PlanUnit::send_header_only(std::uint32_t dest, PlanType type, std::uint32_t
   counters.bytes_out += concat::kPlanHeaderBytes;
 }
 
+void PlanUnit::send_arming_start(std::uint32_t owner, const Plan& p, std::uint32_t tag,
+                                 std::uint32_t round, std::uint32_t list_rows) {
+  constexpr std::size_t bytes = concat::kPlanHeaderBytes + 8;
+  std::byte* at = outbox_.packet_room(owner, bytes);
+  concat::encode_plan_header(
+      at,
+      PlanHeader{{PlanType::kStart, owner, 4, 2, port_.rank}, p.id, p.version(), p.seq, list_rows});
+  concat::wire::store<std::uint32_t>(at + concat::kPlanHeaderBytes, tag);
+  concat::wire::store<std::uint32_t>(at + concat::kPlanHeaderBytes + 4, round);
+  outbox_.commit_packet(owner, bytes);
+  ++counters.packets_out;
+  counters.bytes_out += bytes;
+}
+
 void PlanUnit::send_install(std::uint32_t owner, const Plan& p, const PlanPeer& peer) {
   // 4-byte rows where the owner's rows fit (they almost always do), else 8.
   const std::uint64_t max_row = *std::max_element(peer.rows.begin(), peer.rows.end());
@@ -87,15 +101,34 @@ void PlanUnit::start(Command& c, std::uint64_t now) {
   ++counters.replays;
   p.active = &c;
   ++p.seq;
+  const bool pushed = (c.flags & NS_SEND_PUSHED) != 0;
   for (PlanPeer& peer : p.peers()) {
     if (peer.rows.empty()) continue;
     if (peer.installed != p.version()) {
       send_install(peer.owner, p, peer);
       peer.installed = p.version();
+      peer.pushed = 0;
     }
+    if (pushed && peer.pushed == p.version()) {
+      // The owner pushes this start: nothing leaves; what it pushed already is in place.
+      if (!peer.early || peer.early_seq != p.seq) peer.arrived = 0;
+      peer.early = false;
+      ++counters.pushed_starts;
+      if (peer.arrived < peer.rows.size()) ++c.outstanding;
+      continue;
+    }
+    peer.early = false;
     peer.arrived = 0;
-    send_header_only(peer.owner, PlanType::kStart, p.id, p.version(), p.seq,
-                     static_cast<std::uint32_t>(peer.rows.size()));
+    peer.pushed = 0;
+    peer.arming = pushed;
+    ++counters.starts_sent;
+    if (pushed) {
+      send_arming_start(peer.owner, p, c.push_tag, c.push_round,
+                        static_cast<std::uint32_t>(peer.rows.size()));
+    } else {
+      send_header_only(peer.owner, PlanType::kStart, p.id, p.version(), p.seq,
+                       static_cast<std::uint32_t>(peer.rows.size()));
+    }
     ++c.outstanding;
   }
   // This node's rows while the owners answer.
@@ -153,21 +186,39 @@ PlanUnit::Answer PlanUnit::answer_to(int src, const PlanHeader& h) {
   return {p, &p->peers()[static_cast<std::size_t>(at)]};
 }
 
-void PlanUnit::on_rows(int src, const PlanPacket& pkt) {
+bool PlanUnit::land_early(int src, const PlanPacket& pkt) {
+  // Rows an owner pushed for the plan's next start, before it was posted (ns_plan_push): they
+  // land now (the output is the plan's own, and the pusher's fence guarantees it is free).
   const PlanHeader& h = pkt.header;
-  const auto [p, found] = answer_to(src, h);
-  if (p == nullptr) return;
-  PlanPeer& peer = *found;
-  // In order, within the list: anything else is a broken owner; the start fails, nothing lands.
-  if (h.first != peer.arrived || h.n > peer.rows.size() - peer.arrived) {
-    ++counters.malformed;
-    p->active->status = NS_WC_TRANSPORT_ERR;
-    peer.arrived = static_cast<std::uint32_t>(peer.rows.size());
-    peer_done(*p);
-    return;
+  const auto it = plans_.find(h.plan);
+  if (it == plans_.end()) return false;
+  Plan& p = *it->second;
+  const std::uint16_t next = static_cast<std::uint16_t>(p.seq + 1);
+  if (p.active != nullptr || h.seq != next || h.version != p.version() || !p.recorded()) {
+    return false;
   }
-  std::byte* const out = p->active->out;
-  const std::uint32_t P = p->prop_bytes;
+  const int at = p.peer_of(static_cast<std::uint32_t>(src));
+  if (at < 0) return false;
+  PlanPeer& peer = p.peers()[static_cast<std::size_t>(at)];
+  if (peer.pushed != h.version) return false;
+  if (!peer.early || peer.early_seq != next) {
+    peer.early = true;
+    peer.early_seq = next;
+    peer.arrived = 0;
+  }
+  if (h.first != peer.arrived || h.n > peer.rows.size() - peer.arrived) {
+    ++counters.malformed;  // out of order: the start will wait for the rest (watchdog)
+    return true;
+  }
+  land(p, peer, pkt);
+  ++counters.rows_early;
+  return true;
+}
+
+void PlanUnit::land(Plan& p, PlanPeer& peer, const PlanPacket& pkt) {
+  const PlanHeader& h = pkt.header;
+  std::byte* const out = p.out;
+  const std::uint32_t P = p.prop_bytes;
   const std::byte* body = pkt.body.data();
   if (peer.contiguous) {
     std::memcpy(out + peer.dst[0] + std::uint64_t{h.first} * P, body, std::size_t{h.n} * P);
@@ -181,15 +232,40 @@ void PlanUnit::on_rows(int src, const PlanPacket& pkt) {
   }
   peer.arrived += h.n;
   counters.rows_in += h.n;
-  if (peer.arrived == peer.rows.size()) peer_done(*p);
+}
+
+void PlanUnit::on_rows(int src, const PlanPacket& pkt) {
+  const PlanHeader& h = pkt.header;
+  if (land_early(src, pkt)) return;
+  const auto [p, found] = answer_to(src, h);
+  if (p == nullptr) return;
+  PlanPeer& peer = *found;
+  // In order, within the list: anything else is a broken owner; the start fails, nothing lands.
+  if (h.first != peer.arrived || h.n > peer.rows.size() - peer.arrived) {
+    ++counters.malformed;
+    p->active->status = NS_WC_TRANSPORT_ERR;
+    peer.arrived = static_cast<std::uint32_t>(peer.rows.size());
+    peer_done(*p);
+    return;
+  }
+  land(*p, peer, pkt);
+  if (peer.arrived == peer.rows.size()) {
+    if (peer.arming) {  // answered whole: the owner pushes the next starts
+      peer.arming = false;
+      peer.pushed = h.version;
+    }
+    peer_done(*p);
+  }
 }
 
 void PlanUnit::on_refuse(int src, const PlanPacket& pkt) {
   const auto [p, found] = answer_to(src, pkt.header);
   if (p == nullptr) return;
   PlanPeer& peer = *found;
-  // The owner lost or refused the list: the next start installs it again.
+  // The owner lost or refused the list: the next start installs it again (and asks).
   peer.installed = 0;
+  peer.pushed = 0;
+  peer.arming = false;
   if (peer.arrived == peer.rows.size()) return;  // already done (cannot happen with ordering)
   peer.arrived = static_cast<std::uint32_t>(peer.rows.size());
   p->active->status = NS_WC_REM_INV_REQ;
@@ -215,6 +291,7 @@ void PlanUnit::on_install(int src, const PlanPacket& pkt) {
     s.version = h.version;
     s.bad = PlanRefusal{};
     s.rows.clear();
+    s.armed = false;
   }
   if (s.bad != PlanRefusal{}) return;
   if (h.first != s.rows.size()) {
@@ -254,9 +331,37 @@ void PlanUnit::on_start(int src, const PlanPacket& pkt) {
                      static_cast<std::uint32_t>(why));
     return;
   }
-  Serving job{key, dest, h.plan, h.version, h.seq, 0};
+  Stored& s = it->second;
+  s.armed = h.n == 2;  // a start with a push tag: its later rounds are pushed (ns_plan_push)
+  if (s.armed) {
+    s.push_tag = concat::wire::load<std::uint32_t>(pkt.body.data());
+    s.armed_round = concat::wire::load<std::uint32_t>(pkt.body.data() + 4);
+    s.armed_seq = h.seq;
+  }
+  answer(Serving{key, dest, h.plan, h.version, h.seq, 0});
+}
+
+void PlanUnit::answer(Serving job) {
   // Behind an earlier answer to the same peer: its rows are in the ring's order first.
-  if (serving_.waiting_for(dest) || !serve_one(job)) serving_.push(job);
+  if (serving_.waiting_for(job.dest) || !serve_one(job)) serving_.push(job);
+}
+
+int PlanUnit::push(std::uint32_t tag, std::uint32_t round) {
+  int lists = 0;
+  for (auto& [key, s] : stored_) {
+    if (!s.armed || s.push_tag != tag || s.bad != PlanRefusal{}) continue;
+    // Rounds up to the arming one were asked for (an arming start of this very round may have
+    // arrived before this call: pushing it now would answer the peer's next start early).
+    const auto ahead = static_cast<std::int32_t>(round - s.armed_round);
+    if (ahead <= 0) continue;
+    const auto dest = static_cast<std::uint32_t>(key >> 32);
+    if (outbox_.dead(dest)) continue;
+    const auto seq = static_cast<std::uint16_t>(s.armed_seq + static_cast<std::uint32_t>(ahead));
+    answer(Serving{key, dest, static_cast<std::uint32_t>(key), s.version, seq, 0});
+    ++lists;
+  }
+  counters.pushes += static_cast<std::uint64_t>(lists);
+  return lists;
 }
 
 bool PlanUnit::serve_one(Serving& job) {

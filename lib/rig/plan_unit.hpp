@@ -26,22 +26,27 @@
 namespace netsparse::rig {
 
 struct PlanCounters {
-  std::uint64_t recorded = 0;     // recordings kept (a RIG gather that succeeded)
-  std::uint64_t replays = 0;      // starts served from a recording
-  std::uint64_t rows_in = 0;      // rows landed by replays
-  std::uint64_t installs = 0;     // lists sent to owners
-  std::uint64_t packets_out = 0;  // plan packets sent (every type)
-  std::uint64_t bytes_out = 0;    // their bytes (headers and bodies, as sent)
-  std::uint64_t rows_served = 0;  // rows this node packed for its peers
-  std::uint64_t rows_queued = 0;  // of those, packed into the outbox's queue, not the transport's
-                                  // memory (every row where the transport lends none)
-  std::uint64_t refused = 0;      // kRefuse sent
-  std::uint64_t stale = 0;        // packets of a start no longer in flight (dropped)
-  std::uint64_t malformed = 0;    // packets that failed validation or broke the protocol
+  std::uint64_t recorded = 0;       // recordings kept (a RIG gather that succeeded)
+  std::uint64_t replays = 0;        // starts served from a recording
+  std::uint64_t rows_in = 0;        // rows landed by replays
+  std::uint64_t installs = 0;       // lists sent to owners
+  std::uint64_t packets_out = 0;    // plan packets sent (every type)
+  std::uint64_t bytes_out = 0;      // their bytes (headers and bodies, as sent)
+  std::uint64_t rows_served = 0;    // rows this node packed for its peers
+  std::uint64_t rows_queued = 0;    // of those, packed into the outbox's queue, not the transport's
+                                    // memory (every row where the transport lends none)
+  std::uint64_t refused = 0;        // kRefuse sent
+  std::uint64_t stale = 0;          // packets of a start no longer in flight (dropped)
+  std::uint64_t malformed = 0;      // packets that failed validation or broke the protocol
+  std::uint64_t starts_sent = 0;    // client: kStart packets sent (one per owner asked)
+  std::uint64_t pushes = 0;         // owner: lists pushed unasked (ns_plan_push)
+  std::uint64_t pushed_starts = 0;  // client: (start, owner) pairs the owner pushed, no kStart
+  std::uint64_t rows_early = 0;     // client: pushed rows that landed before their start
   template <class Self>
   static auto fields(Self& s) {
     return std::tie(s.recorded, s.replays, s.rows_in, s.installs, s.packets_out, s.bytes_out,
-                    s.rows_served, s.rows_queued, s.refused, s.stale, s.malformed);
+                    s.rows_served, s.rows_queued, s.refused, s.stale, s.malformed, s.starts_sent,
+                    s.pushes, s.pushed_starts, s.rows_early);
   }
   void add(const PlanCounters& o) { add_counters(*this, o); }
 };
@@ -75,6 +80,9 @@ class PlanUnit {
   // packets packed (the engine's step calls it: work to do while it is non-zero).
   std::size_t serve();
   bool serving() const noexcept { return !serving_.empty(); }
+  // Answers, unasked, the next start of every list armed with `tag` (ns_plan_push); returns
+  // how many lists.
+  int push(std::uint32_t tag, std::uint32_t round);
 
   // Replays past their deadline, or waiting for an owner known dead, complete with an error.
   void watchdog(std::uint64_t now);
@@ -87,6 +95,12 @@ class PlanUnit {
     std::uint32_t version = 0;
     concat::PlanRefusal bad{};  // 0: the list is usable so far
     std::vector<std::uint64_t> rows;
+    // Armed by a kStart with a push tag and round: push(tag, q) answers start
+    // armed_seq + (q - armed_round) unasked, for q > armed_round.
+    bool armed = false;
+    std::uint32_t push_tag = 0;
+    std::uint32_t armed_round = 0;
+    std::uint16_t armed_seq = 0;
   };
   static constexpr std::size_t kMaxStoredPerPeer = 4096;  // lists one peer may install
   // A kStart being answered. Where the transport lends its memory (the shared-memory rings),
@@ -103,6 +117,9 @@ class PlanUnit {
   bool serve_one(Serving& job);
 
   void send_install(std::uint32_t owner, const Plan& p, const PlanPeer& peer);
+  void send_arming_start(std::uint32_t owner, const Plan& p, std::uint32_t tag, std::uint32_t round,
+                         std::uint32_t list_rows);
+  void answer(Serving job);
   void send_header_only(std::uint32_t dest, concat::PlanType type, std::uint32_t plan,
                         std::uint32_t version, std::uint16_t seq, std::uint32_t first);
   void on_install(int src, const concat::PlanPacket& pkt);
@@ -115,6 +132,9 @@ class PlanUnit {
   };
   Answer answer_to(int src, const concat::PlanHeader& h);
   void on_rows(int src, const concat::PlanPacket& pkt);
+  // Pushed rows of the plan's next start, before it was posted: landed (true), else false.
+  bool land_early(int src, const concat::PlanPacket& pkt);
+  void land(Plan& p, PlanPeer& peer, const concat::PlanPacket& pkt);
   void on_refuse(int src, const concat::PlanPacket& pkt);
   // One owner of the start in flight is done (all rows, refused or failed).
   void peer_done(Plan& p);

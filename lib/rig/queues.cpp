@@ -60,8 +60,12 @@ WrError validate_ris(const ns_send_wr& w, const Region* reg) noexcept {
 }  // namespace
 
 WrError validate_wr(const ns_send_wr& w, const Region* reg, const PostTarget* target) noexcept {
-  constexpr unsigned kFlags = NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH | NS_SEND_REMOTE_ONLY;
+  constexpr unsigned kFlags =
+      NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH | NS_SEND_REMOTE_ONLY | NS_SEND_PUSHED;
   if ((w.send_flags & ~kFlags) != 0) return WrError::kUnknownFlags;
+  if ((w.send_flags & NS_SEND_PUSHED) != 0 && w.opcode != NS_WR_RIG_PLAN) {
+    return WrError::kPushedNotPlan;
+  }
   if (w.opcode == NS_WR_RIG_PLAN) {
     const Plan* p = w.wr.plan.plan;
     if (p == nullptr) return WrError::kPlanNull;
@@ -147,6 +151,8 @@ PostResult Qp::post(ns_send_wr* wr, ns_send_wr** bad_wr) {
     c.deadline_ns = deadline;
     c.plan = plan;
     c.recording = false;
+    c.push_tag = plan != nullptr ? w->wr.plan.push_tag : 0;
+    c.push_round = plan != nullptr ? w->wr.plan.push_round : 0;
     if (plan != nullptr) {
       reg = const_cast<Region*>(registered);
       c.flags |= plan->flags;

@@ -63,6 +63,8 @@ struct Command {
   // NS_WR_RIG_PLAN: the plan started; `recording` while its RIG gather records it (plan.hpp).
   Plan* plan = nullptr;
   bool recording = false;
+  std::uint32_t push_tag = 0;    // NS_SEND_PUSHED: the tag its owners push it under
+  std::uint32_t push_round = 0;  // ... and its round
   // NS_WR_RIS: `count` value rows at `values`, combined by op over datatype (netsparse.h).
   const std::byte* values = nullptr;
   int op = NS_RIS_SUM;
@@ -91,6 +93,7 @@ enum class WrError : int {
   kPlanNull,
   kPlanForeign,
   kPlanBusy,
+  kPushedNotPlan,
   kPlanPropBytes,
   kNoRegion,
   kOutTooSmall,

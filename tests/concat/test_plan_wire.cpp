@@ -69,6 +69,16 @@ TEST(PlanWire, MalformedPacketsAreRefused) {
             DecodeError::kPropLenMismatch);
   EXPECT_EQ(cc::decode_plan_packet(packet(PlanType::kStart, 1, 4, 1, 4), 1, 24, &pk),
             DecodeError::kPropLenMismatch);
+  // A start that arms pushes carries exactly two 4-byte records (tag, round); nothing else.
+  EXPECT_EQ(cc::decode_plan_packet(packet(PlanType::kStart, 1, 4, 2, 8), 1, 24, &pk),
+            DecodeError::kOk);
+  EXPECT_EQ(pk.body.size(), 8u);
+  EXPECT_NE(cc::decode_plan_packet(packet(PlanType::kStart, 1, 4, 3, 12), 1, 24, &pk),
+            DecodeError::kOk);
+  EXPECT_NE(cc::decode_plan_packet(packet(PlanType::kStart, 1, 8, 2, 16), 1, 24, &pk),
+            DecodeError::kOk);
+  EXPECT_NE(cc::decode_plan_packet(packet(PlanType::kStart, 1, 4, 2, 4), 1, 24, &pk),
+            DecodeError::kOk);
   EXPECT_EQ(cc::decode_plan_packet(packet(PlanType::kRefuse, 1, 0, 1, 0), 1, 24, &pk),
             DecodeError::kCountMismatch);
   EXPECT_EQ(cc::decode_plan_packet(packet(PlanType::kInstall, 1, 4, 0, 0), 1, 24, &pk),

@@ -875,7 +875,9 @@ TEST(EngineSemantics, QuiesceTestSaysWhenTheRoundIsComplete) {
 // tells makes the round time out; every node again after quiesce_every_peer.
 TEST(EngineSemantics, QuiescePeersTellOnlyThePatternPeers) {
   constexpr int kNodes = 4;
-  ClusterOptions o = cluster_options(kNodes, 8, make_attr(NS_PROGRESS_INLINE, 0));
+  // A progress thread: a node that has its rows keeps serving its requester while it waits at
+  // the test's barriers (INLINE, node r-1 could starve behind node r's barrier).
+  ClusterOptions o = cluster_options(kNodes, 8, make_attr(NS_PROGRESS_THREAD, 0));
   run_cluster(o, [&](Node& n) {
     const int owner = (n.rank + 1) % kNodes, requester = (n.rank + kNodes - 1) % kNodes;
     const int bad[] = {kNodes};

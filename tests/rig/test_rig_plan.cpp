@@ -4,10 +4,14 @@
 // again, a new epoch, a peer that died. Plus the owner's validation of forged plan packets.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <random>
+#include <string>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "concat/frame.hpp"
 #include "concat/plan_wire.hpp"
@@ -132,6 +136,133 @@ INSTANTIATE_TEST_SUITE_P(
                                2000},
                       PlanCase{"n2_empty", 2, 8, NS_RIG_LAYOUT_POSITIONAL, 0, 0}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// Owner-pushed replays (NS_SEND_PUSHED + ns_plan_push): the first start records, the second
+// asks and arms the owners, every later one is pushed by the owners without a request and equals
+// a fresh gather of their current rows, every layout and node count of PlanReplay's. Rows pushed
+// before the start is posted land early; a push with another tag pushes nothing; the same plan
+// started without the flag asks again (and disarms), and with it arms again.
+class PlanPushed : public ::testing::TestWithParam<PlanCase> {};
+
+TEST_P(PlanPushed, EqualsAFreshGatherWithoutAnyRequest) {
+  const PlanCase pc = GetParam();
+  ClusterOptions o = cluster_options(pc.nodes, pc.P, make_attr(NS_PROGRESS_THREAD, pc.flags));
+  constexpr std::uint32_t kTag = 0x5eed;
+  run_cluster(o, [&](Node& n) {
+    const bool indexed = pc.layout == NS_RIG_LAYOUT_INDEXED;
+    const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, pc.count, 16, 11 + n.rank);
+    const std::uint64_t len = indexed ? n.total : idx.size();
+    std::vector<std::uint8_t> out(std::max<std::uint64_t>(1, len) * n.P, kSentinel);
+    std::vector<std::uint8_t> fresh(out.size(), kSentinel);
+    ns_send_wr wr = rig(1, n.mr, idx, out.data(), pc.layout, 0, indexed ? n.total : 0);
+    ns_plan* plan = nullptr;
+    ASSERT_EQ(ns_plan_create(n.ctx, &wr, &plan), NS_OK) << ns_last_error();
+    const auto pushed_start = [&](std::uint64_t id, unsigned flags) {
+      ns_send_wr w = plan_start(id, plan, NS_SEND_SIGNALED | flags);
+      w.wr.plan.push_tag = kTag;
+      w.wr.plan.push_round = static_cast<std::uint32_t>(id - 20);  // the round: the start's index
+      return w;
+    };
+    const auto plan_stat = [&](const char* key) {
+      return nlohmann::json::parse(stats_json_text(n.ctx))["plans"][key].get<std::uint64_t>();
+    };
+    std::uint64_t starts_armed = 0;
+    for (int start = 0; start < 7; ++start) {
+      salt_block(n, static_cast<std::uint8_t>(29 * start));
+      // Cleared before the fence: pushed rows may land as soon as a peer passes it.
+      std::fill(out.begin(), out.end(), kSentinel);
+      // The fence a pusher needs: every node's rows are in place and every node is done with
+      // its previous output.
+      n.sync->arrive_and_wait();
+      int lists = -1;
+      ASSERT_EQ(ns_plan_push(n.ctx, kTag + 1, static_cast<std::uint32_t>(start), &lists), NS_OK)
+          << ns_last_error();
+      EXPECT_EQ(lists, 0) << "no list is armed with another tag";
+      if (start != 4) {  // start 4 asks without the flag: nobody pushes it (ns_plan_push's rule)
+        ASSERT_EQ(ns_plan_push(n.ctx, kTag, static_cast<std::uint32_t>(start), &lists), NS_OK)
+            << ns_last_error();
+        const bool armed = start == 2 || start == 3 || start == 6;
+        EXPECT_EQ(lists > 0, armed && pc.nodes > 1 && pc.count > 0)
+            << "start " << start << ": " << lists << " lists pushed";
+      }
+      if (start == 2) starts_armed = plan_stat("starts_sent");
+      if (start == 3) {
+        // Posted only once the pushed rows are here: they landed before their start.
+        std::uint64_t remote_rows = 0;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (std::chrono::steady_clock::now() < deadline &&
+               (remote_rows = plan_stat("rows_early")) == 0 && pc.nodes > 1 && pc.count > 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        if (pc.nodes > 1 && pc.count > 0) EXPECT_GT(remote_rows, 0u) << "nothing landed early";
+      }
+      // Start 4 asks without the flag (the owners' lists are disarmed), 5 arms them again.
+      const unsigned flags = start == 4 ? 0u : static_cast<unsigned>(NS_SEND_PUSHED);
+      EXPECT_EQ(run_one(n, pushed_start(20 + static_cast<std::uint64_t>(start), flags)),
+                NS_WC_SUCCESS)
+          << "start " << start;
+      std::fill(fresh.begin(), fresh.end(), kSentinel);
+      ns_send_wr f = rig(2, n.mr, idx, fresh.data(), pc.layout, 0, indexed ? n.total : 0,
+                         NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH);
+      EXPECT_EQ(run_one(n, f), NS_WC_SUCCESS);
+      EXPECT_EQ(std::memcmp(out.data(), fresh.data(), out.size()), 0)
+          << "node " << n.rank << " start " << start << ": replay differs from a fresh gather";
+      if (start == 3) {
+        EXPECT_EQ(plan_stat("starts_sent"), starts_armed) << "a pushed start asked an owner";
+      }
+      n.sync->arrive_and_wait();
+      EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK);
+    }
+    EXPECT_EQ(stat(n.ctx, NS_STAT_PLAN_RECORDS), 1u);
+    EXPECT_EQ(stat(n.ctx, NS_STAT_PLAN_REPLAYS), 6u);
+    if (pc.nodes > 1 && pc.count > 0) {
+      // Starts 2, 3 and 6 pushed by every owner; 1, 4 and 5 asked each owner.
+      const std::uint64_t owners = plan_stat("starts_sent") / 3;
+      EXPECT_GT(owners, 0u);
+      EXPECT_EQ(plan_stat("starts_sent"), 3 * owners);
+      EXPECT_EQ(plan_stat("pushed_starts"), 3 * owners);
+    }
+    EXPECT_EQ(ns_plan_destroy(plan), NS_OK) << ns_last_error();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rig, PlanPushed,
+    ::testing::Values(PlanCase{"one_node", 1, 8, NS_RIG_LAYOUT_POSITIONAL, 0, 500},
+                      PlanCase{"n2_positional_p4", 2, 4, NS_RIG_LAYOUT_POSITIONAL, 0, 3000},
+                      PlanCase{"n3_indexed_p64", 3, 64, NS_RIG_LAYOUT_INDEXED, 0, 3000},
+                      PlanCase{"n4_positional_p256", 4, 256, NS_RIG_LAYOUT_POSITIONAL, 0, 2000},
+                      PlanCase{"n2_empty", 2, 8, NS_RIG_LAYOUT_POSITIONAL, 0, 0}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// A pushed start whose owners never push completes by the watchdog (never hangs, never writes
+// stale rows as success); NS_SEND_PUSHED outside a plan start is refused.
+TEST(PlanPushed, WithoutAPushTheWatchdogEndsTheStart) {
+  ClusterOptions o = cluster_options(2, 8, make_attr(NS_PROGRESS_THREAD, 0));
+  o.attr.watchdog_ms = 500;
+  run_cluster(o, [&](Node& n) {
+    const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 400, 8, 5 + n.rank);
+    std::vector<std::uint8_t> out(idx.size() * n.P, kSentinel);
+    ns_send_wr bad = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL, 0, 0,
+                         NS_SEND_SIGNALED | NS_SEND_PUSHED);
+    EXPECT_EQ(ns_post_send(n.qp, &bad, nullptr), NS_ERR_INVALID);
+    EXPECT_NE(std::string(ns_last_error()).find("NS_SEND_PUSHED"), std::string::npos)
+        << ns_last_error();
+    ns_send_wr wr = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+    ns_plan* plan = nullptr;
+    ASSERT_EQ(ns_plan_create(n.ctx, &wr, &plan), NS_OK) << ns_last_error();
+    ns_send_wr w = plan_start(1, plan, NS_SEND_SIGNALED | NS_SEND_PUSHED);
+    w.wr.plan.push_tag = 3;
+    EXPECT_EQ(run_one(n, w), NS_WC_SUCCESS);  // records
+    EXPECT_EQ(run_one(n, w), NS_WC_SUCCESS);  // asks and arms
+    n.sync->arrive_and_wait();
+    EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK);
+    EXPECT_EQ(run_one(n, w), NS_WC_WATCHDOG_TIMEOUT) << "nobody pushed";
+    n.sync->arrive_and_wait();
+    EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK);
+    EXPECT_EQ(ns_plan_destroy(plan), NS_OK) << ns_last_error();
+  });
+}
 
 // A region registered again (other partition, other data) makes the recording stale: the next
 // start records afresh, and the output follows the new region.
