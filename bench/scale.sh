@@ -20,7 +20,9 @@
 #   SCALE_MATRIX     matrix below 128 ranks (default gen:kron:16); SCALE_MATRIX_LARGE from 128
 #                    ranks (default gen:kron:17)
 #   SCALE_MODES      (default netsparse,netsparse-node,inspector-executor,node-aware-ie,ideal)
-#   SCALE_K (16), SCALE_ITERS (3), SCALE_ROUNDS (1), SCALE_MPIRUN (mpirun --oversubscribe
+#   SCALE_K (16), SCALE_ITERS (3), SCALE_WARMUP (2: the run that records the plans and the one
+#   that arms their owners; the steady state is what is timed and counted), SCALE_ROUNDS (1),
+#   SCALE_MPIRUN (mpirun --oversubscribe
 #   --bind-to none), SCALE_TIMEOUT per run in seconds (1800)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,7 +60,7 @@ for layout in $layouts; do
   echo "=== np $np, ranks per host ${rph/#0/real}, $m ($(uptime | sed 's/.*load average: //'))"
   t0=$SECONDS
   if ! env "${env[@]}" timeout "${SCALE_TIMEOUT:-1800}" "${mpirun[@]}" -np "$np" "${pass[@]}" \
-      "$bench" --matrix "$m" --K "${SCALE_K:-16}" --iters "${SCALE_ITERS:-3}" \
+      "$bench" --matrix "$m" --K "${SCALE_K:-16}" --iters "${SCALE_ITERS:-3}" --warmup "${SCALE_WARMUP:-2}" \
       --rounds "${SCALE_ROUNDS:-1}" --modes "$modes" --no-progress --json "$json" >"$out/scale_np${np}_rph${rph}.log" 2>&1; then
     echo "    FAILED (log: $out/scale_np${np}_rph${rph}.log)"
     tail -5 "$out/scale_np${np}_rph${rph}.log" | sed 's/^/    /'
