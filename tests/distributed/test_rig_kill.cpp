@@ -1,5 +1,6 @@
 // netsparse (the per-rank RIG engine) with a rank SIGKILLed while the job runs SpMM after SpMM
-// (np 3): every survivor gets an error from its run within the deadline, never a hang, wherever
+// (np 3, and np 32 on virtual hosts of 8: issue 34's faults at scale): every survivor gets an
+// error from its run within the deadline, never a hang, wherever
 // the victim dies: mid-gather (the engine's watchdog), or between runs, in DistKernel's
 // argument agreement (which, for the RIG engine's modes, gives up after the engine's deadline
 // like netsparse-node's and task-packets' do). Usage: distributed_rig_kill VICTIM [dynamic]
@@ -21,7 +22,7 @@
 int main(int argc, char** argv) {
   using namespace netsparse;
   const auto job = test::start_kill_job(
-      argc, argv, "rig_kill", [](int size) { return size == 3; }, "np 3 and a victim in 1..2");
+      argc, argv, "rig_kill", [](int size) { return size >= 3; }, "np >= 3 and a victim in 1..np-1");
   if (!job) return 1;
   const int rank = job->rank;
   const bool dynamic = argc > 2 && std::string(argv[2]) == "dynamic";
