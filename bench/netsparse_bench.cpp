@@ -471,6 +471,7 @@ struct Result {
   // bench/common/mpi_calls.hpp), and the resident set of the process with the mode's objects
   // alive (MiB: max and mean over ranks).
   double messages_tail = 0, collectives_per_run = 0, rss_max_mib = 0, rss_mean_mib = 0;
+  double open_collectives = 0;  // MPI collective calls of the engine's open (rank 0's)
   std::string engine_json;
   std::string error;
 };
@@ -644,8 +645,11 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   const double t_setup0 = MPI_Wtime();
   std::shared_ptr<RigEngine> engine;
   if (uses_rig_engine(v.options.mode)) {
+    const std::uint64_t calls_before = bench::mpi_collective_calls();
     engine = std::make_shared<RigEngine>(MPI_COMM_WORLD, v.options.engine);
-    res.engine_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
+    const double opened = MPI_Wtime() - t_setup0;
+    res.open_collectives = static_cast<double>(bench::mpi_collective_calls() - calls_before);
+    res.engine_times.push_back(allreduce(opened, MPI_MAX));
     print_engine_config_once(*engine, w.rank);
   }
   DistKernel kern(*w.a, w.kernel, w.k, v.options, engine);
@@ -1408,6 +1412,7 @@ bench::Json result_json(KernelKind kernel, int k, const Result& r, const Derived
   j["messages_total"] = r.messages_total;
   j["messages_tail"] = r.messages_tail;
   j["collectives_per_run"] = r.collectives_per_run;
+  j["open_collectives"] = r.open_collectives;
   j["rss_max_mib"] = r.rss_max_mib;
   j["rss_mean_mib"] = r.rss_mean_mib;
   j["inter_host_bytes_total"] = r.inter_bytes_total;

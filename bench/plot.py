@@ -1014,7 +1014,8 @@ SCALE_COLUMNS = [
     ("np", None), ("hosts", None), ("mode", None), ("ms/it", "time_s"),
     ("msgs/it/rank max", "messages_tail"), ("msgs/it/rank mean", None),
     ("inter-host msgs/it", "inter_host_messages_total"), ("inter-host MB/it", "inter_host_bytes_total"),
-    ("collectives/run", "collectives_per_run"), ("engine open ms", "engine_open_s"),
+    ("collectives/run", "collectives_per_run"), ("collectives at open", "open_collectives"),
+    ("engine open ms", "engine_open_s"),
     ("setup ms", "setup_s"), ("first run ms", "first_run_s"), ("RSS MiB max", "rss_max_mib"),
     ("rings/rank", None)]
 
@@ -1038,17 +1039,18 @@ def scale(runs, out_dir, cores):
         over = cores is not None and np_ > cores
         for r in d["results"]:
             if r.get("error"):
-                rows.append([str(np_), str(d.get("hosts")), r["mode"], "error: " + r["error"][:40]]
+                rows.append([str(np_), str(r.get("hosts", "")), r["mode"], "error: " + r["error"][:40]]
                             + [""] * (len(SCALE_COLUMNS) - 4))
                 continue
             ms = lambda k: f"{1e3 * r.get(k, 0):.3g}" + ("*" if over else "")
             rings = rings_of(r)
             rows.append([
-                str(np_), str(d.get("hosts")), r["mode"], ms("time_s"),
+                str(np_), str(r.get("hosts", "")), r["mode"], ms("time_s"),
                 f"{r.get('messages_tail', 0):.0f}", f"{r.get('messages_total', 0) / max(np_, 1):.1f}",
                 f"{r.get('inter_host_messages_total', 0):.0f}",
                 f"{r.get('inter_host_bytes_total', 0) / 1e6:.2f}",
-                f"{r.get('collectives_per_run', 0):.1f}", ms("engine_open_s"), ms("setup_s"),
+                f"{r.get('collectives_per_run', 0):.1f}", f"{r.get('open_collectives', 0):.0f}",
+                ms("engine_open_s"), ms("setup_s"),
                 ms("first_run_s"), f"{r.get('rss_max_mib', 0):.0f}",
                 "" if rings is None else str(rings)])
             series.setdefault(r["mode"], []).append((np_, r))

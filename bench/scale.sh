@@ -43,7 +43,7 @@ matrix=${SCALE_MATRIX:-gen:kron:16}
 matrix_large=${SCALE_MATRIX_LARGE:-gen:kron:17}
 modes=${SCALE_MODES:-netsparse,netsparse-node,inspector-executor,node-aware-ie,ideal}
 read -r -a mpirun <<<"${SCALE_MPIRUN:-mpirun --oversubscribe --bind-to none}"
-cores=$(nproc)
+cores=$(nproc --all)  # not nproc: it honours OMP_NUM_THREADS
 failed=0
 for layout in $layouts; do
   np=${layout%%:*}
