@@ -100,6 +100,10 @@ struct EngineOptions {
   std::uint32_t watchdog_ms = 0;      // 0: engine default
 };
 
+namespace dist {
+class RigEngineAccess;
+}  // namespace dist
+
 // One open RIG engine (ns_context over MPI) with a completion queue and a queue pair, shared
 // by the DistKernels that use it. Collective to create and to destroy (every rank of the
 // communicator). The property region is registered on demand by the kernels (collectively, when
@@ -119,10 +123,10 @@ class RigEngine {
   [[nodiscard]] std::string stats_json() const;
   void reset_stats();
 
-  struct Impl;
-  [[nodiscard]] Impl& impl() noexcept { return *impl_; }
+  struct Impl;  // lib/distributed/rig_engine.hpp
 
  private:
+  friend class dist::RigEngineAccess;  // the RIG modes' door to Impl (rig_engine.hpp)
   std::unique_ptr<Impl> impl_;
 };
 

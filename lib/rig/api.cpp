@@ -18,47 +18,18 @@
 #include "rig/engine.hpp"
 #include "transport/transport.hpp"
 
-#include "rig/api_error.hpp"
-#include "rig/backoff.hpp"
+#include "rig/api_status.hpp"
 #include "rig/handles.hpp"
+#include "support/backoff.hpp"
 #include "support/enum_names.hpp"
 
-using netsparse::rig::Backoff;
 using netsparse::rig::Config;
 using netsparse::rig::Engine;
 using netsparse::rig::EngineError;
 using netsparse::rig::guarded;
 using netsparse::rig::set_last_error;
 using netsparse::rig::WrError;
-
-namespace netsparse::rig {
-namespace {
-thread_local std::string t_last_error;
-}
-void set_last_error(const std::string& what) {
-  t_last_error = what;
-}
-
-std::pair<ns_status_t, std::string> status_of_current_exception() noexcept {
-  try {
-    throw;
-  } catch (const EngineError& e) {
-    return {e.status(), e.what()};
-  } catch (const std::bad_alloc&) {
-    return {NS_ERR_NO_MEMORY, "out of memory"};
-  } catch (const std::invalid_argument& e) {
-    return {NS_ERR_INVALID, e.what()};
-  } catch (const std::length_error& e) {
-    return {NS_ERR_UNSUPPORTED, e.what()};
-  } catch (const std::logic_error& e) {
-    return {NS_ERR_STATE, e.what()};
-  } catch (const std::exception& e) {
-    return {NS_ERR_TRANSPORT, e.what()};
-  } catch (...) {
-    return {NS_ERR_TRANSPORT, "unknown exception"};
-  }
-}
-}  // namespace netsparse::rig
+using netsparse::support::Backoff;
 
 struct ns_fabric {
   explicit ns_fabric(int nodes) : fabric(nodes), opened(static_cast<std::size_t>(nodes)) {}
@@ -153,28 +124,6 @@ const char* wr_error_text(WrError e) {
 }  // namespace
 
 // ---- strings -------------------------------------------------------------------------------
-constexpr auto kStatusTexts = std::to_array<netsparse::support::EnumName<ns_status_t>>({
-    {NS_OK, "success"},
-    {NS_INPROGRESS, "in progress"},
-    {NS_ERR_INVALID, "invalid argument"},
-    {NS_ERR_NO_MEMORY, "out of memory"},
-    {NS_ERR_NO_RESOURCE, "no resource (queue full): progress and retry"},
-    {NS_ERR_TRANSPORT, "transport error"},
-    {NS_ERR_TIMEOUT, "timed out"},
-    {NS_ERR_UNSUPPORTED, "not supported"},
-    {NS_ERR_MPI_THREAD_LEVEL, "insufficient MPI thread level"},
-    {NS_ERR_NOT_REGISTERED, "no property region registered"},
-    {NS_ERR_STATE, "invalid state"},
-});
-
-extern "C" const char* ns_status_str(ns_status_t s) {
-  return netsparse::support::name_of<kStatusTexts>(s, "unknown status");
-}
-
-extern "C" const char* ns_last_error(void) {
-  return netsparse::rig::t_last_error.c_str();
-}
-
 extern "C" const char* ns_wc_status_str(int status) {
   static const char* const kText[] = {
       "success",

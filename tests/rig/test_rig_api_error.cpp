@@ -1,4 +1,4 @@
-// The C API's one exception -> status map (rig/api_error.hpp), used by the RIG API, ns_open_mpi
+// The C API's one exception -> status map (rig/api_status.hpp over support/api_error.hpp), used by the RIG API, ns_open_mpi
 // and the collectives' API alike.
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "rig/api_error.hpp"
+#include "rig/api_status.hpp"
 #include "rig/engine.hpp"
 
 namespace nrig = netsparse::rig;

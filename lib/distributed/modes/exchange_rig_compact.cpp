@@ -1,0 +1,103 @@
+// netsparse on a fixed pattern (RigVariant::compact, the default): the distinct remote columns
+// gathered POSITIONAL straight into a compact buffer, as gather plans (recorded on the first
+// run, replayed afterwards) unless DistOptions::plans is off; the remote part is computed
+// renumbered onto the buffer (the inspector-executor's ghost layout, built once).
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "distributed/ghosts.hpp"
+#include "distributed/modes/rig_exchange.hpp"
+
+namespace netsparse::dist {
+
+namespace {
+
+template <class T>
+class RigCompactExchange final : public RigExchangeBase<T> {
+ public:
+  using RigExchangeBase<T>::RigExchangeBase;
+
+  bool needs_remote_panels() const noexcept override { return false; }
+
+  void setup(const Pattern& pat, const RunContext& rc) override {
+    // A fixed pattern: gather the distinct remote columns straight into a compact buffer
+    // (POSITIONAL), computed with the remote part renumbered onto it, as the
+    // inspector-executor does (same kernel, same cache behaviour); the setup is paid once.
+    plans_.clear();  // they gather into the window resized below
+    ghosts_.build(pat.remote_csr, rc.cols->n_rows(), pat.local_part.config(), rc.scalar());
+    window_[0].resize(ghosts_.ghosts().size() * static_cast<std::size_t>(rc.k));
+    window_[1].clear();
+  }
+
+ protected:
+  void gather_and_compute(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
+                          Compute<T>& compute, CommStats& stats) override {
+    run_compact(pat, rc, ops, compute, stats);
+  }
+
+ private:
+  using Base = RigExchangeBase<T>;
+  using Base::drain;
+  using Base::impl;
+  using Base::pending_;
+  using Base::piece_buf_;
+  using Base::piece_idx;
+  using Base::positional_batches;
+  using Base::post_linked;
+  using Base::wait_for_gathers;
+  using Base::window_;
+  using Base::wrs_;
+
+  // ---- compact mode (a fixed pattern, distinct columns) ----
+  void run_compact(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
+                   Compute<T>& compute, CommStats& stats) {
+    RigEngine::Impl& e = impl();
+    const ScopedProgressHook progress(e.hook());
+    const std::size_t k = static_cast<std::size_t>(rc.k);
+    const std::vector<gidx_t>& ghosts = ghosts_.ghosts();
+    double t = now_seconds();
+    std::vector<ns_send_wr>& wrs = wrs_[0];
+    wrs.clear();
+    // Column ids are non-negative, so their int64 and uint64 representations agree.
+    const std::span<const std::uint64_t> idx =
+        piece_idx({reinterpret_cast<const std::uint64_t*>(ghosts.data()), ghosts.size()},
+                  e.piece_count(), piece_buf_[0]);
+    const std::size_t piece_elems = k / e.piece_count();
+    const std::uint64_t batch = rc.options->batch;
+    // A plan per batch, created on the first run (a region must be registered): they record on
+    // their first start and replay afterwards (a region registered again re-records them).
+    const bool use_plans = rc.options->plans;
+    if (use_plans && plans_.empty()) {
+      positional_batches(idx, batch, piece_elems,
+                         [&](const ns_send_wr& wr) { plans_.emplace_back(e.context(), wr); });
+    }
+    if (use_plans) {
+      for (const GatherPlan& p : plans_) wrs.push_back(plan_wr(0, p));
+    } else {
+      positional_batches(idx, batch, piece_elems, [&](const ns_send_wr& wr) { wrs.push_back(wr); });
+    }
+    pending_[0] = 0;  // whatever a failed run left behind
+    post_linked(wrs, 0, "netsparse");
+    e.announce_round();
+    stats.post_seconds += now_seconds() - t;
+    t = now_seconds();
+    compute.local(pat, rc, ops);
+    const double t1 = wait_for_gathers(t, stats);
+    compute.remote_all(
+        ghosts_.compact(), rc, ops,
+        BasicDenseConstView<T>{window_[0].data(), 0, rc.k, static_cast<gidx_t>(ghosts.size())});
+    compute.finish(pat, rc, ops);
+    stats.compute_seconds += now_seconds() - t1;
+  }
+
+  GhostLayout ghosts_;
+  std::vector<GatherPlan> plans_;  // one per batch of the ghost list
+};
+
+}  // namespace
+
+NETSPARSE_RIG_EXCHANGE_FACTORY(make_rig_compact_exchange, RigCompactExchange);
+
+}  // namespace netsparse::dist
