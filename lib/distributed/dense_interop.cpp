@@ -21,11 +21,7 @@ namespace netsparse {
 
 namespace {
 
-using dist::check_mpi;
-using dist::interop::Agreed;
-using dist::interop::checked_on_every_rank;
-using dist::interop::fail;
-using dist::interop::require_agreement;
+using namespace dist::interop;  // the shared checks (interop_checks.hpp), check_mpi
 
 template <class T>
 MPI_Datatype mpi_scalar() {

@@ -20,11 +20,7 @@ namespace netsparse {
 
 namespace {
 
-using dist::check_mpi;
-using dist::interop::Agreed;
-using dist::interop::checked_on_every_rank;
-using dist::interop::fail;
-using dist::interop::require_agreement;
+using namespace dist::interop;  // the shared checks (interop_checks.hpp), check_mpi
 
 // Offsets of a partition (nparts + 1 entries from 0 to n, non-decreasing); throws naming `what`.
 void check_offsets(const std::string& fn, const char* what, std::span<const gidx_t> offsets,

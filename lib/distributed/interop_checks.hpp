@@ -15,6 +15,8 @@
 
 namespace netsparse::dist::interop {
 
+using agreement::check_mpi;
+
 // Runs check() on every rank. If any rank threw, EVERY rank throws the exception of the lowest
 // rank that threw (that rank its own, the others a copy with the same kind and text), so the
 // message is the same everywhere.

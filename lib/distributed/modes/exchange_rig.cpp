@@ -34,24 +34,8 @@ class RigPanelsExchange final : public RigExchangeBase<T> {
     }
   }
 
- protected:
-  void gather_and_compute(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
-                          Compute<T>& compute, CommStats& stats) override {
-    run_rig(pat, rc, ops, compute, stats);
-  }
-
  private:
-  using Base = RigExchangeBase<T>;
-  using Base::drain;
-  using Base::impl;
-  using Base::pending_;
-  using Base::piece_buf_;
-  using Base::piece_idx;
-  using Base::positional_batches;
-  using Base::post_linked;
-  using Base::wait_for_gathers;
-  using Base::window_;
-  using Base::wrs_;
+  NETSPARSE_RIG_EXCHANGE_BASE_NAMES;
 
   void post_panel(const Pattern& pat, const RunContext& rc, std::size_t slot_j, int panel_pos,
                   bool new_epoch) {
@@ -85,8 +69,8 @@ class RigPanelsExchange final : public RigExchangeBase<T> {
     post_linked(wrs, slot_j & 1, "netsparse");
   }
 
-  void run_rig(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
-               Compute<T>& compute, CommStats& stats) {
+  void gather_and_compute(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
+                          Compute<T>& compute, CommStats& stats) override {
     RigEngine::Impl& e = impl();
     const auto n = pat.remote_panels.size();
     // The operand may have changed since the last run: a new Idx Filter epoch at the start.

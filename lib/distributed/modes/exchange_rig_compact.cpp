@@ -31,28 +31,9 @@ class RigCompactExchange final : public RigExchangeBase<T> {
     window_[1].clear();
   }
 
- protected:
+  // ---- compact mode (a fixed pattern, distinct columns) ----
   void gather_and_compute(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
                           Compute<T>& compute, CommStats& stats) override {
-    run_compact(pat, rc, ops, compute, stats);
-  }
-
- private:
-  using Base = RigExchangeBase<T>;
-  using Base::drain;
-  using Base::impl;
-  using Base::pending_;
-  using Base::piece_buf_;
-  using Base::piece_idx;
-  using Base::positional_batches;
-  using Base::post_linked;
-  using Base::wait_for_gathers;
-  using Base::window_;
-  using Base::wrs_;
-
-  // ---- compact mode (a fixed pattern, distinct columns) ----
-  void run_compact(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
-                   Compute<T>& compute, CommStats& stats) {
     RigEngine::Impl& e = impl();
     const ScopedProgressHook progress(e.hook());
     const std::size_t k = static_cast<std::size_t>(rc.k);
@@ -91,6 +72,9 @@ class RigCompactExchange final : public RigExchangeBase<T> {
     compute.finish(pat, rc, ops);
     stats.compute_seconds += now_seconds() - t1;
   }
+
+ private:
+  NETSPARSE_RIG_EXCHANGE_BASE_NAMES;
 
   GhostLayout ghosts_;
   std::vector<GatherPlan> plans_;  // one per batch of the ghost list

@@ -27,24 +27,8 @@ class RigDirectExchange final : public RigExchangeBase<T> {
 
   void setup(const Pattern& pat, const RunContext& rc) override { setup_direct(pat, rc); }
 
- protected:
-  void gather_and_compute(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
-                          Compute<T>&, CommStats& stats) override {
-    run_direct(pat, rc, ops, stats);
-  }
-
  private:
-  using Base = RigExchangeBase<T>;
-  using Base::drain;
-  using Base::impl;
-  using Base::pending_;
-  using Base::piece_buf_;
-  using Base::piece_idx;
-  using Base::positional_batches;
-  using Base::post_linked;
-  using Base::wait_for_gathers;
-  using Base::window_;
-  using Base::wrs_;
+  NETSPARSE_RIG_EXCHANGE_BASE_NAMES;
 
   // ---- direct mode (DistOptions::dynamic_pattern) ----
   // Nothing is prepared per pattern: each run takes the CSR rows as they are.
@@ -125,8 +109,8 @@ class RigDirectExchange final : public RigExchangeBase<T> {
     remote_.n_cols = static_cast<gidx_t>(ghost_list_.size());
   }
 
-  void run_direct(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
-                  CommStats& stats) {
+  void gather_and_compute(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
+                          Compute<T>&, CommStats& stats) override {
     RigEngine::Impl& e = impl();
     const CsrMatrix& a = *pat.direct;
     const ScopedProgressHook progress(e.hook());

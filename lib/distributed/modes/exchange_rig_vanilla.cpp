@@ -25,10 +25,6 @@ class RigVanillaExchange final : public RigExchangeBase<T> {
   }
 
  protected:
-  void gather_and_compute(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
-                          Compute<T>& compute, CommStats& stats) override {
-    run_vanilla(pat, rc, ops, compute, stats);
-  }
   bool rig_only() const noexcept override { return false; }
   void account(const EngineCounters& before, const EngineCounters& after,
                CommStats& stats) override {
@@ -42,21 +38,8 @@ class RigVanillaExchange final : public RigExchangeBase<T> {
     stats.payload_bytes_in += reads * e.bytes_per_piece();
   }
 
- private:
-  using Base = RigExchangeBase<T>;
-  using Base::drain;
-  using Base::impl;
-  using Base::pending_;
-  using Base::piece_buf_;
-  using Base::piece_idx;
-  using Base::positional_batches;
-  using Base::post_linked;
-  using Base::wait_for_gathers;
-  using Base::window_;
-  using Base::wrs_;
-
-  void run_vanilla(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
-                   Compute<T>& compute, CommStats& stats) {
+  void gather_and_compute(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
+                          Compute<T>& compute, CommStats& stats) override {
     RigEngine::Impl& e = impl();
     const ScopedProgressHook progress(e.hook());
     const std::int64_t max_out = rc.options->max_outstanding_reads;
@@ -99,6 +82,9 @@ class RigVanillaExchange final : public RigExchangeBase<T> {
     }
     compute.finish(pat, rc, ops);
   }
+
+ private:
+  NETSPARSE_RIG_EXCHANGE_BASE_NAMES;
 };
 
 }  // namespace

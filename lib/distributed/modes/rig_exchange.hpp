@@ -156,6 +156,21 @@ class RigExchangeBase : public Exchange<T> {
   std::int64_t pending_[2] = {0, 0};  // work requests in flight per window
 };
 
+// The base's members a variant names unqualified (its base is a dependent type), declared once
+// for the four in their private sections.
+#define NETSPARSE_RIG_EXCHANGE_BASE_NAMES \
+  using Base = RigExchangeBase<T>;        \
+  using Base::drain;                      \
+  using Base::impl;                       \
+  using Base::pending_;                   \
+  using Base::piece_buf_;                 \
+  using Base::piece_idx;                  \
+  using Base::positional_batches;         \
+  using Base::post_linked;                \
+  using Base::wait_for_gathers;           \
+  using Base::window_;                    \
+  using Base::wrs_
+
 // The four variants (RigVariant), for make_rig_exchange.
 template <class T>
 std::unique_ptr<Exchange<T>> make_rig_panels_exchange(std::shared_ptr<RigEngine> engine);
