@@ -14,9 +14,16 @@
 // Results equal a single-process run of the same kernel up to floating-point summation order.
 //
 // Communication modes (CommMode):
-//   netsparse          RIG work requests (NS_WR_RIG, INDEXED layout) per column panel of the
-//                      remote part of A, into a panel window buffer; local rows of B are used in
-//                      place; the next panel's gather is in flight while the current computes.
+//   netsparse          RIG work requests through the engine. A fixed pattern (the default):
+//                      the distinct remote columns of A are gathered (NS_WR_RIG, POSITIONAL) into
+//                      a compact buffer by gather plans, recorded on the first run and replayed
+//                      afterwards, while the local rows of B are used in place; the remote part
+//                      is computed renumbered onto the buffer. A changing pattern
+//                      (DistOptions::dynamic_pattern): each run finds the CSR's distinct remote
+//                      columns (SpMM / SpMV) or posts its column array with the engine's Idx
+//                      Filter dropping repeats (SDDMM), no tiling. RigIdxSource::nonzeros: the
+//                      paper's setting, one idx per remote nonzero per column panel (INDEXED
+//                      into a panel window, the next panel's gather in flight).
 //   su                 MPI_Allgatherv of the whole column-indexed operand, then compute.
 //   su-panel           MPI_Iallgatherv of one column panel of it at a time, the next panel's
 //                      collective in flight while the current panel computes.
@@ -106,8 +113,11 @@ class RigEngineAccess;
 
 // One open RIG engine (ns_context over MPI) with a completion queue and a queue pair, shared
 // by the DistKernels that use it. Collective to create and to destroy (every rank of the
-// communicator). The property region is registered on demand by the kernels (collectively, when
-// the operand's address, K or partition change). THREAD progress needs MPI_THREAD_MULTIPLE.
+// communicator). The property region is registered on demand by the kernels: collectively when
+// its shape (K, precision, partition) changes; an operand that only moved (another buffer of the
+// same shape) is rebound locally (ns_rebind_props) before the rank enters the run. sa-vanilla's
+// region, read one-sidedly, is registered again collectively when its operand moves. THREAD
+// progress needs MPI_THREAD_MULTIPLE.
 class RigEngine {
  public:
   RigEngine(MPI_Comm comm, const EngineOptions& options);
