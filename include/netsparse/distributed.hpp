@@ -63,6 +63,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "netsparse/autotune.hpp"
@@ -229,33 +230,43 @@ struct CommStats {
   std::uint64_t inter_rack_bytes = 0;
   std::uint64_t inter_rack_messages = 0;
 
-  // Every field summed (DistKernel::total_stats is the sum of its runs' last_stats).
-  CommStats& operator+=(const CommStats& o) noexcept {
-    runs += o.runs;
-    bytes_sent += o.bytes_sent;
-    payload_bytes_in += o.payload_bytes_in;
-    messages_sent += o.messages_sent;
-    requests += o.requests;
-    wait_seconds += o.wait_seconds;
-    sync_seconds += o.sync_seconds;
-    compute_seconds += o.compute_seconds;
-    post_seconds += o.post_seconds;
-    progress_seconds += o.progress_seconds;
-    inter_host_bytes += o.inter_host_bytes;
-    inter_host_payload_bytes += o.inter_host_payload_bytes;
-    inter_host_messages += o.inter_host_messages;
-    intra_host_bytes += o.intra_host_bytes;
-    host_filter_lookups += o.host_filter_lookups;
-    host_rows_landed += o.host_rows_landed;
-    task_owners += o.task_owners;
-    row_owners += o.row_owners;
-    switch_lookups += o.switch_lookups;
-    switch_hits += o.switch_hits;
-    inter_rack_bytes += o.inter_rack_bytes;
-    inter_rack_messages += o.inter_rack_messages;
-    return *this;
-  }
+  // Every field summed (DistKernel::total_stats is the sum of its runs' last_stats), from the
+  // one list of the fields in its definition below.
+  CommStats& operator+=(const CommStats& o) noexcept;
 };
+
+inline CommStats& CommStats::operator+=(const CommStats& o) noexcept {
+  // Every field of CommStats, once. A field missing here does not compile: the fields are 8
+  // bytes each with no padding, so the list's size must be the struct's.
+  constexpr std::tuple fields{
+      &CommStats::runs,
+      &CommStats::bytes_sent,
+      &CommStats::payload_bytes_in,
+      &CommStats::messages_sent,
+      &CommStats::requests,
+      &CommStats::wait_seconds,
+      &CommStats::sync_seconds,
+      &CommStats::compute_seconds,
+      &CommStats::post_seconds,
+      &CommStats::progress_seconds,
+      &CommStats::inter_host_bytes,
+      &CommStats::inter_host_payload_bytes,
+      &CommStats::inter_host_messages,
+      &CommStats::intra_host_bytes,
+      &CommStats::host_filter_lookups,
+      &CommStats::host_rows_landed,
+      &CommStats::task_owners,
+      &CommStats::row_owners,
+      &CommStats::switch_lookups,
+      &CommStats::switch_hits,
+      &CommStats::inter_rack_bytes,
+      &CommStats::inter_rack_messages,
+  };
+  static_assert(sizeof(CommStats) == 8 * std::tuple_size_v<decltype(fields)>,
+                "a CommStats field is missing from operator+='s list");
+  std::apply([&](auto... field) { ((this->*field += o.*field), ...); }, fields);
+  return *this;
+}
 
 // The communication volume a pattern needs, independent of the mode (collective to compute).
 struct PatternVolume {
