@@ -19,9 +19,7 @@ using netsparse::rig::Config;
 using netsparse::rig::Engine;
 using netsparse::rig::guarded;
 using netsparse::rig::HandleKind;
-using netsparse::rig::api::invalid;
-using netsparse::rig::api::live;
-using netsparse::rig::api::not_live;
+using namespace netsparse::rig::api;  // invalid, live, not_live
 
 namespace {
 using Snap = Engine::Snapshot;

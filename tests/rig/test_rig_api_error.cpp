@@ -1,5 +1,5 @@
-// The C API's one exception -> status map (rig/api_status.hpp over support/api_error.hpp), used by the RIG API, ns_open_mpi
-// and the collectives' API alike.
+// The C API's one exception -> status map (rig/api_status.hpp over support/api_error.hpp), used
+// by the RIG API, ns_open_mpi and the collectives' API alike.
 #include <gtest/gtest.h>
 
 #include <new>
