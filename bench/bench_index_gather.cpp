@@ -35,7 +35,7 @@
 
 #include "cli.hpp"
 #include "concat/wire_model.hpp"
-#include "distributed/request_reply.hpp"
+#include "conveyor/request_reply.hpp"
 #include "engine_stats.hpp"
 #include "netsparse/distributed.hpp"
 #include "netsparse/netsparse_mpi.h"

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "distributed/conveyor.hpp"
+#include "conveyor/conveyor.hpp"
 #include "netsparse/netsparse_mpi.h"
 #include "report.hpp"
 #include "stats.hpp"

@@ -108,7 +108,10 @@ Modes
   --modes LIST           comma-separated, default all (node-aware-ie and netsparse-node only
                          when the job spans several hosts, real or NETSPARSE_RANKS_PER_HOST
                          virtual ones):
-                           netsparse          RIG work requests per column panel (the engine)
+                           netsparse          RIG gathers through the engine: the distinct
+                                              remote rows into a compact buffer by gather
+                                              plans (a fixed pattern), or per run from the
+                                              CSR (--sample: a changing pattern)
                            su                 MPI_Allgatherv of the whole operand
                            su-panel           MPI_Iallgatherv per column panel, pipelined
                            sa-vanilla         one NS_WR_RDMA_READ per remote nonzero

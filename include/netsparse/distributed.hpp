@@ -14,9 +14,16 @@
 // Results equal a single-process run of the same kernel up to floating-point summation order.
 //
 // Communication modes (CommMode):
-//   netsparse          RIG work requests (NS_WR_RIG, INDEXED layout) per column panel of the
-//                      remote part of A, into a panel window buffer; local rows of B are used in
-//                      place; the next panel's gather is in flight while the current computes.
+//   netsparse          RIG work requests through the engine. A fixed pattern (the default):
+//                      the distinct remote columns of A are gathered (NS_WR_RIG, POSITIONAL) into
+//                      a compact buffer by gather plans, recorded on the first run and replayed
+//                      afterwards, while the local rows of B are used in place; the remote part
+//                      is computed renumbered onto the buffer. A changing pattern
+//                      (DistOptions::dynamic_pattern): each run finds the CSR's distinct remote
+//                      columns (SpMM / SpMV) or posts its column array with the engine's Idx
+//                      Filter dropping repeats (SDDMM), no tiling. RigIdxSource::nonzeros: the
+//                      paper's setting, one idx per remote nonzero per column panel (INDEXED
+//                      into a panel window, the next panel's gather in flight).
 //   su                 MPI_Allgatherv of the whole column-indexed operand, then compute.
 //   su-panel           MPI_Iallgatherv of one column panel of it at a time, the next panel's
 //                      collective in flight while the current panel computes.
@@ -56,6 +63,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "netsparse/autotune.hpp"
@@ -100,10 +108,17 @@ struct EngineOptions {
   std::uint32_t watchdog_ms = 0;      // 0: engine default
 };
 
+namespace dist {
+class RigEngineAccess;
+}  // namespace dist
+
 // One open RIG engine (ns_context over MPI) with a completion queue and a queue pair, shared
 // by the DistKernels that use it. Collective to create and to destroy (every rank of the
-// communicator). The property region is registered on demand by the kernels (collectively, when
-// the operand's address, K or partition change). THREAD progress needs MPI_THREAD_MULTIPLE.
+// communicator). The property region is registered on demand by the kernels: collectively when
+// its shape (K, precision, partition) changes; an operand that only moved (another buffer of the
+// same shape) is rebound locally (ns_rebind_props) before the rank enters the run. sa-vanilla's
+// region, read one-sidedly, is registered again collectively when its operand moves. THREAD
+// progress needs MPI_THREAD_MULTIPLE.
 class RigEngine {
  public:
   RigEngine(MPI_Comm comm, const EngineOptions& options);
@@ -119,10 +134,10 @@ class RigEngine {
   [[nodiscard]] std::string stats_json() const;
   void reset_stats();
 
-  struct Impl;
-  [[nodiscard]] Impl& impl() noexcept { return *impl_; }
+  struct Impl;  // lib/distributed/rig_engine.hpp
 
  private:
+  friend class dist::RigEngineAccess;  // the RIG modes' door to Impl (rig_engine.hpp)
   std::unique_ptr<Impl> impl_;
 };
 
@@ -215,33 +230,43 @@ struct CommStats {
   std::uint64_t inter_rack_bytes = 0;
   std::uint64_t inter_rack_messages = 0;
 
-  // Every field summed (DistKernel::total_stats is the sum of its runs' last_stats).
-  CommStats& operator+=(const CommStats& o) noexcept {
-    runs += o.runs;
-    bytes_sent += o.bytes_sent;
-    payload_bytes_in += o.payload_bytes_in;
-    messages_sent += o.messages_sent;
-    requests += o.requests;
-    wait_seconds += o.wait_seconds;
-    sync_seconds += o.sync_seconds;
-    compute_seconds += o.compute_seconds;
-    post_seconds += o.post_seconds;
-    progress_seconds += o.progress_seconds;
-    inter_host_bytes += o.inter_host_bytes;
-    inter_host_payload_bytes += o.inter_host_payload_bytes;
-    inter_host_messages += o.inter_host_messages;
-    intra_host_bytes += o.intra_host_bytes;
-    host_filter_lookups += o.host_filter_lookups;
-    host_rows_landed += o.host_rows_landed;
-    task_owners += o.task_owners;
-    row_owners += o.row_owners;
-    switch_lookups += o.switch_lookups;
-    switch_hits += o.switch_hits;
-    inter_rack_bytes += o.inter_rack_bytes;
-    inter_rack_messages += o.inter_rack_messages;
-    return *this;
-  }
+  // Every field summed (DistKernel::total_stats is the sum of its runs' last_stats), from the
+  // one list of the fields in its definition below.
+  CommStats& operator+=(const CommStats& o) noexcept;
 };
+
+inline CommStats& CommStats::operator+=(const CommStats& o) noexcept {
+  // Every field of CommStats, once. A field missing here does not compile: the fields are 8
+  // bytes each with no padding, so the list's size must be the struct's.
+  constexpr std::tuple fields{
+      &CommStats::runs,
+      &CommStats::bytes_sent,
+      &CommStats::payload_bytes_in,
+      &CommStats::messages_sent,
+      &CommStats::requests,
+      &CommStats::wait_seconds,
+      &CommStats::sync_seconds,
+      &CommStats::compute_seconds,
+      &CommStats::post_seconds,
+      &CommStats::progress_seconds,
+      &CommStats::inter_host_bytes,
+      &CommStats::inter_host_payload_bytes,
+      &CommStats::inter_host_messages,
+      &CommStats::intra_host_bytes,
+      &CommStats::host_filter_lookups,
+      &CommStats::host_rows_landed,
+      &CommStats::task_owners,
+      &CommStats::row_owners,
+      &CommStats::switch_lookups,
+      &CommStats::switch_hits,
+      &CommStats::inter_rack_bytes,
+      &CommStats::inter_rack_messages,
+  };
+  static_assert(sizeof(CommStats) == 8 * std::tuple_size_v<decltype(fields)>,
+                "a CommStats field is missing from operator+='s list");
+  std::apply([&](auto... field) { ((this->*field += o.*field), ...); }, fields);
+  return *this;
+}
 
 // The communication volume a pattern needs, independent of the mode (collective to compute).
 struct PatternVolume {

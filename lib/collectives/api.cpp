@@ -13,7 +13,7 @@
 #include "agreement/mpi.hpp"
 #include "collectives/communicator.hpp"
 #include "netsparse/collectives_mpi.h"
-#include "rig/api_error.hpp"
+#include "support/api_error.hpp"
 #include "transport/transport_factory.hpp"
 
 namespace cl = netsparse::collectives;
@@ -45,7 +45,7 @@ void drop_live(const void* h) {
   g_live.erase(h);
 }
 
-using netsparse::rig::fail;
+using netsparse::support::fail;
 
 ns_status_t status_of(cl::Failure f) {
   switch (f) {
@@ -63,10 +63,10 @@ ns_status_t status_of(cl::Failure f) {
   return NS_ERR_TRANSPORT;
 }
 
-// The RIG API's exception map (rig/api_error.hpp), after the collectives' own failures.
+// The RIG API's exception map (support/api_error.hpp), after the collectives' own failures.
 template <class F>
 ns_status_t guarded(const char* call, F&& f) noexcept {
-  return netsparse::rig::guarded(call, [&]() -> ns_status_t {
+  return netsparse::support::guarded(call, [&]() -> ns_status_t {
     try {
       return f();
     } catch (const cl::CollectiveError& e) {

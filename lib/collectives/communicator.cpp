@@ -7,7 +7,7 @@
 
 #include "collectives/communicator.hpp"
 #include "collectives/op.hpp"
-#include "rig/backoff.hpp"
+#include "support/backoff.hpp"
 #include "support/enum_names.hpp"
 
 namespace netsparse::collectives {
@@ -224,7 +224,7 @@ void Communicator::run(Op& op) {
   for (const Stashed& s : early) dispatch(op, s.src, s.bytes);
 
   const auto handler = [&](const transport::ReceivedPacket& p) { dispatch(op, p.src, p.bytes); };
-  rig::Backoff backoff(16, 256);
+  support::Backoff backoff(16, 256);
   std::uint64_t iterations = 0;
   for (;;) {
     bool progress = false;

@@ -13,10 +13,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "agreement/mpi_util.hpp"
 #include "concat/wire_model.hpp"
-#include "distributed/kernel_impl.hpp"
+#include "distributed/deadlines.hpp"
 #include "distributed/local_transpose.hpp"
-#include "distributed/mpi_util.hpp"
 #include "support/enum_names.hpp"
 #include "support/visibility.hpp"
 

@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "agreement/mpi_util.hpp"
 #include "concat/wire_model.hpp"
-#include "distributed/mpi_util.hpp"
 #include "netsparse/distributed.hpp"
 
 namespace netsparse {

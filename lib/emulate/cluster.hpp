@@ -60,7 +60,7 @@ struct ClusterConfig {
   SwitchModel tor;
   // The hosts of a rack gather one after another: wave w is the w-th node of every rack, and it
   // posts its first work request once every node of wave w - 1 has completed. This is the
-  // schedule of the software rack switch of a real job (lib/distributed/rack_switch.hpp), which
+  // schedule of the software rack switch of a real job (lib/hosts/rack_switch.hpp), which
   // serialises a rack's hosts so that what one host fetched is in the switch's cache when the
   // next asks; the paper's NICs (false) all gather at once and a read that overlaps the
   // response it could hit misses. Nodes serve their peers in every wave.

@@ -19,47 +19,23 @@
 #include "rig/engine.hpp"
 #include "transport/transport.hpp"
 
-#include "rig/api_error.hpp"
-#include "rig/backoff.hpp"
+#include "rig/api_checks.hpp"
+#include "rig/api_status.hpp"
 #include "rig/handles.hpp"
+#include "support/backoff.hpp"
 #include "support/enum_names.hpp"
 
-using netsparse::rig::Backoff;
 using netsparse::rig::Config;
 using netsparse::rig::Engine;
 using netsparse::rig::EngineError;
 using netsparse::rig::guarded;
+using netsparse::rig::HandleKind;
 using netsparse::rig::set_last_error;
 using netsparse::rig::WrError;
-
-namespace netsparse::rig {
-namespace {
-thread_local std::string t_last_error;
-}
-void set_last_error(const std::string& what) {
-  t_last_error = what;
-}
-
-std::pair<ns_status_t, std::string> status_of_current_exception() noexcept {
-  try {
-    throw;
-  } catch (const EngineError& e) {
-    return {e.status(), e.what()};
-  } catch (const std::bad_alloc&) {
-    return {NS_ERR_NO_MEMORY, "out of memory"};
-  } catch (const std::invalid_argument& e) {
-    return {NS_ERR_INVALID, e.what()};
-  } catch (const std::length_error& e) {
-    return {NS_ERR_UNSUPPORTED, e.what()};
-  } catch (const std::logic_error& e) {
-    return {NS_ERR_STATE, e.what()};
-  } catch (const std::exception& e) {
-    return {NS_ERR_TRANSPORT, e.what()};
-  } catch (...) {
-    return {NS_ERR_TRANSPORT, "unknown exception"};
-  }
-}
-}  // namespace netsparse::rig
+using netsparse::rig::api::invalid;
+using netsparse::rig::api::live;
+using netsparse::rig::api::not_live;
+using netsparse::support::Backoff;
 
 struct ns_fabric {
   explicit ns_fabric(int nodes) : fabric(nodes), opened(static_cast<std::size_t>(nodes)) {}
@@ -68,21 +44,6 @@ struct ns_fabric {
 };
 
 namespace {
-
-ns_status_t invalid(const char* call, const char* why) {
-  return netsparse::rig::fail(call, NS_ERR_INVALID, why);
-}
-
-using netsparse::rig::HandleKind;
-bool live(const void* h, HandleKind k) noexcept {
-  return netsparse::rig::is_live_handle(h, k);
-}
-// A handle that is not (or no longer) one of ours: closed, destroyed, or never created.
-ns_status_t not_live(const char* call, const char* name, HandleKind k) {
-  set_last_error(std::string(call) + ": " + name + " is not a live " +
-                 netsparse::rig::handle_kind_name(k) + " (closed, destroyed or never created)");
-  return NS_ERR_INVALID;
-}
 
 // NULL and stale handles are refused with the call's name (out_given: the call's `out` pointer
 // is not NULL).
@@ -155,28 +116,6 @@ const char* wr_error_text(WrError e) {
 }  // namespace
 
 // ---- strings -------------------------------------------------------------------------------
-constexpr auto kStatusTexts = std::to_array<netsparse::support::EnumName<ns_status_t>>({
-    {NS_OK, "success"},
-    {NS_INPROGRESS, "in progress"},
-    {NS_ERR_INVALID, "invalid argument"},
-    {NS_ERR_NO_MEMORY, "out of memory"},
-    {NS_ERR_NO_RESOURCE, "no resource (queue full): progress and retry"},
-    {NS_ERR_TRANSPORT, "transport error"},
-    {NS_ERR_TIMEOUT, "timed out"},
-    {NS_ERR_UNSUPPORTED, "not supported"},
-    {NS_ERR_MPI_THREAD_LEVEL, "insufficient MPI thread level"},
-    {NS_ERR_NOT_REGISTERED, "no property region registered"},
-    {NS_ERR_STATE, "invalid state"},
-});
-
-extern "C" const char* ns_status_str(ns_status_t s) {
-  return netsparse::support::name_of<kStatusTexts>(s, "unknown status");
-}
-
-extern "C" const char* ns_last_error(void) {
-  return netsparse::rig::t_last_error.c_str();
-}
-
 extern "C" const char* ns_wc_status_str(int status) {
   static const char* const kText[] = {
       "success",
@@ -564,276 +503,5 @@ extern "C" int ns_cq_wait(ns_cq* cq, int num_entries, ns_wc* wc, int timeout_ms)
         cq->sleep(backoff.sleep_for(cap));
       }
     }
-  });
-}
-
-// ---- statistics ----------------------------------------------------------------------------
-namespace {
-const char* const kStatNames[NS_STAT__COUNT] = {
-    "prs_requested",   "prs_filtered",     "prs_coalesced",    "prs_local",       "prs_sent",
-    "read_packets",    "response_packets", "read_bytes",       "response_bytes",  "header_bytes",
-    "payload_bytes",   "wire_bytes",       "stalls",           "expirations",     "timeouts",
-    "rdma_reads",      "server_prs",       "invalid_prs",      "malformed",       "stale_responses",
-    "frames",          "plan_records",     "plan_replays",     "plan_rows",       "plan_packets",
-    "plan_bytes",      "plan_wire_bytes",  "plan_rows_served", "moved_bytes",     "compact_packets",
-    "compact_bytes",   "scatter_records",  "scatter_combined", "scatter_local",   "scatter_sent",
-    "scatter_packets", "scatter_bytes",    "scatter_applied",  "commands_active", "filter_commands",
-    "wc_backlog",      "prs_in_flight",    "prs_buffered",     "frames_queued",
-};
-
-// The NS_STAT_* byte and packet counters are the paper's Table 7: read and response (property)
-// traffic, type indices 0 and 1. Invalid and control packets are reported apart (ns_stats_json).
-std::uint64_t stat_of(const Engine::Snapshot& s, int which) {
-  const auto& c = s.concat;
-  const std::uint64_t upper = netsparse::concat::kUpperLayerBytes * (c.packets[0] + c.packets[1]);
-  switch (which) {
-    case NS_STAT_PRS_REQUESTED:
-      return s.client.requested;
-    case NS_STAT_PRS_FILTERED:
-      return s.client.filtered;
-    case NS_STAT_PRS_COALESCED:
-      return s.client.coalesced;
-    case NS_STAT_PRS_LOCAL:
-      return s.client.local;
-    case NS_STAT_PRS_SENT:
-      return s.client.sent;
-    case NS_STAT_READ_PACKETS:
-      return c.packets[0];
-    case NS_STAT_RESPONSE_PACKETS:
-      return c.packets[1];
-    case NS_STAT_READ_BYTES:
-      return c.wire_bytes[0];
-    case NS_STAT_RESPONSE_BYTES:
-      return c.wire_bytes[1];
-    case NS_STAT_HEADER_BYTES:
-      return c.header_bytes[0] + c.header_bytes[1] + upper;
-    case NS_STAT_PAYLOAD_BYTES:
-      return c.payload_bytes[0] + c.payload_bytes[1];
-    case NS_STAT_WIRE_BYTES:
-      return c.wire_bytes[0] + c.wire_bytes[1];
-    case NS_STAT_STALLS:
-      return s.client.stalls;
-    case NS_STAT_EXPIRATIONS:
-      return c.flushes[static_cast<int>(netsparse::concat::FlushCause::kExpired)];
-    case NS_STAT_TIMEOUTS:
-      return s.timeouts;
-    case NS_STAT_RDMA_READS:
-      return s.rdma_reads;
-    case NS_STAT_SERVER_PRS:
-      return s.server.answered;
-    case NS_STAT_INVALID_PRS:
-      return s.server.invalid;
-    case NS_STAT_MALFORMED:
-      return s.malformed_total();
-    case NS_STAT_STALE_RESPONSES:
-      return s.client.stale_responses;
-    case NS_STAT_FRAMES:
-      return s.frames.frames;
-    case NS_STAT_PLAN_RECORDS:
-      return s.plans.recorded;
-    case NS_STAT_PLAN_REPLAYS:
-      return s.plans.replays;
-    case NS_STAT_PLAN_ROWS:
-      return s.plans.rows_in;
-    case NS_STAT_PLAN_PACKETS:
-      return s.plans.packets_out;
-    case NS_STAT_PLAN_BYTES:
-      return s.plans.bytes_out;
-    case NS_STAT_PLAN_WIRE_BYTES:
-      return s.plans.bytes_out + netsparse::concat::kUpperLayerBytes * s.plans.packets_out;
-    case NS_STAT_PLAN_ROWS_SERVED:
-      return s.plans.rows_served;
-    case NS_STAT_MOVED_BYTES:
-      return s.frames.frame_bytes;
-    case NS_STAT_COMPACT_PACKETS:
-      return s.client.compact_packets + s.server.compact_packets;
-    case NS_STAT_COMPACT_BYTES:
-      return s.client.compact_bytes + s.server.compact_bytes;
-    case NS_STAT_SCATTER_RECORDS:
-      return s.scatters.records;
-    case NS_STAT_SCATTER_COMBINED:
-      return s.scatters.combined;
-    case NS_STAT_SCATTER_LOCAL:
-      return s.scatters.local;
-    case NS_STAT_SCATTER_SENT:
-      return s.scatters.sent;
-    case NS_STAT_SCATTER_PACKETS:
-      return s.scatters.packets_out;
-    case NS_STAT_SCATTER_BYTES:
-      return s.scatters.bytes_out;
-    case NS_STAT_SCATTER_APPLIED:
-      return s.scatters.applied;
-    case NS_STAT_COMMANDS_ACTIVE:
-      return s.commands_active;
-    case NS_STAT_FILTER_COMMANDS:
-      return s.filter_commands;
-    case NS_STAT_WC_BACKLOG:
-      return s.wc_backlog;
-    case NS_STAT_PRS_IN_FLIGHT:
-      return s.prs_in_flight;
-    case NS_STAT_PRS_BUFFERED:
-      return s.prs_buffered;
-    case NS_STAT_FRAMES_QUEUED:
-      return s.frames_queued;
-    default:
-      return 0;
-  }
-}
-
-double prs_per_packet(const Engine::Snapshot& s) {
-  const auto& c = s.concat;
-  const std::uint64_t packets = c.packets[0] + c.packets[1];
-  return packets == 0 ? 0.0
-                      : static_cast<double>(c.prs[0] + c.prs[1]) / static_cast<double>(packets);
-}
-}  // namespace
-
-extern "C" const char* ns_stat_name(int which) {
-  if (which < 0 || which >= NS_STAT__COUNT) return nullptr;
-  return kStatNames[which];
-}
-
-extern "C" uint64_t ns_stat_get(const ns_context* ctx, int which) {
-  if (!live(ctx, HandleKind::kContext) || which < 0 || which >= NS_STAT__COUNT) return 0;
-  try {
-    return stat_of(ctx->snapshot(), which);
-  } catch (...) {
-    return 0;
-  }
-}
-
-extern "C" double ns_stat_prs_per_packet(const ns_context* ctx) {
-  if (!live(ctx, HandleKind::kContext)) return 0.0;
-  try {
-    return prs_per_packet(ctx->snapshot());
-  } catch (...) {
-    return 0.0;
-  }
-}
-
-extern "C" void ns_stats_reset(ns_context* ctx) {
-  if (!live(ctx, HandleKind::kContext)) return;
-  try {
-    ctx->reset_stats();
-  } catch (...) {
-  }
-}
-
-namespace {
-
-// The configuration table's variables with the values in effect (config/settings.hpp): the
-// default when unset, the raw text when it is malformed (the context opened before it was set).
-nlohmann::ordered_json environment_json() {
-  namespace cf = netsparse::config;
-  nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  for (int i = 0; i < static_cast<int>(cf::Env::kCount); ++i) {
-    const auto e = static_cast<cf::Env>(i);
-    std::string value;
-    try {
-      value = cf::effective(e);
-    } catch (const std::invalid_argument&) {
-      value = cf::raw(e);
-    }
-    j[cf::setting(e).name] = value;
-  }
-  return j;
-}
-
-double ratio(std::uint64_t num, std::uint64_t den) {
-  return den == 0 ? 0.0 : static_cast<double>(num) / static_cast<double>(den);
-}
-
-// ns_stats_json's document; ordered_json keeps the fields in the order they have always had.
-nlohmann::ordered_json stats_document(const ns_context* ctx) {
-  const Engine::Snapshot s = ctx->snapshot();
-  const Config& cfg = ctx->config();
-  nlohmann::ordered_json j;
-  j["version"] = NETSPARSE_VERSION_STRING;
-  j["rank"] = ctx->rank();
-  j["size"] = ctx->size();
-  j["transport"] = ctx->transport_name();
-  j["transport_detail"] = ctx->transport_detail();
-  j["config"] = {{"client_units", cfg.client_units},
-                 {"server_units", cfg.server_units},
-                 {"progress", cfg.progress_mode == NS_PROGRESS_INLINE ? "inline" : "thread"},
-                 {"progress_reason", cfg.progress_reason},
-                 {"packet_bytes", cfg.packet_bytes},
-                 {"concat_delay_ns", cfg.delay_ns},
-                 {"pending_entries", cfg.pending_entries},
-                 {"watchdog_ms", cfg.watchdog_ms},
-                 {"idx_chunk", cfg.idx_chunk},
-                 {"filter", cfg.filter_on()},
-                 {"coalesce", cfg.coalesce_on()},
-                 {"concat", cfg.concat_on()},
-                 {"virtual_queues", cfg.virtual_queues},
-                 {"wire", cfg.compact_wire() ? "compact" : "paper"}};
-  j["environment"] = environment_json();
-  nlohmann::ordered_json& stats = j["stats"] = nlohmann::ordered_json::object();
-  for (int k = 0; k < NS_STAT__COUNT; ++k) stats[kStatNames[k]] = stat_of(s, k);
-  j["prs_per_packet"] = prs_per_packet(s);
-  j["read_prs_per_packet"] = s.concat.prs_per_packet(0);
-  j["response_prs_per_packet"] = s.concat.prs_per_packet(1);
-  j["fc_rate"] = ratio(s.client.filtered + s.client.coalesced, s.client.requested);
-  static_assert(netsparse::concat::kNumFlushCauses == 5, "one JSON field per flush cause");
-  j["flushes"] = {{"full", s.concat.flushes[0]},
-                  {"expired", s.concat.flushes[1]},
-                  {"explicit", s.concat.flushes[2]},
-                  {"pool_pressure", s.concat.flushes[3]},
-                  {"unqueued", s.concat.flushes[4]}};
-  const int inv = netsparse::concat::type_index(netsparse::concat::PrType::kInvalid);
-  const int ctl = netsparse::concat::type_index(netsparse::concat::PrType::kControl);
-  j["signals"] = {{"invalid_packets", s.concat.packets[inv]},
-                  {"invalid_bytes", s.concat.wire_bytes[inv]},
-                  {"control_packets", s.concat.packets[ctl]},
-                  {"control_bytes", s.concat.wire_bytes[ctl]}};
-  j["frames"] = {{"sent", s.frames.frames},
-                 {"packets", s.frames.frame_packets},
-                 {"bytes", s.frames.frame_bytes},
-                 {"packets_per_frame", ratio(s.frames.frame_packets, s.frames.frames)},
-                 {"retries", s.frames.retries},
-                 {"dropped", s.frames.dropped},
-                 {"received", s.frames_in}};
-  if (s.profiled) {
-    nlohmann::ordered_json& profile = j["profile"] = {{"steps", s.steps}};
-    for (int k = 0; k < 5; ++k)
-      profile[std::string(Engine::kStageNames[k]) + "_ns"] = s.stage_ns[k];
-  }
-  j["engine"] = {{"completions", s.completions},
-                 {"packets_in", s.packets_in},
-                 {"control_prs", s.control_prs},
-                 {"released_prs", s.client.released},
-                 {"stale_waiters", s.client.stale_waiters},
-                 {"transport_bytes_sent", s.tx_bytes}};
-  j["region"] = {{"registrations", s.registrations}, {"rebinds", s.rebinds}};
-  j["plans"] = {{"installs", s.plans.installs},       {"refused", s.plans.refused},
-                {"rows_queued", s.plans.rows_queued}, {"stale", s.plans.stale},
-                {"malformed", s.plans.malformed},     {"starts_sent", s.plans.starts_sent},
-                {"pushes", s.plans.pushes},           {"pushed_starts", s.plans.pushed_starts},
-                {"rows_early", s.plans.rows_early}};
-  j["compact"] = {{"rows_queued", s.server.rows_queued}};
-  j["scatter"] = {{"refused", s.scatters.refused},
-                  {"stale", s.scatters.stale},
-                  {"malformed", s.scatters.malformed}};
-  return j;
-}
-
-}  // namespace
-
-extern "C" int ns_stats_json(const ns_context* ctx, char* buf, size_t len) {
-  if (ctx == nullptr || (buf == nullptr && len != 0)) {
-    return invalid("ns_stats_json", "ctx is NULL or buf is NULL with len > 0");
-  }
-  if (!live(ctx, HandleKind::kContext))
-    return not_live("ns_stats_json", "ctx", HandleKind::kContext);
-  return guarded("ns_stats_json", [&]() -> int {
-    // Invalid UTF-8 in a string (a device name, an environment value) is replaced, not thrown.
-    const std::string j =
-        stats_document(ctx).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-    if (len > 0) {
-      const std::size_t n = std::min(len - 1, j.size());
-      std::memcpy(buf, j.data(), n);
-      buf[n] = '\0';
-    }
-    return static_cast<int>(j.size());
   });
 }

@@ -15,7 +15,7 @@
 #include "agreement/mpi.hpp"
 #include "config/settings.hpp"
 #include "netsparse/netsparse_mpi.h"
-#include "rig/api_error.hpp"
+#include "rig/api_status.hpp"
 #include "rig/engine.hpp"
 #include "rig/handles.hpp"
 #include "support/enum_names.hpp"

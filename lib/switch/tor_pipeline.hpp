@@ -1,7 +1,7 @@
 // A ToR switch's NetSparse pipeline (MICRO '25 §6.1-6.2): deconcatenation, the Property Cache
 // and a Concatenation Point. One code for the two places a ToR runs: the cluster emulator's
 // switches (lib/emulate/tor_switch) and the rack switch process of a real mpirun job
-// (lib/distributed/rack_switch).
+// (lib/hosts/rack_switch).
 //
 // Packets coming up from a node of the rack (from_rack):
 //   read     each PR is looked up in the cache; a hit becomes a response PR to the requester,

@@ -9,7 +9,7 @@
 #include <map>
 #include <vector>
 
-#include "distributed/conveyor.hpp"
+#include "conveyor/conveyor.hpp"
 #include "mpi_test_util.hpp"
 
 namespace netsparse::dist {

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "dist_test_util.hpp"
-#include "distributed/topology.hpp"
+#include "hosts/topology.hpp"
 #include "netsparse/distributed.hpp"
 
 namespace netsparse {

@@ -1,7 +1,7 @@
 // RequestReply (two conveyors and the answer callback) under real MPI ranks: every request is
 // answered exactly once and correctly (to peers and to oneself), backpressure on both
 // directions with tiny buffers, ranks that ask nothing, back-to-back sessions, misuse.
-#include "distributed/request_reply.hpp"
+#include "conveyor/request_reply.hpp"
 #include "mpi_test_util.hpp"
 
 #include <gtest/gtest.h>

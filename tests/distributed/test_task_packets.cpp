@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "dist_test_util.hpp"
-#include "distributed/task_packet.hpp"
+#include "distributed/modes/task_packet.hpp"
 #include "netsparse/distributed.hpp"
 #include "task_test_util.hpp"
 

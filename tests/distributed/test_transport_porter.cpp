@@ -2,7 +2,7 @@
 // one process, no MPI. The same checks as the MPI tests (every item exactly once, every answer
 // correct, items to self, backpressure, idle ranks, back-to-back sessions), plus what only this
 // porter has: a transport that refuses packets (tiny mailboxes) and peers one session ahead.
-#include "distributed/transport_porter.hpp"
+#include "conveyor/transport_porter.hpp"
 
 #include <gtest/gtest.h>
 
@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "distributed/conveyor.hpp"
-#include "distributed/request_reply.hpp"
+#include "conveyor/conveyor.hpp"
+#include "conveyor/request_reply.hpp"
 #include "transport/transport.hpp"
 
 namespace netsparse::dist {

@@ -1,12 +1,12 @@
-// The C API's one exception -> status map (rig/api_error.hpp), used by the RIG API, ns_open_mpi
-// and the collectives' API alike.
+// The C API's one exception -> status map (rig/api_status.hpp over support/api_error.hpp), used
+// by the RIG API, ns_open_mpi and the collectives' API alike.
 #include <gtest/gtest.h>
 
 #include <new>
 #include <stdexcept>
 #include <string>
 
-#include "rig/api_error.hpp"
+#include "rig/api_status.hpp"
 #include "rig/engine.hpp"
 
 namespace nrig = netsparse::rig;

@@ -1,0 +1,89 @@
+// DistKernel's state (include/netsparse/distributed.hpp): its pattern, mode, precision, engine and
+// statistics; shared by dist_kernel.cpp (the checked entry points) and dist_kernel_pattern.cpp
+// (the pattern's tiling and volume).
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <type_traits>
+
+#include "distributed/compute.hpp"
+#include "distributed/exchange.hpp"
+#include "distributed/pattern.hpp"
+#include "distributed/run_context.hpp"
+#include "netsparse/distributed.hpp"
+#include "rig/finalize_hook.hpp"
+#include "support/visibility.hpp"
+
+namespace netsparse {
+
+struct NETSPARSE_LOCAL DistKernel::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, nranks = 1;
+  RowPartition rows = RowPartition::equal_blocks(0, 1);
+  RowPartition cols = RowPartition::equal_blocks(0, 1);
+  KernelKind kernel = KernelKind::spmm;
+  int k = 1;
+  DistOptions options;
+  std::shared_ptr<RigEngine> engine;
+  CsrMatrix csr;  // the current pattern (a copy; direct modes borrow the caller's instead)
+  const CsrMatrix* rows_in_use = &csr;
+  dist::Pattern pattern;
+  dist::Compute<float> compute_f32;  // the one of options.scalar's precision is used
+  dist::Compute<double> compute_f64;
+  std::unique_ptr<dist::ExchangeBase> exchange;  // a dist::Exchange<T> of options.scalar's T
+  MPI_Datatype row_type = MPI_DATATYPE_NULL;
+  double setup_seconds = 0;
+  double plan_seconds = 0;
+  double remote_tiling_seconds = 0;  // part of build_pattern that belongs to the plan
+  CommStats last, total;
+  mutable bool volume_known = false;
+  mutable PatternVolume volume;
+
+  // Releases the MPI resources (the exchange's, the datatype): by the destructor, or at the start
+  // of MPI_Finalize for a kernel still alive then (finalize_hook); afterwards nothing calls MPI.
+  rig::FinalizeHook finalize_hook;
+  void release_mpi() noexcept {
+    exchange.reset();  // before the datatype and the engine it may use
+    if (row_type != MPI_DATATYPE_NULL) MPI_Type_free(&row_type);
+    row_type = MPI_DATATYPE_NULL;
+  }
+  ~Impl() {
+    finalize_hook.release();
+    release_mpi();
+  }
+
+  dist::RunContext run_context() const {
+    dist::RunContext rc;
+    rc.comm = comm;
+    rc.rank = rank;
+    rc.nranks = nranks;
+    rc.rows = &rows;
+    rc.cols = &cols;
+    rc.kernel = kernel;
+    rc.k = k;
+    rc.row_type = row_type;
+    rc.options = &options;
+    return rc;
+  }
+
+  void build_pattern();
+  void compute_volume() const;
+  template <class T>
+  void run(const dist::Operands<T>& ops);
+  template <class T>
+  dist::Exchange<T>& typed_exchange() {
+    return static_cast<dist::Exchange<T>&>(*exchange);
+  }
+  template <class T>
+  dist::Compute<T>& compute() {
+    if constexpr (std::is_same_v<T, float>) {
+      return compute_f32;
+    } else {
+      return compute_f64;
+    }
+  }
+};
+
+}  // namespace netsparse

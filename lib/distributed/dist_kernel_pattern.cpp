@@ -1,0 +1,140 @@
+// DistKernel's pattern: the column window, the split into local and remote parts and their
+// tiling (build_pattern), and the pattern's volume per rank (compute_volume).
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <vector>
+
+#include "distributed/deadlines.hpp"
+#include "distributed/dist_kernel_impl.hpp"
+
+namespace netsparse {
+
+namespace {
+
+// Window (remote column panel) width: the option, or the widest window of at most 64 MiB.
+// The profile (docs/benchmarks.md) decides: every column panel is one more pass of the kernel
+// over C (5 passes instead of 2 cost kron:16 SpMM K=16 0.9 ms of 2.3 ms), whereas overlapping
+// communication with computation needs no panels: all of a run's requests are posted before
+// the local part is computed, and the engine answers and takes answers while it computes.
+// Narrower windows remain for operands whose remote part exceeds the budget.
+gidx_t choose_window(gidx_t n_cols, std::uint64_t row_bytes, gidx_t requested) {
+  if (requested > 0) return std::min(requested, TiledMatrix::kMaxColPanelWidth);
+  constexpr gidx_t kWindowBudgetBytes = gidx_t{64} << 20;
+  const gidx_t by_bytes = std::max<gidx_t>(1, kWindowBudgetBytes / static_cast<gidx_t>(row_bytes));
+  return std::min({by_bytes, std::max<gidx_t>(n_cols, 1), TiledMatrix::kMaxColPanelWidth});
+}
+
+}  // namespace
+
+void DistKernel::Impl::build_pattern() {
+  dist::Pattern& pat = pattern;
+  pat = dist::Pattern{};
+  pat.col_begin = cols.begin(rank);
+  pat.col_end = cols.end(rank);
+  pat.window = choose_window(cols.n_rows(), std::uint64_t(k) * scalar_bytes(options.scalar),
+                             options.tiling.col_panel);
+  TileConfig local_config = options.tiling;
+  local_config.col_panel = 0;
+  local_config.barriers = false;
+  // Split the rows at the local column range (sorted columns: one contiguous range per row).
+  const gidx_t cb = pat.col_begin, ce = pat.col_end;
+  const gidx_t n = csr.n_rows;
+  pat.row_ptr = csr.row_ptr;
+  pat.local_row_ptr.assign(static_cast<std::size_t>(n) + 1, 0);
+  pat.remote_row_ptr.assign(static_cast<std::size_t>(n) + 1, 0);
+  pat.remote_left.assign(static_cast<std::size_t>(n), 0);
+#pragma omp parallel for schedule(static) if (n > 4096)
+  for (gidx_t r = 0; r < n; ++r) {
+    const gidx_t* b = csr.col_idx.data() + csr.row_ptr[r];
+    const gidx_t* e = csr.col_idx.data() + csr.row_ptr[r + 1];
+    const gidx_t* lb = std::lower_bound(b, e, cb);
+    const gidx_t* le = std::lower_bound(lb, e, ce);
+    pat.remote_left[r] = lb - b;
+    pat.local_row_ptr[r + 1] = le - lb;
+    pat.remote_row_ptr[r + 1] = (lb - b) + (e - le);
+  }
+  for (gidx_t r = 0; r < n; ++r) {
+    pat.local_row_ptr[r + 1] += pat.local_row_ptr[r];
+    pat.remote_row_ptr[r + 1] += pat.remote_row_ptr[r];
+  }
+  CsrMatrix local_csr, remote_csr;
+  for (CsrMatrix* m : {&local_csr, &remote_csr}) {
+    m->n_rows_global = csr.n_rows_global;
+    m->n_cols = csr.n_cols;
+    m->row_begin = csr.row_begin;
+    m->n_rows = csr.n_rows;
+  }
+  local_csr.row_ptr = pat.local_row_ptr;
+  remote_csr.row_ptr = pat.remote_row_ptr;
+  local_csr.col_idx.resize(static_cast<std::size_t>(local_csr.row_ptr.back()));
+  local_csr.values.resize(local_csr.col_idx.size());
+  remote_csr.col_idx.resize(static_cast<std::size_t>(remote_csr.row_ptr.back()));
+  remote_csr.values.resize(remote_csr.col_idx.size());
+#pragma omp parallel for schedule(static) if (n > 4096)
+  for (gidx_t r = 0; r < n; ++r) {
+    const std::int64_t b = csr.row_ptr[r], e = csr.row_ptr[r + 1];
+    const std::int64_t left = pat.remote_left[r];
+    const std::int64_t n_local = pat.local_row_ptr[r + 1] - pat.local_row_ptr[r];
+    std::int64_t ro = pat.remote_row_ptr[r], lo = pat.local_row_ptr[r];
+    for (std::int64_t i = b; i < e; ++i) {
+      const bool is_local = i >= b + left && i < b + left + n_local;
+      if (is_local) {
+        local_csr.col_idx[lo] = csr.col_idx[i];
+        local_csr.values[lo++] = csr.values[i];
+      } else {
+        remote_csr.col_idx[ro] = csr.col_idx[i];
+        remote_csr.values[ro++] = csr.values[i];
+      }
+    }
+  }
+  pat.local_part = TiledMatrix(local_csr, local_config, options.scalar);
+  TileConfig remote_config = local_config;
+  remote_config.col_panel = pat.window;
+  if (exchange->needs_remote_panels()) {
+    const double t0 = dist::now_seconds();
+    pat.remote_part = TiledMatrix(remote_csr, remote_config, options.scalar);
+    remote_tiling_seconds = dist::now_seconds() - t0;
+    for (int p = 0; p < pat.remote_part.n_col_panels(); ++p) {
+      if (!pat.remote_part.panel_columns(p).empty()) pat.remote_panels.push_back(p);
+    }
+  }
+  pat.remote_csr = std::move(remote_csr);
+}
+
+void DistKernel::Impl::compute_volume() const {
+  // A bitmap over the columns: distinct remote columns, and how many per owner.
+  const gidx_t n_cols = cols.n_rows();
+  const gidx_t cb = cols.begin(rank), ce = cols.end(rank);
+  std::vector<std::uint64_t> bits(static_cast<std::size_t>((n_cols + 63) / 64), 0);
+  std::uint64_t remote_nnz = 0;
+  for (const gidx_t c : rows_in_use->col_idx) {
+    if (c >= cb && c < ce) continue;
+    ++remote_nnz;
+    bits[c >> 6] |= std::uint64_t{1} << (c & 63);
+  }
+  std::vector<std::uint64_t>& unique_per_owner = volume.unique_remote_per_owner;
+  unique_per_owner.assign(static_cast<std::size_t>(nranks), 0);
+  std::uint64_t unique = 0;
+  for (int q = 0; q < nranks; ++q) {
+    std::uint64_t count = 0;
+    for (gidx_t c = cols.begin(q); c < cols.end(q);) {
+      // Whole words where possible.
+      if ((c & 63) == 0 && c + 64 <= cols.end(q)) {
+        count += static_cast<std::uint64_t>(std::popcount(bits[c >> 6]));
+        c += 64;
+      } else {
+        count += (bits[c >> 6] >> (c & 63)) & 1;
+        ++c;
+      }
+    }
+    unique_per_owner[q] = count;
+    unique += count;
+  }
+  volume.remote_nonzeros = remote_nnz;
+  volume.unique_remote_cols = unique;
+  volume.remote_rows_total = static_cast<std::uint64_t>(n_cols - (ce - cb));
+  volume_known = true;
+}
+
+}  // namespace netsparse

@@ -1,0 +1,20 @@
+cmake_minimum_required(VERSION 3.25)
+# Checks the README's layout table against lib/: every folder of lib/ has a row
+# (`lib/<folder>/` in the first column), and every lib/ folder a row names exists.
+# Usage: cmake -DROOT=<repository> -P readme_layout.cmake
+include(${CMAKE_CURRENT_LIST_DIR}/doc_tables.cmake)
+netsparse_require_root(readme_layout.cmake)
+netsparse_doc_lines(${ROOT}/README.md lines)
+netsparse_doc_section("${lines}" "^## Layout" "^## " layout)
+set(listed "")
+foreach(line IN LISTS layout)
+  if(line MATCHES "^\\| `lib/([a-z_]+)/`")
+    list(APPEND listed ${CMAKE_MATCH_1})
+  endif()
+endforeach()
+netsparse_lib_folders(${ROOT} folders)
+set(problems "")
+netsparse_compare_folders("${folders}" "${listed}" "the README's layout table" problems)
+netsparse_fail_on("${problems}" "README.md's layout table disagrees with lib/")
+list(LENGTH folders count)
+message(STATUS "README layout table: all ${count} lib/ folders")
