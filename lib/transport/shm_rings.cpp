@@ -94,20 +94,32 @@ class HostShmTransport final : public Transport {
 
   ~HostShmTransport() override {
     // Peers found dead here are dead for the MPI transport's teardown too (it cannot see it).
+    bool host_peer_failed = false;
     if (inner_) {
       for (int r = 0; r < size(); ++r) {
-        if (r != rank() && peer_failed(r)) inner_->note_peer_failed(r);
+        if (r != rank() && peer_failed(r)) {
+          inner_->note_peer_failed(r);
+          host_peer_failed = host_peer_failed || ring_peer(r) >= 0;
+        }
       }
     }
+    // With a rank of the host gone, nothing more is asked of MPI on the announcements'
+    // communicator (a probe or a free there may wait on the dead under Open MPI's recovery):
+    // it is left behind, as the MPI transport leaves its own (a teardown after a failure is
+    // local).
     int finalized = 1;
     MPI_Finalized(&finalized);
-    if (!finalized && announce_comm_ != MPI_COMM_NULL) {
+    if (!finalized && !host_peer_failed && announce_comm_ != MPI_COMM_NULL) {
       take_announcements();  // unlinks the names of rings announced to us and never mapped
       MPI_Comm_free(&announce_comm_);
     }
     for (std::size_t h = 0; h < out_.size(); ++h) {
-      // Our own rings' names: gone already once their receiver mapped them (ENOENT then).
-      if (out_[h].control != nullptr) shm_unlink(name_of(host_rank_, static_cast<int>(h)).c_str());
+      // Our own rings' names: their receiver unlinks them once it maps them, which may be after
+      // this teardown (the last frame to it, a quiesce "done", can still be unread: this rank's
+      // round does not wait for it). Only the rings of a receiver that died are unlinked here.
+      if (out_[h].control != nullptr && failed_[h]) {
+        shm_unlink(name_of(host_rank_, static_cast<int>(h)).c_str());
+      }
     }
     unmap_all();
   }
@@ -402,22 +414,41 @@ class HostShmTransport final : public Transport {
     return true;
   }
 
-  // Maps every ring announced to this rank so far (non-blocking).
+  // Maps every ring announced to this rank so far (non-blocking). Once a rank of the host has
+  // died, Open MPI's recovery fails every MPI_ANY_SOURCE probe on a communicator holding it
+  // (seen: a survivor's teardown waiting forever for a "done" whose ring it never mapped), so
+  // the live peers without a ring are then probed one by one.
   void take_announcements() {
-    for (;;) {
-      int flag = 0;
-      MPI_Status status;
-      if (MPI_Iprobe(MPI_ANY_SOURCE, kAnnounceTag, announce_comm_, &flag, &status) != MPI_SUCCESS ||
-          !flag) {
-        return;
+    if (!any_source_failed_) {
+      for (;;) {
+        int flag = 0;
+        MPI_Status status;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, kAnnounceTag, announce_comm_, &flag, &status) !=
+            MPI_SUCCESS) {
+          any_source_failed_ = true;
+          break;
+        }
+        if (!flag || !take_announcement(status.MPI_SOURCE)) return;
       }
-      Announcement a{};
-      if (MPI_Recv(&a, sizeof a, MPI_BYTE, status.MPI_SOURCE, kAnnounceTag, announce_comm_,
-                   MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-        return;
-      }
-      map_ring_from(status.MPI_SOURCE, a);
     }
+    for (int h = 0; h < host_size_; ++h) {
+      const auto hi = static_cast<std::size_t>(h);
+      if (h == host_rank_ || failed_[hi] || in_[hi].control != nullptr) continue;
+      int flag = 0;
+      if (MPI_Iprobe(h, kAnnounceTag, announce_comm_, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+          flag) {
+        take_announcement(h);
+      }
+    }
+  }
+  bool take_announcement(int h) {
+    Announcement a{};
+    if (MPI_Recv(&a, sizeof a, MPI_BYTE, h, kAnnounceTag, announce_comm_, MPI_STATUS_IGNORE) !=
+        MPI_SUCCESS) {
+      return false;
+    }
+    map_ring_from(h, a);
+    return true;
   }
 
   void map_ring_from(int h, const Announcement& a) {
@@ -578,6 +609,7 @@ class HostShmTransport final : public Transport {
   bool self_sends_ = false;
   bool any_fell_back_ = false;  // some pair of this host uses MPI: polled every time
   bool warned_ = false;
+  bool any_source_failed_ = false;  // MPI_ANY_SOURCE probes fail (a rank of the host died)
   int polls_since_inner_ = 0;
   int polls_since_announce_ = 0;
 };
