@@ -90,12 +90,8 @@ sanitizer_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEB
 #    test whose program is missing fails, it is not skipped. Each multi-rank case runs at one
 #    process count here (tests labelled np_repeat rerun a case at another count: stage 1 runs
 #    them); every program that stage 1 runs from a `sanitize` directory still runs here.
-#    Compiled with clang: its ASan + UBSan build of the same sources needs far less compile time
-#    than GCC's (measured, one core, -O1 -g1: tests/concat/test_concat_point.cpp 24.6 s with g++
-#    12, 13.4 s with clang++ 14; lib/rig/api.cpp 29.1 s against 23.8 s); GCC still builds the
-#    release tree (stage 1) and the TSan tree (stage 3).
 stage build-asan configure_build "$root/build/asan" "${sanitizer_flags[@]}" \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DNETSPARSE_SANITIZE_ADDRESS=ON -DNETSPARSE_BUILD_BENCH=OFF -DNETSPARSE_BUILD_EXAMPLES=OFF -- \
+  -DNETSPARSE_SANITIZE_ADDRESS=ON -DNETSPARSE_BUILD_BENCH=OFF -DNETSPARSE_BUILD_EXAMPLES=OFF -- \
   tests-sanitize
 stage ctest-asan with_env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp:fast_unwind_on_malloc=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest "$root/build/asan" -L sanitize \
