@@ -10,8 +10,10 @@ program of the build tree that an np_repeat test of a `sanitize` directory runs 
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 
 def programs(test, build):
@@ -36,8 +38,16 @@ def main():
         print(__doc__.strip(), file=sys.stderr)
         return 2
     ctest, build = sys.argv[1], os.path.realpath(sys.argv[2])
-    info = json.loads(subprocess.run([ctest, "--test-dir", build, "--show-only=json-v1"],
-                                     check=True, capture_output=True, text=True).stdout)
+    # ctest rewrites <dir>/Testing/Temporary/LastTest.log even for --show-only, and this check
+    # runs inside a ctest run of the same tree: ask about a copy of the test files instead.
+    with tempfile.TemporaryDirectory() as tmp:
+        for dirpath, _, files in os.walk(build):
+            if "CTestTestfile.cmake" in files:
+                dest = os.path.join(tmp, os.path.relpath(dirpath, build))
+                os.makedirs(dest, exist_ok=True)
+                shutil.copy(os.path.join(dirpath, "CTestTestfile.cmake"), dest)
+        info = json.loads(subprocess.run([ctest, "--test-dir", tmp, "--show-only=json-v1"],
+                                         check=True, capture_output=True, text=True).stdout)
     kept, repeats = set(), []
     for t in info["tests"]:
         lab = labels(t)
