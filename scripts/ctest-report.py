@@ -39,7 +39,8 @@ def main() -> int:
     gtest = verdicts = 0
     log = build / "Testing" / "Temporary" / "LastTest.log"
     if log.is_file():
-        text = log.read_text(errors="replace")
+        # Without colour codes (a program under mpirun may colour its GoogleTest report).
+        text = re.sub(r"\x1b\[[0-9;]*m", "", log.read_text(errors="replace"))
         gtest = sum(int(m) for m in re.findall(r"^\[  PASSED  \] (\d+) tests?\.", text, re.M))
         # "<name>: PASS" at a line start or after a rank prefix (not gtest's "[  PASSED  ]").
         verdicts = len(re.findall(r"^(?:\[rank \d+\] )?[A-Za-z_][\w .-]*: PASS\b", text, re.M))
