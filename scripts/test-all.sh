@@ -66,7 +66,7 @@ run_ctest() {  # run_ctest DIR [ctest args...]: then the counts and the 20 slowe
   # also keeps its running averages in Testing/Temporary/CTestCostData.txt.
   rm -f "$dir/ctest-junit.xml"
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 300 \
-    --output-junit "$dir/ctest-junit.xml" "$@" || rc=$?
+    --output-junit "$dir/ctest-junit.xml" --test-output-size-passed 4000000 "$@" || rc=$?
   python3 "$root/scripts/ctest-report.py" "$dir" "$dir/ctest-junit.xml" 20 || true
   return "$rc"
 }
