@@ -59,10 +59,16 @@ with_env() {  # with_env NAME=VALUE... COMMAND... : COMMAND (a function too) wit
   )
 }
 
-run_ctest() {  # run_ctest DIR [ctest args...]
-  local dir=$1
+run_ctest() {  # run_ctest DIR [ctest args...]: then the counts and the 20 slowest tests
+  local dir=$1 rc=0
   shift
-  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 300 "$@"
+  # Per-test times and statuses of this run (JUnit), read back by scripts/ctest-report.py; ctest
+  # also keeps its running averages in Testing/Temporary/CTestCostData.txt.
+  rm -f "$dir/ctest-junit.xml"
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 300 \
+    --output-junit "$dir/ctest-junit.xml" --test-output-size-passed 4000000 "$@" || rc=$?
+  python3 "$root/scripts/ctest-report.py" "$dir" "$dir/ctest-junit.xml" 20 || true
+  return "$rc"
 }
 
 stage install-deps bash scripts/install-deps.sh --vm
@@ -81,12 +87,15 @@ sanitizer_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEB
 
 # 2. ASan + UBSan: everything that parses untrusted bytes or indexes remote memory. Only the
 #    programs of the tests labelled `sanitize` are built (tests-sanitize, tests/CMakeLists.txt); a
-#    test whose program is missing fails, it is not skipped.
+#    test whose program is missing fails, it is not skipped. Each multi-rank case runs at one
+#    process count here (tests labelled np_repeat rerun a case at another count: stage 1 runs
+#    them); every program that stage 1 runs from a `sanitize` directory still runs here.
 stage build-asan configure_build "$root/build/asan" "${sanitizer_flags[@]}" \
   -DNETSPARSE_SANITIZE_ADDRESS=ON -DNETSPARSE_BUILD_BENCH=OFF -DNETSPARSE_BUILD_EXAMPLES=OFF -- \
   tests-sanitize
 stage ctest-asan with_env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp:fast_unwind_on_malloc=0 \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest "$root/build/asan" -L sanitize
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest "$root/build/asan" -L sanitize \
+  -LE np_repeat
 
 # 3. TSan: the shared Idx Filter and the engine's threads (the programs of the tests labelled
 #    `threads` only: tests-threads).

@@ -4,11 +4,13 @@
 // any rank enters a collective the others do not (the failure this guards against is a hang:
 // one rank in MPI_Comm_split_type, another in MPI_Comm_dup).
 //
-// Usage: test_rig_mpi_disagree CASE. The environment is changed by the program itself (setenv
-// before ns_open_mpi), so one mpirun line gives different ranks different values. Rank 0 prints
-// "disagree CASE: PASS" (ctest matches it) when every rank saw the expected failure, then a
-// context with the same settings everywhere must open (the refusal left nothing behind). An
-// alarm turns a hang into "disagree CASE: FAIL (hang)" and exit code 4.
+// Usage: test_rig_mpi_disagree CASE|all. The environment is changed by the program itself
+// (setenv before ns_open_mpi), so one mpirun line gives different ranks different values. For
+// each case (`all`: every case in turn, in one launch) rank 0 prints "disagree CASE: PASS" when
+// every rank saw the expected failure and a context with the same settings everywhere then
+// opened (the refusal left nothing behind), else "disagree CASE: FAIL"; with `all` it ends with
+// "disagree all: PASS" only when every case passed (ctest matches these lines). An alarm per
+// case turns a hang into "disagree CASE: FAIL (hang)" and exit code 4.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -100,38 +102,26 @@ const Case kCases[] = {
      "packet_bytes"},
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const netsparse::test::World world = netsparse::test::init_world(argc, argv);
-  const int rank = world.rank, size = world.size;
-  const Case* c = nullptr;
-  for (const Case& k : kCases) {
-    if (argc > 1 && std::strcmp(argv[1], k.name) == 0) c = &k;
-  }
-  if (c == nullptr) {
-    if (rank == 0) std::fprintf(stderr, "usage: %s CASE (unknown case)\n", argv[0]);
-    MPI_Finalize();
-    return 2;
-  }
-  g_case = c->name;
-  std::signal(SIGALRM, on_alarm);
+// One case on every rank: the number of failed checks summed over the ranks (0: passed). Rank 0
+// prints the case's verdict line.
+int run_case(const Case& c, int rank, int size) {
+  g_case = c.name;
   alarm(kHangGuardS);
 
   ns_context_attr attr{};
-  c->apply(rank, size, attr);
+  c.apply(rank, size, attr);
   ns_context* ctx = nullptr;
   const ns_status_t st = ns_open_mpi(MPI_COMM_WORLD, &attr, &ctx);
   std::string mine = ns_last_error();
   int failures = 0;
   if (st == NS_OK) {
     std::fprintf(stderr, "[rank %d] %s: ns_open_mpi succeeded although ranks disagree\n", rank,
-                 c->name);
+                 c.name);
     ++failures;
     ns_close(ctx);
-  } else if (mine.find(c->expect) == std::string::npos || mine.find("rank ") == std::string::npos) {
-    std::fprintf(stderr, "[rank %d] %s: message does not name '%s' and a rank: %s\n", rank, c->name,
-                 c->expect, mine.c_str());
+  } else if (mine.find(c.expect) == std::string::npos || mine.find("rank ") == std::string::npos) {
+    std::fprintf(stderr, "[rank %d] %s: message does not name '%s' and a rank: %s\n", rank, c.name,
+                 c.expect, mine.c_str());
     ++failures;
   }
   // Same status and same text on every rank.
@@ -143,10 +133,10 @@ int main(int argc, char** argv) {
   if (std::strcmp(text, root_text) != 0) {
     std::fprintf(stderr,
                  "[rank %d] %s: status/message differ from rank 0's:\n  mine: %s\n  0's: %s\n",
-                 rank, c->name, text, root_text);
+                 rank, c.name, text, root_text);
     ++failures;
   }
-  if (rank == 0) std::printf("[rank 0] %s refused: %s\n", c->name, text);
+  if (rank == 0) std::printf("[rank 0] %s refused: %s\n", c.name, text);
 
   // The refusal left nothing half-done: the same settings everywhere open a context.
   unsetenv("NETSPARSE_TRANSPORT");
@@ -158,17 +148,43 @@ int main(int argc, char** argv) {
   same.progress_mode = NS_PROGRESS_INLINE;
   same.transport = NS_TRANSPORT_MPI;
   if (ns_open_mpi(MPI_COMM_WORLD, &same, &ctx) != NS_OK) {
-    std::fprintf(stderr, "[rank %d] %s: agreeing ranks cannot open: %s\n", rank, c->name,
+    std::fprintf(stderr, "[rank %d] %s: agreeing ranks cannot open: %s\n", rank, c.name,
                  ns_last_error());
     ++failures;
   } else if (ns_close(ctx) != NS_OK) {
-    std::fprintf(stderr, "[rank %d] %s: ns_close: %s\n", rank, c->name, ns_last_error());
+    std::fprintf(stderr, "[rank %d] %s: ns_close: %s\n", rank, c.name, ns_last_error());
     ++failures;
   }
-  int worst = 0;
-  MPI_Allreduce(&failures, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  int total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   alarm(0);
+  if (rank == 0) std::printf("disagree %s: %s\n", c.name, total == 0 ? "PASS" : "FAIL");
+  std::fflush(stdout);
+  return total;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const netsparse::test::World world = netsparse::test::init_world(argc, argv);
+  const int rank = world.rank, size = world.size;
+  const bool all = argc > 1 && std::strcmp(argv[1], "all") == 0;
+  std::vector<const Case*> cases;
+  for (const Case& k : kCases) {
+    if (all || (argc > 1 && std::strcmp(argv[1], k.name) == 0)) cases.push_back(&k);
+  }
+  if (cases.empty()) {
+    if (rank == 0) std::fprintf(stderr, "usage: %s CASE|all (unknown case)\n", argv[0]);
+    MPI_Finalize();
+    return 2;
+  }
+  std::signal(SIGALRM, on_alarm);
+  int failed_cases = 0;
+  for (const Case* c : cases) failed_cases += run_case(*c, rank, size) != 0 ? 1 : 0;
   MPI_Finalize();
-  if (rank == 0) std::printf("disagree %s: %s\n", c->name, worst == 0 ? "PASS" : "FAIL");
-  return worst == 0 ? 0 : 1;
+  if (all && rank == 0) {
+    std::printf("disagree all: %s (%zu cases, %d failed)\n", failed_cases == 0 ? "PASS" : "FAIL",
+                cases.size(), failed_cases);
+  }
+  return failed_cases == 0 ? 0 : 1;
 }

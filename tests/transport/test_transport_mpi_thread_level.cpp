@@ -1,4 +1,4 @@
-// MPI initialized with MPI_THREAD_SINGLE (see CMakeLists: NETSPARSE_TEST_THREAD_LEVEL): a
+// MPI initialized with MPI_THREAD_SINGLE (netsparse_test_mpi_main_single, tests/common): a
 // transport that needs a concurrent progress thread must be refused with a message that names
 // the provided and the required level and the fix; one that does not is fine from the main
 // thread.

@@ -1,0 +1,355 @@
+// RIG engine on in-process fabrics, continued (test_rig_inproc.cpp): engine v2's filter paths
+// against reference counts, quiesce, reads to a silently dead peer.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "netsparse/netsparse.h"
+#include "rig_cluster.hpp"
+#include "rig_test_util.hpp"
+#include "rig_wr.hpp"
+
+using namespace rigtest;
+
+// ---- engine v2: the filter paths against a reference count ------------------------------------
+// One work request of a duplicated stream, on every path the engine has for it: INDEXED on the
+// row filter, INDEXED in a window of another mapping (per-WR de-duplication), POSITIONAL
+// (per-WR), each with the ablation flags. Every path writes the same bytes, and the statistics
+// follow from the stream alone: with filtering or coalescing each distinct remote idx is sent
+// once, without both every occurrence is.
+TEST(EngineSemantics, EveryPathAgreesWithTheReferenceCounts) {
+  for (std::uint32_t flags : {0u, static_cast<std::uint32_t>(NS_CTX_NO_FILTER),
+                              static_cast<std::uint32_t>(NS_CTX_NO_COALESCE),
+                              static_cast<std::uint32_t>(NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE)}) {
+    for (int path = 0; path < 3; ++path) {  // 0 row filter, 1 other mapping, 2 positional
+      ClusterOptions o;
+      o.nodes = 3;
+      o.P = 12;
+      o.attr = make_attr(NS_PROGRESS_THREAD, flags);
+      run_cluster(o, [&](Node& n) {
+        const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 3000, 40, 77 + n.rank);
+        const std::uint64_t own_begin = n.offsets[n.rank], own_end = n.offsets[n.rank + 1];
+        std::set<std::uint64_t> distinct_remote, distinct_local;
+        std::uint64_t remote = 0, local = 0;
+        for (std::uint64_t i : idx) {
+          const bool own = i >= own_begin && i < own_end;
+          (own ? distinct_local : distinct_remote).insert(i);
+          (own ? local : remote) += 1;
+        }
+        std::vector<std::uint8_t> out((path == 2 ? idx.size() : n.total) * n.P, kSentinel);
+        if (path == 1) {
+          // Claim the epoch's mapping with another buffer first (same window): this request
+          // then de-duplicates within itself only.
+          std::vector<std::uint8_t> other(n.total * n.P, kSentinel);
+          const std::vector<std::uint64_t> one = {idx[0]};
+          auto w0 = rig(9, n.mr, one, other.data(), NS_RIG_LAYOUT_INDEXED, 0, n.total,
+                        NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH);
+          ASSERT_EQ(ns_post_send(n.qp, &w0, nullptr), NS_OK) << ns_last_error();
+          for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+          ns_stats_reset(n.ctx);
+        }
+        auto w = path == 2 ? rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL)
+                           : rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_INDEXED, 0, n.total,
+                                 NS_SEND_SIGNALED | (path == 0 ? unsigned{NS_SEND_NEW_EPOCH} : 0u));
+        ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK) << ns_last_error();
+        for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+        check_gathered(n, out, idx, path == 2 ? NS_RIG_LAYOUT_POSITIONAL : NS_RIG_LAYOUT_INDEXED);
+        const bool dedup = (flags & (NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE)) !=
+                           (NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE);
+        const std::string where = "flags " + std::to_string(flags) + " path " +
+                                  std::to_string(path) + " node " + std::to_string(n.rank);
+        EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_REQUESTED), idx.size()) << where;
+        if (!dedup) {
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_SENT), remote) << where;
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_LOCAL), local) << where;
+        } else if (flags == 0) {
+          // Both mechanisms: each distinct remote idx leaves exactly once.
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_SENT), distinct_remote.size()) << where;
+          // The row filter also drops repeated local idxs; per-WR paths copy each occurrence.
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_LOCAL), path == 0 ? distinct_local.size() : local)
+              << where;
+        } else {
+          // One mechanism: each distinct remote idx at least once, never more than it occurs.
+          EXPECT_GE(stat(n.ctx, NS_STAT_PRS_SENT), distinct_remote.size()) << where;
+          EXPECT_LE(stat(n.ctx, NS_STAT_PRS_SENT), remote) << where;
+        }
+        EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_REQUESTED),
+                  stat(n.ctx, NS_STAT_PRS_FILTERED) + stat(n.ctx, NS_STAT_PRS_COALESCED) +
+                      stat(n.ctx, NS_STAT_PRS_LOCAL) + stat(n.ctx, NS_STAT_PRS_SENT))
+            << where;
+        if (flags & NS_CTX_NO_FILTER) {
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_FILTERED), 0u) << where;
+        }
+        if (flags & NS_CTX_NO_COALESCE) {
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_COALESCED), 0u) << where;
+        }
+        n.sync->arrive_and_wait();
+      });
+    }
+  }
+}
+
+// NS_SEND_REMOTE_ONLY: a raw column list (own rows included) fills only the remote rows.
+TEST(EngineSemantics, RemoteOnlySkipsTheNodesOwnRows) {
+  ClusterOptions o = cluster_options(3, 16, make_attr(NS_PROGRESS_THREAD, 0));
+  run_cluster(o, [&](Node& n) {
+    const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 2000, 30, 5 + n.rank);
+    std::vector<std::uint8_t> out(n.total * n.P, kSentinel);
+    auto w = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_INDEXED, 0, n.total,
+                 NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH | NS_SEND_REMOTE_ONLY);
+    ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK) << ns_last_error();
+    for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+    std::set<std::uint64_t> remote;
+    std::uint64_t own = 0;
+    for (std::uint64_t i : idx) {
+      if (i >= n.offsets[n.rank] && i < n.offsets[n.rank + 1]) {
+        ++own;
+      } else {
+        remote.insert(i);
+      }
+    }
+    check_indexed(out, 0, n.total, remote, n.P, n.rank);  // own rows keep the sentinel
+    EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_LOCAL), own);
+    EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_SENT), remote.size());
+    n.sync->arrive_and_wait();
+  });
+}
+
+// Column panels of one kernel run, gathered into alternating buffers within one epoch: each
+// window keeps its own mapping (a repeat into the same window is filtered), while a request
+// whose window overlaps another mapping's is served correctly without trusting the filter.
+TEST(EngineSemantics, DisjointWindowsOfOneEpochEachUseTheFilter) {
+  ClusterOptions o = cluster_options(2, 8, make_attr(NS_PROGRESS_THREAD, 0));
+  run_cluster(o, [&](Node& n) {
+    if (n.rank == 0) {
+      std::vector<std::uint8_t> buf_a(100 * n.P, kSentinel), buf_b(100 * n.P, kSentinel);
+      std::vector<std::uint64_t> w1, w2;
+      for (std::uint64_t r = 200; r < 300; r += 2) w1.push_back(r);
+      for (std::uint64_t r = 300; r < 400; r += 3) w2.push_back(r);
+      auto a1 = rig(1, n.mr, w1, buf_a.data(), NS_RIG_LAYOUT_INDEXED, 200, 100,
+                    NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH);
+      auto b1 = rig(2, n.mr, w2, buf_b.data(), NS_RIG_LAYOUT_INDEXED, 300, 100);
+      a1.next = &b1;
+      ASSERT_EQ(ns_post_send(n.qp, &a1, nullptr), NS_OK) << ns_last_error();
+      for (const ns_wc& wc : wait_completions(n.cq, 2)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+      check_indexed(buf_a, 200, 100, std::set<std::uint64_t>(w1.begin(), w1.end()), n.P, 0);
+      check_indexed(buf_b, 300, 100, std::set<std::uint64_t>(w2.begin(), w2.end()), n.P, 0);
+      const auto sent = stat(n.ctx, NS_STAT_PRS_SENT);
+      auto b2 = rig(3, n.mr, w2, buf_b.data(), NS_RIG_LAYOUT_INDEXED, 300, 100);
+      ASSERT_EQ(ns_post_send(n.qp, &b2, nullptr), NS_OK);
+      for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+      EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_SENT), sent) << "the second window's rows were filtered";
+      // Buffer A reused for rows that overlap window B: another mapping over B's rows.
+      std::fill(buf_a.begin(), buf_a.end(), kSentinel);
+      auto a2 = rig(4, n.mr, w2, buf_a.data(), NS_RIG_LAYOUT_INDEXED, 300, 100);
+      ASSERT_EQ(ns_post_send(n.qp, &a2, nullptr), NS_OK);
+      for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+      check_indexed(buf_a, 300, 100, std::set<std::uint64_t>(w2.begin(), w2.end()), n.P, 0);
+      EXPECT_GT(stat(n.ctx, NS_STAT_PRS_SENT), sent) << "not filtered through B's mapping";
+    }
+    n.sync->arrive_and_wait();
+  });
+}
+
+// A work request that coalesced onto an earlier one's requests completes only after the data it
+// relies on is in place: checked at the moment each completion is polled.
+TEST(EngineSemantics, CoalescedRequestsCompleteWithTheirDataInPlace) {
+  ClusterOptions o;
+  o.nodes = 3;
+  o.P = 32;
+  o.qp_depth = 64;
+  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
+  run_cluster(o, [&](Node& n) {
+    std::vector<std::uint8_t> out(n.total * n.P, kSentinel);
+    std::vector<std::vector<std::uint64_t>> lists;
+    for (int k = 0; k < 16; ++k) lists.push_back(dup_heavy_idx(n.total, 500, 25, 100 * n.rank + k));
+    std::vector<ns_send_wr> wrs;
+    for (int k = 0; k < 16; ++k) {
+      wrs.push_back(rig(static_cast<std::uint64_t>(k), n.mr, lists[static_cast<std::size_t>(k)],
+                        out.data(), NS_RIG_LAYOUT_INDEXED, 0, n.total,
+                        NS_SEND_SIGNALED | (k == 0 ? unsigned{NS_SEND_NEW_EPOCH} : 0u)));
+    }
+    chain(wrs);
+    ASSERT_EQ(ns_post_send(n.qp, wrs.data(), nullptr), NS_OK) << ns_last_error();
+    std::size_t done = 0;
+    while (done < wrs.size()) {
+      ns_wc wc{};
+      const int got = ns_cq_wait(n.cq, 1, &wc, 20000);
+      ASSERT_EQ(got, 1) << "timed out";
+      ASSERT_EQ(wc.status, NS_WC_SUCCESS);
+      for (std::uint64_t i : lists[wc.wr_id]) {
+        const std::string e = check_prop(out.data() + i * n.P, i, n.P);
+        ASSERT_TRUE(e.empty()) << "WR " << wc.wr_id << " completed before " << e;
+      }
+      ++done;
+    }
+    EXPECT_GT(stat(n.ctx, NS_STAT_PRS_FILTERED) + stat(n.ctx, NS_STAT_PRS_COALESCED), 0u);
+    n.sync->arrive_and_wait();
+  });
+}
+
+// Split-phase quiesce: announce, keep working, then wait; and a plain quiesce afterwards.
+TEST(EngineSemantics, QuiesceStartThenWait) {
+  ClusterOptions o = cluster_options(3, 8, make_attr(NS_PROGRESS_INLINE, 0));
+  run_cluster(o, [&](Node& n) {
+    const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 500, 10, n.rank);
+    std::vector<std::uint8_t> out(idx.size() * n.P);
+    auto w = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+    ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK);
+    for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+    ASSERT_EQ(ns_quiesce_start(n.ctx), NS_OK) << ns_last_error();
+    ASSERT_EQ(ns_quiesce_start(n.ctx), NS_OK) << "a second start joins the same round";
+    EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
+    EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
+    check_positional(out, idx, n.P, n.rank);
+    n.sync->arrive_and_wait();
+  });
+}
+
+// ns_quiesce_test: refused without an announced round; 0 while a peer has not announced its
+// own; 1 only once this node's gathers are done (their completion is already in the CQ) and
+// every peer is done; then ns_quiesce returns at once and the round is over.
+TEST(EngineSemantics, QuiesceTestSaysWhenTheRoundIsComplete) {
+  ClusterOptions o = cluster_options(3, 8, make_attr(NS_PROGRESS_INLINE, 0));
+  run_cluster(o, [&](Node& n) {
+    int done = -1;
+    EXPECT_EQ(ns_quiesce_test(n.ctx, &done), NS_ERR_STATE) << "no round announced yet";
+    EXPECT_EQ(ns_quiesce_test(n.ctx, nullptr), NS_ERR_INVALID);
+    const std::vector<std::uint64_t> idx = dup_heavy_idx(n.total, 500, 10, n.rank);
+    std::vector<std::uint8_t> out(idx.size() * n.P);
+    auto w = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+    // Node 0 announces right after posting; the others only after node 0 saw its round open.
+    ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK);
+    if (n.rank == 0) {
+      ASSERT_EQ(ns_quiesce_start(n.ctx), NS_OK) << ns_last_error();
+      ASSERT_EQ(ns_quiesce_test(n.ctx, &done), NS_OK) << ns_last_error();
+      EXPECT_EQ(done, 0) << "complete before the gather was answered";
+    }
+    for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+    if (n.rank == 0) {
+      for (int i = 0; i < 200; ++i) ns_progress(n.ctx);
+      ASSERT_EQ(ns_quiesce_test(n.ctx, &done), NS_OK) << ns_last_error();
+      EXPECT_EQ(done, 0) << "complete while two peers had not announced their round";
+    }
+    n.sync->arrive_and_wait();
+    if (n.rank != 0) {
+      ASSERT_EQ(ns_quiesce_start(n.ctx), NS_OK) << ns_last_error();
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (done = 0; done == 0 && std::chrono::steady_clock::now() < deadline;) {
+      ns_progress(n.ctx);
+      ASSERT_EQ(ns_quiesce_test(n.ctx, &done), NS_OK) << ns_last_error();
+    }
+    EXPECT_EQ(done, 1) << "the round never completed";
+    const auto started = std::chrono::steady_clock::now();
+    EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5))
+        << "ns_quiesce waited although the round was complete";
+    EXPECT_EQ(ns_quiesce_test(n.ctx, &done), NS_ERR_STATE) << "the round is over";
+    check_positional(out, idx, n.P, n.rank);
+    n.sync->arrive_and_wait();
+  });
+}
+
+// ns_quiesce_peers: a ring of 4 nodes where node r gathers from r+1 only. With the pattern's
+// peers named, a round sends one control message per node (to its owner) instead of one to every
+// other node, the gathers are right, and a round still waits for its requester (node r's round
+// is not complete before r-1 has announced). Bad lists are refused; a node waited for that never
+// tells makes the round time out; every node again after quiesce_every_peer.
+TEST(EngineSemantics, QuiescePeersTellOnlyThePatternPeers) {
+  constexpr int kNodes = 4;
+  // A progress thread: a node that has its rows keeps serving its requester while it waits at
+  // the test's barriers (INLINE, node r-1 could starve behind node r's barrier).
+  ClusterOptions o = cluster_options(kNodes, 8, make_attr(NS_PROGRESS_THREAD, 0));
+  run_cluster(o, [&](Node& n) {
+    const int owner = (n.rank + 1) % kNodes, requester = (n.rank + kNodes - 1) % kNodes;
+    const int bad[] = {kNodes};
+    const int ok[] = {owner};
+    EXPECT_EQ(ns_quiesce_peers(n.ctx, bad, 1, ok, 1), NS_ERR_INVALID) << "node out of range";
+    EXPECT_EQ(ns_quiesce_peers(n.ctx, ok, 1, nullptr, -1), NS_ERR_INVALID) << "one list only";
+    EXPECT_EQ(ns_quiesce_peers(n.ctx, nullptr, 1, ok, 1), NS_ERR_INVALID) << "NULL list";
+    const int tell[] = {owner, owner, n.rank};  // repeats and the node itself are ignored
+    const int wait_for[] = {requester};
+    ASSERT_EQ(ns_quiesce_peers(n.ctx, tell, 3, wait_for, 1), NS_OK) << ns_last_error();
+    const std::uint64_t first = n.offsets[static_cast<std::size_t>(owner)];
+    const std::uint64_t rows = n.offsets[static_cast<std::size_t>(owner) + 1] - first;
+    std::vector<std::uint64_t> idx;
+    for (std::uint64_t k = 0; k < 40; ++k) idx.push_back(first + (k * 7) % rows);
+    std::vector<std::uint8_t> out(idx.size() * n.P);
+    auto w = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+    ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK);
+    for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+    n.sync->arrive_and_wait();
+    // Node 0 announces first; its round must wait for its requester (node 3), which announces
+    // only after node 0 has checked.
+    int done = -1;
+    const std::uint64_t frames_before = stat(n.ctx, NS_STAT_FRAMES);
+    if (n.rank == 0) {
+      ASSERT_EQ(ns_quiesce_start(n.ctx), NS_OK) << ns_last_error();
+      EXPECT_EQ(ns_quiesce_peers(n.ctx, tell, 1, wait_for, 1), NS_ERR_STATE)
+          << "peers changed while a round is announced";
+      for (int i = 0; i < 200; ++i) ns_progress(n.ctx);
+      ASSERT_EQ(ns_quiesce_test(n.ctx, &done), NS_OK) << ns_last_error();
+      EXPECT_EQ(done, 0) << "complete before its requester announced";
+    }
+    n.sync->arrive_and_wait();
+    EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
+    EXPECT_EQ(stat(n.ctx, NS_STAT_FRAMES) - frames_before, 1u)
+        << "one control message, to the owner only";
+    check_positional(out, idx, n.P, n.rank);
+    n.sync->arrive_and_wait();
+    // Waiting for a node that does not tell this one: the round times out.
+    if (n.rank == 0) {
+      const int nobody_tells[] = {2};
+      ASSERT_EQ(ns_quiesce_peers(n.ctx, ok, 1, nobody_tells, 1), NS_OK) << ns_last_error();
+      EXPECT_EQ(ns_quiesce(n.ctx, 300), NS_ERR_TIMEOUT);
+    } else {
+      EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
+    }
+    n.sync->arrive_and_wait();
+    // Every node again: one control message to each of the three others.
+    ASSERT_EQ(ns_quiesce_peers(n.ctx, nullptr, -1, nullptr, -1), NS_OK) << ns_last_error();
+    n.sync->arrive_and_wait();
+    const std::uint64_t frames_all = stat(n.ctx, NS_STAT_FRAMES);
+    EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
+    EXPECT_EQ(stat(n.ctx, NS_STAT_FRAMES) - frames_all, static_cast<std::uint64_t>(kNodes - 1));
+    n.sync->arrive_and_wait();
+  });
+}
+
+// NS_WR_RDMA_READ to a peer that died silently (no failure report, its reads never complete):
+// each read completes with a watchdog timeout, the user's buffer is never written afterwards
+// (the read went to an engine bounce slot), and reads to the live peer still succeed.
+TEST(EngineSemantics, RdmaReadsToASilentlyDeadPeerTimeOut) {
+  run_cluster_with_dead_node(3, 16, 150, /*victim=*/2, Death::kSilent, [&](Node& n) {
+    const std::uint64_t live_row = 200ull * static_cast<std::uint64_t>(1 - n.rank) + 7;
+    std::vector<std::uint8_t> dead_out(4 * n.P, kSentinel), live_out(n.P, kSentinel);
+    std::vector<ns_send_wr> w(5);
+    for (int k = 0; k < 4; ++k) {
+      const auto row = 400 + static_cast<std::uint64_t>(k);  // the dead node's rows
+      w[k] = read_wr(10 + static_cast<std::uint64_t>(k), n.mr, row, dead_out.data() + k * n.P, n.P);
+    }
+    w[4] = read_wr(20, n.mr, live_row, live_out.data(), n.P);
+    chain(w);
+    ASSERT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK) << ns_last_error();
+    std::map<std::uint64_t, int> status;
+    for (const ns_wc& wc : wait_completions(n.cq, 5, 10000)) status[wc.wr_id] = wc.status;
+    ASSERT_EQ(status.size(), 5u) << "every read completes";
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(status[10 + k], NS_WC_WATCHDOG_TIMEOUT) << k;
+    EXPECT_EQ(status[20], NS_WC_SUCCESS);
+    EXPECT_EQ(check_prop(live_out.data(), live_row, n.P), "");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (std::uint8_t b : dead_out) ASSERT_EQ(b, kSentinel) << "written after its timeout";
+  });
+}
+
+// Handles are checked before use: a closed context, a destroyed CQ or QP, a deregistered
+// region, a second close — all NS_ERR_INVALID with a reason, never a use after free (this test
+// runs under ASan in CI).
