@@ -114,12 +114,16 @@ class HostShmTransport final : public Transport {
       MPI_Comm_free(&announce_comm_);
     }
     for (std::size_t h = 0; h < out_.size(); ++h) {
+      if (static_cast<int>(h) == host_rank_) continue;
+      const bool dead = failed_[h] || (inner_ && inner_->peer_failed(host_ranks_[h]));
+      if (!dead) continue;
       // Our own rings' names: their receiver unlinks them once it maps them, which may be after
       // this teardown (the last frame to it, a quiesce "done", can still be unread: this rank's
-      // round does not wait for it). Only the rings of a receiver that died are unlinked here.
-      if (out_[h].control != nullptr && failed_[h]) {
-        shm_unlink(name_of(host_rank_, static_cast<int>(h)).c_str());
-      }
+      // round does not wait for it). Only the rings of a receiver that died are unlinked here,
+      // and a dead peer's ring to this rank, announced but never mapped (its announcement is
+      // not read after a failure): both names are known (ENOENT if there is none).
+      if (out_[h].control != nullptr) shm_unlink(name_of(host_rank_, static_cast<int>(h)).c_str());
+      if (in_[h].control == nullptr) shm_unlink(name_of(static_cast<int>(h), host_rank_).c_str());
     }
     unmap_all();
   }
