@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "mpi_calls.hpp"
 #include "config/settings.hpp"
+#include "mpi_calls.hpp"
 #include "netsparse/distributed.hpp"
 #include "petsc_mode.hpp"
 #include "report.hpp"

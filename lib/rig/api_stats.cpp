@@ -247,14 +247,10 @@ nlohmann::ordered_json stats_document(const ns_context* ctx) {
                  {"stale_waiters", s.client.stale_waiters},
                  {"transport_bytes_sent", s.tx_bytes}};
   j["region"] = {{"registrations", s.registrations}, {"rebinds", s.rebinds}};
-  j["plans"] = {{"installs", s.plans.installs},
-                {"refused", s.plans.refused},
-                {"rows_queued", s.plans.rows_queued},
-                {"stale", s.plans.stale},
-                {"malformed", s.plans.malformed},
-                {"starts_sent", s.plans.starts_sent},
-                {"pushes", s.plans.pushes},
-                {"pushed_starts", s.plans.pushed_starts},
+  j["plans"] = {{"installs", s.plans.installs},       {"refused", s.plans.refused},
+                {"rows_queued", s.plans.rows_queued}, {"stale", s.plans.stale},
+                {"malformed", s.plans.malformed},     {"starts_sent", s.plans.starts_sent},
+                {"pushes", s.plans.pushes},           {"pushed_starts", s.plans.pushed_starts},
                 {"rows_early", s.plans.rows_early}};
   j["compact"] = {{"rows_queued", s.server.rows_queued}};
   j["scatter"] = {{"refused", s.scatters.refused},

@@ -22,7 +22,8 @@
 int main(int argc, char** argv) {
   using namespace netsparse;
   const auto job = test::start_kill_job(
-      argc, argv, "rig_kill", [](int size) { return size >= 3; }, "np >= 3 and a victim in 1..np-1");
+      argc, argv, "rig_kill", [](int size) { return size >= 3; },
+      "np >= 3 and a victim in 1..np-1");
   if (!job) return 1;
   const int rank = job->rank;
   const bool dynamic = argc > 2 && std::string(argv[2]) == "dynamic";

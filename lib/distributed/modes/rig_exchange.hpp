@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "agreement/neighbours.hpp"
 #include "concat/wire_model.hpp"
 #include "distributed/deadlines.hpp"
 #include "distributed/engine_counters.hpp"
 #include "distributed/exchange.hpp"
-#include "agreement/neighbours.hpp"
 #include "distributed/rig_engine.hpp"
 
 namespace netsparse::dist {
