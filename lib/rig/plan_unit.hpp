@@ -5,6 +5,9 @@
 //   owner:  keeps each peer's installed lists (checked row by row against this node's rows
 //           when they arrive: never a read outside the region) and answers kStart by packing
 //           the rows straight into the outbox's frames (prefetched, no per-row header).
+//   pushed: a start with NS_SEND_PUSHED arms its owners once (its kStart carries a tag and
+//           round); later the owner's push(tag, round) answers the start of that round unasked,
+//           the client sends nothing, and rows that arrive before the start land at once.
 // Plans not yet recorded for the current region go through the RIG path (the engine asks
 // needs_recording()). Runs on the thread that steps the engine, like the other units.
 #pragma once
