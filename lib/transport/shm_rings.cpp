@@ -17,15 +17,17 @@
 // Rings are created on first use (issue 34): a rank's state grows with the peers it sends to,
 // not with the ranks of its host. Opening costs no shared memory at all (measured before: every
 // ordered pair of a 128-rank host got its ring at open, 16 K rings and 12.9 s at np 128). The
-// first frame to a peer creates the ring (me -> peer) as its own segment (shm_open, reserved with
-// posix_fallocate so that a full /dev/shm is an error now, not a SIGBUS at a later write; the
-// pair then falls back to MPI with a warning) and announces it with one small MPI message on a
-// private communicator; the receiver maps it when it sees the announcement (polled every
-// kAnnouncePollEvery-th poll), unlinks its name (nothing outlives the job once both have it), and
-// reads it from then on. Frames written before the receiver maps the ring wait in it in order:
-// every frame to a peer of this host goes through its ring from the first one on, so the pair's
-// order holds. A segment whose announcement was never taken (the receiver died or closed first)
-// is unlinked by its creator at teardown.
+// first frame to a peer creates the ring (me -> peer) as an anonymous memory file (memfd_create,
+// reserved with posix_fallocate so that a full tmpfs is an error now, not a SIGBUS at a later
+// write; the pair then falls back to MPI with a warning) and announces it with one small MPI
+// message on a private communicator naming the creator's descriptor; the receiver maps it when
+// it sees the announcement (polled every kAnnouncePollEvery-th poll) by opening
+// /proc/<creator>/fd/<n>, and says so in the ring's control block, upon which the creator closes
+// its descriptor. Frames written before the receiver maps the ring wait in it in order: every
+// frame to a peer of this host goes through its ring from the first one on, so the pair's order
+// holds. The segment has no name: its memory goes when the last mapping and descriptor do, so a
+// rank that crashes or _exits leaves nothing behind in /dev/shm (the first design's shm_open
+// names outlived such a rank: 2 MiB each, found after the peer_exit tests).
 //
 // Ring: positions are byte counters that only grow (index = position mod capacity, a power of
 // two); `tail` is written by the producer only, `head` by the consumer only, each on its own
@@ -36,6 +38,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -47,8 +50,8 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <map>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -69,6 +72,7 @@ constexpr std::size_t kLine = 64;
 struct RingControl {
   alignas(kLine) std::atomic<std::uint64_t> tail;  // producer
   alignas(kLine) std::atomic<std::uint64_t> head;  // consumer
+  std::atomic<std::uint32_t> mapped;               // consumer: 1 once it has the ring mapped
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
               "cross-process rings need lock-free 64-bit atomics");
@@ -110,21 +114,11 @@ class HostShmTransport final : public Transport {
     int finalized = 1;
     MPI_Finalized(&finalized);
     if (!finalized && !host_peer_failed && announce_comm_ != MPI_COMM_NULL) {
-      take_announcements();  // unlinks the names of rings announced to us and never mapped
+      take_announcements();  // maps late rings, so their creators can close their descriptors
       MPI_Comm_free(&announce_comm_);
     }
-    for (std::size_t h = 0; h < out_.size(); ++h) {
-      if (static_cast<int>(h) == host_rank_) continue;
-      const bool dead = failed_[h] || (inner_ && inner_->peer_failed(host_ranks_[h]));
-      if (!dead) continue;
-      // Our own rings' names: their receiver unlinks them once it maps them, which may be after
-      // this teardown (the last frame to it, a quiesce "done", can still be unread: this rank's
-      // round does not wait for it). Only the rings of a receiver that died are unlinked here,
-      // and a dead peer's ring to this rank, announced but never mapped (its announcement is
-      // not read after a failure): both names are known (ENOENT if there is none).
-      if (out_[h].control != nullptr) shm_unlink(name_of(host_rank_, static_cast<int>(h)).c_str());
-      if (in_[h].control == nullptr) shm_unlink(name_of(static_cast<int>(h), host_rank_).c_str());
-    }
+    // The rings have no names: unmapping them (and closing the descriptors of rings whose
+    // receiver never mapped them) is all there is to free, whoever died.
     unmap_all();
   }
 
@@ -331,8 +325,9 @@ class HostShmTransport final : public Transport {
   }
 
  private:
-  struct Outbound {  // the ring (me -> peer), a segment of its own, created on first use
+  struct Outbound {  // the ring (me -> peer), a memory file of its own, created on first use
     RingControl* control = nullptr;
+    int fd = -1;  // the ring's descriptor until its receiver has mapped it (RingControl::mapped)
     std::byte* data = nullptr;
     std::uint64_t tail = 0;
     std::uint64_t head_seen = 0;
@@ -345,9 +340,12 @@ class HostShmTransport final : public Transport {
     std::uint64_t ring_bytes = 0;
     int peer = -1;
   };
-  // One announcement on announce_comm_: the ring from the sender (MPI source) is ready.
+  // One announcement on announce_comm_: the ring from the sender (MPI source) is ready, open
+  // as descriptor `fd` of the sender's process.
   struct Announcement {
     std::uint64_t ring_bytes;
+    std::int64_t fd;
+    std::uint64_t inode;  // the memory file's, checked: the descriptor may be another file by now
   };
   static constexpr int kAnnounceTag = 0x4e52;  // "NR"
 
@@ -363,7 +361,14 @@ class HostShmTransport final : public Transport {
   Outbound* outbound(int h) {
     const auto hi = static_cast<std::size_t>(h);
     Outbound& o = out_[hi];
-    if (o.control != nullptr) return &o;
+    if (o.control != nullptr) {
+      // The receiver has its own mapping now: the descriptor is not needed any more.
+      if (o.fd >= 0 && o.control->mapped.load(std::memory_order_acquire) != 0) {
+        close(o.fd);
+        o.fd = -1;
+      }
+      return &o;
+    }
     if (fell_back_[hi]) return nullptr;
     std::string why;
     if (!create_ring(h, why)) {
@@ -383,35 +388,36 @@ class HostShmTransport final : public Transport {
   }
 
   bool create_ring(int h, std::string& why) {
-    const std::string name = name_of(host_rank_, h);
-    const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    const int fd = memfd_create("netsparse-ring", MFD_CLOEXEC);
     if (fd < 0) {
-      why = "shm_open: " + std::string(std::strerror(errno));
+      why = "memfd_create: " + std::string(std::strerror(errno));
       return false;
     }
     const std::size_t bytes = ring_stride();
     const int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
     void* p =
         rc == 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-    close(fd);
     if (p == MAP_FAILED) {
       why = rc != 0 ? "posix_fallocate of " + std::to_string(bytes) + " bytes: " + std::strerror(rc)
                     : "mmap: " + std::string(std::strerror(errno));
-      shm_unlink(name.c_str());
+      close(fd);
       return false;
     }
+    struct stat st {};
+    fstat(fd, &st);
     auto* control = new (p) RingControl{};
     // Announced before anything is written: the receiver maps it whenever it polls next.
-    const Announcement a{ring_bytes_};
+    const Announcement a{ring_bytes_, fd, static_cast<std::uint64_t>(st.st_ino)};
     if (MPI_Send(&a, sizeof a, MPI_BYTE, h, kAnnounceTag, announce_comm_) != MPI_SUCCESS) {
       munmap(p, bytes);
-      shm_unlink(name.c_str());
+      close(fd);
       why = "the announcement to the peer failed (MPI_Send)";
       failed_[static_cast<std::size_t>(h)] = 1;
       return false;
     }
     populate_for_writing(p, bytes);
     Outbound& o = out_[static_cast<std::size_t>(h)];
+    o.fd = fd;
     o.control = control;
     o.data = static_cast<std::byte*>(p) + kControlBytes;
     ++rings_created_;
@@ -458,22 +464,40 @@ class HostShmTransport final : public Transport {
   void map_ring_from(int h, const Announcement& a) {
     const auto hi = static_cast<std::size_t>(h);
     if (h == host_rank_ || h < 0 || h >= host_size_ || in_[hi].control != nullptr) return;
-    const std::string name = name_of(h, host_rank_);
     // A ring size this rank would not have chosen is a corrupt announcement: refused.
-    if (a.ring_bytes != ring_bytes_) {
+    if (a.ring_bytes != ring_bytes_ || a.fd < 0 || a.fd > std::numeric_limits<int>::max()) {
       failed_[hi] = 1;
-      shm_unlink(name.c_str());
       return;
     }
-    const int fd = shm_open(name.c_str(), O_RDWR, 0600);
-    shm_unlink(name.c_str());  // mapped by both now (or never): nothing can leak
-    if (fd < 0) return;        // its creator is gone already: nothing to read from it
-    void* p = mmap(nullptr, ring_stride(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    // The creator's descriptor, opened through /proc: the same permission process_vm_readv
+    // needs for this host's reads (same user), and no name anywhere that could outlive a rank.
+    const std::string path = "/proc/" + std::to_string(pids_[hi]) + "/fd/" + std::to_string(a.fd);
+    const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+      // Its creator is gone already (nothing to read from it), or /proc hides its descriptors:
+      // either way its frames would be lost, so the peer is unreachable and the watchdog tells.
+      if (errno != ENOENT && !warned_) {
+        warned_ = true;
+        std::fprintf(stderr,
+                     "netsparse: rank %d: cannot open the shared-memory ring of rank %d (%s: %s)\n",
+                     rank(), host_ranks_[hi], path.c_str(), std::strerror(errno));
+      }
+      failed_[hi] = 1;
+      return;
+    }
+    struct stat st {};
+    // The creator closes its descriptor at teardown, and the number can then name another
+    // file: only the announced memory file is mapped.
+    void* p = fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_ino) == a.inode &&
+                      static_cast<std::size_t>(st.st_size) >= ring_stride()
+                  ? mmap(nullptr, ring_stride(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                  : MAP_FAILED;
     close(fd);
     if (p == MAP_FAILED) {
       failed_[hi] = 1;  // its frames would be lost: the peer is unreachable, the watchdog tells
       return;
     }
+    static_cast<RingControl*>(p)->mapped.store(1, std::memory_order_release);
     Inbound& in = in_[hi];
     in.control = static_cast<RingControl*>(p);
     in.data = static_cast<std::byte*>(p) + kControlBytes;
@@ -518,14 +542,8 @@ class HostShmTransport final : public Transport {
 
   std::size_t ring_stride() const { return kControlBytes + ring_bytes_; }
 
-  // The name of the ring from host rank `sender` to host rank `receiver`.
-  std::string name_of(int sender, int receiver) const {
-    return "/netsparse-" + std::to_string(token_) + "-" + std::to_string(sender) + "-" +
-           std::to_string(receiver);
-  }
-
-  // Collective over the host: who is on it (world ranks, pids), a name prefix no other job on
-  // this host uses, and the private communicator of the announcements. No shared memory yet.
+  // Collective over the host: who is on it (world ranks, pids), and the private communicator of
+  // the announcements. No shared memory yet.
   void setup(MPI_Comm comm, MPI_Comm host) {
     int world_rank = 0;
     MPI_Comm_size(host, &host_size_);
@@ -540,13 +558,6 @@ class HostShmTransport final : public Transport {
     checked_.assign(n, std::chrono::steady_clock::time_point{});
     check_mpi(MPI_Allgather(&my_pid, 1, MPI_INT, pids_.data(), 1, MPI_INT, host),
               "MPI_Allgather (host pids)");
-    if (host_rank_ == 0) {
-      std::random_device rd;
-      token_ =
-          (std::uint64_t{rd()} << 32) ^ rd() ^ static_cast<std::uint64_t>(getpid()) ^
-          static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    }
-    check_mpi(MPI_Bcast(&token_, 1, MPI_UINT64_T, 0, host), "MPI_Bcast (segment names)");
     check_mpi(MPI_Comm_dup(host, &announce_comm_), "MPI_Comm_dup (ring announcements)");
     MPI_Comm_set_errhandler(announce_comm_, MPI_ERRORS_RETURN);
     out_.assign(n, Outbound{});
@@ -572,6 +583,7 @@ class HostShmTransport final : public Transport {
   void unmap_all() noexcept {
     for (Outbound& o : out_) {
       if (o.control != nullptr) munmap(o.control, ring_stride());
+      if (o.fd >= 0) close(o.fd);
       o = Outbound{};
     }
     for (Inbound& in : in_) {
@@ -585,7 +597,6 @@ class HostShmTransport final : public Transport {
   const std::size_t ring_bytes_;
   int host_size_ = 1;
   int host_rank_ = 0;
-  std::uint64_t token_ = 0;
   MPI_Comm announce_comm_ = MPI_COMM_NULL;
   std::vector<int> host_index_;         // world rank -> index among this host's ranks, -1 elsewhere
   std::vector<int> host_ranks_;         // host index -> world rank
@@ -625,19 +636,67 @@ namespace {
 // This rank's host: the ranks sharing its memory, cut into virtual hosts of
 // NETSPARSE_RANKS_PER_HOST consecutive ranks of `comm` when that is set (one machine acting as
 // several hosts: what crosses a virtual host goes through MPI, as between real hosts).
+//
+// A layout that cannot work is refused on every rank with the same reason, never half-applied
+// (a rank that cut its host differently from its peers would write rings nobody reads): the
+// ranks disagree on the value, it does not divide the job into whole hosts, or a virtual host
+// would span two machines. One allreduce of three integers decides it.
 MPI_Comm split_host(MPI_Comm comm) {
   MPI_Comm shared = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared),
             "MPI_Comm_split_type");
-  if (!config::is_set(config::Env::kRanksPerHost)) return shared;
-  const auto per_host = config::integer(config::Env::kRanksPerHost);
-  int world_rank = 0;
+  long long per_host = 0;  // 0 = not set; -1 = not a positive integer on this rank
+  if (config::is_set(config::Env::kRanksPerHost)) {
+    try {
+      per_host = config::integer(config::Env::kRanksPerHost);
+      if (per_host <= 0 || per_host > std::numeric_limits<int>::max()) per_host = -1;
+    } catch (const std::exception&) {
+      per_host = -1;
+    }
+  }
+  int world_rank = 0, world_size = 1;
   MPI_Comm_rank(comm, &world_rank);
-  MPI_Comm host = MPI_COMM_NULL;
-  const int color = static_cast<int>(world_rank / per_host);
-  const int rc = MPI_Comm_split(shared, color, world_rank, &host);
-  MPI_Comm_free(&shared);
-  check_mpi(rc, "MPI_Comm_split (virtual hosts)");
+  MPI_Comm_size(comm, &world_size);
+  // Cut by this rank's own value (a split with colours from differing values is still well
+  // defined), then agree: {max, -min} of the value, and whether some virtual host came out
+  // smaller than the value (its ranks are on different machines, or the job's last host is cut).
+  MPI_Comm host = shared;
+  if (per_host > 0) {
+    host = MPI_COMM_NULL;
+    const int rc =
+        MPI_Comm_split(shared, static_cast<int>(world_rank / per_host), world_rank, &host);
+    MPI_Comm_free(&shared);
+    check_mpi(rc, "MPI_Comm_split (virtual hosts)");
+  }
+  int host_size = 1;
+  MPI_Comm_size(host, &host_size);
+  const long long in[3] = {per_host, -per_host, per_host > 0 && host_size != per_host ? 1 : 0};
+  long long out[3] = {0, 0, 0};
+  const int arc = MPI_Allreduce(in, out, 3, MPI_LONG_LONG, MPI_MAX, comm);
+  if (arc != MPI_SUCCESS) MPI_Comm_free(&host);
+  check_mpi(arc, "MPI_Allreduce (host layout)");
+  const long long hi = out[0], lo = -out[1];
+  std::string refused;
+  if (hi != lo) {
+    refused = "the ranks disagree on NETSPARSE_RANKS_PER_HOST (values from " +
+              (lo < 0    ? std::string("an invalid one")
+               : lo == 0 ? "unset"
+                         : std::to_string(lo)) +
+              " to " + std::to_string(hi) + "); every rank must be given the same layout";
+  } else if (hi < 0) {
+    refused = "NETSPARSE_RANKS_PER_HOST is not a positive integer";
+  } else if (hi > 0 && world_size % hi != 0) {
+    refused = "NETSPARSE_RANKS_PER_HOST=" + std::to_string(hi) + " does not divide the job's " +
+              std::to_string(world_size) + " ranks into whole hosts";
+  } else if (out[2] != 0) {
+    refused = "NETSPARSE_RANKS_PER_HOST=" + std::to_string(hi) +
+              " puts ranks of different machines on one virtual host (virtual hosts are " +
+              std::to_string(hi) + " consecutive ranks, all on one machine)";
+  }
+  if (!refused.empty()) {
+    MPI_Comm_free(&host);
+    throw std::invalid_argument("netsparse: host layout refused: " + refused);
+  }
   return host;
 }
 

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -220,6 +222,71 @@ TEST(ShmRings, OnlyThePairsThatTalkGetARing) {
                                       (error.empty() ? "timed out" : error)));
   EXPECT_NE(t->detail().find("1 sending, 1 receiving"), std::string::npos) << t->detail();
   t->barrier();
+}
+
+// A ring is an anonymous memory file (memfd), never a name in /dev/shm: a rank that crashes or
+// _exits mid-run leaves nothing behind (the kernel frees a ring with its last mapping). Checked
+// in this process's own mappings after the pairs have talked through their rings.
+TEST(ShmRings, RingsAreMemoryFilesWithoutAName) {
+  const int me = world_rank(), n = world_size();
+  auto t = make_host_shm_transport(MPI_COMM_WORLD, make_mpi_transport(MPI_COMM_WORLD, true), 8192);
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  int sent = 0, received = 0;
+  const auto handler = [&](const ReceivedPacket& p) { received += p.src == prev ? 1 : 0; };
+  const auto start = std::chrono::steady_clock::now();
+  while ((sent < 50 || received < 50) &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(60)) {
+    std::vector<std::byte> m(8, std::byte{1});
+    if (sent < 50 && t->send(next, m) == TxStatus::kOk) ++sent;
+    t->poll(handler, 16);
+  }
+  std::ifstream maps("/proc/self/maps");
+  int memfd_rings = 0, named = 0;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("memfd:netsparse-ring") != std::string::npos) ++memfd_rings;
+    if (line.find("/dev/shm/netsparse-") != std::string::npos) ++named;
+  }
+  // This rank's ring to `next` and `prev`'s ring to it (one when they are the same rank).
+  const int expected = n > 1 ? 2 : 0;
+  EXPECT_TRUE(on_every_rank(received == 50 && memfd_rings >= expected && named == 0
+                                ? ""
+                                : "rank " + std::to_string(me) + ": received " +
+                                      std::to_string(received) + ", ring mappings " +
+                                      std::to_string(memfd_rings) + ", named segments " +
+                                      std::to_string(named)));
+  t->barrier();
+}
+
+// A host layout that cannot work is refused on every rank with the same reason, before any ring
+// exists: ranks given different NETSPARSE_RANKS_PER_HOST, and a value that does not divide the
+// job into whole hosts.
+TEST(ShmRings, LayoutsThatCannotWorkAreRefusedOnEveryRank) {
+  const int me = world_rank(), n = world_size();
+  const auto refusal = [&](const std::string& value) {
+    EXPECT_EQ(setenv("NETSPARSE_RANKS_PER_HOST", value.c_str(), 1), 0);
+    std::string what;
+    try {
+      auto t = make_host_shm_transport(MPI_COMM_WORLD, make_mpi_transport(MPI_COMM_WORLD, true));
+    } catch (const std::invalid_argument& e) {
+      what = e.what();
+    }
+    unsetenv("NETSPARSE_RANKS_PER_HOST");
+    return what;
+  };
+  if (n >= 2) {
+    const std::string what = refusal(me == 0 ? "2" : "1");
+    EXPECT_TRUE(
+        on_every_rank(what.find("host layout refused: the ranks disagree") != std::string::npos
+                          ? ""
+                          : "rank " + std::to_string(me) + ": '" + what + "'"));
+  }
+  const std::string what = refusal(std::to_string(n + 1));
+  EXPECT_TRUE(on_every_rank(what.find("does not divide the job's " + std::to_string(n) +
+                                      " ranks into whole hosts") != std::string::npos
+                                ? ""
+                                : "rank " + std::to_string(me) + ": '" + what + "'"));
+  // The communicator is still usable: nobody was left inside a collective.
+  EXPECT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
 }
 
 // With NETSPARSE_RANKS_PER_HOST=1 every rank is a host of its own: no rings at all, every
