@@ -76,7 +76,7 @@ MODE_COLORS = {
     "netsparse": "#c0392b", "sa-opt": "#2980b9", "sa-conveyors": "#7fb3d5",
     "sa-vanilla": "#aed6f1", "inspector-executor": "#27ae60", "su-panel": "#f5b041",
     "su": "#b2babb", "ideal": "#000000", "netsparse-node": "#e67e22", "node-aware-ie": "#1e8449",
-    "task-packets": "#8e44ad",
+    "task-packets": "#8e44ad", "netsparse-rank": "#e6a0a0",
 }
 LADDER = ["rig", "rig+filter", "rig+filter+coalesce", "rig+all"]
 LADDER_NAMES = {"rig": "RIG", "rig+filter": "+Filter", "rig+filter+coalesce": "+Coalesce",
@@ -563,7 +563,7 @@ def hosts_figure(cases, out_dir):
     title, label = labelling([c.settings for c in chosen], BENCH_KEYS)
     present = {m for c in chosen for m, r in c.records.items()
                if r.get("hosts", 1) > 1 and (r.get("inter_host_bytes_total") or 0) > 0}
-    modes = [m for m in MODE_ORDER + ["node-aware-ie", "netsparse-node"] if m in present]
+    modes = [m for m in MODE_ORDER + ["node-aware-ie", "netsparse-node", "netsparse-rank"] if m in present]
     modes = list(dict.fromkeys(modes + sorted(present - set(modes))))
     if not modes:
         return None

@@ -19,7 +19,7 @@
 #                    ranks_per_host 0 = the real hosts)
 #   SCALE_MATRIX     matrix below 128 ranks (default gen:kron:16); SCALE_MATRIX_LARGE from 128
 #                    ranks (default gen:kron:17)
-#   SCALE_MODES      (default netsparse,netsparse-node,inspector-executor,node-aware-ie,ideal)
+#   SCALE_MODES      (default netsparse,netsparse-rank,inspector-executor,node-aware-ie,ideal)
 #   SCALE_K (16), SCALE_ITERS (3), SCALE_WARMUP (2: the run that records the plans and the one
 #   that arms their owners; the steady state is what is timed and counted), SCALE_ROUNDS (1),
 #   SCALE_MPIRUN (mpirun --oversubscribe
@@ -41,7 +41,7 @@ fi
 layouts=${SCALE_LAYOUTS:-"2:2 4:4 8:8 16:16 32:16 64:8 128:16"}
 matrix=${SCALE_MATRIX:-gen:kron:16}
 matrix_large=${SCALE_MATRIX_LARGE:-gen:kron:17}
-modes=${SCALE_MODES:-netsparse,netsparse-node,inspector-executor,node-aware-ie,ideal}
+modes=${SCALE_MODES:-netsparse,netsparse-rank,inspector-executor,node-aware-ie,ideal}
 read -r -a mpirun <<<"${SCALE_MPIRUN:-mpirun --oversubscribe --bind-to none}"
 cores=$(nproc --all)  # not nproc: it honours OMP_NUM_THREADS
 failed=0

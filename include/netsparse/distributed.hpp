@@ -14,7 +14,14 @@
 // Results equal a single-process run of the same kernel up to floating-point summation order.
 //
 // Communication modes (CommMode):
-//   netsparse          RIG work requests through the engine. A fixed pattern (the default):
+//   netsparse          NetSparse, the engine that fits the job (resolve_comm_mode): the
+//                      node-wide engine (netsparse-node) where the job has several hosts and
+//                      some host several ranks, as the paper builds it (one NIC's RIG units
+//                      serve every core of the node); the per-rank engine (netsparse-rank)
+//                      everywhere else -- one rank per host, or one host (a single machine
+//                      standing in for a cluster, as the main benchmark's two ranks do).
+//   netsparse-rank     the per-rank engine: every rank opens its own RIG engine.
+//                      A fixed pattern (the default):
 //                      the distinct remote columns of A are gathered (NS_WR_RIG, POSITIONAL) into
 //                      a compact buffer by gather plans, recorded on the first run and replayed
 //                      afterwards, while the local rows of B are used in place; the remote part
@@ -85,13 +92,15 @@ enum class CommMode {
   node_aware_ie,
   netsparse_node,
   task_packets,
-  ideal
+  ideal,
+  netsparse_rank,  // appended: the enumerators keep their values
 };
 [[nodiscard]] const char* to_string(CommMode mode) noexcept;  // "netsparse", "su-panel", ...
 // Throws std::invalid_argument naming the accepted names.
 [[nodiscard]] CommMode parse_comm_mode(std::string_view name);
 [[nodiscard]] std::span<const CommMode> all_comm_modes() noexcept;
-// True for the modes that need the RIG engine (netsparse, sa-vanilla).
+// True for the modes that need a per-rank RIG engine (netsparse-rank, sa-vanilla; and netsparse
+// before it is resolved, which may not need one: see resolve_comm_mode).
 [[nodiscard]] bool uses_rig_engine(CommMode mode) noexcept;
 
 // The RIG engine's knobs (ns_context_attr); 0 / defaults mean "the engine's default".
@@ -364,8 +373,18 @@ struct HostLayout {
   int host = 0;  // this rank's host, rack, and whether it leads its host (its lowest rank)
   int rack = 0;
   bool leader = true;
+  int max_ranks_per_host = 1;  // the most ranks any host of the job has
 };
 [[nodiscard]] HostLayout host_layout(MPI_Comm comm);
+
+// The engine CommMode::netsparse runs on this job (collective over `comm`, agreed on every rank):
+// netsparse_node where the job has several hosts and some host has several ranks, netsparse_rank
+// otherwise, or when the caller brings its own per-rank engine (`engine_given`) or asks for the
+// per-rank engine's own setting (RigIdxSource::nonzeros, the paper's per-nonzero idx). Any other
+// mode is returned as is, without communicating. DistKernel resolves its mode with it (mode()
+// says which); a layout that cannot work is refused as host_layout refuses it.
+[[nodiscard]] CommMode resolve_comm_mode(MPI_Comm comm, const DistOptions& options,
+                                         bool engine_given = false);
 
 // The inter-host volume of the kernel's current pattern on the job's hosts, as node-aware-ie sees
 // them (MPI_COMM_TYPE_SHARED, or virtual hosts of NETSPARSE_RANKS_PER_HOST consecutive ranks;

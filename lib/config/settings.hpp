@@ -111,7 +111,8 @@ inline constexpr Setting kEnvironment[] = {
   {"NETSPARSE_RANKS_PER_HOST", Type::kInteger, "", "", 1, 1 << 24, true, Scope::kLibrary,
    "the job's hosts are groups of this many consecutive ranks (virtual hosts on one machine, "
    "for tests and benchmarks; default: ranks sharing memory form a host); node-aware-ie, "
-   "netsparse-node and the host counters use them (docs/node-aware.md)"},
+   "netsparse-node (which netsparse resolves to on hosts of several ranks), the MPI "
+   "transport's shared-memory rings and the host counters use them (docs/node-aware.md)"},
   {"NETSPARSE_HOSTS_PER_RACK", Type::kInteger, "", "", 1, 1 << 24, true, Scope::kLibrary,
    "racks of this many consecutive hosts (default: one rack)"},
   {"NETSPARSE_RACK_SWITCH", Type::kChoice, "0", "0|1", 0, 0, true, Scope::kLibrary,

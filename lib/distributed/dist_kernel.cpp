@@ -31,6 +31,7 @@ using dist::check_mpi;
 // In the order all_comm_modes() lists them.
 constexpr auto kCommModeNames = std::to_array<support::EnumName<CommMode>>({
     {CommMode::netsparse, "netsparse"},
+    {CommMode::netsparse_rank, "netsparse-rank"},
     {CommMode::su, "su"},
     {CommMode::su_panel, "su-panel"},
     {CommMode::sa_vanilla, "sa-vanilla"},
@@ -60,7 +61,18 @@ std::span<const CommMode> all_comm_modes() noexcept {
 }
 
 bool uses_rig_engine(CommMode mode) noexcept {
-  return mode == CommMode::netsparse || mode == CommMode::sa_vanilla;
+  return mode == CommMode::netsparse || mode == CommMode::netsparse_rank ||
+         mode == CommMode::sa_vanilla;
+}
+
+CommMode resolve_comm_mode(MPI_Comm comm, const DistOptions& options, bool engine_given) {
+  if (options.mode != CommMode::netsparse) return options.mode;
+  // Same on every rank: the options are (DistKernel agrees on its arguments), engine_given is
+  // the caller's structure. Only the layout needs the others.
+  if (engine_given || options.rig_idx == RigIdxSource::nonzeros) return CommMode::netsparse_rank;
+  const HostLayout l = host_layout(comm);
+  return l.hosts > 1 && l.max_ranks_per_host > 1 ? CommMode::netsparse_node
+                                                 : CommMode::netsparse_rank;
 }
 
 template <class T>
@@ -79,7 +91,8 @@ std::unique_ptr<dist::ExchangeBase> make_exchange(DistKernel::Impl& s,
                                                   std::shared_ptr<RigEngine>& engine) {
   const DistOptions& options = s.options;
   switch (options.mode) {
-    case CommMode::netsparse:
+    case CommMode::netsparse:  // resolved before (resolve_comm_mode): not seen here
+    case CommMode::netsparse_rank:
     case CommMode::sa_vanilla:
       if (!engine) engine = std::make_shared<RigEngine>(s.comm, options.engine);
       s.engine = engine;
@@ -133,6 +146,7 @@ DistKernel::DistKernel(const DistMatrix& a, KernelKind kernel, int k, const Dist
   s.kernel = kernel;
   s.k = k;
   s.options = options;
+  s.options.mode = resolve_comm_mode(s.comm, options, engine != nullptr);
   check_mpi(MPI_Type_contiguous(k, options.scalar == ScalarType::f32 ? MPI_FLOAT : MPI_DOUBLE,
                                 &s.row_type),
             "MPI_Type_contiguous");
@@ -353,6 +367,10 @@ HostLayout host_layout(MPI_Comm comm) {
   l.host = topo.host();
   l.rack = topo.rack();
   l.leader = topo.is_leader();
+  for (int h = 0; h < topo.nhosts(); ++h) {
+    l.max_ranks_per_host =
+        std::max(l.max_ranks_per_host, static_cast<int>(topo.ranks_of(h).size()));
+  }
   return l;
 }
 

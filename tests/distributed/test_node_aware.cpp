@@ -385,11 +385,14 @@ TEST(NodeAwareIe, InterHostPayloadIsTheNodeWideMinimum) {
   EXPECT_EQ(v.rank_rows_total, per_rank_total);
   EXPECT_EQ(v.row_bytes, row_bytes);
 
-  for (const CommMode mode :
-       {CommMode::node_aware_ie, CommMode::inspector_executor, CommMode::netsparse_node}) {
+  // CommMode::netsparse, the default, is the node-wide engine on these hosts of several ranks
+  // (resolve_comm_mode), and counts exactly as netsparse-node does.
+  for (const CommMode mode : {CommMode::node_aware_ie, CommMode::inspector_executor,
+                              CommMode::netsparse_node, CommMode::netsparse}) {
     DistOptions o;
     o.mode = mode;
     DistKernel kern(f.dm, KernelKind::spmm, k, o);
+    if (mode == CommMode::netsparse) EXPECT_EQ(kern.mode(), CommMode::netsparse_node);
     double err = 0;
     (void)run_kernel<float>(kern, f, f.dm.local(), KernelKind::spmm, k, err);
     EXPECT_LE(err, test::kTolerance);
@@ -398,7 +401,7 @@ TEST(NodeAwareIe, InterHostPayloadIsTheNodeWideMinimum) {
     const std::uint64_t messages = sum_over_ranks(s.inter_host_messages);
     const std::uint64_t wire = sum_over_ranks(s.inter_host_bytes);
     EXPECT_GT(sum_over_ranks(s.intra_host_bytes), 0u) << to_string(mode);
-    if (mode == CommMode::netsparse_node) {
+    if (kern.mode() == CommMode::netsparse_node) {
       // Each remote row lands once per host; the leader's engine alone crosses hosts. Its wire
       // bytes are the engine's packets (requests, concatenation headers), so only bounded here.
       EXPECT_EQ(payload, node_wide * row_bytes);
