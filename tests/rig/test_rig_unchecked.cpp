@@ -38,19 +38,10 @@ std::vector<ns_wc> poll_completions(ns_cq* cq, std::size_t n) {
 // twice (recorded, then replayed), a one-sided read, and an integer scatter-reduce (exact in
 // any order). Returns each node's outputs and its region's rows afterwards, concatenated.
 std::vector<std::vector<std::uint8_t>> every_verb(int progress, std::uint32_t flags) {
-  ClusterOptions o;
-  o.nodes = 3;
-  o.P = 24;
-  o.attr = make_attr(progress, flags);
   std::vector<std::vector<std::uint8_t>> result(3);
-  run_cluster(o, [&](Node& n) {
+  run_cluster(cluster_options(3, 24, make_attr(progress, flags)), [&](Node& n) {
     const auto idx = dup_heavy_idx(n.total, 2000, 8, 31 + static_cast<std::uint64_t>(n.rank));
-    std::vector<std::uint8_t> pos(idx.size() * n.P, kSentinel), ind(n.total * n.P, kSentinel);
-    std::vector<ns_send_wr> w{rig(1, n.mr, idx, pos.data(), NS_RIG_LAYOUT_POSITIONAL),
-                              rig(2, n.mr, idx, ind.data(), NS_RIG_LAYOUT_INDEXED, 0, n.total)};
-    chain(w);
-    ASSERT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK) << ns_last_error();
-    for (const ns_wc& wc : poll_completions(n.cq, 2)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+    std::vector<std::uint8_t> gathered = gather_both_layouts(n, idx, poll_completions);
 
     std::vector<std::uint8_t> planned(idx.size() * n.P, kSentinel);
     const ns_send_wr g = rig(0, n.mr, idx, planned.data(), NS_RIG_LAYOUT_POSITIONAL);
@@ -89,7 +80,7 @@ std::vector<std::vector<std::uint8_t>> every_verb(int progress, std::uint32_t fl
     n.sync->arrive_and_wait();  // every scatter applied
 
     auto& out = result[static_cast<std::size_t>(n.rank)];
-    for (const auto* v : {&pos, &ind, &planned, &read, &n.block}) {
+    for (const auto* v : {&gathered, &planned, &read, &n.block}) {
       out.insert(out.end(), v->begin(), v->end());
     }
     n.sync->arrive_and_wait();
@@ -114,38 +105,32 @@ TEST(Unchecked, EveryVerbGivesTheCheckedOutputs) {
 // Only the caller's own arguments go unchecked: an idx outside every owner's rows is still
 // refused by its owner (never read), an idx outside an INDEXED window is still caught here.
 TEST(Unchecked, IndicesAreStillCheckedByTheEngine) {
-  ClusterOptions o;
-  o.nodes = 2;
-  o.P = 16;
-  o.attr = make_attr(NS_PROGRESS_THREAD, NS_CTX_UNCHECKED);
-  run_cluster(o, [&](Node& n) {
-    if (n.rank == 0) {
-      const std::vector<std::uint64_t> beyond = {3, n.total + 5, 7};
-      std::vector<std::uint8_t> out(beyond.size() * n.P, kSentinel);
-      auto w = rig(1, n.mr, beyond, out.data(), NS_RIG_LAYOUT_POSITIONAL);
-      ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK);
-      for (const ns_wc& wc : poll_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_REM_INV_REQ);
+  run_cluster(cluster_options(2, 16, make_attr(NS_PROGRESS_THREAD, NS_CTX_UNCHECKED)),
+              [&](Node& n) {
+                if (n.rank == 0) {
+                  const std::vector<std::uint64_t> beyond = {3, n.total + 5, 7};
+                  std::vector<std::uint8_t> out(beyond.size() * n.P, kSentinel);
+                  auto w = rig(1, n.mr, beyond, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+                  ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK);
+                  for (const ns_wc& wc : poll_completions(n.cq, 1))
+                    EXPECT_EQ(wc.status, NS_WC_REM_INV_REQ);
 
-      const std::vector<std::uint64_t> outside = {250, 10, 260};
-      std::vector<std::uint8_t> win(50 * n.P, kSentinel);
-      auto v = rig(2, n.mr, outside, win.data(), NS_RIG_LAYOUT_INDEXED, 220, 50);
-      ASSERT_EQ(ns_post_send(n.qp, &v, nullptr), NS_OK);
-      for (const ns_wc& wc : poll_completions(n.cq, 1)) {
-        EXPECT_EQ(wc.status, NS_WC_LOC_INV_REQ);
-        EXPECT_EQ(wc.count, 1u);
-      }
-    }
-    EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
-  });
+                  const std::vector<std::uint64_t> outside = {250, 10, 260};
+                  std::vector<std::uint8_t> win(50 * n.P, kSentinel);
+                  auto v = rig(2, n.mr, outside, win.data(), NS_RIG_LAYOUT_INDEXED, 220, 50);
+                  ASSERT_EQ(ns_post_send(n.qp, &v, nullptr), NS_OK);
+                  for (const ns_wc& wc : poll_completions(n.cq, 1)) {
+                    EXPECT_EQ(wc.status, NS_WC_LOC_INV_REQ);
+                    EXPECT_EQ(wc.count, 1u);
+                  }
+                }
+                EXPECT_EQ(ns_quiesce(n.ctx, 20000), NS_OK) << ns_last_error();
+              });
 }
 
 // The default path keeps refusing what the unchecked one would take on trust.
 TEST(Unchecked, TheCheckedDefaultStillRefusesBadArguments) {
-  ClusterOptions o;
-  o.nodes = 1;
-  o.P = 16;
-  o.attr = make_attr(NS_PROGRESS_THREAD, 0);
-  run_cluster(o, [&](Node& n) {
+  run_cluster(cluster_options(1, 16, make_attr(NS_PROGRESS_THREAD, 0)), [&](Node& n) {
     const std::vector<std::uint64_t> idx = {1, 2};
     std::vector<std::uint8_t> out(idx.size() * n.P);
     ns_send_wr w = rig(1, nullptr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
@@ -180,11 +165,7 @@ TEST(Unchecked, TheCheckedDefaultStillRefusesBadArguments) {
 // Unchecked handles work with every other entry point (creation, waits, destruction), and the
 // flag is refused nowhere it is known.
 TEST(Unchecked, HandlesWorkWithTheOtherEntryPoints) {
-  ClusterOptions o;
-  o.nodes = 2;
-  o.P = 8;
-  o.attr = make_attr(NS_PROGRESS_INLINE, NS_CTX_UNCHECKED);
-  run_cluster(o, [&](Node& n) {
+  run_cluster(cluster_options(2, 8, make_attr(NS_PROGRESS_INLINE, NS_CTX_UNCHECKED)), [&](Node& n) {
     ns_cq* cq2 = nullptr;
     ns_qp* qp2 = nullptr;
     ASSERT_EQ(ns_create_cq(n.ctx, 8, &cq2), NS_OK) << ns_last_error();
