@@ -75,7 +75,14 @@ enum ns_context_flags {
   /* The MPI transport sends every frame through MPI, never through its shared-memory rings
    * between ranks of one host (NETSPARSE_MPI_SHM=0 for this context only): for ranks that stand
    * for different hosts, e.g. virtual hosts on one machine. */
-  NS_CTX_NO_HOST_RINGS = 1u << 3
+  NS_CTX_NO_HOST_RINGS = 1u << 3,
+  /* A trusted caller's fast path (rdma-core's inlined ops, bale's RECKLESS): the context's
+   * queue pairs and completion queues are handles whose value carries the choice, so
+   * ns_post_send and ns_poll_cq use them without the live-handle registry and ns_post_send does
+   * not validate the work requests. An argument the default path would refuse is then undefined
+   * behaviour (as in verbs), as is a handle used after its destroy. What peers send is checked
+   * as always. Local: ranks need not agree on it. */
+  NS_CTX_UNCHECKED = 1u << 4
 };
 enum ns_context_attr_mask {
   NS_CTX_ATTR_TRANSPORT = 1u << 0,

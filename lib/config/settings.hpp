@@ -176,9 +176,10 @@ inline constexpr Attribute kAttributes[] = {
    "in-flight PRs per client unit (Pending PR Table entries)"},
   {"watchdog_ms", "NS_CTX_ATTR_WATCHDOG", 5000, 0, 4294967295.0, "5000", false,
    "a work request not done in this time completes NS_WC_WATCHDOG_TIMEOUT, ms"},
-  {"flags", "NS_CTX_ATTR_FLAGS", 0, 0, 15, "0", true,
+  {"flags", "NS_CTX_ATTR_FLAGS", 0, 0, 31, "0", true,
    "NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE | NS_CTX_NO_CONCAT (ablations) | NS_CTX_NO_HOST_RINGS "
-   "(the MPI transport without its intra-host rings)"},
+   "(the MPI transport without its intra-host rings) | NS_CTX_UNCHECKED (post and poll without "
+   "handle checks or work-request validation; local, not agreed)"},
   {"idx_chunk", "NS_CTX_ATTR_BATCH", 4096, 1, 1 << 20, "4096", false,
    "idxs a client unit walks per engine step"},
   {"virtual_queues", "NS_CTX_ATTR_VIRTUAL_QUEUES", 0, 0, 1, "0", true,

@@ -2,6 +2,7 @@
 // catches every exception (none crosses the C boundary) and records the reason of a failure for
 // ns_last_error().
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -61,6 +62,28 @@ template <class H, class F>
 ns_status_t on_live(const char* call, const H* h, const char* name, HandleKind k, F&& f) {
   if (const ns_status_t s = check_handle(call, h, name, k); s != NS_OK) return s;
   return guarded(call, std::forward<F>(f));
+}
+
+// NS_CTX_UNCHECKED: the handles of such a context's queue pairs and completion queues carry the
+// choice in their lowest bit (the objects are at least 8-byte aligned), so ns_post_send and
+// ns_poll_cq pick their path without the registry and without dereferencing a handle the
+// default path would refuse (bale's RECKLESS table, chosen per context). Every other entry point
+// strips the bit and checks as usual.
+constexpr std::uintptr_t kUncheckedBit = 1;
+template <class H>
+bool is_unchecked(const H* h) noexcept {
+  return (reinterpret_cast<std::uintptr_t>(h) & kUncheckedBit) != 0;
+}
+template <class H>
+H* strip(H* h) noexcept {
+  return reinterpret_cast<H*>(reinterpret_cast<std::uintptr_t>(h) & ~kUncheckedBit);
+}
+// The handle ns_create_cq / ns_create_qp gives out for the object `h`.
+template <class H>
+H* handle_for(H* h) noexcept {
+  return h->unchecked_owner == nullptr
+             ? h
+             : reinterpret_cast<H*>(reinterpret_cast<std::uintptr_t>(h) | kUncheckedBit);
 }
 
 constexpr auto kWrErrorTexts = std::to_array<netsparse::support::EnumName<WrError>>({
@@ -369,12 +392,13 @@ extern "C" ns_status_t ns_create_cq(ns_context* ctx, int cqe, ns_cq** out) {
     return s;
   if (cqe < 1 || cqe > (1 << 24)) return invalid("ns_create_cq", "cqe must be in 1..2^24");
   return guarded("ns_create_cq", [&]() -> ns_status_t {
-    *out = static_cast<ns_cq*>(ctx->create_cq(static_cast<std::uint32_t>(cqe)));
+    *out = handle_for(static_cast<ns_cq*>(ctx->create_cq(static_cast<std::uint32_t>(cqe))));
     return NS_OK;
   });
 }
 
 extern "C" ns_status_t ns_destroy_cq(ns_cq* cq) {
+  cq = strip(cq);
   return on_live("ns_destroy_cq", cq, "cq", HandleKind::kCq, [&]() -> ns_status_t {
     netsparse::rig::engine_of(cq).destroy_cq(cq);  // throws (and keeps it) while it is in use
     return NS_OK;
@@ -382,6 +406,7 @@ extern "C" ns_status_t ns_destroy_cq(ns_cq* cq) {
 }
 
 extern "C" ns_status_t ns_create_qp(ns_context* ctx, ns_cq* send_cq, int max_send_wr, ns_qp** out) {
+  send_cq = strip(send_cq);
   if (ctx == nullptr || send_cq == nullptr || out == nullptr) {
     return invalid("ns_create_qp", "ctx, send_cq or out is NULL");
   }
@@ -394,12 +419,14 @@ extern "C" ns_status_t ns_create_qp(ns_context* ctx, ns_cq* send_cq, int max_sen
     return invalid("ns_create_qp", "max_send_wr must be in 1..2^20");
   }
   return guarded("ns_create_qp", [&]() -> ns_status_t {
-    *out = static_cast<ns_qp*>(ctx->create_qp(*send_cq, static_cast<std::uint32_t>(max_send_wr)));
+    *out = handle_for(
+        static_cast<ns_qp*>(ctx->create_qp(*send_cq, static_cast<std::uint32_t>(max_send_wr))));
     return NS_OK;
   });
 }
 
 extern "C" ns_status_t ns_destroy_qp(ns_qp* qp) {
+  qp = strip(qp);
   return on_live("ns_destroy_qp", qp, "qp", HandleKind::kQp, [&]() -> ns_status_t {
     netsparse::rig::engine_of(qp).destroy_qp(
         qp);  // throws (and keeps it) while work is outstanding
@@ -437,42 +464,68 @@ extern "C" ns_status_t ns_plan_destroy(ns_plan* plan) {
 }
 
 // ---- work requests and completions ---------------------------------------------------------
+namespace {
+// The part of ns_post_send after the handle checks, on either path.
+template <bool kValidate>
+ns_status_t post_on(Engine& engine, ns_qp& qp, ns_send_wr* wr, ns_send_wr** bad_wr) {
+  if (engine.broken()) {
+    if (bad_wr != nullptr) *bad_wr = wr;
+    set_last_error("ns_post_send: the engine failed: " + engine.broken_reason());
+    return NS_ERR_TRANSPORT;
+  }
+  const netsparse::rig::PostResult r =
+      kValidate ? qp.post(wr, bad_wr) : qp.post_unchecked(wr, bad_wr);
+  if (r.status != NS_OK) set_last_error(std::string("ns_post_send: ") + wr_error_text(r.why));
+  // INLINE: start the work at once (the caller may compute for a while before polling).
+  if (engine.inline_mode()) engine.progress_inline();
+  return r.status;
+}
+
+// The part of ns_poll_cq after the argument checks, on either path.
+int poll_on(Engine& engine, ns_cq& cq, int num_entries, ns_wc* wc) {
+  int n = cq.poll(num_entries, wc);
+  if (n == 0 && engine.inline_mode()) {
+    engine.progress_inline();
+    n = cq.poll(num_entries, wc);
+  }
+  return n;
+}
+}  // namespace
+
 extern "C" ns_status_t ns_post_send(ns_qp* qp, ns_send_wr* wr, ns_send_wr** bad_wr) {
+  if (is_unchecked(qp)) {  // NS_CTX_UNCHECKED: no registry, no validate_wr
+    if (wr == nullptr) return NS_OK;
+    ns_qp& q = *strip(qp);
+    return guarded("ns_post_send", [&]() -> ns_status_t {
+      return post_on<false>(*q.unchecked_owner, q, wr, bad_wr);
+    });
+  }
   if (qp == nullptr) return invalid("ns_post_send", "qp is NULL");
   if (!live(qp, HandleKind::kQp)) return not_live("ns_post_send", "qp", HandleKind::kQp);
   if (wr == nullptr) return NS_OK;
   return guarded("ns_post_send", [&]() -> ns_status_t {
-    Engine& engine = netsparse::rig::engine_of(qp);
-    if (engine.broken()) {
-      if (bad_wr != nullptr) *bad_wr = wr;
-      set_last_error("ns_post_send: the engine failed: " + engine.broken_reason());
-      return NS_ERR_TRANSPORT;
-    }
-    const netsparse::rig::PostResult r = qp->post(wr, bad_wr);
-    if (r.status != NS_OK) set_last_error(std::string("ns_post_send: ") + wr_error_text(r.why));
-    // INLINE: start the work at once (the caller may compute for a while before polling).
-    if (engine.inline_mode()) engine.progress_inline();
-    return r.status;
+    return post_on<true>(netsparse::rig::engine_of(qp), *qp, wr, bad_wr);
   });
 }
 
 extern "C" int ns_poll_cq(ns_cq* cq, int num_entries, ns_wc* wc) {
+  if (is_unchecked(cq)) {  // NS_CTX_UNCHECKED: no registry, no argument checks
+    ns_cq& c = *strip(cq);
+    return guarded("ns_poll_cq", [&]() -> ns_status_t {
+      return poll_on(*c.unchecked_owner, c, num_entries, wc);
+    });
+  }
   if (cq == nullptr || num_entries < 0 || (num_entries > 0 && wc == nullptr)) {
     return invalid("ns_poll_cq", "cq is NULL, num_entries < 0 or wc is NULL");
   }
   if (!live(cq, HandleKind::kCq)) return not_live("ns_poll_cq", "cq", HandleKind::kCq);
   return guarded("ns_poll_cq", [&]() -> ns_status_t {
-    int n = cq->poll(num_entries, wc);
-    Engine& engine = netsparse::rig::engine_of(cq);
-    if (n == 0 && engine.inline_mode()) {
-      engine.progress_inline();
-      n = cq->poll(num_entries, wc);
-    }
-    return n;
+    return poll_on(netsparse::rig::engine_of(cq), *cq, num_entries, wc);
   });
 }
 
 extern "C" int ns_cq_wait(ns_cq* cq, int num_entries, ns_wc* wc, int timeout_ms) {
+  cq = strip(cq);  // a wait is not on the fast path: checked either way
   if (cq == nullptr || num_entries <= 0 || wc == nullptr) {
     return invalid("ns_cq_wait", "cq is NULL, num_entries <= 0 or wc is NULL");
   }

@@ -89,7 +89,8 @@ netsparse::agreement::Agreement local_settings(const ns_context_attr* attr,
              std::string(tr::to_string(kind)));
   mine.field("progress_mode", progress_name(cfg.progress_mode));
   mine.field("packet_bytes", cfg.packet_bytes);
-  mine.field("flags", cfg.flags);
+  // NS_CTX_UNCHECKED changes only this rank's post and poll: not agreed.
+  mine.field("flags", cfg.flags & ~std::uint32_t{NS_CTX_UNCHECKED});
   mine.field("virtual_queues", cfg.virtual_queues ? 1u : 0u);
   mine.field("wire", cfg.wire == NS_WIRE_PAPER ? "paper" : "compact");
   mine.field("concat_delay_ns", cfg.delay_ns);

@@ -55,8 +55,8 @@ Config Config::from_attr(const ns_context_attr* attr) {
   }
   if (m & NS_CTX_ATTR_WATCHDOG) c.watchdog_ms = attr->watchdog_ms;
   if (m & NS_CTX_ATTR_FLAGS) {
-    constexpr std::uint32_t kFlags =
-        NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE | NS_CTX_NO_CONCAT | NS_CTX_NO_HOST_RINGS;
+    constexpr std::uint32_t kFlags = NS_CTX_NO_FILTER | NS_CTX_NO_COALESCE | NS_CTX_NO_CONCAT |
+                                     NS_CTX_NO_HOST_RINGS | NS_CTX_UNCHECKED;
     if ((attr->flags & ~kFlags) != 0)
       throw std::invalid_argument("ns_context_attr.flags: unknown bits");
     c.flags = attr->flags;

@@ -47,6 +47,8 @@ struct Config {
   bool filter_on() const noexcept { return (flags & NS_CTX_NO_FILTER) == 0; }
   bool coalesce_on() const noexcept { return (flags & NS_CTX_NO_COALESCE) == 0; }
   bool concat_on() const noexcept { return (flags & NS_CTX_NO_CONCAT) == 0; }
+  // NS_CTX_UNCHECKED: post and poll on the trusted caller's fast path (api.cpp).
+  bool unchecked() const noexcept { return (flags & NS_CTX_UNCHECKED) != 0; }
   // The compact software wire (gather_wire.hpp) unless the paper's format is asked for, or the
   // paper's virtualized queues (they exist only in that format).
   bool compact_wire() const noexcept { return wire == NS_WIRE_COMPACT && !virtual_queues; }

@@ -303,11 +303,15 @@ class Engine : public PostTarget, public CommandSink {
 struct ns_context final : netsparse::rig::Engine {
   using Engine::Engine;
 };
+// NS_CTX_UNCHECKED: `unchecked_owner` is the context, set at creation, so that the fast path
+// (api.cpp) finds it without the registry; nullptr on the checked default.
 struct ns_cq final : netsparse::rig::Cq {
   using Cq::Cq;
+  netsparse::rig::Engine* unchecked_owner = nullptr;
 };
 struct ns_qp final : netsparse::rig::Qp {
   using Qp::Qp;
+  netsparse::rig::Engine* unchecked_owner = nullptr;
 };
 
 namespace netsparse::rig {

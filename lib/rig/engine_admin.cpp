@@ -296,6 +296,7 @@ void Engine::drop_region() {
 Cq* Engine::create_cq(std::uint32_t cqe) {
   AdminLock lk(progress_mu_, admin_waiting_);
   cqs_.push_back(std::make_unique<ns_cq>(cqe));
+  if (config_.unchecked()) cqs_.back()->unchecked_owner = this;
   register_handle(cqs_.back().get(), HandleKind::kCq, static_cast<const Engine*>(this));
   return cqs_.back().get();
 }
@@ -317,6 +318,7 @@ void Engine::destroy_cq(Cq* cq) {
 Qp* Engine::create_qp(Cq& cq, std::uint32_t depth) {
   AdminLock lk(progress_mu_, admin_waiting_);
   qps_.push_back(std::make_unique<ns_qp>(*this, cq, depth));
+  if (config_.unchecked()) qps_.back()->unchecked_owner = this;
   register_handle(qps_.back().get(), HandleKind::kQp, static_cast<const Engine*>(this));
   cq.users.fetch_add(1);
   return qps_.back().get();

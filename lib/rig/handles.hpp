@@ -2,8 +2,10 @@
 // library created and has not yet closed or destroyed, before touching it. A closed context, a
 // destroyed CQ, a second ns_close: NS_ERR_INVALID ("... is not a live handle"), never a use
 // after free. The check is a lookup in a set keyed by address and kind, under a shared lock
-// (tens of nanoseconds: nothing next to a post or an engine step); it never dereferences the
-// handle.
+// (tens of nanoseconds, yet about a tenth of a one-idx post and poll: docs/benchmarks.md, "The
+// unchecked fast path"); it never dereferences the
+// handle. The one exception: ns_post_send and ns_poll_cq on the handles of an NS_CTX_UNCHECKED
+// context, which carry that choice in their value (api.cpp) and are taken on trust.
 #pragma once
 
 namespace netsparse::rig {

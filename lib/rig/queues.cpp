@@ -118,7 +118,8 @@ Qp::Qp(PostTarget& target, Cq& cq, std::uint32_t depth)
   }
 }
 
-PostResult Qp::post(ns_send_wr* wr, ns_send_wr** bad_wr) {
+template <bool kValidate>
+PostResult Qp::post_chain(ns_send_wr* wr, ns_send_wr** bad_wr) {
   std::lock_guard<std::mutex> lk(post_mu_);
   const std::uint64_t wd = target_.watchdog_ns();
   const std::uint64_t deadline = wd == 0 ? UINT64_MAX : now_ns() + wd;
@@ -128,9 +129,11 @@ PostResult Qp::post(ns_send_wr* wr, ns_send_wr** bad_wr) {
   Region* reg = nullptr;
   ns_send_wr* w = wr;
   for (; w != nullptr; w = w->next) {
-    if (const WrError why = validate_wr(*w, registered, &target_); why != WrError::kNone) {
-      result = {NS_ERR_INVALID, why};
-      break;
+    if constexpr (kValidate) {
+      if (const WrError why = validate_wr(*w, registered, &target_); why != WrError::kNone) {
+        result = {NS_ERR_INVALID, why};
+        break;
+      }
     }
     Plan* plan = w->opcode == NS_WR_RIG_PLAN ? w->wr.plan.plan : nullptr;
     // One start of a plan at a time: its recording and output are single.
@@ -202,5 +205,8 @@ PostResult Qp::post(ns_send_wr* wr, ns_send_wr** bad_wr) {
   if (result.status != NS_OK && bad_wr != nullptr) *bad_wr = w;
   return result;
 }
+
+template PostResult Qp::post_chain<true>(ns_send_wr*, ns_send_wr**);
+template PostResult Qp::post_chain<false>(ns_send_wr*, ns_send_wr**);
 
 }  // namespace netsparse::rig

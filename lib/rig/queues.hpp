@@ -160,7 +160,13 @@ class Qp {
   Qp(PostTarget& target, Cq& cq, std::uint32_t depth);
   Cq& cq() const noexcept { return cq_; }
   // ns_post_send (thread-safe: one lock per chain).
-  PostResult post(ns_send_wr* wr, ns_send_wr** bad_wr);
+  PostResult post(ns_send_wr* wr, ns_send_wr** bad_wr) { return post_chain<true>(wr, bad_wr); }
+  // The same without validate_wr (NS_CTX_UNCHECKED: the caller vouches for its work requests).
+  // The engine's own checks stay: the queue's room, one start of a plan at a time, INDEXED
+  // windows, and every check of what peers send.
+  PostResult post_unchecked(ns_send_wr* wr, ns_send_wr** bad_wr) {
+    return post_chain<false>(wr, bad_wr);
+  }
   // Engine side.
   Command* peek() noexcept {
     std::uint32_t* s = submit_.peek();
@@ -174,6 +180,9 @@ class Qp {
   std::atomic<std::uint32_t> outstanding{0};
 
  private:
+  template <bool kValidate>
+  PostResult post_chain(ns_send_wr* wr, ns_send_wr** bad_wr);
+
   PostTarget& target_;
   Cq& cq_;
   std::vector<Command> slots_;

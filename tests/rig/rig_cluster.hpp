@@ -205,6 +205,27 @@ inline void check_stats_after_quiesce(std::vector<ns_context*>& ctxs, std::uint3
   EXPECT_EQ(sent, served) << "read PRs sent must equal read PRs answered, summed over nodes";
 }
 
+// How a test collects n completions of a CQ (wait_completions, or a polling loop).
+using CompletionWaiter = std::vector<ns_wc> (*)(ns_cq* cq, std::size_t n);
+inline std::vector<ns_wc> wait_for_completions(ns_cq* cq, std::size_t n) {
+  return wait_completions(cq, n);
+}
+
+// idx gathered twice in one chain, POSITIONAL and INDEXED over every row, each expected to
+// succeed; returns the two outputs one after the other (POSITIONAL first).
+inline std::vector<std::uint8_t> gather_both_layouts(const Node& n,
+                                                     const std::vector<std::uint64_t>& idx,
+                                                     CompletionWaiter wait = wait_for_completions) {
+  std::vector<std::uint8_t> pos(idx.size() * n.P, kSentinel), ind(n.total * n.P, kSentinel);
+  std::vector<ns_send_wr> w{rig(1, n.mr, idx, pos.data(), NS_RIG_LAYOUT_POSITIONAL),
+                            rig(2, n.mr, idx, ind.data(), NS_RIG_LAYOUT_INDEXED, 0, n.total)};
+  chain(w);
+  EXPECT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK) << ns_last_error();
+  for (const ns_wc& wc : wait(n.cq, 2)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+  pos.insert(pos.end(), ind.begin(), ind.end());
+  return pos;
+}
+
 // `nodes` nodes of P-byte properties opened with `attr` (the other options at their defaults).
 inline ClusterOptions cluster_options(int nodes, std::uint32_t P, const ns_context_attr& attr) {
   ClusterOptions o;

@@ -128,14 +128,7 @@ TEST(Ablation, IdenticalOutputsWithEachMechanismOnOrOff) {
     node_out.resize(3);
     run_cluster(o, [&](Node& n) {
       const auto idx = dup_heavy_idx(n.total, 3000, 8, 77 + static_cast<std::uint64_t>(n.rank));
-      std::vector<std::uint8_t> pos(idx.size() * n.P, kSentinel), ind(n.total * n.P, kSentinel);
-      std::vector<ns_send_wr> w{rig(1, n.mr, idx, pos.data(), NS_RIG_LAYOUT_POSITIONAL),
-                                rig(2, n.mr, idx, ind.data(), NS_RIG_LAYOUT_INDEXED, 0, n.total)};
-      chain(w);
-      ASSERT_EQ(ns_post_send(n.qp, w.data(), nullptr), NS_OK);
-      for (const ns_wc& wc : wait_completions(n.cq, 2)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
-      pos.insert(pos.end(), ind.begin(), ind.end());
-      node_out[static_cast<std::size_t>(n.rank)] = std::move(pos);
+      node_out[static_cast<std::size_t>(n.rank)] = gather_both_layouts(n, idx);
       n.sync->arrive_and_wait();
     });
   }

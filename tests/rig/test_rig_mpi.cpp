@@ -160,6 +160,17 @@ INSTANTIATE_TEST_SUITE_P(
         MpiCase{NS_PROGRESS_INLINE, NS_CTX_NO_CONCAT, NS_RIG_LAYOUT_POSITIONAL, 100, false},
         MpiCase{NS_PROGRESS_THREAD, NS_CTX_NO_COALESCE, NS_RIG_LAYOUT_POSITIONAL, 1024, true}));
 
+// NS_CTX_UNCHECKED is this rank's choice: ranks that differ in it open, gather and close
+// together (ns_open_mpi leaves it out of the agreed flags).
+TEST(Mpi, UncheckedIsLocalNotAgreed) {
+  RankSetup s;
+  const std::uint32_t mine = world_rank() % 2 == 1 ? NS_CTX_UNCHECKED : 0u;
+  ASSERT_TRUE(s.open(attr_of(NS_PROGRESS_THREAD, mine), 16, false));
+  gather_and_check(s, NS_RIG_LAYOUT_POSITIONAL, 99);
+  EXPECT_EQ(ns_quiesce(s.ctx, 30000), NS_OK) << ns_last_error();
+  s.close();
+}
+
 TEST(Mpi, OutOfRangeIdxAndRdmaRead) {
   RankSetup s;
   ASSERT_TRUE(s.open(attr_of(NS_PROGRESS_THREAD, 0), 20, false));
