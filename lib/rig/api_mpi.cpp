@@ -1,6 +1,8 @@
 // ns_open_mpi: a context over an MPI communicator, on the transport chosen by the attribute or
 // NETSPARSE_TRANSPORT, with the MPI thread level checked up front (netsparse_mpi.h).
 #include <omp.h>
+
+#include <algorithm>
 #include <array>
 
 #include <cstdint>
@@ -173,8 +175,16 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
     options.host_rings = (cfg.flags & NS_CTX_NO_HOST_RINGS) == 0;
     // A context asking for packets larger than the transports' default receive buffers gets
     // larger buffers (one concatenation queue = one packet); smaller requests keep the default.
-    if (cfg.packet_bytes > options.mpi.max_packet_bytes)
+    if (cfg.packet_bytes > options.mpi.max_packet_bytes) {
+      // Larger frames, fewer of them: the send and receive slabs stay at the default's bytes
+      // (64 x 64 KiB each), with 8 buffers at least.
+      const std::size_t slab =
+          options.mpi.max_packet_bytes * static_cast<std::size_t>(options.mpi.recv_ring);
       options.mpi.max_packet_bytes = cfg.packet_bytes;
+      const int buffers = std::max(8, static_cast<int>(slab / cfg.packet_bytes));
+      options.mpi.recv_ring = std::min(options.mpi.recv_ring, buffers);
+      options.mpi.send_ring = std::min(options.mpi.send_ring, buffers);
+    }
     if (cfg.packet_bytes > options.verbs.max_packet_bytes) {
       options.verbs.max_packet_bytes = cfg.packet_bytes;
     }

@@ -413,6 +413,17 @@ TEST(NodeAwareIe, InterHostPayloadIsTheNodeWideMinimum) {
         EXPECT_EQ(s.inter_host_messages, 0u);
         EXPECT_EQ(s.inter_host_bytes, 0u);
       }
+      // The steady state: the first run recorded the plans, the second armed their owners;
+      // from the third on the owners push (no plan start, no quiesce round) and a host pair's
+      // rows travel in one frame, as node-aware IE's one message per host pair.
+      for (int run = 2; run <= 4; ++run) {
+        (void)run_kernel<float>(kern, f, f.dm.local(), KernelKind::spmm, k, err);
+        EXPECT_LE(err, test::kTolerance) << "run " << run;
+      }
+      const CommStats& steady = kern.last_run_stats();
+      EXPECT_EQ(sum_over_ranks(steady.inter_host_payload_bytes), node_wide * row_bytes);
+      EXPECT_EQ(sum_over_ranks(steady.inter_host_messages), host_pairs.size())
+          << "one frame per host pair with rows to carry";
       continue;
     }
     if (mode == CommMode::node_aware_ie) {

@@ -25,6 +25,14 @@
 // plans, computes its local block while its engine serves and gathers, drains, quiesces (nobody
 // reads this host's rows any more); host barrier; every rank computes its remote part reading the
 // store in place. The other ranks compute their local block meanwhile.
+// Owner-pushed replays (issue 34 item 3, as the per-rank compact exchange): from the third run
+// of a pattern on (the first records the plans, the second arms their owners), a leader pushes
+// its armed lists (ns_plan_push) as soon as its host's rows are in place, its own starts ask
+// nobody (NS_SEND_PUSHED), and neither quiesce round is needed: an owner sends only when its
+// rows are in place, and DistKernel's argument agreement at the start of every run is the fence
+// that every rank is done with the previous run's store. The run ends with a quiesce with
+// nobody (local: this leader's pushes have left, so its host may overwrite its rows). Between
+// hosts a steady run then moves only rows. Not with the rack switch (its rows take the switch).
 //
 // Failure: every wait has a deadline. A rank that fails or dies marks (or leaves unmarked) the
 // host barrier; its host's ranks throw within the deadline, the leader stops serving, and the
@@ -60,6 +68,8 @@ namespace netsparse::dist {
 namespace {
 
 constexpr int kQpDepth = 4096;
+// The leaders' packet and frame bound (see open_engine).
+constexpr std::uint32_t kHostFrameBytes = 512 * 1024;
 
 // The control segment's head; the filter's words follow it at kControlHead bytes.
 struct HostControl {
@@ -189,10 +199,19 @@ class NodeRigExchange final : public Exchange<T> {
       if (ctx_) {
         before = EngineCounters::read(ctx_);
         const double w0 = now_seconds();
-        // Every other host's rows are in place too before anyone gathers.
-        if (!ctx_.quiesce(deadline_)) {
-          throw std::runtime_error("netsparse-node: the other hosts were not ready within " +
-                                   std::to_string(deadline_.count()) + " ms");
+        if (!pushed_round()) {
+          // Every other host's rows are in place too before anyone gathers.
+          ctx_.quiesce_every_peer();
+          if (!ctx_.quiesce(deadline_)) {
+            throw std::runtime_error("netsparse-node: the other hosts were not ready within " +
+                                     std::to_string(deadline_.count()) + " ms");
+          }
+        }
+        if (pushing()) {
+          // This host's rows are in place: its armed lists go to their requesters now (every
+          // run, as a peer's start may arm its owners from its first start on).
+          netsparse::detail::check(ns_plan_push(ctx_.get(), kPushTag, round_, nullptr),
+                                   "ns_plan_push");
         }
         waited += now_seconds() - w0;
         post_gathers();
@@ -227,7 +246,8 @@ class NodeRigExchange final : public Exchange<T> {
       if (ctx_) {
         while (pending_ > 0) drain();
         // This host's rows may still be read by the others: the next run overwrites them only
-        // after everyone is done.
+        // after everyone is done (pushed: only this leader's own pushes read them).
+        if (pushed_round()) ctx_.quiesce_peers({}, {});
         if (!ctx_.quiesce(deadline_)) {
           throw std::runtime_error("netsparse-node: the other hosts did not finish within " +
                                    std::to_string(deadline_.count()) + " ms");
@@ -238,6 +258,7 @@ class NodeRigExchange final : public Exchange<T> {
       barrier.fail();
       throw;
     }
+    ++round_;
     const double t1 = now_seconds();
     stats.wait_seconds += waited + (t1 - t0);
     compute.remote_all(compact_, rc, ops,
@@ -382,6 +403,10 @@ class NodeRigExchange final : public Exchange<T> {
     // MPI transport's intra-host rings (see the top of the file).
     ContextAttr attr = engine_context_attr(options);
     attr.flags(options.flags | NS_CTX_NO_HOST_RINGS);
+    // A host pair's rows in as few messages as node-aware IE's one per pair: the leader's
+    // packets, and so the transport's frames, up to kHostFrameBytes (issue 34: 64 KiB frames
+    // made 339 inter-host messages against node-aware IE's 56 at np 64 = 8 hosts x 8).
+    if (options.packet_bytes == 0) attr.packet_bytes(kHostFrameBytes);
     ctx_ = open_mpi(topo_.leaders_comm(), attr);
     cq_ = Cq(ctx_, 2 * kQpDepth);
     qp_ = Qp(ctx_, cq_, kQpDepth);
@@ -460,13 +485,27 @@ class NodeRigExchange final : public Exchange<T> {
     }
     if (rc.options->plans) {
       for (const ns_send_wr& wr : wrs_) plans_.emplace_back(ctx_, wr);
+      first_pushed_round_ = round_ + 2;  // recorded in the next run, armed in the one after
     }
+  }
+
+  // Whether the plans' starts carry NS_SEND_PUSHED, and whether this run's are armed (pushed by
+  // their owners; see the top of the file).
+  [[nodiscard]] bool pushing() const noexcept { return !plans_.empty() && !rack_; }
+  [[nodiscard]] bool pushed_round() const noexcept {
+    return pushing() && round_ >= first_pushed_round_;
   }
 
   void post_gathers() {
     std::vector<ns_send_wr> chain;
     if (!plans_.empty()) {
-      for (const GatherPlan& p : plans_) chain.push_back(plan_wr(0, p));
+      const std::uint32_t flags = pushing() ? NS_SEND_SIGNALED | NS_SEND_PUSHED : NS_SEND_SIGNALED;
+      for (const GatherPlan& p : plans_) {
+        ns_send_wr wr = plan_wr(0, p, flags);
+        wr.wr.plan.push_tag = kPushTag;
+        wr.wr.plan.push_round = round_;
+        chain.push_back(wr);
+      }
     } else {
       chain = wrs_;
     }
@@ -585,6 +624,11 @@ class NodeRigExchange final : public Exchange<T> {
   std::vector<ns_send_wr> wrs_;     // the gathers (POSITIONAL into the store)
   std::vector<GatherPlan> plans_;   // the same as plans (DistOptions::plans)
   std::int64_t pending_ = 0;
+  // Pushed replays: the leaders' run counter (every leader runs every run: they agree), and the
+  // first run whose plans are armed. One exchange per context: one tag.
+  static constexpr std::uint32_t kPushTag = 1;
+  std::uint32_t round_ = 0;
+  std::uint32_t first_pushed_round_ = std::numeric_limits<std::uint32_t>::max();
   bool use_switch_ = false;
   std::unique_ptr<RackSwitchPath> rack_;  // leaders, with the rack switch on
 };
