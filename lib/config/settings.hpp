@@ -58,6 +58,7 @@ enum class Env : int {
   kRanksPerHost,
   kHostsPerRack,
   kRackSwitch,
+  kNodeEngines,
   kTaskPackets,
   kBenchStallS,
   kDataDir,
@@ -119,6 +120,11 @@ inline constexpr Setting kEnvironment[] = {
    "1: netsparse-node's inter-rack gathers pass through a software ToR switch per rack (the "
    "rack's first host leader) with the Property Cache (docs/node-aware.md); same as "
    "DistOptions::rack_switch"},
+  {"NETSPARSE_NODE_ENGINES", Type::kChoice, "auto", "auto|ranks|leader", 0, 0, true,
+   Scope::kLibrary, "netsparse-node: who runs a host's RIG units: ranks (every rank of the host "
+   "runs an engine for its share of the host pairs, the paper's parallel units), leader (the "
+   "host's leader alone), auto (ranks where every rank has a core of its own, else leader: "
+   "docs/architecture.md); ranks needs hosts of equal size and no rack switch, else leader"},
   {"NETSPARSE_TASK_PACKETS", Type::kChoice, "auto", "auto|rows|tasks", 0, 0, false,
    Scope::kLibrary, "task-packets mode, per owner: auto (task packets where they move at least "
    "a quarter fewer bytes than fetching the rows), rows (always fetch: inspector-executor), "

@@ -20,12 +20,14 @@
 //     fetched before is a hit); on one rack the switch stays out of the way (counters 0).
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <sched.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dist_test_util.hpp"
@@ -181,7 +183,9 @@ void expect_equal_to_ie(const Fixture& f, KernelKind kernel, int k, bool changin
   const double tol = std::is_same_v<T, float> ? test::kTolerance : test::kF64Tolerance;
   const std::string what = f.name + " " + to_string(kernel) + " K=" + std::to_string(k) + " " +
                            std::string(to_string(o.scalar)) + (changing ? " changing" : "");
-  for (int iteration = 0; iteration < (changing ? 2 : 1); ++iteration) {
+  // A fixed pattern three times: the third run is owner-pushed in the RIG modes (the first
+  // records the plans, the second arms their owners).
+  for (int iteration = 0; iteration < (changing ? 2 : 3); ++iteration) {
     CsrMatrix rows = f.dm.local();
     if (changing) {
       rows = sample_rows(f.dm.local(), SamplingParams{0.5, 0}, 11 + iteration);
@@ -212,20 +216,26 @@ TEST(NodeAwareIe, EveryKernelEqualsInspectorExecutorByteForByte) {
   }
 }
 
+// With every rank running the host's engines for its pairs (ranks) and the leader alone; and
+// the default mode, netsparse, which is netsparse-node here.
 TEST(NetsparseNode, EveryKernelEqualsInspectorExecutorByteForByte) {
-  for (const char* spec : {"gen:kron:8", "gen:stencil:6:5:4:2"}) {
-    const Fixture f = make_fixture(spec);
-    for (const bool changing : {false, true}) {
-      const CommMode m = CommMode::netsparse_node;
-      expect_equal_to_ie<float>(f, KernelKind::spmm, 5, changing, m);
-      expect_equal_to_ie<float>(f, KernelKind::sddmm, 3, changing, m);
-      expect_equal_to_ie<float>(f, KernelKind::spmv, 1, changing, m);
-      expect_equal_to_ie<double>(f, KernelKind::spmm, 5, changing, m);
-      expect_equal_to_ie<double>(f, KernelKind::sddmm, 3, changing, m);
-      expect_equal_to_ie<double>(f, KernelKind::spmv, 1, changing, m);
+  for (const char* engines : {"ranks", "leader"}) {
+    ASSERT_EQ(setenv("NETSPARSE_NODE_ENGINES", engines, 1), 0);
+    for (const char* spec : {"gen:kron:8", "gen:stencil:6:5:4:2"}) {
+      const Fixture f = make_fixture(spec);
+      for (const bool changing : {false, true}) {
+        const CommMode m = engines[0] == 'r' ? CommMode::netsparse : CommMode::netsparse_node;
+        expect_equal_to_ie<float>(f, KernelKind::spmm, 5, changing, m);
+        expect_equal_to_ie<float>(f, KernelKind::sddmm, 3, changing, m);
+        expect_equal_to_ie<float>(f, KernelKind::spmv, 1, changing, m);
+        expect_equal_to_ie<double>(f, KernelKind::spmm, 5, changing, m);
+        expect_equal_to_ie<double>(f, KernelKind::sddmm, 3, changing, m);
+        expect_equal_to_ie<double>(f, KernelKind::spmv, 1, changing, m);
+      }
+      expect_equal_to_ie<float>(f, KernelKind::spmm, 5, false, CommMode::netsparse_node, false);
     }
-    expect_equal_to_ie<float>(f, KernelKind::spmm, 5, false, CommMode::netsparse_node, false);
   }
+  unsetenv("NETSPARSE_NODE_ENGINES");
 }
 
 std::uint64_t sum_over_ranks(std::uint64_t v) {
@@ -387,11 +397,24 @@ TEST(NodeAwareIe, InterHostPayloadIsTheNodeWideMinimum) {
 
   // CommMode::netsparse, the default, is the node-wide engine on these hosts of several ranks
   // (resolve_comm_mode), and counts exactly as netsparse-node does.
-  for (const CommMode mode : {CommMode::node_aware_ie, CommMode::inspector_executor,
-                              CommMode::netsparse_node, CommMode::netsparse}) {
+  // netsparse-node once more with the leader alone running the host's engine.
+  // NETSPARSE_NODE_ENGINES: every rank's engine (ranks), the leader's alone, and auto, which is
+  // ranks where every rank of the machine has a core of its own, else leader (all ranks of this
+  // test run on one machine).
+  const std::pair<CommMode, std::string> cases[] = {
+      {CommMode::node_aware_ie, ""},        {CommMode::inspector_executor, ""},
+      {CommMode::netsparse_node, "ranks"},  {CommMode::netsparse, "ranks"},
+      {CommMode::netsparse_node, "leader"}, {CommMode::netsparse, ""}};
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  const bool auto_is_leader = CPU_COUNT(&mask) < world_size();
+  for (const auto& [mode, engines] : cases) {
     DistOptions o;
     o.mode = mode;
+    if (!engines.empty()) setenv("NETSPARSE_NODE_ENGINES", engines.c_str(), 1);
     DistKernel kern(f.dm, KernelKind::spmm, k, o);
+    unsetenv("NETSPARSE_NODE_ENGINES");
     if (mode == CommMode::netsparse) EXPECT_EQ(kern.mode(), CommMode::netsparse_node);
     double err = 0;
     (void)run_kernel<float>(kern, f, f.dm.local(), KernelKind::spmm, k, err);
@@ -409,7 +432,14 @@ TEST(NodeAwareIe, InterHostPayloadIsTheNodeWideMinimum) {
       EXPECT_EQ(sum_over_ranks(s.host_filter_lookups), off_host_nonzeros);
       EXPECT_GT(wire, payload);
       EXPECT_GE(messages, host_pairs.size());
-      if (world_rank() % rph != 0) {
+      // The host's engines (NETSPARSE_NODE_ENGINES): by default every rank runs one for the
+      // host pairs dealt to it, pair (h, g) to host rank (h + g) mod R; with "leader" only the
+      // leaders cross hosts.
+      const bool leader_only = engines == "leader" || (engines.empty() && auto_is_leader);
+      const int host = world_rank() / rph, hrank = world_rank() % rph;
+      bool dealt_a_pair = false;
+      for (int g = 0; g < nhosts; ++g) dealt_a_pair |= g != host && (host + g) % rph == hrank;
+      if (leader_only && hrank != 0) {
         EXPECT_EQ(s.inter_host_messages, 0u);
         EXPECT_EQ(s.inter_host_bytes, 0u);
       }
@@ -424,6 +454,14 @@ TEST(NodeAwareIe, InterHostPayloadIsTheNodeWideMinimum) {
       EXPECT_EQ(sum_over_ranks(steady.inter_host_payload_bytes), node_wide * row_bytes);
       EXPECT_EQ(sum_over_ranks(steady.inter_host_messages), host_pairs.size())
           << "one frame per host pair with rows to carry";
+      // Steady: a rank sends between hosts iff it runs the host's engine for some pair (in the
+      // first two runs every plane member also takes part in the plane's quiesce rounds).
+      if (leader_only ? hrank == 0 : dealt_a_pair) {
+        EXPECT_GT(steady.inter_host_messages, 0u) << "this rank's engine gathers for its pairs";
+      } else {
+        EXPECT_EQ(steady.inter_host_messages, 0u);
+        EXPECT_EQ(steady.inter_host_bytes, 0u);
+      }
       continue;
     }
     if (mode == CommMode::node_aware_ie) {

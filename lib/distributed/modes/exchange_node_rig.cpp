@@ -2,11 +2,20 @@
 // the paper: one Idx Filter, one store of arrived remote properties, and one RIG engine whose
 // packets to another host are that host pair's frames.
 //
-// Who runs the host's RIG units: the host's leader (its lowest rank) opens one RIG engine over
-// the leaders' communicator, so there is one engine per host and inter-host traffic goes through
-// the engine's real transport between leaders (MPI or verbs; never the intra-host shared-memory
-// rings, which NS_CTX_NO_HOST_RINGS switches off for this context: leaders are on different hosts,
-// and on one machine with virtual hosts the rings would be a shortcut no cluster has).
+// Who runs the host's RIG units (NETSPARSE_NODE_ENGINES): by default every rank of the host
+// (issue 34 item 3, the paper's parallel RIG units): the host pairs are dealt over the host's
+// ranks, pair (h, g) to host rank (h + g) mod R on both sides, and each rank opens a RIG engine
+// over its "plane", the ranks of the same host rank on every host (MPI_Comm_split). A plane
+// holds one rank per host, so the rank of host h that gathers from host g talks to the rank of
+// host g that serves host h, and every rank gathers and serves its share of the host's pairs
+// while it computes. Every plane member registers the host's whole row range (the store's
+// middle part, shared memory), so any of them can serve any of the host's rows. This needs hosts
+// of equal size and no rack switch; otherwise (or with NETSPARSE_NODE_ENGINES=leader) the host's
+// leader (its lowest rank) alone opens one RIG engine over the leaders' communicator. Either way
+// inter-host traffic goes through the engine's real transport (MPI or verbs; never the
+// intra-host shared-memory rings, which NS_CTX_NO_HOST_RINGS switches off for these contexts:
+// their members are on different hosts, and on one machine with virtual hosts the rings would be
+// a shortcut no cluster has).
 //
 // Host-shared memory (host_shared.hpp), per host:
 //   control: the host barrier and the Idx Filter, one bit per column of B (row state "wanted by
@@ -38,6 +47,8 @@
 // host barrier; its host's ranks throw within the deadline, the leader stops serving, and the
 // other hosts' leaders get error completions (watchdog) or a quiesce timeout and throw: nothing
 // waits forever. There is no MPI collective in a run.
+#include <sched.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -317,17 +328,31 @@ class NodeRigExchange final : public Exchange<T> {
       leader_off_[h + 1] = off;
     }
     deadline_ = node_wait_deadline(*rc.options);
-    // A host mate waits for its leader, who may wait its own deadline twice (other hosts at
-    // the start, completions and quiesce at the end): it gives up later, so that the leader's
-    // error, naming the cause, comes first and reaches it through the failed flag.
-    barrier_deadline_ = topo_.is_leader() ? deadline_ : 3 * deadline_;
     words_ = static_cast<std::size_t>((cols.n_rows() + 63) / 64);
     control_ = HostSegment(hc, kControlHead + 2 * words_ * sizeof(std::uint64_t));
     if (hrank_ == 0) new (control_.data()) HostControl(comm_size(hc));
-    // One engine per host, at its leader; a single host has nobody to gather from.
+    // One engine per rank (planes) or per host (its leader); a single host has nobody to
+    // gather from.
     std::exception_ptr error;
     use_switch_ = rack_switch_agreed(rc) && topo_.nracks() > 1;
-    if (topo_.is_leader() && nhosts > 1) {
+    bool equal_hosts = true;
+    for (int h = 1; h < nhosts; ++h) {
+      equal_hosts = equal_hosts && topo_.ranks_of(h).size() == topo_.ranks_of(0).size();
+    }
+    host_ranks_ = static_cast<int>(topo_.ranks_of(topo_.host()).size());
+    planes_ =
+        rank_engines_agreed(rc) && equal_hosts && !use_switch_ && nhosts > 1 && host_ranks_ > 1;
+    if (planes_) {
+      check_mpi(MPI_Comm_split(rc.comm, hrank_, topo_.host(), &plane_comm_),
+                "MPI_Comm_split (netsparse-node planes)");
+    }
+    engine_comm_ = planes_ ? plane_comm_ : topo_.leaders_comm();
+    // A rank waits at the host barrier for its mates, one of which may wait its own engine's
+    // deadline twice (other hosts at the start, completions and quiesce at the end): a rank
+    // without an engine (a leader's mate) gives up later, so that the engine's error, naming
+    // the cause, comes first and reaches it through the failed flag.
+    barrier_deadline_ = topo_.is_leader() && !planes_ ? deadline_ : 3 * deadline_;
+    if ((planes_ || topo_.is_leader()) && nhosts > 1) {
       try {
         open_engine(rc.options->engine);
         if (use_switch_) open_rack_switch(rc);
@@ -336,6 +361,30 @@ class NodeRigExchange final : public Exchange<T> {
       }
     }
     agree_on_failure(rc.comm, error);
+  }
+
+  // Whether every rank runs an engine (NETSPARSE_NODE_ENGINES, the same on every rank, else
+  // refused on every rank with one message). auto: where every rank of every machine has a core
+  // of its own (its affinity mask holds as many cores as the machine has ranks), as the
+  // parallel units then run in parallel; measured on 2 cores with 4 ranks per core, the leader
+  // alone was faster (docs/architecture.md).
+  static bool rank_engines_agreed(const RunContext& rc) {
+    const std::string choice = config::choice(config::Env::kNodeEngines);
+    const int code = choice == "ranks" ? 1 : choice == "leader" ? 2 : 0;
+    MPI_Comm machine = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split_type(rc.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &machine),
+              "MPI_Comm_split_type");
+    const int on_machine = comm_size(machine);
+    MPI_Comm_free(&machine);
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    const int cores = sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : 1;
+    int v[3] = {code, -code, cores < on_machine ? 1 : 0};
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_MAX, rc.comm), "MPI_Allreduce");
+    if (v[0] != -v[1]) {
+      throw std::invalid_argument("netsparse-node: the ranks disagree on NETSPARSE_NODE_ENGINES");
+    }
+    return code == 1 || (code == 0 && v[2] == 0);
   }
 
   // DistOptions::rack_switch or NETSPARSE_RACK_SWITCH=1, the same on every rank (else refused on
@@ -407,7 +456,7 @@ class NodeRigExchange final : public Exchange<T> {
     // packets, and so the transport's frames, up to kHostFrameBytes (issue 34: 64 KiB frames
     // made 339 inter-host messages against node-aware IE's 56 at np 64 = 8 hosts x 8).
     if (options.packet_bytes == 0) attr.packet_bytes(kHostFrameBytes);
-    ctx_ = open_mpi(topo_.leaders_comm(), attr);
+    ctx_ = open_mpi(engine_comm_, attr);
     cq_ = Cq(ctx_, 2 * kQpDepth);
     qp_ = Qp(ctx_, cq_, kQpDepth);
     inline_progress_ = ctx_.progress_mode() == NS_PROGRESS_INLINE;
@@ -424,6 +473,9 @@ class NodeRigExchange final : public Exchange<T> {
       ctx_.close();
     } catch (...) {
     }
+    int finalized = 1;
+    MPI_Finalized(&finalized);
+    if (!finalized && plane_comm_ != MPI_COMM_NULL) MPI_Comm_free(&plane_comm_);
   }
 
   void leader_setup(const RunContext& rc) {
@@ -432,7 +484,7 @@ class NodeRigExchange final : public Exchange<T> {
     // every leader uses the smallest limit so all agree on the split.
     const std::uint32_t prop_bytes = static_cast<std::uint32_t>(rc.row_bytes());
     unsigned limit = ctx_.max_prop_bytes();
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &limit, 1, MPI_UNSIGNED, MPI_MIN, topo_.leaders_comm()),
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &limit, 1, MPI_UNSIGNED, MPI_MIN, engine_comm_),
               "MPI_Allreduce");
     const std::uint32_t elems = static_cast<std::uint32_t>(rc.k);
     pieces_ = 1;
@@ -458,6 +510,8 @@ class NodeRigExchange final : public Exchange<T> {
         const auto c = static_cast<gidx_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(m)));
         const int q = cols.owner(c);
         const std::uint64_t srow = u < n_low_ ? u : u + host_rows_;
+        // Planes: this rank gathers only from the hosts dealt to it.
+        if (planes_ && (topo_.host() + topo_.host_of(q)) % host_ranks_ != hrank_) continue;
         if (rack_ && topo_.rack_of_host(topo_.host_of(q)) != topo_.rack()) {
           via_switch.emplace_back(c, srow);
           continue;
@@ -483,7 +537,8 @@ class NodeRigExchange final : public Exchange<T> {
                               Layout::kPositional));
       }
     }
-    if (rc.options->plans) {
+    use_plans_ = rc.options->plans;
+    if (use_plans_) {
       for (const ns_send_wr& wr : wrs_) plans_.emplace_back(ctx_, wr);
       first_pushed_round_ = round_ + 2;  // recorded in the next run, armed in the one after
     }
@@ -491,7 +546,8 @@ class NodeRigExchange final : public Exchange<T> {
 
   // Whether the plans' starts carry NS_SEND_PUSHED, and whether this run's are armed (pushed by
   // their owners; see the top of the file).
-  [[nodiscard]] bool pushing() const noexcept { return !plans_.empty() && !rack_; }
+  // (A rank with nothing to gather may still serve armed lists: it pushes and quiesces alike.)
+  [[nodiscard]] bool pushing() const noexcept { return use_plans_ && !rack_; }
   [[nodiscard]] bool pushed_round() const noexcept {
     return pushing() && round_ >= first_pushed_round_;
   }
@@ -627,9 +683,16 @@ class NodeRigExchange final : public Exchange<T> {
   // Pushed replays: the leaders' run counter (every leader runs every run: they agree), and the
   // first run whose plans are armed. One exchange per context: one tag.
   static constexpr std::uint32_t kPushTag = 1;
+  bool use_plans_ = false;
   std::uint32_t round_ = 0;
   std::uint32_t first_pushed_round_ = std::numeric_limits<std::uint32_t>::max();
   bool use_switch_ = false;
+  // Planes (the default): every rank runs an engine over the ranks of its host rank on every
+  // host; else the leaders' communicator. Both set at the first setup, agreed on every rank.
+  bool planes_ = false;
+  int host_ranks_ = 1;
+  MPI_Comm plane_comm_ = MPI_COMM_NULL;
+  MPI_Comm engine_comm_ = MPI_COMM_NULL;
   std::unique_ptr<RackSwitchPath> rack_;  // leaders, with the rack switch on
 };
 
