@@ -151,17 +151,16 @@ class EmulatedTransport final : public transport::Transport {
   // The largest frame (transport message) the engine may send. Frames only group the packets
   // of one engine step per destination; the fabric carries each packet on its own (inject), so
   // the frame size changes nothing the emulator computes as long as every packet fits. The
-  // engine's outbox reserves a whole frame per destination it sends to in a step and keeps those
-  // buffers: with 64 KB frames that was most of the memory at 1024 nodes (docs/emulation.md, "At
-  // 1024 nodes"), so frames are as small as the largest packet allows (at least kMinFrameBytes).
+  // engine's outbox reserves a whole frame for each destination it sends to in a step and keeps
+  // those buffers for reuse (about 500 per node at 1024 nodes): frames are as small as the
+  // largest packet allows (docs/emulation.md, "At 1024 nodes").
   static constexpr std::size_t kMaxFrameBytes = 65536;
-  static constexpr std::size_t kMinFrameBytes = 4096;
   static std::size_t frame_bytes_for(std::uint32_t packet_bytes, std::uint32_t prop_bytes) {
     // One response PR alone (a property above packet_bytes travels as one oversized packet):
     // the largest packet the engine's concatenation point emits, with packet_bytes.
     const std::size_t largest = std::max<std::size_t>(
         packet_bytes, concat::packet_bytes(concat::PrType::kResponse, prop_bytes, 1));
-    return std::clamp(largest, kMinFrameBytes, kMaxFrameBytes);
+    return std::min(largest, kMaxFrameBytes);
   }
 
  private:
