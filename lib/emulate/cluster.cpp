@@ -81,6 +81,10 @@ class SetupCollectives {
 struct OutFrame {
   int dest;
   std::size_t offset, bytes;  // in the buffer
+  // Where the engine's outbox sends it: engine steps in order (a host's ns_post_send runs one
+  // too), in a step's flush the destinations in the order they got their first packet in the
+  // step, each one's frames in order (EmulatedTransport::touch): (step << 32) | position.
+  std::uint64_t order;
 };
 struct FrameBuffer {
   std::vector<std::byte> bytes;
@@ -98,7 +102,19 @@ struct NodeWire {
   // Buffers of received packets the engine has read, shared by every node: the fabric's pooled
   // packets get them back (no allocation per packet delivered).
   std::vector<std::vector<std::byte>>* spare = nullptr;
+  // Frame buffers the transport lends to the engine's outbox, shared by every node (one node
+  // steps at a time): a buffer is back here as soon as its frame is committed.
+  std::vector<std::unique_ptr<std::byte[]>>* lend_pool = nullptr;
 };
+
+// The frames of a step in the order the engine's outbox would have sent them from its queues
+// at the end of the step (the order the fabric then takes them in): lent frames are committed
+// earlier when full, out of that order.
+void order_frames(FrameBuffer& out) {
+  const auto by_order = [](const OutFrame& a, const OutFrame& b) { return a.order < b.order; };
+  if (!std::is_sorted(out.frames.begin(), out.frames.end(), by_order))
+    std::stable_sort(out.frames.begin(), out.frames.end(), by_order);
+}
 
 // The engine's transport on the emulated fabric. It reports itself as `inproc` (the kind the
 // engine knows); one-sided reads are not offered.
@@ -106,7 +122,14 @@ class EmulatedTransport final : public transport::Transport {
  public:
   EmulatedTransport(int rank, int size, NodeWire& wire, SetupCollectives& setup,
                     std::size_t frame_bytes)
-      : rank_(rank), size_(size), frame_bytes_(frame_bytes), wire_(wire), setup_(setup) {}
+      : rank_(rank),
+        size_(size),
+        frame_bytes_(frame_bytes),
+        wire_(wire),
+        setup_(setup),
+        touched_(static_cast<std::size_t>(size), 0),
+        touch_order_(static_cast<std::size_t>(size), 0),
+        lent_(static_cast<std::size_t>(size)) {}
   transport::TransportKind kind() const noexcept override {
     return transport::TransportKind::kInproc;
   }
@@ -116,14 +139,42 @@ class EmulatedTransport final : public transport::Transport {
   transport::TxStatus send(int dest, std::span<const std::byte> frame) override {
     if (dest < 0 || dest >= size_ || frame.empty() || frame.size() > frame_bytes_)
       return transport::TxStatus::kError;
-    FrameBuffer& out = wire_.outgoing;
-    out.frames.push_back(OutFrame{dest, out.bytes.size(), frame.size()});
-    out.bytes.insert(out.bytes.end(), frame.begin(), frame.end());
-    wire_.bytes_sent += frame.size();
+    append(dest, frame);
+    return transport::TxStatus::kOk;
+  }
+  // The engine's outbox builds its frames here, in buffers of the shared pool, instead of in
+  // frame buffers of its own that it keeps per destination (~500 per node at 1024 nodes).
+  std::span<std::byte> reserve(int dest) override {
+    if (dest < 0 || dest >= size_) return {};
+    auto& lent = lent_[static_cast<std::size_t>(dest)];
+    if (lent == nullptr) {
+      auto& pool = *wire_.lend_pool;
+      if (pool.empty()) {
+        lent = std::make_unique_for_overwrite<std::byte[]>(frame_bytes_);
+      } else {
+        lent = std::move(pool.back());
+        pool.pop_back();
+      }
+    }
+    touch(dest);
+    return {lent.get(), frame_bytes_};
+  }
+  bool lends(int) const noexcept override { return true; }
+  transport::TxStatus commit(int dest, std::size_t bytes) override {
+    if (dest < 0 || dest >= size_ || lent_[static_cast<std::size_t>(dest)] == nullptr ||
+        bytes > frame_bytes_)
+      return transport::TxStatus::kError;
+    auto& lent = lent_[static_cast<std::size_t>(dest)];
+    if (bytes > 0) append(dest, {lent.get(), bytes});
+    wire_.lend_pool->push_back(std::move(lent));
     return transport::TxStatus::kOk;
   }
   int poll(const std::function<void(const transport::ReceivedPacket&)>& handler,
            int max_packets) override {
+    // Called once at the start of every engine step, before anything is sent: the outbox's
+    // flush at the end of the previous step has sent every frame.
+    ++step_;
+    next_order_ = 0;
     int n = 0;
     while (n < max_packets && !wire_.inbox.empty()) {
       auto& [src, bytes] = wire_.inbox.front();
@@ -164,10 +215,30 @@ class EmulatedTransport final : public transport::Transport {
   }
 
  private:
+  // The first packet of this step to dest (the outbox then lists dest to be flushed, in this
+  // order); the position of dest in that order.
+  std::uint64_t touch(int dest) {
+    const auto d = static_cast<std::size_t>(dest);
+    if (touched_[d] != step_) {
+      touched_[d] = step_;
+      touch_order_[d] = next_order_++;
+    }
+    return std::uint64_t{step_} << 32 | touch_order_[d];
+  }
+  void append(int dest, std::span<const std::byte> frame) {
+    FrameBuffer& out = wire_.outgoing;
+    out.frames.push_back(OutFrame{dest, out.bytes.size(), frame.size(), touch(dest)});
+    out.bytes.insert(out.bytes.end(), frame.begin(), frame.end());
+    wire_.bytes_sent += frame.size();
+  }
+
   int rank_, size_;
   std::size_t frame_bytes_;
   NodeWire& wire_;
   SetupCollectives& setup_;
+  std::uint32_t step_ = 1, next_order_ = 0;
+  std::vector<std::uint32_t> touched_, touch_order_;  // per destination
+  std::vector<std::unique_ptr<std::byte[]>> lent_;    // per destination: its lent frame
 };
 
 struct Node {
@@ -240,6 +311,7 @@ class Run {
   int wave_left_ = 0;  // its nodes that have not completed yet
   std::vector<std::span<const std::byte>> frame_packets_;  // inject's split of a frame
   std::vector<std::vector<std::byte>> spare_bytes_;        // NodeWire::spare
+  std::vector<std::unique_ptr<std::byte[]>> lend_pool_;    // NodeWire::lend_pool
 };
 
 void Run::open_nodes() {
@@ -254,6 +326,7 @@ void Run::open_nodes() {
     auto n = std::make_unique<Node>();
     n->rank = r;
     n->wire.spare = &spare_bytes_;
+    n->wire.lend_pool = &lend_pool_;
     auto tx = std::make_unique<EmulatedTransport>(r, N, n->wire, setup_, frame_bytes);
     n->ctx = new ns_context(std::move(tx), cfg);
     rig::register_handle(n->ctx, rig::HandleKind::kContext);
@@ -410,6 +483,7 @@ void Run::step(Node& n) {
   n.outstanding = uw.sent_total - uw.responses_total;
   n.max_outstanding = std::max(n.max_outstanding, n.outstanding);
   if (!n.wire.outgoing.empty()) {
+    order_frames(n.wire.outgoing);
     // The previous step's frames were injected before this step ran (their event was scheduled
     // before any later step of this node, at a time no later than it).
     if (!n.wire.in_transit.empty()) throw std::logic_error("emulator: frames not yet injected");
