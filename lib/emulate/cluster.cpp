@@ -76,8 +76,9 @@ class SetupCollectives {
 // What a node's transport holds between engine steps: frames received (delivered by the fabric
 // at their arrival time) and frames the last step sent (injected into the fabric when the step
 // ends in virtual time). Sent frames are appended to one flat buffer per node (no allocation per
-// frame): `outgoing` fills during a step; at its end it becomes `in_transit` until the injection
-// event (a node's next step never starts before that event has run, so one buffer suffices).
+// frame): `outgoing` fills during a step (and during the engine step a host's ns_post_send runs
+// before it); at its end it becomes `in_transit` until the injection event (a node's next step
+// never starts before that event has run, so one buffer suffices).
 struct OutFrame {
   int dest;
   std::size_t offset, bytes;  // in the buffer
@@ -201,9 +202,9 @@ class EmulatedTransport final : public transport::Transport {
 
   // The largest frame (transport message) the engine may send. Frames only group the packets
   // of one engine step per destination; the fabric carries each packet on its own (inject), so
-  // the frame size changes nothing the emulator computes as long as every packet fits. The
-  // engine's outbox reserves a whole frame for each destination it sends to in a step and keeps
-  // those buffers for reuse (about 500 per node at 1024 nodes): frames are as small as the
+  // the frame size changes nothing the emulator computes as long as every packet fits. A step
+  // holds a whole frame for each destination it sends to (lent from the pool, or in the outbox's
+  // own buffers, which it keeps: about 500 per node at 1024 nodes): frames are as small as the
   // largest packet allows (docs/emulation.md, "At 1024 nodes").
   static constexpr std::size_t kMaxFrameBytes = 65536;
   static std::size_t frame_bytes_for(std::uint32_t packet_bytes, std::uint32_t prop_bytes) {
