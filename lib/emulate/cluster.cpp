@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "concat/frame.hpp"
+#include "concat/protocol.hpp"
 #include "emulate/workload.hpp"
 #include "netsparse/netsparse.h"
 #include "rig/clock.hpp"
@@ -74,38 +75,112 @@ class SetupCollectives {
 
 // What a node's transport holds between engine steps: frames received (delivered by the fabric
 // at their arrival time) and frames the last step sent (injected into the fabric when the step
-// ends in virtual time).
+// ends in virtual time). Sent frames are appended to one flat buffer per node (no allocation per
+// frame): `outgoing` fills during a step (and during the engine step a host's ns_post_send runs
+// before it); at its end it becomes `in_transit` until the injection event (a node's next step
+// never starts before that event has run, so one buffer suffices).
+struct OutFrame {
+  int dest;
+  std::size_t offset, bytes;  // in the buffer
+  // Where the engine's outbox sends it: engine steps in order (a host's ns_post_send runs one
+  // too), in a step's flush the destinations in the order they got their first packet in the
+  // step, each one's frames in order (EmulatedTransport::touch): (step << 32) | position.
+  std::uint64_t order;
+};
+struct FrameBuffer {
+  std::vector<std::byte> bytes;
+  std::vector<OutFrame> frames;
+  bool empty() const noexcept { return frames.empty(); }
+  void clear() noexcept {
+    bytes.clear();
+    frames.clear();
+  }
+};
 struct NodeWire {
   std::deque<std::pair<int, std::vector<std::byte>>> inbox;
-  std::vector<std::pair<int, std::vector<std::byte>>> outgoing;
+  FrameBuffer outgoing, in_transit;
   std::uint64_t bytes_sent = 0;
+  // Buffers of received packets the engine has read, shared by every node: the fabric's pooled
+  // packets get them back (no allocation per packet delivered).
+  std::vector<std::vector<std::byte>>* spare = nullptr;
+  // Frame buffers the transport lends to the engine's outbox, shared by every node (one node
+  // steps at a time): a buffer is back here as soon as its frame is committed.
+  std::vector<std::unique_ptr<std::byte[]>>* lend_pool = nullptr;
 };
+
+// The frames of a step in the order the engine's outbox would have sent them from its queues
+// at the end of the step (the order the fabric then takes them in): lent frames are committed
+// earlier when full, out of that order.
+void order_frames(FrameBuffer& out) {
+  const auto by_order = [](const OutFrame& a, const OutFrame& b) { return a.order < b.order; };
+  if (!std::is_sorted(out.frames.begin(), out.frames.end(), by_order))
+    std::stable_sort(out.frames.begin(), out.frames.end(), by_order);
+}
 
 // The engine's transport on the emulated fabric. It reports itself as `inproc` (the kind the
 // engine knows); one-sided reads are not offered.
 class EmulatedTransport final : public transport::Transport {
  public:
-  EmulatedTransport(int rank, int size, NodeWire& wire, SetupCollectives& setup)
-      : rank_(rank), size_(size), wire_(wire), setup_(setup) {}
+  EmulatedTransport(int rank, int size, NodeWire& wire, SetupCollectives& setup,
+                    std::size_t frame_bytes)
+      : rank_(rank),
+        size_(size),
+        frame_bytes_(frame_bytes),
+        wire_(wire),
+        setup_(setup),
+        touched_(static_cast<std::size_t>(size), 0),
+        touch_order_(static_cast<std::size_t>(size), 0),
+        lent_(static_cast<std::size_t>(size)) {}
   transport::TransportKind kind() const noexcept override {
     return transport::TransportKind::kInproc;
   }
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
-  std::size_t max_packet_bytes() const noexcept override { return kMaxFrameBytes; }
+  std::size_t max_packet_bytes() const noexcept override { return frame_bytes_; }
   transport::TxStatus send(int dest, std::span<const std::byte> frame) override {
-    if (dest < 0 || dest >= size_ || frame.empty() || frame.size() > kMaxFrameBytes)
+    if (dest < 0 || dest >= size_ || frame.empty() || frame.size() > frame_bytes_)
       return transport::TxStatus::kError;
-    wire_.outgoing.emplace_back(dest, std::vector<std::byte>(frame.begin(), frame.end()));
-    wire_.bytes_sent += frame.size();
+    append(dest, frame);
+    return transport::TxStatus::kOk;
+  }
+  // The engine's outbox builds its frames here, in buffers of the shared pool, instead of in
+  // frame buffers of its own that it keeps per destination (~500 per node at 1024 nodes).
+  std::span<std::byte> reserve(int dest) override {
+    if (dest < 0 || dest >= size_) return {};
+    auto& lent = lent_[static_cast<std::size_t>(dest)];
+    if (lent == nullptr) {
+      auto& pool = *wire_.lend_pool;
+      if (pool.empty()) {
+        lent = std::make_unique_for_overwrite<std::byte[]>(frame_bytes_);
+      } else {
+        lent = std::move(pool.back());
+        pool.pop_back();
+      }
+    }
+    touch(dest);
+    return {lent.get(), frame_bytes_};
+  }
+  bool lends(int) const noexcept override { return true; }
+  transport::TxStatus commit(int dest, std::size_t bytes) override {
+    if (dest < 0 || dest >= size_ || lent_[static_cast<std::size_t>(dest)] == nullptr ||
+        bytes > frame_bytes_)
+      return transport::TxStatus::kError;
+    auto& lent = lent_[static_cast<std::size_t>(dest)];
+    if (bytes > 0) append(dest, {lent.get(), bytes});
+    wire_.lend_pool->push_back(std::move(lent));
     return transport::TxStatus::kOk;
   }
   int poll(const std::function<void(const transport::ReceivedPacket&)>& handler,
            int max_packets) override {
+    // Called once at the start of every engine step, before anything is sent: the outbox's
+    // flush at the end of the previous step has sent every frame.
+    ++step_;
+    next_order_ = 0;
     int n = 0;
     while (n < max_packets && !wire_.inbox.empty()) {
       auto& [src, bytes] = wire_.inbox.front();
       handler(transport::ReceivedPacket{src, bytes});
+      if (wire_.spare != nullptr) wire_.spare->push_back(std::move(bytes));
       wire_.inbox.pop_front();
       ++n;
     }
@@ -125,12 +200,46 @@ class EmulatedTransport final : public transport::Transport {
   std::uint64_t bytes_sent() const noexcept override { return wire_.bytes_sent; }
   std::string detail() const override { return "emulated fabric (virtual time)"; }
 
+  // The largest frame (transport message) the engine may send. Frames only group the packets
+  // of one engine step per destination; the fabric carries each packet on its own (inject), so
+  // the frame size changes nothing the emulator computes as long as every packet fits. A step
+  // holds a whole frame for each destination it sends to (lent from the pool, or in the outbox's
+  // own buffers, which it keeps: about 500 per node at 1024 nodes): frames are as small as the
+  // largest packet allows (docs/emulation.md, "At 1024 nodes").
   static constexpr std::size_t kMaxFrameBytes = 65536;
+  static std::size_t frame_bytes_for(std::uint32_t packet_bytes, std::uint32_t prop_bytes) {
+    // One response PR alone (a property above packet_bytes travels as one oversized packet):
+    // the largest packet the engine's concatenation point emits, with packet_bytes.
+    const std::size_t largest = std::max<std::size_t>(
+        packet_bytes, concat::packet_bytes(concat::PrType::kResponse, prop_bytes, 1));
+    return std::min(largest, kMaxFrameBytes);
+  }
 
  private:
+  // The first packet of this step to dest (the outbox then lists dest to be flushed, in this
+  // order); the position of dest in that order.
+  std::uint64_t touch(int dest) {
+    const auto d = static_cast<std::size_t>(dest);
+    if (touched_[d] != step_) {
+      touched_[d] = step_;
+      touch_order_[d] = next_order_++;
+    }
+    return std::uint64_t{step_} << 32 | touch_order_[d];
+  }
+  void append(int dest, std::span<const std::byte> frame) {
+    FrameBuffer& out = wire_.outgoing;
+    out.frames.push_back(OutFrame{dest, out.bytes.size(), frame.size(), touch(dest)});
+    out.bytes.insert(out.bytes.end(), frame.begin(), frame.end());
+    wire_.bytes_sent += frame.size();
+  }
+
   int rank_, size_;
+  std::size_t frame_bytes_;
   NodeWire& wire_;
   SetupCollectives& setup_;
+  std::uint32_t step_ = 1, next_order_ = 0;
+  std::vector<std::uint32_t> touched_, touch_order_;  // per destination
+  std::vector<std::unique_ptr<std::byte[]>> lent_;    // per destination: its lent frame
 };
 
 struct Node {
@@ -183,7 +292,7 @@ class Run {
   // starts when the wave has none left.
   void wave_node_done(Picos now);
   void start_wave(Picos when);
-  void inject(Node& n, std::vector<std::pair<int, std::vector<std::byte>>>&& frames);
+  void inject(Node& n);  // puts the frames of n's last step (n.wire.in_transit) on the fabric
   Picos cycles_ps(std::uint64_t cycles) const {
     return static_cast<Picos>(
         std::llround(static_cast<double>(cycles) * 1000.0 / config_.node.clock_ghz));
@@ -202,6 +311,8 @@ class Run {
   int wave_ = -1;      // rack_waves: the wave gathering now (-1 before the first)
   int wave_left_ = 0;  // its nodes that have not completed yet
   std::vector<std::span<const std::byte>> frame_packets_;  // inject's split of a frame
+  std::vector<std::vector<std::byte>> spare_bytes_;        // NodeWire::spare
+  std::vector<std::unique_ptr<std::byte[]>> lend_pool_;    // NodeWire::lend_pool
 };
 
 void Run::open_nodes() {
@@ -211,10 +322,13 @@ void Run::open_nodes() {
   const rig::Config cfg = rig::Config::from_attr(&attr);
   const std::uint64_t total_rows = w_.row_offsets.back();
   if (!w_.verify) shared_out_.resize(total_rows * w_.prop_bytes);
+  const std::size_t frame_bytes = EmulatedTransport::frame_bytes_for(m.packet_bytes, w_.prop_bytes);
   for (int r = 0; r < N; ++r) {
     auto n = std::make_unique<Node>();
     n->rank = r;
-    auto tx = std::make_unique<EmulatedTransport>(r, N, n->wire, setup_);
+    n->wire.spare = &spare_bytes_;
+    n->wire.lend_pool = &lend_pool_;
+    auto tx = std::make_unique<EmulatedTransport>(r, N, n->wire, setup_, frame_bytes);
     n->ctx = new ns_context(std::move(tx), cfg);
     rig::register_handle(n->ctx, rig::HandleKind::kContext);
     const std::uint64_t begin = w_.row_offsets[static_cast<std::size_t>(r)];
@@ -370,12 +484,13 @@ void Run::step(Node& n) {
   n.outstanding = uw.sent_total - uw.responses_total;
   n.max_outstanding = std::max(n.max_outstanding, n.outstanding);
   if (!n.wire.outgoing.empty()) {
-    auto frames = std::move(n.wire.outgoing);
-    n.wire.outgoing.clear();
+    order_frames(n.wire.outgoing);
+    // The previous step's frames were injected before this step ran (their event was scheduled
+    // before any later step of this node, at a time no later than it).
+    if (!n.wire.in_transit.empty()) throw std::logic_error("emulator: frames not yet injected");
+    std::swap(n.wire.outgoing, n.wire.in_transit);
     Node* np = &n;
-    auto shared =
-        std::make_shared<std::vector<std::pair<int, std::vector<std::byte>>>>(std::move(frames));
-    events_.at(end, [this, np, shared] { inject(*np, std::move(*shared)); });
+    events_.at(end, [this, np] { inject(*np); });
   }
   if (work > 0 || completed || !n.wire.inbox.empty()) {
     schedule_step(n, end);
@@ -402,15 +517,18 @@ void Run::wave_node_done(Picos now) {
   if (--wave_left_ == 0) start_wave(now + config_.node.pcie_ns * kPicosPerNano);
 }
 
-void Run::inject(Node& n, std::vector<std::pair<int, std::vector<std::byte>>>&& frames) {
+void Run::inject(Node& n) {
   std::vector<std::span<const std::byte>>& packets = frame_packets_;
   packets.resize(concat::kMaxPacketsPerFrame);  // once: the split writes into it
-  for (auto& [dest, frame] : frames) {
-    const concat::FrameSplit split = concat::split_frame(frame, packets);
+  FrameBuffer& sent = n.wire.in_transit;
+  for (const OutFrame& f : sent.frames) {
+    const concat::FrameSplit split =
+        concat::split_frame({sent.bytes.data() + f.offset, f.bytes}, packets);
     if (split.error != concat::DecodeError::kOk)
       throw std::logic_error("the engine sent a malformed frame");
-    for (std::size_t k = 0; k < split.packets; ++k) fabric_.send(n.rank, dest, packets[k]);
+    for (std::size_t k = 0; k < split.packets; ++k) fabric_.send(n.rank, f.dest, packets[k]);
   }
+  sent.clear();  // keeps its capacity for the node's next steps
 }
 
 RunResult Run::simulate() {
@@ -442,6 +560,10 @@ RunResult Run::simulate() {
     // attributed to the first node of that switch's rack.
     const int src = p.src >= 0 ? p.src : p.src_tor * fabric_.nodes_per_rack();
     n.wire.inbox.emplace_back(src, std::move(p.bytes));
+    if (!spare_bytes_.empty()) {  // the pooled packet keeps a buffer for its next use
+      p.bytes = std::move(spare_bytes_.back());
+      spare_bytes_.pop_back();
+    }
     schedule_step(n, events_.now());
   });
 

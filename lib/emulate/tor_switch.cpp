@@ -29,6 +29,15 @@ TorSwitch::TorSwitch(int tor, Fabric& fabric, const SwitchModel& model, std::uin
 }
 
 std::uint32_t TorSwitch::owner_of(std::uint64_t idx) const noexcept {
+  // Row blocks are about equal (the workloads' partition): the block an even split puts idx in
+  // is almost always its owner, which saves the binary search over every node's offset (a few
+  // % of the run at 1024 nodes). Anything else takes the search, which gives the same answer.
+  const std::size_t blocks = row_offsets_.size() - 1;
+  const std::uint64_t rows = row_offsets_.back();
+  if (idx < rows) {
+    const auto q = static_cast<std::size_t>(static_cast<unsigned __int128>(idx) * blocks / rows);
+    if (row_offsets_[q] <= idx && idx < row_offsets_[q + 1]) return static_cast<std::uint32_t>(q);
+  }
   const auto it = std::upper_bound(row_offsets_.begin(), row_offsets_.end(), idx);
   return static_cast<std::uint32_t>(it - row_offsets_.begin() - 1);
 }
