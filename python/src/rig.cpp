@@ -579,6 +579,9 @@ quiesce() on every rank before reading the rows. ValueError for bad arguments (n
 netsparse.Error for an idx outside the table (nothing written anywhere), a failed peer or a
 timeout.)",
            py::arg("idx"), py::arg("values"), py::arg("op") = "sum", py::arg("timeout_ms") = 60000)
+      .def_property_readonly(
+          "closed", [](const PyRigTable& t) { return !t.ctx->ctx || !t.region.get(); },
+          "Whether the table (or its context) is closed.")
       .def_property_readonly("row_offsets",
                              [](const PyRigTable& t) {
                                return py::array_t<std::uint64_t>(

@@ -56,6 +56,27 @@ def ctx():
     c.close()
 
 
+_tables = []
+
+
+def reg(ctx, table):
+    """ctx.register(table), closed after the test even when the test fails (the context holds
+    one table at a time: a table left registered would fail every later test)."""
+    t = ctx.register(table)
+    _tables.append((ctx, t))
+    return t
+
+
+@pytest.fixture(autouse=True)
+def close_tables():
+    yield
+    while _tables:
+        c, t = _tables.pop()
+        if not t.closed:
+            c.quiesce(timeout_ms=30000)
+            t.close()
+
+
 # ---- gather plans ------------------------------------------------------------------------------
 
 
@@ -63,7 +84,7 @@ def ctx():
 @pytest.mark.parametrize("width", [None, 1, 5])
 def test_plan_equals_numpy_and_replays_see_new_rows(ctx, dtype, width):
     table = int_table(width, dtype, seed=1)
-    t = ctx.register(table)
+    t = reg(ctx, table)
     total = int(offsets()[-1])
     rng = np.random.default_rng(rank)
     idx = rng.integers(0, total, size=300)  # int64, repeats, every rank's rows
@@ -126,7 +147,7 @@ def test_scatter_reduce_equals_numpy(ctx, dtype, op):
     width = None if dtype == np.int32 else 4  # 1-D and 2-D tables
     table = int_table(width, dtype, seed=3)
     before = whole(table)
-    t = ctx.register(table)
+    t = reg(ctx, table)
     total = int(offsets()[-1])
     rng = np.random.default_rng(50 + rank)
     n = 400
@@ -147,7 +168,7 @@ def test_scatter_reduce_equals_numpy(ctx, dtype, op):
 
 def test_scatter_reduce_through_context_then_plan_reads_it(ctx):
     table = np.zeros((local_rows(), 2), np.int64)
-    t = ctx.register(table)
+    t = reg(ctx, table)
     total = int(offsets()[-1])
     idx = np.arange(total, dtype=np.int64)  # every row of the table, once, from every rank
     ctx.scatter_reduce(idx, np.ones((total, 2), np.int64) * (rank + 1), op="SUM")
@@ -166,7 +187,7 @@ def test_scatter_reduce_through_context_then_plan_reads_it(ctx):
 
 def test_plan_errors(ctx):
     table = int_table(3, np.float64, seed=4)
-    t = ctx.register(table)
+    t = reg(ctx, table)
     total = int(offsets()[-1])
     good = np.array([0, total - 1], np.int64)
     with pytest.raises(ValueError, match="idx must have dtype int64 or uint64, got float64"):
@@ -211,7 +232,9 @@ def test_plan_errors(ctx):
     with pytest.raises(ValueError, match="RigPlan.run: the plan is closed"):
         ok.run()
     live = t.plan(good)
+    assert not t.closed
     t.close()
+    assert t.closed
     with pytest.raises(ValueError, match="RigPlan.run: the table is closed"):
         live.run()
     with pytest.raises(ValueError, match="RigTable.plan: the table is closed"):
@@ -224,7 +247,7 @@ def test_plan_errors(ctx):
 
 def test_scatter_reduce_errors(ctx):
     table = int_table(2, np.float32, seed=5)
-    t = ctx.register(table)
+    t = reg(ctx, table)
     before = whole(table)
     total = int(offsets()[-1])
     idx = np.array([0, total - 1, 1], np.int64)
@@ -270,7 +293,7 @@ def test_scatter_reduce_errors(ctx):
         ctx.scatter_reduce(idx, vals)
     assert e.value.status == NS_ERR_NOT_REGISTERED
     # a table whose elements scatter_reduce cannot combine
-    t16 = ctx.register(np.zeros((local_rows(), 2), np.int16))
+    t16 = reg(ctx, np.zeros((local_rows(), 2), np.int16))
     with pytest.raises(ValueError, match="float32, float64, int32 or int64.*dtype is int16"):
         t16.scatter_reduce(idx, np.zeros((3, 2), np.int16))
     t16.close()
