@@ -13,6 +13,13 @@ a.col_offsets[p]:[p+1] of the column-indexed ones (B, x, Y). Dense operands are 
 used in place (no copy): dtype exactly the kernel's (float32 by default, float64 with
 dtype=numpy.float64), C-contiguous, this rank's block shape. Anything else raises ValueError.
 
+The RIG verbs on numpy tables (docs/api.md, "Python"): RigContext(comm) opens an engine,
+ctx.register(rows) registers this rank's rows of a distributed table (collective), and then,
+not collectively: table.gather(idx) -> rows idx; table.plan(idx) -> a RigPlan whose run()
+replays that gather (recorded once); table.scatter_reduce(idx, values, "sum" | "min" | "max" |
+RisOp.X) combines values into rows idx at their owners, in place. End each phase of verbs with
+ctx.quiesce() on every rank.
+
 Errors. Every collective call first agrees across the ranks on whether each rank's arguments
 are acceptable, and the library itself agrees on its own failures (bad matrix, bad file, bad
 partition): when any rank refuses, EVERY rank raises (the refusing rank with its own message,
@@ -42,7 +49,9 @@ from ._netsparse import (  # noqa: F401  (re-exported)
     ParseError,
     Pattern,
     RigContext,
+    RigPlan,
     RigTable,
+    RisOp,
     TransposedSpmm,
 )
 
@@ -54,6 +63,8 @@ __all__ = [
     "Pattern",
     "RigContext",
     "RigTable",
+    "RigPlan",
+    "RisOp",
     "Error",
     "ParseError",
     "equal_blocks",
