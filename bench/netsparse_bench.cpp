@@ -229,8 +229,8 @@ Columns
   "slower" than the best other mode (or inspector-executor, in time to solution) only when the
   bootstrap 95 % interval of the ratio of their times lies wholly below or above 1 (each mode's
   pooled iterations, and per-round setups, resampled on their own); else it is within noise
-  (+-x %), x the interval's farthest reach from 1. Fewer than 6 timed iterations per mode, or 3 rounds
-  for time to solution: "not resolved".
+  (+-x %), x the interval's farthest reach from 1. Fewer than 6 timed iterations per mode, or
+  fewer than 3 rounds for time to solution: "not resolved".
   A mode faster than ideal (of ideal > 100 %) is most often timing noise: a warning says so
   and suggests --rounds, which pools every mode's iterations over several rounds.
 
