@@ -1227,7 +1227,8 @@ void print_table(const std::string& title, KernelKind kernel, int k,
     const Result& ie = *by_label.at("inspector-executor");
     const bench::RatioVerdict incl = bench::compare_medians(n.times, ie.times);
     const bench::RatioVerdict own = bench::compare_medians(n.own_times, ie.own_times);
-    unresolved = unresolved || incl.verdict == bench::Verdict::too_few_samples;
+    unresolved = unresolved || incl.verdict == bench::Verdict::too_few_samples ||
+                 own.verdict == bench::Verdict::too_few_samples;
     std::printf(
         "   changing sparsity: netsparse is %s inspector-executor incl. its setup; %s "
         "without the re-tiling every mode shares (plan + run only)\n",
