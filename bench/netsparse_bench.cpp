@@ -44,6 +44,7 @@
 #include "report.hpp"
 #include "stall_guard.hpp"
 #include "stats.hpp"
+#include "uncertainty.hpp"
 
 namespace {
 
@@ -59,9 +60,11 @@ struct Options {
   std::vector<std::string> modes;  // empty = all (+ ablation variants with --ablation)
   bool ablation = false;
   bool no_plans_row = false;  // --no-plans: also netsparse on the per-request RIG path
-  int iters = 5;
+  // 5 rounds of 10: 50 pooled iterations and 5 setups per mode, enough for the main job (np 2,
+  // kron:16) to resolve a 5 % difference at K = 16 (docs/benchmarks.md, "Verdicts").
+  int iters = 10;
   int warmup = 1;
-  int rounds = 1;
+  int rounds = 5;
   bool changing = false;
   SamplingParams sampling{0.5, 0};
   DistOptions dist;
@@ -90,10 +93,10 @@ Workload
                          comma-separated (default 16,128). Over MPI a property travels in
                          one transport message when it fits (K up to 16376 in f32, 8188 in
                          f64 by default), else in pieces
-  --iters N              timed iterations per mode (default 5)
+  --iters N              timed iterations per mode and round (default 10)
   --warmup N             untimed iterations before them (default 1)
   --rounds N             run the whole list of modes N times, one after another, and pool
-                         each mode's iterations (default 1): on a busy machine, load drifts
+                         each mode's iterations (default 5): on a busy machine, load drifts
                          then hit every mode alike
   --changing-sparsity    A's pattern changes every iteration (GNN-style neighbour sampling,
                          seed = iteration): every mode redoes its setup inside the timed
@@ -199,6 +202,8 @@ Output
 Columns
   time/it    median over the timed iterations (of all rounds) of the slowest rank's time per
              iteration
+  95% CI     the bootstrap 95 % interval of that median (every round's iterations pooled,
+             2000 resamples, fixed seed), relative to it; in the JSON also the quartiles
   setup      setup of the mode (max over ranks; with --changing-sparsity per iteration and
              already included in time/it)
   vs su      su's time / this mode's time;  of ideal: ideal's time / this mode's time
@@ -220,6 +225,12 @@ Columns
   moves less) and the RIG wire minimum (that payload requested and answered once in full
   packets with NetSparse's headers: the floor of the RIG modes; modes counted per MPI message
   carry no per-property headers and can go below it).
+  Verdicts (the lines under each table, "verdicts" in the JSON): netsparse is "faster" or
+  "slower" than the best other mode (or inspector-executor, in time to solution) only when the
+  bootstrap 95 % interval of the ratio of their times lies wholly below or above 1 (each mode's
+  pooled iterations, and per-round setups, resampled on their own); else it is within noise
+  (+-x %), x the interval's farthest reach from 1. Fewer than 6 timed iterations per mode, or
+  fewer than 3 rounds for time to solution: "not resolved".
   A mode faster than ideal (of ideal > 100 %) is most often timing noise: a warning says so
   and suggests --rounds, which pools every mode's iterations over several rounds.
 
@@ -837,6 +848,9 @@ std::string human_count(double n) {
 struct Derived {
   double t = 0, setup = 0, plan = 0, own = 0, vs_su = 0, of_ideal = 0, fc = -1, prs_per_packet = -1,
          goodput = 0, util = 0, traffic_vs_su = 0, prs_vs_sa = 0;
+  // The spread of the pooled per-iteration times: the bootstrap 95 % interval of their median
+  // (t) and their quartiles.
+  bench::Interval t_ci, t_iqr;
 };
 
 bool request_based(CommMode m) {
@@ -859,6 +873,57 @@ double time_to_solution(const Result& r, int n, bool changing) {
   return median(r.setup_times) + first + (n - 1) * t;
 }
 constexpr int kSolutionRuns[] = {1, 10, 100};
+
+// time_to_solution's inputs as sample groups, for the bootstrap: {the one-off part (setup, or
+// with --changing-sparsity the construction), the first run (the timed iterations when none was
+// kept apart), the per-iteration times}.
+bench::SampleGroups solution_samples(const Result& r, bool changing) {
+  std::vector<double> once = changing ? r.construct_times : r.setup_times;
+  if (once.empty()) once = {0.0};
+  return {once, changing || r.first_times.empty() ? r.times : r.first_times, r.times};
+}
+
+// time_to_solution over groups [at, at + 3) of solution_samples' layout.
+double solution_of(const bench::SampleGroups& g, std::size_t at, int n, bool changing) {
+  const double t = bench::quantile(g[at + 2], 0.5);
+  if (changing) return bench::quantile(g[at], 0.5) + n * t;
+  return bench::quantile(g[at], 0.5) + bench::quantile(g[at + 1], 0.5) + (n - 1) * t;
+}
+
+// A's time to solution after n runs against B's, bootstrapped over every part's samples (the
+// one-off parts have one sample per round): a verdict needs kMinIterations timed iterations and
+// kMinOnceSamples rounds on each side.
+bench::RatioVerdict compare_solution(const Result& a, const Result& b, int n, bool changing) {
+  bench::SampleGroups g = solution_samples(a, changing);
+  for (auto& part : solution_samples(b, changing)) g.push_back(std::move(part));
+  const auto enough = [&](const Result& r) {
+    const auto& once = changing ? r.construct_times : r.setup_times;
+    return r.times.size() >= bench::kMinIterations && once.size() >= bench::kMinOnceSamples;
+  };
+  return bench::compare_ratio(
+      g,
+      [n, changing](const bench::SampleGroups& s) {
+        return solution_of(s, 0, n, changing) / solution_of(s, 3, n, changing);
+      },
+      enough(a) && enough(b));
+}
+
+// One verdict of the run, for the JSON's "verdicts".
+bench::Json verdict_json(KernelKind kernel, int k, const std::string& what, const Result& a,
+                         const Result& b, const bench::RatioVerdict& v) {
+  bench::Json j;
+  j["kernel"] = to_string(kernel);
+  j["K"] = k;
+  j["what"] = what;
+  j["mode"] = a.label;
+  j["against"] = b.label;
+  j["ratio"] = v.ratio;
+  j["ratio_ci95"] = {v.ci.lo, v.ci.hi};
+  j["verdict"] = bench::to_string(v.verdict);
+  j["noise_pct"] = v.verdict == bench::Verdict::within_noise ? bench::noise_percent(v) : 0.0;
+  j["samples"] = {a.times.size(), b.times.size()};
+  return j;
+}
 
 // The time-to-solution table: when a mode's setup pays off, and when it never does.
 void print_time_to_solution(const std::vector<Result>& results, const Options& o) {
@@ -884,6 +949,8 @@ Derived derive(const Result& r, const std::map<std::string, const Result*>& by_l
                const Volume& vol, double line_rate) {
   Derived d;
   d.t = median(r.times);
+  d.t_ci = bench::median_interval(r.times);
+  d.t_iqr = {bench::quantile(r.times, 0.25), bench::quantile(r.times, 0.75)};
   d.setup = median(r.setup_times);
   d.plan = median(r.plan_times);
   d.own = median(r.own_times);
@@ -936,14 +1003,22 @@ std::string factor(double v) {
   return fmt(v > 0 && v < 0.1 ? "%.3fx" : "%.2fx", v);
 }
 
+// The "95% CI" column: the bootstrap interval of the median time per iteration, relative to it
+// ("-1.2/+3.4%"); "-" for a single iteration.
+std::string ci_column(const Derived& d) {
+  if (d.t <= 0 || d.t_ci.hi <= d.t_ci.lo) return "-";
+  return fmt("-%.1f", 100 * (1 - d.t_ci.lo / d.t)) + fmt("/+%.1f%%", 100 * (d.t_ci.hi / d.t - 1));
+}
+
 std::string join(const std::vector<std::string>& items) {
   std::string out;
   for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
   return out;
 }
 
-void print_table(const std::string& title, const std::vector<Result>& results, const Volume& vol,
-                 double line_rate, const Options& o) {
+void print_table(const std::string& title, KernelKind kernel, int k,
+                 const std::vector<Result>& results, const Volume& vol, double line_rate,
+                 const Options& o, bench::Json& verdicts) {
   std::map<std::string, const Result*> by_label;
   for (const Result& r : results) by_label[r.label] = &r;
   const Result* su = by_label.count("su") ? by_label.at("su") : nullptr;
@@ -981,9 +1056,9 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
           vol.rank_host_payload > 0 ? vol.host_min_payload / vol.rank_host_payload : 0.0);
     }
   }
-  std::printf("%-20s %10s %10s %7s %8s %9s %6s %7s %8s %7s %11s %9s %10s\n", "mode", "time/it",
-              o.changing ? "setup/it" : "setup", "vs su", "of ideal", "err", "F+C", "PR/pkt",
-              "goodput", "util", "bytes vs su", "PRs vs SA", "bytes/it");
+  std::printf("%-20s %10s %12s %10s %7s %8s %9s %6s %7s %8s %7s %11s %9s %10s\n", "mode", "time/it",
+              "95% CI", o.changing ? "setup/it" : "setup", "vs su", "of ideal", "err", "F+C",
+              "PR/pkt", "goodput", "util", "bytes vs su", "PRs vs SA", "bytes/it");
   std::vector<std::string> beat_ideal, below_wire, below_payload;
   for (const Result& r : results) {
     if (!r.error.empty()) {
@@ -992,14 +1067,15 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
     }
     const Derived d = derive(r, by_label, vol, line_rate);
     const auto opt = [](double v, const char* f) { return v < 0 ? std::string("-") : fmt(f, v); };
-    std::printf("%-20s %8.3fms %8.3fms %7s %8s %9.1e %6s %7s %7.1f%% %6.1f%% %11s %9s %10s%s\n",
-                r.label.c_str(), d.t * 1e3, d.setup * 1e3,
-                empty || d.vs_su <= 0 ? "-" : factor(d.vs_su).c_str(),
-                empty || d.of_ideal <= 0 ? "-" : fmt("%.1f%%", 100 * d.of_ideal).c_str(), r.err,
-                opt(d.fc * 100, "%.0f%%").c_str(), opt(d.prs_per_packet, "%.1f").c_str(),
-                100 * d.goodput, 100 * d.util, empty ? "-" : bytes_vs_su(r, su).c_str(),
-                d.prs_vs_sa > 0 ? fmt("%.1fx", d.prs_vs_sa).c_str() : "-",
-                human_bytes(r.bytes_total).c_str(), r.correct ? "" : "   *** WRONG RESULT ***");
+    std::printf(
+        "%-20s %8.3fms %12s %8.3fms %7s %8s %9.1e %6s %7s %7.1f%% %6.1f%% %11s %9s %10s%s\n",
+        r.label.c_str(), d.t * 1e3, ci_column(d).c_str(), d.setup * 1e3,
+        empty || d.vs_su <= 0 ? "-" : factor(d.vs_su).c_str(),
+        empty || d.of_ideal <= 0 ? "-" : fmt("%.1f%%", 100 * d.of_ideal).c_str(), r.err,
+        opt(d.fc * 100, "%.0f%%").c_str(), opt(d.prs_per_packet, "%.1f").c_str(), 100 * d.goodput,
+        100 * d.util, empty ? "-" : bytes_vs_su(r, su).c_str(),
+        d.prs_vs_sa > 0 ? fmt("%.1fx", d.prs_vs_sa).c_str() : "-",
+        human_bytes(r.bytes_total).c_str(), r.correct ? "" : "   *** WRONG RESULT ***");
     if (r.mode == CommMode::ideal) continue;
     if (d.of_ideal > 1) beat_ideal.push_back(r.label + " " + fmt("%.0f%%", 100 * d.of_ideal));
     if (nothing_remote) continue;
@@ -1103,6 +1179,8 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
   }
   double best_other = 0;
   std::string best_label;
+  const Result* best = nullptr;
+  bool unresolved = false;  // a verdict lacked samples: say how many it needs, once
   for (const Result& r : results) {
     // Baselines only: our own engines' other rows (netsparse-rank, -node, -noplan) are no bar.
     if (r.label.rfind("netsparse", 0) == 0 || r.mode == CommMode::ideal || !r.error.empty()) {
@@ -1113,32 +1191,57 @@ void print_table(const std::string& title, const std::vector<Result>& results, c
     if (best_label.empty() || t < best_other) {
       best_other = t;
       best_label = r.label;
+      best = &r;
     }
   }
-  if (!best_label.empty() && t_ns > 0 && best_other > 0) {
-    std::printf("   netsparse is %s the best other mode (%s: %.3f ms, netsparse %.3f ms)\n",
-                than(compare(t_ns, best_other, "slower", "faster")).c_str(), best_label.c_str(),
-                best_other * 1e3, t_ns * 1e3);
+  // The verdicts: "faster" / "slower" only when the 95 % interval of the ratio of the two
+  // modes' times lies wholly below / above 1 (bench/common/uncertainty.hpp; docs/benchmarks.md).
+  if (best != nullptr && t_ns > 0 && best_other > 0) {
+    const bench::RatioVerdict v = bench::compare_medians(n.times, best->times);
+    unresolved = unresolved || v.verdict == bench::Verdict::too_few_samples;
+    // Within noise: the ratio and its interval too (faster / slower carry the interval).
+    const std::string ratio =
+        v.verdict != bench::Verdict::within_noise
+            ? ""
+            : fmt("; ratio %.3f", v.ratio) + fmt(", 95%% CI %.3f", v.ci.lo) + fmt("-%.3f", v.ci.hi);
+    std::printf("   netsparse is %s the best other mode (%s: %.3f ms, netsparse %.3f ms%s)\n",
+                bench::describe(v).c_str(), best_label.c_str(), best_other * 1e3, t_ns * 1e3,
+                ratio.c_str());
+    verdicts.push_back(verdict_json(kernel, k, "time_per_iteration", n, *best, v));
   }
   if (const auto ie = by_label.find("inspector-executor");
       ie != by_label.end() && ie->second->error.empty()) {
     std::string line;
-    for (int n : kSolutionRuns) {
-      line += (line.empty() ? "" : ", ") + std::string("n = ") + std::to_string(n) + ": " +
-              compare(time_to_solution(*ns->second, n, o.changing),
-                      time_to_solution(*ie->second, n, o.changing), "slower", "faster");
+    for (int runs : kSolutionRuns) {
+      const bench::RatioVerdict v = compare_solution(n, *ie->second, runs, o.changing);
+      unresolved = unresolved || v.verdict == bench::Verdict::too_few_samples;
+      line += (line.empty() ? "" : ", ") + std::string("n = ") + std::to_string(runs) + ": " +
+              bench::describe_short(v);
+      verdicts.push_back(
+          verdict_json(kernel, k, "time_to_solution_" + std::to_string(runs), n, *ie->second, v));
     }
     std::printf("   time to solution, netsparse against inspector-executor: %s\n", line.c_str());
   }
   if (o.changing && by_label.count("inspector-executor") &&
       by_label.at("inspector-executor")->error.empty() && t_ns > 0) {
     const Result& ie = *by_label.at("inspector-executor");
-    const double own_ns = median(n.own_times), own_ie = median(ie.own_times);
+    const bench::RatioVerdict incl = bench::compare_medians(n.times, ie.times);
+    const bench::RatioVerdict own = bench::compare_medians(n.own_times, ie.own_times);
+    unresolved = unresolved || incl.verdict == bench::Verdict::too_few_samples ||
+                 own.verdict == bench::Verdict::too_few_samples;
     std::printf(
         "   changing sparsity: netsparse is %s inspector-executor incl. its setup; %s "
         "without the re-tiling every mode shares (plan + run only)\n",
-        than(compare(t_ns, median(ie.times), "slower", "faster")).c_str(),
-        own_ns > 0 && own_ie > 0 ? compare(own_ns, own_ie, "slower", "faster").c_str() : "-");
+        bench::describe(incl).c_str(),
+        median(n.own_times) > 0 && median(ie.own_times) > 0 ? bench::describe_short(own).c_str()
+                                                            : "-");
+    verdicts.push_back(verdict_json(kernel, k, "changing_incl_setup", n, ie, incl));
+  }
+  if (unresolved) {
+    std::printf(
+        "   note: a verdict needs %zu timed iterations per mode (--iters x --rounds) and, for time "
+        "to solution, %zu rounds (one setup per round): 'not resolved' above\n",
+        bench::kMinIterations, bench::kMinOnceSamples);
   }
 }
 
@@ -1399,6 +1502,9 @@ bench::Json run_json(const DistMatrix& a, const Options& o, int nranks, double l
   j["dtype"] = to_string(o.dist.scalar);
   j["time"] = static_cast<long long>(std::time(nullptr));
   j["results"] = bench::Json::array();
+  // netsparse against the best other mode and inspector-executor, decided from the interval of
+  // the ratio of their times (print_table's verdict lines).
+  j["verdicts"] = bench::Json::array();
   return j;
 }
 
@@ -1416,6 +1522,10 @@ bench::Json result_json(KernelKind kernel, int k, const Result& r, const Derived
   j["error"] = r.error;
   j["time_s"] = d.t;
   j["times_s"] = r.times;
+  // The spread of times_s (every round's iterations pooled): the bootstrap 95 % interval of the
+  // median and the quartiles.
+  j["time_ci95_s"] = {d.t_ci.lo, d.t_ci.hi};
+  j["time_iqr_s"] = {d.t_iqr.lo, d.t_iqr.hi};
   j["setup_s"] = d.setup;
   j["plan_s"] = d.plan;
   j["construct_s"] = median_or(r.construct_times, 0.0);
@@ -1481,12 +1591,14 @@ bench::Json result_json(KernelKind kernel, int k, const Result& r, const Derived
   return j;
 }
 
-// Rank 0: the table of one (kernel, K) and its records appended to `records`.
+// Rank 0: the table of one (kernel, K), its records appended to doc's "results" and its verdicts
+// to doc's "verdicts".
 void report_width(const DistMatrix& a, const std::string& tag, KernelKind kernel, int k,
                   const std::vector<Result>& results, const Volume& vol, double line_rate,
-                  const Options& o, bench::Json& records) {
-  print_table(a.name() + ": " + tag + (o.changing ? " (changing sparsity)" : ""), results, vol,
-              line_rate, o);
+                  const Options& o, bench::Json& doc) {
+  print_table(a.name() + ": " + tag + (o.changing ? " (changing sparsity)" : ""), kernel, k,
+              results, vol, line_rate, o, doc["verdicts"]);
+  bench::Json& records = doc["results"];
   std::map<std::string, const Result*> by_label;
   for (const Result& r : results) by_label[r.label] = &r;
   for (const Result& r : results) {
@@ -1564,7 +1676,7 @@ int main(int argc, char** argv) {
         const Volume vol = measure_volume(a, w, kernel, k, o);
         const std::vector<Result> results = run_variants(variants, w, o, progress, tag, exit_code);
         progress.clear();
-        if (rank == 0) report_width(a, tag, kernel, k, results, vol, line_rate, o, doc["results"]);
+        if (rank == 0) report_width(a, tag, kernel, k, results, vol, line_rate, o, doc);
       }
     }
     if (rank == 0 && exit_code != 0) {

@@ -16,6 +16,7 @@
 #   SWEEP_MATRICES    space-separated matrix specifications (default: NotreDame_www and mdual
 #                     when fetched, gen:kron:16, gen:stencil:40:40:40:1)
 #   SWEEP_ITERS       timed iterations per mode (default 3)
+#   SWEEP_ROUNDS      rounds of every mode (default 1; netsparse_bench's own default is 5)
 #   SWEEP_PARTS       which parts to run (default "fig12 table8 fig15 fig17 changing")
 # Every run is a few seconds to a minute on a 2-core machine; the whole default sweep takes
 # about 10-20 minutes there.
@@ -26,6 +27,7 @@ mkdir -p "$out"
 bench=${NETSPARSE_BENCH:-$root/build/native/bench/netsparse_bench}
 np=${NETSPARSE_NP:-2}
 iters=${SWEEP_ITERS:-3}
+rounds=${SWEEP_ROUNDS:-1}
 parts=${SWEEP_PARTS:-"fig12 table8 fig15 fig17 changing"}
 data=${NETSPARSE_DATA_DIR:-$HOME/.cache/netsparse/matrices}
 if [[ ! -x "$bench" ]]; then
@@ -44,7 +46,7 @@ run() {  # run OUT_FILE ARGS...
   shift
   echo "sweep.sh: $file: $*" >&2
   mpirun --oversubscribe --bind-to none -np "$np" "$bench" --no-progress --iters "$iters" \
-    --warmup 1 --json "$out/$file" "$@" >"$out/${file%.json}.txt"
+    --rounds "$rounds" --warmup 1 --json "$out/$file" "$@" >"$out/${file%.json}.txt"
 }
 name_of() {  # a file-name-safe name of a matrix specification
   local s=${1##*/}
