@@ -20,6 +20,9 @@ def programs(test, build):
     """The build tree's executables in the test's command line."""
     out = set()
     for arg in test.get("command", []):
+        # `cmake -DEMULATE=/path/prog -P script.cmake`: the programs a script runs.
+        if arg.startswith("-D") and "=" in arg:
+            arg = arg.split("=", 1)[1]
         path = os.path.realpath(arg) if os.path.isabs(arg) else None
         if path and path.startswith(build + os.sep) and os.path.isfile(path):
             out.add(os.path.relpath(path, build))
