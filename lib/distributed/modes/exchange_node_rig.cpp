@@ -452,11 +452,19 @@ class NodeRigExchange final : public Exchange<T> {
     // MPI transport's intra-host rings (see the top of the file).
     ContextAttr attr = engine_context_attr(options);
     attr.flags(options.flags | NS_CTX_NO_HOST_RINGS);
-    // A host pair's rows in as few messages as node-aware IE's one per pair: the leader's
-    // packets, and so the transport's frames, up to kHostFrameBytes (issue 34: 64 KiB frames
-    // made 339 inter-host messages against node-aware IE's 56 at np 64 = 8 hosts x 8).
-    if (options.packet_bytes == 0) attr.packet_bytes(kHostFrameBytes);
     ctx_ = open_mpi(engine_comm_, attr);
+    // Over MPI, a host pair's rows in as few messages as node-aware IE's one per pair: the
+    // packets, and so the transport's frames, up to kHostFrameBytes (issue 34: 64 KiB frames
+    // made 339 inter-host messages against node-aware IE's 56 at np 64 = 8 hosts x 8). Not over
+    // verbs: its shared receive queue posts 1024 buffers of the packet size (512 MiB at this
+    // size; the soft-RoCE guest ran out of memory), and an RC queue pair needs them posted.
+    // The transport is known once open (AUTO may resolve either way; every member resolves
+    // alike), so an MPI context is opened once more with the larger packets.
+    if (options.packet_bytes == 0 && ctx_.transport_name() == "mpi") {
+      ctx_.close();
+      attr.packet_bytes(kHostFrameBytes);
+      ctx_ = open_mpi(engine_comm_, attr);
+    }
     cq_ = Cq(ctx_, 2 * kQpDepth);
     qp_ = Qp(ctx_, cq_, kQpDepth);
     inline_progress_ = ctx_.progress_mode() == NS_PROGRESS_INLINE;
