@@ -97,7 +97,7 @@ def main():
     node = results.get("netsparse")
     if node and not node.get("error"):
         check(node.get("comm_mode") == "netsparse-node",
-              f"netsparse resolved to the node-wide engine ({node.get('resolved_mode')})")
+              f"netsparse resolved to the node-wide engine ({node.get('comm_mode')})")
         minimum = data.get("host_min_payload_total")
         if minimum is None:
             minimum = node.get("host_min_payload_total")
