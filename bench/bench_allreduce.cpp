@@ -31,6 +31,8 @@
 #include "report.hpp"
 #include "stats.hpp"
 
+namespace cli = netsparse::bench::cli;  // the command-line interface (cli.hpp)
+
 namespace {
 
 using netsparse::bench::Json;
@@ -70,19 +72,19 @@ struct Args {
 // Every rank parses the same argv; rank 0 prints. -1: go on, else the exit code.
 int parse(int argc, char** argv, int rank, Args& a) {
   namespace nb = netsparse::bench;
-  CLI::App app{"bench_allreduce"};
+  cli::App app{"bench_allreduce"};
   app.add_option_function<std::string>("--sizes-mib", [&](const std::string& v) {
     a.sizes_mib = nb::positive_list("--sizes-mib", v);
   });
   app.add_option_function<std::string>("--densities", [&](const std::string& v) {
     a.densities = nb::positive_list("--densities", v);
     for (double d : a.densities) {
-      if (d > 1) throw CLI::ValidationError("--densities", "densities are fractions <= 1");
+      if (d > 1) throw cli::ValidationError("--densities", "densities are fractions <= 1");
     }
   });
   app.add_option("--sparse-n", a.sparse_n)
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
-  app.add_option("--rounds", a.rounds)->check(CLI::Range(1, 1000000));
+      ->check(cli::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
+  app.add_option("--rounds", a.rounds)->check(cli::Range(1, 1000000));
   app.add_option("--json", a.json);
   app.add_flag_callback("--no-dense", [&] { a.dense = false; });
   app.add_flag_callback("--no-sparse", [&] { a.sparse = false; });

@@ -32,6 +32,8 @@
 #include "report.hpp"
 #include "stats.hpp"
 
+namespace cli = netsparse::bench::cli;  // the command-line interface (cli.hpp)
+
 namespace {
 
 namespace nb = netsparse::bench;
@@ -89,30 +91,30 @@ struct Args {
 };
 
 int parse(int argc, char** argv, int rank, Args& a) {
-  CLI::App app{"bench_embedding"};
+  cli::App app{"bench_embedding"};
   app.add_option_function<std::string>("--alpha", [&](const std::string& v) {
     a.alphas = nb::positive_list("--alpha", v);
     for (double x : a.alphas) {
-      if (x < 0.5 || x > 2) throw CLI::ValidationError("--alpha", "each alpha in [0.5, 2]");
+      if (x < 0.5 || x > 2) throw cli::ValidationError("--alpha", "each alpha in [0.5, 2]");
     }
   });
   app.add_option("--rows-per-rank", a.rows_per_rank)
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 28));
-  app.add_option("--dim", a.dim)->check(CLI::Range(16u, 128u));
-  app.add_option("--batch", a.batch)->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 22));
-  app.add_option("--iterations", a.iterations)->check(CLI::Range(1, 100000));
-  app.add_option("--update-every", a.update_every)->check(CLI::Range(0, 100000));
+      ->check(cli::Range(std::uint64_t{1}, std::uint64_t{1} << 28));
+  app.add_option("--dim", a.dim)->check(cli::Range(16u, 128u));
+  app.add_option("--batch", a.batch)->check(cli::Range(std::uint64_t{1}, std::uint64_t{1} << 22));
+  app.add_option("--iterations", a.iterations)->check(cli::Range(1, 100000));
+  app.add_option("--update-every", a.update_every)->check(cli::Range(0, 100000));
   app.add_option("--cache-rows", a.cache_rows)
-      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 31));
+      ->check(cli::Range(std::uint64_t{0}, std::uint64_t{1} << 31));
   app.add_option("--bucket-rows", a.bucket_rows)
-      ->check(CLI::Range(1u, 1u << 20))
+      ->check(cli::Range(1u, 1u << 20))
       ->check([](const std::string& v) {
         const unsigned long b = std::stoul(v);
         return (b & (b - 1)) == 0 ? std::string() : std::string("a power of two");
       });
   app.add_option_function<std::string>(
       "--modes", [&](const std::string& v) { a.modes = nb::member_list("--modes", v, kModes); });
-  app.add_option("--rounds", a.rounds)->check(CLI::Range(1, 1000));
+  app.add_option("--rounds", a.rounds)->check(cli::Range(1, 1000));
   app.add_option("--json", a.json);
   return nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_embedding", kHelp,
                                  rank == 0);

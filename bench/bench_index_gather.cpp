@@ -43,6 +43,8 @@
 #include "stall_guard.hpp"
 #include "stats.hpp"
 
+namespace cli = netsparse::bench::cli;  // the command-line interface (cli.hpp)
+
 namespace {
 
 // ---- options -------------------------------------------------------------------------------
@@ -114,17 +116,17 @@ constexpr std::uint32_t kPaperWire = 1u << 30;
 int parse(int argc, char** argv, int rank, Options& o) {
   namespace nb = netsparse::bench;
   constexpr long long kMax = 1LL << 40;
-  CLI::App app{"bench_index_gather"};
+  cli::App app{"bench_index_gather"};
   app.add_option_function<std::string>("--K", [&](const std::string& v) {
     o.K.clear();
     for (long long k : nb::int_list("--K", v, 1, 1 << 20)) o.K.push_back(static_cast<int>(k));
   });
-  app.add_option("--n-per-rank", o.n_per_rank)->check(CLI::Range(1LL, kMax));
-  app.add_option("--requests", o.requests)->check(CLI::Range(1LL, kMax));
+  app.add_option("--n-per-rank", o.n_per_rank)->check(cli::Range(1LL, kMax));
+  app.add_option("--requests", o.requests)->check(cli::Range(1LL, kMax));
   app.add_option_function<std::uint64_t>("--max-out-mb",
                                          [&](std::uint64_t mb) { o.max_out_bytes = mb << 20; })
-      ->check(CLI::Range(1LL, 1LL << 30));
-  app.add_option("--vanilla-requests", o.vanilla_requests)->check(CLI::Range(0LL, kMax));
+      ->check(cli::Range(1LL, 1LL << 30));
+  app.add_option("--vanilla-requests", o.vanilla_requests)->check(cli::Range(0LL, kMax));
   app.add_flag("--unique", o.unique);
   app.add_option_function<std::string>(
       "--modes", [&](const std::string& v) { o.modes = nb::member_list("--modes", v, kModes); });
@@ -134,22 +136,22 @@ int parse(int argc, char** argv, int rank, Options& o) {
       {"both", {NS_PROGRESS_THREAD, NS_PROGRESS_INLINE}}};
   app.add_option_function<std::string>("--progress",
                                        [&](const std::string& v) { o.progress = progress.at(v); })
-      ->check(CLI::IsMember({"thread", "inline", "both"}));
+      ->check(cli::IsMember({"thread", "inline", "both"}));
   app.add_option_function<std::string>("--layout",
                                        [&](const std::string& v) { o.indexed = v == "indexed"; })
-      ->check(CLI::IsMember({"positional", "indexed"}));
-  app.add_option("--batch", o.batch)->check(CLI::Range(1LL, kMax));
-  app.add_option("--inflight", o.inflight)->check(CLI::Range(1, 1 << 20));
-  app.add_option("--packet-bytes", o.packet_bytes)->check(CLI::Range(0, 1 << 24));
-  app.add_option("--delay-ns", o.delay_ns)->check(CLI::Range(0LL, kMax));
+      ->check(cli::IsMember({"positional", "indexed"}));
+  app.add_option("--batch", o.batch)->check(cli::Range(1LL, kMax));
+  app.add_option("--inflight", o.inflight)->check(cli::Range(1, 1 << 20));
+  app.add_option("--packet-bytes", o.packet_bytes)->check(cli::Range(0, 1 << 24));
+  app.add_option("--delay-ns", o.delay_ns)->check(cli::Range(0LL, kMax));
   app.add_option_function<std::string>("--units", [&](const std::string& v) {
     const std::vector<long long> u = nb::int_list("--units", v, 1, 1024);
     if (u.size() != 2)
-      throw CLI::ValidationError("--units", "needs C,S (two counts), got '" + v + "'");
+      throw cli::ValidationError("--units", "needs C,S (two counts), got '" + v + "'");
     o.client_units = static_cast<int>(u[0]);
     o.server_units = static_cast<int>(u[1]);
   });
-  app.add_option("--pending", o.pending)->check(CLI::Range(1, 1 << 24));
+  app.add_option("--pending", o.pending)->check(cli::Range(1, 1 << 24));
   app.add_option_function<std::string>("--conveyor-buffer", [&](const std::string& v) {
     o.conveyor_buffers.clear();
     for (long long b : nb::int_list("--conveyor-buffer", v, 16, 1 << 26))
@@ -160,7 +162,7 @@ int parse(int argc, char** argv, int rank, Options& o) {
     for (long long b : nb::int_list("--conveyor-nbuf", v, 1, 1024))
       o.conveyor_nbufs.push_back(static_cast<int>(b));
   });
-  app.add_option("--reps", o.reps)->check(CLI::Range(1, 1000000));
+  app.add_option("--reps", o.reps)->check(cli::Range(1, 1000000));
   app.add_option("--seed", o.seed);
   app.add_option("--json", o.json);
   return nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_index_gather",

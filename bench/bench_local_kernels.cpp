@@ -49,6 +49,8 @@
 #include "netsparse/tiled.hpp"
 #include "stream_triad.hpp"
 
+namespace cli = netsparse::bench::cli;  // the command-line interface (cli.hpp)
+
 #ifndef NETSPARSE_BENCH_ARCH
 #define NETSPARSE_BENCH_ARCH ""
 #endif
@@ -116,7 +118,7 @@ const char* const kHelp =
 // -1: go on; else the exit code (0 after --help, 2 after a bad option).
 int parse_options(int argc, char** argv, Options& o) {
   namespace nb = netsparse::bench;
-  CLI::App app{"bench_local_kernels"};
+  cli::App app{"bench_local_kernels"};
   nb::add_matrix_options(app, o.data_dir, o.matrices);
   app.add_option_function<std::string>("--ks", [&](const std::string& v) {
     o.ks.clear();
@@ -125,10 +127,10 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option_function<std::string>("--kernels", [&](const std::string& v) {
     o.kernels = nb::member_list("--kernels", v, {"spmm", "sddmm", "spmv"});
   });
-  app.add_option("--tune-budget", o.tune_budget)->check(CLI::Range(0.0, 1e6));
-  app.add_option("--min-time", o.min_time)->check(CLI::Range(0.0, 1e6));
-  app.add_option("--stencil", o.stencil_n)->check(CLI::Range(1, 1 << 20));
-  app.add_option("--kron-scale", o.kron_scale)->check(CLI::Range(1, 40));
+  app.add_option("--tune-budget", o.tune_budget)->check(cli::Range(0.0, 1e6));
+  app.add_option("--min-time", o.min_time)->check(cli::Range(0.0, 1e6));
+  app.add_option("--stencil", o.stencil_n)->check(cli::Range(1, 1 << 20));
+  app.add_option("--kron-scale", o.kron_scale)->check(cli::Range(1, 40));
   return nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_local_kernels",
                                  kHelp, true);
 }

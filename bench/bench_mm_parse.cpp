@@ -26,6 +26,8 @@
 #include "netsparse/matrix_market.hpp"
 #include "stats.hpp"
 
+namespace cli = netsparse::bench::cli;  // the command-line interface (cli.hpp)
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -74,9 +76,9 @@ int main(int argc, char** argv) {
   namespace nb = netsparse::bench;
   std::string path;
   int reps = 5;
-  CLI::App app{"bench_mm_parse"};
+  cli::App app{"bench_mm_parse"};
   app.add_option("file", path);
-  app.add_option("repetitions", reps)->check(CLI::Range(1, 1000000));
+  app.add_option("repetitions", reps)->check(cli::Range(1, 1000000));
   if (const int code = nb::finish_command_line(nb::parse_command_line(app, argc, argv),
                                                "bench_mm_parse", kHelp, true);
       code >= 0)

@@ -14,6 +14,8 @@
 #include "netsparse/netsparse.h"
 #include "stats.hpp"
 
+namespace cli = netsparse::bench::cli;  // the command-line interface (cli.hpp)
+
 namespace {
 
 constexpr const char* kHelp =
@@ -144,13 +146,13 @@ double run_variant(const Options& opts, std::uint32_t flags) {
 
 int main(int argc, char** argv) {
   Options opts;
-  CLI::App app("bench_post");
+  cli::App app("bench_post");
   app.set_help_flag("-h,--help");
-  app.add_option("--wrs", opts.wrs)->check(CLI::Range(1LL, 1LL << 40));
-  app.add_option("--count", opts.count)->check(CLI::Range(1LL, 1LL << 20));
-  app.add_option("--chain", opts.chain)->check(CLI::Range(1LL, 256LL));
-  app.add_option("--rounds", opts.rounds)->check(CLI::Range(1LL, 1000LL));
-  app.add_option("--progress", opts.progress)->check(CLI::IsMember({"inline", "thread"}));
+  app.add_option("--wrs", opts.wrs)->check(cli::Range(1LL, 1LL << 40));
+  app.add_option("--count", opts.count)->check(cli::Range(1LL, 1LL << 20));
+  app.add_option("--chain", opts.chain)->check(cli::Range(1LL, 256LL));
+  app.add_option("--rounds", opts.rounds)->check(cli::Range(1LL, 1000LL));
+  app.add_option("--progress", opts.progress)->check(cli::IsMember({"inline", "thread"}));
   const int rc = netsparse::bench::finish_command_line(
       netsparse::bench::parse_command_line(app, argc, argv), "bench_post", kHelp, true);
   if (rc >= 0) return rc;

@@ -33,6 +33,8 @@
 #include "report.hpp"
 #include "stats.hpp"
 
+namespace cli = netsparse::bench::cli;  // the command-line interface (cli.hpp)
+
 namespace {
 
 using netsparse::bench::median;
@@ -70,19 +72,19 @@ Exit codes: 0 every variant agreed, 1 a variant disagreed, 2 a bad option.
 // Every rank parses the same argv; rank 0 prints. -1: go on, else the exit code.
 int parse(int argc, char** argv, int rank, Args& a) {
   namespace nb = netsparse::bench;
-  CLI::App app{"bench_scatter_reduce"};
+  cli::App app{"bench_scatter_reduce"};
   app.add_option_function<std::string>("--K", [&](const std::string& v) {
     a.K.clear();
     for (const long long k : nb::int_list("--K", v, 1, 1024)) {
       a.K.push_back(static_cast<std::uint32_t>(k));
     }
   });
-  app.add_option("--rows", a.rows)->check(CLI::Range(std::uint64_t{1}, std::uint64_t{UINT32_MAX}));
+  app.add_option("--rows", a.rows)->check(cli::Range(std::uint64_t{1}, std::uint64_t{UINT32_MAX}));
   app.add_option("--updates", a.updates);
-  app.add_option("--hot", a.hot)->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
-  app.add_option("--hot-fraction", a.hot_fraction)->check(CLI::Range(0.0, 1.0));
+  app.add_option("--hot", a.hot)->check(cli::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
+  app.add_option("--hot-fraction", a.hot_fraction)->check(cli::Range(0.0, 1.0));
   app.add_option("--chunk", a.chunk);
-  app.add_option("--rounds", a.rounds)->check(CLI::Range(1, 1000000));
+  app.add_option("--rounds", a.rounds)->check(cli::Range(1, 1000000));
   app.add_option("--json", a.json);
   return nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_scatter_reduce",
                                  kHelp, rank == 0);

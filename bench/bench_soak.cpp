@@ -32,6 +32,8 @@
 #include "stall_guard.hpp"
 #include "stats.hpp"
 
+namespace cli = netsparse::bench::cli;  // the command-line interface (cli.hpp)
+
 namespace {
 
 struct Options {
@@ -82,24 +84,24 @@ Exit codes: 0 every checked row was right (and --check passed), 1 a wrong row or
 // Every rank parses the same argv; rank 0 prints. -1: go on, else the exit code.
 int parse(int argc, char** argv, int rank, Options& o) {
   namespace nb = netsparse::bench;
-  CLI::App app{"bench_soak"};
+  cli::App app{"bench_soak"};
   const double forever = 1e12;
-  app.add_option("--seconds", o.seconds)->check(CLI::Range(0.001, forever));
-  app.add_option("--interval", o.interval)->check(CLI::Range(0.001, forever));
-  app.add_option("--K", o.K)->check(CLI::Range(1, 16384));
+  app.add_option("--seconds", o.seconds)->check(cli::Range(0.001, forever));
+  app.add_option("--interval", o.interval)->check(cli::Range(0.001, forever));
+  app.add_option("--K", o.K)->check(cli::Range(1, 16384));
   app.add_option("--n-per-rank", o.n_per_rank)
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000'000}));
+      ->check(cli::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000'000}));
   app.add_option("--requests", o.requests)
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{10'000'000'000}));
+      ->check(cli::Range(std::uint64_t{1}, std::uint64_t{10'000'000'000}));
   app.add_option("--batch", o.batch)
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000}));
-  app.add_option("--inflight", o.inflight)->check(CLI::Range(1, 1024));
+      ->check(cli::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000}));
+  app.add_option("--inflight", o.inflight)->check(cli::Range(1, 1024));
   std::string progress = "auto", posting = "app";
-  app.add_option("--progress", progress)->check(CLI::IsMember({"auto", "thread", "inline"}));
+  app.add_option("--progress", progress)->check(cli::IsMember({"auto", "thread", "inline"}));
   app.add_option("--seed", o.seed);
   app.add_option("--json", o.json);
-  app.add_option("--cqe", o.cqe)->check(CLI::Range(1, 1 << 24));
-  app.add_option("--posting", posting)->check(CLI::IsMember({"app", "queue"}));
+  app.add_option("--cqe", o.cqe)->check(cli::Range(1, 1 << 24));
+  app.add_option("--posting", posting)->check(cli::IsMember({"app", "queue"}));
   app.add_flag("--check", o.check);
   const int code = nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_soak",
                                            kHelp, rank == 0);

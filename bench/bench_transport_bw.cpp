@@ -22,6 +22,8 @@
 #include "stats.hpp"
 #include "transport/transport_factory.hpp"
 
+namespace cli = netsparse::bench::cli;  // the command-line interface (cli.hpp)
+
 namespace {
 
 using namespace netsparse::transport;
@@ -281,9 +283,9 @@ const char* const kHelp =
 // Every rank parses the same argv; rank 0 prints. -1: go on, else the exit code.
 int parse(int argc, char** argv, int rank, Settings& s) {
   namespace nb = netsparse::bench;
-  CLI::App app{"bench_transport_bw"};
-  app.add_option("--seconds", s.seconds)->check(CLI::Range(1e-3, 1e6));
-  app.add_option("--packet", s.packet)->check(CLI::Range(0, 1 << 30));
+  cli::App app{"bench_transport_bw"};
+  app.add_option("--seconds", s.seconds)->check(cli::Range(1e-3, 1e6));
+  app.add_option("--packet", s.packet)->check(cli::Range(0, 1 << 30));
   app.add_option_function<std::string>("--transports", [&](const std::string& v) {
     s.transports = nb::member_list("--transports", v, {"inproc", "mpi", "verbs"});
   });

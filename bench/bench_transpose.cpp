@@ -54,6 +54,8 @@
 #include "stats.hpp"
 #include "stream_triad.hpp"
 
+namespace cli = netsparse::bench::cli;  // the command-line interface (cli.hpp)
+
 namespace {
 
 using namespace netsparse;
@@ -92,9 +94,9 @@ const char* const kHelp =
 // -1: go on; else the exit code (0 after --help, 2 after a bad option).
 int parse(int argc, char** argv, Options& o) {
   namespace nb = netsparse::bench;
-  CLI::App app{"bench_transpose"};
+  cli::App app{"bench_transpose"};
   nb::add_matrix_options(app, o.data_dir, o.matrices);
-  app.add_option("--rounds", o.rounds)->check(CLI::Range(1, 1000000));
+  app.add_option("--rounds", o.rounds)->check(cli::Range(1, 1000000));
   app.add_option_function<std::string>("--leaves", [&](const std::string& v) {
     o.leaves.clear();
     for (long long l : nb::int_list("--leaves", v, 2, 1 << 20))

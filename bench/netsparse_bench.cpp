@@ -46,6 +46,8 @@
 #include "stats.hpp"
 #include "uncertainty.hpp"
 
+namespace cli = netsparse::bench::cli;  // the command-line interface (cli.hpp)
+
 namespace {
 
 using namespace netsparse;
@@ -276,9 +278,9 @@ bool is_known_mode(const std::string& m) {
 // option (reported once for the job, exit 2); std::nullopt when --help was asked for.
 std::optional<Options> parse_args(int argc, char** argv) {
   Options o;
-  CLI::App app{"netsparse_bench"};
+  cli::App app{"netsparse_bench"};
   const auto member = [&](const char* name, std::vector<std::string> allowed, auto apply) {
-    app.add_option_function<std::string>(name, apply)->check(CLI::IsMember(std::move(allowed)));
+    app.add_option_function<std::string>(name, apply)->check(cli::IsMember(std::move(allowed)));
   };
   // Workload
   app.add_option("--matrix", o.matrix);
@@ -294,43 +296,43 @@ std::optional<Options> parse_args(int argc, char** argv) {
   });
   app.add_option_function<std::string>("--dtype", [&](const std::string& t) {
     if (!parse_scalar_type(t, o.dist.scalar))
-      throw CLI::ValidationError("--dtype", "takes f32 or f64, not '" + t + "'");
+      throw cli::ValidationError("--dtype", "takes f32 or f64, not '" + t + "'");
   });
   app.add_option_function<std::string>("--K", [&](const std::string& v) {
     o.ks.clear();
     for (long long k : bench::int_list("--K", v, 1, 1 << 20)) o.ks.push_back(static_cast<int>(k));
   });
-  app.add_option("--iters", o.iters)->check(CLI::Range(1, 1000000));
-  app.add_option("--warmup", o.warmup)->check(CLI::Range(0, 1000000));
-  app.add_option("--rounds", o.rounds)->check(CLI::Range(1, 1000));
+  app.add_option("--iters", o.iters)->check(cli::Range(1, 1000000));
+  app.add_option("--warmup", o.warmup)->check(cli::Range(0, 1000000));
+  app.add_option("--rounds", o.rounds)->check(cli::Range(1, 1000));
   app.add_flag_callback("--changing-sparsity", [&] {
     o.changing = true;
     o.dist.dynamic_pattern = true;  // netsparse computes on the sampled CSR, no inspector
   });
-  app.add_option("--sample-fraction", o.sampling.keep_fraction)->check(CLI::Range(0.0, 1.0));
-  app.add_option("--sample-max", o.sampling.max_per_row)->check(CLI::Range(0, 1 << 30));
+  app.add_option("--sample-fraction", o.sampling.keep_fraction)->check(cli::Range(0.0, 1.0));
+  app.add_option("--sample-max", o.sampling.max_per_row)->check(cli::Range(0, 1 << 30));
   // Modes
   app.add_option_function<std::string>("--modes", [&](const std::string& v) {
     o.modes = bench::split(v);
     for (const std::string& m : o.modes) {
-      if (!is_known_mode(m)) throw CLI::ValidationError("--modes", "unknown mode '" + m + "'");
+      if (!is_known_mode(m)) throw cli::ValidationError("--modes", "unknown mode '" + m + "'");
     }
   });
   app.add_flag("--ablation", o.ablation);
   app.add_flag("--no-plans", o.no_plans_row);
   // NetSparse engine (RIG) knobs
-  app.add_option("--batch", o.dist.batch)->check(CLI::Range(1LL, 1LL << 40));
+  app.add_option("--batch", o.dist.batch)->check(cli::Range(1LL, 1LL << 40));
   member("--rig-idx", {"unique", "nonzeros"}, [&](const std::string& v) {
     o.dist.rig_idx = v == "unique" ? RigIdxSource::unique_columns : RigIdxSource::nonzeros;
   });
-  app.add_option("--window", o.dist.tiling.col_panel)->check(CLI::Range(0LL, 1LL << 32));
-  app.add_option("--row-panel", o.dist.tiling.row_panel)->check(CLI::Range(1, 1 << 30));
-  app.add_option("--delay-ns", o.dist.engine.delay_ns)->check(CLI::Range(0LL, 1LL << 40));
-  app.add_option("--packet-bytes", o.dist.engine.packet_bytes)->check(CLI::Range(64, 1 << 24));
-  app.add_option("--client-units", o.dist.engine.client_units)->check(CLI::Range(1, 1024));
-  app.add_option("--server-units", o.dist.engine.server_units)->check(CLI::Range(1, 1024));
-  app.add_option("--pending", o.dist.engine.pending_entries)->check(CLI::Range(1, 1 << 24));
-  app.add_option("--idx-chunk", o.dist.engine.idx_chunk)->check(CLI::Range(1, 1 << 24));
+  app.add_option("--window", o.dist.tiling.col_panel)->check(cli::Range(0LL, 1LL << 32));
+  app.add_option("--row-panel", o.dist.tiling.row_panel)->check(cli::Range(1, 1 << 30));
+  app.add_option("--delay-ns", o.dist.engine.delay_ns)->check(cli::Range(0LL, 1LL << 40));
+  app.add_option("--packet-bytes", o.dist.engine.packet_bytes)->check(cli::Range(64, 1 << 24));
+  app.add_option("--client-units", o.dist.engine.client_units)->check(cli::Range(1, 1024));
+  app.add_option("--server-units", o.dist.engine.server_units)->check(cli::Range(1, 1024));
+  app.add_option("--pending", o.dist.engine.pending_entries)->check(cli::Range(1, 1 << 24));
+  app.add_option("--idx-chunk", o.dist.engine.idx_chunk)->check(cli::Range(1, 1 << 24));
   member("--progress", {"auto", "thread", "inline"}, [&](const std::string& v) {
     o.dist.engine.progress = v == "thread"   ? NS_PROGRESS_THREAD
                              : v == "inline" ? NS_PROGRESS_INLINE
@@ -345,19 +347,19 @@ std::optional<Options> parse_args(int argc, char** argv) {
   app.add_flag_callback("--no-filter", [&] { o.dist.engine.flags |= NS_CTX_NO_FILTER; });
   app.add_flag_callback("--no-coalesce", [&] { o.dist.engine.flags |= NS_CTX_NO_COALESCE; });
   app.add_flag_callback("--no-concat", [&] { o.dist.engine.flags |= NS_CTX_NO_CONCAT; });
-  app.add_option("--max-outstanding", o.dist.max_outstanding_reads)->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-outstanding", o.dist.max_outstanding_reads)->check(cli::Range(1, 1 << 20));
   // Baseline knobs
-  app.add_option("--conveyor-buffer", o.dist.conveyor_buffer_bytes)->check(CLI::Range(16, 1 << 26));
+  app.add_option("--conveyor-buffer", o.dist.conveyor_buffer_bytes)->check(cli::Range(16, 1 << 26));
   app.add_option("--conveyor-buffers", o.dist.conveyor_buffers_per_link)
-      ->check(CLI::Range(1, 1024));
+      ->check(cli::Range(1, 1024));
   app.add_flag("--ie-p2p", o.dist.ie_point_to_point);
   app.add_flag("--rack-switch", o.dist.rack_switch,
                "netsparse-node on several racks: inter-rack gathers through a software ToR per "
                "rack with the Property Cache (also NETSPARSE_RACK_SWITCH=1)");
   // Output
   app.add_option("--json", o.json);
-  app.add_option("--tolerance", o.tolerance)->check(CLI::Range(0.0, 1.0));
-  app.add_option("--line-rate-bytes", o.line_rate_bytes)->check(CLI::Range(1LL, 1LL << 30));
+  app.add_option("--tolerance", o.tolerance)->check(cli::Range(0.0, 1.0));
+  app.add_option("--line-rate-bytes", o.line_rate_bytes)->check(cli::Range(1LL, 1LL << 30));
   app.add_flag_callback("--no-progress", [&] { o.progress = false; });
   app.add_flag("--spin,--yield");  // read before MPI_Init (choose_mpi_yield)
   const bench::CliResult r = bench::parse_command_line(app, argc, argv);

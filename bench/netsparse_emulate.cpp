@@ -31,6 +31,8 @@
 #include "netsparse/netsparse.h"
 #include "report.hpp"
 
+namespace cli = netsparse::bench::cli;  // the command-line interface (cli.hpp)
+
 namespace {
 
 using namespace netsparse::emulate;
@@ -101,10 +103,10 @@ Exit codes: 0 done, 2 bad options, 3 a check failed ("checks: FAILED").
 Options parse(int argc, char** argv) {
   namespace nb = netsparse::bench;
   Options o;
-  CLI::App app{"netsparse_emulate"};
-  app.add_option("--nodes", o.nodes)->check(CLI::Range(1, 1 << 20));
-  app.add_option("--racks", o.racks)->check(CLI::Range(1, 1 << 20));
-  app.add_option("--ranks-per-node", o.ranks_per_node)->check(CLI::Range(1, 1 << 20));
+  cli::App app{"netsparse_emulate"};
+  app.add_option("--nodes", o.nodes)->check(cli::Range(1, 1 << 20));
+  app.add_option("--racks", o.racks)->check(cli::Range(1, 1 << 20));
+  app.add_option("--ranks-per-node", o.ranks_per_node)->check(cli::Range(1, 1 << 20));
   app.add_option("--matrix", o.matrix);
   app.add_option("--kernel", o.kernel);
   app.add_option_function<std::string>("--K", [&](const std::string& v) {
@@ -112,8 +114,8 @@ Options parse(int argc, char** argv) {
     for (long long k : nb::int_list("--K", v, 1, 1 << 20))
       o.Ks.push_back(static_cast<std::uint32_t>(k));
   });
-  app.add_option("--sa-cores", o.sa_cores)->check(CLI::Range(1, 1 << 20));
-  app.add_option("--sa-item-ns", o.sa_item_ns)->check(CLI::Range(0.0, 1e9));
+  app.add_option("--sa-cores", o.sa_cores)->check(cli::Range(1, 1 << 20));
+  app.add_option("--sa-item-ns", o.sa_item_ns)->check(cli::Range(0.0, 1e9));
   app.add_flag("--verify", o.verify);
   app.add_option("--mechanisms", o.mechanisms);
   app.add_option("--seed", o.seed);

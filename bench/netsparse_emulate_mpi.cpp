@@ -39,6 +39,8 @@
 #include "netsparse/netsparse_mpi.h"
 #include "stats.hpp"
 
+namespace cli = netsparse::bench::cli;  // the command-line interface (cli.hpp)
+
 namespace {
 
 using namespace netsparse::emulate;
@@ -81,7 +83,7 @@ Exit codes: 0 done, 1 a run failed (error, failed work request or wrong property
 Options parse(int argc, char** argv, int rank) {
   namespace nb = netsparse::bench;
   Options o;
-  CLI::App app{"netsparse_emulate_mpi"};
+  cli::App app{"netsparse_emulate_mpi"};
   app.add_option("--matrix", o.matrix);
   app.add_option_function<std::string>("--K", [&](const std::string& v) {
     o.Ks.clear();
@@ -94,7 +96,7 @@ Options parse(int argc, char** argv, int rank) {
     o.batch =
         v == "auto" ? 0 : static_cast<std::uint32_t>(nb::int_list("--batch", v, 1, 1LL << 31)[0]);
   });
-  app.add_option("--units", o.units)->check(CLI::Range(1, 1 << 20));
+  app.add_option("--units", o.units)->check(cli::Range(1, 1 << 20));
   app.add_option("--traffic", o.traffic);
   const nb::CliResult r = nb::parse_command_line(app, argc, argv);
   if (r.kind == nb::CliResult::Kind::error) bad_usage(r.error, rank);

@@ -1,7 +1,9 @@
 #include "cli.hpp"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <sstream>
 
 #include "matrices.hpp"
@@ -18,16 +20,118 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-void add_matrix_options(CLI::App& app, std::string& data_dir, std::vector<std::string>& matrices) {
-  data_dir = default_data_dir();
-  app.add_option("--data-dir", data_dir);
-  app.add_option_function<std::string>("--matrices",
-                                       [&matrices](const std::string& v) { matrices = split(v); });
+namespace cli {
+
+struct App::Impl {
+  explicit Impl(const std::string& description) : app(description) {}
+  CLI::App app;
+  std::deque<Option> options;  // stable addresses: add_* return pointers into it
+
+  Option* wrap(CLI::Option* opt) {
+    options.push_back(Option(opt));
+    return &options.back();
+  }
+};
+
+namespace {
+
+CLI::Option* raw(void* opt) {
+  return static_cast<CLI::Option*>(opt);
 }
 
-CliResult parse_command_line(CLI::App& app, int argc, char** argv) {
+// Runs an option's callback, turning the benchmarks' ValidationError into CLI11's (so the
+// message reads as CLI11's own validation errors do).
+template <class F>
+void reported(F&& f) {
   try {
-    app.parse(argc, argv);
+    f();
+  } catch (const ValidationError& e) {
+    throw CLI::ValidationError(e.option(), e.what());
+  }
+}
+
+}  // namespace
+
+Option* Option::check(const Range& r) {
+  CLI::Option* o = raw(opt_);
+  switch (r.kind()) {
+    case Range::Kind::int_:
+      o->check(CLI::Range(static_cast<int>(r.lo()), static_cast<int>(r.hi())));
+      break;
+    case Range::Kind::long_:
+      o->check(CLI::Range(static_cast<long>(r.lo()), static_cast<long>(r.hi())));
+      break;
+    case Range::Kind::long_long:
+      o->check(CLI::Range(r.lo(), r.hi()));
+      break;
+    case Range::Kind::unsigned_:
+      o->check(CLI::Range(static_cast<unsigned>(r.unsigned_lo()),
+                          static_cast<unsigned>(r.unsigned_hi())));
+      break;
+    case Range::Kind::unsigned_long:
+      o->check(CLI::Range(static_cast<unsigned long>(r.unsigned_lo()),
+                          static_cast<unsigned long>(r.unsigned_hi())));
+      break;
+    case Range::Kind::unsigned_long_long:
+      o->check(CLI::Range(r.unsigned_lo(), r.unsigned_hi()));
+      break;
+    case Range::Kind::real:
+      o->check(CLI::Range(r.real_lo(), r.real_hi()));
+      break;
+  }
+  return this;
+}
+
+Option* Option::check(const IsMember& m) {
+  raw(opt_)->check(CLI::IsMember(m.names));
+  return this;
+}
+
+Option* Option::check(std::function<std::string(const std::string&)> validator) {
+  raw(opt_)->check(std::move(validator));
+  return this;
+}
+
+App::App(const std::string& description) : impl_(std::make_unique<Impl>(description)) {}
+App::~App() = default;
+
+void App::set_help_flag(const std::string& names) {
+  impl_->app.set_help_flag(names);
+}
+
+template <class T>
+Option* App::add_option(const std::string& names, T& target, const std::string& description) {
+  return impl_->wrap(impl_->app.add_option(names, target, description));
+}
+
+template <class T>
+Option* App::add_option_function(const std::string& names, std::function<void(const T&)> callback,
+                                 const std::string& description) {
+  return impl_->wrap(impl_->app.add_option_function<T>(
+      names, [cb = std::move(callback)](const T& v) { reported([&] { cb(v); }); }, description));
+}
+
+Option* App::add_flag(const std::string& names, bool& target, const std::string& description) {
+  return impl_->wrap(impl_->app.add_flag(names, target, description));
+}
+
+Option* App::add_flag(const std::string& names) {
+  return impl_->wrap(impl_->app.add_flag(names));
+}
+
+Option* App::add_flag_callback(const std::string& names, std::function<void()> callback,
+                               const std::string& description) {
+  return impl_->wrap(impl_->app.add_flag_callback(
+      names, [cb = std::move(callback)] { reported(cb); }, description));
+}
+
+std::string App::help() const {
+  return impl_->app.help();
+}
+
+CliResult App::parse(int argc, char** argv) {
+  try {
+    impl_->app.parse(argc, argv);
     return {};
   } catch (const CLI::CallForHelp&) {
     return {CliResult::Kind::help, ""};
@@ -36,6 +140,34 @@ CliResult parse_command_line(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return {CliResult::Kind::error, e.what()};
   }
+}
+
+// The option types the benchmarks declare.
+#define NETSPARSE_CLI_TYPE(T)                                                                     \
+  template Option* App::add_option<T>(const std::string&, T&, const std::string&);                \
+  template Option* App::add_option_function<T>(const std::string&, std::function<void(const T&)>, \
+                                               const std::string&);
+NETSPARSE_CLI_TYPE(int)
+NETSPARSE_CLI_TYPE(long)
+NETSPARSE_CLI_TYPE(long long)
+NETSPARSE_CLI_TYPE(unsigned)
+NETSPARSE_CLI_TYPE(unsigned long)
+NETSPARSE_CLI_TYPE(unsigned long long)
+NETSPARSE_CLI_TYPE(double)
+NETSPARSE_CLI_TYPE(std::string)
+#undef NETSPARSE_CLI_TYPE
+
+}  // namespace cli
+
+void add_matrix_options(cli::App& app, std::string& data_dir, std::vector<std::string>& matrices) {
+  data_dir = default_data_dir();
+  app.add_option("--data-dir", data_dir);
+  app.add_option_function<std::string>("--matrices",
+                                       [&matrices](const std::string& v) { matrices = split(v); });
+}
+
+CliResult parse_command_line(cli::App& app, int argc, char** argv) {
+  return app.parse(argc, argv);
 }
 
 int finish_command_line(const CliResult& r, const char* program, const char* help, bool print,
@@ -57,7 +189,7 @@ namespace {
 
 [[noreturn]] void bad_list(const std::string& option, const std::string& value,
                            const std::string& want) {
-  throw CLI::ValidationError(option, "needs " + want + ", got '" + value + "'");
+  throw cli::ValidationError(option, "needs " + want + ", got '" + value + "'");
 }
 
 }  // namespace
@@ -107,7 +239,7 @@ std::vector<std::string> member_list(const std::string& option, const std::strin
   std::vector<std::string> out = split(value);
   for (const std::string& item : out) {
     if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
-      throw CLI::ValidationError(option, "unknown item '" + item + "' (" + names + ")");
+      throw cli::ValidationError(option, "unknown item '" + item + "' (" + names + ")");
     }
   }
   if (out.empty()) bad_list(option, value, "at least one of " + names);

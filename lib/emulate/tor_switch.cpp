@@ -10,7 +10,6 @@ TorSwitch::TorSwitch(int tor, Fabric& fabric, const SwitchModel& model, std::uin
     : tor_(tor),
       fabric_(fabric),
       model_(model),
-      prop_bytes_(prop_bytes),
       row_offsets_(row_offsets.begin(), row_offsets.end()) {
   sw::TorConfig tc;
   tc.prop_bytes = prop_bytes;

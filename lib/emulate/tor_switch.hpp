@@ -60,7 +60,6 @@ class TorSwitch final : public concat::PacketSink {
   int tor_;
   Fabric& fabric_;
   SwitchModel model_;
-  std::uint32_t prop_bytes_;
   std::vector<std::uint64_t> row_offsets_;
   std::unique_ptr<sw::TorPipeline> pipeline_;
   Picos armed_at_ = kNever;

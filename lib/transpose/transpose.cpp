@@ -212,7 +212,17 @@ void column_starts(int t, gidx_t c0, gidx_t c1, std::int64_t total, std::int64_t
 // its own histogram; a scan over (column, thread) turns the histograms into write cursors, and
 // every thread scatters its rows (so a column's entries come out in row order).
 void scan_transpose(const CsrMatrix& a, CsrMatrix& out, int threads) {
-  const auto [n, nnz, rp, col, val, orp, oc, ov, row_begin] = raw_arrays(a, out);
+  // Plain variables, not a structured binding: Clang before 16 cannot capture bindings in the
+  // parallel region's lambda (the sanitizer tree is built with Clang).
+  const RawArrays arrays = raw_arrays(a, out);
+  const gidx_t n = arrays.n, row_begin = arrays.row_begin;
+  const std::int64_t nnz = arrays.nnz;
+  const std::int64_t* rp = arrays.rp;
+  const gidx_t* col = arrays.col;
+  const double* val = arrays.val;
+  std::int64_t* orp = arrays.orp;
+  gidx_t* oc = arrays.oc;
+  double* ov = arrays.ov;
   AlignedArray<std::int64_t> hist = make_aligned_array<std::int64_t>(
       static_cast<std::size_t>(threads) * static_cast<std::size_t>(std::max<gidx_t>(n, 1)));
   std::vector<std::int64_t> chunk_total(static_cast<std::size_t>(threads) + 1, 0);
@@ -274,7 +284,17 @@ inline bool key_less(const Coo& s, std::int64_t i, std::int64_t j) {
 }
 
 void merge_trans_cpu(const CsrMatrix& a, CsrMatrix& out, int threads) {
-  const auto [n, nnz, rp, col, val, orp, oc, ov, row_begin] = raw_arrays(a, out);
+  // Plain variables, not a structured binding: Clang before 16 cannot capture bindings in the
+  // parallel region's lambda (the sanitizer tree is built with Clang).
+  const RawArrays arrays = raw_arrays(a, out);
+  const gidx_t n = arrays.n, row_begin = arrays.row_begin;
+  const std::int64_t nnz = arrays.nnz;
+  const std::int64_t* rp = arrays.rp;
+  const gidx_t* col = arrays.col;
+  const double* val = arrays.val;
+  std::int64_t* orp = arrays.orp;
+  gidx_t* oc = arrays.oc;
+  double* ov = arrays.ov;
   int rounds = 0;
   while ((1 << rounds) < threads) ++rounds;
   Coo buf0(threads > 1 ? static_cast<std::size_t>(nnz) : 0);

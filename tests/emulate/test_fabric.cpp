@@ -59,7 +59,9 @@ TEST(Fabric, PaperTopologyAndRoundTrips) {
 // A ping-pong of one packet each way on an idle fabric takes the analytic RTT plus the
 // serialisation of the packet on every link it crosses (store and forward).
 TEST(Fabric, PingPongTakesTheAnalyticRoundTrip) {
-  for (const auto& [a, b, links] : {std::tuple{0, 1, 2}, std::tuple{5, 100, 4}}) {
+  // Not a structured binding: Clang before 16 cannot capture bindings in a lambda.
+  for (const auto& ends : {std::tuple{0, 1, 2}, std::tuple{5, 100, 4}}) {
+    const int a = std::get<0>(ends), b = std::get<1>(ends), links = std::get<2>(ends);
     Harness h;
     Picos back = 0;
     h.fabric.set_receiver([&](int node, Packet&) {

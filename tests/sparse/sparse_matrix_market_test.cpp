@@ -417,8 +417,17 @@ TEST(MatrixMarketSizes, LegalShapesWithinTheBoundStillRead) {
 // A resource limit lowers the memory budget: a row count the file justifies (within the 128
 // MiB floor) but the process cannot get is refused before allocating. In a child process, so
 // the limit does not outlive the test.
-TEST(MatrixMarketSizes, RowsBeyondTheMemoryLimitAreRefused) {
+// GCC says __SANITIZE_*__, Clang __has_feature(*_sanitizer).
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define NETSPARSE_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define NETSPARSE_TEST_SANITIZED 1
+#endif
+#endif
+
+TEST(MatrixMarketSizes, RowsBeyondTheMemoryLimitAreRefused) {
+#ifdef NETSPARSE_TEST_SANITIZED
   GTEST_SKIP() << "sanitizer runtimes map more than the limit this test sets";
 #else
   const TempFile f("rlimit", "%%MatrixMarket matrix coordinate real general\n12000000 1 0\n");
