@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "agreement/mpi.hpp"
 #include "cli.hpp"
 #include "config/settings.hpp"
 #include "mpi_calls.hpp"
@@ -272,9 +273,10 @@ bool is_known_mode(const std::string& m) {
   }
 }
 
-// Every rank parses the same argv. Throws std::invalid_argument with the message for a bad
-// option (reported once for the job, exit 2); std::nullopt when --help was asked for.
-std::optional<Options> parse_args(int argc, char** argv) {
+// Every rank parses its argv. Throws std::invalid_argument with the message for a bad option
+// (reported once for the job, exit 2); std::nullopt when --help was asked for. `command_line`:
+// what was given for each option, which the ranks agree on (agreed_command_line).
+std::optional<Options> parse_args(int argc, char** argv, bench::CliResult& command_line) {
   Options o;
   CLI::App app{"netsparse_bench"};
   const auto member = [&](const char* name, std::vector<std::string> allowed, auto apply) {
@@ -360,7 +362,8 @@ std::optional<Options> parse_args(int argc, char** argv) {
   app.add_option("--line-rate-bytes", o.line_rate_bytes)->check(CLI::Range(1LL, 1LL << 30));
   app.add_flag_callback("--no-progress", [&] { o.progress = false; });
   app.add_flag("--spin,--yield");  // read before MPI_Init (choose_mpi_yield)
-  const bench::CliResult r = bench::parse_command_line(app, argc, argv);
+  command_line = bench::parse_command_line(app, argc, argv);
+  const bench::CliResult& r = command_line;
   if (r.kind == bench::CliResult::Kind::help) return std::nullopt;
   if (r.kind == bench::CliResult::Kind::error) usage_error(r.error);
   return o;
@@ -1337,6 +1340,28 @@ std::string input_problem(const std::optional<Options>& parsed, std::string pars
   return "";
 }
 
+// The ranks must run the same benchmark: mpirun may hand ranks different argv (an MPMD
+// command line, a wrapper script), and a rank with another --K, --dtype, --kernel, --modes,
+// --partition, --iters, ... would enter other collectives than the rest (a stall, a truncated
+// message, a corrupted heap). Every option's given value is agreed -- but --no-progress and
+// --spin / --yield, which only concern the rank's own display and waiting -- together with the
+// input problems, in one small allreduce (agreement::settle_over_mpi; the records are gathered
+// only on a mismatch). "" when every rank may go on; otherwise the message, on every rank: a
+// rank's own problem, the lowest refusing rank's, or "the ranks disagree on --K: rank 0 has 4,
+// rank 1 has 8 (...)".
+std::string agreed_command_line(const bench::CliResult& command_line, const std::string& problem) {
+  agreement::Agreement agreed;
+  for (const auto& [name, value] : command_line.given) {
+    if (name == "--no-progress" || name == "--spin" || name == "--yield") continue;
+    agreed.field(name, value);
+  }
+  if (!problem.empty()) agreed.refuse(1, problem);
+  const agreement::Verdict v = agreement::settle_over_mpi(agreed, MPI_COMM_WORLD);
+  if (v.ok()) return "";
+  if (v.refused) return problem.empty() ? v.what : problem;
+  return "the " + v.reason;
+}
+
 void print_help() {
   // The library's list of specification forms, indented under --matrix.
   std::string forms;
@@ -1628,12 +1653,15 @@ int main(int argc, char** argv) {
   try {
     std::optional<Options> parsed;
     std::string parse_error;
+    bench::CliResult command_line;
     try {
-      parsed = parse_args(argc, argv);
+      parsed = parse_args(argc, argv, command_line);
     } catch (const std::invalid_argument& e) {
       parse_error = e.what();
     }
-    if (agreed_error(rank, input_problem(parsed, parse_error, rank, nranks))) {
+    // Before anything collective: the ranks agree on their command lines and input problems.
+    if (agreed_error(rank, agreed_command_line(command_line,
+                                               input_problem(parsed, parse_error, rank, nranks)))) {
       MPI_Finalize();
       return kExitError;
     }

@@ -25,17 +25,38 @@ void add_matrix_options(CLI::App& app, std::string& data_dir, std::vector<std::s
                                        [&matrices](const std::string& v) { matrices = split(v); });
 }
 
+namespace {
+
+void record_given(const CLI::App& app, CliResult& r) {
+  r.given.emplace_back("--help", r.kind == CliResult::Kind::help ? "yes" : "no");
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt == app.get_help_ptr() || opt == app.get_help_all_ptr()) continue;
+    std::string value;
+    if (opt->count() == 0) {
+      value = "(not given)";
+    } else {
+      for (const std::string& v : opt->results()) value += (value.empty() ? "" : " ") + v;
+    }
+    r.given.emplace_back(opt->get_name(), std::move(value));
+  }
+}
+
+}  // namespace
+
 CliResult parse_command_line(CLI::App& app, int argc, char** argv) {
+  CliResult r;
   try {
     app.parse(argc, argv);
-    return {};
   } catch (const CLI::CallForHelp&) {
-    return {CliResult::Kind::help, ""};
+    r.kind = CliResult::Kind::help;
   } catch (const CLI::CallForAllHelp&) {
-    return {CliResult::Kind::help, ""};
+    r.kind = CliResult::Kind::help;
   } catch (const CLI::ParseError& e) {
-    return {CliResult::Kind::error, e.what()};
+    r.kind = CliResult::Kind::error;
+    r.error = e.what();
   }
+  record_given(app, r);
+  return r;
 }
 
 int finish_command_line(const CliResult& r, const char* program, const char* help, bool print,

@@ -141,10 +141,9 @@ agreement::Agreement kernel_arguments(const DistMatrix& a, KernelKind kernel, in
   agreed.field("the matrix", std::to_string(a.n_rows()) + " x " + std::to_string(a.n_cols()) +
                                  ", " + std::to_string(a.nnz_global()) + " nonzeros");
   agreed.field("a RigEngine passed", flag(engine_given));
-  agreed.field("DistOptions::tiling", std::to_string(o.tiling.row_panel) + "/" +
-                                          std::to_string(o.tiling.col_panel) + "/" +
-                                          flag(o.tiling.barriers) + "/" +
-                                          std::to_string(o.tiling.barrier_group));
+  agreed.field("DistOptions::tiling",
+               std::to_string(o.tiling.row_panel) + "/" + std::to_string(o.tiling.col_panel) + "/" +
+                   flag(o.tiling.barriers) + "/" + std::to_string(o.tiling.barrier_group));
   agreed.field("DistOptions::batch", std::to_string(o.batch));
   agreed.field("DistOptions::dynamic_pattern", flag(o.dynamic_pattern));
   agreed.field("DistOptions::rig_idx", std::to_string(static_cast<int>(o.rig_idx)));
@@ -244,13 +243,11 @@ void DistKernel::set_pattern(const CsrMatrix& local_rows) {
 }
 
 namespace {
-void check_size(const char* call, const char* what, std::size_t got, std::uint64_t want,
-                int rank) {
+void check_size(const char* call, const char* what, std::size_t got, std::uint64_t want, int rank) {
   if (got != want) {
-    throw std::invalid_argument(std::string("DistKernel::") + call + ": rank " +
-                                std::to_string(rank) + "'s " + what + " has " +
-                                std::to_string(got) + " elements, its block needs " +
-                                std::to_string(want));
+    throw std::invalid_argument(
+        std::string("DistKernel::") + call + ": rank " + std::to_string(rank) + "'s " + what +
+        " has " + std::to_string(got) + " elements, its block needs " + std::to_string(want));
   }
 }
 
@@ -318,7 +315,8 @@ void run_sddmm(DistKernel::Impl& s, std::span<const T> x_local, std::span<const 
     check_kernel<T>(s, KernelKind::sddmm, "sddmm");
     check_size("sddmm", "X", x_local.size(), std::uint64_t(s.rows.size(s.rank)) * s.k, s.rank);
     check_size("sddmm", "Y", y_local.size(), std::uint64_t(s.cols.size(s.rank)) * s.k, s.rank);
-    check_size("sddmm", "out", out.size(), static_cast<std::uint64_t>(s.rows_in_use->nnz()), s.rank);
+    check_size("sddmm", "out", out.size(), static_cast<std::uint64_t>(s.rows_in_use->nnz()),
+               s.rank);
     s.exchange->bind_operand(y_local.data(), s.run_context());
   });
   s.run(dist::Operands<T>{y_local.data(), x_local.data(), out.data()});
@@ -328,8 +326,10 @@ template <class T>
 void run_spmv(DistKernel::Impl& s, std::span<const T> x_local, std::span<T> y_local) {
   agree_on_arguments<T>(s, "spmv", [&] {
     check_kernel<T>(s, KernelKind::spmv, "spmv");
-    check_size("spmv", "x", x_local.size(), static_cast<std::uint64_t>(s.cols.size(s.rank)), s.rank);
-    check_size("spmv", "y", y_local.size(), static_cast<std::uint64_t>(s.rows.size(s.rank)), s.rank);
+    check_size("spmv", "x", x_local.size(), static_cast<std::uint64_t>(s.cols.size(s.rank)),
+               s.rank);
+    check_size("spmv", "y", y_local.size(), static_cast<std::uint64_t>(s.rows.size(s.rank)),
+               s.rank);
     s.exchange->bind_operand(x_local.data(), s.run_context());
   });
   s.run(dist::Operands<T>{x_local.data(), nullptr, y_local.data()});

@@ -51,9 +51,11 @@ DistMatrix::DistMatrix(MPI_Comm comm, CsrMatrix local, RowPartition rows, RowPar
   // in the collective below; the shape and the partitions must be the same on every rank (their
   // digest rides in the same allreduce).
   agreement::Agreement agreed;
-  agreed.field("the shape", std::to_string(rows_.n_rows()) + " x " + std::to_string(cols_.n_rows()));
+  agreed.field("the shape",
+               std::to_string(rows_.n_rows()) + " x " + std::to_string(cols_.n_rows()));
   const auto offsets_hash = [](const RowPartition& p) {
-    return std::to_string(agreement::fnv1a(p.offsets().data(), p.offsets().size() * sizeof(gidx_t)));
+    return std::to_string(
+        agreement::fnv1a(p.offsets().data(), p.offsets().size() * sizeof(gidx_t)));
   };
   agreed.field("the row partition", offsets_hash(rows_), false);
   agreed.field("the column partition", offsets_hash(cols_), false);
@@ -291,9 +293,8 @@ DistMatrix read_distributed_matrix_market(MPI_Comm comm, const std::string& path
   const int rank = dist::comm_rank(comm);
   // Every rank reads the header itself (a few hundred bytes): no broadcast needed, and a
   // header error is met by every rank at once.
-  const MatrixMarketHeader header =
-      read_agreed(comm, "read_distributed_matrix_market", partition,
-                  [&] { return read_matrix_market_header(path); });
+  const MatrixMarketHeader header = read_agreed(comm, "read_distributed_matrix_market", partition,
+                                                [&] { return read_matrix_market_header(path); });
   {
     InputSignature sig;
     sig.bytes = header.file_size;

@@ -130,20 +130,17 @@ TEST(Disagreement, KernelArgumentsInEveryMode) {
 
 TEST(Disagreement, MatrixSpecificationAndPartition) {
   const std::string odd = is_odd_rank() ? "gen:kron:8" : "gen:kron:7";
-  expect_refused_everywhere(invalid_argument_message([&] {
-                              (void)load_distributed_matrix(MPI_COMM_WORLD, odd);
-                            }),
-                            "the ranks disagree on the matrix specification: rank 0 has "
-                            "gen:kron:7",
-                            "specification");
+  expect_refused_everywhere(
+      invalid_argument_message([&] { (void)load_distributed_matrix(MPI_COMM_WORLD, odd); }),
+      "the ranks disagree on the matrix specification: rank 0 has "
+      "gen:kron:7",
+      "specification");
   const PartitionKind partition =
       is_odd_rank() ? PartitionKind::balanced_nnz : PartitionKind::equal_rows;
-  expect_refused_everywhere(invalid_argument_message([&] {
-                              (void)load_distributed_matrix(MPI_COMM_WORLD, "gen:kron:7",
-                                                            partition);
-                            }),
-                            "the ranks disagree on the partition: rank 0 has equal-rows",
-                            "partition");
+  expect_refused_everywhere(
+      invalid_argument_message(
+          [&] { (void)load_distributed_matrix(MPI_COMM_WORLD, "gen:kron:7", partition); }),
+      "the ranks disagree on the partition: rank 0 has equal-rows", "partition");
   expect_refused_everywhere(
       invalid_argument_message([&] {
         (void)read_distributed_matrix_market(
@@ -153,11 +150,9 @@ TEST(Disagreement, MatrixSpecificationAndPartition) {
   KroneckerParams params;
   params.scale = 7;
   if (is_odd_rank()) params.seed = 2;
-  expect_refused_everywhere(invalid_argument_message([&] {
-                              (void)generate_distributed(MPI_COMM_WORLD, params);
-                            }),
-                            "generate_distributed: the ranks disagree on the generator",
-                            "generator parameters");
+  expect_refused_everywhere(
+      invalid_argument_message([&] { (void)generate_distributed(MPI_COMM_WORLD, params); }),
+      "generate_distributed: the ranks disagree on the generator", "generator parameters");
   // Agreed, loading still works and is the matrix asked for.
   const DistMatrix a = load_distributed_matrix(MPI_COMM_WORLD, "gen:kron:7");
   EXPECT_EQ(a.n_rows(), 128);
@@ -179,11 +174,9 @@ DistMatrix empty_matrix(gidx_t n, const RowPartition& rows) {
 TEST(Disagreement, DistMatrixShapeAndPartition) {
   const int p = world_size();
   const gidx_t n = is_odd_rank() ? 13 : 12;
-  expect_refused_everywhere(invalid_argument_message([&] {
-                              (void)empty_matrix(n, RowPartition::equal_blocks(n, p));
-                            }),
-                            "DistMatrix: the ranks disagree on the shape: rank 0 has 12 x 12",
-                            "shape");
+  expect_refused_everywhere(
+      invalid_argument_message([&] { (void)empty_matrix(n, RowPartition::equal_blocks(n, p)); }),
+      "DistMatrix: the ranks disagree on the shape: rank 0 has 12 x 12", "shape");
   // Same shape, the odd rank moves a boundary (each rank's block still matches its partition).
   std::vector<gidx_t> offsets = RowPartition::equal_blocks(12, p).offsets();
   if (is_odd_rank()) offsets[1] += 1;
