@@ -1344,7 +1344,9 @@ std::string input_problem(const std::optional<Options>& parsed, std::string pars
 // command line, a wrapper script), and a rank with another --K, --dtype, --kernel, --modes,
 // --partition, --iters, ... would enter other collectives than the rest (a stall, a truncated
 // message, a corrupted heap). Every option's given value is agreed -- but --no-progress and
-// --spin / --yield, which only concern the rank's own display and waiting -- together with the
+// --spin / --yield, which only concern the rank's own display and waiting, and --matrix, which
+// the loader agrees on (a generator's text; a file's content, which ranks may read from their
+// own copies under other paths) -- together with the
 // input problems, in one small allreduce (agreement::settle_over_mpi; the records are gathered
 // only on a mismatch). "" when every rank may go on; otherwise the message, on every rank: a
 // rank's own problem, the lowest refusing rank's, or "the ranks disagree on --K: rank 0 has 4,
@@ -1352,7 +1354,9 @@ std::string input_problem(const std::optional<Options>& parsed, std::string pars
 std::string agreed_command_line(const bench::CliResult& command_line, const std::string& problem) {
   agreement::Agreement agreed;
   for (const auto& [name, value] : command_line.given) {
-    if (name == "--no-progress" || name == "--spin" || name == "--yield") continue;
+    if (name == "--no-progress" || name == "--spin" || name == "--yield" || name == "--matrix") {
+      continue;
+    }
     agreed.field(name, value);
   }
   if (!problem.empty()) agreed.refuse(1, problem);

@@ -12,6 +12,7 @@
 
 #include "dist_test_util.hpp"
 #include "netsparse/dist_matrix.hpp"
+#include "netsparse/dist_transpose.hpp"
 #include "netsparse/distributed.hpp"
 
 namespace netsparse::test {
@@ -126,6 +127,21 @@ TEST(Disagreement, KernelArgumentsInEveryMode) {
     // The refusals computed nothing and left the kernel usable: an agreed run is right.
     expect_agreed_run_works(kern, mode, where + " after the refusals");
   }
+}
+
+TEST(Disagreement, TransposedSpmmKAndMethod) {
+  const Fixture& f = kron();
+  const DistOptions su = options_for(CommMode::su);
+  expect_refused_everywhere(
+      invalid_argument_message(
+          [&] { TransposedSpmm t(f.dm, is_odd_rank() ? 2 * kK : kK, su, TransposedMethod::push); }),
+      "TransposedSpmm: the ranks disagree on K: rank 0 has 4", "K");
+  expect_refused_everywhere(
+      invalid_argument_message([&] {
+        TransposedSpmm t(f.dm, kK, su,
+                         is_odd_rank() ? TransposedMethod::via_transpose : TransposedMethod::push);
+      }),
+      "TransposedSpmm: the ranks disagree on the method: rank 0 has push", "method");
 }
 
 TEST(Disagreement, MatrixSpecificationAndPartition) {
