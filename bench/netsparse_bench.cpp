@@ -240,7 +240,9 @@ Exit codes
   1  a mode's result disagreed with ideal (beyond --tolerance) or the mode failed
   2  an input error, reported in one line by rank 0 with no MPI_Abort: a bad option, an
      unreadable or malformed matrix file, a bad matrix specification, a --json path that
-     cannot be written; or an internal failure (then MPI_Abort). mpirun adds its own note
+     cannot be written, ranks given different options ("the ranks disagree on --K: rank 0
+     has 4, rank 1 has 8"; all but --matrix, --no-progress, --spin / --yield must match, and
+     a --matrix file's content must); or an internal failure (then MPI_Abort). mpirun adds its own note
      about the non-zero exit status.
   3  no progress for 120 s (NETSPARSE_BENCH_STALL_S): a peer died and MPI cannot report it;
      the message says which step was running
