@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "agreement/mpi.hpp"
 #include "cli.hpp"
 #include "config/settings.hpp"
 #include "mpi_calls.hpp"
@@ -241,7 +242,9 @@ Exit codes
   1  a mode's result disagreed with ideal (beyond --tolerance) or the mode failed
   2  an input error, reported in one line by rank 0 with no MPI_Abort: a bad option, an
      unreadable or malformed matrix file, a bad matrix specification, a --json path that
-     cannot be written; or an internal failure (then MPI_Abort). mpirun adds its own note
+     cannot be written, ranks given different options ("the ranks disagree on --K: rank 0
+     has 4, rank 1 has 8"; all but --matrix, --no-progress, --spin / --yield must match, and
+     a --matrix file's content must); or an internal failure (then MPI_Abort). mpirun adds its own note
      about the non-zero exit status.
   3  no progress for 120 s (NETSPARSE_BENCH_STALL_S): a peer died and MPI cannot report it;
      the message says which step was running
@@ -274,9 +277,10 @@ bool is_known_mode(const std::string& m) {
   }
 }
 
-// Every rank parses the same argv. Throws std::invalid_argument with the message for a bad
-// option (reported once for the job, exit 2); std::nullopt when --help was asked for.
-std::optional<Options> parse_args(int argc, char** argv) {
+// Every rank parses its argv. Throws std::invalid_argument with the message for a bad option
+// (reported once for the job, exit 2); std::nullopt when --help was asked for. `command_line`:
+// what was given for each option, which the ranks agree on (agreed_command_line).
+std::optional<Options> parse_args(int argc, char** argv, bench::CliResult& command_line) {
   Options o;
   cli::App app{"netsparse_bench"};
   const auto member = [&](const char* name, std::vector<std::string> allowed, auto apply) {
@@ -362,7 +366,8 @@ std::optional<Options> parse_args(int argc, char** argv) {
   app.add_option("--line-rate-bytes", o.line_rate_bytes)->check(cli::Range(1LL, 1LL << 30));
   app.add_flag_callback("--no-progress", [&] { o.progress = false; });
   app.add_flag("--spin,--yield");  // read before MPI_Init (choose_mpi_yield)
-  const bench::CliResult r = bench::parse_command_line(app, argc, argv);
+  command_line = bench::parse_command_line(app, argc, argv);
+  const bench::CliResult& r = command_line;
   if (r.kind == bench::CliResult::Kind::help) return std::nullopt;
   if (r.kind == bench::CliResult::Kind::error) usage_error(r.error);
   return o;
@@ -1339,6 +1344,32 @@ std::string input_problem(const std::optional<Options>& parsed, std::string pars
   return "";
 }
 
+// The ranks must run the same benchmark: mpirun may hand ranks different argv (an MPMD
+// command line, a wrapper script), and a rank with another --K, --dtype, --kernel, --modes,
+// --partition, --iters, ... would enter other collectives than the rest (a stall, a truncated
+// message, a corrupted heap). Every option's given value is agreed -- but --no-progress and
+// --spin / --yield, which only concern the rank's own display and waiting, and --matrix, which
+// the loader agrees on (a generator's text; a file's content, which ranks may read from their
+// own copies under other paths) -- together with the
+// input problems, in one small allreduce (agreement::settle_over_mpi; the records are gathered
+// only on a mismatch). "" when every rank may go on; otherwise the message, on every rank: a
+// rank's own problem, the lowest refusing rank's, or "the ranks disagree on --K: rank 0 has 4,
+// rank 1 has 8 (...)".
+std::string agreed_command_line(const bench::CliResult& command_line, const std::string& problem) {
+  agreement::Agreement agreed;
+  for (const auto& [name, value] : command_line.given) {
+    if (name == "--no-progress" || name == "--spin" || name == "--yield" || name == "--matrix") {
+      continue;
+    }
+    agreed.field(name, value);
+  }
+  if (!problem.empty()) agreed.refuse(1, problem);
+  const agreement::Verdict v = agreement::settle_over_mpi(agreed, MPI_COMM_WORLD);
+  if (v.ok()) return "";
+  if (v.refused) return problem.empty() ? v.what : problem;
+  return "the " + v.reason;
+}
+
 void print_help() {
   // The library's list of specification forms, indented under --matrix.
   std::string forms;
@@ -1630,12 +1661,15 @@ int main(int argc, char** argv) {
   try {
     std::optional<Options> parsed;
     std::string parse_error;
+    bench::CliResult command_line;
     try {
-      parsed = parse_args(argc, argv);
+      parsed = parse_args(argc, argv, command_line);
     } catch (const std::invalid_argument& e) {
       parse_error = e.what();
     }
-    if (agreed_error(rank, input_problem(parsed, parse_error, rank, nranks))) {
+    // Before anything collective: the ranks agree on their command lines and input problems.
+    if (agreed_error(rank, agreed_command_line(command_line,
+                                               input_problem(parsed, parse_error, rank, nranks)))) {
       MPI_Finalize();
       return kExitError;
     }

@@ -129,17 +129,39 @@ std::string App::help() const {
   return impl_->app.help();
 }
 
+namespace {
+
+// CliResult::given: every option of `app` with what was given for it.
+void record_given(const CLI::App& app, CliResult& r) {
+  r.given.emplace_back("--help", r.kind == CliResult::Kind::help ? "yes" : "no");
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt == app.get_help_ptr() || opt == app.get_help_all_ptr()) continue;
+    std::string value;
+    if (opt->count() == 0) {
+      value = "(not given)";
+    } else {
+      for (const std::string& v : opt->results()) value += (value.empty() ? "" : " ") + v;
+    }
+    r.given.emplace_back(opt->get_name(), std::move(value));
+  }
+}
+
+}  // namespace
+
 CliResult App::parse(int argc, char** argv) {
+  CliResult r;
   try {
     impl_->app.parse(argc, argv);
-    return {};
   } catch (const CLI::CallForHelp&) {
-    return {CliResult::Kind::help, ""};
+    r.kind = CliResult::Kind::help;
   } catch (const CLI::CallForAllHelp&) {
-    return {CliResult::Kind::help, ""};
+    r.kind = CliResult::Kind::help;
   } catch (const CLI::ParseError& e) {
-    return {CliResult::Kind::error, e.what()};
+    r.kind = CliResult::Kind::error;
+    r.error = e.what();
   }
+  record_given(impl_->app, r);
+  return r;
 }
 
 // The option types the benchmarks declare.

@@ -16,6 +16,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace netsparse::bench {
@@ -24,6 +25,10 @@ namespace netsparse::bench {
 struct CliResult {
   enum class Kind { run, help, error } kind = Kind::run;
   std::string error;  // Kind::error: CLI11's message (names the option and the value)
+  // Every option of the app, in its order, with what was given for it ("(not given)", else the
+  // values joined by ' '; "--help" first, "yes" or "no"): the same entries on every rank whatever
+  // argv holds, for an MPI benchmark's check that its ranks were given the same command line.
+  std::vector<std::pair<std::string, std::string>> given;
 };
 
 namespace cli {

@@ -62,9 +62,15 @@ void allreduce_within(void* inout, int count, MPI_Datatype type, MPI_Op op, MPI_
 
 Verdict settle_over_mpi(const Agreement& mine, MPI_Comm comm, std::chrono::milliseconds deadline) {
   // max(refused), max(digest), max(~digest) = ~min(digest): equal digests iff max == min.
-  const std::uint64_t d = mine.digest();
-  std::uint64_t round1[3] = {mine.refused() ? 1u : 0u, d, ~d};
-  allreduce_within(round1, 3, MPI_UINT64_T, MPI_MAX, comm, deadline);
+  // The record's size too: ranks whose records differ in size are in different calls (a caller's
+  // bug), and gathering records of different sizes would corrupt memory.
+  const std::uint64_t d = mine.digest(), bytes = mine.record_bytes();
+  std::uint64_t round1[5] = {mine.refused() ? 1u : 0u, d, ~d, bytes, ~bytes};
+  allreduce_within(round1, 5, MPI_UINT64_T, MPI_MAX, comm, deadline);
+  if (round1[3] != ~round1[4]) {
+    throw std::logic_error(
+        "the ranks are in different collective calls (their argument records differ in size)");
+  }
   if (round1[0] == 0 && round1[1] == ~round1[2]) return {};
   const int size = comm_size(comm);
   return mine.settle(size, [comm](const void* me, std::size_t bytes, void* all) {
@@ -80,8 +86,7 @@ namespace {
 enum class ErrorKind : std::int32_t { parse = 1, invalid_argument, overflow, logic, runtime };
 
 // A ParseError travels as "<file bytes>:<line>:<file><reason>", the others as their text.
-Agreement describe(std::exception_ptr error) {
-  Agreement a;
+void describe_into(Agreement& a, std::exception_ptr error) {
   try {
     std::rethrow_exception(error);
   } catch (const ParseError& e) {
@@ -99,7 +104,6 @@ Agreement describe(std::exception_ptr error) {
   } catch (...) {
     a.refuse(static_cast<std::int32_t>(ErrorKind::runtime), "unknown exception");
   }
-  return a;
 }
 
 [[noreturn]] void throw_parse_error(const std::string& what) {
@@ -117,8 +121,15 @@ void agree_on_failure(MPI_Comm comm, std::exception_ptr error) {
 }
 
 void agree_on_failure(MPI_Comm comm, std::exception_ptr error, std::chrono::milliseconds deadline) {
-  const Verdict v = settle_over_mpi(error ? describe(error) : Agreement{}, comm, deadline);
-  if (!v.refused) return;
+  agree_on_call(comm, "", Agreement{}, std::move(error), deadline);
+}
+
+void agree_on_call(MPI_Comm comm, std::string_view fn, Agreement agreed, std::exception_ptr error,
+                   std::chrono::milliseconds deadline) {
+  if (error) describe_into(agreed, error);
+  const Verdict v = settle_over_mpi(agreed, comm, deadline);
+  if (v.ok()) return;
+  if (!v.refused) throw std::invalid_argument(std::string(fn) + ": the " + v.reason);
   if (error) std::rethrow_exception(error);
   switch (static_cast<ErrorKind>(v.status)) {
     case ErrorKind::parse:

@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <exception>
+#include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "agreement/agreement.hpp"
 
@@ -44,6 +46,15 @@ void agree_on_failure(MPI_Comm comm, std::exception_ptr error);
 // then; the second runs only when every rank joined. deadline <= 0: as above.
 void agree_on_failure(MPI_Comm comm, std::exception_ptr error, std::chrono::milliseconds deadline);
 
+// agree_on_failure, and the values `agreed` holds (Agreement::field) must be the same on every
+// rank: their digest rides in the same small allreduce, so agreeing on a call's arguments costs
+// no collective beyond the failure agreement (the records are gathered only when something is
+// wrong). A refusal (`error`) wins as above; otherwise a field that differs makes every rank
+// throw std::invalid_argument "<fn>: the ranks disagree on <field>: rank 0 has <a>, rank r has
+// <b> (...)". Every rank declares the same fields in the same order.
+void agree_on_call(MPI_Comm comm, std::string_view fn, Agreement agreed, std::exception_ptr error,
+                   std::chrono::milliseconds deadline = {});
+
 // Runs f() on every rank and agrees on failure (see above).
 template <class F>
 auto collective_call(MPI_Comm comm, F&& f) -> decltype(f()) {
@@ -65,6 +76,19 @@ auto collective_call(MPI_Comm comm, F&& f) -> decltype(f()) {
     agree_on_failure(comm, error);
     return result;
   }
+}
+
+// Runs f() on every rank and agrees on failure and on the values of `agreed` (agree_on_call).
+template <class F>
+void collective_call_agreed(MPI_Comm comm, std::string_view fn, Agreement agreed, F&& f,
+                            std::chrono::milliseconds deadline = {}) {
+  std::exception_ptr error;
+  try {
+    f();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  agree_on_call(comm, fn, std::move(agreed), error, deadline);
 }
 
 }  // namespace netsparse::agreement

@@ -125,11 +125,57 @@ std::unique_ptr<dist::ExchangeBase> make_exchange(DistKernel::Impl& s,
 
 }  // namespace
 
+namespace {
+
+// What every rank must pass DistKernel alike: the kernel, K, the precision, the mode and every
+// option (each decides the exchange's collectives or the size of what it moves), the matrix's
+// shape, and whether an engine was passed. In the order a disagreement is reported.
+agreement::Agreement kernel_arguments(const DistMatrix& a, KernelKind kernel, int k,
+                                      const DistOptions& o, bool engine_given) {
+  const auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+  agreement::Agreement agreed;
+  agreed.field("the kernel", to_string(kernel));
+  agreed.field("K", std::to_string(k));
+  agreed.field("the dtype", std::string(to_string(o.scalar)));
+  agreed.field("the mode", to_string(o.mode));
+  agreed.field("the matrix", std::to_string(a.n_rows()) + " x " + std::to_string(a.n_cols()) +
+                                 ", " + std::to_string(a.nnz_global()) + " nonzeros");
+  agreed.field("a RigEngine passed", flag(engine_given));
+  agreed.field("DistOptions::tiling",
+               std::to_string(o.tiling.row_panel) + "/" + std::to_string(o.tiling.col_panel) + "/" +
+                   flag(o.tiling.barriers) + "/" + std::to_string(o.tiling.barrier_group));
+  agreed.field("DistOptions::batch", std::to_string(o.batch));
+  agreed.field("DistOptions::dynamic_pattern", flag(o.dynamic_pattern));
+  agreed.field("DistOptions::rig_idx", std::to_string(static_cast<int>(o.rig_idx)));
+  agreed.field("DistOptions::plans", flag(o.plans));
+  agreed.field("DistOptions::max_outstanding_reads", std::to_string(o.max_outstanding_reads));
+  const EngineOptions& e = o.engine;
+  agreed.field("DistOptions::engine",
+               std::to_string(e.transport) + "/" + std::to_string(e.client_units) + "/" +
+                   std::to_string(e.server_units) + "/" + std::to_string(e.progress) + "/" +
+                   std::to_string(e.packet_bytes) + "/" + std::to_string(e.delay_ns) + "/" +
+                   std::to_string(e.pending_entries) + "/" + std::to_string(e.idx_chunk) + "/" +
+                   std::to_string(e.flags) + "/" + std::to_string(e.watchdog_ms));
+  agreed.field("DistOptions::conveyor_buffer_bytes", std::to_string(o.conveyor_buffer_bytes));
+  agreed.field("DistOptions::conveyor_buffers_per_link",
+               std::to_string(o.conveyor_buffers_per_link));
+  agreed.field("DistOptions::ie_point_to_point", flag(o.ie_point_to_point));
+  agreed.field("DistOptions::rack_switch", flag(o.rack_switch));
+  return agreed;
+}
+
+}  // namespace
+
 DistKernel::DistKernel(const DistMatrix& a, KernelKind kernel, int k, const DistOptions& options,
                        std::shared_ptr<RigEngine> engine)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
-  // Arguments are the same on every rank, so every rank throws the same error here.
+  // First, before any collective of the mode: the ranks agree on the arguments (one small
+  // allreduce), so a rank passing another K, dtype, kind, mode or option fails every rank with
+  // the same std::invalid_argument naming it instead of mismatching the exchange's collectives.
+  // Agreed, the checks below throw alike on every rank.
+  agreement::agree_on_call(a.comm(), "DistKernel",
+                           kernel_arguments(a, kernel, k, options, engine != nullptr), nullptr);
   if (k < 1) throw std::invalid_argument("DistKernel: K must be >= 1, got " + std::to_string(k));
   if (kernel == KernelKind::spmv && k != 1) {
     throw std::invalid_argument("DistKernel: SpMV needs K == 1, got " + std::to_string(k));
@@ -197,11 +243,11 @@ void DistKernel::set_pattern(const CsrMatrix& local_rows) {
 }
 
 namespace {
-void check_size(const char* call, const char* what, std::size_t got, std::uint64_t want) {
+void check_size(const char* call, const char* what, std::size_t got, std::uint64_t want, int rank) {
   if (got != want) {
-    throw std::invalid_argument(std::string("DistKernel::") + call + ": " + what + " has " +
-                                std::to_string(got) + " elements, this rank's block needs " +
-                                std::to_string(want));
+    throw std::invalid_argument(
+        std::string("DistKernel::") + call + ": rank " + std::to_string(rank) + "'s " + what +
+        " has " + std::to_string(got) + " elements, its block needs " + std::to_string(want));
   }
 }
 
@@ -222,14 +268,22 @@ void check_scalar(const char* call, ScalarType kernel_scalar) {
 // here too after their deadline when a rank never joins (it died between runs): their runs fail,
 // they never hang (tests/distributed/test_rig_kill.cpp). The MPI collective modes keep the
 // blocking agreement: their exchange would block on a dead rank anyway.
-template <class F>
-void agree_on_arguments(const DistKernel::Impl& s, F&& f) {
-  if (uses_rig_engine(s.options.mode) || s.options.mode == CommMode::netsparse_node ||
-      s.options.mode == CommMode::task_packets) {
-    dist::collective_call_within(s.comm, dist::node_wait_deadline(s.options), f);
-  } else {
-    dist::collective_call(s.comm, f);
-  }
+//
+// The entry point and the operands' precision are agreed in the same allreduce (their digest
+// rides with the failure flag: no extra collective per run); the operand shapes are checked on
+// each rank against K and the partition, which the ranks agreed on at construction, and a rank
+// refusing them fails every rank with its message.
+template <class T, class F>
+void agree_on_arguments(const DistKernel::Impl& s, const char* call, F&& f) {
+  agreement::Agreement agreed;
+  agreed.field("the call", call);
+  agreed.field("the operands' dtype", std::string(to_string(scalar_type_of<T>)));
+  const bool has_deadline = uses_rig_engine(s.options.mode) ||
+                            s.options.mode == CommMode::netsparse_node ||
+                            s.options.mode == CommMode::task_packets;
+  agreement::collective_call_agreed(
+      s.comm, std::string("DistKernel::") + call, std::move(agreed), f,
+      has_deadline ? dist::node_wait_deadline(s.options) : std::chrono::milliseconds(0));
 }
 
 // An entry point's first checks: the kernel is `kind` (the entry point `call` is its) and
@@ -245,10 +299,10 @@ void check_kernel(const DistKernel::Impl& s, KernelKind kind, const char* call) 
 
 template <class T>
 void run_spmm(DistKernel::Impl& s, std::span<const T> b_local, std::span<T> c_local) {
-  agree_on_arguments(s, [&] {
+  agree_on_arguments<T>(s, "spmm", [&] {
     check_kernel<T>(s, KernelKind::spmm, "spmm");
-    check_size("spmm", "B", b_local.size(), std::uint64_t(s.cols.size(s.rank)) * s.k);
-    check_size("spmm", "C", c_local.size(), std::uint64_t(s.rows.size(s.rank)) * s.k);
+    check_size("spmm", "B", b_local.size(), std::uint64_t(s.cols.size(s.rank)) * s.k, s.rank);
+    check_size("spmm", "C", c_local.size(), std::uint64_t(s.rows.size(s.rank)) * s.k, s.rank);
     s.exchange->bind_operand(b_local.data(), s.run_context());
   });
   s.run(dist::Operands<T>{b_local.data(), nullptr, c_local.data()});
@@ -257,11 +311,12 @@ void run_spmm(DistKernel::Impl& s, std::span<const T> b_local, std::span<T> c_lo
 template <class T>
 void run_sddmm(DistKernel::Impl& s, std::span<const T> x_local, std::span<const T> y_local,
                std::span<T> out) {
-  agree_on_arguments(s, [&] {
+  agree_on_arguments<T>(s, "sddmm", [&] {
     check_kernel<T>(s, KernelKind::sddmm, "sddmm");
-    check_size("sddmm", "X", x_local.size(), std::uint64_t(s.rows.size(s.rank)) * s.k);
-    check_size("sddmm", "Y", y_local.size(), std::uint64_t(s.cols.size(s.rank)) * s.k);
-    check_size("sddmm", "out", out.size(), static_cast<std::uint64_t>(s.rows_in_use->nnz()));
+    check_size("sddmm", "X", x_local.size(), std::uint64_t(s.rows.size(s.rank)) * s.k, s.rank);
+    check_size("sddmm", "Y", y_local.size(), std::uint64_t(s.cols.size(s.rank)) * s.k, s.rank);
+    check_size("sddmm", "out", out.size(), static_cast<std::uint64_t>(s.rows_in_use->nnz()),
+               s.rank);
     s.exchange->bind_operand(y_local.data(), s.run_context());
   });
   s.run(dist::Operands<T>{y_local.data(), x_local.data(), out.data()});
@@ -269,10 +324,12 @@ void run_sddmm(DistKernel::Impl& s, std::span<const T> x_local, std::span<const 
 
 template <class T>
 void run_spmv(DistKernel::Impl& s, std::span<const T> x_local, std::span<T> y_local) {
-  agree_on_arguments(s, [&] {
+  agree_on_arguments<T>(s, "spmv", [&] {
     check_kernel<T>(s, KernelKind::spmv, "spmv");
-    check_size("spmv", "x", x_local.size(), static_cast<std::uint64_t>(s.cols.size(s.rank)));
-    check_size("spmv", "y", y_local.size(), static_cast<std::uint64_t>(s.rows.size(s.rank)));
+    check_size("spmv", "x", x_local.size(), static_cast<std::uint64_t>(s.cols.size(s.rank)),
+               s.rank);
+    check_size("spmv", "y", y_local.size(), static_cast<std::uint64_t>(s.rows.size(s.rank)),
+               s.rank);
     s.exchange->bind_operand(x_local.data(), s.run_context());
   });
   s.run(dist::Operands<T>{x_local.data(), nullptr, y_local.data()});
@@ -280,13 +337,16 @@ void run_spmv(DistKernel::Impl& s, std::span<const T> x_local, std::span<T> y_lo
 
 template <class T>
 void run_replicate(DistKernel::Impl& s, std::span<const T> operand_local) {
-  dist::collective_call(s.comm, [&] {
+  agreement::Agreement agreed;
+  agreed.field("the call", "replicate");
+  agreed.field("the operands' dtype", std::string(to_string(scalar_type_of<T>)));
+  agreement::collective_call_agreed(s.comm, "DistKernel::replicate", std::move(agreed), [&] {
     if (s.options.mode != CommMode::ideal) {
       throw std::logic_error("DistKernel::replicate is only for the ideal mode");
     }
     check_scalar<T>("replicate", s.options.scalar);
-    check_size("replicate", "the operand", operand_local.size(),
-               std::uint64_t(s.cols.size(s.rank)) * s.k);
+    check_size("replicate", "operand", operand_local.size(),
+               std::uint64_t(s.cols.size(s.rank)) * s.k, s.rank);
   });
   s.typed_exchange<T>().replicate(s.run_context(), operand_local);
 }

@@ -48,8 +48,18 @@ DistMatrix::DistMatrix(MPI_Comm comm, CsrMatrix local, RowPartition rows, RowPar
       cols_(std::move(cols)),
       name_(std::move(name)) {
   // Checked on every rank and agreed on, so a bad block on one rank cannot strand the others
-  // in the collective below.
-  collective_call(comm_, [&] {
+  // in the collective below; the shape and the partitions must be the same on every rank (their
+  // digest rides in the same allreduce).
+  agreement::Agreement agreed;
+  agreed.field("the shape",
+               std::to_string(rows_.n_rows()) + " x " + std::to_string(cols_.n_rows()));
+  const auto offsets_hash = [](const RowPartition& p) {
+    return std::to_string(
+        agreement::fnv1a(p.offsets().data(), p.offsets().size() * sizeof(gidx_t)));
+  };
+  agreed.field("the row partition", offsets_hash(rows_), false);
+  agreed.field("the column partition", offsets_hash(cols_), false);
+  agreement::collective_call_agreed(comm_, "DistMatrix", std::move(agreed), [&] {
     const auto fail = [&](const std::string& why) {
       throw std::invalid_argument("DistMatrix (rank " + std::to_string(rank_) + "): " + why);
     };
@@ -200,6 +210,25 @@ std::vector<Triplet> redistribute(MPI_Comm comm, const std::vector<Triplet>& tri
   return dist::exchange_all_to_all(comm, send);
 }
 
+// Collective, first thing: the generator, its parameters and the partition must be the same on
+// every rank (one small allreduce), else every rank throws std::invalid_argument naming them.
+void agree_on_generator(MPI_Comm comm, const std::string& generator, PartitionKind partition) {
+  agreement::Agreement agreed;
+  agreed.field("the generator", generator);
+  agreed.field("the partition", to_string(partition));
+  agreement::agree_on_call(comm, "generate_distributed", std::move(agreed), nullptr);
+}
+
+// The partition must be the same on every rank: agreed with the first collective of a reader.
+template <class F>
+auto read_agreed(MPI_Comm comm, const char* fn, PartitionKind partition, F&& read) {
+  agreement::Agreement agreed;
+  agreed.field("the partition", to_string(partition));
+  decltype(read()) result{};
+  agreement::collective_call_agreed(comm, fn, std::move(agreed), [&] { result = read(); });
+  return result;
+}
+
 // Generic generator driver: gen(row_begin, row_end) makes a row block.
 template <class Gen>
 DistMatrix generate_with(MPI_Comm comm, gidx_t n, PartitionKind partition, const Gen& gen,
@@ -264,8 +293,8 @@ DistMatrix read_distributed_matrix_market(MPI_Comm comm, const std::string& path
   const int rank = dist::comm_rank(comm);
   // Every rank reads the header itself (a few hundred bytes): no broadcast needed, and a
   // header error is met by every rank at once.
-  const MatrixMarketHeader header =
-      collective_call(comm, [&] { return read_matrix_market_header(path); });
+  const MatrixMarketHeader header = read_agreed(comm, "read_distributed_matrix_market", partition,
+                                                [&] { return read_matrix_market_header(path); });
   {
     InputSignature sig;
     sig.bytes = header.file_size;
@@ -320,7 +349,8 @@ DistMatrix read_distributed_matrix_market(MPI_Comm comm, const std::string& path
 DistMatrix read_distributed_metis(MPI_Comm comm, const std::string& path, PartitionKind partition) {
   const int nranks = dist::comm_size(comm);
   const int rank = dist::comm_rank(comm);
-  MetisGraph graph = collective_call(comm, [&] { return read_metis_graph(path); });
+  MetisGraph graph = read_agreed(comm, "read_distributed_metis", partition,
+                                 [&] { return read_metis_graph(path); });
   const CsrMatrix& whole = graph.adjacency;
   {
     InputSignature sig;
@@ -356,6 +386,12 @@ DistMatrix read_distributed_metis(MPI_Comm comm, const std::string& path, Partit
 
 DistMatrix generate_distributed(MPI_Comm comm, const KroneckerParams& params,
                                 PartitionKind partition) {
+  agree_on_generator(comm,
+                     "kron:" + std::to_string(params.scale) + ":" +
+                         std::to_string(params.edge_factor) + ":" + std::to_string(params.seed) +
+                         ":" + std::to_string(params.a) + ":" + std::to_string(params.b) + ":" +
+                         std::to_string(params.c),
+                     partition);
   if (params.scale < 1 || params.scale > 40) {
     throw std::invalid_argument("generate_distributed: Kronecker scale must be in [1, 40], got " +
                                 std::to_string(params.scale));
@@ -368,6 +404,10 @@ DistMatrix generate_distributed(MPI_Comm comm, const KroneckerParams& params,
 
 DistMatrix generate_distributed(MPI_Comm comm, const StencilParams& params,
                                 PartitionKind partition) {
+  agree_on_generator(comm,
+                     "stencil:" + std::to_string(params.nx) + ":" + std::to_string(params.ny) +
+                         ":" + std::to_string(params.nz) + ":" + std::to_string(params.dof),
+                     partition);
   if (params.nx < 1 || params.ny < 1 || params.nz < 1 || params.dof < 1) {
     throw std::invalid_argument("generate_distributed: stencil sizes must be positive");
   }
@@ -379,6 +419,11 @@ DistMatrix generate_distributed(MPI_Comm comm, const StencilParams& params,
 }
 
 DistMatrix generate_distributed(MPI_Comm comm, const RoadParams& params, PartitionKind partition) {
+  agree_on_generator(comm,
+                     "road:" + std::to_string(params.width) + ":" + std::to_string(params.height) +
+                         ":" + std::to_string(params.long_edge_fraction) + ":" +
+                         std::to_string(params.seed),
+                     partition);
   if (params.width < 1 || params.height < 1) {
     throw std::invalid_argument("generate_distributed: road grid sizes must be positive");
   }

@@ -289,6 +289,20 @@ TransposedSpmm::TransposedSpmm(const DistMatrix& a, int k, const DistOptions& op
                                TransposedMethod method, std::shared_ptr<RigEngine> engine)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
+  // First, before any collective: the ranks agree on the arguments (one small allreduce), so a
+  // rank with another K, method, dtype or mode fails every rank with one std::invalid_argument
+  // naming it; agreed, the check below throws alike everywhere. (via_transpose: DistKernel then
+  // agrees on every option.)
+  {
+    agreement::Agreement agreed;
+    agreed.field("K", std::to_string(k));
+    agreed.field("the method",
+                 method == TransposedMethod::via_transpose ? "via_transpose" : "push");
+    agreed.field("the dtype", std::string(to_string(options.scalar)));
+    agreed.field("the mode", to_string(options.mode));
+    agreed.field("a RigEngine passed", engine != nullptr ? "true" : "false");
+    agreement::agree_on_call(a.comm(), "TransposedSpmm", std::move(agreed), nullptr);
+  }
   if (k < 1) {
     throw std::invalid_argument("TransposedSpmm: K must be >= 1, got " + std::to_string(k));
   }

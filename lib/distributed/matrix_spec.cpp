@@ -90,6 +90,18 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }  // namespace
 
 DistMatrix load_distributed_matrix(MPI_Comm comm, std::string_view spec, PartitionKind partition) {
+  // First, before a rank parses the specification or reads anything: the ranks agree on it (a
+  // generator's whole specification; for a file, that it is one -- the readers agree on its
+  // content, which ranks may read from their own copies) and on the partition, so one rank's
+  // other matrix fails every rank with one std::invalid_argument instead of an inconsistent
+  // matrix or mismatched collectives.
+  {
+    agreement::Agreement agreed;
+    agreed.field("the matrix specification",
+                 spec.rfind("gen:", 0) == 0 ? std::string(spec) : std::string("a file"));
+    agreed.field("the partition", to_string(partition));
+    agreement::agree_on_call(comm, "load_distributed_matrix", std::move(agreed), nullptr);
+  }
   if (spec.rfind("gen:", 0) == 0) {
     const std::vector<std::string> f = split(spec, ':');
     const std::string& kind = f.size() > 1 ? f[1] : std::string();

@@ -37,6 +37,44 @@ TEST(AgreementMpi, EveryRankSeesTheSameDisagreement) {
                           " has 32 (it must be the same on every rank)");
 }
 
+// Records of different sizes (ranks in different calls): every rank throws, nothing gathered.
+TEST(AgreementMpi, RecordsOfDifferentSizesAreRefusedBeforeTheGather) {
+  ag::Agreement a;
+  a.field("k", 16u);
+  if (world_rank() == world_size() - 1) a.field("extra", 1u);
+  if (world_size() == 1) return;
+  EXPECT_THROW((void)ag::settle_over_mpi(a, MPI_COMM_WORLD), std::logic_error);
+}
+
+// agree_on_call: a refusal wins; otherwise the first differing field, as an invalid_argument
+// with the call's name, on every rank; nothing thrown when they agree.
+TEST(AgreementMpi, AgreeOnCallNamesTheCallAndTheField) {
+  const int last = world_size() - 1;
+  const auto agreed = [&](std::uint64_t k) {
+    ag::Agreement a;
+    a.field("K", k);
+    return a;
+  };
+  EXPECT_NO_THROW(ag::agree_on_call(MPI_COMM_WORLD, "f", agreed(4), nullptr));
+  if (last == 0) return;
+  try {
+    ag::collective_call_agreed(MPI_COMM_WORLD, "f", agreed(world_rank() == last ? 8 : 4), [] {});
+    ADD_FAILURE() << "no rank threw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "f: the ranks disagree on K: rank 0 has 4, rank " +
+                                         std::to_string(last) +
+                                         " has 8 (it must be the same on every rank)");
+  }
+  try {
+    ag::collective_call_agreed(MPI_COMM_WORLD, "f", agreed(world_rank() == last ? 8 : 4), [&] {
+      if (world_rank() == last) throw std::overflow_error("too big");
+    });
+    ADD_FAILURE() << "no rank threw";
+  } catch (const std::overflow_error& e) {
+    EXPECT_EQ(std::string(e.what()), "too big");
+  }
+}
+
 TEST(AgreementMpi, EveryRankSeesTheRefusal) {
   const int last = world_size() - 1;
   ag::Agreement a;

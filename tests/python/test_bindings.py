@@ -138,6 +138,25 @@ def test_set_pattern_changing_sparsity(square, mode):
         assert kernel.nnz_local == mine.nnz
 
 
+@pytest.mark.parametrize("mode", ["inspector-executor", "su"])
+def test_per_rank_arguments_raise_on_every_rank(square, mode):
+    """One rank (the last) passes another K, dtype or kind, or loads another matrix: every rank
+    raises ValueError naming it (issue 37), and an agreed kernel right after is exact."""
+    whole, a = square
+    odd = rank == nranks - 1
+    with pytest.raises(ValueError, match="ranks disagree on K: rank 0 has 4"):
+        netsparse.DistKernel(a, "spmm", 8 if odd else 4, mode=mode)
+    with pytest.raises(ValueError, match="ranks disagree on the dtype: rank 0 has f32"):
+        netsparse.DistKernel(a, "spmm", 4, mode=mode, dtype=np.float64 if odd else np.float32)
+    with pytest.raises(ValueError, match="ranks disagree on the kernel: rank 0 has SpMM"):
+        netsparse.DistKernel(a, "sddmm" if odd else "spmm", 4, mode=mode)
+    with pytest.raises(ValueError, match="ranks disagree on the matrix specification"):
+        netsparse.DistMatrix.load(comm, "gen:kron:6" if odd else "gen:kron:5")
+    b = int_dense(97, 4, seed=11, dtype=np.float32)
+    c = netsparse.DistKernel(a, "spmm", 4, mode=mode).spmm(block(b, a.col_offsets))
+    assert np.array_equal(c, block((whole @ b).astype(np.float32), a.row_offsets))
+
+
 def test_load_generator_and_file():
     a = netsparse.DistMatrix.load(comm, "gen:kron:7")
     assert a.shape == (128, 128) and a.name == "kron:7"
