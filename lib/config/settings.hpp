@@ -97,11 +97,10 @@ inline constexpr Setting kEnvironment[] = {
   {"NETSPARSE_WIRE", Type::kChoice, "compact", "compact|paper", 0, 0, true, Scope::kLibrary,
    "how RIG reads and answers travel when ns_context_attr.wire is not set: compact (packed rows, "
    "no per-PR header) or paper (the MICRO '25 Fig. 6 format, 18 B per PR)"},
-  {"NETSPARSE_PRESUME_DEAD_S", Type::kReal, "", "", 0, 86400, false, Scope::kLibrary,
+  {"NETSPARSE_PRESUME_DEAD_S", Type::kReal, "20", "", 0, 86400, false, Scope::kLibrary,
    "teardown only: a peer this rank timed out on and has not heard from for this many "
    "seconds is presumed dead, for transports that cannot see a dead process (soft-RoCE drops "
-   "packets to a vanished QP silently, MPI between hosts cannot tell); default: the engine's "
-   "watchdog, at most 20 s"},
+   "packets to a vanished QP silently)"},
   {"NETSPARSE_PROGRESS_INTERVAL_NS", Type::kInteger, "5000", "", 0, 1e9, false,
    Scope::kLibrary, "how often the kernels drive an engine without a progress thread, ns"},
   {"NETSPARSE_ENGINE_PROFILE", Type::kChoice, "0", "0|1", 0, 0, false, Scope::kLibrary,

@@ -37,7 +37,7 @@ Engine::Engine(std::unique_ptr<transport::Transport> tx, const Config& config)
       tx_(std::move(tx)),
       rank_(tx_->rank()),
       size_(tx_->size()),
-      health_(rank_, size_, now_ns(), presume_dead_ns_for(config.watchdog_ms)),
+      health_(rank_, size_, now_ns()),
       quiesce_(size_),
       profile_(netsparse::config::choice(netsparse::config::Env::kEngineProfile) == "1") {
   if (config_.progress_mode == NS_PROGRESS_AUTO) config_.progress_mode = NS_PROGRESS_THREAD;

@@ -5,17 +5,16 @@
 
 namespace netsparse::rig {
 
-std::uint64_t presume_dead_ns_for(std::uint32_t watchdog_ms) {
+namespace {
+// NETSPARSE_PRESUME_DEAD_S from the configuration table (validated there), default 20 s. Not
+// the watchdog: a peer stopped for longer than a watchdog and resumed must still be quiesced
+// with normally (rig.mpi's PeerThatStopsRespondingGivesTimeoutsNotHangs).
+std::uint64_t presume_dead_ns_from_env() {
   using netsparse::config::Env;
-  if (netsparse::config::is_set(Env::kPresumeDeadS)) {  // validated by the table
-    return static_cast<std::uint64_t>(netsparse::config::real(Env::kPresumeDeadS) * 1e9);
-  }
-  // The watchdog already waited this long for the peer before the run failed; waiting longer in
-  // teardown only kept the survivors from leaving (20 s after a kill over MPI, issue 37).
-  constexpr std::uint64_t kMaxNs = 20'000'000'000ull;
-  const std::uint64_t watchdog_ns = std::uint64_t{watchdog_ms} * 1'000'000ull;
-  return watchdog_ns > 0 && watchdog_ns < kMaxNs ? watchdog_ns : kMaxNs;
+  if (!netsparse::config::is_set(Env::kPresumeDeadS)) return 20'000'000'000ull;
+  return static_cast<std::uint64_t>(netsparse::config::real(Env::kPresumeDeadS) * 1e9);
 }
+}  // namespace
 
 PeerHealth::PeerHealth(int rank, int size, std::uint64_t now_ns, std::uint64_t presume_dead_ns)
     : rank_(rank),
@@ -23,7 +22,7 @@ PeerHealth::PeerHealth(int rank, int size, std::uint64_t now_ns, std::uint64_t p
       dead_(new std::atomic<bool>[static_cast<std::size_t>(size)]),
       last_heard_ns_(static_cast<std::size_t>(size), now_ns),
       timeouts_seen_(static_cast<std::size_t>(size), 0),
-      presume_dead_ns_(presume_dead_ns != 0 ? presume_dead_ns : presume_dead_ns_for(0)),
+      presume_dead_ns_(presume_dead_ns != 0 ? presume_dead_ns : presume_dead_ns_from_env()),
       failures_at_start_(support::peer_failure_count()) {
   for (int p = 0; p < size_; ++p) dead_[p].store(false);
 }

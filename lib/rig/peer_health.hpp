@@ -13,13 +13,9 @@
 
 namespace netsparse::rig {
 
-// How long a teardown waits for a silent peer it timed out on before presuming it dead:
-// NETSPARSE_PRESUME_DEAD_S when set, else the engine's watchdog (at most 20 s; 20 s without one).
-std::uint64_t presume_dead_ns_for(std::uint32_t watchdog_ms);
-
 class PeerHealth {
  public:
-  // presume_dead_ns: see check(); 0 takes presume_dead_ns_for(0) (20 s unless set).
+  // presume_dead_ns: see check(); 0 takes NETSPARSE_PRESUME_DEAD_S (default 20 s).
   PeerHealth(int rank, int size, std::uint64_t now_ns, std::uint64_t presume_dead_ns = 0);
 
   bool dead(int p) const noexcept { return dead_[p].load(std::memory_order_relaxed); }
