@@ -11,7 +11,9 @@
 // traffic statistics. Exit codes (also in --help): 0 every mode agreed with ideal, 1 a mode
 // disagreed or failed, 2 an input error (bad option, matrix file or specification, unwritable
 // --json path; one line from rank 0, every rank exits 2 without MPI_Abort) or an internal failure,
-// 3 no progress for 120 s (a dead peer; stall_guard.hpp).
+// 3 no progress for 120 s (a dead peer; stall_guard.hpp), 4 a peer died (the library or the
+// stall guard saw it): the rank leaves without MPI_Finalize (ns_finalize_or_exit), which would
+// wait for ever on the dead rank.
 #include <mpi.h>
 #include <omp.h>
 #include <sys/stat.h>
@@ -41,6 +43,7 @@
 #include "config/settings.hpp"
 #include "mpi_calls.hpp"
 #include "netsparse/distributed.hpp"
+#include "netsparse/netsparse_mpi.h"
 #include "petsc_mode.hpp"
 #include "report.hpp"
 #include "stall_guard.hpp"
@@ -248,6 +251,12 @@ Exit codes
      about the non-zero exit status.
   3  no progress for 120 s (NETSPARSE_BENCH_STALL_S): a peer died and MPI cannot report it;
      the message says which step was running
+  4  a peer died or stopped answering: a work request of the library timed out or found it
+     dead (the engine's watchdog, 5 s), or a rank of this host vanished (checked every 0.2 s:
+     ns_watch_host_peers).
+     The run stops at once, the rank says why on stderr and leaves without MPI_Finalize
+     (which would wait for ever on the dead rank; ns_finalize_or_exit). Under mpirun
+     --enable-recovery every survivor exits 4; without it mpirun ends the job itself.
 )";
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -562,6 +571,8 @@ class Progress {
   Progress(bool on, int rank)
       : on_(on && rank == 0 && stderr_is_tty()),
         guard_("netsparse_bench", rank, std::chrono::seconds(120)) {}
+  // Before MPI_Finalize: the guard's limit holds for it too.
+  void finishing() { guard_.beat("finalizing MPI"); }
   void show(const std::string& what) {
     guard_.beat(what);
     if (!on_) return;
@@ -1475,6 +1486,11 @@ void merge_round(Result& acc, const Result& r, int round) {
 // Every variant on one (kernel, K), --rounds times over: every mode once per round, so slow
 // drifts of the machine's load (other jobs) spread over all modes instead of biasing the ones
 // measured last. `exit_code` becomes 1 when a mode fails or disagrees with ideal.
+// A mode failed because a peer died or stopped answering (ns_peer_failed): the run stops.
+struct PeerFailed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 std::vector<Result> run_variants(const std::vector<Variant>& variants, Workload& w,
                                  const Options& o, Progress& progress, const std::string& tag,
                                  int& exit_code) {
@@ -1492,6 +1508,8 @@ std::vector<Result> run_variants(const std::vector<Variant>& variants, Workload&
                       o.rounds > 1 ? tag + " round " + std::to_string(round + 1) : tag);
         }
       } catch (const std::exception& e) {
+        // A peer that died or stopped answering: the next collective would wait for ever on it.
+        if (ns_peer_failed() != 0) throw PeerFailed(v.label + ": " + e.what());
         // A failure is collective in the library (every rank throws); report and go on.
         r.label = v.label;
         r.mode = v.options.mode;
@@ -1657,6 +1675,12 @@ int main(int argc, char** argv) {
   choose_mpi_yield(argc, argv);  // read by Open MPI in MPI_Init
   const netsparse::bench::World world = netsparse::bench::init_world(argc, argv);
   const int rank = world.rank, nranks = world.size;
+  // A rank of this host that dies ends this one at once with exit code 4 (netsparse_mpi.h);
+  // collective, so before anything that may fail on one rank.
+  if (ns_watch_host_peers(MPI_COMM_WORLD, netsparse::bench::kExitPeerDied) != NS_OK) {
+    std::fprintf(stderr, "netsparse_bench (rank %d): %s\n", rank, ns_last_error());
+  }
+  std::optional<Progress> progress;  // outlives the run: its guard watches MPI_Finalize too
   int exit_code = 0;
   try {
     std::optional<Options> parsed;
@@ -1680,9 +1704,9 @@ int main(int argc, char** argv) {
     }
     const Options& o = *parsed;
     choose_omp_threads(rank);
-    Progress progress(o.progress, rank);
+    progress.emplace(o.progress, rank);
     const double t_load = MPI_Wtime();
-    progress.show("loading " + o.matrix);
+    progress->show("loading " + o.matrix);
     // A bad matrix file or specification fails on every rank alike (the library agrees on
     // reading errors): one line, exit 2.
     DistMatrix a;
@@ -1692,15 +1716,15 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       input_error = e.what();
     }
-    progress.clear();
+    progress->clear();
     if (agreed_error(rank, input_error)) {
       MPI_Finalize();
       return kExitError;
     }
     const double load_s = allreduce(MPI_Wtime() - t_load, MPI_MAX);
-    progress.show("measuring the line rate");
+    progress->show("measuring the line rate");
     const double line_rate = measure_line_rate(MPI_COMM_WORLD, o.line_rate_bytes);
-    progress.clear();
+    progress->clear();
     const std::vector<Variant> variants = make_variants(o, host_layout(MPI_COMM_WORLD).hosts);
     if (rank == 0) print_run_header(a, o, nranks, load_s, line_rate);
     bench::Json doc = run_json(a, o, nranks, line_rate);
@@ -1710,8 +1734,8 @@ int main(int argc, char** argv) {
         const std::string tag = std::string(to_string(kernel)) + " K=" + std::to_string(k) +
                                 (o.dist.scalar == ScalarType::f64 ? " f64" : "");
         const Volume vol = measure_volume(a, w, kernel, k, o);
-        const std::vector<Result> results = run_variants(variants, w, o, progress, tag, exit_code);
-        progress.clear();
+        const std::vector<Result> results = run_variants(variants, w, o, *progress, tag, exit_code);
+        progress->clear();
         if (rank == 0) report_width(a, tag, kernel, k, results, vol, line_rate, o, doc);
       }
     }
@@ -1719,11 +1743,22 @@ int main(int argc, char** argv) {
       std::printf("\n*** SOME MODES DISAGREE WITH ideal OR FAILED (see above) ***\n");
     }
     if (!o.json.empty() && write_report(o, doc, rank) != 0) exit_code = kExitError;
-  } catch (const std::exception& e) {
+  } catch (const PeerFailed& e) {
+    std::fflush(stdout);
     std::fprintf(stderr, "netsparse_bench (rank %d): %s\n", rank, e.what());
-    exit_code = kExitError;
-    MPI_Abort(MPI_COMM_WORLD, exit_code);
+    exit_code = netsparse::bench::kExitPeerDied;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "netsparse_bench (rank %d): %s\n", rank, e.what());
+    if (ns_peer_failed() != 0) {
+      exit_code = netsparse::bench::kExitPeerDied;  // MPI_Abort too may wait on the dead
+    } else {
+      exit_code = kExitError;
+      MPI_Abort(MPI_COMM_WORLD, exit_code);
+    }
   }
-  MPI_Finalize();
-  return exit_code;
+  if (progress) progress->finishing();
+  if (ns_peer_failed() != 0) exit_code = netsparse::bench::kExitPeerDied;
+  // After a peer failure: _exit(exit_code) without MPI_Finalize (netsparse_mpi.h).
+  return ns_finalize_or_exit(exit_code);
 }

@@ -3,7 +3,10 @@
 // bounded by its watchdog, the benchmark's collectives are not). The guard thread watches a
 // heartbeat the benchmark beats at every step; if none comes for `limit`, it prints what was
 // being measured and ends the process with exit code 3. NETSPARSE_BENCH_STALL_S overrides the
-// limit (0 disables the guard).
+// limit (0 disables the guard). A rank of this host that dies is seen sooner, by the library's
+// watch (ns_watch_host_peers: exit code 4), and so is a peer whose requests time out
+// (ns_peer_failed, ns_finalize_or_exit); the heartbeat's limit is for the rest (a rank of
+// another host that died while this one waits in an MPI collective, a finalize that hangs).
 #pragma once
 
 #include <atomic>
@@ -16,6 +19,10 @@
 #include "config/settings.hpp"
 
 namespace netsparse::bench {
+
+// The benchmarks' exit codes for a job that lost a rank (--help of each benchmark).
+inline constexpr int kExitStalled = 3;   // no progress for the stall limit
+inline constexpr int kExitPeerDied = 4;  // a peer failed (ns_peer_failed, ns_watch_host_peers)
 
 class StallGuard {
  public:
@@ -65,8 +72,9 @@ class StallGuard {
                      "%s: rank %d made no progress for %lld s while %s: a peer probably died (MPI "
                      "cannot report it); giving up (NETSPARSE_BENCH_STALL_S sets the limit)\n",
                      program_, rank_, idle / 1000, what.c_str());
+        std::fflush(stdout);
         std::fflush(stderr);
-        std::_Exit(3);
+        std::_Exit(kExitStalled);
       }
     }
   }

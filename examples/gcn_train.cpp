@@ -42,6 +42,7 @@
 #include "netsparse/dist_transpose.hpp"
 #include "netsparse/distributed.hpp"
 #include "netsparse/netsparse.hpp"
+#include "netsparse/netsparse_mpi.h"
 
 namespace {
 
@@ -908,6 +909,9 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // A rank of this host that dies ends this one (exit 2) instead of leaving it waiting for
+  // ever in MPI; ns_finalize_or_exit below leaves without MPI_Finalize after a peer failure.
+  ns_watch_host_peers(MPI_COMM_WORLD, 2);
   int status = 0;
   try {
     const Options o = parse(argc, argv);
@@ -923,6 +927,5 @@ int main(int argc, char** argv) {
     if (rank == 0) std::fprintf(stderr, "gcn_train: %s\n", e.what());
     status = 2;
   }
-  MPI_Finalize();
-  return status;
+  return ns_finalize_or_exit(status);
 }

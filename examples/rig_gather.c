@@ -35,6 +35,9 @@ int main(int argc, char** argv) {
   int provided = 0, nranks = 1, errors = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_id);
+  /* A rank of this host that dies ends this one (exit 1) instead of leaving it waiting for ever
+   * in MPI; ns_finalize_or_exit below leaves without MPI_Finalize after a peer failure. */
+  ns_watch_host_peers(MPI_COMM_WORLD, 1);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
   /* The distributed property array: rank p owns global rows [p * ROWS, (p + 1) * ROWS). */
@@ -162,6 +165,5 @@ int main(int argc, char** argv) {
   free(offsets);
   free(props);
   MPI_Allreduce(MPI_IN_PLACE, &errors, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return errors == 0 ? 0 : 1;
+  return ns_finalize_or_exit(errors == 0 ? 0 : 1);
 }

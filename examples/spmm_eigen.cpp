@@ -56,6 +56,9 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // A rank of this host that dies ends this one (exit 1) instead of leaving it waiting for
+  // ever in MPI; ns_finalize_or_exit below leaves without MPI_Finalize after a peer failure.
+  ns_watch_host_peers(MPI_COMM_WORLD, 1);
   const int side = argc > 1 ? std::atoi(argv[1]) : 64;
   const int k = argc > 2 ? std::atoi(argv[2]) : 16;
   int status = 0;
@@ -95,6 +98,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
     status = 1;
   }
-  MPI_Finalize();
-  return status;
+  return ns_finalize_or_exit(status);
 }

@@ -44,6 +44,12 @@ const char* ns_status_str(ns_status_t s);
  * until the next failing call on this thread. "" if nothing failed yet. */
 const char* ns_last_error(void);
 const char* ns_version_string(void); /* defined by the shared library (libnetsparse) */
+/* 1 once this process saw a peer fail: a work request timed out (NS_WC_WATCHDOG_TIMEOUT) or
+ * found a dead peer (NS_WC_TRANSPORT_ERR), a transport saw a peer's process vanish, or a
+ * collective step of the library gave up on a rank that never joined; else 0. Never reset.
+ * MPI_Finalize may then wait for ever on the dead rank: see ns_finalize_or_exit
+ * (netsparse_mpi.h). */
+int ns_peer_failed(void);
 
 /* ---- objects ------------------------------------------------------------------------------- */
 typedef struct ns_context ns_context; /* one engine: progress thread, units, transport */

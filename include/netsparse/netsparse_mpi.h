@@ -31,6 +31,27 @@ extern "C" {
  * setting. */
 ns_status_t ns_open_mpi(MPI_Comm comm, const struct ns_context_attr* attr, ns_context** out);
 
+/* Leaving a job that lost a rank. Open MPI 4.1 cannot report a dead rank: under mpirun
+ * --enable-recovery a survivor waits for ever in its next MPI call that needs the dead rank, and
+ * MPI_Finalize frees windows with a barrier it never joins (docs/api.md, "A peer that died, and
+ * MPI_Finalize").
+ *
+ * ns_watch_host_peers: collective over comm. Until ns_finalize_or_exit or MPI_Finalize, a thread
+ * of the library wakes every 200 ms (it sleeps in between: no core is taken) and checks that the
+ * processes of comm's other ranks on this host still exist; when one is gone it records a peer
+ * failure, flushes stdout, prints one line to stderr naming the rank and ends this process with
+ * _exit(exit_code), whatever MPI call it is waiting in. Ranks on other hosts are not watched:
+ * their death is seen by the library's own requests (the engine's watchdog) or not at all.
+ * NS_ERR_STATE when MPI is not initialized or the process already watches.
+ *
+ * ns_finalize_or_exit: where the program would call MPI_Finalize, from the main thread. Flushes
+ * stdout and stderr; then, when ns_peer_failed(), prints one line to stderr naming the failure
+ * and ends the process with _exit(exit_code), without MPI_Finalize; otherwise stops the watch
+ * and calls MPI_Finalize (which releases the library's open objects) and returns exit_code, for
+ * `return ns_finalize_or_exit(code);` at the end of main. */
+ns_status_t ns_watch_host_peers(MPI_Comm comm, int exit_code);
+int ns_finalize_or_exit(int exit_code);
+
 #ifdef __cplusplus
 } /* extern "C" */
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "netsparse/sparse_error.hpp"
+#include "support/peer_failure.hpp"
 
 namespace netsparse::agreement {
 
@@ -53,6 +54,7 @@ void allreduce_within(void* inout, int count, MPI_Datatype type, MPI_Op op, MPI_
       continue;
     }
     if (std::chrono::steady_clock::now() - start > deadline) {
+      support::record_peer_failure("a collective step of the library timed out");
       throw std::runtime_error("not every rank joined within " + std::to_string(deadline.count()) +
                                " ms (a rank died or is stuck)");
     }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "agreement/mpi.hpp"
+#include "support/peer_failure.hpp"
 
 namespace netsparse::agreement {
 
@@ -66,6 +67,7 @@ std::vector<int> sources_of(MPI_Comm comm, std::span<const int> targets,
       if (done) break;
     }
     if (deadline.count() > 0 && std::chrono::steady_clock::now() > give_up) {
+      support::record_peer_failure("sources_of: a rank did not join in time");
       // The requests stay pending (a peer is gone; the job is failing): the duplicate is leaked
       // rather than freed under them.
       nbx = MPI_COMM_NULL;

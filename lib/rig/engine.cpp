@@ -22,6 +22,7 @@
 #include "rig/backoff.hpp"
 #include "rig/copy.hpp"
 #include "rig/handles.hpp"
+#include "support/peer_failure.hpp"
 
 namespace netsparse::rig {
 
@@ -441,6 +442,13 @@ void Engine::complete(Command& c) {
   const bool signaled = (c.flags & NS_SEND_SIGNALED) != 0 || c.status != NS_WC_SUCCESS;
   Qp& qp = *c.qp;
   Cq& cq = qp.cq();
+  // A request its peer did not answer in time, or a peer known dead: MPI_Finalize may now wait
+  // on the dead (ns_finalize_or_exit).
+  if (c.status == NS_WC_WATCHDOG_TIMEOUT) {
+    support::record_peer_failure("a work request timed out (watchdog)");
+  } else if (c.status == NS_WC_TRANSPORT_ERR) {
+    support::record_peer_failure("a work request failed: transport error or a dead peer");
+  }
   if (c.plan != nullptr) plans_->on_complete(c);  // the plan may be started again
   c.mr->inflight.fetch_sub(1, std::memory_order_release);
   // A completion that finds its CQ full waits in wc_backlog_ together with its queue-pair slot

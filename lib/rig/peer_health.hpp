@@ -15,7 +15,7 @@ namespace netsparse::rig {
 
 class PeerHealth {
  public:
-  // presume_dead_ns: see presume_dead(); 0 takes NETSPARSE_PRESUME_DEAD_S (default 20 s).
+  // presume_dead_ns: see check(); 0 takes NETSPARSE_PRESUME_DEAD_S (default 20 s).
   PeerHealth(int rank, int size, std::uint64_t now_ns, std::uint64_t presume_dead_ns = 0);
 
   bool dead(int p) const noexcept { return dead_[p].load(std::memory_order_relaxed); }
@@ -35,11 +35,13 @@ class PeerHealth {
   }
 
   // Once per watchdog tick: peers the transport reports failed are marked dead, and, while a
-  // teardown quiesce waits, a peer that this node timed out on since it last heard from it and
-  // that stayed silent for presume_dead_ns is presumed dead (soft-RoCE drops packets to a
-  // vanished QP without an RC retry error, so nothing else would ever tell). A late live peer is
-  // never presumed dead unless requests to it timed out and it stayed silent that long. Returns
-  // the number of peers newly marked dead.
+  // teardown quiesce waits, a peer that this node timed out on since it last heard from it (or
+  // any silent peer, once a peer failure was recorded in this process during this node's life:
+  // support/peer_failure.hpp) and that stayed silent for presume_dead_ns is presumed dead
+  // (soft-RoCE drops packets to a vanished QP without an RC retry error, and MPI between hosts
+  // reports nothing, so nothing else would ever tell). A late live peer is never presumed dead
+  // unless a failure was seen and it stayed silent that long. Returns the number of peers newly
+  // marked dead.
   int check(std::uint64_t now_ns, std::uint64_t timeouts, transport::Transport& tx);
 
  private:
@@ -50,6 +52,7 @@ class PeerHealth {
   std::vector<std::uint64_t> timeouts_seen_;  // per peer: the timeout count when last heard
   std::atomic<bool> quiesce_waiting_{false};
   std::uint64_t presume_dead_ns_;
+  std::uint64_t failures_at_start_;  // support::peer_failure_count() at construction
 };
 
 }  // namespace netsparse::rig

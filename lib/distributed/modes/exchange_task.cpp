@@ -40,6 +40,7 @@
 #include "distributed/ghosts.hpp"
 #include "distributed/modes/task_packet.hpp"
 #include "sparse/csr_part.hpp"
+#include "support/peer_failure.hpp"
 
 namespace netsparse::dist {
 
@@ -379,6 +380,7 @@ class TaskExchange final : public Exchange<T> {
 
   [[noreturn]] void timed_out(const char* what) {
     broken_ = true;
+    support::record_peer_failure("task-packets: a run timed out");
     throw std::runtime_error(std::string("task-packets: ") + what + " not complete within " +
                              std::to_string(deadline_.count()) + " ms (a peer died or stalled)");
   }
