@@ -26,7 +26,8 @@
 //                       last one of a row padded). Every pass is a POSITIONAL NS_WR_RIG of the
 //                       distinct needed rows (the engine filters and coalesces repeats as
 //                       usual); the value pass is a learned gather plan, replayed by every
-//                       later multiply. docs/architecture.md, "SpGEMM".
+//                       later multiply and, from the third on, pushed by the owners unasked
+//                       (ns_plan_push, as DistKernel's netsparse). docs/architecture.md, "SpGEMM".
 //   su                  every rank all-gathers the whole of B (MPI_Allgatherv: the pattern once,
 //                       the values every multiply).
 //   inspector-executor  the exact needed rows by MPI point-to-point: the setup sends each owner
@@ -130,6 +131,10 @@ class DistSpgemm {
 
   // C = A * B with the current values. Collective.
   [[nodiscard]] DistMatrix multiply();
+  // C's values alone, on the pattern fixed by the setup (the repeated product without building a
+  // DistMatrix): this rank's local_nnz() values, in the CSR order of multiply()'s C.local().
+  // Collective; a wrong length is refused with std::invalid_argument on every rank.
+  void multiply_values(std::span<double> c_values);
   // New values for the same patterns: this rank's a.local().values and b.local().values
   // (nnz entries each). Local; std::invalid_argument on a wrong length (checked on every rank
   // by the next multiply: a rank that refused makes every rank throw there).

@@ -129,7 +129,14 @@ struct DistSpgemm::Impl {
   std::vector<float> in_val_chunks_f;
   std::vector<double> in_val_chunks_d;
   std::vector<GatherPlan> plans;
-  std::uint64_t plans_registration = 0;
+  // Owner-pushed replays (ns_plan_push): this product's tag, the value passes so far (the same
+  // on every rank), the first one whose plans are armed, and the region registration they
+  // recorded on (a region registered again records them afresh: two more asked passes).
+  std::uint32_t push_tag = 0;
+  std::uint32_t value_round = 0;
+  std::uint32_t first_pushed_round = 2;
+  std::uint64_t plans_region = 0;
+  bool plans_made = false;
 
   rig::FinalizeHook finalize_hook;
   void release_mpi() noexcept {
@@ -166,6 +173,11 @@ struct DistSpgemm::Impl {
   template <class T>
   void values_netsparse(std::vector<T>& bp_vals, std::vector<T>& own_chunks,
                         std::vector<T>& in_chunks);
+  // C's values (this rank's sym.nnz()) into c_vals; `c_size_ok`: the caller's buffer fits
+  // (agreed on with update_values' refusals before anything moves).
+  template <class T>
+  void numeric_into(std::vector<T>& a_vals, std::vector<T>& bp_vals, std::span<T> c_vals,
+                    bool c_size_ok);
   template <class T>
   DistMatrix multiply(std::vector<T>& a_vals, std::vector<T>& bp_vals);
 
@@ -467,7 +479,23 @@ void DistSpgemm::Impl::rig_gather(const void* base, std::uint64_t rows, std::uin
   if (e.piece_count() != 1) {
     throw std::logic_error("spgemm: a chunk does not fit one engine message");
   }
-  e.quiesce_with(owners, requesters);
+  if (use_plans) {
+    // As DistKernel's compact exchange: the pass that records the plans and the one that arms
+    // their owners quiesce with the pattern's peers; later passes are pushed by the owners and
+    // need no control message (a pusher is done once its pushes left).
+    ++value_round;
+    // plans_made, not plans.empty(): a rank that gathers nothing has no plan, yet it must
+    // count the rounds like every rank (its requesters stop telling it once they push).
+    if (!plans_made || plans_region != e.registrations()) {
+      first_pushed_round = value_round + 2;
+      plans_region = e.registrations();
+    }
+  }
+  if (use_plans && value_round >= first_pushed_round) {
+    e.quiesce_with({}, {});
+  } else {
+    e.quiesce_with(owners, requesters);
+  }
   std::vector<ns_send_wr> wrs;
   auto* out_bytes = static_cast<std::byte*>(out);
   auto batches = [&](auto take) {
@@ -478,14 +506,22 @@ void DistSpgemm::Impl::rig_gather(const void* base, std::uint64_t rows, std::uin
     }
   };
   if (use_plans) {
-    // Plans record on their first start and replay afterwards; a region registered again
-    // (another kernel used the engine in between) gets fresh plans.
-    if (plans.empty() || plans_registration != e.registrations()) {
-      plans.clear();
+    // Plans record on their first start and replay afterwards (a region registered again, by
+    // another kernel on the engine in between, makes them record afresh). The owners push this
+    // round's armed lists now: the allreduce above is the fence (every rank has consumed its
+    // previous pass's output before it entered).
+    if (!plans_made) {
       batches([&](const ns_send_wr& wr) { plans.emplace_back(e.context(), wr); });
-      plans_registration = e.registrations();
+      plans_made = true;
     }
-    for (const GatherPlan& p : plans) wrs.push_back(plan_wr(0, p));
+    netsparse::detail::check(ns_plan_push(e.context().get(), push_tag, value_round, nullptr),
+                             "ns_plan_push");
+    for (const GatherPlan& p : plans) {
+      ns_send_wr wr = plan_wr(0, p, NS_SEND_SIGNALED | NS_SEND_PUSHED);
+      wr.wr.plan.push_tag = push_tag;
+      wr.wr.plan.push_round = value_round;
+      wrs.push_back(wr);
+    }
   } else {
     batches([&](const ns_send_wr& wr) { wrs.push_back(wr); });
   }
@@ -514,6 +550,7 @@ void DistSpgemm::Impl::rig_gather(const void* base, std::uint64_t rows, std::uin
 void DistSpgemm::Impl::pattern_netsparse() {
   if (!engine) engine = std::make_shared<RigEngine>(comm, options.engine);
   RigEngine::Impl& e = dist::RigEngineAccess::impl(*engine);
+  push_tag = e.new_push_tag();  // every rank builds its products in the same order
   find_peers();
   // The chunk: agreed by every rank (the region's row size).
   unsigned limit = e.context().max_prop_bytes();
@@ -610,8 +647,7 @@ void DistSpgemm::Impl::values_netsparse(std::vector<T>& bp_vals, std::vector<T>&
                                         std::vector<T>& in_chunks) {
   const auto n_in = ghost_chunks.size() * static_cast<std::size_t>(chunk);
   if (in_chunks.size() < std::max<std::size_t>(1, n_in)) {
-    in_chunks.assign(std::max<std::size_t>(1, n_in), T(0));
-    plans.clear();  // they gather into the buffer just replaced
+    in_chunks.assign(std::max<std::size_t>(1, n_in), T(0));  // once, before any plan
   }
   rig_gather(own_chunks.data(), static_cast<std::uint64_t>(chunk_part.size(rank)),
              static_cast<std::uint32_t>(chunk * sizeof(T)), sizeof(T), chunk_part, ghost_chunks,
@@ -651,9 +687,17 @@ void DistSpgemm::Impl::setup() {
 }
 
 template <class T>
-DistMatrix DistSpgemm::Impl::multiply(std::vector<T>& a_vals, std::vector<T>& bp_vals) {
+void DistSpgemm::Impl::numeric_into(std::vector<T>& a_vals, std::vector<T>& bp_vals,
+                                    std::span<T> c_vals, bool c_size_ok) {
   std::exception_ptr refused;
-  if (!values_error.empty()) refused = std::make_exception_ptr(std::invalid_argument(values_error));
+  if (!values_error.empty()) {
+    refused = std::make_exception_ptr(std::invalid_argument(values_error));
+  } else if (!c_size_ok) {
+    refused = std::make_exception_ptr(
+        std::invalid_argument("DistSpgemm::multiply_values: rank " + std::to_string(rank) +
+                              " got " + std::to_string(c_vals.size()) + " values for its " +
+                              std::to_string(sym.nnz()) + " nonzeros of C"));
+  }
   agreement::agree_on_failure(comm, refused, deadline());
   const double t0 = now_seconds();
   switch (options.mode) {
@@ -672,11 +716,16 @@ DistMatrix DistSpgemm::Impl::multiply(std::vector<T>& a_vals, std::vector<T>& bp
       break;
   }
   const double t1 = now_seconds();
-  std::vector<T> c_vals(static_cast<std::size_t>(sym.nnz()));
   dist::spgemm_numeric<T>(sym, dist::CsrIndex{a_local.row_ptr, a_cols}, a_vals,
                           dist::CsrIndex{bp_ptr, bp_cols}, bp_vals, c_vals);
   stats.gather_seconds = t1 - t0;
   stats.numeric_seconds = now_seconds() - t1;
+}
+
+template <class T>
+DistMatrix DistSpgemm::Impl::multiply(std::vector<T>& a_vals, std::vector<T>& bp_vals) {
+  std::vector<T> c_vals(static_cast<std::size_t>(sym.nnz()));
+  numeric_into<T>(a_vals, bp_vals, c_vals, true);
   CsrMatrix c;
   c.n_rows_global = a_local.n_rows_global;
   c.n_cols = b_cols.n_rows();
@@ -731,6 +780,18 @@ DistSpgemm& DistSpgemm::operator=(DistSpgemm&&) noexcept = default;
 DistMatrix DistSpgemm::multiply() {
   Impl& s = *impl_;
   return s.f32() ? s.multiply(s.a_vals_f, s.bp_vals_f) : s.multiply(s.a_vals_d, s.bp_vals_d);
+}
+
+void DistSpgemm::multiply_values(std::span<double> c_values) {
+  Impl& s = *impl_;
+  const bool fits = static_cast<std::int64_t>(c_values.size()) == s.sym.nnz();
+  if (!s.f32()) {
+    s.numeric_into<double>(s.a_vals_d, s.bp_vals_d, c_values, fits);
+    return;
+  }
+  std::vector<float> c(fits ? c_values.size() : 0);
+  s.numeric_into<float>(s.a_vals_f, s.bp_vals_f, c, fits);
+  std::copy(c.begin(), c.end(), c_values.begin());
 }
 
 void DistSpgemm::update_values(std::span<const double> a_values, std::span<const double> b_values) {

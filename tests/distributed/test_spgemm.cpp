@@ -279,9 +279,13 @@ void check_case(const ProductCase& pc, const SpgemmOptions& o, const std::string
   EXPECT_EQ(c.nnz_global(), want_whole.nnz()) << label;
   const double tol = o.scalar == ScalarType::f64 ? kF64Tolerance : kTolerance;
   expect_same_product(c.local(), want, tol, label);
-  // A second multiply (netsparse: the plan's replay) gives the same values.
-  const DistMatrix again = product.multiply();
-  EXPECT_EQ(again.local().values, c.local().values) << label << " (second multiply)";
+  // Later products (netsparse: the plan's replay, asked on the second, pushed by the owners
+  // from the third on) give the same values.
+  for (int run = 2; run <= 5; ++run) {
+    std::vector<double> values(static_cast<std::size_t>(product.local_nnz()), -7.0);
+    product.multiply_values(values);
+    EXPECT_EQ(values, c.local().values) << label << " (product " << run << ")";
+  }
 }
 
 TEST(DistSpgemm, EveryModeMatchesTheReference) {
@@ -390,6 +394,20 @@ TEST(DistSpgemm, WrongValueCountFailsTheNextMultiplyOnEveryRank) {
                   pc.a.rows().end(world_rank()));
     expect_same_product(product.multiply().local(), want, kF64Tolerance, "after refusal");
   }
+}
+
+TEST(DistSpgemm, MultiplyValuesRefusesAWrongLengthOnEveryRank) {
+  const ProductCase& pc = cases()[5];
+  DistSpgemm product(pc.a, pc.b, SpgemmOptions{});
+  std::vector<double> values(static_cast<std::size_t>(product.local_nnz()) +
+                             (world_rank() == world_size() - 1 ? 1 : 0));
+  const std::string msg = invalid_argument_message([&] { product.multiply_values(values); });
+  EXPECT_NE(msg.find("multiply_values: rank " + std::to_string(world_size() - 1)),
+            std::string::npos)
+      << msg;
+  values.resize(static_cast<std::size_t>(product.local_nnz()));
+  product.multiply_values(values);
+  EXPECT_EQ(values, product.multiply().local().values);
 }
 
 TEST(DistSpgemm, ParsesModeNames) {
