@@ -29,6 +29,7 @@
 #include "netsparse/netsparse.hpp"
 #include "netsparse/spgemm.hpp"
 #include "rig/finalize_hook.hpp"
+#include "support/visibility.hpp"
 
 namespace netsparse {
 
@@ -87,7 +88,7 @@ void wait_all(std::vector<MPI_Request>& requests) {
 
 }  // namespace
 
-struct DistSpgemm::Impl {
+struct NETSPARSE_LOCAL DistSpgemm::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Comm p2p = MPI_COMM_NULL;  // inspector-executor: a private duplicate (its own tags)
   int rank = 0, nranks = 1;
