@@ -236,6 +236,26 @@ ProductCase repeated_columns_case() {
   return pair_case("repeated columns, empty rows", a, random_matrix(n, n, 8, 0.5, 5));
 }
 
+// Rank 0's rows of A use only its own rows of B, every other rank's rows use rank 0's: rank 0
+// gathers nothing but serves everyone (it must still count the value plan's rounds like its
+// peers, or it waits for requesters that stopped telling it once the owners push).
+ProductCase one_sided_case() {
+  const int p = world_size();
+  const gidx_t block = 4;
+  const gidx_t n = block * p;
+  CsrMatrix a;
+  a.n_rows_global = a.n_rows = a.n_cols = n;
+  a.row_ptr.push_back(0);
+  for (gidx_t i = 0; i < n; ++i) {
+    for (gidx_t c = i % 2; c < block; c += 2) {
+      a.col_idx.push_back(c);
+      a.values.push_back(0.25 + 0.125 * double(i % 7));
+    }
+    a.row_ptr.push_back(static_cast<std::int64_t>(a.col_idx.size()));
+  }
+  return pair_case("one-sided (rank 0 gathers nothing)", a, random_matrix(n, n, 6, 0, 21));
+}
+
 std::vector<ProductCase>& cases() {
   static std::vector<ProductCase> all = [] {
     std::vector<ProductCase> v;
@@ -262,6 +282,7 @@ std::vector<ProductCase>& cases() {
                           random_matrix(3, 5, 3, 0, 14)));
     v.push_back(all_remote_case());
     v.push_back(repeated_columns_case());
+    v.push_back(one_sided_case());
     return v;
   }();
   return all;
