@@ -1,9 +1,13 @@
 // Distributed SpGEMM benchmark (include/netsparse/spgemm.hpp): C = A * A per matrix, in every
 // SpgemmMode (netsparse, su, inspector-executor), with C's nnz, the setup (pattern exchange +
 // symbolic phase) and the time per product (value exchange + numeric phase), each checked
-// against a sequential reference. Exits 1 when a mode's C differs from the reference.
+// against a sequential reference. Exits 1 when a mode's C differs from the reference. Built
+// with PETSc, PETSc's MatMatMult (MATMPIAIJ x MATMPIAIJ, same row and column split) runs too
+// (`petsc` in --modes; on by default there): setup = to_petsc + MAT_INITIAL_MATRIX, product =
+// MAT_REUSE_MATRIX, its C checked like the others (gather / numeric / bytes not split out).
 //
-//   mpirun -np 2 bench_spgemm [--matrix SPEC[,SPEC...]] [--modes netsparse,su,ie] [--rounds N]
+//   mpirun -np 2 bench_spgemm [--matrix SPEC[,SPEC...]] [--modes netsparse,su,ie,petsc] [--rounds
+//   N]
 //                             [--iters M] [--dtype f64|f32] [--chunk C] [--no-plans] [--no-check]
 //
 // Timing: for each round (default 3), the modes take turns (interleaved, so load from other
@@ -31,6 +35,7 @@
 
 #include "netsparse/dist_matrix.hpp"
 #include "netsparse/spgemm.hpp"
+#include "spgemm_petsc.hpp"
 
 namespace {
 
@@ -46,6 +51,7 @@ struct Options {
   int chunk = 0;
   bool plans = true;
   bool check = true;
+  bool petsc = bench::kSpgemmPetsc;  // PETSc's MatMatMult too (when built with PETSc)
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -58,7 +64,7 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 const char* const kHelp =
-    "usage: bench_spgemm [--matrix SPEC[,SPEC...]] [--modes netsparse,su,ie] [--rounds N]\n"
+    "usage: bench_spgemm [--matrix SPEC[,SPEC...]] [--modes netsparse,su,ie,petsc] [--rounds N]\n"
     "                    [--iters M] [--dtype f64|f32] [--chunk C] [--no-plans] [--no-check]\n";
 
 Options parse(int argc, char** argv) {
@@ -73,7 +79,15 @@ Options parse(int argc, char** argv) {
       o.matrices = split(value());
     } else if (a == "--modes") {
       o.modes.clear();
-      for (const std::string& m : split(value())) o.modes.push_back(parse_spgemm_mode(m));
+      o.petsc = false;
+      for (const std::string& m : split(value())) {
+        if (m == "petsc") {
+          if (!bench::kSpgemmPetsc) throw std::invalid_argument("this build has no PETSc");
+          o.petsc = true;
+        } else {
+          o.modes.push_back(parse_spgemm_mode(m));
+        }
+      }
     } else if (a == "--rounds") {
       o.rounds = std::stoi(value());
     } else if (a == "--iters") {
@@ -166,6 +180,7 @@ int run(const Options& o) {
       want = local_spgemm(a.local(), whole);
     }
     std::vector<ModeResult> results(o.modes.size());
+    ModeResult petsc;
     for (int round = 0; round < o.rounds; ++round) {
       for (std::size_t m = 0; m < o.modes.size(); ++m) {
         ModeResult& r = results[m];
@@ -205,8 +220,27 @@ int run(const Options& o) {
           all_ok = all_ok && r.ok;
         }
       }
+      if constexpr (bench::kSpgemmPetsc) {
+        if (o.petsc) {
+          const bench::PetscSpgemmRun pr = bench::run_petsc_spgemm(a, o.iters);
+          petsc.setup.push_back(pr.setup_seconds);
+          petsc.product.push_back(pr.product_seconds);
+          petsc.c_nnz = pr.c.nnz_global();
+          if (o.check && !petsc.checked) {
+            petsc.checked = true;
+            petsc.ok = matches(pr.c.local(), want, o.scalar == ScalarType::f64 ? 1e-12 : 1e-5);
+            all_ok = all_ok && petsc.ok;
+          }
+        }
+      }
     }
     if (rank == 0) {
+      if (o.petsc) {
+        std::printf("%-22s %-19s %12lld %10.4f %12.5f %11s %11s %13s %13s %6s %s\n", spec.c_str(),
+                    "petsc MatMatMult", static_cast<long long>(petsc.c_nnz), median(petsc.setup),
+                    median(petsc.product), "-", "-", "-", "-", "-",
+                    !o.check ? "-" : (petsc.ok ? "ok" : "MISMATCH"));
+      }
       for (std::size_t m = 0; m < o.modes.size(); ++m) {
         const ModeResult& r = results[m];
         std::printf("%-22s %-19s %12lld %10.4f %12.5f %11.5f %11.5f %13.2f %13.2f %6d %s\n",
@@ -219,6 +253,11 @@ int run(const Options& o) {
       std::size_t ie = o.modes.size();
       for (std::size_t m = 0; m < o.modes.size(); ++m) {
         if (o.modes[m] == SpgemmMode::inspector_executor) ie = m;
+      }
+      if (ie < o.modes.size() && o.petsc) {
+        std::printf("# %s: petsc MatMatMult vs inspector-executor: product %.2fx, setup %.2fx\n",
+                    spec.c_str(), median(results[ie].product) / median(petsc.product),
+                    median(results[ie].setup) / median(petsc.setup));
       }
       if (ie < o.modes.size()) {
         for (std::size_t m = 0; m < o.modes.size(); ++m) {
