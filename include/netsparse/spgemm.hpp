@@ -58,8 +58,9 @@ namespace netsparse {
 //   dense: a position array over every column of B (O(1) per product, the array's cache
 //          footprint paid by every panel that uses it): when the estimate is at least
 //          n_cols / dense_divisor;
-//   hash:  an open-addressing table of twice the estimate (rounded up to a power of two):
-//          otherwise (narrow rows of a wide matrix).
+//   hash:  otherwise (narrow rows of a wide matrix): the symbolic phase finds a row's columns with
+//          an open-addressing table of twice the estimate (rounded up to a power of two); the
+//          numeric phase walks C's sorted row alongside each sorted B row (no table).
 // Both accumulate each output entry in the same order (A's row order, then B's), so they give
 // bit-identical results.
 enum class SpgemmAccumulator { automatic, dense, hash };

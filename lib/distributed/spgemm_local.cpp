@@ -200,41 +200,41 @@ void spgemm_numeric(const SpgemmSymbolic& sym, const CsrIndex& a, std::span<cons
       if (dense && ws.dense.size() < static_cast<std::size_t>(sym.n_cols)) {
         ws.dense.assign(static_cast<std::size_t>(sym.n_cols), 0);
       }
-      if (!dense) {
-        std::int64_t width = 0;
-        for (std::int64_t r = r0; r < r1; ++r) {
-          width = std::max(width, sym.row_ptr[static_cast<std::size_t>(r) + 1] -
-                                      sym.row_ptr[static_cast<std::size_t>(r)]);
-        }
-        ws.hash.reserve_for(width);
-      }
       for (std::int64_t r = r0; r < r1; ++r) {
         const std::int64_t c0 = sym.row_ptr[static_cast<std::size_t>(r)];
         const std::int64_t c1 = sym.row_ptr[static_cast<std::size_t>(r) + 1];
-        const std::span<const std::int64_t> row_cols(sym.cols.data() + c0,
-                                                     static_cast<std::size_t>(c1 - c0));
+        const std::int64_t* row_cols = sym.cols.data() + c0;
         T* out = c_values.data() + c0;
-        // Each output column's position in the row: the products then add straight into C.
-        for (std::int64_t j = c0; j < c1; ++j) {
-          out[j - c0] = T(0);
-          if (dense) {
-            ws.dense[static_cast<std::size_t>(sym.cols[static_cast<std::size_t>(j)])] = j - c0;
-          } else {
-            bool fresh = false;
-            ws.hash.payload[ws.hash.insert(sym.cols[static_cast<std::size_t>(j)], fresh)] = j - c0;
+        std::fill(out, out + (c1 - c0), T(0));
+        if (dense) {
+          // Each output column's position in the row: the products add straight into C.
+          for (std::int64_t j = 0; j < c1 - c0; ++j) {
+            ws.dense[static_cast<std::size_t>(row_cols[j])] = j;
+          }
+          for (std::int64_t p = a.ptr[r]; p < a.ptr[r + 1]; ++p) {
+            const std::int64_t br = a.cols[p];
+            const T av = a_values[static_cast<std::size_t>(p)];
+            for (std::int64_t q = b.ptr[br]; q < b.ptr[br + 1]; ++q) {
+              out[ws.dense[static_cast<std::size_t>(b.cols[q])]] +=
+                  av * b_values[static_cast<std::size_t>(q)];
+            }
+          }
+        } else {
+          // Narrow rows: C's row is known and sorted, and every B row it sums is a sorted subset
+          // of it, so one forward walk of C's row per B row finds each position (no table: for
+          // rows of tens to hundreds of entries the compare loop beats hashing, as PETSc's
+          // numeric phase does). Same order of additions as the dense path.
+          for (std::int64_t p = a.ptr[r]; p < a.ptr[r + 1]; ++p) {
+            const std::int64_t br = a.cols[p];
+            const T av = a_values[static_cast<std::size_t>(p)];
+            std::int64_t j = 0;
+            for (std::int64_t q = b.ptr[br]; q < b.ptr[br + 1]; ++q) {
+              const std::int64_t c = b.cols[q];
+              while (row_cols[j] < c) ++j;
+              out[j] += av * b_values[static_cast<std::size_t>(q)];
+            }
           }
         }
-        for (std::int64_t p = a.ptr[r]; p < a.ptr[r + 1]; ++p) {
-          const std::int64_t br = a.cols[p];
-          const T av = a_values[static_cast<std::size_t>(p)];
-          for (std::int64_t q = b.ptr[br]; q < b.ptr[br + 1]; ++q) {
-            const std::int64_t c = b.cols[q];
-            const std::int64_t pos =
-                dense ? ws.dense[static_cast<std::size_t>(c)] : ws.hash.payload[ws.hash.find(c)];
-            out[pos] += av * b_values[static_cast<std::size_t>(q)];
-          }
-        }
-        if (!dense) ws.hash.erase_all(row_cols);
       }
     }
   }
