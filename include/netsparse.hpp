@@ -44,6 +44,6 @@
 // Distributed matrices and kernels; your data in and out.
 #include "netsparse/dist_matrix.hpp"
 #include "netsparse/dist_transpose.hpp"
-#include "netsparse/spgemm.hpp"
 #include "netsparse/distributed.hpp"
 #include "netsparse/interop.hpp"
+#include "netsparse/spgemm.hpp"
