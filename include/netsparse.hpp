@@ -46,3 +46,4 @@
 #include "netsparse/dist_transpose.hpp"
 #include "netsparse/distributed.hpp"
 #include "netsparse/interop.hpp"
+#include "netsparse/spgemm.hpp"

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
     (void)netsparse::to_string(netsparse::PartitionKind::equal_rows);  // dist_matrix.hpp
     (void)netsparse::to_string(netsparse::CommMode::netsparse);        // distributed.hpp
     (void)netsparse::to_string(netsparse::TransposedMethod::push);     // dist_transpose.hpp
+    (void)netsparse::to_string(netsparse::SpgemmMode::netsparse);      // spgemm.hpp
     (void)netsparse::ColumnOrder::sort_and_sum;                        // interop.hpp
     (void)attr, (void)csr, (void)stencil, (void)parse_error, (void)tiles;
 

@@ -1,0 +1,278 @@
+// The local SpGEMM (include/netsparse/spgemm.hpp, spgemm_local.hpp): Gustavson row by row, in
+// SPADE-style row panels, each panel with the accumulator its estimated output width calls for.
+#include "distributed/spgemm_local.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "netsparse/spgemm.hpp"
+
+namespace netsparse {
+
+const char* to_string(SpgemmAccumulator accumulator) noexcept {
+  switch (accumulator) {
+    case SpgemmAccumulator::automatic:
+      return "auto";
+    case SpgemmAccumulator::dense:
+      return "dense";
+    case SpgemmAccumulator::hash:
+      return "hash";
+  }
+  return "?";
+}
+
+namespace dist {
+
+namespace {
+
+constexpr std::int64_t kEmpty = -1;
+
+// An open-addressing table of column -> slot payload, sized per panel; only the slots a row
+// used are cleared after it (the row's own column list says which).
+struct HashTable {
+  std::vector<std::int64_t> keys;
+  std::vector<std::int64_t> payload;
+  int shift = 64;
+  std::uint64_t mask = 0;
+
+  void reserve_for(std::int64_t width) {
+    const std::uint64_t want =
+        std::bit_ceil(static_cast<std::uint64_t>(std::max<std::int64_t>(16, 2 * width)));
+    if (keys.size() < want) {
+      keys.assign(want, kEmpty);
+      payload.assign(want, 0);
+    }
+    mask = keys.size() - 1;
+    shift = 64 - std::countr_zero(static_cast<std::uint64_t>(keys.size()));
+  }
+  [[nodiscard]] std::uint64_t home(std::int64_t key) const noexcept {
+    return (static_cast<std::uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> shift;
+  }
+  // The slot of key, inserting it; true in `fresh` when it was not there.
+  std::uint64_t insert(std::int64_t key, bool& fresh) noexcept {
+    std::uint64_t s = home(key) & mask;
+    for (;;) {
+      if (keys[s] == key) {
+        fresh = false;
+        return s;
+      }
+      if (keys[s] == kEmpty) {
+        keys[s] = key;
+        fresh = true;
+        return s;
+      }
+      s = (s + 1) & mask;
+    }
+  }
+  // The slot of a key known to be present.
+  [[nodiscard]] std::uint64_t find(std::int64_t key) const noexcept {
+    std::uint64_t s = home(key) & mask;
+    while (keys[s] != key) s = (s + 1) & mask;
+    return s;
+  }
+  void erase_all(std::span<const std::int64_t> present) noexcept {
+    for (const std::int64_t k : present) keys[find(k)] = kEmpty;
+  }
+};
+
+// One thread's accumulators, allocated on first use.
+struct Workspace {
+  std::vector<std::int64_t> dense;  // dense: per column, a row stamp or a position
+  HashTable hash;
+  std::vector<std::int64_t> row_cols;
+};
+
+std::int64_t row_width_bound(const CsrIndex& a, const CsrIndex& b, std::int64_t row,
+                             gidx_t n_cols) {
+  std::int64_t w = 0;
+  for (std::int64_t p = a.ptr[row]; p < a.ptr[row + 1]; ++p) {
+    const std::int64_t br = a.cols[p];
+    w += b.ptr[br + 1] - b.ptr[br];
+  }
+  return std::min<std::int64_t>(w, n_cols);
+}
+
+}  // namespace
+
+void check_local_spgemm_options(const LocalSpgemmOptions& options) {
+  if (options.row_panel < 1) {
+    throw std::invalid_argument("spgemm: row_panel must be >= 1 (got " +
+                                std::to_string(options.row_panel) + ")");
+  }
+  if (options.dense_divisor < 1) {
+    throw std::invalid_argument("spgemm: dense_divisor must be >= 1 (got " +
+                                std::to_string(options.dense_divisor) + ")");
+  }
+}
+
+SpgemmSymbolic spgemm_symbolic(const CsrIndex& a, const CsrIndex& b, gidx_t n_cols,
+                               const LocalSpgemmOptions& options) {
+  check_local_spgemm_options(options);
+  SpgemmSymbolic sym;
+  sym.row_panel = options.row_panel;
+  sym.n_cols = n_cols;
+  const std::int64_t n_rows = a.rows();
+  const std::int64_t panel = options.row_panel;
+  const std::int64_t n_panels = (n_rows + panel - 1) / panel;
+  sym.panel_dense.assign(static_cast<std::size_t>(n_panels), 0);
+  sym.row_ptr.assign(static_cast<std::size_t>(n_rows) + 1, 0);
+  std::vector<std::vector<gidx_t>> panel_cols(static_cast<std::size_t>(n_panels));
+
+#pragma omp parallel
+  {
+    Workspace ws;
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t rp = 0; rp < n_panels; ++rp) {
+      const std::int64_t r0 = rp * panel;
+      const std::int64_t r1 = std::min(n_rows, r0 + panel);
+      std::int64_t width = 0;
+      for (std::int64_t r = r0; r < r1; ++r) {
+        width = std::max(width, row_width_bound(a, b, r, n_cols));
+      }
+      bool dense = options.accumulator == SpgemmAccumulator::dense;
+      if (options.accumulator == SpgemmAccumulator::automatic) {
+        dense = width > 0 && width * options.dense_divisor >= n_cols;
+      }
+      sym.panel_dense[static_cast<std::size_t>(rp)] = dense ? 1 : 0;
+      if (dense && ws.dense.size() < static_cast<std::size_t>(n_cols)) {
+        ws.dense.assign(static_cast<std::size_t>(n_cols), kEmpty);
+      }
+      if (!dense) ws.hash.reserve_for(width);
+      std::vector<gidx_t>& out = panel_cols[static_cast<std::size_t>(rp)];
+      for (std::int64_t r = r0; r < r1; ++r) {
+        ws.row_cols.clear();
+        for (std::int64_t p = a.ptr[r]; p < a.ptr[r + 1]; ++p) {
+          const std::int64_t br = a.cols[p];
+          for (std::int64_t q = b.ptr[br]; q < b.ptr[br + 1]; ++q) {
+            const std::int64_t c = b.cols[q];
+            if (dense) {
+              if (ws.dense[static_cast<std::size_t>(c)] != r) {
+                ws.dense[static_cast<std::size_t>(c)] = r;
+                ws.row_cols.push_back(c);
+              }
+            } else {
+              bool fresh = false;
+              ws.hash.insert(c, fresh);
+              if (fresh) ws.row_cols.push_back(c);
+            }
+          }
+        }
+        if (!dense) ws.hash.erase_all(ws.row_cols);
+        std::sort(ws.row_cols.begin(), ws.row_cols.end());
+        sym.row_ptr[static_cast<std::size_t>(r) + 1] =
+            static_cast<std::int64_t>(ws.row_cols.size());
+        out.insert(out.end(), ws.row_cols.begin(), ws.row_cols.end());
+      }
+      // A stamp of a row of this panel must not match a row of a later panel on this thread:
+      // rows only grow, so the stamps stay valid across panels.
+    }
+  }
+  for (std::int64_t r = 0; r < n_rows; ++r) {
+    sym.row_ptr[static_cast<std::size_t>(r) + 1] += sym.row_ptr[static_cast<std::size_t>(r)];
+  }
+  sym.cols.resize(static_cast<std::size_t>(sym.nnz()));
+#pragma omp parallel for schedule(static)
+  for (std::int64_t rp = 0; rp < n_panels; ++rp) {
+    const std::vector<gidx_t>& in = panel_cols[static_cast<std::size_t>(rp)];
+    std::copy(in.begin(), in.end(),
+              sym.cols.begin() + sym.row_ptr[static_cast<std::size_t>(rp * panel)]);
+  }
+  return sym;
+}
+
+template <class T>
+void spgemm_numeric(const SpgemmSymbolic& sym, const CsrIndex& a, std::span<const T> a_values,
+                    const CsrIndex& b, std::span<const T> b_values, std::span<T> c_values) {
+  const std::int64_t n_rows = a.rows();
+  const std::int64_t panel = sym.row_panel;
+  const auto n_panels = static_cast<std::int64_t>(sym.panel_dense.size());
+#pragma omp parallel
+  {
+    Workspace ws;
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t rp = 0; rp < n_panels; ++rp) {
+      const std::int64_t r0 = rp * panel;
+      const std::int64_t r1 = std::min(n_rows, r0 + panel);
+      const bool dense = sym.panel_dense[static_cast<std::size_t>(rp)] != 0;
+      if (dense && ws.dense.size() < static_cast<std::size_t>(sym.n_cols)) {
+        ws.dense.assign(static_cast<std::size_t>(sym.n_cols), 0);
+      }
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const std::int64_t c0 = sym.row_ptr[static_cast<std::size_t>(r)];
+        const std::int64_t c1 = sym.row_ptr[static_cast<std::size_t>(r) + 1];
+        const std::int64_t* row_cols = sym.cols.data() + c0;
+        T* out = c_values.data() + c0;
+        std::fill(out, out + (c1 - c0), T(0));
+        if (dense) {
+          // Each output column's position in the row: the products add straight into C.
+          for (std::int64_t j = 0; j < c1 - c0; ++j) {
+            ws.dense[static_cast<std::size_t>(row_cols[j])] = j;
+          }
+          for (std::int64_t p = a.ptr[r]; p < a.ptr[r + 1]; ++p) {
+            const std::int64_t br = a.cols[p];
+            const T av = a_values[static_cast<std::size_t>(p)];
+            for (std::int64_t q = b.ptr[br]; q < b.ptr[br + 1]; ++q) {
+              out[ws.dense[static_cast<std::size_t>(b.cols[q])]] +=
+                  av * b_values[static_cast<std::size_t>(q)];
+            }
+          }
+        } else {
+          // Narrow rows: C's row is known and sorted, and every B row it sums is a sorted subset
+          // of it, so one forward walk of C's row per B row finds each position (no table: for
+          // rows of tens to hundreds of entries the compare loop beats hashing, as PETSc's
+          // numeric phase does). Same order of additions as the dense path.
+          for (std::int64_t p = a.ptr[r]; p < a.ptr[r + 1]; ++p) {
+            const std::int64_t br = a.cols[p];
+            const T av = a_values[static_cast<std::size_t>(p)];
+            std::int64_t j = 0;
+            for (std::int64_t q = b.ptr[br]; q < b.ptr[br + 1]; ++q) {
+              const std::int64_t c = b.cols[q];
+              while (row_cols[j] < c) ++j;
+              out[j] += av * b_values[static_cast<std::size_t>(q)];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+template void spgemm_numeric<float>(const SpgemmSymbolic&, const CsrIndex&, std::span<const float>,
+                                    const CsrIndex&, std::span<const float>, std::span<float>);
+template void spgemm_numeric<double>(const SpgemmSymbolic&, const CsrIndex&,
+                                     std::span<const double>, const CsrIndex&,
+                                     std::span<const double>, std::span<double>);
+
+}  // namespace dist
+
+CsrMatrix local_spgemm(const CsrMatrix& a, const CsrMatrix& b, const LocalSpgemmOptions& options) {
+  dist::check_local_spgemm_options(options);
+  if (b.row_begin != 0 || b.n_rows != b.n_rows_global || b.n_rows != a.n_cols) {
+    throw std::invalid_argument(
+        "local_spgemm: b must hold the whole of B with a.n_cols rows (a.n_cols " +
+        std::to_string(a.n_cols) + ", b rows [" + std::to_string(b.row_begin) + ", " +
+        std::to_string(b.row_end()) + ") of " + std::to_string(b.n_rows_global) + ")");
+  }
+  if (static_cast<gidx_t>(a.row_ptr.size()) != a.n_rows + 1 ||
+      static_cast<gidx_t>(b.row_ptr.size()) != b.n_rows + 1) {
+    throw std::invalid_argument("local_spgemm: a row pointer does not have n_rows + 1 entries");
+  }
+  const dist::CsrIndex ai{a.row_ptr, a.col_idx};
+  const dist::CsrIndex bi{b.row_ptr, b.col_idx};
+  dist::SpgemmSymbolic sym = dist::spgemm_symbolic(ai, bi, b.n_cols, options);
+  CsrMatrix c;
+  c.n_rows_global = a.n_rows_global;
+  c.n_cols = b.n_cols;
+  c.row_begin = a.row_begin;
+  c.n_rows = a.n_rows;
+  c.values.resize(static_cast<std::size_t>(sym.nnz()));
+  dist::spgemm_numeric<double>(sym, ai, a.values, bi, b.values, c.values);
+  c.row_ptr = std::move(sym.row_ptr);
+  c.col_idx = std::move(sym.cols);
+  return c;
+}
+
+}  // namespace netsparse
