@@ -409,6 +409,26 @@ TEST(DistKernels, PingPongOperandsRebindTheRegion) {
   }
 }
 
+// A rank that gathers nothing (rank 0 of owner_only_arrow.mtx: its rows touch only its own
+// columns) but serves every other rank, through six runs of one kernel: the recording run, the
+// arming run and pushed runs. It used to keep quiescing with its requesters after they had
+// stopped telling it (no plan of its own), and the third run timed out on every rank.
+TEST(DistKernels, ARankWithoutGhostsFollowsThePushedRuns) {
+  const Fixture f = make_fixture(data_path("distributed/owner_only_arrow.mtx"));
+  for (const CommMode mode : {CommMode::netsparse_rank, CommMode::netsparse}) {
+    for (const KernelK kk : {KernelK{KernelKind::spmv, 1}, KernelK{KernelKind::spmm, 4}}) {
+      DistOptions o = options_for(mode);
+      o.engine.watchdog_ms = 10000;  // a hang fails the test well inside ctest's timeout
+      DistKernel kern(f.dm, kk.kernel, kk.k, o, nullptr);
+      for (int pair = 0; pair < 3; ++pair) {  // two runs each
+        EXPECT_LT(run_and_compare(f, kk.kernel, kk.k, o, nullptr, nullptr, &kern), 1e-5)
+            << to_string(mode) << " " << to_string(kk.kernel) << " runs " << 2 * pair << "-"
+            << 2 * pair + 1;
+      }
+    }
+  }
+}
+
 TEST(DistKernels, ErrorsAreReportedOnEveryRank) {
   const Fixture& f = fixtures()[1];
   const int r = world_rank();

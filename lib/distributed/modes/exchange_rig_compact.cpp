@@ -26,6 +26,7 @@ class RigCompactExchange final : public RigExchangeBase<T> {
     // (POSITIONAL), computed with the remote part renumbered onto it, as the
     // inspector-executor does (same kernel, same cache behaviour); the setup is paid once.
     plans_.clear();  // they gather into the window resized below
+    plans_made_ = false;
     push_tag_ = impl().new_push_tag();
     find_pattern_peers(pat, rc);
     ghosts_.build(pat.remote_csr, rc.cols->n_rows(), pat.local_part.config(), rc.scalar());
@@ -52,9 +53,10 @@ class RigCompactExchange final : public RigExchangeBase<T> {
     // A plan per batch, created on the first run (a region must be registered): they record on
     // their first start and replay afterwards (a region registered again re-records them).
     const bool use_plans = rc.options->plans;
-    if (use_plans && plans_.empty()) {
+    if (use_plans && !plans_made_) {
       positional_batches(idx, batch, piece_elems,
                          [&](const ns_send_wr& wr) { plans_.emplace_back(e.context(), wr); });
+      plans_made_ = true;
     }
     if (use_plans) {
       // Owner-pushed replays (ns_plan_push): this rank's armed lists go to their requesters now
@@ -91,7 +93,10 @@ class RigCompactExchange final : public RigExchangeBase<T> {
   // their owners quiesce with the pattern's peers.
   void choose_quiesce_peers(const RunContext& rc) override {
     const bool use_plans = rc.options->plans;
-    if (use_plans && (plans_.empty() || impl().registrations() != plans_region_)) {
+    // plans_made_, not plans_.empty(): a rank that gathers nothing has no plan but must still
+    // enter the pushed runs with the others (it kept quiescing with requesters that had stopped
+    // telling it, and the third run timed out).
+    if (use_plans && (!plans_made_ || impl().registrations() != plans_region_)) {
       first_pushed_round_ = round_ + 2;  // recorded in this run, armed in the next
       plans_region_ = impl().registrations();
     }
@@ -112,6 +117,7 @@ class RigCompactExchange final : public RigExchangeBase<T> {
 
   GhostLayout ghosts_;
   std::vector<GatherPlan> plans_;  // one per batch of the ghost list
+  bool plans_made_ = false;        // plans_ was built (empty on a rank without ghosts)
 };
 
 }  // namespace
