@@ -106,9 +106,11 @@ std::uint16_t double_to_half(double d) noexcept {
 namespace {
 
 // Integer arithmetic wraps (two's complement), done in the unsigned type: no signed overflow.
+// Types narrower than unsigned int are widened to it first: they would otherwise be promoted to
+// (signed) int, where 65535 * 65535 overflows (UBSan caught it on uint16).
 template <class T>
 struct IntOps {
-  using U = std::make_unsigned_t<T>;
+  using U = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
   static T sum(T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); }
   static T prod(T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); }
   static T min(T a, T b) { return a < b ? a : b; }
