@@ -6,9 +6,8 @@
 // (`petsc` in --modes; on by default there): setup = to_petsc + MAT_INITIAL_MATRIX, product =
 // MAT_REUSE_MATRIX, its C checked like the others (gather / numeric / bytes not split out).
 //
-//   mpirun -np 2 bench_spgemm [--matrix SPEC[,SPEC...]] [--modes netsparse,su,ie,petsc] [--rounds
-//   N]
-//                             [--iters M] [--dtype f64|f32] [--chunk C] [--no-plans] [--no-check]
+//   mpirun -np 2 bench_spgemm [--matrix SPEC[,SPEC...]] [--modes netsparse,su,ie,petsc]
+//       [--rounds N] [--iters M] [--dtype f64|f32] [--chunk C] [--no-plans] [--no-check]
 //
 // Timing: for each round (default 3), the modes take turns (interleaved, so load from other
 // processes hits all alike); a mode's turn builds its DistSpgemm (setup, timed), runs one
@@ -33,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "netsparse/dist_matrix.hpp"
 #include "netsparse/spgemm.hpp"
 #include "spgemm_petsc.hpp"
@@ -40,6 +40,7 @@
 namespace {
 
 using namespace netsparse;
+namespace cli = netsparse::bench::cli;
 
 struct Options {
   std::vector<std::string> matrices{"gen:kron:14"};
@@ -54,63 +55,53 @@ struct Options {
   bool petsc = bench::kSpgemmPetsc;  // PETSc's MatMatMult too (when built with PETSc)
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 const char* const kHelp =
-    "usage: bench_spgemm [--matrix SPEC[,SPEC...]] [--modes netsparse,su,ie,petsc] [--rounds N]\n"
-    "                    [--iters M] [--dtype f64|f32] [--chunk C] [--no-plans] [--no-check]\n";
+    "usage: mpirun -np P bench_spgemm [options]\n"
+    "  --matrix SPEC[,SPEC...]   matrices (gen:... or files), C = A*A each (gen:kron:14)\n"
+    "  --modes LIST              netsparse,su,inspector-executor[,petsc] (all of them)\n"
+    "  --rounds N                rounds, modes interleaved in each (3)\n"
+    "  --iters M                 timed products per mode and round (5)\n"
+    "  --dtype f64|f32           value type (f64)\n"
+    "  --chunk C                 netsparse's column/value chunk (0: chosen from B)\n"
+    "  --no-plans                netsparse without gather plans\n"
+    "  --no-check                skip the sequential reference (large matrices)\n"
+    "exit codes: 0 every C matched the reference, 1 a mode's C differed, 2 a bad option\n";
 
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--matrix") {
-      o.matrices = split(value());
-    } else if (a == "--modes") {
-      o.modes.clear();
-      o.petsc = false;
-      for (const std::string& m : split(value())) {
-        if (m == "petsc") {
-          if (!bench::kSpgemmPetsc) throw std::invalid_argument("this build has no PETSc");
-          o.petsc = true;
-        } else {
+// The command line (bench/common/cli.hpp): -1 to run with `o`, else the exit code (0 after
+// --help, 2 after a bad option; rank 0 printed the help or the error).
+int parse(int argc, char** argv, int rank, Options& o) {
+  cli::App app("bench_spgemm");
+  app.add_option_function<std::string>("--matrix", [&](const std::string& v) {
+    o.matrices = bench::split(v);
+    if (o.matrices.empty()) throw cli::ValidationError("--matrix", "needs at least one matrix");
+  });
+  app.add_option_function<std::string>("--modes", [&](const std::string& v) {
+    o.modes.clear();
+    o.petsc = false;
+    for (const std::string& m : bench::split(v)) {
+      if (m == "petsc") {
+        if (!bench::kSpgemmPetsc) throw cli::ValidationError("--modes", "this build has no PETSc");
+        o.petsc = true;
+      } else {
+        try {
           o.modes.push_back(parse_spgemm_mode(m));
+        } catch (const std::invalid_argument&) {
+          throw cli::ValidationError("--modes", "unknown mode '" + m + "'");
         }
       }
-    } else if (a == "--rounds") {
-      o.rounds = std::stoi(value());
-    } else if (a == "--iters") {
-      o.iters = std::stoi(value());
-    } else if (a == "--dtype") {
-      const std::string d = value();
-      if (d != "f32" && d != "f64") throw std::invalid_argument("--dtype takes f32 or f64");
-      o.scalar = d == "f32" ? ScalarType::f32 : ScalarType::f64;
-    } else if (a == "--chunk") {
-      o.chunk = std::stoi(value());
-    } else if (a == "--no-plans") {
-      o.plans = false;
-    } else if (a == "--no-check") {
-      o.check = false;
-    } else if (a == "--help" || a == "-h") {
-      std::fputs(kHelp, stdout);
-      std::exit(0);
-    } else {
-      throw std::invalid_argument("unknown argument " + a + "\n" + kHelp);
     }
-  }
-  if (o.rounds < 1 || o.iters < 1) throw std::invalid_argument("--rounds and --iters must be >= 1");
-  return o;
+  });
+  app.add_option("--rounds", o.rounds)->check(cli::Range(1, 1000));
+  app.add_option("--iters", o.iters)->check(cli::Range(1, 1000000));
+  app.add_option_function<std::string>("--dtype", [&](const std::string& d) {
+    if (d != "f32" && d != "f64") throw cli::ValidationError("--dtype", "takes f32 or f64");
+    o.scalar = d == "f32" ? ScalarType::f32 : ScalarType::f64;
+  });
+  app.add_option("--chunk", o.chunk)->check(cli::Range(0, 1 << 20));
+  app.add_flag_callback("--no-plans", [&] { o.plans = false; });
+  app.add_flag_callback("--no-check", [&] { o.check = false; });
+  return bench::finish_command_line(bench::parse_command_line(app, argc, argv), "bench_spgemm",
+                                    kHelp, rank == 0);
 }
 
 double max_over_ranks(double v) {
@@ -278,9 +269,14 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int rc = 0;
   try {
-    rc = run(parse(argc, argv));
+    // Every rank parses the same argv, so all leave alike on --help or a bad option.
+    Options o;
+    rc = parse(argc, argv, rank, o);
+    if (rc < 0) rc = run(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_spgemm: %s\n", e.what());
     rc = 2;

@@ -4,8 +4,8 @@
 # (tests/bench/CMakeLists.txt) checks correctness at np 2 on small matrices.
 if(TARGET netsparse_distributed)
   add_executable(bench_spgemm ${CMAKE_CURRENT_SOURCE_DIR}/bench_spgemm.cpp)
-  target_link_libraries(bench_spgemm PRIVATE netsparse_distributed MPI::MPI_CXX
-    netsparse_build_flags)
+  target_link_libraries(bench_spgemm PRIVATE netsparse_distributed netsparse_bench_common
+    MPI::MPI_CXX netsparse_build_flags)
 endif()
 # The petsc mode (bench/spgemm_petsc.cpp: PETSc's MatMatMult beside the library's modes), when
 # PETSc is found.

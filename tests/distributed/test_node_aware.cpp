@@ -415,7 +415,9 @@ TEST(NodeAwareIe, InterHostPayloadIsTheNodeWideMinimum) {
     if (!engines.empty()) setenv("NETSPARSE_NODE_ENGINES", engines.c_str(), 1);
     DistKernel kern(f.dm, KernelKind::spmm, k, o);
     unsetenv("NETSPARSE_NODE_ENGINES");
-    if (mode == CommMode::netsparse) EXPECT_EQ(kern.mode(), CommMode::netsparse_node);
+    if (mode == CommMode::netsparse) {
+      EXPECT_EQ(kern.mode(), CommMode::netsparse_node);
+    }
     double err = 0;
     (void)run_kernel<float>(kern, f, f.dm.local(), KernelKind::spmm, k, err);
     EXPECT_LE(err, test::kTolerance);

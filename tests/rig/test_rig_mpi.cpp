@@ -164,7 +164,8 @@ INSTANTIATE_TEST_SUITE_P(
 // together (ns_open_mpi leaves it out of the agreed flags).
 TEST(Mpi, UncheckedIsLocalNotAgreed) {
   RankSetup s;
-  const std::uint32_t mine = world_rank() % 2 == 1 ? NS_CTX_UNCHECKED : 0u;
+  const std::uint32_t mine =
+      world_rank() % 2 == 1 ? static_cast<std::uint32_t>(NS_CTX_UNCHECKED) : 0u;
   ASSERT_TRUE(s.open(attr_of(NS_PROGRESS_THREAD, mine), 16, false));
   gather_and_check(s, NS_RIG_LAYOUT_POSITIONAL, 99);
   EXPECT_EQ(ns_quiesce(s.ctx, 30000), NS_OK) << ns_last_error();

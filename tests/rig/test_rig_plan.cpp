@@ -194,7 +194,9 @@ TEST_P(PlanPushed, EqualsAFreshGatherWithoutAnyRequest) {
                (remote_rows = plan_stat("rows_early")) == 0 && pc.nodes > 1 && pc.count > 0) {
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
-        if (pc.nodes > 1 && pc.count > 0) EXPECT_GT(remote_rows, 0u) << "nothing landed early";
+        if (pc.nodes > 1 && pc.count > 0) {
+          EXPECT_GT(remote_rows, 0u) << "nothing landed early";
+        }
       }
       // Start 4 asks without the flag (the owners' lists are disarmed), 5 arms them again.
       const unsigned flags = start == 4 ? 0u : static_cast<unsigned>(NS_SEND_PUSHED);
