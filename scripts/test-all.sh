@@ -9,12 +9,19 @@
 #     5. an example built against the *installed* package (find_package / pkg-config),
 #     6. the verbs transport on real soft-RoCE (rdma_rxe) inside a QEMU guest.
 # Exits non-zero if anything fails; ends with one line "summary: N passed, N failed".
-# Environment: NETSPARSE_JOBS (default 2), NETSPARSE_SKIP_VM=1 only for quick local runs
+# Environment: NETSPARSE_JOBS (build jobs, default 2), NETSPARSE_TEST_JOBS (ctest jobs, default twice
+# NETSPARSE_JOBS), NETSPARSE_SKIP_VM=1 only for quick local runs
 # (CI never sets it; the summary then says the stage was not run).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=${NETSPARSE_JOBS:-2}
+# ctest runs twice as many tests as there are build jobs: the multi-rank tests hold 2 of ctest's
+# processors (PROCESSORS 2) but mostly wait (in mpirun's start and teardown, in watchdogs and
+# deadlines: rig.mpi.np2 took 8.2 s of wall time for 2.6 s of CPU), so at -j 2 they ran one at a
+# time. Measured side by side on the loaded development machine: the 48 bench.* tests 133 s at
+# -j 2, 97 s at -j 4; the whole release suite passed at -j 4 at a load of 15.
+test_jobs=${NETSPARSE_TEST_JOBS:-$((2 * jobs))}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 
@@ -65,7 +72,7 @@ run_ctest() {  # run_ctest DIR [ctest args...]: then the counts and the 20 slowe
   # Per-test times and statuses of this run (JUnit), read back by scripts/ctest-report.py; ctest
   # also keeps its running averages in Testing/Temporary/CTestCostData.txt.
   rm -f "$dir/ctest-junit.xml"
-  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 300 \
+  ctest --test-dir "$dir" --output-on-failure -j "$test_jobs" --timeout 300 \
     --output-junit "$dir/ctest-junit.xml" --test-output-size-passed 4000000 "$@" || rc=$?
   python3 "$root/scripts/ctest-report.py" "$dir" "$dir/ctest-junit.xml" 20 || true
   return "$rc"
@@ -90,6 +97,8 @@ sanitizer_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEB
 #    test whose program is missing fails, it is not skipped. Each multi-rank case runs at one
 #    process count here (tests labelled np_repeat rerun a case at another count: stage 1 runs
 #    them); every program that stage 1 runs from a `sanitize` directory still runs here.
+#    The test sources compile at -O0 here, except the directories that compute references in
+#    the test code (tests/CMakeLists.txt, netsparse_tests_stay_optimized).
 stage build-asan configure_build "$root/build/asan" "${sanitizer_flags[@]}" \
   -DNETSPARSE_SANITIZE_ADDRESS=ON -DNETSPARSE_BUILD_BENCH=OFF -DNETSPARSE_BUILD_EXAMPLES=OFF -- \
   tests-sanitize
