@@ -114,7 +114,7 @@ Workload
   --sample-max N         at most N nonzeros per row per iteration (default 0: no cap)
 
 Modes
-  --modes LIST           comma-separated, default all (node-aware-ie only when the job spans
+  --modes LIST           comma-separated, or all (the default: node-aware-ie only when the job spans
                          several hosts, real or NETSPARSE_RANKS_PER_HOST virtual ones;
                          netsparse-rank only when netsparse is the node-wide engine):
                            netsparse          NetSparse as the job's layout calls for it: the
@@ -167,12 +167,12 @@ NetSparse engine (RIG) knobs
                          filter and coalescing then remove the repeats, as in the paper)
   --window COLS          column panel (gather window) width; 0 = automatic (default)
   --row-panel N          row panel height of the local tiles (default 256)
-  --delay-ns N           concatenation delay (expiration time) in ns (engine default 2000)
-  --packet-bytes N       concatenation queue capacity = packet size (engine default 1500)
-  --client-units N       RIG client units (engine default 2)
-  --server-units N       RIG server units (engine default 2)
-  --pending N            Pending PR Table entries per client unit (engine default 256)
-  --idx-chunk N          idxs a client unit takes at once (engine default 512)
+  --delay-ns N           concatenation delay (expiration time) in ns (engine default {concat_delay_ns})
+  --packet-bytes N       concatenation queue capacity = packet size (engine default {packet_bytes})
+  --client-units N       RIG client units (engine default {num_client_units})
+  --server-units N       RIG server units (engine default {num_server_units})
+  --pending N            Pending PR Table entries per client unit (engine default {pending_entries})
+  --idx-chunk N          idxs a client unit takes at once (engine default {idx_chunk})
   --progress auto|thread|inline
                          a progress thread per rank (the emulated NIC), or progress driven
                          by the application (waits, and the kernels between tiles); auto
@@ -327,6 +327,10 @@ std::optional<Options> parse_args(int argc, char** argv, bench::CliResult& comma
   // Modes
   app.add_option_function<std::string>("--modes", [&](const std::string& v) {
     o.modes = bench::split(v);
+    if (o.modes == std::vector<std::string>{"all"}) {  // what --help calls the default
+      o.modes.clear();
+      return;
+    }
     for (const std::string& m : o.modes) {
       if (!is_known_mode(m)) throw cli::ValidationError("--modes", "unknown mode '" + m + "'");
     }
@@ -1386,7 +1390,16 @@ void print_help() {
   std::string forms;
   std::istringstream lines(matrix_spec_help());
   for (std::string line; std::getline(lines, line);) forms += "                   " + line + "\n";
-  std::printf(kHelp, forms.c_str());
+  // The engine defaults from the configuration table ({attribute} -> its default), so the text
+  // cannot drift from what the engine uses.
+  std::string help = kHelp;
+  for (const netsparse::config::Attribute& a : netsparse::config::kAttributes) {
+    const std::string key = std::string("{") + a.name + "}";
+    for (std::size_t at; (at = help.find(key)) != std::string::npos;) {
+      help.replace(at, key.size(), a.default_text);
+    }
+  }
+  std::printf(help.c_str(), forms.c_str());
 }
 
 void print_run_header(const DistMatrix& a, const Options& o, int nranks, double load_s,

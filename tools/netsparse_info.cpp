@@ -100,6 +100,13 @@ int print_table() {
                 value.c_str(), type_name(s.type), range_text(s).c_str(), s.agreed ? " agreed" : "",
                 s.scope == cfg::Scope::kBenchmark ? " benchmarks" : "", s.doc);
   }
+  // NETSPARSE_* names that are no setting: most likely a misspelt one (exit 1).
+  const std::vector<std::string> unknown = cfg::unknown_names();
+  if (!unknown.empty()) {
+    std::printf("\nunknown NETSPARSE_* names (they change nothing)\n");
+    for (const std::string& line : unknown) std::printf("  %s\n", line.c_str());
+    bad += static_cast<int>(unknown.size());
+  }
   std::printf("\ncontext attributes (ns_context_attr; the comp_mask bit selects a field)\n");
   for (const cfg::Attribute& a : cfg::kAttributes) {
     std::printf("  %-18s %-27s default %-18s [%.0f, %.0f]%s\n      %s\n", a.name, a.mask,

@@ -1,5 +1,7 @@
 #include "config/settings.hpp"
 
+#include <unistd.h>
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -172,6 +174,65 @@ std::vector<std::string> agreed_names() {
   std::vector<std::string> out;
   for (const Setting& s : kEnvironment)
     if (s.agreed) out.emplace_back(s.name);
+  return out;
+}
+
+namespace {
+
+// NETSPARSE_* names that the project's scripts and test harnesses read, not the library.
+constexpr std::string_view kScriptPrefixes[] = {"NETSPARSE_TEST_", "NETSPARSE_VM_",
+                                                "NETSPARSE_FUZZ_"};
+constexpr std::string_view kScriptNames[] = {"NETSPARSE_JOBS",          "NETSPARSE_SKIP_VM",
+                                             "NETSPARSE_DEBIAN_MIRROR", "NETSPARSE_REQUIRE_VERBS",
+                                             "NETSPARSE_VERBS_DEVICE",  "NETSPARSE_NP",
+                                             "NETSPARSE_MATRIX_DIR",    "NETSPARSE_TASKSET"};
+
+// Levenshtein distance (insertions, deletions, substitutions), one row at a time.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::vector<std::string> unknown_names() {
+  std::vector<std::string> out;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    const std::string_view name = text.substr(0, text.find('='));
+    if (!name.starts_with("NETSPARSE_")) continue;
+    const auto is = [&](std::string_view n) { return n == name; };
+    const auto under = [&](std::string_view p) { return name.starts_with(p); };
+    if (std::any_of(std::begin(kEnvironment), std::end(kEnvironment),
+                    [&](const Setting& s) { return is(s.name); }) ||
+        std::any_of(std::begin(kScriptNames), std::end(kScriptNames), is) ||
+        std::any_of(std::begin(kScriptPrefixes), std::end(kScriptPrefixes), under)) {
+      continue;
+    }
+    std::string line = std::string(name) + " is set but is not a NetSparse setting";
+    const Setting* nearest = nullptr;
+    std::size_t best = name.size();
+    for (const Setting& s : kEnvironment) {
+      const std::size_t d = edit_distance(name, s.name);
+      if (d < best) best = d, nearest = &s;
+    }
+    // A few edits: a typo (NETSPARSE_RANKS_PER_HSOT is 2 from NETSPARSE_RANKS_PER_HOST).
+    if (nearest != nullptr && best <= std::max<std::size_t>(2, name.size() / 6)) {
+      line += std::string(" (did you mean ") + nearest->name + "?)";
+    }
+    out.push_back(std::move(line));
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -227,6 +227,14 @@ std::string first_error(Scope scope);
 std::vector<std::pair<const char*, std::string>> agreed_values();
 std::vector<std::string> agreed_names();
 
+// The environment's NETSPARSE_* names that are not settings (a typo is otherwise ignored), one
+// line each, sorted: "NETSPARSE_X is set but is not a NetSparse setting (did you mean
+// NETSPARSE_Y?)", the nearest name suggested when it is a few edits away. The names the
+// project's own scripts and tests read (NETSPARSE_TEST_*, NETSPARSE_VM_*, NETSPARSE_FUZZ_*,
+// NETSPARSE_JOBS, ...) are not reported. ns_open_mpi warns with them (the communicator's rank 0,
+// once per process); netsparse_info lists them and exits 1.
+std::vector<std::string> unknown_names();
+
 // A variable that is not NetSparse's (HOME, OMP_NUM_THREADS, OMPI_COMM_WORLD_LOCAL_SIZE): the
 // raw value, nullptr when unset. Here so that the environment is read in one place.
 const char* foreign(const char* name);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -110,6 +111,24 @@ netsparse::agreement::Agreement local_settings(const ns_context_attr* attr,
 
 }  // namespace
 
+namespace {
+
+// NETSPARSE_* names that are no setting (a misspelt NETSPARSE_RANKS_PER_HOST would silently
+// change nothing): one warning line each, from the communicator's rank 0, once per process.
+void warn_unknown_names(MPI_Comm comm) {
+  static std::once_flag once;
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (rank != 0) return;
+  std::call_once(once, [] {
+    for (const std::string& line : netsparse::config::unknown_names()) {
+      std::fprintf(stderr, "netsparse: warning: %s\n", line.c_str());
+    }
+  });
+}
+
+}  // namespace
+
 extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, ns_context** out) {
   namespace tr = netsparse::transport;
   if (out == nullptr) return fail(NS_ERR_INVALID, "out is NULL");
@@ -133,6 +152,7 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
     return fail(NS_ERR_TRANSPORT, std::string("agreeing on the context settings: ") + e.what());
   }
   if (!verdict.ok()) return fail(verdict.refused ? verdict.status : NS_ERR_INVALID, verdict.reason);
+  warn_unknown_names(comm);
   if (cfg.progress_mode == NS_PROGRESS_AUTO) {
     // Collective (ns_open_mpi is): how many ranks share this host, to see whether a core is
     // free for a progress thread beside the OpenMP threads that compute.

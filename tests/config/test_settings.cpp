@@ -1,10 +1,12 @@
 // The configuration table: defaults, typed reads, and refusals that name the variable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "config/settings.hpp"
 
@@ -120,6 +122,35 @@ TEST_F(ConfigEnv, AgreedValuesFollowTheTable) {
     }
   }
   EXPECT_TRUE(shm_seen);
+}
+
+// A misspelt name is reported with the setting it most likely meant; a far-off name without a
+// guess; set settings and the scripts' and tests' own names are not reported.
+TEST_F(ConfigEnv, UnknownNamesAreReportedWithTheNearestSetting) {
+  const char* const typo = "NETSPARSE_RANKS_PER_HSOT";
+  const char* const stranger = "NETSPARSE_ZZZZZZZZZZZZZZZZZZZZ";
+  const std::vector<std::string> before = cfg::unknown_names();  // whatever the caller set
+  ::setenv(typo, "4", 1);
+  ::setenv(stranger, "1", 1);
+  ::setenv("NETSPARSE_RANKS_PER_HOST", "4", 1);
+  ::setenv("NETSPARSE_TEST_SOMETHING", "1", 1);
+  ::setenv("NETSPARSE_JOBS", "2", 1);
+  const std::vector<std::string> after = cfg::unknown_names();
+  ::unsetenv(typo);
+  ::unsetenv(stranger);
+  ::unsetenv("NETSPARSE_TEST_SOMETHING");
+  ::unsetenv("NETSPARSE_JOBS");
+  std::vector<std::string> added;
+  for (const std::string& line : after) {
+    if (std::find(before.begin(), before.end(), line) == before.end()) added.push_back(line);
+  }
+  ASSERT_EQ(added.size(), 2u) << ::testing::PrintToString(added);
+  // Sorted: RANKS before ZZZ.
+  EXPECT_EQ(added[0], std::string(typo) +
+                          " is set but is not a NetSparse setting (did you mean "
+                          "NETSPARSE_RANKS_PER_HOST?)");
+  EXPECT_EQ(added[1], std::string(stranger) + " is set but is not a NetSparse setting");
+  EXPECT_EQ(cfg::unknown_names(), before);
 }
 
 TEST(ConfigAttributes, DefaultsLieInTheirRanges) {
