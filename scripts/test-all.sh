@@ -16,11 +16,13 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=${NETSPARSE_JOBS:-2}
-# ctest runs twice as many tests as there are build jobs: the multi-rank tests hold 2 of ctest's
-# processors (PROCESSORS 2) but mostly wait (in mpirun's start and teardown, in watchdogs and
-# deadlines: rig.mpi.np2 took 8.2 s of wall time for 2.6 s of CPU), so at -j 2 they ran one at a
-# time. Measured side by side on the loaded development machine: the 48 bench.* tests 133 s at
-# -j 2, 97 s at -j 4; the whole release suite passed at -j 4 at a load of 15.
+# The release stage's ctest runs twice as many tests as there are build jobs: its multi-rank
+# tests hold 2 of ctest's processors (PROCESSORS 2) but mostly wait (in mpirun's start and
+# teardown, in watchdogs and deadlines: rig.mpi.np2 took 8.2 s of wall time for 2.6 s of CPU),
+# so at -j 2 they ran one at a time. Measured side by side on the loaded development machine:
+# the 48 bench.* tests 133 s at -j 2, 97 s at -j 4; the whole release suite passed at -j 4 at a
+# load of 15. The sanitizer stages keep -j NETSPARSE_JOBS: their tests are CPU-bound (ASan at
+# -j 4 took 446 s against 334 s at -j 2, every test about twice as long).
 test_jobs=${NETSPARSE_TEST_JOBS:-$((2 * jobs))}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
@@ -66,9 +68,9 @@ with_env() {  # with_env NAME=VALUE... COMMAND... : COMMAND (a function too) wit
   )
 }
 
-run_ctest() {  # run_ctest DIR [ctest args...]: then the counts and the 20 slowest tests
-  local dir=$1 rc=0
-  shift
+run_ctest() {  # run_ctest DIR JOBS [ctest args...]: then the counts and the 20 slowest tests
+  local dir=$1 test_jobs=$2 rc=0
+  shift 2
   # Per-test times and statuses of this run (JUnit), read back by scripts/ctest-report.py; ctest
   # also keeps its running averages in Testing/Temporary/CTestCostData.txt.
   rm -f "$dir/ctest-junit.xml"
@@ -84,7 +86,7 @@ stage install-deps bash scripts/install-deps.sh --vm
 # 1. Release build, portable (no -march=native: the same tree runs in the soft-RoCE guest).
 stage build-release configure_build "$root/build/release" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_INSTALL_PREFIX="$root/build/install" --
-stage ctest-release run_ctest "$root/build/release"
+stage ctest-release run_ctest "$root/build/release" "$test_jobs"
 
 # Sanitizer builds compile at -O1 with line tables only (-g1): what ASan's documentation advises
 # for speed, and a compile of test_rig_inproc.cpp under ASan took 29 s user at -O1 -g1 against 51 s
@@ -103,7 +105,7 @@ stage build-asan configure_build "$root/build/asan" "${sanitizer_flags[@]}" \
   -DNETSPARSE_SANITIZE_ADDRESS=ON -DNETSPARSE_BUILD_BENCH=OFF -DNETSPARSE_BUILD_EXAMPLES=OFF -- \
   tests-sanitize
 stage ctest-asan with_env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp:fast_unwind_on_malloc=0 \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest "$root/build/asan" -L sanitize \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest "$root/build/asan" "$jobs" -L sanitize \
   -LE np_repeat
 
 # 3. TSan: the shared Idx Filter and the engine's threads (the programs of the tests labelled
@@ -112,7 +114,7 @@ stage build-tsan configure_build "$root/build/tsan" "${sanitizer_flags[@]}" \
   -DNETSPARSE_SANITIZE_THREAD=ON -DNETSPARSE_BUILD_BENCH=OFF -DNETSPARSE_BUILD_EXAMPLES=OFF -- \
   tests-threads
 stage ctest-tsan with_env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  run_ctest "$root/build/tsan" -L threads -E "\\.mpi"
+  run_ctest "$root/build/tsan" "$jobs" -L threads -E "\\.mpi"
 
 # 4. Bounded fuzzing of the packet decoder, the concatenation point and the file readers. The
 #    targets are built once, then fuzzed two at a time (libFuzzer is single-threaded: one per
