@@ -10,7 +10,8 @@ endif()
 # The petsc mode (bench/spgemm_petsc.cpp: PETSc's MatMatMult beside the library's modes), when
 # PETSc is found.
 if(TARGET bench_spgemm AND NETSPARSE_HAVE_PETSC)
-  target_sources(bench_spgemm PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/spgemm_petsc.cpp)
+  target_sources(bench_spgemm PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/spgemm_petsc.cpp
+    ${CMAKE_CURRENT_SOURCE_DIR}/petsc_session.cpp)
   target_link_libraries(bench_spgemm PRIVATE PkgConfig::PETSC)
   target_compile_definitions(bench_spgemm PRIVATE NETSPARSE_BENCH_PETSC=1)
 endif()

@@ -3,33 +3,12 @@
 #include <petscmat.h>
 
 #include "netsparse/petsc.hpp"
+#include "petsc_session.hpp"
 
 namespace netsparse::bench {
 namespace {
 
 using petsc_detail::check;
-
-// PETSc lives from the first run to the start of MPI_Finalize (an attribute's delete callback on
-// MPI_COMM_SELF runs there, while MPI still works).
-int finalize_petsc(MPI_Comm, int, void*, void*) {
-  PetscFinalize();
-  return MPI_SUCCESS;
-}
-
-void ensure_petsc() {
-  PetscBool up = PETSC_FALSE;
-  check(PetscInitialized(&up), "PetscInitialized");
-  if (up == PETSC_TRUE) return;
-  check(PetscInitializeNoArguments(), "PetscInitializeNoArguments");
-  int key = MPI_KEYVAL_INVALID;
-  MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, finalize_petsc, &key, nullptr);
-  MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr);
-}
-
-double max_over_ranks(MPI_Comm comm, double v) {
-  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, comm);
-  return v;
-}
 
 }  // namespace
 

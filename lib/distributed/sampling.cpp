@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <iterator>
 #include <limits>
-#include <limits>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
@@ -55,8 +54,9 @@ CsrMatrix sample_rows(const CsrMatrix& rows, const SamplingParams& params, std::
   const bool keep_all = params.keep_fraction >= 1.0;
   // (2^64 itself does not convert: fraction 1 is keep_all and never compares.)
   const auto threshold =
-      keep_all ? std::numeric_limits<std::uint64_t>::max()
-               : static_cast<std::uint64_t>(params.keep_fraction * 18446744073709551616.0 /* 2^64 */);
+      keep_all
+          ? std::numeric_limits<std::uint64_t>::max()
+          : static_cast<std::uint64_t>(params.keep_fraction * 18446744073709551616.0 /* 2^64 */);
   const auto cap = static_cast<std::size_t>(params.max_per_row);
 
   CsrMatrix out = csr_with_rows_of(rows);
