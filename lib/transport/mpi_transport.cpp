@@ -48,6 +48,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -76,6 +77,15 @@ std::string mpi_error_string(int code) {
 }
 
 using agreement::check_mpi;
+
+// Keeps a receive buffer MPI may still write into (a request let go of) alive, and reachable,
+// until the process exits.
+void abandon(std::vector<std::byte>&& buffer) {
+  static std::mutex mu;
+  static std::vector<std::vector<std::byte>> kept;
+  const std::lock_guard<std::mutex> lock(mu);
+  kept.push_back(std::move(buffer));
+}
 
 MpiReadMode resolve_read_mode(MpiReadMode requested) {
   if (requested != MpiReadMode::kAuto) return requested;
@@ -510,7 +520,16 @@ class MpiTransport final : public Transport {
       mark_failed(src);
       return LargeReceive::kFailed;
     }
-    if (!done) return LargeReceive::kPending;
+    if (!done) {
+      if (!failed_[static_cast<std::size_t>(src)]) return LargeReceive::kPending;
+      // The source died mid-transfer (found by a layer above, e.g. the host's process check):
+      // MPI may never complete the receive, and the frames of every other source wait behind
+      // it. Let go of the request; its buffer stays allocated (MPI may still write into it).
+      MPI_Request_free(&in.request);
+      abandon(std::move(in.buffer));
+      in.buffer = {};
+      return LargeReceive::kFailed;
+    }
     in.request = MPI_REQUEST_NULL;
     if (failed_[static_cast<std::size_t>(src)]) return LargeReceive::kFailed;
     ++large_frames_received_;
@@ -737,7 +756,7 @@ class MpiTransport final : public Transport {
       // A matched receive cannot be cancelled: MPI may still write into its buffer, which is
       // left allocated on purpose (as the dup is when a peer failed).
       MPI_Request_free(&large_recv_.request);
-      new std::vector<std::byte>(std::move(large_recv_.buffer));
+      abandon(std::move(large_recv_.buffer));
     }
     if (!clean) return;
     for (Region& region : regions_) {
