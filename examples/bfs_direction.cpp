@@ -120,7 +120,8 @@ class Bfs {
       const std::int64_t n_f = totals[0];
       if (n_f == 0) break;
       if (switching) {
-        if (direction == Direction::top_down && double(totals[1]) > double(totals[2]) / options_.alpha) {
+        if (direction == Direction::top_down &&
+            double(totals[1]) > double(totals[2]) / options_.alpha) {
           direction = Direction::bottom_up;
         } else if (direction == Direction::bottom_up && n_f < previous_frontier &&
                    double(n_f) < double(n) / options_.beta) {
@@ -420,8 +421,7 @@ int run(int argc, char** argv) {
     reached = sum_all(reached, a.comm());
     if (rank == 0) {
       std::printf("source %lld: %zu levels, %lld vertices reached\n",
-                  static_cast<long long>(source), sw.steps.size(),
-                  static_cast<long long>(reached));
+                  static_cast<long long>(source), sw.steps.size(), static_cast<long long>(reached));
       if (!o.quiet) {
         std::printf("  %-5s %-10s %12s %14s %10s | %-10s %14s %10s\n", "level", "direction",
                     "frontier", "edges", "ms", "top-down", "edges", "ms");
