@@ -44,17 +44,19 @@ namespace netsparse {
 //   ... compute that does not need A^T (may call pending.test() now and then) ...
 //   const DistMatrix& at = pending.wait();           // collective: A^T, as transpose(a) gives it
 //
-// The exchange runs on a private duplicate of a.comm() (made by the first transpose_start on that
-// communicator, with the one blocking MPI_Comm_dup, and freed with it), with tags of its own per
-// transpose, so the caller's communication on a.comm() meanwhile -- and other pending transposes
-// -- cannot mix with it: point-to-point messages of the per-owner counts (and of each rank's "my
-// block is valid" flag) to every other rank, then one message per peer that has nonzeros for the
-// other, then the merge. Each step is posted as soon as the one before completes; who advances
-// them is TransposeProgress.
+// The exchange runs on a private duplicate of a.comm(), made by the first transpose_start on that
+// communicator (a blocking MPI_Comm_dup, and MPI_Comm_split_type to count the host's ranks) and
+// freed with it. Each transpose has tags of its own on it, so the caller's communication on
+// a.comm() meanwhile -- and other pending transposes -- cannot mix with it: point-to-point
+// messages of the per-owner counts (and of each rank's "my block is valid" flag) to every other
+// rank, then one message per peer that has nonzeros for the other, then the merge. Each step is
+// posted as soon as the one before completes; who advances them is TransposeProgress.
 
 // Who advances a pending transpose.
 enum class TransposeProgress {
-  // thread where MPI provides MPI_THREAD_MULTIPLE, else calls.
+  // thread where MPI provides MPI_THREAD_MULTIPLE and a core is free for it (the rank's usable
+  // cores exceed the host's ranks x OpenMP threads, decided once per communicator when it is
+  // duplicated), else calls: on 2 cores with 2 ranks a thread would slow the compute it overlaps.
   automatic,
   // The caller's thread, inside test() and wait(): transpose_start packs the nonzeros and posts
   // the first step; each test() advances every step that can advance without blocking (the

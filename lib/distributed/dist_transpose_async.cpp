@@ -2,7 +2,11 @@
 // transpose() as a state machine over non-blocking MPI, advanced by test() / wait() or by a
 // progress thread.
 #include <mpi.h>
+#include <omp.h>
+#include <sched.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -49,6 +53,10 @@ namespace {
 struct TransposeChannel {
   MPI_Comm comm = MPI_COMM_NULL;
   std::uint64_t next_seq = 0;
+  // TransposeProgress::automatic's choice on this rank: a progress thread only where a core is
+  // free for it beside the host's ranks and their OpenMP threads (as the RIG engine's AUTO
+  // decides): on a 2-core host with 2 ranks a thread would run on a compute core and slow both.
+  bool core_free = false;
 };
 
 int free_channel(MPI_Comm, int, void* attribute, void*) {
@@ -71,6 +79,17 @@ TransposeChannel& channel_of(MPI_Comm parent) {
   if (found) return *static_cast<TransposeChannel*>(attribute);
   auto channel = std::make_unique<TransposeChannel>();
   check_mpi(MPI_Comm_dup(parent, &channel->comm), "MPI_Comm_dup");
+  MPI_Comm host = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(channel->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host),
+            "MPI_Comm_split_type");
+  const int ranks_on_host = dist::comm_size(host);
+  MPI_Comm_free(&host);
+  cpu_set_t cores;
+  CPU_ZERO(&cores);
+  const int usable = sched_getaffinity(0, sizeof cores, &cores) == 0
+                         ? CPU_COUNT(&cores)
+                         : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  channel->core_free = usable > ranks_on_host * std::max(1, omp_get_max_threads());
   check_mpi(MPI_Comm_set_attr(parent, keyval, channel.get()), "MPI_Comm_set_attr");
   return *channel.release();
 }
@@ -312,19 +331,21 @@ PendingTranspose transpose_start(const DistMatrix& a, TransposeProgress progress
   }
   int level = MPI_THREAD_SINGLE;
   check_mpi(MPI_Query_thread(&level), "MPI_Query_thread");
-  if (progress == TransposeProgress::automatic) {
-    progress = level == MPI_THREAD_MULTIPLE ? TransposeProgress::thread : TransposeProgress::calls;
-  } else if (progress == TransposeProgress::thread && level != MPI_THREAD_MULTIPLE) {
+  if (progress == TransposeProgress::thread && level != MPI_THREAD_MULTIPLE) {
     throw std::invalid_argument(
         "transpose_start: TransposeProgress::thread needs MPI_THREAD_MULTIPLE (MPI_Init_thread); "
         "use TransposeProgress::calls");
+  }
+  TransposeChannel& channel = channel_of(a.comm());
+  if (progress == TransposeProgress::automatic) {
+    progress = level == MPI_THREAD_MULTIPLE && channel.core_free ? TransposeProgress::thread
+                                                                 : TransposeProgress::calls;
   }
   auto impl = std::make_unique<PendingTranspose::Impl>();
   PendingTranspose::Impl& s = *impl;
   s.a = &a;
   s.progress = progress;
   s.t_start = dist::now_seconds();
-  TransposeChannel& channel = channel_of(a.comm());
   s.comm = channel.comm;
   const std::uint64_t slot = channel.next_seq++ % kTransposeTagSlots;
   s.count_tag = static_cast<int>(2 * slot);
