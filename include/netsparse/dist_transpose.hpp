@@ -38,6 +38,83 @@ namespace netsparse {
 // every rank if any rank's block does not fit a's partition.
 [[nodiscard]] CsrMatrix transpose_rows(const DistMatrix& a, const CsrMatrix& local_rows);
 
+// ---- the non-blocking transpose (MeNDA's start / wait interface) ----------------------------
+//
+//   PendingTranspose pending = transpose_start(a);   // collective, returns at once
+//   ... compute that does not need A^T (may call pending.test() now and then) ...
+//   const DistMatrix& at = pending.wait();           // collective: A^T, as transpose(a) gives it
+//
+// The exchange runs on a private duplicate of a.comm(), made by the first transpose_start on that
+// communicator (a blocking MPI_Comm_dup, and MPI_Comm_split_type to count the host's ranks) and
+// freed with it. Each transpose has tags of its own on it, so the caller's communication on
+// a.comm() meanwhile -- and other pending transposes -- cannot mix with it: point-to-point
+// messages of the per-owner counts (and of each rank's "my block is valid" flag) to every other
+// rank, then one message per peer that has nonzeros for the other, then the merge. Each step is
+// posted as soon as the one before completes; who advances them is TransposeProgress.
+
+// Who advances a pending transpose.
+enum class TransposeProgress {
+  // thread where MPI provides MPI_THREAD_MULTIPLE and a core is free for it (the rank's usable
+  // cores exceed the host's ranks x OpenMP threads, decided once per communicator when it is
+  // duplicated), else calls: on 2 cores with 2 ranks a thread would slow the compute it overlaps.
+  automatic,
+  // The caller's thread, inside test() and wait(): transpose_start packs the nonzeros and posts
+  // the first step; each test() advances every step that can advance without blocking (the
+  // merge included), so a computation that calls test() between its pieces overlaps the exchange.
+  calls,
+  // A progress thread started by transpose_start packs, posts, polls (MPI_Test, yielding the core
+  // between polls) and merges; test() only reads its state. Needs MPI_THREAD_MULTIPLE
+  // (std::invalid_argument otherwise, on every rank alike).
+  thread,
+};
+[[nodiscard]] const char* to_string(TransposeProgress progress) noexcept;  // "calls", ...
+
+// A transpose in flight, and its result once wait() returned. Move-only.
+class PendingTranspose {
+ public:
+  PendingTranspose() noexcept;  // holds nothing: valid() is false
+  // A transpose still pending is completed first (its messages must be received before the
+  // buffers go): destroying it blocks until every peer has sent its part.
+  ~PendingTranspose();
+  PendingTranspose(PendingTranspose&&) noexcept;
+  PendingTranspose& operator=(PendingTranspose&&) noexcept;
+
+  [[nodiscard]] bool valid() const noexcept;
+  // Local and non-blocking: advances the exchange (calls) and says whether this rank's part is
+  // finished -- its block of A^T merged, or the transpose refused (wait() then throws). True
+  // once wait() returned.
+  bool test();
+  // Completes the transpose: waits for this rank's part (advancing it), then builds the
+  // DistMatrix, which is collective (its agreement on the shape). Every rank throws the same
+  // std::invalid_argument if any rank's block did not fit a's partitions (the refused rank names
+  // the problem). Returns A^T -- bit for bit transpose(a) -- owned by this object: the address
+  // stays valid until it is destroyed or assigned (a second wait() returns the same object).
+  const DistMatrix& wait();
+  // A^T once wait() returned, else null.
+  [[nodiscard]] const DistMatrix* result() const noexcept;
+  [[nodiscard]] TransposeProgress progress() const noexcept;  // automatic resolved
+  // Seconds from transpose_start until this rank's part was found finished (by test(), wait()
+  // or the progress thread), and the part of them spent on local work (pack and merge).
+  [[nodiscard]] double pending_seconds() const noexcept;
+  [[nodiscard]] double local_seconds() const noexcept;
+
+  struct Impl;
+
+ private:
+  friend PendingTranspose transpose_start(const DistMatrix& a, TransposeProgress progress);
+  explicit PendingTranspose(std::unique_ptr<Impl> impl) noexcept;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Starts A^T = transpose(a). Collective in that every rank calls it, in the same order relative
+// to its other collectives on a.comm(), but (after the first on a communicator, which duplicates
+// it) it does not wait for any other rank: bad input is reported by wait(). `a` must stay alive and
+// unchanged until wait() returned (or the object is destroyed). Throws std::invalid_argument on the
+// calling rank for TransposeProgress::thread without MPI_THREAD_MULTIPLE (every rank alike, the
+// thread level being the job's).
+[[nodiscard]] PendingTranspose transpose_start(
+    const DistMatrix& a, TransposeProgress progress = TransposeProgress::automatic);
+
 // How TransposedSpmm computes C = A^T * B.
 enum class TransposedMethod {
   // Form A^T with transpose() / transpose_rows() and run a DistKernel SpMM on it in

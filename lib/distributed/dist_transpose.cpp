@@ -16,6 +16,7 @@
 #include "agreement/mpi_util.hpp"
 #include "concat/wire_model.hpp"
 #include "distributed/deadlines.hpp"
+#include "distributed/dist_transpose_steps.hpp"
 #include "distributed/local_transpose.hpp"
 #include "support/enum_names.hpp"
 #include "support/visibility.hpp"
@@ -27,86 +28,44 @@ using dist::collective_call;
 
 namespace {
 
-// One nonzero on its way to the owner of its column: A[row, col] = value, with the column
-// relative to the owner's first column and the row relative to the sender's first row (both
-// below a rank's row count, which lidx_t holds: 16 bytes per nonzero instead of 24).
-struct Entry {
-  lidx_t col;
-  lidx_t row;
-  double value;
-};
-
 void check_block(const char* call, const DistMatrix& a, const CsrMatrix& rows) {
-  const int r = a.rank();
-  if (rows.row_begin != a.rows().begin(r) || rows.n_rows != a.rows().size(r) ||
-      rows.n_rows_global != a.n_rows() || rows.n_cols != a.n_cols() ||
-      rows.row_ptr.size() != static_cast<std::size_t>(rows.n_rows) + 1 ||
-      rows.col_idx.size() != static_cast<std::size_t>(rows.nnz()) ||
-      rows.values.size() != static_cast<std::size_t>(rows.nnz())) {
-    throw std::invalid_argument(
-        std::string(call) + " (rank " + std::to_string(r) +
-        "): the rows must be this rank's block [" + std::to_string(a.rows().begin(r)) + ", " +
-        std::to_string(a.rows().end(r)) + ") of a " + std::to_string(a.n_rows()) + " x " +
-        std::to_string(a.n_cols()) + " matrix with consistent CSR arrays; got rows [" +
-        std::to_string(rows.row_begin) + ", " + std::to_string(rows.row_end()) + ") of " +
-        std::to_string(rows.n_rows_global) + " x " + std::to_string(rows.n_cols));
+  if (auto problem = dist::transpose_block_problem(call, a, rows)) {
+    throw std::invalid_argument(*problem);
   }
 }
 
 // The transposed block of `block` (rows of A over rows_part, global columns over cols_part):
 // rows [cols_part.begin(rank), cols_part.end(rank)) of A^T, global columns = A's rows.
+// One MPI_Alltoall of the counts and one MPI_Alltoallv of the packed runs between the two local
+// steps (dist_transpose_steps.hpp).
 CsrMatrix transpose_block(MPI_Comm comm, const RowPartition& rows_part,
                           const RowPartition& cols_part, const CsrMatrix& block) {
   const int rank = dist::comm_rank(comm);
   const int nranks = dist::comm_size(comm);
-  // The entries carry rank-relative indices (Entry).
-  collective_call(comm, [&] {
-    if (block.n_rows > std::numeric_limits<lidx_t>::max() ||
-        cols_part.size(rank) > std::numeric_limits<lidx_t>::max()) {
-      throw std::overflow_error("transpose: a rank's block exceeds 2^31 - 1 rows");
-    }
-  });
-  // 1. Local reorder by (column, row): the block's own CSC.
-  const CsrMatrix lt = dist::local_transpose(block);
-  // 2. Each owner's columns are one contiguous run of it.
-  std::vector<std::vector<Entry>> send(static_cast<std::size_t>(nranks));
+  const dist::PackedTranspose packed = dist::pack_transpose(cols_part, block);
+  std::vector<int> send_counts(nranks), send_displs(nranks), recv_counts(nranks),
+      recv_displs(nranks);
   for (int q = 0; q < nranks; ++q) {
-    const gidx_t cb = cols_part.begin(q), ce = cols_part.end(q);
-    auto& out = send[static_cast<std::size_t>(q)];
-    out.reserve(static_cast<std::size_t>(lt.row_ptr[ce] - lt.row_ptr[cb]));
-    for (gidx_t c = cb; c < ce; ++c) {
-      for (std::int64_t i = lt.row_ptr[c]; i < lt.row_ptr[c + 1]; ++i) {
-        out.push_back(
-            Entry{static_cast<lidx_t>(c - cb), static_cast<lidx_t>(lt.col_idx[i]), lt.values[i]});
-      }
-    }
+    send_counts[q] = dist::to_mpi_count(std::uint64_t(packed.offsets[q + 1] - packed.offsets[q]),
+                                        "transpose: nonzeros to one owner");
+    send_displs[q] =
+        dist::to_mpi_count(std::uint64_t(packed.offsets[q]), "transpose: send displacement");
   }
-  std::vector<int> from;
-  const std::vector<Entry> got = dist::exchange_all_to_all(comm, send, &from);
-  // 3. Merge the received runs by (column, row). The run from rank q is sorted by (column, row)
-  // and holds only rows of q, which all precede the rows of q + 1: so placing every run's
-  // entries, in rank order, after the entries already placed in their column is the merge.
-  CsrMatrix t;
-  t.n_rows_global = cols_part.n_rows();
-  t.n_cols = rows_part.n_rows();
-  t.row_begin = cols_part.begin(rank);
-  t.n_rows = cols_part.size(rank);
-  t.row_ptr.assign(static_cast<std::size_t>(t.n_rows) + 1, 0);
-  for (const Entry& e : got) ++t.row_ptr[static_cast<std::size_t>(e.col) + 1];
-  for (gidx_t r = 0; r < t.n_rows; ++r) t.row_ptr[r + 1] += t.row_ptr[r];
-  t.col_idx.resize(got.size());
-  t.values.resize(got.size());
-  std::vector<std::int64_t> next(t.row_ptr.begin(), t.row_ptr.end() - 1);
-  std::size_t e = 0;
+  check_mpi(MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm),
+            "MPI_Alltoall");
+  std::vector<std::int64_t> from(static_cast<std::size_t>(nranks));
+  std::uint64_t total = 0;
   for (int q = 0; q < nranks; ++q) {
-    const gidx_t row0 = rows_part.begin(q);
-    for (const std::size_t end = e + static_cast<std::size_t>(from[q]); e < end; ++e) {
-      const std::int64_t at = next[static_cast<std::size_t>(got[e].col)]++;
-      t.col_idx[at] = row0 + got[e].row;
-      t.values[at] = got[e].value;
-    }
+    recv_displs[q] = dist::to_mpi_count(total, "transpose: receive displacement");
+    total += static_cast<std::uint64_t>(recv_counts[q]);
+    from[static_cast<std::size_t>(q)] = recv_counts[q];
   }
-  return t;
+  std::vector<dist::TransposeEntry> got(total);
+  dist::ByteBlockType item(sizeof(dist::TransposeEntry));
+  check_mpi(MPI_Alltoallv(packed.entries.data(), send_counts.data(), send_displs.data(), item.get(),
+                          got.data(), recv_counts.data(), recv_displs.data(), item.get(), comm),
+            "MPI_Alltoallv");
+  return dist::merge_transpose(rank, rows_part, cols_part, got, from);
 }
 
 }  // namespace

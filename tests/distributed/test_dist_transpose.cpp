@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -319,6 +320,184 @@ TEST(DistTranspose, BadInputIsRefusedOnEveryRank) {
   EXPECT_THROW(TransposedSpmm(f.dm, 0, DistOptions{}), std::invalid_argument);
   EXPECT_STREQ(to_string(TransposedMethod::push), "push");
   EXPECT_STREQ(to_string(TransposedMethod::via_transpose), "transpose");
+}
+
+// ---- transpose_start (the non-blocking transpose) ---------------------------------------------
+
+// The progress modes this job can run: thread needs MPI_THREAD_MULTIPLE, which the test main
+// asks for (mpi_test_util.hpp); without it thread must be refused.
+std::vector<TransposeProgress> progress_modes() {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  if (level == MPI_THREAD_MULTIPLE) return {TransposeProgress::calls, TransposeProgress::thread};
+  return {TransposeProgress::calls};
+}
+
+void expect_same_dist(const DistMatrix& got, const DistMatrix& want, const std::string& what) {
+  EXPECT_EQ(got.name(), want.name()) << what;
+  EXPECT_EQ(got.rows().offsets(), want.rows().offsets()) << what;
+  EXPECT_EQ(got.cols().offsets(), want.cols().offsets()) << what;
+  EXPECT_EQ(got.nnz_global(), want.nnz_global()) << what;
+  test::expect_same_csr(got.local(), want.local(), what);
+}
+
+// A random n_rows x n_cols matrix (the same on every rank: seeded), about `per_row` nonzeros a
+// row, some rows empty.
+CsrMatrix random_matrix(gidx_t n_rows, gidx_t n_cols, int per_row, std::uint64_t seed) {
+  std::uint64_t z = seed * 0x9e3779b97f4a7c15ULL + 1;
+  const auto next = [&z] {
+    z ^= z << 13;
+    z ^= z >> 7;
+    z ^= z << 17;
+    return z;
+  };
+  CsrMatrix m;
+  m.n_rows_global = m.n_rows = n_rows;
+  m.n_cols = n_cols;
+  m.row_ptr.push_back(0);
+  for (gidx_t r = 0; r < n_rows; ++r) {
+    const int n = static_cast<int>(next() % static_cast<std::uint64_t>(2 * per_row + 1));
+    std::vector<gidx_t> cols;
+    for (int i = 0; i < n; ++i) cols.push_back(static_cast<gidx_t>(next() % std::uint64_t(n_cols)));
+    std::sort(cols.begin(), cols.end());
+    cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
+    for (gidx_t c : cols) {
+      m.col_idx.push_back(c);
+      m.values.push_back(static_cast<double>(next() % 2001) / 1000.0 - 1.0);
+    }
+    m.row_ptr.push_back(static_cast<std::int64_t>(m.col_idx.size()));
+  }
+  return m;
+}
+
+// An uneven split of n over the ranks by weights: rank 1 gets nothing when there are more than
+// two ranks, the last rank three shares, rank 0 one or two (by salt), the others one.
+RowPartition uneven_partition(gidx_t n, int p, std::uint64_t salt) {
+  std::vector<gidx_t> weights(static_cast<std::size_t>(p), 1);
+  weights[0] = 1 + static_cast<gidx_t>(salt % 2);
+  if (p > 2) weights[1] = 0;
+  if (p > 1) weights[p - 1] = 3;
+  gidx_t total = 0;
+  for (gidx_t w : weights) total += w;
+  std::vector<gidx_t> offsets(static_cast<std::size_t>(p) + 1, 0);
+  gidx_t sum = 0;
+  for (int q = 0; q < p; ++q) {
+    sum += weights[q];
+    offsets[q + 1] = n * sum / total;
+  }
+  return RowPartition::from_offsets(std::move(offsets));
+}
+
+TEST(DistTransposeAsync, EqualsTheSynchronousTransposeOnEveryFixture) {
+  for (TransposeProgress progress : progress_modes()) {
+    for (const Fixture& f : fixtures()) {
+      const std::string what = f.name + " " + to_string(progress);
+      PendingTranspose pending = transpose_start(f.dm, progress);
+      EXPECT_EQ(pending.progress(), progress);
+      EXPECT_EQ(pending.result(), nullptr) << what;
+      const DistMatrix& at = pending.wait();
+      EXPECT_EQ(pending.result(), &at) << what;
+      EXPECT_EQ(&pending.wait(), &at) << what << ": a second wait gives the same object";
+      EXPECT_TRUE(pending.test());
+      expect_same_dist(at, transpose(f.dm), what);
+    }
+  }
+}
+
+TEST(DistTransposeAsync, RandomMatricesUnevenPartitionsAndEmptyRanks) {
+  const int p = test::world_size(), r = world_rank();
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    const gidx_t n_rows = 40 + static_cast<gidx_t>(seed * 37 % 90);
+    const gidx_t n_cols = seed % 2 ? n_rows : 25 + static_cast<gidx_t>(seed * 53 % 120);
+    const CsrMatrix whole = random_matrix(n_rows, n_cols, 1 + static_cast<int>(seed % 5), seed);
+    const RowPartition rows = uneven_partition(n_rows, p, seed);
+    const RowPartition cols =
+        seed % 3 ? uneven_partition(n_cols, p, seed + 1) : RowPartition::equal_blocks(n_cols, p);
+    const std::string name = "random " + std::to_string(seed);
+    const DistMatrix a(MPI_COMM_WORLD, row_block(whole, rows.begin(r), rows.end(r)), rows, cols,
+                       name);
+    const DistMatrix want = transpose(a);
+    const CsrMatrix want_whole = reference_transpose(whole);
+    for (TransposeProgress progress : progress_modes()) {
+      const std::string what = name + " " + to_string(progress);
+      PendingTranspose pending = transpose_start(a, progress);
+      const DistMatrix& at = pending.wait();
+      expect_same_dist(at, want, what);
+      test::expect_same_csr(at.local(), row_block(want_whole, cols.begin(r), cols.end(r)), what);
+    }
+  }
+  if (p > 2) {  // the partitions above did leave rank 1 without rows
+    EXPECT_EQ(uneven_partition(100, p, 1).size(1), 0);
+  }
+}
+
+// Computation on the same communicator while the transpose is pending: SpMVs with A (blocking
+// collectives on a.comm(), between which test() is called) give the reference result, and the
+// transpose waited for afterwards equals the synchronous one. Two transposes in flight at once,
+// completed in the opposite order, and one moved while pending, must not mix their messages.
+TEST(DistTransposeAsync, ComputeOverlappedWhilePendingGivesTheSameResults) {
+  const int r = world_rank();
+  for (TransposeProgress progress : progress_modes()) {
+    for (const Fixture& f : fixtures()) {
+      if (f.dm.n_rows() != f.dm.n_cols()) continue;  // y = A x feeds the next x
+      const std::string what = f.name + " " + to_string(progress);
+      const DistMatrix want = transpose(f.dm);
+      PendingTranspose first = transpose_start(f.dm, progress);
+      PendingTranspose second = transpose_start(want, progress);  // (A^T)^T = A
+      DistOptions o;
+      o.mode = CommMode::inspector_executor;
+      DistKernel spmv(f.dm, KernelKind::spmv, 1, o);
+      std::vector<float> x = operand_block(3, f.dm.cols().begin(r), f.dm.cols().end(r), 1);
+      std::vector<float> y(static_cast<std::size_t>(f.dm.rows().size(r)));
+      spmv.spmv(x, y);
+      (void)first.test();
+      (void)second.test();
+      EXPECT_LE(max_relative_error(
+                    y, reference_spmm(row_block(f.whole, f.dm.rows().begin(r), f.dm.rows().end(r)),
+                                      1, 3)),
+                kTolerance)
+          << what;
+      PendingTranspose moved = std::move(first);
+      EXPECT_FALSE(first.valid());
+      EXPECT_THROW((void)first.test(), std::logic_error);
+      for (int i = 0; i < 3; ++i) {
+        spmv.spmv(y, x);
+        (void)moved.test();
+        spmv.spmv(x, y);
+      }
+      const DistMatrix& att = second.wait();
+      EXPECT_EQ(att.name(), f.dm.name() + "^T^T") << what;
+      EXPECT_EQ(att.rows().offsets(), f.dm.rows().offsets()) << what;
+      test::expect_same_csr(att.local(), f.dm.local(), what + " (A^T)^T");
+      expect_same_dist(moved.wait(), want, what);
+    }
+  }
+}
+
+TEST(DistTransposeAsync, DroppedWhilePendingLeavesNothingBehind) {
+  const Fixture& f = fixtures()[0];
+  for (TransposeProgress progress : progress_modes()) {
+    { PendingTranspose dropped = transpose_start(f.dm, progress); }
+    PendingTranspose reassigned = transpose_start(f.dm, progress);
+    reassigned = transpose_start(f.dm, progress);  // the first one completes, then goes
+    expect_same_dist(reassigned.wait(), transpose(f.dm), to_string(progress));
+  }
+}
+
+TEST(DistTransposeAsync, RefusesWhatItCannotStart) {
+  PendingTranspose none;
+  EXPECT_FALSE(none.valid());
+  EXPECT_EQ(none.result(), nullptr);
+  EXPECT_THROW((void)none.wait(), std::logic_error);
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  if (level != MPI_THREAD_MULTIPLE) {
+    EXPECT_THROW((void)transpose_start(fixtures()[0].dm, TransposeProgress::thread),
+                 std::invalid_argument);
+  }
+  EXPECT_THROW((void)transpose_start(DistMatrix{}), std::invalid_argument);
+  EXPECT_STREQ(to_string(TransposeProgress::thread), "thread");
+  EXPECT_STREQ(to_string(TransposeProgress::calls), "calls");
 }
 
 }  // namespace
