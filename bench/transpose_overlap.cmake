@@ -3,7 +3,7 @@
 # overlapped A^T differs from transpose(a), so the smoke test checks that under mpirun.
 if(TARGET netsparse_distributed)
   add_executable(bench_transpose_overlap ${CMAKE_CURRENT_SOURCE_DIR}/bench_transpose_overlap.cpp)
-  target_link_libraries(bench_transpose_overlap PRIVATE netsparse_distributed
+  target_link_libraries(bench_transpose_overlap PRIVATE netsparse_dist_transpose
     netsparse_build_flags)
   if(NETSPARSE_BUILD_TESTS)
     add_test(NAME bench.bench_transpose_overlap.smoke.mpi.np2

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "dist_test_util.hpp"
-#include "distributed/local_transpose.hpp"
+#include "dist_transpose/local_transpose.hpp"
 #include "netsparse/dist_transpose.hpp"
 #include "netsparse/distributed.hpp"
 

@@ -15,9 +15,9 @@
 
 #include "agreement/mpi_util.hpp"
 #include "concat/wire_model.hpp"
+#include "dist_transpose/dist_transpose_steps.hpp"
+#include "dist_transpose/local_transpose.hpp"
 #include "distributed/deadlines.hpp"
-#include "distributed/dist_transpose_steps.hpp"
-#include "distributed/local_transpose.hpp"
 #include "support/enum_names.hpp"
 #include "support/visibility.hpp"
 

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "agreement/mpi_util.hpp"
+#include "dist_transpose/dist_transpose_steps.hpp"
 #include "distributed/deadlines.hpp"
-#include "distributed/dist_transpose_steps.hpp"
 #include "netsparse/dist_transpose.hpp"
 #include "support/enum_names.hpp"
 #include "support/visibility.hpp"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/local_transpose.hpp"
+#include "dist_transpose/local_transpose.hpp"
 #include "netsparse/csr.hpp"
 #include "netsparse/dist_matrix.hpp"
 #include "netsparse/partition.hpp"

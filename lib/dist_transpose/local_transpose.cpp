@@ -1,4 +1,4 @@
-#include "distributed/local_transpose.hpp"
+#include "dist_transpose/local_transpose.hpp"
 
 #include <cstdint>
 #include <vector>
