@@ -66,11 +66,15 @@ struct Options {
   std::vector<std::string> modes;  // empty = all (+ ablation variants with --ablation)
   bool ablation = false;
   bool no_plans_row = false;  // --no-plans: also netsparse on the per-request RIG path
-  // 5 rounds of 10: 50 pooled iterations and 5 setups per mode, enough for the main job (np 2,
-  // kron:16) to resolve a 5 % difference at K = 16 (docs/benchmarks.md, "Verdicts").
+  // 5 rounds of at least 10 timed iterations, a fast mode more, until its timed iterations of
+  // the round add up to min_time (at most kMinTimeIterationFactor x iters): 5 setups per mode,
+  // and the cheap modes of the main job (np 2, kron:16, K = 16: ~2 ms an iteration) pool ~250
+  // iterations for the price of sa-vanilla's 10, which resolves 5 % at K = 16
+  // (docs/benchmarks.md, "Verdicts and their uncertainty").
   int iters = 10;
   int warmup = 1;
   int rounds = 5;
+  double min_time = 0.1;
   bool changing = false;
   SamplingParams sampling{0.5, 0};
   DistOptions dist;
@@ -99,7 +103,13 @@ Workload
                          comma-separated (default 16,128). Over MPI a property travels in
                          one transport message when it fits (K up to 16376 in f32, 8188 in
                          f64 by default), else in pieces
-  --iters N              timed iterations per mode and round (default 10)
+  --iters N              timed iterations per mode and round, at least (default 10)
+  --min-time S           after --iters, a mode keeps iterating in the round until its timed
+                         iterations add up to S seconds, at most 20 x --iters (default 0.1;
+                         0: exactly --iters). A fast mode pools more iterations, so its
+                         interval narrows, at a cost of about S per mode and round. Not with
+                         --changing-sparsity (one pattern per iteration, the same list for
+                         every mode)
   --warmup N             untimed iterations before them (default 1)
   --rounds N             run the whole list of modes N times, one after another, and pool
                          each mode's iterations (default 5): on a busy machine, load drifts
@@ -318,6 +328,7 @@ std::optional<Options> parse_args(int argc, char** argv, bench::CliResult& comma
   app.add_option("--iters", o.iters)->check(cli::Range(1, 1000000));
   app.add_option("--warmup", o.warmup)->check(cli::Range(0, 1000000));
   app.add_option("--rounds", o.rounds)->check(cli::Range(1, 1000));
+  app.add_option("--min-time", o.min_time)->check(cli::Range(0.0, 3600.0));
   app.add_flag_callback("--changing-sparsity", [&] {
     o.changing = true;
     o.dist.dynamic_pattern = true;  // netsparse computes on the sampled CSR, no inspector
@@ -684,6 +695,14 @@ void print_engine_config_once(const RigEngine& engine, int rank) {
   if (!detail.empty()) std::printf("  transport: %s\n", detail.c_str());
 }
 
+// The most timed iterations a mode runs per round: --iters, or up to kMinTimeIterationFactor x
+// --iters while --min-time is not used up. A changing pattern has one pattern per iteration,
+// the same list for every mode (the result check compares the last one's products): --iters.
+constexpr int kMinTimeIterationFactor = 20;
+int timed_iterations_cap(const Options& o) {
+  return o.min_time > 0 && !o.changing ? o.iters * kMinTimeIterationFactor : o.iters;
+}
+
 Result measure(const Variant& v, Workload& w, const Options& o, const std::vector<double>* ref,
                Progress& progress, const std::string& tag) {
   Result res;
@@ -737,12 +756,19 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   kern.reset_stats();
   if (engine) engine->reset_stats();
   run_collectives = 0;
-  for (int i = 0; i < o.iters; ++i) {
+  // --min-time: every rank sums the same slowest-rank times, so all stop after the same
+  // iteration without a further collective.
+  const int most = timed_iterations_cap(o);
+  double timed_seconds = 0;
+  int timed = 0;
+  for (int i = 0; i < most && (i < o.iters || timed_seconds < o.min_time); ++i) {
     progress.show(tag + " " + v.label + ": iteration " + std::to_string(i + 1) + "/" +
-                  std::to_string(o.iters));
+                  std::to_string(i < o.iters ? o.iters : most));
     const CsrMatrix* p = o.changing ? &w.patterns[i] : nullptr;
     if (p != nullptr) w.clear_out(out_size(w, *p));
     const auto times = iteration(p);
+    timed_seconds += times.t;
+    ++timed;
     if (i == 0 && o.warmup == 0) res.first_times.push_back(times.t);
     res.times.push_back(times.t);
     if (o.changing) {
@@ -768,7 +794,7 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
     res.correct = res.err <= o.tolerance;
   }
   const CommStats& s = kern.total_stats();
-  const double iters = o.iters;
+  const double iters = timed;
   const double bytes = static_cast<double>(s.bytes_sent) / iters;
   res.bytes_total = allreduce(bytes, MPI_SUM);
   res.bytes_tail = allreduce(bytes, MPI_MAX);
@@ -1410,10 +1436,15 @@ void print_run_header(const DistMatrix& a, const Options& o, int nranks, double 
               to_string(o.partition), load_s);
   std::printf(
       "  %d ranks x %d OpenMP threads; line rate %.2f GB/s (all ranks streaming %s); "
-      "%d timed iterations after %d warm-up, %d round(s)%s\n",
+      "%d timed iterations%s after %d warm-up, %d round(s)%s\n",
       nranks, omp_get_max_threads(), line_rate / 1e9,
-      human_bytes(static_cast<double>(o.line_rate_bytes)).c_str(), o.iters, o.warmup, o.rounds,
-      o.changing ? "; CHANGING SPARSITY (setup inside every iteration)" : "");
+      human_bytes(static_cast<double>(o.line_rate_bytes)).c_str(), o.iters,
+      timed_iterations_cap(o) > o.iters
+          ? (" (more, up to " + std::to_string(timed_iterations_cap(o)) + ", until " +
+             fmt("%.2f", o.min_time) + " s per mode and round)")
+                .c_str()
+          : "",
+      o.warmup, o.rounds, o.changing ? "; CHANGING SPARSITY (setup inside every iteration)" : "");
   std::printf(
       "  engine: batch %llu idxs, %s idxs, window %s, progress %s%s%s%s\n",
       static_cast<unsigned long long>(o.dist.batch),
@@ -1553,7 +1584,9 @@ bench::Json run_json(const DistMatrix& a, const Options& o, int nranks, double l
   j["omp_threads"] = omp_get_max_threads();
   j["line_rate"] = line_rate;
   j["partition"] = to_string(o.partition);
-  j["iters"] = o.iters;
+  j["iters"] = o.iters;  // at least, per mode and round: times_s holds every timed iteration
+  j["min_time_s"] = o.min_time;
+  j["max_iters"] = timed_iterations_cap(o);
   j["warmup"] = o.warmup;
   j["rounds"] = o.rounds;
   j["changing_sparsity"] = o.changing;
