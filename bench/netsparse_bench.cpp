@@ -1,7 +1,7 @@
 // netsparse_bench: distributed SpMM / SDDMM / SpMV with NetSparse's RIG engine and every
 // baseline, measured side by side in one run, with the NetSparse paper's Table 7 columns.
 //
-//   mpirun -np 2 netsparse_bench                       # the default comparison (~1 minute)
+//   mpirun -np 2 netsparse_bench                       # the default comparison (1-3 minutes)
 //   mpirun -np 4 netsparse_bench --matrix gen:kron:18 --K 16,128 --json out.json
 //   netsparse_bench --help
 //
@@ -66,11 +66,11 @@ struct Options {
   std::vector<std::string> modes;  // empty = all (+ ablation variants with --ablation)
   bool ablation = false;
   bool no_plans_row = false;  // --no-plans: also netsparse on the per-request RIG path
-  // 5 rounds of at least 10 timed iterations, a fast mode more, until its timed iterations of
-  // the round add up to min_time (at most kMinTimeIterationFactor x iters): 5 setups per mode,
-  // and the cheap modes of the main job (np 2, kron:16, K = 16: ~2 ms an iteration) pool ~250
-  // iterations for the price of sa-vanilla's 10, which resolves 5 % at K = 16
-  // (docs/benchmarks.md, "Verdicts and their uncertainty").
+  // 5 rounds of 10 timed iterations, a fast mode more, until its timed iterations of the round
+  // add up to min_time (at most kMinTimeIterationFactor x iters): 5 setups per mode, and on a
+  // quiet machine the cheap modes of the main job (np 2, kron:16, K = 16: ~2 ms an iteration)
+  // pool ~250 iterations, enough for 5 % at K = 16 (docs/benchmarks.md, "Verdicts and their
+  // uncertainty"; under load the spread, not the count, decides).
   int iters = 10;
   int warmup = 1;
   int rounds = 5;
@@ -106,10 +106,11 @@ Workload
                          comma-separated (default 16,128). Over MPI a property travels in
                          one transport message when it fits (K up to 16376 in f32, 8188 in
                          f64 by default), else in pieces
-  --iters N              timed iterations per mode and round, at least (default 10)
+  --iters N              timed iterations per mode and round (default 10; more or fewer
+                         with --min-time, --max-time)
   --min-time S           after --iters, a mode keeps iterating in the round until its timed
                          iterations add up to S seconds, at most 20 x --iters (default 0.1;
-                         0: exactly --iters). A fast mode pools more iterations, so its
+                         0: no more than --iters). A fast mode pools more iterations, so its
                          interval narrows, at a cost of about S per mode and round. Not with
                          --changing-sparsity (one pattern per iteration, the same list for
                          every mode)
