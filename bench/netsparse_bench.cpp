@@ -1604,7 +1604,8 @@ bench::Json run_json(const DistMatrix& a, const Options& o, int nranks, double l
   j["omp_threads"] = omp_get_max_threads();
   j["line_rate"] = line_rate;
   j["partition"] = to_string(o.partition);
-  j["iters"] = o.iters;  // at least, per mode and round: times_s holds every timed iteration
+  j["iters"] = o.iters;  // per mode and round as asked; round_iterations: what ran (--min-time,
+                         // --max-time)
   j["min_time_s"] = o.min_time;
   j["max_time_s"] = o.changing ? 0.0 : o.max_time;
   j["max_iters"] = timed_iterations_cap(o);
