@@ -8,7 +8,8 @@ if(TARGET netsparse_distributed)
   # mpi_calls.cpp: the collective counters (PMPI), in the executable itself.
   add_executable(netsparse_bench ${CMAKE_CURRENT_SOURCE_DIR}/netsparse_bench.cpp
     ${CMAKE_CURRENT_SOURCE_DIR}/common/mpi_calls.cpp)
-  target_link_libraries(netsparse_bench PRIVATE netsparse_distributed netsparse_bench_common netsparse_build_flags
+  target_link_libraries(netsparse_bench PRIVATE netsparse_distributed netsparse_partition
+    netsparse_bench_common netsparse_build_flags
     netsparse_config netsparse_internal)
 else()
   message(STATUS "netsparse_bench not built: needs netsparse_distributed")

@@ -43,6 +43,7 @@
 #include "config/settings.hpp"
 #include "mpi_calls.hpp"
 #include "netsparse/distributed.hpp"
+#include "netsparse/graph_partition.hpp"
 #include "netsparse/netsparse_mpi.h"
 #include "petsc_mode.hpp"
 #include "report.hpp"
@@ -61,6 +62,7 @@ using namespace netsparse;
 struct Options {
   std::string matrix = "gen:kron:16";
   PartitionKind partition = PartitionKind::equal_rows;
+  bool metis = false;  // --partition metis: equal rows, then partition_with_metis
   std::vector<KernelKind> kernels = {KernelKind::spmm};
   std::vector<int> ks = {16, 128};
   std::vector<std::string> modes;  // empty = all (+ ablation variants with --ablation)
@@ -95,8 +97,10 @@ usage: mpirun -np P netsparse_bench [options]
 
 Workload
   --matrix SPEC          the sparse matrix A (default gen:kron:16). SPEC is one of
-%s  --partition equal|balanced
-                         1D row partition: equal row blocks (default) or ~nnz/P per rank
+%s  --partition equal|balanced|metis
+                         1D row partition: equal row blocks (default), ~nnz/P per rank, or
+                         the parts of a METIS k-way partition of A's graph (A renumbered
+                         so each part's rows are one block; its time shown apart)
   --kernel LIST          spmm, sddmm, spmv, comma-separated (default spmm). SpMV always runs
                          with K = 1.
   --dtype f32|f64        precision of the operands, the matrix values and the properties
@@ -316,8 +320,9 @@ std::optional<Options> parse_args(int argc, char** argv, bench::CliResult& comma
   };
   // Workload
   app.add_option("--matrix", o.matrix);
-  member("--partition", {"equal", "balanced"}, [&](const std::string& v) {
-    o.partition = v == "equal" ? PartitionKind::equal_rows : PartitionKind::balanced_nnz;
+  member("--partition", {"equal", "balanced", "metis"}, [&](const std::string& v) {
+    o.partition = v == "balanced" ? PartitionKind::balanced_nnz : PartitionKind::equal_rows;
+    o.metis = v == "metis";
   });
   app.add_option_function<std::string>("--kernel", [&](const std::string& v) {
     static const std::map<std::string, KernelKind> kinds = {
@@ -1448,7 +1453,7 @@ void print_run_header(const DistMatrix& a, const Options& o, int nranks, double 
   std::printf("netsparse_bench: %s (%lld x %lld, %lld nonzeros, %s partition, loaded in %.2f s)\n",
               a.name().c_str(), static_cast<long long>(a.n_rows()),
               static_cast<long long>(a.n_cols()), static_cast<long long>(a.nnz_global()),
-              to_string(o.partition), load_s);
+              o.metis ? "metis" : to_string(o.partition), load_s);
   std::printf(
       "  %d ranks x %d OpenMP threads; line rate %.2f GB/s (all ranks streaming %s); "
       "%d timed iterations%s%s after %d warm-up, %d round(s)%s\n",
@@ -1603,7 +1608,7 @@ bench::Json run_json(const DistMatrix& a, const Options& o, int nranks, double l
   j["ranks"] = nranks;
   j["omp_threads"] = omp_get_max_threads();
   j["line_rate"] = line_rate;
-  j["partition"] = to_string(o.partition);
+  j["partition"] = o.metis ? "metis" : to_string(o.partition);
   j["iters"] = o.iters;  // per mode and round as asked; round_iterations: what ran (--min-time,
                          // --max-time)
   j["min_time_s"] = o.min_time;
@@ -1793,6 +1798,15 @@ int main(int argc, char** argv) {
     std::string input_error;
     try {
       a = load_distributed_matrix(MPI_COMM_WORLD, o.matrix, o.partition);
+      if (o.metis) {
+        PartitionedMatrix parts = partition_with_metis(a);
+        if (rank == 0) {
+          std::printf("netsparse_bench: METIS k-way partition of %s in %.2f s (edge cut %lld)\n",
+                      a.name().c_str(), parts.partition_seconds,
+                      static_cast<long long>(parts.edge_cut));
+        }
+        a = std::move(parts.matrix);
+      }
     } catch (const std::exception& e) {
       input_error = e.what();
     }

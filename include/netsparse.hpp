@@ -47,3 +47,4 @@
 #include "netsparse/distributed.hpp"
 #include "netsparse/interop.hpp"
 #include "netsparse/spgemm.hpp"
+#include "netsparse/graph_partition.hpp"

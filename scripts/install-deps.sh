@@ -18,6 +18,8 @@ pkgs=(
   # the Python module (python/) and its tests; PETSc interop (include/netsparse/petsc.hpp)
   pybind11-dev python3-dev python3-numpy python3-scipy python3-mpi4py python3-pytest
   python3-torch petsc-dev
+  # graph partitioning (lib/partition: METIS k-way partitions of a matrix's graph)
+  libmetis-dev
   # an optimized BLAS behind Debian's libblas.so.3 alternative (numpy, torch and PETSc call it):
   # the default reference BLAS makes torch's thin matmuls ~10x slower (measured in the GCN)
   libopenblas0-openmp

@@ -206,7 +206,7 @@ struct CommStats {
   std::uint64_t runs = 0;
   std::uint64_t bytes_sent = 0;        // wire bytes this rank sent
   std::uint64_t payload_bytes_in = 0;  // property bytes this rank received (useful or not)
-  std::uint64_t messages_sent = 0;     // messages / packets this rank sent
+  std::uint64_t messages_sent = 0;     // messages this rank sent (RIG modes: transport frames)
   std::uint64_t requests = 0;          // property requests this rank issued (SA-style modes)
   double wait_seconds = 0;             // time blocked waiting for data (gathers, exchanges)
   double sync_seconds = 0;             // end-of-run synchronization (RIG modes: ns_quiesce)

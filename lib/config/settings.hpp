@@ -49,6 +49,7 @@ enum class Env : int {
   kMpiShm,
   kMpiShmRingBytes,
   kMpiMessageBytes,
+  kMpiFrameBytes,
   kWire,
   kPresumeDeadS,
   kProgressIntervalNs,
@@ -91,9 +92,14 @@ inline constexpr Setting kEnvironment[] = {
    "frames, created on first use; rounded up to a power of two, at least 4 frames); default "
    "2 MiB, less when a rank's rings to every other rank of its host would pass 4 MiB"},
   {"NETSPARSE_MPI_MESSAGE_BYTES", Type::kInteger, "65536", "", 64, 1 << 24, true,
-   Scope::kLibrary, "largest MPI transport message (frame); a property larger than one message "
-   "(K above 16376 in fp32, 8188 in fp64) travels in pieces, so raising it only saves PR "
-   "headers"},
+   Scope::kLibrary, "largest engine packet, and the MPI transport's pre-posted receive buffers; "
+   "a property larger than one packet (K above 16376 in fp32, 8188 in fp64) travels in pieces, "
+   "so raising it only saves PR headers"},
+  {"NETSPARSE_MPI_FRAME_BYTES", Type::kInteger, "16777216", "", 64, 1 << 30, true,
+   Scope::kLibrary, "largest frame the MPI transport sends to a rank it reaches through MPI: the "
+   "engine's packets to one peer concatenate up to this, and a frame above "
+   "NETSPARSE_MPI_MESSAGE_BYTES goes as one MPI message received outside the pre-posted ring "
+   "(announced in order by an empty message); at or below NETSPARSE_MPI_MESSAGE_BYTES: off"},
   {"NETSPARSE_WIRE", Type::kChoice, "compact", "compact|paper", 0, 0, true, Scope::kLibrary,
    "how RIG reads and answers travel when ns_context_attr.wire is not set: compact (packed rows, "
    "no per-PR header) or paper (the MICRO '25 Fig. 6 format, 18 B per PR)"},

@@ -1,5 +1,6 @@
 #include "rig/outbox.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "concat/frame.hpp"
@@ -53,7 +54,7 @@ std::byte* Outbox::packet_room(std::uint32_t dest, std::size_t bytes) {
   std::deque<Frame>& q = queues_[dest];
   Lent& lent = lent_[dest];
   if (!lent.room.empty()) commit_lent(dest);  // keep the order: what was lent leaves first
-  if (q.empty() || q.back().bytes.size() + bytes > frame_bytes_ ||
+  if (q.empty() || q.back().bytes.size() + bytes > q.back().cap ||
       q.back().packets == concat::kMaxPacketsPerFrame) {
     mark_dirty(dest);
     Frame f;
@@ -62,6 +63,10 @@ std::byte* Outbox::packet_room(std::uint32_t dest, std::size_t bytes) {
       spare_.pop_back();
       f.bytes.clear();
     }
+    // Packets stay within frame_bytes_ (the smallest path's message); a frame to a peer whose
+    // path carries larger ones (the MPI transport off this host) grows up to that, so a
+    // pair's answer leaves in as few messages as the transport allows.
+    f.cap = std::max(frame_bytes_, tx_.max_frame_bytes(static_cast<int>(dest)));
     f.bytes.reserve(frame_bytes_);
     q.push_back(std::move(f));
     ++queued_frames_;

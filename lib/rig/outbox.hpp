@@ -67,6 +67,7 @@ class Outbox final : public concat::PacketSink {
   struct Frame {
     std::vector<std::byte> bytes;
     std::uint32_t packets = 0;
+    std::size_t cap = 0;  // the most bytes it may grow to (Transport::max_frame_bytes)
   };
   // A frame being built in the transport's memory (reserve/commit).
   struct Lent {

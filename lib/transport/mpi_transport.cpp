@@ -9,7 +9,17 @@
 // non-overtaking order and costs nothing when every packet is eager.
 //
 // Sends: a pool of buffers with an MPI_Isend each; completed out of order (different
-// destinations), so free slots sit on a stack. All requests the progress engine owns (packet
+// destinations), so free slots sit on a stack.
+//
+// Large frames (above the ring's buffer size, up to MpiOptions::max_frame_bytes): the payload
+// goes as one MPI_Isend on kLargeFrameTag from a buffer of its own, followed by an *empty*
+// message on kPacketTag (send() refuses empty packets, so an empty ring message is always an
+// announcement). The receiver meets the announcement in ring order, matches the payload with
+// MPI_Improbe / MPI_Imrecv from that source on kLargeFrameTag (MPI keeps a pair's messages of
+// one tag in order, so the n-th announcement from a source is its n-th large payload) into a
+// buffer grown to the largest frame seen, and delivers it in the announcement's place: the
+// pair's order holds. Delivery waits at the announcement until the payload is in; a source that
+// fails meanwhile is skipped. All requests the progress engine owns (packet
 // receives, packet sends, read-request receives, read-response sends) live in one array so that
 // one MPI_Testsome per poll() progresses and reaps all of them.
 //
@@ -38,6 +48,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -56,6 +67,7 @@ namespace {
 constexpr int kPacketTag = 0x4e53;
 constexpr int kReadRequestTag = 0x4e54;
 constexpr int kReadResponseTag = 0x4e55;
+constexpr int kLargeFrameTag = 0x4e56;
 
 std::string mpi_error_string(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -65,6 +77,15 @@ std::string mpi_error_string(int code) {
 }
 
 using agreement::check_mpi;
+
+// Keeps a receive buffer MPI may still write into (a request let go of) alive, and reachable,
+// until the process exits.
+void abandon(std::vector<std::byte>&& buffer) {
+  static std::mutex mu;
+  static std::vector<std::vector<std::byte>> kept;
+  const std::lock_guard<std::mutex> lock(mu);
+  kept.push_back(std::move(buffer));
+}
 
 MpiReadMode resolve_read_mode(MpiReadMode requested) {
   if (requested != MpiReadMode::kAuto) return requested;
@@ -95,12 +116,15 @@ class MpiTransport final : public Transport {
   MpiTransport(MPI_Comm user_comm, const MpiOptions& options)
       : read_mode_(resolve_read_mode(options.read_mode)),
         packet_bytes_(options.max_packet_bytes),
+        frame_bytes_(std::max(options.max_packet_bytes, options.max_frame_bytes)),
         recv_count_(options.recv_ring),
         send_count_(options.send_ring),
+        large_count_(frame_bytes_ > packet_bytes_ ? options.large_frames_in_flight : 0),
         request_ring_count_(options.read_request_ring),
         response_count_(options.read_response_pool),
         send_base_(recv_count_),
-        request_ring_base_(send_base_ + send_count_),
+        large_base_(send_base_ + send_count_),
+        request_ring_base_(large_base_ + large_count_),
         response_base_(request_ring_base_ + request_ring_count_),
         read_capacity_(static_cast<std::size_t>(options.max_outstanding_reads)),
         teardown_timeout_ms_(options.teardown_timeout_ms),
@@ -128,6 +152,9 @@ class MpiTransport final : public Transport {
     send_dest_.assign(static_cast<std::size_t>(send_count_), -1);
     for (int i = send_count_ - 1; i >= 0; --i) send_free_.push_back(i);
     for (int i = 0; i < recv_count_; ++i) post_packet_recv(i);
+    large_send_.resize(static_cast<std::size_t>(large_count_));
+    large_dest_.assign(static_cast<std::size_t>(large_count_), -1);
+    for (int i = large_count_ - 1; i >= 0; --i) large_free_.push_back(i);
 
     request_slots_.assign(static_cast<std::size_t>(request_ring_count_), RingSlot{});
     request_msgs_.assign(static_cast<std::size_t>(request_ring_count_), ReadRequestMessage{});
@@ -152,23 +179,48 @@ class MpiTransport final : public Transport {
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
   std::size_t max_packet_bytes() const noexcept override { return packet_bytes_; }
+  std::size_t max_frame_bytes(int /*dest*/) const noexcept override { return frame_bytes_; }
   std::size_t max_read_bytes() const noexcept override { return INT_MAX; }
 
   TxStatus send(int dest, std::span<const std::byte> packet) override {
-    if (dest < 0 || dest >= size_ || packet.empty() || packet.size() > packet_bytes_) {
+    if (dest < 0 || dest >= size_ || packet.empty() || packet.size() > frame_bytes_) {
       return TxStatus::kError;
     }
     const auto d = static_cast<std::size_t>(dest);
     if (failed_[d]) return TxStatus::kPeerFailed;
-    if (send_free_.empty() || in_flight_to_[d] >= per_peer_cap_) {
+    const bool large = packet.size() > packet_bytes_;
+    // A large frame holds two requests of the peer's share (its payload, its announcement).
+    const int need = large ? 2 : 1;
+    auto room = [&] {
+      return !send_free_.empty() && (!large || !large_free_.empty()) &&
+             in_flight_to_[d] + need <= per_peer_cap_;
+    };
+    if (!room()) {
       progress();
-      if (send_free_.empty() || in_flight_to_[d] >= per_peer_cap_) return TxStatus::kNoResource;
+      if (!room()) return TxStatus::kNoResource;
+    }
+    if (large) {
+      const int l = large_free_.back();
+      std::vector<std::byte>& buffer = large_send_[static_cast<std::size_t>(l)];
+      buffer.assign(packet.begin(), packet.end());  // keeps its capacity for the next one
+      MPI_Request& request = requests_[static_cast<std::size_t>(large_base_ + l)];
+      if (MPI_Isend(buffer.data(), static_cast<int>(buffer.size()), MPI_BYTE, dest, kLargeFrameTag,
+                    comm_, &request) != MPI_SUCCESS) {
+        request = MPI_REQUEST_NULL;
+        mark_failed(dest);
+        return TxStatus::kPeerFailed;
+      }
+      large_free_.pop_back();
+      large_dest_[static_cast<std::size_t>(l)] = dest;
+      ++in_flight_to_[d];
+      ++large_frames_sent_;
     }
     const int slot = send_free_.back();
     std::byte* buffer = send_slab_.get() + static_cast<std::size_t>(slot) * packet_bytes_;
-    std::memcpy(buffer, packet.data(), packet.size());
+    const std::size_t ring_bytes = large ? 0 : packet.size();  // empty: the announcement
+    if (!large) std::memcpy(buffer, packet.data(), packet.size());
     MPI_Request& request = requests_[static_cast<std::size_t>(send_base_ + slot)];
-    if (MPI_Isend(buffer, static_cast<int>(packet.size()), MPI_BYTE, dest, kPacketTag, comm_,
+    if (MPI_Isend(buffer, static_cast<int>(ring_bytes), MPI_BYTE, dest, kPacketTag, comm_,
                   &request) != MPI_SUCCESS) {
       request = MPI_REQUEST_NULL;
       mark_failed(dest);
@@ -187,7 +239,17 @@ class MpiTransport final : public Transport {
     while (delivered < max_packets) {
       RingSlot& slot = recv_slots_[static_cast<std::size_t>(recv_head_)];
       if (slot.state == RingSlot::kPosted) break;
-      if (slot.state == RingSlot::kDone) {
+      if (slot.state == RingSlot::kDone && slot.count == 0) {
+        // An announced large frame: delivered here, in the ring's order, once it is in.
+        const LargeReceive got = receive_large(slot.src);
+        if (got == LargeReceive::kPending) break;
+        if (got == LargeReceive::kDone) {
+          handler(ReceivedPacket{
+              slot.src, std::span<const std::byte>(large_recv_.buffer.data(),
+                                                   static_cast<std::size_t>(large_recv_.count))});
+          ++delivered;
+        }
+      } else if (slot.state == RingSlot::kDone) {
         handler(ReceivedPacket{
             slot.src, std::span<const std::byte>(
                           recv_slab_.get() + static_cast<std::size_t>(recv_head_) * packet_bytes_,
@@ -416,6 +478,64 @@ class MpiTransport final : public Transport {
     return n;
   }
 
+  enum class LargeReceive { kPending, kDone, kFailed };
+
+  // The large frame announced by `src` at the ring's head: matched (MPI_Improbe), received
+  // (MPI_Imrecv into large_recv_.buffer, grown to fit) and tested, never waited for. kFailed:
+  // the source failed or MPI reported an error; the announcement is dropped.
+  LargeReceive receive_large(int src) {
+    LargeFrame& in = large_recv_;
+    if (in.request == MPI_REQUEST_NULL) {
+      int found = 0;
+      MPI_Message message = MPI_MESSAGE_NULL;
+      MPI_Status status;
+      if (MPI_Improbe(src, kLargeFrameTag, comm_, &found, &message, &status) != MPI_SUCCESS) {
+        mark_failed(src);
+        return LargeReceive::kFailed;
+      }
+      if (!found)
+        return failed_[static_cast<std::size_t>(src)] ? LargeReceive::kFailed
+                                                      : LargeReceive::kPending;
+      int count = 0;
+      MPI_Get_count(&status, MPI_BYTE, &count);
+      if (count <= 0 || static_cast<std::size_t>(count) > frame_bytes_) {
+        // Never from this transport's send(); received and dropped, the source marked failed.
+        count = std::max(count, 0);
+        mark_failed(src);
+      }
+      if (in.buffer.size() < static_cast<std::size_t>(count)) {
+        in.buffer.resize(static_cast<std::size_t>(count));
+      }
+      in.count = count;
+      if (MPI_Imrecv(in.buffer.data(), count, MPI_BYTE, &message, &in.request) != MPI_SUCCESS) {
+        in.request = MPI_REQUEST_NULL;
+        mark_failed(src);
+        return LargeReceive::kFailed;
+      }
+    }
+    int done = 0;
+    MPI_Status status;
+    if (MPI_Test(&in.request, &done, &status) != MPI_SUCCESS) {
+      in.request = MPI_REQUEST_NULL;
+      mark_failed(src);
+      return LargeReceive::kFailed;
+    }
+    if (!done) {
+      if (!failed_[static_cast<std::size_t>(src)]) return LargeReceive::kPending;
+      // The source died mid-transfer (found by a layer above, e.g. the host's process check):
+      // MPI may never complete the receive, and the frames of every other source wait behind
+      // it. Let go of the request; its buffer stays allocated (MPI may still write into it).
+      MPI_Request_free(&in.request);
+      abandon(std::move(in.buffer));
+      in.buffer = {};
+      return LargeReceive::kFailed;
+    }
+    in.request = MPI_REQUEST_NULL;
+    if (failed_[static_cast<std::size_t>(src)]) return LargeReceive::kFailed;
+    ++large_frames_received_;
+    return LargeReceive::kDone;
+  }
+
   void post_packet_recv(int slot) {
     RingSlot& s = recv_slots_[static_cast<std::size_t>(slot)];
     s.state = RingSlot::kPosted;
@@ -467,12 +587,18 @@ class MpiTransport final : public Transport {
             slot.state = RingSlot::kFailed;
             mark_failed(status.MPI_SOURCE);
           }
-        } else if (index < request_ring_base_) {
+        } else if (index < large_base_) {
           const int slot = index - send_base_;
           const int dest = send_dest_[static_cast<std::size_t>(slot)];
           if (!ok) mark_failed(dest);
           --in_flight_to_[static_cast<std::size_t>(dest)];
           send_free_.push_back(slot);
+        } else if (index < request_ring_base_) {
+          const int slot = index - large_base_;
+          const int dest = large_dest_[static_cast<std::size_t>(slot)];
+          if (!ok) mark_failed(dest);
+          --in_flight_to_[static_cast<std::size_t>(dest)];
+          large_free_.push_back(slot);
         } else {
           const int slot = index - response_base_;
           if (!ok) mark_failed(response_dest_[static_cast<std::size_t>(slot)]);
@@ -584,7 +710,8 @@ class MpiTransport final : public Transport {
       for (;;) {
         poll([](const ReceivedPacket&) {}, recv_count_);  // late packets are discarded
         reap_reads();
-        if (!barrier_started && send_free_.size() == static_cast<std::size_t>(send_count_)) {
+        if (!barrier_started && send_free_.size() == static_cast<std::size_t>(send_count_) &&
+            large_free_.size() == static_cast<std::size_t>(large_count_)) {
           barrier_started = MPI_Ibarrier(comm_, &barrier) == MPI_SUCCESS;
           if (!barrier_started) {
             clean = false;
@@ -625,6 +752,12 @@ class MpiTransport final : public Transport {
     for (MPI_Request& request : read_requests_) {
       if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
     }
+    if (large_recv_.request != MPI_REQUEST_NULL) {
+      // A matched receive cannot be cancelled: MPI may still write into its buffer, which is
+      // left allocated on purpose (as the dup is when a peer failed).
+      MPI_Request_free(&large_recv_.request);
+      abandon(std::move(large_recv_.buffer));
+    }
     if (!clean) return;
     for (Region& region : regions_) {
       if (region.used && region.mode == MpiReadMode::kRma) {
@@ -635,16 +768,26 @@ class MpiTransport final : public Transport {
     MPI_Comm_free(&comm_);
   }
 
+  // The large frame being received (one at a time: frames are delivered in ring order).
+  struct LargeFrame {
+    MPI_Request request = MPI_REQUEST_NULL;
+    int count = 0;
+    std::vector<std::byte> buffer;  // grown to the largest frame received, kept
+  };
+
   const MpiReadMode read_mode_;
   const std::size_t packet_bytes_;
-  // requests_ layout: [0, send_base_) packet receives, [send_base_, request_ring_base_) packet
-  // sends, [request_ring_base_, response_base_) read-request receives, [response_base_, end)
-  // read-response sends.
+  const std::size_t frame_bytes_;
+  // requests_ layout: [0, send_base_) packet receives, [send_base_, large_base_) packet sends,
+  // [large_base_, request_ring_base_) large-frame payload sends, [request_ring_base_,
+  // response_base_) read-request receives, [response_base_, end) read-response sends.
   const int recv_count_;
   const int send_count_;
+  const int large_count_;
   const int request_ring_count_;
   const int response_count_;
   const int send_base_;
+  const int large_base_;
   const int request_ring_base_;
   const int response_base_;
   const std::size_t read_capacity_;
@@ -666,7 +809,13 @@ class MpiTransport final : public Transport {
   int recv_head_ = 0;
   std::vector<int> send_free_;
   std::vector<int> send_dest_;
-  std::vector<int> in_flight_to_;  // send buffers held per destination
+  std::vector<int> in_flight_to_;                   // send buffers held per destination
+  std::vector<std::vector<std::byte>> large_send_;  // large-frame payloads, grown to need
+  std::vector<int> large_free_;
+  std::vector<int> large_dest_;
+  LargeFrame large_recv_;
+  std::uint64_t large_frames_sent_ = 0;
+  std::uint64_t large_frames_received_ = 0;
   std::vector<RingSlot> request_slots_;
   std::vector<ReadRequestMessage> request_msgs_;
   int request_head_ = 0;
@@ -728,10 +877,12 @@ std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_mu
   if (options.max_packet_bytes < 1 ||
       options.max_packet_bytes > static_cast<std::size_t>(INT_MAX) || options.recv_ring < 1 ||
       options.send_ring < 1 || options.max_outstanding_reads < 1 || options.read_request_ring < 1 ||
-      options.read_response_pool < 1) {
+      options.read_response_pool < 1 || options.large_frames_in_flight < 1 ||
+      options.max_frame_bytes > static_cast<std::size_t>(INT_MAX)) {
     throw std::invalid_argument(
-        "netsparse mpi transport: max_packet_bytes (<= INT_MAX), recv_ring, send_ring, "
-        "max_outstanding_reads, read_request_ring and read_response_pool must be >= 1");
+        "netsparse mpi transport: max_packet_bytes and max_frame_bytes (<= INT_MAX), recv_ring, "
+        "send_ring, max_outstanding_reads, read_request_ring, read_response_pool and "
+        "large_frames_in_flight must be >= 1");
   }
   int provided = MPI_THREAD_SINGLE;
   MPI_Query_thread(&provided);
@@ -758,6 +909,10 @@ std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_mu
     // Largest transport message (frame); e.g. below the MPI's eager limit to avoid rendezvous.
     resolved.max_packet_bytes =
         static_cast<std::size_t>(config::integer(config::Env::kMpiMessageBytes));
+  }
+  if (config::is_set(config::Env::kMpiFrameBytes)) {
+    resolved.max_frame_bytes =
+        static_cast<std::size_t>(config::integer(config::Env::kMpiFrameBytes));
   }
   return std::make_unique<MpiTransport>(comm, resolved);
 }

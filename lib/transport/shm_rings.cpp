@@ -127,9 +127,16 @@ class HostShmTransport final : public Transport {
   int size() const noexcept override { return inner_->size(); }
   std::size_t max_packet_bytes() const noexcept override { return inner_->max_packet_bytes(); }
   std::size_t max_read_bytes() const noexcept override { return inner_->max_read_bytes(); }
+  // A ring's frames stay at the packet size (a ring holds a few of them); the peers reached
+  // through MPI get what the wrapped transport carries. A ring peer whose pair fell back to MPI
+  // keeps the ring's bound (it is decided once, before the pair's first frame).
+  std::size_t max_frame_bytes(int dest) const noexcept override {
+    if (dest < 0 || dest >= size()) return max_packet_bytes();
+    return ring_peer(dest) < 0 ? inner_->max_frame_bytes(dest) : max_packet_bytes();
+  }
 
   TxStatus send(int dest, std::span<const std::byte> packet) override {
-    if (dest < 0 || dest >= size() || packet.empty() || packet.size() > max_packet_bytes()) {
+    if (dest < 0 || dest >= size() || packet.empty() || packet.size() > max_frame_bytes(dest)) {
       return TxStatus::kError;
     }
     const int h = ring_peer(dest);

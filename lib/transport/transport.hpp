@@ -52,10 +52,15 @@ class Transport {
   virtual TransportKind kind() const noexcept = 0;
   virtual int rank() const noexcept = 0;
   virtual int size() const noexcept = 0;
-  // Largest packet send() accepts.
+  // Largest packet send() accepts on every path (and what reserve() lends).
   virtual std::size_t max_packet_bytes() const noexcept = 0;
+  // Largest send() to `dest`: at least max_packet_bytes(); more where a path carries larger
+  // frames (the MPI transport to a peer it reaches through MPI). Added beyond the contract; not
+  // pure so that test doubles written against the contract still compile.
+  virtual std::size_t max_frame_bytes(int /*dest*/) const noexcept { return max_packet_bytes(); }
   // Two-sided, ordered per (src,dst) pair, reliable. Copies `packet` before returning kOk.
-  // kNoResource: no send buffer/credit now; call poll() and retry. kError: packet too large,
+  // kNoResource: no send buffer/credit now; call poll() and retry. kError: packet too large
+  // (above max_frame_bytes(dest)),
   // empty, or dest out of range. Sending to oneself is allowed.
   virtual TxStatus send(int dest, std::span<const std::byte> packet) = 0;
   // Delivers up to max_packets received packets to handler (one call per packet), returns how

@@ -51,6 +51,13 @@ struct MpiOptions {
   // completes sends to a dead process and reports no error, so without a cap one dead (or
   // stalled) peer would take the whole ring and block traffic to everyone else.
   int max_in_flight_per_peer = 0;
+  // Largest frame send() takes (max_frame_bytes()): a frame above max_packet_bytes goes as one
+  // MPI message on a tag of its own, after an empty message in the ring announcing it (so it is
+  // delivered in order), and is received into a buffer grown to the largest such frame seen
+  // (NETSPARSE_MPI_FRAME_BYTES). Why: a peer's rows in as few messages as inspector-executor's
+  // one per pair, without pre-posting receive buffers of that size (the ring's stay small).
+  std::size_t max_frame_bytes = std::size_t{16} << 20;
+  int large_frames_in_flight = 4;  // their send buffers (grown to need); full -> kNoResource
   int max_outstanding_reads = 512;
   MpiReadMode read_mode = MpiReadMode::kAuto;
   int read_request_ring = 64;   // kMessages: pre-posted receives for peers' read requests

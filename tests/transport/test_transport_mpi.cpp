@@ -92,6 +92,30 @@ TEST(MpiTransport, AllToAllWithRendezvousSizedPackets) {
   EXPECT_TRUE(on_every_rank(exchange_and_barrier(*t, cfg)));
 }
 
+// Frames above the ring's buffers (MpiOptions::max_frame_bytes): each goes as its own MPI
+// message announced in the ring by an empty one. Mixed with ring-sized packets (half and half
+// with frames twice the buffer; mostly large with frames 24x the buffer), to every rank and to
+// oneself, with send rings that fill: every byte and every pair's order checked.
+TEST(MpiTransport, LargeFramesKeepEveryPairsOrder) {
+  for (const std::size_t frame : {std::size_t{4000}, std::size_t{48000}}) {
+    MpiOptions options;
+    options.recv_ring = 8;
+    options.send_ring = 8;
+    options.max_packet_bytes = 2000;
+    options.max_frame_bytes = frame;
+    options.large_frames_in_flight = 2;
+    auto t = make_mpi_transport(MPI_COMM_WORLD, true, options);
+    EXPECT_EQ(t->max_packet_bytes(), 2000u);
+    EXPECT_EQ(t->max_frame_bytes(0), frame);
+    ExchangeConfig cfg;
+    cfg.packets_per_peer = frame == 4000 ? 300 : 60;
+    cfg.seed = 29 + frame;
+    cfg.packet_bytes = frame;
+    EXPECT_TRUE(on_every_rank(exchange_and_barrier(*t, cfg))) << "frames of " << frame;
+    EXPECT_TRUE(on_every_rank(send_validation_check(*t)));
+  }
+}
+
 // The intra-host shared-memory rings (make_host_shm_transport) under the same all-to-all check
 // (every byte, per-pair order): default rings, and rings of a few packets (constant kNoResource,
 // wrap-around markers at every offset), mixed with packets to oneself (which go through MPI).

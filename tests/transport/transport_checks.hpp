@@ -337,7 +337,7 @@ inline std::string read_check(Transport& t, const ReadCheckConfig& cfg) {
 
 // Argument validation of send(): the same everywhere.
 inline std::string send_validation_check(Transport& t) {
-  const std::vector<std::byte> ok(8), big(t.max_packet_bytes() + 1);
+  const std::vector<std::byte> ok(8), big(t.max_frame_bytes(0) + 1);
   const struct {
     int dest;
     std::span<const std::byte> bytes;
@@ -346,7 +346,7 @@ inline std::string send_validation_check(Transport& t) {
       {-1, ok, "negative rank"},
       {t.size(), ok, "rank == size"},
       {0, std::span<const std::byte>(), "empty packet"},
-      {0, big, "packet larger than max_packet_bytes"},
+      {0, big, "packet larger than max_frame_bytes"},
   };
   for (const auto& c : cases) {
     const TxStatus st = t.send(c.dest, c.bytes);

@@ -79,8 +79,6 @@ namespace netsparse::dist {
 namespace {
 
 constexpr int kQpDepth = 4096;
-// The leaders' packet and frame bound (see open_engine).
-constexpr std::uint32_t kHostFrameBytes = 512 * 1024;
 
 // The control segment's head; the filter's words follow it at kControlHead bytes.
 struct HostControl {
@@ -284,7 +282,7 @@ class NodeRigExchange final : public Exchange<T> {
       const std::uint64_t pieces_in =
           after.prs_sent - before.prs_sent + after.plan_rows - before.plan_rows;
       stats.bytes_sent += after.wire - before.wire;
-      stats.messages_sent += after.packets - before.packets;
+      stats.messages_sent += after.frames - before.frames;  // transport messages
       stats.requests += after.prs_sent - before.prs_sent;
       stats.payload_bytes_in += pieces_in * piece_bytes_;
       stats.inter_host_bytes += after.wire - before.wire;
@@ -452,19 +450,12 @@ class NodeRigExchange final : public Exchange<T> {
     // MPI transport's intra-host rings (see the top of the file).
     ContextAttr attr = engine_context_attr(options);
     attr.flags(options.flags | NS_CTX_NO_HOST_RINGS);
+    // Over MPI a host pair's rows leave in as few messages as node-aware IE's one per pair: the
+    // transport concatenates the packets to a peer off the host into frames of up to
+    // NETSPARSE_MPI_FRAME_BYTES (issue 34: 64 KiB frames made 339 inter-host messages against
+    // node-aware IE's 56 at np 64 = 8 hosts x 8; the leaders' context used to be opened a second
+    // time with 512 KiB packets for it, and still sent 10 against 2 on kron:16 at 2 hosts).
     ctx_ = open_mpi(engine_comm_, attr);
-    // Over MPI, a host pair's rows in as few messages as node-aware IE's one per pair: the
-    // packets, and so the transport's frames, up to kHostFrameBytes (issue 34: 64 KiB frames
-    // made 339 inter-host messages against node-aware IE's 56 at np 64 = 8 hosts x 8). Not over
-    // verbs: its shared receive queue posts 1024 buffers of the packet size (512 MiB at this
-    // size; the soft-RoCE guest ran out of memory), and an RC queue pair needs them posted.
-    // The transport is known once open (AUTO may resolve either way; every member resolves
-    // alike), so an MPI context is opened once more with the larger packets.
-    if (options.packet_bytes == 0 && ctx_.transport_name() == "mpi") {
-      ctx_.close();
-      attr.packet_bytes(kHostFrameBytes);
-      ctx_ = open_mpi(engine_comm_, attr);
-    }
     cq_ = Cq(ctx_, 2 * kQpDepth);
     qp_ = Qp(ctx_, cq_, kQpDepth);
     inline_progress_ = ctx_.progress_mode() == NS_PROGRESS_INLINE;

@@ -89,7 +89,9 @@ class RigExchangeBase : public Exchange<T> {
                        CommStats& stats) {
     RigEngine::Impl& e = impl();
     stats.bytes_sent += after.wire - before.wire;
-    stats.messages_sent += after.packets - before.packets;
+    // Transport messages (frames), as inspector-executor counts its MPI messages; the packets
+    // inside them are priced in bytes_sent.
+    stats.messages_sent += after.frames - before.frames;
     stats.requests += after.prs_sent - before.prs_sent;
     stats.payload_bytes_in +=
         (after.prs_sent - before.prs_sent + after.plan_rows - before.plan_rows) *

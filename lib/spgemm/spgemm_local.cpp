@@ -1,6 +1,6 @@
 // The local SpGEMM (include/netsparse/spgemm.hpp, spgemm_local.hpp): Gustavson row by row, in
 // SPADE-style row panels, each panel with the accumulator its estimated output width calls for.
-#include "distributed/spgemm_local.hpp"
+#include "spgemm/spgemm_local.hpp"
 
 #include <algorithm>
 #include <bit>
