@@ -1,7 +1,7 @@
 // netsparse_bench: distributed SpMM / SDDMM / SpMV with NetSparse's RIG engine and every
 // baseline, measured side by side in one run, with the NetSparse paper's Table 7 columns.
 //
-//   mpirun -np 2 netsparse_bench                       # the default comparison (~1 minute)
+//   mpirun -np 2 netsparse_bench                       # the default comparison (1-3 minutes)
 //   mpirun -np 4 netsparse_bench --matrix gen:kron:18 --K 16,128 --json out.json
 //   netsparse_bench --help
 //
@@ -68,11 +68,18 @@ struct Options {
   std::vector<std::string> modes;  // empty = all (+ ablation variants with --ablation)
   bool ablation = false;
   bool no_plans_row = false;  // --no-plans: also netsparse on the per-request RIG path
-  // 5 rounds of 10: 50 pooled iterations and 5 setups per mode, enough for the main job (np 2,
-  // kron:16) to resolve a 5 % difference at K = 16 (docs/benchmarks.md, "Verdicts").
+  // 5 rounds of 10 timed iterations, a fast mode more, until its timed iterations of the round
+  // add up to min_time (at most kMinTimeIterationFactor x iters): 5 setups per mode, and on a
+  // quiet machine the cheap modes of the main job (np 2, kron:16, K = 16: ~2 ms an iteration)
+  // pool ~250 iterations, enough for 5 % at K = 16 (docs/benchmarks.md, "Verdicts and their
+  // uncertainty"; under load the spread, not the count, decides).
   int iters = 10;
   int warmup = 1;
   int rounds = 5;
+  double min_time = 0.1;
+  // A slow baseline (sa-vanilla ~1 s an iteration on the main job) stops its round's timed
+  // iterations once they add up to max_time: the main job's time was theirs.
+  double max_time = 2.0;
   bool changing = false;
   SamplingParams sampling{0.5, 0};
   DistOptions dist;
@@ -103,7 +110,19 @@ Workload
                          comma-separated (default 16,128). Over MPI a property travels in
                          one transport message when it fits (K up to 16376 in f32, 8188 in
                          f64 by default), else in pieces
-  --iters N              timed iterations per mode and round (default 10)
+  --iters N              timed iterations per mode and round (default 10; more or fewer
+                         with --min-time, --max-time)
+  --min-time S           after --iters, a mode keeps iterating in the round until its timed
+                         iterations add up to S seconds, at most 20 x --iters (default 0.1;
+                         0: no more than --iters). A fast mode pools more iterations, so its
+                         interval narrows, at a cost of about S per mode and round. Not with
+                         --changing-sparsity (one pattern per iteration, the same list for
+                         every mode)
+  --max-time S           a mode stops its round's timed iterations once they add up to S
+                         seconds, even before --iters (at least one per round; default 2;
+                         0: no limit). Slow modes (sa-vanilla, sa-conveyors) then pool fewer
+                         iterations; their medians stay, their intervals widen. Not with
+                         --changing-sparsity
   --warmup N             untimed iterations before them (default 1)
   --rounds N             run the whole list of modes N times, one after another, and pool
                          each mode's iterations (default 5): on a busy machine, load drifts
@@ -323,6 +342,8 @@ std::optional<Options> parse_args(int argc, char** argv, bench::CliResult& comma
   app.add_option("--iters", o.iters)->check(cli::Range(1, 1000000));
   app.add_option("--warmup", o.warmup)->check(cli::Range(0, 1000000));
   app.add_option("--rounds", o.rounds)->check(cli::Range(1, 1000));
+  app.add_option("--min-time", o.min_time)->check(cli::Range(0.0, 3600.0));
+  app.add_option("--max-time", o.max_time)->check(cli::Range(0.0, 1e6));
   app.add_flag_callback("--changing-sparsity", [&] {
     o.changing = true;
     o.dist.dynamic_pattern = true;  // netsparse computes on the sampled CSR, no inspector
@@ -484,10 +505,11 @@ std::vector<double> per_host_totals(const CommStats& s, double iters) {
 struct Result {
   std::string label;
   CommMode mode{};
-  std::vector<double> times;         // per timed iteration, slowest rank
-  std::vector<double> setup_times;   // changing sparsity: per iteration; else one entry
-  std::vector<double> first_times;   // the first run after the setup (plans record there)
-  std::vector<double> engine_times;  // the part of the setup that opened the RIG engine
+  std::vector<double> times;          // per timed iteration, slowest rank
+  std::vector<int> round_iterations;  // how many of `times` each round ran (--min-time)
+  std::vector<double> setup_times;    // changing sparsity: per iteration; else one entry
+  std::vector<double> first_times;    // the first run after the setup (plans record there)
+  std::vector<double> engine_times;   // the part of the setup that opened the RIG engine
   // Opening the engine and constructing the kernel, once (with --changing-sparsity not part of
   // setup_times, which are then per iteration).
   std::vector<double> construct_times;
@@ -689,6 +711,14 @@ void print_engine_config_once(const RigEngine& engine, int rank) {
   if (!detail.empty()) std::printf("  transport: %s\n", detail.c_str());
 }
 
+// The most timed iterations a mode runs per round: --iters, or up to kMinTimeIterationFactor x
+// --iters while --min-time is not used up. A changing pattern has one pattern per iteration,
+// the same list for every mode (the result check compares the last one's products): --iters.
+constexpr int kMinTimeIterationFactor = 20;
+int timed_iterations_cap(const Options& o) {
+  return o.min_time > 0 && !o.changing ? o.iters * kMinTimeIterationFactor : o.iters;
+}
+
 Result measure(const Variant& v, Workload& w, const Options& o, const std::vector<double>* ref,
                Progress& progress, const std::string& tag) {
   Result res;
@@ -742,12 +772,21 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   kern.reset_stats();
   if (engine) engine->reset_stats();
   run_collectives = 0;
-  for (int i = 0; i < o.iters; ++i) {
+  // --min-time: every rank sums the same slowest-rank times, so all stop after the same
+  // iteration without a further collective.
+  const int most = timed_iterations_cap(o);
+  double timed_seconds = 0;
+  int timed = 0;
+  const bool may_stop_early = o.max_time > 0 && !o.changing;
+  for (int i = 0; i < most && (i < o.iters || timed_seconds < o.min_time); ++i) {
+    if (i > 0 && may_stop_early && timed_seconds >= o.max_time) break;
     progress.show(tag + " " + v.label + ": iteration " + std::to_string(i + 1) + "/" +
-                  std::to_string(o.iters));
+                  std::to_string(i < o.iters ? o.iters : most));
     const CsrMatrix* p = o.changing ? &w.patterns[i] : nullptr;
     if (p != nullptr) w.clear_out(out_size(w, *p));
     const auto times = iteration(p);
+    timed_seconds += times.t;
+    ++timed;
     if (i == 0 && o.warmup == 0) res.first_times.push_back(times.t);
     res.times.push_back(times.t);
     if (o.changing) {
@@ -773,7 +812,8 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
     res.correct = res.err <= o.tolerance;
   }
   const CommStats& s = kern.total_stats();
-  const double iters = o.iters;
+  res.round_iterations = {timed};
+  const double iters = timed;
   const double bytes = static_cast<double>(s.bytes_sent) / iters;
   res.bytes_total = allreduce(bytes, MPI_SUM);
   res.bytes_tail = allreduce(bytes, MPI_MAX);
@@ -829,6 +869,7 @@ Result measure_petsc(const Variant& v, Workload& w, const Options& o,
     run = bench::run_petsc(*w.a, w.kernel, w.k, w.f64.b, o.warmup, o.iters);
   }
   res.times = run.times;
+  res.round_iterations = {static_cast<int>(run.times.size())};
   res.setup_times = res.plan_times = {run.setup_seconds};
   const double bytes = run.ghost_bytes + 50 * run.ghost_messages;  // as inspector-executor's
   res.bytes_total = allreduce(bytes, MPI_SUM);
@@ -1415,10 +1456,18 @@ void print_run_header(const DistMatrix& a, const Options& o, int nranks, double 
               o.metis ? "metis" : to_string(o.partition), load_s);
   std::printf(
       "  %d ranks x %d OpenMP threads; line rate %.2f GB/s (all ranks streaming %s); "
-      "%d timed iterations after %d warm-up, %d round(s)%s\n",
+      "%d timed iterations%s%s after %d warm-up, %d round(s)%s\n",
       nranks, omp_get_max_threads(), line_rate / 1e9,
-      human_bytes(static_cast<double>(o.line_rate_bytes)).c_str(), o.iters, o.warmup, o.rounds,
-      o.changing ? "; CHANGING SPARSITY (setup inside every iteration)" : "");
+      human_bytes(static_cast<double>(o.line_rate_bytes)).c_str(), o.iters,
+      timed_iterations_cap(o) > o.iters
+          ? (" (more, up to " + std::to_string(timed_iterations_cap(o)) + ", until " +
+             fmt("%.2f", o.min_time) + " s per mode and round)")
+                .c_str()
+          : "",
+      o.max_time > 0 && !o.changing
+          ? (", fewer once a mode's round took " + fmt("%.1f", o.max_time) + " s").c_str()
+          : "",
+      o.warmup, o.rounds, o.changing ? "; CHANGING SPARSITY (setup inside every iteration)" : "");
   std::printf(
       "  engine: batch %llu idxs, %s idxs, window %s, progress %s%s%s%s\n",
       static_cast<unsigned long long>(o.dist.batch),
@@ -1484,6 +1533,8 @@ Volume measure_volume(const DistMatrix& a, const Workload& w, KernelKind kernel,
 // A later round of the same variant: same pattern, same traffic, so the timings pool.
 void merge_round(Result& acc, const Result& r, int round) {
   acc.times.insert(acc.times.end(), r.times.begin(), r.times.end());
+  acc.round_iterations.insert(acc.round_iterations.end(), r.round_iterations.begin(),
+                              r.round_iterations.end());
   acc.setup_times.insert(acc.setup_times.end(), r.setup_times.begin(), r.setup_times.end());
   acc.first_times.insert(acc.first_times.end(), r.first_times.begin(), r.first_times.end());
   acc.engine_times.insert(acc.engine_times.end(), r.engine_times.begin(), r.engine_times.end());
@@ -1558,7 +1609,11 @@ bench::Json run_json(const DistMatrix& a, const Options& o, int nranks, double l
   j["omp_threads"] = omp_get_max_threads();
   j["line_rate"] = line_rate;
   j["partition"] = o.metis ? "metis" : to_string(o.partition);
-  j["iters"] = o.iters;
+  j["iters"] = o.iters;  // per mode and round as asked; round_iterations: what ran (--min-time,
+                         // --max-time)
+  j["min_time_s"] = o.min_time;
+  j["max_time_s"] = o.changing ? 0.0 : o.max_time;
+  j["max_iters"] = timed_iterations_cap(o);
   j["warmup"] = o.warmup;
   j["rounds"] = o.rounds;
   j["changing_sparsity"] = o.changing;
@@ -1591,6 +1646,7 @@ bench::Json result_json(KernelKind kernel, int k, const Result& r, const Derived
   j["error"] = r.error;
   j["time_s"] = d.t;
   j["times_s"] = r.times;
+  j["round_iterations"] = r.round_iterations;  // times_s, round by round
   // The spread of times_s (every round's iterations pooled): the bootstrap 95 % interval of the
   // median and the quartiles.
   j["time_ci95_s"] = {d.t_ci.lo, d.t_ci.hi};
@@ -1670,8 +1726,19 @@ void report_width(const DistMatrix& a, const std::string& tag, KernelKind kernel
   bench::Json& records = doc["results"];
   std::map<std::string, const Result*> by_label;
   for (const Result& r : results) by_label[r.label] = &r;
+  const auto su = by_label.find("su");
   for (const Result& r : results) {
-    records.push_back(result_json(kernel, k, r, derive(r, by_label, vol, line_rate), vol, o));
+    bench::Json record = result_json(kernel, k, r, derive(r, by_label, vol, line_rate), vol, o);
+    // The speedup's own interval (su's median / this mode's, both sides resampled), for error
+    // bars (bench/plot.py): absent without su or without times on either side.
+    if (su != by_label.end() && su->second->error.empty() && r.error.empty() &&
+        !su->second->times.empty() && !r.times.empty()) {
+      const bench::RatioVerdict v = bench::compare_medians(su->second->times, r.times);
+      if (std::isfinite(v.ci.lo) && std::isfinite(v.ci.hi)) {
+        record["speedup_vs_su_ci95"] = {v.ci.lo, v.ci.hi};
+      }
+    }
+    records.push_back(std::move(record));
   }
   std::fflush(stdout);
 }

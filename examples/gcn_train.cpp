@@ -24,6 +24,7 @@
 // The output gives, per mode, the time per epoch (median), where it goes (sampling, setup,
 // sparse products, their exchanges, dense work, the allreduce) and the loss per epoch.
 #include <mpi.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -37,6 +38,7 @@
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "netsparse/dist_transpose.hpp"
@@ -72,6 +74,7 @@ struct Options {
   double agree = 0;        // > 0: exit 1 unless every mode's curve agrees to this (relative)
   bool print_curve = true;
   bool dynamic = true;  // netsparse: DistOptions::dynamic_pattern
+  int threads = 0;      // OpenMP threads per rank; 0: OpenMP's, at most the rank's core share
 };
 
 const char* kHelp = R"(gcn_train: a 2-layer GCN trained on a graph split across the ranks, neighbour
@@ -102,6 +105,10 @@ sampling every epoch; every communication mode side by side.
                        netsparse on the sampled rows as they are (dynamic_pattern, default:
                        no inspector, the engine's filter drops repeated idxs) or planned like a
                        fixed pattern (distinct columns, compact ghost buffer: local work only)
+  --threads N          OpenMP threads per rank (default: OpenMP's number, OMP_NUM_THREADS,
+                       but at most this rank's share of the host's cores: more threads than
+                       cores make every parallel region and every MPI wait cost scheduler time
+                       slices)
   --no-curve           do not print the loss per epoch
 )";
 
@@ -183,6 +190,8 @@ Options parse(int argc, char** argv) {
       }
     } else if (a == "--rounds") {
       o.rounds = positive(value());
+    } else if (a == "--threads") {
+      o.threads = positive(value());
     } else if (a == "--expect-loss-drop") {
       o.expect_drop = std::atof(value().c_str());
     } else if (a == "--agree") {
@@ -713,7 +722,30 @@ struct RunResult {
   double fc = -1;                           // engine F+C rate (RIG modes), last round
 };
 
+// OpenMP threads per rank: --threads, else OpenMP's own number capped at this rank's share of
+// the host's cores. Uncapped, two ranks on two cores with OpenMP's default of one thread per
+// core ran four threads: every parallel region's barrier and every MPI wait then cost scheduler
+// time slices, su's and inspector-executor's per-epoch setup (the tiling's parallel loops)
+// 296-471 ms on kron:10 against 0.4-0.7 ms (docs/benchmarks.md, "bench_gcn's setup").
+// Returns the ranks on this host.
+int choose_threads(const Options& o) {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local = 1;
+  MPI_Comm_size(node, &local);
+  MPI_Comm_free(&node);
+  if (o.threads > 0) {
+    omp_set_num_threads(o.threads);
+  } else {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int share = std::max(1, cores / local);
+    if (omp_get_max_threads() > share) omp_set_num_threads(share);
+  }
+  return local;
+}
+
 int run(const Options& o, int rank) {
+  const int local_ranks = choose_threads(o);
   DistMatrix g0 = netsparse::load_distributed_matrix(MPI_COMM_WORLD, o.matrix);
   if (g0.n_rows() != g0.n_cols()) {
     throw std::invalid_argument("the graph must be square, " + o.matrix + " is " +
@@ -722,11 +754,13 @@ int run(const Options& o, int rank) {
   if (o.check_gradients) return check_gradients(g0, o, rank);
   if (rank == 0) {
     std::printf(
-        "gcn_train: %s, %lld nodes, %lld edges, %d ranks; 2 layers %d -> %d -> %d, "
-        "fanout %d, %s lr %g, %d epochs x %d rounds, backward via %s\n",
+        "gcn_train: %s, %lld nodes, %lld edges, %d ranks (%d on this host of %u cores) x %d "
+        "OpenMP threads; 2 layers %d -> %d -> %d, fanout %d, %s lr %g, %d epochs x %d rounds, "
+        "backward via %s\n",
         o.matrix.c_str(), static_cast<long long>(g0.n_rows()),
-        static_cast<long long>(g0.nnz_global()), g0.nranks(), o.features, o.hidden, o.classes,
-        o.fanout, o.adam ? "adam" : "sgd", o.lr, o.epochs, o.rounds,
+        static_cast<long long>(g0.nnz_global()), g0.nranks(), local_ranks,
+        std::max(1u, std::thread::hardware_concurrency()), omp_get_max_threads(), o.features,
+        o.hidden, o.classes, o.fanout, o.adam ? "adam" : "sgd", o.lr, o.epochs, o.rounds,
         netsparse::to_string(o.backward));
   }
   int status = 0;

@@ -42,11 +42,16 @@ std::string ratio_words(const RatioVerdict& v) {
 }  // namespace
 
 double quantile(std::vector<double> v, double q) {
+  // NaN has no place in an order (std::sort's comparisons would be inconsistent and may run past
+  // the ends): a 0 / 0 of a bootstrap resample drawing only zero times is left out.
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return std::isnan(x); }), v.end());
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
   const double pos = std::clamp(q, 0.0, 1.0) * static_cast<double>(v.size() - 1);
   const std::size_t below = static_cast<std::size_t>(std::floor(pos));
   const std::size_t above = std::min(below + 1, v.size() - 1);
+  // Equal neighbours first: between two infinities (x / 0 resamples) the interpolation is NaN.
+  if (v[above] == v[below]) return v[below];
   return v[below] + (pos - static_cast<double>(below)) * (v[above] - v[below]);
 }
 

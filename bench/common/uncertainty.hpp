@@ -13,7 +13,8 @@
 namespace netsparse::bench {
 
 // The q-quantile of `v` (0 <= q <= 1), interpolated linearly between order statistics (R's
-// type 7: q = 0.5 is the median, 0.25 / 0.75 the quartiles); 0 when empty.
+// type 7: q = 0.5 is the median, 0.25 / 0.75 the quartiles). NaNs are left out; 0 when nothing
+// is left.
 double quantile(std::vector<double> v, double q);
 
 struct Interval {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 namespace nb = netsparse::bench;
@@ -143,6 +144,78 @@ TEST(Uncertainty, GeneralRatioResamplesEveryGroup) {
   EXPECT_EQ(v.verdict, nb::Verdict::faster);
   EXPECT_LE(v.ci.lo, v.ratio);
   EXPECT_GE(v.ci.hi, v.ratio);
+}
+
+// The cases issue 36 names, at the sample counts netsparse_bench pools: one round's 10 iterations
+// and the default 5 rounds' 50. "Spread" is the half-width of the uniform pattern samples() draws
+// from, so the interquartile range is about the spread: +-10 % is an IQR of ~10 %.
+TEST(Uncertainty, ThreePercentInsideATenPercentSpreadIsWithinNoise) {
+  for (int n : {10, 50}) {
+    const std::vector<double> a = samples(1.00e-3, 0.10, n), b = samples(1.03e-3, 0.10, n, 4);
+    const double iqr = (nb::quantile(a, 0.75) - nb::quantile(a, 0.25)) / nb::quantile(a, 0.5);
+    EXPECT_GT(iqr, 0.08) << "n " << n;  // the spread is what the test says it is
+    for (const nb::RatioVerdict& v : {nb::compare_medians(a, b), nb::compare_medians(b, a)}) {
+      EXPECT_EQ(v.verdict, nb::Verdict::within_noise)
+          << "n " << n << ": ratio " << v.ratio << " [" << v.ci.lo << ", " << v.ci.hi << "]";
+      EXPECT_GE(nb::noise_percent(v), 3.0) << "the interval must reach past the 3 % difference";
+      EXPECT_EQ(nb::describe_short(v).rfind("within noise (±", 0), 0u) << nb::describe_short(v);
+    }
+  }
+}
+
+TEST(Uncertainty, ACleanTwentyPercentWithATwoPercentSpreadIsFasterOrSlower) {
+  for (int n : {10, 50}) {
+    const std::vector<double> fast = samples(1.0e-3, 0.02, n), slow = samples(1.2e-3, 0.02, n, 4);
+    const nb::RatioVerdict f = nb::compare_medians(fast, slow), s = nb::compare_medians(slow, fast);
+    EXPECT_EQ(f.verdict, nb::Verdict::faster) << "n " << n;
+    EXPECT_EQ(s.verdict, nb::Verdict::slower) << "n " << n;
+    EXPECT_NEAR(f.ratio, 1 / 1.2, 0.02);
+    EXPECT_NEAR(s.ratio, 1.2, 0.03);
+    // The interval holds the ratio and stays within a few percent of it.
+    EXPECT_LE(f.ci.lo, f.ratio);
+    EXPECT_GE(f.ci.hi, f.ratio);
+    EXPECT_LT(f.ci.hi - f.ci.lo, 0.06);
+    EXPECT_EQ(nb::describe_short(s).substr(0, 13), "1.20x slower ") << nb::describe_short(s);
+    EXPECT_EQ(nb::describe_short(f).substr(0, 13), "1.20x faster ") << nb::describe_short(f);
+  }
+}
+
+TEST(Uncertainty, DegenerateInputs) {
+  const std::vector<double> none, one = {1e-3}, ten = samples(1e-3, 0.05, 10);
+  // Empty or a single sample on either side: no verdict, and the words say so.
+  for (const auto& [a, b] : {std::pair{none, ten}, std::pair{ten, none}, std::pair{none, none},
+                             std::pair{one, ten}, std::pair{one, one}}) {
+    const nb::RatioVerdict v = nb::compare_medians(a, b);
+    EXPECT_EQ(v.verdict, nb::Verdict::too_few_samples) << a.size() << " vs " << b.size();
+    EXPECT_EQ(nb::describe_short(v), "not resolved (too few samples)");
+  }
+  EXPECT_EQ(nb::median_interval(none).lo, 0.0);
+  EXPECT_EQ(nb::median_interval(none).hi, 0.0);
+  // Zero spread: equal constants are within noise by nothing, different ones are resolved
+  // exactly (every resample gives the same ratio).
+  const std::vector<double> flat(10, 2e-3), flat_slower(10, 2.5e-3);
+  const nb::RatioVerdict same = nb::compare_medians(flat, flat);
+  EXPECT_EQ(same.verdict, nb::Verdict::within_noise);
+  EXPECT_DOUBLE_EQ(nb::noise_percent(same), 0.0);
+  EXPECT_EQ(nb::describe_short(same), "within noise (±0.0 %)");
+  const nb::RatioVerdict apart = nb::compare_medians(flat, flat_slower);
+  EXPECT_EQ(apart.verdict, nb::Verdict::faster);
+  EXPECT_DOUBLE_EQ(apart.ci.lo, 0.8);
+  EXPECT_DOUBLE_EQ(apart.ci.hi, 0.8);
+  // All-zero times (a mode that did nothing): 0 / 0 is no ratio.
+  const std::vector<double> zeros(10, 0.0);
+  EXPECT_EQ(nb::compare_medians(zeros, zeros).verdict, nb::Verdict::too_few_samples);
+  EXPECT_EQ(nb::compare_medians(ten, zeros).verdict, nb::Verdict::too_few_samples);
+  // Mostly-zero times: some resamples are 0 / 0 (NaN), which the quantiles leave out; the
+  // interval is still ordered and holds the ratio.
+  std::vector<double> some_zero(11, 0.0);
+  for (int i = 0; i < 6; ++i) some_zero[i] = 1e-3 * (1 + 0.01 * i);
+  const nb::RatioVerdict mixed = nb::compare_medians(some_zero, some_zero);
+  EXPECT_DOUBLE_EQ(mixed.ratio, 1.0);
+  EXPECT_LE(mixed.ci.lo, 1.0);
+  EXPECT_GE(mixed.ci.hi, 1.0);
+  EXPECT_EQ(mixed.verdict, nb::Verdict::within_noise);
+  EXPECT_DOUBLE_EQ(nb::quantile({std::nan(""), 3.0, 1.0}, 0.5), 2.0);
 }
 
 }  // namespace

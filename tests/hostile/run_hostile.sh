@@ -103,6 +103,8 @@ bench_disagree_cases=(
   "partition|--partition equal|--partition balanced|--partition"
   "iters|--iters 1|--iters 2|--iters"
   "rounds|--rounds 1|--rounds 2|--rounds"
+  "min_time|--min-time 0|--min-time 0.5|--min-time"
+  "max_time|--max-time 0|--max-time 0.5|--max-time"
   "changing_sparsity||--changing-sparsity|--changing-sparsity"
   "modes|--modes su|--modes ideal|--modes"
 )
