@@ -79,6 +79,46 @@ class Collectives {
     return allreduce(std::span<const T>(inout), inout, op, o);
   }
 
+  // The rest of the dense family (collectives.h): spans of the element type, lengths checked
+  // here (a wrong length throws before anything collective, so call it alike on every rank).
+  template <class T>
+  ns_allreduce_algorithm reduce(std::span<const T> send, std::span<T> recv, int root,
+                                ns_op op = NS_OP_SUM, const AllreduceOptions& o = {}) {
+    if (rank() == root && send.size() != recv.size())
+      throw Error(NS_ERR_INVALID, "reduce: send and recv differ in length at the root");
+    const ns_allreduce_params p = params(o);
+    detail::check(
+        ns_reduce(h_.get(), send.data(), recv.data(), send.size(), dtype_of<T>(), op, root, &p),
+        "ns_reduce");
+    return static_cast<ns_allreduce_algorithm>(ns_coll_last_algorithm(h_.get()));
+  }
+  // send: size() * recv.size() elements.
+  template <class T>
+  ns_allreduce_algorithm reduce_scatter(std::span<const T> send, std::span<T> recv,
+                                        ns_op op = NS_OP_SUM, const AllreduceOptions& o = {}) {
+    if (send.size() != recv.size() * static_cast<std::size_t>(size()))
+      throw Error(NS_ERR_INVALID, "reduce_scatter: send must hold size() * recv.size() elements");
+    const ns_allreduce_params p = params(o);
+    detail::check(
+        ns_reduce_scatter(h_.get(), send.data(), recv.data(), recv.size(), dtype_of<T>(), op, &p),
+        "ns_reduce_scatter");
+    return static_cast<ns_allreduce_algorithm>(ns_coll_last_algorithm(h_.get()));
+  }
+  template <class T>
+  void broadcast(std::span<T> buffer, int root) {
+    detail::check(ns_bcast(h_.get(), buffer.data(), buffer.size(), dtype_of<T>(), root),
+                  "ns_bcast");
+  }
+  // recv: size() * send.size() elements, rank order.
+  template <class T>
+  void allgather(std::span<const T> send, std::span<T> recv) {
+    if (recv.size() != send.size() * static_cast<std::size_t>(size()))
+      throw Error(NS_ERR_INVALID, "allgather: recv must hold size() * send.size() elements");
+    detail::check(ns_allgather(h_.get(), send.data(), recv.data(), send.size(), dtype_of<T>()),
+                  "ns_allgather");
+  }
+  void barrier() { detail::check(ns_barrier(h_.get()), "ns_barrier"); }
+
   template <class T>
   SparseVector<T> sparse_allreduce(std::uint64_t n, std::span<const std::uint64_t> idx,
                                    std::span<const T> values,
@@ -107,6 +147,12 @@ class Collectives {
   }
 
  private:
+  static ns_allreduce_params params(const AllreduceOptions& o) {
+    ns_allreduce_params p{};
+    p.algorithm = o.algorithm;
+    p.flags = o.reproducible ? unsigned{NS_ALLREDUCE_REPRODUCIBLE} : 0u;
+    return p;
+  }
   detail::Handle<ns_coll, ns_coll_close> h_;
 };
 

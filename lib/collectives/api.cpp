@@ -206,6 +206,75 @@ ns_status_t ns_allreduce(ns_coll* coll, const void* send, void* recv, uint64_t c
   });
 }
 
+}  // extern "C"
+
+namespace {
+// The C API's dense call: arguments and params into AllreduceArgs, then one Communicator call.
+template <class F>
+ns_status_t dense_call(const char* call, ns_coll* coll, cl::AllreduceArgs a,
+                       const ns_allreduce_params* params, F&& run) {
+  if (!live(coll)) return fail(call, NS_ERR_INVALID, "not a live ns_coll");
+  return guarded(call, [&]() -> ns_status_t {
+    cl::UserOp user;
+    if (params != nullptr) {
+      a.algorithm = params->algorithm;
+      a.reproducible = (params->flags & NS_ALLREDUCE_REPRODUCIBLE) != 0;
+      user.fn = params->user_fn;
+      user.user_data = params->user_data;
+      user.commutative = params->user_commutative != 0;
+      user.id = params->user_op_id;
+      a.user = &user;
+    }
+    coll->last_algorithm = recording_bytes(coll, [&] { return run(*coll->comm, a); });
+    return NS_OK;
+  });
+}
+}  // namespace
+
+extern "C" {
+
+ns_status_t ns_reduce(ns_coll* coll, const void* send, void* recv, uint64_t count, int dtype,
+                      int op, int root, const ns_allreduce_params* params) {
+  cl::AllreduceArgs a{
+      .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op, .root = root};
+  return dense_call("ns_reduce", coll, a, params, [](cl::Communicator& c, const auto& x) {
+    return static_cast<int>(c.reduce(x));
+  });
+}
+
+ns_status_t ns_reduce_scatter(ns_coll* coll, const void* send, void* recv, uint64_t recvcount,
+                              int dtype, int op, const ns_allreduce_params* params) {
+  cl::AllreduceArgs a{.send = send, .recv = recv, .count = recvcount, .dtype = dtype, .op = op};
+  return dense_call("ns_reduce_scatter", coll, a, params, [](cl::Communicator& c, const auto& x) {
+    return static_cast<int>(c.reduce_scatter(x));
+  });
+}
+
+ns_status_t ns_bcast(ns_coll* coll, void* buffer, uint64_t count, int dtype, int root) {
+  cl::AllreduceArgs a{.send = buffer, .recv = buffer, .count = count, .dtype = dtype, .root = root};
+  return dense_call("ns_bcast", coll, a, nullptr, [](cl::Communicator& c, const auto& x) {
+    c.broadcast(x.recv, x.count, x.dtype, x.root);
+    return -1;
+  });
+}
+
+ns_status_t ns_allgather(ns_coll* coll, const void* send, void* recv, uint64_t sendcount,
+                         int dtype) {
+  cl::AllreduceArgs a{.send = send, .recv = recv, .count = sendcount, .dtype = dtype};
+  return dense_call("ns_allgather", coll, a, nullptr, [](cl::Communicator& c, const auto& x) {
+    c.allgather(x.send, x.recv, x.count, x.dtype);
+    return -1;
+  });
+}
+
+ns_status_t ns_barrier(ns_coll* coll) {
+  return dense_call("ns_barrier", coll, cl::AllreduceArgs{}, nullptr,
+                    [](cl::Communicator& c, const auto&) {
+                      c.barrier();
+                      return -1;
+                    });
+}
+
 ns_status_t ns_sparse_allreduce(ns_coll* coll, uint64_t n, uint64_t nnz, const uint64_t* idx,
                                 const void* values, int dtype, int op,
                                 const ns_sparse_params* params, ns_sparse_result** out) {

@@ -44,6 +44,7 @@ constexpr auto kLocalErrorNames = std::to_array<support::EnumName<LocalError>>({
     {LocalError::kIndexOutOfRange, "an index is >= n"},
     {LocalError::kSparseOp, "sparse allreduce supports sum only (absent entries are 0)"},
     {LocalError::kNonCommutativeDesign, "a non-commutative user operator needs the tree algorithm"},
+    {LocalError::kBadRoot, "root is not a rank of the communicator"},
 });
 
 const char* to_string(LocalError e) noexcept {
@@ -52,14 +53,40 @@ const char* to_string(LocalError e) noexcept {
 
 bool same_arguments(const wire::Descriptor& a, const wire::Descriptor& b) noexcept {
   return a.collective == b.collective && a.dtype == b.dtype && a.op == b.op && a.flags == b.flags &&
-         a.user_op_id == b.user_op_id && a.packet_bytes == b.packet_bytes && a.count == b.count;
+         a.user_op_id == b.user_op_id && a.packet_bytes == b.packet_bytes && a.count == b.count &&
+         a.root == b.root;
 }
+
+namespace {
+const char* collective_name(wire::Collective c) {
+  switch (c) {
+    case wire::Collective::kDense:
+      return "allreduce";
+    case wire::Collective::kSparse:
+      return "sparse allreduce";
+    case wire::Collective::kReduce:
+      return "reduce";
+    case wire::Collective::kBcast:
+      return "broadcast";
+    case wire::Collective::kBarrier:
+      return "barrier";
+    case wire::Collective::kAllgather:
+      return "all-gather";
+    case wire::Collective::kReduceScatter:
+      return "reduce-scatter";
+  }
+  return "unknown collective";
+}
+}  // namespace
 
 std::string describe(const wire::Descriptor& d) {
   const auto t = data_type_from_int(d.dtype);
   const auto o = reduce_op_from_int(d.op);
-  std::string s = d.collective == wire::Collective::kSparse ? "sparse n " : "count ";
+  std::string s = collective_name(d.collective);
+  s += d.collective == wire::Collective::kSparse ? ", n " : ", count ";
   s += std::to_string(d.count);
+  if (d.collective == wire::Collective::kReduce || d.collective == wire::Collective::kBcast)
+    s += ", root " + std::to_string(d.root);
   s += std::string(", ") + (t ? to_string(*t) : "datatype " + std::to_string(d.dtype));
   s += std::string(", ") + (o ? to_string(*o) : "op " + std::to_string(d.op));
   if (d.op == static_cast<std::uint8_t>(ReduceOp::kUser))

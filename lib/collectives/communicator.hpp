@@ -54,6 +54,7 @@ enum class LocalError : std::int32_t {
   kIndexOutOfRange,
   kSparseOp,
   kNonCommutativeDesign,
+  kBadRoot,
 };
 const char* to_string(LocalError e) noexcept;
 
@@ -93,6 +94,7 @@ struct AllreduceArgs {
   const UserOp* user = nullptr;  // for ReduceOp::kUser
   int algorithm = 0;             // Algorithm as int; kAuto by default
   bool reproducible = false;     // forces the tree
+  int root = 0;                  // reduce only: the rank that receives the result
 };
 
 enum class SparseOutput { kAuto, kSparse, kDense };
@@ -168,6 +170,21 @@ class Communicator {
   // Collective. Throws CollectiveError (every rank throws for kInvalid / kMismatch).
   Algorithm allreduce(const AllreduceArgs& args);
   SparseResult sparse_allreduce(const SparseArgs& args);
+  // The rest of the dense family, on the allreduce's blocks and designs (allreduce.cpp):
+  // reduce: the result at args.root only (recv ignored elsewhere, may be null); in place at the
+  // root when send == recv.
+  Algorithm reduce(const AllreduceArgs& args);
+  // reduce-scatter: send holds size() * count elements; recv gets this rank's count of the
+  // reduced vector (elements [rank * count, (rank + 1) * count)). In place: recv == send +
+  // rank * count elements.
+  Algorithm reduce_scatter(const AllreduceArgs& args);
+  // broadcast: count elements of buffer from root to every rank.
+  void broadcast(void* buffer, std::uint64_t count, int dtype, int root);
+  // all-gather: count elements of send from every rank, recv = size() * count elements in rank
+  // order. In place: send == recv + rank * count elements.
+  void allgather(const void* send, void* recv, std::uint64_t count, int dtype);
+  // Returns once every rank called it (the agreement's exchange of descriptors alone).
+  void barrier();
 
   // Machinery shared by the operations (public for the operation classes in the .cpp files).
   struct Op;
@@ -184,6 +201,8 @@ class Communicator {
   void settle_arguments(Op& op);
   void check_peers_and_deadline(const Op& op, std::chrono::steady_clock::time_point deadline);
   void fail(Failure f, const std::string& why);  // marks broken (if f breaks) and throws
+  // The dense family's entry: validates, builds the descriptor and the operation, runs it.
+  Algorithm dense_collective(wire::Collective kind, const AllreduceArgs& args);
 
   std::unique_ptr<transport::Transport> transport_;
   Options options_;

@@ -206,3 +206,111 @@ TEST(CollMpiReproducible, HundredRunsWithRandomDelaysAreBitwiseIdentical) {
     ASSERT_TRUE(out == expected) << "run " << run;
   }
 }
+
+// The rest of the family through the C API, every datatype and operator, against the
+// sequential references: reduce to every root (in place at the root every other time),
+// reduce-scatter, broadcast from every root, all-gather (in place every other time); uneven and
+// zero lengths.
+TEST_F(CollMpi, FamilyEveryTypeAndOpMatchesTheReference) {
+  const int P = world_size(), me = world_rank();
+  const auto mine = [&](std::size_t r) { return r == static_cast<std::size_t>(me); };
+  std::uint64_t seed = 700;
+  for (int t = 0; t < cl::kDataTypeCount; ++t)
+    for (int op = 0; op < 4; ++op)
+      for (std::uint64_t count : {0ull, 1ull, 3001ull}) {
+        ++seed;
+        const auto type = static_cast<DataType>(t);
+        const std::size_t es = cl::element_size(type);
+        const cl::Reducer red(type, static_cast<ReduceOp>(op));
+        const int root = static_cast<int>(seed % static_cast<std::uint64_t>(P));
+        ns_allreduce_params p{};
+        p.algorithm = static_cast<int>(seed % cl::kAlgorithmCount);
+        // reduce
+        std::vector<Bytes> in;
+        for (int r = 0; r < P; ++r)
+          in.push_back(make_input(type, static_cast<ReduceOp>(op), count, r, seed, true));
+        const Bytes expected = count == 0 ? Bytes{} : tree_reference(red, in, count);
+        Bytes out(count * es, std::byte{0x77});
+        const bool in_place = me == root && seed % 2 == 0;
+        if (in_place) out = in[static_cast<std::size_t>(me)];
+        ASSERT_EQ(ns_reduce(coll_, in_place ? out.data() : in[std::size_t(me)].data(), out.data(),
+                            count, t, op, root, &p),
+                  NS_OK)
+            << ns_last_error();
+        if (me == root) {
+          ASSERT_TRUE(out == expected) << "reduce " << t << " op " << op << " count " << count;
+        }
+        // reduce-scatter: every rank's vector of P * count elements
+        std::vector<Bytes> whole;
+        for (int r = 0; r < P; ++r)
+          whole.push_back(make_input(type, static_cast<ReduceOp>(op), count * P, r, seed, true));
+        const Bytes all = count == 0 ? Bytes{} : tree_reference(red, whole, count * P);
+        Bytes part(count * es, std::byte{0x77});
+        ASSERT_EQ(
+            ns_reduce_scatter(coll_, whole[std::size_t(me)].data(), part.data(), count, t, op, &p),
+            NS_OK)
+            << ns_last_error();
+        ASSERT_TRUE(part == Bytes(all.begin() + std::ptrdiff_t(std::size_t(me) * count * es),
+                                  all.begin() + std::ptrdiff_t(std::size_t(me + 1) * count * es)))
+            << "reduce_scatter " << t << " op " << op << " count " << count;
+        // broadcast of the root's input
+        Bytes b = mine(std::size_t(root)) ? in[std::size_t(root)] : Bytes(count * es);
+        ASSERT_EQ(ns_bcast(coll_, b.data(), count, t, root), NS_OK) << ns_last_error();
+        ASSERT_TRUE(b == in[std::size_t(root)]) << "bcast " << t << " count " << count;
+        // all-gather of every rank's input
+        Bytes gathered(count * es * std::size_t(P), std::byte{0x77}), concat;
+        for (const Bytes& x : in) concat.insert(concat.end(), x.begin(), x.end());
+        const std::byte* send = in[std::size_t(me)].data();
+        if (seed % 2 == 1 && count > 0) {
+          std::memcpy(gathered.data() + std::size_t(me) * count * es, send, count * es);
+          send = gathered.data() + std::size_t(me) * count * es;
+        }
+        ASSERT_EQ(ns_allgather(coll_, send, gathered.data(), count, t), NS_OK) << ns_last_error();
+        ASSERT_TRUE(gathered == concat) << "allgather " << t << " count " << count;
+        ASSERT_EQ(ns_barrier(coll_), NS_OK) << ns_last_error();
+      }
+}
+
+TEST_F(CollMpi, FamilyCxxWrappersAndMismatchesFailEveryRank) {
+  netsparse::Collectives c(coll_);
+  coll_ = nullptr;
+  const int P = c.size(), me = c.rank();
+  std::vector<double> x(10000, 1.0 + me), y(10000, -1.0);
+  c.reduce(std::span<const double>(x), std::span<double>(y), P - 1, NS_OP_MAX);
+  if (me == P - 1) {
+    for (double v : y) ASSERT_EQ(v, static_cast<double>(P));
+  }
+  std::vector<double> whole(std::size_t(P) * 700, 2.0), part(700);
+  c.reduce_scatter(std::span<const double>(whole), std::span<double>(part), NS_OP_SUM,
+                   {NS_ALLREDUCE_AUTO, true});
+  for (double v : part) ASSERT_EQ(v, 2.0 * P);
+  std::vector<std::int32_t> b(999, me == 0 ? 42 : 0);
+  c.broadcast(std::span<std::int32_t>(b), 0);
+  for (auto v : b) ASSERT_EQ(v, 42);
+  std::vector<std::int16_t> mine(5, static_cast<std::int16_t>(me)), all(std::size_t(P) * 5);
+  c.allgather(std::span<const std::int16_t>(mine), std::span<std::int16_t>(all));
+  for (std::size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], static_cast<std::int16_t>(i / 5));
+  c.barrier();
+  // Mismatched roots, counts and operations: NS_ERR_INVALID on every rank, then it works.
+  if (P > 1) {
+    EXPECT_EQ(ns_bcast(c.get(), b.data(), 999, NS_DTYPE_INT32, me == 1 ? 1 : 0), NS_ERR_INVALID);
+    EXPECT_NE(std::string(ns_last_error()).find("ranks disagree"), std::string::npos)
+        << ns_last_error();
+    EXPECT_EQ(ns_reduce(c.get(), x.data(), y.data(), me == 0 ? 10 : 11, NS_DTYPE_FP64, NS_OP_SUM, 0,
+                        nullptr),
+              NS_ERR_INVALID);
+    EXPECT_NE(std::string(ns_last_error()).find("ranks disagree"), std::string::npos);
+    const ns_status_t s = me == 0
+                              ? ns_barrier(c.get())
+                              : ns_allgather(c.get(), mine.data(), all.data(), 5, NS_DTYPE_INT16);
+    EXPECT_EQ(s, NS_ERR_INVALID);
+    EXPECT_NE(std::string(ns_last_error()).find("has barrier"), std::string::npos)
+        << ns_last_error();
+  }
+  EXPECT_EQ(ns_reduce(c.get(), x.data(), y.data(), 10, NS_DTYPE_FP64, NS_OP_SUM, P, nullptr),
+            NS_ERR_INVALID);
+  EXPECT_NE(std::string(ns_last_error()).find("root is not a rank"), std::string::npos)
+      << ns_last_error();
+  EXPECT_EQ(ns_bcast(nullptr, b.data(), 1, NS_DTYPE_INT32, 0), NS_ERR_INVALID);
+  c.barrier();
+}
