@@ -10,6 +10,8 @@
  *   ns_bcast(coll, buffer, count, dtype, root)
  *   ns_allgather(coll, send, recv, sendcount, dtype)
  *   ns_barrier(coll)
+ *   ns_allreduce_start(coll, send, recv, count, dtype, op, params, &req)   non-blocking
+ *   ns_coll_test(&req, &done) / ns_coll_wait(&req)
  *   ns_coll_close(coll)
  *
  * Every rank calls the collectives in the same order. Arguments are agreed before data counts:
@@ -80,13 +82,15 @@ struct ns_allreduce_params {
 enum ns_coll_attr_mask {
   NS_COLL_ATTR_TRANSPORT = 1u << 0,
   NS_COLL_ATTR_TIMEOUT = 1u << 1,
-  NS_COLL_ATTR_PACKET = 1u << 2
+  NS_COLL_ATTR_PACKET = 1u << 2,
+  NS_COLL_ATTR_MAX_IN_FLIGHT = 1u << 3
 };
 struct ns_coll_attr {
-  uint64_t comp_mask;    /* ns_coll_attr_mask bits of the fields that are set */
-  int transport;         /* enum ns_transport (AUTO honours NETSPARSE_TRANSPORT); not INPROC */
-  uint32_t timeout_ms;   /* deadline of one call, default 60000 */
-  uint32_t packet_bytes; /* default: the transport's largest message, at most 65536 */
+  uint64_t comp_mask;     /* ns_coll_attr_mask bits of the fields that are set */
+  int transport;          /* enum ns_transport (AUTO honours NETSPARSE_TRANSPORT); not INPROC */
+  uint32_t timeout_ms;    /* deadline of one call, default 60000 */
+  uint32_t packet_bytes;  /* default: the transport's largest message, at most 65536 */
+  uint32_t max_in_flight; /* non-blocking operations outstanding at once, default 8 (1-1024) */
 };
 
 ns_status_t ns_coll_close(ns_coll* coll);
@@ -125,6 +129,28 @@ ns_status_t ns_allgather(ns_coll* coll, const void* send, void* recv, uint64_t s
                          int dtype);
 /* Collective. Returns once every rank has called it (NS_ERR_TIMEOUT after the deadline). */
 ns_status_t ns_barrier(ns_coll* coll);
+
+/* ---- non-blocking allreduce (MPI-request style) ------------------------------------------
+ * ns_allreduce_start starts the collective and returns at once with a request; the operation
+ * progresses inside any call on the same communicator (another start, a test, a wait, a
+ * blocking collective) and completes when its request is tested or waited for. Several may be
+ * outstanding (ns_coll_attr.max_in_flight; one more start first progresses the others until
+ * one completes) and they complete in any order; each has its operation number on the wire,
+ * so their packets never mix. Every rank starts the same operations in the same order (the
+ * blocking calls in between count). send and recv must stay valid, and send unchanged, until
+ * the request completes. The reproducible mode gives the same bits as the blocking call, however
+ * the operations interleave. A failure (refused or mismatched arguments, a dead peer, the
+ * deadline from the start) is returned by the test or wait that completes the request. */
+typedef struct ns_coll_request ns_coll_request;
+ns_status_t ns_allreduce_start(ns_coll* coll, const void* send, void* recv, uint64_t count,
+                               int dtype, int op, const struct ns_allreduce_params* params,
+                               ns_coll_request** req);
+/* Progresses the communicator once. *done = 1 when the operation has completed: the request is
+ * freed, *req set to NULL, and the operation's status returned (NS_OK, or its failure). *done =
+ * 0: NS_OK, test again later. */
+ns_status_t ns_coll_test(ns_coll_request** req, int* done);
+/* Progresses until the operation completes; frees the request (*req = NULL); its status. */
+ns_status_t ns_coll_wait(ns_coll_request** req);
 
 /* ---- sparse allreduce --------------------------------------------------------------------- */
 typedef struct ns_sparse_result ns_sparse_result;

@@ -49,6 +49,40 @@ struct SparseVector {
   std::vector<T> values;
 };
 
+// A started non-blocking allreduce (Collectives::allreduce_start). test() / wait() complete it
+// (and throw its failure); destroying a request not completed waits for it, ignoring failure.
+class CollRequest {
+ public:
+  CollRequest() = default;
+  explicit CollRequest(ns_coll_request* r) noexcept : r_(r) {}
+  CollRequest(CollRequest&& o) noexcept : r_(o.r_) { o.r_ = nullptr; }
+  CollRequest& operator=(CollRequest&& o) noexcept {
+    if (this != &o) {
+      finish_quietly();
+      r_ = o.r_;
+      o.r_ = nullptr;
+    }
+    return *this;
+  }
+  CollRequest(const CollRequest&) = delete;
+  CollRequest& operator=(const CollRequest&) = delete;
+  ~CollRequest() { finish_quietly(); }
+  bool pending() const noexcept { return r_ != nullptr; }
+  // true once complete (then !pending()).
+  bool test() {
+    int done = 0;
+    detail::check(ns_coll_test(&r_, &done), "ns_coll_test");
+    return done != 0;
+  }
+  void wait() { detail::check(ns_coll_wait(&r_), "ns_coll_wait"); }
+
+ private:
+  void finish_quietly() noexcept {
+    if (r_ != nullptr) (void)ns_coll_wait(&r_);
+  }
+  ns_coll_request* r_ = nullptr;
+};
+
 class Collectives {
  public:
   Collectives() = default;
@@ -77,6 +111,19 @@ class Collectives {
   ns_allreduce_algorithm allreduce(std::span<T> inout, ns_op op = NS_OP_SUM,
                                    const AllreduceOptions& o = {}) {
     return allreduce(std::span<const T>(inout), inout, op, o);
+  }
+
+  template <class T>
+  CollRequest allreduce_start(std::span<const T> send, std::span<T> recv, ns_op op = NS_OP_SUM,
+                              const AllreduceOptions& o = {}) {
+    if (send.size() != recv.size())
+      throw Error(NS_ERR_INVALID, "allreduce_start: send and recv differ in length");
+    const ns_allreduce_params p = params(o);
+    ns_coll_request* r = nullptr;
+    detail::check(ns_allreduce_start(h_.get(), send.data(), recv.data(), send.size(), dtype_of<T>(),
+                                     op, &p, &r),
+                  "ns_allreduce_start");
+    return CollRequest(r);
   }
 
   // The rest of the dense family (collectives.h): spans of the element type, lengths checked

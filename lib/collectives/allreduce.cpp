@@ -230,7 +230,7 @@ class DenseOp final : public Communicator::Op {
     return static_cast<int>(std::upper_bound(first_.begin(), first_.end(), b) - first_.begin()) - 1;
   }
   std::byte* scratch_block(int id, std::uint32_t b) {
-    return comm.scratch_array(static_cast<std::size_t>(id), chunk_bytes_) +
+    return scratch(static_cast<std::size_t>(id), chunk_bytes_) +
            std::size_t{b - b0_} * epb_ * esize_;
   }
 
@@ -400,7 +400,9 @@ bool overlap(const void* a, const void* b, std::size_t a_bytes, std::size_t b_by
 
 }  // namespace
 
-Algorithm Communicator::dense_collective(wire::Collective kind, const AllreduceArgs& a) {
+std::unique_ptr<Communicator::Op> Communicator::make_dense(wire::Collective kind,
+                                                           const AllreduceArgs& a,
+                                                           Algorithm* algorithm) {
   const bool reduction = kind == wire::Collective::kDense || kind == wire::Collective::kReduce ||
                          kind == wire::Collective::kReduceScatter;
   const bool rooted = kind == wire::Collective::kReduce || kind == wire::Collective::kBcast;
@@ -453,7 +455,7 @@ Algorithm Communicator::dense_collective(wire::Collective kind, const AllreduceA
       const std::uint64_t seg = a.count * es * static_cast<std::uint64_t>(me);
       bool bad;
       if (kind == wire::Collective::kAllgather)
-        bad = s != r + seg && overlap(s, r, whole * es, send_n * es);
+        bad = s != r + seg && overlap(s, r, send_n * es, recv_n * es);
       else if (kind == wire::Collective::kReduceScatter)
         bad = r != s + seg && overlap(s, r, send_n * es, recv_n * es);
       else
@@ -475,10 +477,17 @@ Algorithm Communicator::dense_collective(wire::Collective kind, const AllreduceA
   const Reducer reducer(type.value_or(DataType::kInt8), op.value_or(ReduceOp::kSum), a.user);
   AllreduceArgs args = a;
   if (kind == wire::Collective::kBarrier) args.count = 0;
-  DenseOp dense(*this, d, args, algo, reducer);
+  args.user = nullptr;  // the reducer holds its own copy (a started operation outlives a)
+  *algorithm = algo;
+  return std::make_unique<DenseOp>(*this, d, args, algo, reducer);
+}
+
+Algorithm Communicator::dense_collective(wire::Collective kind, const AllreduceArgs& a) {
+  Algorithm algo = Algorithm::kAuto;
+  const std::unique_ptr<Op> op = make_dense(kind, a, &algo);
   stats_ = OpStats{};
   stats_.algorithm = algo;
-  run(dense);
+  run(*op);
   stats_.algorithm = algo;
   return algo;
 }

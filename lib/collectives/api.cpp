@@ -26,6 +26,10 @@ struct ns_coll {
 struct ns_sparse_result {
   cl::SparseResult r;
 };
+struct ns_coll_request {
+  ns_coll* coll;
+  std::uint32_t id;  // the operation number (Communicator::start_allreduce)
+};
 
 namespace {
 
@@ -110,7 +114,12 @@ ns_status_t ns_coll_open_mpi(MPI_Comm comm, const ns_coll_attr* attr, ns_coll** 
   tr::TransportKind kind = tr::TransportKind::kMpi;
   try {
     if (attr != nullptr) {
-      if (attr->comp_mask & ~std::uint64_t{7}) refuse("unknown comp_mask bits");
+      if (attr->comp_mask & ~std::uint64_t{15}) refuse("unknown comp_mask bits");
+      if (attr->comp_mask & NS_COLL_ATTR_MAX_IN_FLIGHT) {
+        if (attr->max_in_flight == 0 || attr->max_in_flight > 1024)
+          refuse("max_in_flight must be in [1, 1024]");
+        options.max_in_flight = static_cast<int>(attr->max_in_flight);
+      }
       if (attr->comp_mask & NS_COLL_ATTR_TRANSPORT) transport = attr->transport;
       if (attr->comp_mask & NS_COLL_ATTR_TIMEOUT) {
         if (attr->timeout_ms == 0 || attr->timeout_ms > 0x7fffffffu)
@@ -273,6 +282,67 @@ ns_status_t ns_barrier(ns_coll* coll) {
                       c.barrier();
                       return -1;
                     });
+}
+
+ns_status_t ns_allreduce_start(ns_coll* coll, const void* send, void* recv, uint64_t count,
+                               int dtype, int op, const ns_allreduce_params* params,
+                               ns_coll_request** req) {
+  const char* call = "ns_allreduce_start";
+  if (req == nullptr) return fail(call, NS_ERR_INVALID, "req is NULL");
+  *req = nullptr;
+  cl::AllreduceArgs a{.send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
+  return dense_call(call, coll, a, params, [&](cl::Communicator& c, const auto& x) {
+    auto r = std::make_unique<ns_coll_request>();
+    r->coll = coll;
+    r->id = c.start_allreduce(x);
+    *req = r.release();
+    add_live(*req);
+    return -1;  // chosen per operation; ns_coll_last_algorithm is the blocking calls'
+  });
+}
+
+namespace {
+// Test (wait = false) or wait for *req; frees it once the operation completed or failed.
+ns_status_t complete_request(const char* call, ns_coll_request** req, int* done, bool wait) {
+  if (req == nullptr || !live(*req)) return fail(call, NS_ERR_INVALID, "not a live request");
+  ns_coll_request* r = *req;
+  bool finished = true;
+  const auto release = [&] {
+    drop_live(r);
+    delete r;
+    *req = nullptr;
+  };
+  if (!live(r->coll)) {
+    release();
+    if (done != nullptr) *done = 1;
+    return fail(call, NS_ERR_STATE, "the request's communicator was closed");
+  }
+  const ns_status_t s = guarded(call, [&]() -> ns_status_t {
+    try {
+      if (wait)
+        r->coll->comm->wait(r->id);
+      else
+        finished = r->coll->comm->test(r->id);
+    } catch (...) {
+      finished = true;
+      throw;
+    }
+    return NS_OK;
+  });
+  if (finished) release();
+  if (done != nullptr) *done = finished ? 1 : 0;
+  return s;
+}
+}  // namespace
+
+ns_status_t ns_coll_test(ns_coll_request** req, int* done) {
+  if (done == nullptr) return fail("ns_coll_test", NS_ERR_INVALID, "done is NULL");
+  *done = 0;
+  return complete_request("ns_coll_test", req, done, false);
+}
+
+ns_status_t ns_coll_wait(ns_coll_request** req) {
+  return complete_request("ns_coll_wait", req, nullptr, true);
 }
 
 ns_status_t ns_sparse_allreduce(ns_coll* coll, uint64_t n, uint64_t nnz, const uint64_t* idx,

@@ -4,9 +4,11 @@
 // delays; agreement failures on every rank; ranks that never join or die.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <random>
 #include <thread>
 
 #include "coll_test_util.hpp"
@@ -301,7 +303,7 @@ TEST(Family, MismatchAndBadArgumentsFailEveryRankThenItWorksAgain) {
         Failure::kInvalid, "rank 1: a buffer is NULL", "NULL send");
     expect_failure(
         [&] {
-          c.allgather(x.data(), x.data() + (r == 0 ? 1 : 100 * r), 100,
+          c.allgather(x.data(), r == 0 ? x.data() + 1 : y.data(), 100,
                       static_cast<int>(DataType::kFp32));
         },
         Failure::kInvalid, "rank 0: send and receive buffers overlap", "overlap");
@@ -361,4 +363,174 @@ TEST(Family, ReportedDeadPeerFailsTheOthers) {
     }
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
   }
+}
+
+// ---- non-blocking allreduce ---------------------------------------------------------------
+
+namespace {
+// Runs `ops` non-blocking allreduces of the given counts at once on P ranks, each rank waiting
+// for them in its own random order (the last started first on rank 0), with random delivery
+// delays; every result must be the tree's, bit for bit (order-sensitive inputs, reproducible).
+void check_concurrent(int P, const std::vector<std::uint64_t>& counts, bool reproducible,
+                      std::uint32_t delay_us, std::uint64_t seed) {
+  const DataType t = DataType::kFp64;
+  const Reducer red(t, ReduceOp::kSum);
+  const std::size_t n = counts.size();
+  std::vector<std::vector<Bytes>> in(n);
+  std::vector<Bytes> expected(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    for (int r = 0; r < P; ++r)
+      in[k].push_back(make_input(t, ReduceOp::kSum, counts[k], r, seed + k, !reproducible));
+    expected[k] = counts[k] == 0 ? Bytes{} : tree_reference(red, in[k], counts[k]);
+  }
+  std::vector<std::vector<Bytes>> got(static_cast<std::size_t>(P), std::vector<Bytes>(n));
+  const auto o = run_ranks(
+      P,
+      [&](int r, Communicator& c) {
+        std::vector<std::uint32_t> ids;
+        for (std::size_t k = 0; k < n; ++k) {
+          Bytes& g = got[std::size_t(r)][k];
+          g.assign(counts[k] * element_size(t), std::byte{0x5a});
+          AllreduceArgs a =
+              args(in[k][std::size_t(r)].data(), g.data(), counts[k], t, ReduceOp::kSum);
+          a.reproducible = reproducible;
+          ids.push_back(c.start_allreduce(a));
+          if (c.outstanding() != k + 1) throw std::runtime_error("outstanding miscounted");
+        }
+        // Completion order: reversed on rank 0, a random permutation elsewhere.
+        std::vector<std::size_t> order(n);
+        for (std::size_t k = 0; k < n; ++k) order[k] = n - 1 - k;
+        if (r != 0) std::shuffle(order.begin(), order.end(), std::mt19937_64(seed * 7 + r));
+        for (std::size_t k : order) {
+          if (k % 2 == 0) {
+            c.wait(ids[k]);
+          } else {
+            while (!c.test(ids[k])) {
+            }
+          }
+        }
+        if (c.outstanding() != 0) throw std::runtime_error("requests left outstanding");
+      },
+      delay_us, seed);
+  expect_all_ok(o);
+  for (int r = 0; r < P; ++r)
+    for (std::size_t k = 0; k < n; ++k)
+      ASSERT_TRUE(got[std::size_t(r)][k] == expected[k])
+          << "rank " << r << " operation " << k << " count " << counts[k] << " P " << P;
+}
+
+Options with_in_flight(int n) {
+  Options o;
+  o.timeout_ms = 20000;
+  o.packet_bytes = 512;
+  o.max_in_flight = n;
+  return o;
+}
+}  // namespace
+
+TEST(NonBlocking, ConcurrentAllreducesCompleteInAnyOrder) {
+  check_concurrent(3, {20000, 1, 0, 3001, 777, 5}, false, 0, 11);
+  check_concurrent(5, {4000, 9, 1000, 2}, false, 100, 12);
+  check_concurrent(1, {10, 0, 3}, false, 0, 13);
+}
+
+// Eight reproducible allreduces outstanding at once under random delays: each the fixed tree's
+// bits, whatever the interleaving (operation numbers keep their packets apart, each has its own
+// scratch).
+TEST(NonBlocking, ReproducibleIsBitwiseIdenticalUnderAnyInterleaving) {
+  for (std::uint64_t seed : {21ull, 22ull, 23ull})
+    check_concurrent(4, {3000, 1200, 5000, 17, 2500, 900, 4000, 64}, true, 200, seed);
+}
+
+// Mismatched counts in one of several outstanding operations fail that one on every rank; the
+// others complete, and the communicator stays usable. A blocking call in between progresses the
+// outstanding ones too.
+TEST(NonBlocking, MismatchFailsOnlyThatOperationOnEveryRank) {
+  const auto o = run_ranks(3, [](int r, Communicator& c) {
+    std::vector<float> x(3000, 1.0f), y0(3000), y1(3000), y2(3000), y3(3000);
+    const std::uint32_t a =
+        c.start_allreduce(args(x.data(), y0.data(), 3000, DataType::kFp32, ReduceOp::kSum));
+    const std::uint32_t b = c.start_allreduce(
+        args(x.data(), y1.data(), r == 1 ? 2999 : 3000, DataType::kFp32, ReduceOp::kSum));
+    c.allreduce(args(x.data(), y2.data(), 3000, DataType::kFp32, ReduceOp::kSum));
+    const std::uint32_t d =
+        c.start_allreduce(args(x.data(), y3.data(), 3000, DataType::kFp32, ReduceOp::kMax));
+    c.wait(d);
+    expect_failure([&] { c.wait(b); }, Failure::kMismatch, "rank 1 has allreduce, count 2999",
+                   "count mismatch in a non-blocking operation");
+    c.wait(a);
+    for (std::size_t i = 0; i < 3000; ++i)
+      if (y0[i] != 3.0f || y2[i] != 3.0f || y3[i] != 1.0f)
+        throw std::runtime_error("wrong result beside the failed operation");
+    // Released: waiting again is refused locally.
+    try {
+      c.wait(b);
+      throw std::runtime_error("a released request was waited for again");
+    } catch (const std::invalid_argument&) {
+    }
+  });
+  expect_all_ok(o);
+}
+
+// An in-flight limit of 1 and of 2 with more operations started: start progresses the others
+// until there is room (never more running than the limit), nothing deadlocks, every result is
+// right.
+TEST(NonBlocking, InFlightLimitIsHonoured) {
+  for (int limit : {1, 2}) {
+    tr::InprocFabric fabric(3);
+    std::vector<std::unique_ptr<Communicator>> comms;
+    for (int r = 0; r < 3; ++r)
+      comms.push_back(std::make_unique<Communicator>(fabric.endpoint(r), with_in_flight(limit)));
+    std::vector<std::string> errors(3);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 3; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          Communicator& c = *comms[std::size_t(r)];
+          std::vector<std::vector<std::int32_t>> x(6, std::vector<std::int32_t>(2000, r + 1)),
+              y(6, std::vector<std::int32_t>(2000));
+          std::vector<std::uint32_t> ids;
+          for (int k = 0; k < 6; ++k) {
+            ids.push_back(c.start_allreduce(args(x[std::size_t(k)].data(), y[std::size_t(k)].data(),
+                                                 2000, DataType::kInt32, ReduceOp::kSum)));
+            if (c.in_flight() > static_cast<std::size_t>(limit))
+              throw std::runtime_error("more operations in flight than the limit");
+          }
+          for (int k = 5; k >= 0; --k) c.wait(ids[std::size_t(k)]);
+          for (const auto& v : y)
+            for (std::int32_t e : v)
+              if (e != 6) throw std::runtime_error("wrong sum");
+        } catch (const std::exception& e) {
+          errors[std::size_t(r)] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(errors[std::size_t(r)], "") << "limit " << limit;
+  }
+}
+
+// A peer reported dead fails every outstanding operation on every other rank.
+TEST(NonBlocking, DeadPeerFailsEveryOutstandingOperation) {
+  const auto o = run_ranks(
+      3,
+      [](int r, Communicator& c) {
+        if (r == 2) return;
+        std::vector<float> x(3000, 1.0f), y(3000 * 4);
+        std::vector<std::uint32_t> ids;
+        for (int k = 0; k < 4; ++k)
+          ids.push_back(c.start_allreduce(
+              args(x.data(), y.data() + 3000 * k, 3000, DataType::kFp32, ReduceOp::kSum)));
+        int failed = 0;
+        for (std::uint32_t id : ids) {
+          try {
+            c.wait(id);
+          } catch (const CollectiveError& e) {
+            if (e.failure() == Failure::kPeerFailed) ++failed;
+          }
+        }
+        if (failed != 4) throw std::runtime_error("not every outstanding operation failed");
+      },
+      0, 1, /*timeout_ms=*/30000, 512,
+      [&](tr::InprocFabric& f) { f.kill(2, tr::FailureVisibility::kReported); });
+  expect_all_ok(o);
 }
