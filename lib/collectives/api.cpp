@@ -18,8 +18,12 @@
 
 namespace cl = netsparse::collectives;
 
+struct ns_coll_request;
 struct ns_coll {
   std::unique_ptr<cl::Communicator> comm;
+  // Requests not completed yet: closing the communicator orphans them (their coll is cleared,
+  // so a later test cannot reach another communicator allocated at the same address).
+  std::unordered_set<ns_coll_request*> requests;
   int last_algorithm = -1;
   std::uint64_t last_bytes = 0;
 };
@@ -167,6 +171,7 @@ ns_status_t ns_coll_open_mpi(MPI_Comm comm, const ns_coll_attr* attr, ns_coll** 
 ns_status_t ns_coll_close(ns_coll* coll) {
   if (!live(coll)) return fail("ns_coll_close", NS_ERR_INVALID, "not a live ns_coll");
   drop_live(coll);
+  for (ns_coll_request* r : coll->requests) r->coll = nullptr;
   return guarded("ns_coll_close", [&]() -> ns_status_t {
     delete coll;  // the transport's teardown (collective with the live peers)
     return NS_OK;
@@ -295,6 +300,7 @@ ns_status_t ns_allreduce_start(ns_coll* coll, const void* send, void* recv, uint
     auto r = std::make_unique<ns_coll_request>();
     r->coll = coll;
     r->id = c.start_allreduce(x);
+    coll->requests.insert(r.get());
     *req = r.release();
     add_live(*req);
     return -1;  // chosen per operation; ns_coll_last_algorithm is the blocking calls'
@@ -308,11 +314,12 @@ ns_status_t complete_request(const char* call, ns_coll_request** req, int* done,
   ns_coll_request* r = *req;
   bool finished = true;
   const auto release = [&] {
+    if (r->coll != nullptr) r->coll->requests.erase(r);
     drop_live(r);
     delete r;
     *req = nullptr;
   };
-  if (!live(r->coll)) {
+  if (r->coll == nullptr || !live(r->coll)) {
     release();
     if (done != nullptr) *done = 1;
     return fail(call, NS_ERR_STATE, "the request's communicator was closed");

@@ -170,7 +170,11 @@ Communicator::Communicator(std::unique_ptr<transport::Transport> transport, Opti
   if (options_.timeout_ms <= 0) throw std::invalid_argument("Communicator: timeout_ms must be > 0");
 }
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  // Outstanding operations first: each returns its scratch set to the pool (a member).
+  active_.clear();
+  requests_.clear();
+}
 
 int Communicator::rank() const noexcept {
   return transport_->rank();

@@ -401,3 +401,22 @@ TEST(CollMpiReproducible, ConcurrentNonBlockingRunsAreBitwiseIdentical) {
       ASSERT_TRUE(out[k] == expected[k]) << "run " << run << " op " << k;
   }
 }
+
+// Closing a communicator with a request outstanding orphans the request: its wait reports
+// NS_ERR_STATE and frees it (it never reaches another communicator).
+TEST(CollMpiRequests, CloseWithAnOutstandingRequestOrphansIt) {
+  ns_coll* c = nullptr;
+  ASSERT_EQ(ns_coll_open_mpi(MPI_COMM_WORLD, nullptr, &c), NS_OK) << ns_last_error();
+  std::vector<double> x(1000, 1.0), y(1000);
+  ns_coll_request* req = nullptr;
+  ASSERT_EQ(
+      ns_allreduce_start(c, x.data(), y.data(), 1000, NS_DTYPE_FP64, NS_OP_SUM, nullptr, &req),
+      NS_OK)
+      << ns_last_error();
+  ASSERT_EQ(ns_coll_close(c), NS_OK) << ns_last_error();
+  EXPECT_EQ(ns_coll_wait(&req), NS_ERR_STATE);
+  EXPECT_NE(std::string(ns_last_error()).find("closed"), std::string::npos) << ns_last_error();
+  EXPECT_EQ(req, nullptr);
+  int done = 0;
+  EXPECT_EQ(ns_coll_test(&req, &done), NS_ERR_INVALID);
+}
