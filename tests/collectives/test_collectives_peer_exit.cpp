@@ -7,15 +7,17 @@
 // orte_enable_recovery (mpirun keeps the survivors alive), each survivor prints its own result,
 // they agree over a communicator without the victim and rank 0 prints the verdict line ctest
 // matches. Arguments: the deadline in ms, and the operation (allreduce by default; reduce,
-// reduce_scatter, bcast, allgather, barrier). The victim is the broadcast's root (the others
-// need its data) and leaves the barrier before its first descriptor (after one, the ranks that
-// got it have seen everyone arrive, and leaving is right).
+// reduce_scatter, bcast, allgather, barrier, nonblocking: four outstanding allreduces). The
+// victim is the broadcast's root (the others need its data) and leaves the barrier before its
+// first descriptor (after one, the ranks that got it have seen everyone arrive, and leaving is
+// right).
 #include <mpi.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -61,6 +63,31 @@ int main(int argc, char** argv) {
   a.dtype = static_cast<int>(cl::DataType::kFp32);
   a.op = static_cast<int>(cl::ReduceOp::kSum);
   a.root = victim;
+  // Each outstanding operation must fail (those that completed before the death may not);
+  // the first failure is the call's.
+  const auto nonblocking = [&] {
+    std::vector<std::uint32_t> ids;
+    for (std::uint64_t k = 0; k < 4; ++k) {
+      cl::AllreduceArgs q = a;
+      q.send = x.data() + k * (count / 4);
+      q.recv = y.data() + k * (count / 4);
+      q.count = count / 4;
+      ids.push_back(c.start_allreduce(q));
+    }
+    std::optional<cl::CollectiveError> first;
+    int completed = 0;
+    for (std::uint32_t id : ids) {
+      try {
+        c.wait(id);
+        ++completed;
+      } catch (const cl::CollectiveError& e) {
+        if (!first) first = e;
+      }
+    }
+    std::printf("[rank %d] %d of 4 outstanding allreduces completed before the failure\n", rank,
+                completed);
+    if (first) throw *first;
+  };
   const auto call = [&] {
     if (operation == "allreduce")
       c.allreduce(a);
@@ -74,6 +101,8 @@ int main(int argc, char** argv) {
       c.allgather(x.data(), y.data(), count, a.dtype);
     else if (operation == "barrier")
       c.barrier();
+    else if (operation == "nonblocking")  // four outstanding allreduces of a quarter each
+      nonblocking();
     else
       throw std::invalid_argument("unknown operation " + operation);
   };
