@@ -105,7 +105,11 @@ class PyCollectives {
     coll_ = open_collectives(c, &attr);
   }
   ~PyCollectives() {
-    if (teardown_abandoned()) leak(std::move(coll_));
+    if (teardown_abandoned()) {
+      leak(std::move(coll_));
+      return;
+    }
+    free_agreement_comm();
   }
   PyCollectives(const PyCollectives&) = delete;
   PyCollectives& operator=(const PyCollectives&) = delete;
@@ -113,8 +117,11 @@ class PyCollectives {
   int rank() const { return rank_; }
   int size() const { return size_; }
   void close() {
-    py::gil_scoped_release nogil;
-    coll_.close();
+    {
+      py::gil_scoped_release nogil;
+      coll_.close();
+    }
+    free_agreement_comm();
   }
   ns_coll* handle() const {
     if (coll_.get() == nullptr) throw py::value_error("the communicator is closed");
@@ -279,6 +286,14 @@ class PyCollectives {
       return std::string(name) + " must hold size() * " + std::to_string(p.size()) + " = " +
              std::to_string(p.size() * size_) + " elements, it has " + std::to_string(w.size());
     return {};
+  }
+
+  // The duplicate goes with the communicator (not after MPI_Finalize: then it is gone anyway).
+  void free_agreement_comm() noexcept {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (agree_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&agree_);
+    agree_ = MPI_COMM_NULL;
   }
 
   Collectives coll_;
