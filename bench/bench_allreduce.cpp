@@ -2,13 +2,20 @@
 //
 //   mpirun -np P bench_allreduce [--sizes-mib 1,4,16,64] [--rounds 3] [--json PATH]
 //                                [--sparse-n N] [--densities 0.01,0.5] [--no-dense] [--no-sparse]
+//                                [--no-family] [--concurrent 8] [--concurrent-mib 1]
 //
 // Dense (fp32 sum, every size): MPI_Allreduce, and NetSparse's allreduce over its own transport
 // with each of Flare's designs (single buffer, 2 and 4 buffers, the reproducible tree) and the
 // automatic choice. Sparse (fp32 sum of vectors of length N, each rank holding density * N
 // distinct random indices): NetSparse's sparse allreduce, against MPI_Allreduce of the dense
 // vector (alone, and with the densification a sparse holder must do first) and NetSparse's dense
-// allreduce of it. Every variant's result is checked against MPI_Allreduce's (integer-valued
+// allreduce of it. Dense also runs a ring allreduce over MPI point-to-point (reduce-scatter then
+// all-gather around the ring, Flare's baseline). Family (every size): ns_reduce, ns_bcast,
+// ns_allgather and ns_reduce_scatter beside MPI_Reduce, MPI_Bcast, MPI_Allgather and
+// MPI_Reduce_scatter_block (the size is the whole vector: all-gather and reduce-scatter move
+// size / P per rank), and ns_barrier beside MPI_Barrier. Concurrent: --concurrent non-blocking
+// allreduces of --concurrent-mib each outstanding at once, against one blocking allreduce of
+// their total size. Every variant's result is checked against MPI_Allreduce's (integer-valued
 // floats: any order gives the same bits). Time per operation = the slowest rank's; bytes = the
 // transport bytes a rank sent, averaged over ranks (MPI_Allreduce: the 2 (P-1)/P N lower bound
 // of any allreduce, since MPI does not report its own). Exit 0 when every variant agreed, 1
@@ -52,6 +59,9 @@ usage: mpirun -np P bench_allreduce [options]
   --json PATH          also write every record as JSON (rank 0)
   --no-dense           skip the dense section
   --no-sparse          skip the sparse section
+  --no-family          skip the family (reduce, broadcast, all-gather, reduce-scatter, barrier)
+  --concurrent N       non-blocking allreduces outstanding at once (default 8; 0 skips)
+  --concurrent-mib X   size of each (default 1)
   --help               this text
 
 Time per operation = the slowest rank's; bytes = the transport bytes a rank sent, averaged over
@@ -66,7 +76,9 @@ struct Args {
   std::uint64_t sparse_n = 16ull << 20;
   int rounds = 3;
   std::string json;
-  bool dense = true, sparse = true;
+  bool dense = true, sparse = true, family = true;
+  int concurrent = 8;
+  double concurrent_mib = 1;
 };
 
 // Every rank parses the same argv; rank 0 prints. -1: go on, else the exit code.
@@ -88,6 +100,9 @@ int parse(int argc, char** argv, int rank, Args& a) {
   app.add_option("--json", a.json);
   app.add_flag_callback("--no-dense", [&] { a.dense = false; });
   app.add_flag_callback("--no-sparse", [&] { a.sparse = false; });
+  app.add_flag_callback("--no-family", [&] { a.family = false; });
+  app.add_option("--concurrent", a.concurrent)->check(cli::Range(0, 1024));
+  app.add_option("--concurrent-mib", a.concurrent_mib)->check(cli::Range(1.0 / 1024, 1024.0));
   return nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_allreduce", kHelp,
                                  rank == 0);
 }
@@ -142,6 +157,35 @@ struct Job {
   }
 };
 
+// The ring allreduce over MPI point-to-point (the baseline of Flare's evaluation): P - 1 steps
+// of reduce-scatter, each rank sending one chunk to its right neighbour and adding the chunk
+// from its left, then P - 1 steps of all-gather passing the reduced chunks on. fp32 sum.
+void ring_allreduce(const float* in, float* out, std::size_t count, MPI_Comm comm,
+                    std::vector<float>& tmp) {
+  int rank = 0, P = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &P);
+  if (out != in) std::memcpy(out, in, count * sizeof(float));
+  if (P == 1) return;
+  const auto lo = [&](int c) { return count * static_cast<std::size_t>(c) / P; };
+  const auto len = [&](int c) { return lo(c + 1) - lo(c); };
+  const int right = (rank + 1) % P, left = (rank + P - 1) % P;
+  tmp.resize(lo(1) + 1);
+  for (int step = 0; step < P - 1; ++step) {
+    const int send_c = (rank - step + P) % P, recv_c = (rank - step - 1 + P) % P;
+    MPI_Sendrecv(out + lo(send_c), static_cast<int>(len(send_c)), MPI_FLOAT, right, 0, tmp.data(),
+                 static_cast<int>(len(recv_c)), MPI_FLOAT, left, 0, comm, MPI_STATUS_IGNORE);
+    float* acc = out + lo(recv_c);
+    for (std::size_t i = 0; i < len(recv_c); ++i) acc[i] += tmp[i];
+  }
+  for (int step = 0; step < P - 1; ++step) {
+    const int send_c = (rank + 1 - step + P) % P, recv_c = (rank - step + P) % P;
+    MPI_Sendrecv(out + lo(send_c), static_cast<int>(len(send_c)), MPI_FLOAT, right, 1,
+                 out + lo(recv_c), static_cast<int>(len(recv_c)), MPI_FLOAT, left, 1, comm,
+                 MPI_STATUS_IGNORE);
+  }
+}
+
 // Dense fp32 sums of every --sizes-mib: MPI_Allreduce, then each of NetSparse's designs.
 void run_dense(Job& job, const Args& args, std::vector<Record>& records) {
   const int rank = job.rank, P = job.P;
@@ -169,6 +213,10 @@ void run_dense(Job& job, const Args& args, std::vector<Record>& records) {
     mpi.bytes_modelled = true;
     std::vector<Record> mine;
     for (const DenseVariant& v : ours) mine.emplace_back("dense", v.name, "", mpi.size_bytes);
+    Record ring{"dense", "ring_allreduce_mpi_p2p", "ring", mpi.size_bytes};
+    ring.bytes_per_rank = mpi.bytes_per_rank;  // the ring meets the lower bound exactly
+    ring.bytes_modelled = true;
+    std::vector<float> ring_tmp;
     for (int round = 0; round < args.rounds; ++round) {
       mpi.times.push_back(timed(MPI_COMM_WORLD,
                                 [&] {
@@ -177,6 +225,15 @@ void run_dense(Job& job, const Args& args, std::vector<Record>& records) {
                                                   MPI_FLOAT, MPI_SUM, mpi_comm);
                                 }) /
                           iters);
+      ring.times.push_back(timed(MPI_COMM_WORLD,
+                                 [&] {
+                                   for (int i = 0; i < iters; ++i)
+                                     ring_allreduce(in.data(), out.data(), count, mpi_comm,
+                                                    ring_tmp);
+                                 }) /
+                           iters);
+      if (round == 0)
+        ring.agrees = job.agree_all(std::memcmp(out.data(), ref.data(), count * 4) == 0);
       for (std::size_t k = 0; k < std::size(ours); ++k) {
         ns_allreduce_params p{};
         p.algorithm = ours[k].algorithm;
@@ -209,8 +266,188 @@ void run_dense(Job& job, const Args& args, std::vector<Record>& records) {
                     r.agrees ? "" : "DISAGREES");
       std::fflush(stdout);
     }
+    if (rank == 0) {
+      std::printf("    %-18s %-15s %9.3f ms  %.2fx MPI  %s\n", ring.variant.c_str(), "mpi p2p",
+                  1e3 * median(ring.times), median(ring.times) / median(mpi.times),
+                  ring.agrees ? "" : "DISAGREES");
+      std::fflush(stdout);
+    }
     records.insert(records.end(), mine.begin(), mine.end());
+    records.push_back(ring);
   }
+}
+
+// The rest of the family beside its MPI call, fp32 (sum for the reductions), every --sizes-mib
+// (the whole vector; all-gather and reduce-scatter move size / P per rank), root 0; barrier once.
+void run_family(Job& job, const Args& args, std::vector<Record>& records) {
+  const int rank = job.rank, P = job.P;
+  const MPI_Comm mpi_comm = job.mpi_comm;
+  ns_coll* coll = job.coll;
+  struct Pair {
+    Record mpi, ours;
+  };
+  const auto print = [&](const Pair& p) {
+    if (rank != 0) return;
+    std::printf("    %-15s MPI %9.3f ms  NetSparse %9.3f ms  %.2fx MPI  %s\n",
+                p.ours.variant.c_str(), 1e3 * median(p.mpi.times), 1e3 * median(p.ours.times),
+                median(p.ours.times) / median(p.mpi.times), p.ours.agrees ? "" : "DISAGREES");
+    std::fflush(stdout);
+  };
+  for (double mib : args.sizes_mib) {
+    const std::size_t part =
+        std::max<std::size_t>(1, static_cast<std::size_t>(mib * (1 << 20) / 4) / P);
+    const std::size_t count = part * static_cast<std::size_t>(P);
+    const double bytes = static_cast<double>(count) * 4;
+    std::vector<float> in(count), ref(count), out(count);
+    std::mt19937 rng(static_cast<unsigned>(rank) * 7 + 3);
+    for (auto& x : in) x = static_cast<float>(static_cast<int>(rng() % 17) - 8);
+    const int iters = std::clamp(static_cast<int>(16 / mib), 1, 8);
+    const int n = static_cast<int>(count), np = static_cast<int>(part);
+    struct Op {
+      const char* name;
+      std::function<void()> mpi, ours;
+      std::function<bool()> check;  // after ours: the result equals MPI's (ref)
+    };
+    std::vector<Op> ops = {
+        {"reduce", [&] { MPI_Reduce(in.data(), ref.data(), n, MPI_FLOAT, MPI_SUM, 0, mpi_comm); },
+         [&] {
+           check(
+               ns_reduce(coll, in.data(), out.data(), count, NS_DTYPE_FP32, NS_OP_SUM, 0, nullptr),
+               "ns_reduce");
+         },
+         [&] { return rank != 0 || std::memcmp(out.data(), ref.data(), count * 4) == 0; }},
+        {"bcast",
+         [&] {
+           if (rank == 0) std::memcpy(ref.data(), in.data(), count * 4);
+           MPI_Bcast(ref.data(), n, MPI_FLOAT, 0, mpi_comm);
+         },
+         [&] {
+           if (rank == 0) std::memcpy(out.data(), in.data(), count * 4);
+           check(ns_bcast(coll, out.data(), count, NS_DTYPE_FP32, 0), "ns_bcast");
+         },
+         [&] { return std::memcmp(out.data(), ref.data(), count * 4) == 0; }},
+        {"allgather",
+         [&] { MPI_Allgather(in.data(), np, MPI_FLOAT, ref.data(), np, MPI_FLOAT, mpi_comm); },
+         [&] {
+           check(ns_allgather(coll, in.data(), out.data(), part, NS_DTYPE_FP32), "ns_allgather");
+         },
+         [&] { return std::memcmp(out.data(), ref.data(), count * 4) == 0; }},
+        {"reduce_scatter",
+         [&] { MPI_Reduce_scatter_block(in.data(), ref.data(), np, MPI_FLOAT, MPI_SUM, mpi_comm); },
+         [&] {
+           check(ns_reduce_scatter(coll, in.data(), out.data(), part, NS_DTYPE_FP32, NS_OP_SUM,
+                                   nullptr),
+                 "ns_reduce_scatter");
+         },
+         [&] { return std::memcmp(out.data(), ref.data(), part * 4) == 0; }},
+    };
+    if (rank == 0) std::printf("family %6.1f MiB  np %d\n", mib, P);
+    for (const Op& op : ops) {
+      Pair p{{"family", std::string("mpi_") + op.name, "mpi", bytes},
+             {"family", op.name, "netsparse", bytes}};
+      for (int round = 0; round < args.rounds; ++round) {
+        p.mpi.times.push_back(timed(MPI_COMM_WORLD,
+                                    [&] {
+                                      for (int i = 0; i < iters; ++i) op.mpi();
+                                    }) /
+                              iters);
+        std::uint64_t sent = 0;
+        p.ours.times.push_back(timed(MPI_COMM_WORLD,
+                                     [&] {
+                                       for (int i = 0; i < iters; ++i) {
+                                         op.ours();
+                                         sent += ns_coll_bytes_sent(coll);
+                                       }
+                                     }) /
+                               iters);
+        if (round == 0) {
+          p.ours.bytes_per_rank = job.avg_bytes(sent / static_cast<std::uint64_t>(iters));
+          p.ours.agrees = job.agree_all(op.check());
+        }
+      }
+      print(p);
+      records.push_back(p.mpi);
+      records.push_back(p.ours);
+    }
+  }
+  Pair b{{"family", "mpi_barrier", "mpi", 0}, {"family", "barrier", "netsparse", 0}};
+  constexpr int kBarriers = 200;
+  for (int round = 0; round < args.rounds; ++round) {
+    b.mpi.times.push_back(timed(MPI_COMM_WORLD,
+                                [&] {
+                                  for (int i = 0; i < kBarriers; ++i) MPI_Barrier(mpi_comm);
+                                }) /
+                          kBarriers);
+    b.ours.times.push_back(timed(MPI_COMM_WORLD,
+                                 [&] {
+                                   for (int i = 0; i < kBarriers; ++i)
+                                     check(ns_barrier(coll), "ns_barrier");
+                                 }) /
+                           kBarriers);
+  }
+  if (rank == 0) {
+    std::printf("family barrier  np %d\n", P);
+    std::printf("    %-15s MPI %9.3f us  NetSparse %9.3f us  %.2fx MPI\n", "barrier",
+                1e6 * median(b.mpi.times), 1e6 * median(b.ours.times),
+                median(b.ours.times) / median(b.mpi.times));
+    std::fflush(stdout);
+  }
+  records.push_back(b.mpi);
+  records.push_back(b.ours);
+}
+
+// --concurrent non-blocking allreduces of --concurrent-mib each outstanding at once (started
+// back to back, then waited for), against one blocking allreduce of their total size and the
+// same operations one after the other.
+void run_concurrent(Job& job, const Args& args, std::vector<Record>& records) {
+  const int rank = job.rank;
+  ns_coll* coll = job.coll;
+  const int k = args.concurrent;
+  const std::size_t each =
+      std::max<std::size_t>(1, static_cast<std::size_t>(args.concurrent_mib * (1 << 20) / 4));
+  const std::size_t total = each * static_cast<std::size_t>(k);
+  std::vector<float> in(total), out(total), ref(total);
+  std::mt19937 rng(static_cast<unsigned>(rank) * 7 + 5);
+  for (auto& x : in) x = static_cast<float>(static_cast<int>(rng() % 17) - 8);
+  MPI_Allreduce(in.data(), ref.data(), static_cast<int>(total), MPI_FLOAT, MPI_SUM, job.mpi_comm);
+  const double bytes = static_cast<double>(total) * 4;
+  Record one{"concurrent", "one_allreduce_of_total", "", bytes};
+  Record nb{"concurrent", "nonblocking_outstanding", "", bytes};
+  Record seq{"concurrent", "blocking_one_after_another", "", bytes};
+  std::vector<ns_coll_request*> req(static_cast<std::size_t>(k));
+  for (int round = 0; round < args.rounds; ++round) {
+    one.times.push_back(timed(MPI_COMM_WORLD, [&] {
+      check(ns_allreduce(coll, in.data(), out.data(), total, NS_DTYPE_FP32, NS_OP_SUM, nullptr),
+            "ns_allreduce");
+    }));
+    if (round == 0) one.agrees = job.agree_all(std::memcmp(out.data(), ref.data(), total * 4) == 0);
+    std::fill(out.begin(), out.end(), 0.0f);
+    nb.times.push_back(timed(MPI_COMM_WORLD, [&] {
+      for (int i = 0; i < k; ++i)
+        check(ns_allreduce_start(coll, in.data() + each * i, out.data() + each * i, each,
+                                 NS_DTYPE_FP32, NS_OP_SUM, nullptr, &req[std::size_t(i)]),
+              "ns_allreduce_start");
+      for (int i = k - 1; i >= 0; --i) check(ns_coll_wait(&req[std::size_t(i)]), "ns_coll_wait");
+    }));
+    if (round == 0) nb.agrees = job.agree_all(std::memcmp(out.data(), ref.data(), total * 4) == 0);
+    std::fill(out.begin(), out.end(), 0.0f);
+    seq.times.push_back(timed(MPI_COMM_WORLD, [&] {
+      for (int i = 0; i < k; ++i)
+        check(ns_allreduce(coll, in.data() + each * i, out.data() + each * i, each, NS_DTYPE_FP32,
+                           NS_OP_SUM, nullptr),
+              "ns_allreduce");
+    }));
+    if (round == 0) seq.agrees = job.agree_all(std::memcmp(out.data(), ref.data(), total * 4) == 0);
+  }
+  if (rank == 0) {
+    std::printf("concurrent %d x %.2f MiB  np %d\n", k, args.concurrent_mib, job.P);
+    for (const Record* r : {&one, &nb, &seq})
+      std::printf("    %-28s %9.3f ms  %.2fx one allreduce of the total  %s\n", r->variant.c_str(),
+                  1e3 * median(r->times), median(r->times) / median(one.times),
+                  r->agrees ? "" : "DISAGREES");
+    std::fflush(stdout);
+  }
+  for (const Record* r : {&one, &nb, &seq}) records.push_back(*r);
 }
 
 // Sparse (index, value) sums of every --densities against MPI_Allreduce of the dense vector.
@@ -334,6 +571,8 @@ int run_benchmark(Args& args, const netsparse::bench::World& world) {
   check(ns_coll_open_mpi(MPI_COMM_WORLD, nullptr, &job.coll), "ns_coll_open_mpi");
   std::vector<Record> records;
   if (args.dense) run_dense(job, args, records);
+  if (args.family) run_family(job, args, records);
+  if (args.concurrent > 0) run_concurrent(job, args, records);
   if (args.sparse) run_sparse(job, args, records);
   if (job.rank == 0 && !args.json.empty()) {
     const std::string problem =

@@ -880,7 +880,7 @@ def emu_sweep(runs, out_dir, key, fixed, name, xlabel, title):
 
 ALLREDUCE_COLORS = {"mpi_allreduce": "#000000", "auto": "#9467bd", "single_buffer": "#1f77b4",
                     "multi_buffer_2": "#17becf", "multi_buffer_4": "#2ca02c",
-                    "tree_reproducible": "#d62728"}
+                    "tree_reproducible": "#d62728", "ring_allreduce_mpi_p2p": "#7f7f7f"}
 
 
 def allreduce(runs, out_dir):

@@ -5,11 +5,20 @@
  *   ns_coll_open_mpi(comm, attr, &coll)            collective (netsparse/collectives_mpi.h)
  *   ns_allreduce(coll, send, recv, count, dtype, op, params)
  *   ns_sparse_allreduce(coll, n, nnz, idx, values, dtype, op, params, &result)
+ *   ns_reduce(coll, send, recv, count, dtype, op, root, params)
+ *   ns_reduce_scatter(coll, send, recv, recvcount, dtype, op, params)
+ *   ns_bcast(coll, buffer, count, dtype, root)
+ *   ns_allgather(coll, send, recv, sendcount, dtype)
+ *   ns_barrier(coll)
+ *   ns_allreduce_start(coll, send, recv, count, dtype, op, params, &req)   non-blocking
+ *   ns_coll_test(&req, &done) / ns_coll_wait(&req)
  *   ns_coll_close(coll)
  *
  * Every rank calls the collectives in the same order. Arguments are agreed before data counts:
  * a refused argument on one rank, or ranks passing different datatype / op / count, fail the
  * call on EVERY rank with the same message (NS_ERR_INVALID); the communicator stays usable. A
+ * The same holds for the whole family: ranks calling different operations, or passing different
+ * counts, datatypes, operators or roots, are refused on every rank. A
  * peer that dies or stops answering fails the call (NS_ERR_TRANSPORT when the transport
  * reports it, NS_ERR_TIMEOUT at the deadline, never a hang); the communicator is then broken
  * (later calls: NS_ERR_STATE) and should be closed. Design, wire format: docs/collectives.md.
@@ -73,13 +82,15 @@ struct ns_allreduce_params {
 enum ns_coll_attr_mask {
   NS_COLL_ATTR_TRANSPORT = 1u << 0,
   NS_COLL_ATTR_TIMEOUT = 1u << 1,
-  NS_COLL_ATTR_PACKET = 1u << 2
+  NS_COLL_ATTR_PACKET = 1u << 2,
+  NS_COLL_ATTR_MAX_IN_FLIGHT = 1u << 3
 };
 struct ns_coll_attr {
-  uint64_t comp_mask;    /* ns_coll_attr_mask bits of the fields that are set */
-  int transport;         /* enum ns_transport (AUTO honours NETSPARSE_TRANSPORT); not INPROC */
-  uint32_t timeout_ms;   /* deadline of one call, default 60000 */
-  uint32_t packet_bytes; /* default: the transport's largest message, at most 65536 */
+  uint64_t comp_mask;     /* ns_coll_attr_mask bits of the fields that are set */
+  int transport;          /* enum ns_transport (AUTO honours NETSPARSE_TRANSPORT); not INPROC */
+  uint32_t timeout_ms;    /* deadline of one call, default 60000 */
+  uint32_t packet_bytes;  /* default: the transport's largest message, at most 65536 */
+  uint32_t max_in_flight; /* non-blocking operations outstanding at once, default 8 (1-1024) */
 };
 
 ns_status_t ns_coll_close(ns_coll* coll);
@@ -87,7 +98,8 @@ int ns_coll_rank(const ns_coll* coll);
 int ns_coll_size(const ns_coll* coll);
 const char* ns_coll_transport_name(const ns_coll* coll);
 uint64_t ns_coll_bytes_sent(const ns_coll* coll); /* transport bytes of the last call */
-/* The algorithm the last ns_allreduce ran (enum ns_allreduce_algorithm), -1 if none. */
+/* The algorithm the last ns_allreduce, ns_reduce or ns_reduce_scatter ran (enum
+ * ns_allreduce_algorithm); -1 if none or the last call was another collective. */
 int ns_coll_last_algorithm(const ns_coll* coll);
 const char* ns_allreduce_algorithm_str(int algorithm);
 
@@ -95,6 +107,50 @@ const char* ns_allreduce_algorithm_str(int algorithm);
  * NULL (AUTO, no flags). On failure the contents of recv are undefined. */
 ns_status_t ns_allreduce(ns_coll* coll, const void* send, void* recv, uint64_t count, int dtype,
                          int op, const struct ns_allreduce_params* params);
+
+/* ---- the rest of the dense family (the allreduce's blocks, designs and agreement) -----------
+ * Every datatype and operator of ns_allreduce (params as there; NULL: AUTO, no flags). */
+
+/* Collective. The reduction of every rank's send lands in recv at root only (recv is ignored
+ * elsewhere and may be NULL). In place at the root: send == recv. NS_ALLREDUCE_REPRODUCIBLE
+ * gives the same bits as the reproducible ns_allreduce. */
+ns_status_t ns_reduce(ns_coll* coll, const void* send, void* recv, uint64_t count, int dtype,
+                      int op, int root, const struct ns_allreduce_params* params);
+/* Collective (MPI_Reduce_scatter_block). send holds size * recvcount elements; rank r gets
+ * elements [r * recvcount, (r + 1) * recvcount) of their reduction in recv. In place: recv ==
+ * send + rank * recvcount elements (this rank's own part of send). */
+ns_status_t ns_reduce_scatter(ns_coll* coll, const void* send, void* recv, uint64_t recvcount,
+                              int dtype, int op, const struct ns_allreduce_params* params);
+/* Collective. count elements of buffer at root are copied into buffer on every rank. */
+ns_status_t ns_bcast(ns_coll* coll, void* buffer, uint64_t count, int dtype, int root);
+/* Collective. recv (size * sendcount elements) gets every rank's send in rank order. In place:
+ * send == recv + rank * sendcount elements. */
+ns_status_t ns_allgather(ns_coll* coll, const void* send, void* recv, uint64_t sendcount,
+                         int dtype);
+/* Collective. Returns once every rank has called it (NS_ERR_TIMEOUT after the deadline). */
+ns_status_t ns_barrier(ns_coll* coll);
+
+/* ---- non-blocking allreduce (MPI-request style) ------------------------------------------
+ * ns_allreduce_start starts the collective and returns at once with a request; the operation
+ * progresses inside any call on the same communicator (another start, a test, a wait, a
+ * blocking collective) and completes when its request is tested or waited for. Several may be
+ * outstanding (ns_coll_attr.max_in_flight; one more start first progresses the others until
+ * one completes) and they complete in any order; each has its operation number on the wire,
+ * so their packets never mix. Every rank starts the same operations in the same order (the
+ * blocking calls in between count). send and recv must stay valid, and send unchanged, until
+ * the request completes. The reproducible mode gives the same bits as the blocking call, however
+ * the operations interleave. A failure (refused or mismatched arguments, a dead peer, the
+ * deadline from the start) is returned by the test or wait that completes the request. */
+typedef struct ns_coll_request ns_coll_request;
+ns_status_t ns_allreduce_start(ns_coll* coll, const void* send, void* recv, uint64_t count,
+                               int dtype, int op, const struct ns_allreduce_params* params,
+                               ns_coll_request** req);
+/* Progresses the communicator once. *done = 1 when the operation has completed: the request is
+ * freed, *req set to NULL, and the operation's status returned (NS_OK, or its failure). *done =
+ * 0: NS_OK, test again later. */
+ns_status_t ns_coll_test(ns_coll_request** req, int* done);
+/* Progresses until the operation completes; frees the request (*req = NULL); its status. */
+ns_status_t ns_coll_wait(ns_coll_request** req);
 
 /* ---- sparse allreduce --------------------------------------------------------------------- */
 typedef struct ns_sparse_result ns_sparse_result;

@@ -49,6 +49,40 @@ struct SparseVector {
   std::vector<T> values;
 };
 
+// A started non-blocking allreduce (Collectives::allreduce_start). test() / wait() complete it
+// (and throw its failure); destroying a request not completed waits for it, ignoring failure.
+class CollRequest {
+ public:
+  CollRequest() = default;
+  explicit CollRequest(ns_coll_request* r) noexcept : r_(r) {}
+  CollRequest(CollRequest&& o) noexcept : r_(o.r_) { o.r_ = nullptr; }
+  CollRequest& operator=(CollRequest&& o) noexcept {
+    if (this != &o) {
+      finish_quietly();
+      r_ = o.r_;
+      o.r_ = nullptr;
+    }
+    return *this;
+  }
+  CollRequest(const CollRequest&) = delete;
+  CollRequest& operator=(const CollRequest&) = delete;
+  ~CollRequest() { finish_quietly(); }
+  bool pending() const noexcept { return r_ != nullptr; }
+  // true once complete (then !pending()).
+  bool test() {
+    int done = 0;
+    detail::check(ns_coll_test(&r_, &done), "ns_coll_test");
+    return done != 0;
+  }
+  void wait() { detail::check(ns_coll_wait(&r_), "ns_coll_wait"); }
+
+ private:
+  void finish_quietly() noexcept {
+    if (r_ != nullptr) (void)ns_coll_wait(&r_);
+  }
+  ns_coll_request* r_ = nullptr;
+};
+
 class Collectives {
  public:
   Collectives() = default;
@@ -80,6 +114,59 @@ class Collectives {
   }
 
   template <class T>
+  CollRequest allreduce_start(std::span<const T> send, std::span<T> recv, ns_op op = NS_OP_SUM,
+                              const AllreduceOptions& o = {}) {
+    if (send.size() != recv.size())
+      throw Error(NS_ERR_INVALID, "allreduce_start: send and recv differ in length");
+    const ns_allreduce_params p = params(o);
+    ns_coll_request* r = nullptr;
+    detail::check(ns_allreduce_start(h_.get(), send.data(), recv.data(), send.size(), dtype_of<T>(),
+                                     op, &p, &r),
+                  "ns_allreduce_start");
+    return CollRequest(r);
+  }
+
+  // The rest of the dense family (collectives.h): spans of the element type, lengths checked
+  // here (a wrong length throws before anything collective, so call it alike on every rank).
+  template <class T>
+  ns_allreduce_algorithm reduce(std::span<const T> send, std::span<T> recv, int root,
+                                ns_op op = NS_OP_SUM, const AllreduceOptions& o = {}) {
+    if (rank() == root && send.size() != recv.size())
+      throw Error(NS_ERR_INVALID, "reduce: send and recv differ in length at the root");
+    const ns_allreduce_params p = params(o);
+    detail::check(
+        ns_reduce(h_.get(), send.data(), recv.data(), send.size(), dtype_of<T>(), op, root, &p),
+        "ns_reduce");
+    return static_cast<ns_allreduce_algorithm>(ns_coll_last_algorithm(h_.get()));
+  }
+  // send: size() * recv.size() elements.
+  template <class T>
+  ns_allreduce_algorithm reduce_scatter(std::span<const T> send, std::span<T> recv,
+                                        ns_op op = NS_OP_SUM, const AllreduceOptions& o = {}) {
+    if (send.size() != recv.size() * static_cast<std::size_t>(size()))
+      throw Error(NS_ERR_INVALID, "reduce_scatter: send must hold size() * recv.size() elements");
+    const ns_allreduce_params p = params(o);
+    detail::check(
+        ns_reduce_scatter(h_.get(), send.data(), recv.data(), recv.size(), dtype_of<T>(), op, &p),
+        "ns_reduce_scatter");
+    return static_cast<ns_allreduce_algorithm>(ns_coll_last_algorithm(h_.get()));
+  }
+  template <class T>
+  void broadcast(std::span<T> buffer, int root) {
+    detail::check(ns_bcast(h_.get(), buffer.data(), buffer.size(), dtype_of<T>(), root),
+                  "ns_bcast");
+  }
+  // recv: size() * send.size() elements, rank order.
+  template <class T>
+  void allgather(std::span<const T> send, std::span<T> recv) {
+    if (recv.size() != send.size() * static_cast<std::size_t>(size()))
+      throw Error(NS_ERR_INVALID, "allgather: recv must hold size() * send.size() elements");
+    detail::check(ns_allgather(h_.get(), send.data(), recv.data(), send.size(), dtype_of<T>()),
+                  "ns_allgather");
+  }
+  void barrier() { detail::check(ns_barrier(h_.get()), "ns_barrier"); }
+
+  template <class T>
   SparseVector<T> sparse_allreduce(std::uint64_t n, std::span<const std::uint64_t> idx,
                                    std::span<const T> values,
                                    ns_sparse_output output = NS_SPARSE_OUTPUT_AUTO) {
@@ -107,6 +194,12 @@ class Collectives {
   }
 
  private:
+  static ns_allreduce_params params(const AllreduceOptions& o) {
+    ns_allreduce_params p{};
+    p.algorithm = o.algorithm;
+    p.flags = o.reproducible ? unsigned{NS_ALLREDUCE_REPRODUCIBLE} : 0u;
+    return p;
+  }
   detail::Handle<ns_coll, ns_coll_close> h_;
 };
 

@@ -18,13 +18,21 @@
 
 namespace cl = netsparse::collectives;
 
+struct ns_coll_request;
 struct ns_coll {
   std::unique_ptr<cl::Communicator> comm;
+  // Requests not completed yet: closing the communicator orphans them (their coll is cleared,
+  // so a later test cannot reach another communicator allocated at the same address).
+  std::unordered_set<ns_coll_request*> requests;
   int last_algorithm = -1;
   std::uint64_t last_bytes = 0;
 };
 struct ns_sparse_result {
   cl::SparseResult r;
+};
+struct ns_coll_request {
+  ns_coll* coll;
+  std::uint32_t id;  // the operation number (Communicator::start_allreduce)
 };
 
 namespace {
@@ -110,7 +118,12 @@ ns_status_t ns_coll_open_mpi(MPI_Comm comm, const ns_coll_attr* attr, ns_coll** 
   tr::TransportKind kind = tr::TransportKind::kMpi;
   try {
     if (attr != nullptr) {
-      if (attr->comp_mask & ~std::uint64_t{7}) refuse("unknown comp_mask bits");
+      if (attr->comp_mask & ~std::uint64_t{15}) refuse("unknown comp_mask bits");
+      if (attr->comp_mask & NS_COLL_ATTR_MAX_IN_FLIGHT) {
+        if (attr->max_in_flight == 0 || attr->max_in_flight > 1024)
+          refuse("max_in_flight must be in [1, 1024]");
+        options.max_in_flight = static_cast<int>(attr->max_in_flight);
+      }
       if (attr->comp_mask & NS_COLL_ATTR_TRANSPORT) transport = attr->transport;
       if (attr->comp_mask & NS_COLL_ATTR_TIMEOUT) {
         if (attr->timeout_ms == 0 || attr->timeout_ms > 0x7fffffffu)
@@ -158,6 +171,7 @@ ns_status_t ns_coll_open_mpi(MPI_Comm comm, const ns_coll_attr* attr, ns_coll** 
 ns_status_t ns_coll_close(ns_coll* coll) {
   if (!live(coll)) return fail("ns_coll_close", NS_ERR_INVALID, "not a live ns_coll");
   drop_live(coll);
+  for (ns_coll_request* r : coll->requests) r->coll = nullptr;
   return guarded("ns_coll_close", [&]() -> ns_status_t {
     delete coll;  // the transport's teardown (collective with the live peers)
     return NS_OK;
@@ -204,6 +218,138 @@ ns_status_t ns_allreduce(ns_coll* coll, const void* send, void* recv, uint64_t c
     coll->last_algorithm = static_cast<int>(used);
     return NS_OK;
   });
+}
+
+}  // extern "C"
+
+namespace {
+// The C API's dense call: arguments and params into AllreduceArgs, then one Communicator call.
+template <class F>
+ns_status_t dense_call(const char* call, ns_coll* coll, cl::AllreduceArgs a,
+                       const ns_allreduce_params* params, F&& run) {
+  if (!live(coll)) return fail(call, NS_ERR_INVALID, "not a live ns_coll");
+  return guarded(call, [&]() -> ns_status_t {
+    cl::UserOp user;
+    if (params != nullptr) {
+      a.algorithm = params->algorithm;
+      a.reproducible = (params->flags & NS_ALLREDUCE_REPRODUCIBLE) != 0;
+      user.fn = params->user_fn;
+      user.user_data = params->user_data;
+      user.commutative = params->user_commutative != 0;
+      user.id = params->user_op_id;
+      a.user = &user;
+    }
+    coll->last_algorithm = recording_bytes(coll, [&] { return run(*coll->comm, a); });
+    return NS_OK;
+  });
+}
+}  // namespace
+
+extern "C" {
+
+ns_status_t ns_reduce(ns_coll* coll, const void* send, void* recv, uint64_t count, int dtype,
+                      int op, int root, const ns_allreduce_params* params) {
+  cl::AllreduceArgs a{
+      .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op, .root = root};
+  return dense_call("ns_reduce", coll, a, params, [](cl::Communicator& c, const auto& x) {
+    return static_cast<int>(c.reduce(x));
+  });
+}
+
+ns_status_t ns_reduce_scatter(ns_coll* coll, const void* send, void* recv, uint64_t recvcount,
+                              int dtype, int op, const ns_allreduce_params* params) {
+  cl::AllreduceArgs a{.send = send, .recv = recv, .count = recvcount, .dtype = dtype, .op = op};
+  return dense_call("ns_reduce_scatter", coll, a, params, [](cl::Communicator& c, const auto& x) {
+    return static_cast<int>(c.reduce_scatter(x));
+  });
+}
+
+ns_status_t ns_bcast(ns_coll* coll, void* buffer, uint64_t count, int dtype, int root) {
+  cl::AllreduceArgs a{.send = buffer, .recv = buffer, .count = count, .dtype = dtype, .root = root};
+  return dense_call("ns_bcast", coll, a, nullptr, [](cl::Communicator& c, const auto& x) {
+    c.broadcast(x.recv, x.count, x.dtype, x.root);
+    return -1;
+  });
+}
+
+ns_status_t ns_allgather(ns_coll* coll, const void* send, void* recv, uint64_t sendcount,
+                         int dtype) {
+  cl::AllreduceArgs a{.send = send, .recv = recv, .count = sendcount, .dtype = dtype};
+  return dense_call("ns_allgather", coll, a, nullptr, [](cl::Communicator& c, const auto& x) {
+    c.allgather(x.send, x.recv, x.count, x.dtype);
+    return -1;
+  });
+}
+
+ns_status_t ns_barrier(ns_coll* coll) {
+  return dense_call("ns_barrier", coll, cl::AllreduceArgs{}, nullptr,
+                    [](cl::Communicator& c, const auto&) {
+                      c.barrier();
+                      return -1;
+                    });
+}
+
+ns_status_t ns_allreduce_start(ns_coll* coll, const void* send, void* recv, uint64_t count,
+                               int dtype, int op, const ns_allreduce_params* params,
+                               ns_coll_request** req) {
+  const char* call = "ns_allreduce_start";
+  if (req == nullptr) return fail(call, NS_ERR_INVALID, "req is NULL");
+  *req = nullptr;
+  cl::AllreduceArgs a{.send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
+  return dense_call(call, coll, a, params, [&](cl::Communicator& c, const auto& x) {
+    auto r = std::make_unique<ns_coll_request>();
+    r->coll = coll;
+    r->id = c.start_allreduce(x);
+    coll->requests.insert(r.get());
+    *req = r.release();
+    add_live(*req);
+    return -1;  // chosen per operation; ns_coll_last_algorithm is the blocking calls'
+  });
+}
+
+namespace {
+// Test (wait = false) or wait for *req; frees it once the operation completed or failed.
+ns_status_t complete_request(const char* call, ns_coll_request** req, int* done, bool wait) {
+  if (req == nullptr || !live(*req)) return fail(call, NS_ERR_INVALID, "not a live request");
+  ns_coll_request* r = *req;
+  bool finished = true;
+  const auto release = [&] {
+    if (r->coll != nullptr) r->coll->requests.erase(r);
+    drop_live(r);
+    delete r;
+    *req = nullptr;
+  };
+  if (r->coll == nullptr || !live(r->coll)) {
+    release();
+    if (done != nullptr) *done = 1;
+    return fail(call, NS_ERR_STATE, "the request's communicator was closed");
+  }
+  const ns_status_t s = guarded(call, [&]() -> ns_status_t {
+    try {
+      if (wait)
+        r->coll->comm->wait(r->id);
+      else
+        finished = r->coll->comm->test(r->id);
+    } catch (...) {
+      finished = true;
+      throw;
+    }
+    return NS_OK;
+  });
+  if (finished) release();
+  if (done != nullptr) *done = finished ? 1 : 0;
+  return s;
+}
+}  // namespace
+
+ns_status_t ns_coll_test(ns_coll_request** req, int* done) {
+  if (done == nullptr) return fail("ns_coll_test", NS_ERR_INVALID, "done is NULL");
+  *done = 0;
+  return complete_request("ns_coll_test", req, done, false);
+}
+
+ns_status_t ns_coll_wait(ns_coll_request** req) {
+  return complete_request("ns_coll_wait", req, nullptr, true);
 }
 
 ns_status_t ns_sparse_allreduce(ns_coll* coll, uint64_t n, uint64_t nnz, const uint64_t* idx,

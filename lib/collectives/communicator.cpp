@@ -44,6 +44,7 @@ constexpr auto kLocalErrorNames = std::to_array<support::EnumName<LocalError>>({
     {LocalError::kIndexOutOfRange, "an index is >= n"},
     {LocalError::kSparseOp, "sparse allreduce supports sum only (absent entries are 0)"},
     {LocalError::kNonCommutativeDesign, "a non-commutative user operator needs the tree algorithm"},
+    {LocalError::kBadRoot, "root is not a rank of the communicator"},
 });
 
 const char* to_string(LocalError e) noexcept {
@@ -52,14 +53,40 @@ const char* to_string(LocalError e) noexcept {
 
 bool same_arguments(const wire::Descriptor& a, const wire::Descriptor& b) noexcept {
   return a.collective == b.collective && a.dtype == b.dtype && a.op == b.op && a.flags == b.flags &&
-         a.user_op_id == b.user_op_id && a.packet_bytes == b.packet_bytes && a.count == b.count;
+         a.user_op_id == b.user_op_id && a.packet_bytes == b.packet_bytes && a.count == b.count &&
+         a.root == b.root;
 }
+
+namespace {
+const char* collective_name(wire::Collective c) {
+  switch (c) {
+    case wire::Collective::kDense:
+      return "allreduce";
+    case wire::Collective::kSparse:
+      return "sparse allreduce";
+    case wire::Collective::kReduce:
+      return "reduce";
+    case wire::Collective::kBcast:
+      return "broadcast";
+    case wire::Collective::kBarrier:
+      return "barrier";
+    case wire::Collective::kAllgather:
+      return "all-gather";
+    case wire::Collective::kReduceScatter:
+      return "reduce-scatter";
+  }
+  return "unknown collective";
+}
+}  // namespace
 
 std::string describe(const wire::Descriptor& d) {
   const auto t = data_type_from_int(d.dtype);
   const auto o = reduce_op_from_int(d.op);
-  std::string s = d.collective == wire::Collective::kSparse ? "sparse n " : "count ";
+  std::string s = collective_name(d.collective);
+  s += d.collective == wire::Collective::kSparse ? ", n " : ", count ";
   s += std::to_string(d.count);
+  if (d.collective == wire::Collective::kReduce || d.collective == wire::Collective::kBcast)
+    s += ", root " + std::to_string(d.root);
   s += std::string(", ") + (t ? to_string(*t) : "datatype " + std::to_string(d.dtype));
   s += std::string(", ") + (o ? to_string(*o) : "op " + std::to_string(d.op));
   if (d.op == static_cast<std::uint8_t>(ReduceOp::kUser))
@@ -78,10 +105,15 @@ Communicator::Op::Op(Communicator& c, const wire::Descriptor& m)
       args_ok(m.local_error == 0),
       desc(static_cast<std::size_t>(P)),
       have_desc(static_cast<std::size_t>(P), 0),
-      src_ok(static_cast<std::size_t>(P), 0) {
+      src_ok(static_cast<std::size_t>(P), 0),
+      scratch_set(c.acquire_scratch()) {
   desc[static_cast<std::size_t>(me)] = mine;
   have_desc[static_cast<std::size_t>(me)] = 1;
   src_ok[static_cast<std::size_t>(me)] = args_ok ? 1 : 0;
+}
+
+Communicator::Op::~Op() {
+  comm.release_scratch(std::move(scratch_set));
 }
 
 void Communicator::Op::record_failure(Failure f, const std::string& why) {
@@ -107,7 +139,7 @@ bool Communicator::Op::send(int dest, std::size_t bytes,
     }
     tr.commit(dest, 0);  // too small to use: drop the reservation
   }
-  std::vector<std::byte>& st = comm.staging();
+  std::vector<std::byte>& st = scratch_set->staging;
   if (st.size() < bytes) st.resize(bytes);
   fill(st.data());
   const transport::TxStatus s = tr.send(dest, std::span<const std::byte>(st.data(), bytes));
@@ -138,7 +170,11 @@ Communicator::Communicator(std::unique_ptr<transport::Transport> transport, Opti
   if (options_.timeout_ms <= 0) throw std::invalid_argument("Communicator: timeout_ms must be > 0");
 }
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  // Outstanding operations first: each returns its scratch set to the pool (a member).
+  active_.clear();
+  requests_.clear();
+}
 
 int Communicator::rank() const noexcept {
   return transport_->rank();
@@ -147,59 +183,90 @@ int Communicator::size() const noexcept {
   return transport_->size();
 }
 
-std::byte* Communicator::scratch(std::size_t id, std::size_t bytes) {
-  if (scratch_.size() <= id) {
-    scratch_.resize(id + 1);
-    scratch_bytes_.resize(id + 1, 0);
+std::byte* Communicator::ScratchSet::get(std::size_t id, std::size_t n) {
+  if (arrays.size() <= id) {
+    arrays.resize(id + 1);
+    bytes.resize(id + 1, 0);
   }
-  if (scratch_bytes_[id] < bytes) {
-    scratch_[id].reset();
-    scratch_[id] = std::make_unique_for_overwrite<std::byte[]>(bytes);
-    scratch_bytes_[id] = bytes;
+  if (bytes[id] < n) {
+    arrays[id].reset();
+    arrays[id] = std::make_unique_for_overwrite<std::byte[]>(n);
+    bytes[id] = n;
   }
-  return scratch_[id].get();
+  return arrays[id].get();
 }
 
-void Communicator::fail(Failure f, const std::string& why) {
-  if (f == Failure::kTimeout || f == Failure::kPeerFailed || f == Failure::kProtocol) broken_ = why;
-  throw CollectiveError(f, why);
+std::unique_ptr<Communicator::ScratchSet> Communicator::acquire_scratch() {
+  if (scratch_pool_.empty()) return std::make_unique<ScratchSet>();
+  std::unique_ptr<ScratchSet> s = std::move(scratch_pool_.back());
+  scratch_pool_.pop_back();
+  return s;
 }
 
-void Communicator::dispatch(Op& op, int src, std::span<const std::byte> packet) {
-  if (op.failed) return;
+void Communicator::release_scratch(std::unique_ptr<ScratchSet> s) noexcept {
+  if (!s) return;
+  try {
+    scratch_pool_.push_back(std::move(s));
+  } catch (...) {  // no memory for the pool's slot: the set is simply freed
+  }
+}
+
+namespace {
+bool breaks(Failure f) {
+  return f == Failure::kTimeout || f == Failure::kPeerFailed || f == Failure::kProtocol;
+}
+// Packets of an operation this far ahead of the last one started here cannot come from a peer
+// that follows the protocol (a peer completes nothing without this rank's descriptor, so it is
+// ahead by its outstanding operations at most).
+constexpr std::uint32_t kMaxAhead = 1u << 16;
+}  // namespace
+
+void Communicator::route(int src, std::span<const std::byte> packet) {
   wire::Header h;
   const wire::DecodeError e = wire::decode_header(packet, &h);
-  if (e != wire::DecodeError::kOk || src < 0 || src >= op.P || src == op.me) {
-    op.record_failure(Failure::kProtocol, "malformed packet from rank " + std::to_string(src) +
-                                              ": " + wire::to_string(e));
+  const auto protocol = [&](const std::string& why) {
+    for (Op* op : active_) op->record_failure(Failure::kProtocol, why);
+    if (broken_.empty()) broken_ = why;
+  };
+  if (e != wire::DecodeError::kOk || src < 0 || src >= size() || src == rank()) {
+    protocol("malformed packet from rank " + std::to_string(src) + ": " + wire::to_string(e));
     return;
   }
-  if (h.seq == op.seq) {
-    const auto s = static_cast<std::size_t>(src);
-    if (h.kind == wire::Kind::kDescriptor) {
-      wire::Descriptor d;
-      const wire::DecodeError de = wire::decode_descriptor(packet.subspan(wire::kHeaderBytes), &d);
-      if (de != wire::DecodeError::kOk || op.have_desc[s]) {
-        op.record_failure(Failure::kProtocol, "bad descriptor from rank " + std::to_string(src));
-        return;
-      }
-      op.desc[s] = d;
-      op.have_desc[s] = 1;
-      op.src_ok[s] = op.args_ok && d.local_error == 0 && same_arguments(d, op.mine) ? 1 : 0;
-      ++op.n_desc;
-    } else if (!op.have_desc[s]) {
-      op.record_failure(Failure::kProtocol,
-                        "data before the descriptor from rank " + std::to_string(src));
-    } else if (op.src_ok[s]) {
-      op.on_data(src, h, packet);
+  for (Op* op : active_)
+    if (op->seq == h.seq) {
+      dispatch(*op, src, h, packet);
+      return;
     }
-  } else if (h.seq == op.seq + 1) {
-    stash_.push_back({src, std::vector<std::byte>(packet.begin(), packet.end())});
-  } else if (static_cast<std::int32_t>(h.seq - op.seq) > 0) {
-    op.record_failure(Failure::kProtocol, "packet of operation " + std::to_string(h.seq) +
-                                              " from rank " + std::to_string(src) +
-                                              " during operation " + std::to_string(op.seq));
-  }  // else: a packet of an earlier operation that failed here: dropped
+  const auto ahead = static_cast<std::int32_t>(h.seq - seq_);
+  if (ahead > 0 && static_cast<std::uint32_t>(ahead) <= kMaxAhead) {
+    stash_.push_back({h.seq, src, std::vector<std::byte>(packet.begin(), packet.end())});
+  } else if (ahead > 0) {
+    protocol("packet of operation " + std::to_string(h.seq) + " from rank " + std::to_string(src) +
+             " while the last one started here is " + std::to_string(seq_));
+  }  // else: a packet of an earlier operation that failed or finished here: dropped
+}
+
+void Communicator::dispatch(Op& op, int src, const wire::Header& h,
+                            std::span<const std::byte> packet) {
+  if (op.failed) return;
+  const auto s = static_cast<std::size_t>(src);
+  if (h.kind == wire::Kind::kDescriptor) {
+    wire::Descriptor d;
+    const wire::DecodeError de = wire::decode_descriptor(packet.subspan(wire::kHeaderBytes), &d);
+    if (de != wire::DecodeError::kOk || op.have_desc[s]) {
+      op.record_failure(Failure::kProtocol, "bad descriptor from rank " + std::to_string(src));
+      return;
+    }
+    op.desc[s] = d;
+    op.have_desc[s] = 1;
+    op.src_ok[s] = op.args_ok && d.local_error == 0 && same_arguments(d, op.mine) ? 1 : 0;
+    ++op.n_desc;
+  } else if (!op.have_desc[s]) {
+    op.record_failure(Failure::kProtocol,
+                      "data before the descriptor from rank " + std::to_string(src));
+  } else if (op.src_ok[s]) {
+    op.on_data(src, h, packet);
+  }
 }
 
 wire::Descriptor Communicator::begin_descriptor(wire::Collective kind, int dtype, int op) const {
@@ -212,77 +279,166 @@ wire::Descriptor Communicator::begin_descriptor(wire::Collective kind, int dtype
   return d;
 }
 
-void Communicator::run(Op& op) {
-  using clock = std::chrono::steady_clock;
-  const auto deadline = clock::now() + std::chrono::milliseconds(options_.timeout_ms);
-  const std::uint64_t bytes_before = transport_->bytes_sent();
+void Communicator::start(Op& op) {
   op.seq = next_seq();
-  const int P = op.P;
-  // Packets of this operation that arrived during the previous one, in arrival order.
-  std::vector<Stashed> early;
-  early.swap(stash_);
-  for (const Stashed& s : early) dispatch(op, s.src, s.bytes);
+  op.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeout_ms);
+  active_.push_back(&op);
+  // Packets of this operation that arrived before it started here, in arrival order.
+  std::vector<Stashed> later;
+  for (Stashed& s : stash_) {
+    if (s.seq == op.seq) {
+      wire::Header h;
+      wire::decode_header(s.bytes, &h);  // checked when stashed
+      dispatch(op, s.src, h, s.bytes);
+    } else {
+      later.push_back(std::move(s));
+    }
+  }
+  stash_.swap(later);
+}
 
-  const auto handler = [&](const transport::ReceivedPacket& p) { dispatch(op, p.src, p.bytes); };
-  support::Backoff backoff(16, 256);
-  std::uint64_t iterations = 0;
-  for (;;) {
-    bool progress = false;
-    // 1. the staged packet the transport refused last time
-    if (op.pending_dest >= 0) {
-      const transport::TxStatus s = transport_->send(
-          op.pending_dest, std::span<const std::byte>(staging_.data(), op.pending_bytes));
-      if (s == transport::TxStatus::kOk) {
-        op.pending_dest = -1;
-        progress = true;
-      } else if (s != transport::TxStatus::kNoResource) {
-        op.record_failure(
-            s == transport::TxStatus::kPeerFailed ? Failure::kPeerFailed : Failure::kProtocol,
-            "sending to rank " + std::to_string(op.pending_dest) + ": " + transport::to_string(s));
-      }
-    }
-    // 2. our descriptor, to every peer in staggered order (before any data to that peer)
-    while (!op.failed && op.desc_sent < P - 1 && op.pending_dest < 0) {
-      const int dest = (op.me + 1 + op.desc_sent) % P;
-      const bool sent =
-          op.send(dest, wire::kHeaderBytes + wire::kDescriptorBytes, [&](std::byte* out) {
-            wire::Header h{wire::Kind::kDescriptor, 0, op.seq, 0, 0, 0, 0, 0};
-            wire::encode_header(h, out);
-            wire::encode_descriptor(op.mine, out + wire::kHeaderBytes);
-          });
-      if (!sent) break;
-      ++op.desc_sent;
+bool Communicator::advance_sends(Op& op) {
+  const int P = op.P;
+  bool progress = false;
+  // 1. the staged packet the transport refused last time
+  if (op.pending_dest >= 0) {
+    const transport::TxStatus s = transport_->send(
+        op.pending_dest,
+        std::span<const std::byte>(op.scratch_set->staging.data(), op.pending_bytes));
+    if (s == transport::TxStatus::kOk) {
+      op.pending_dest = -1;
       progress = true;
+    } else if (s != transport::TxStatus::kNoResource) {
+      op.record_failure(
+          s == transport::TxStatus::kPeerFailed ? Failure::kPeerFailed : Failure::kProtocol,
+          "sending to rank " + std::to_string(op.pending_dest) + ": " + transport::to_string(s));
     }
-    // 3. data (the operation decides what it may send before the agreement)
-    if (!op.failed && op.desc_sent == P - 1) progress |= op.pump();
-    // 4. receive
-    if (!op.failed) progress |= transport_->poll(handler, 64) > 0;
-    if (op.failed) {
-      stats_.bytes_sent = transport_->bytes_sent() - bytes_before;
-      fail(op.failure, op.failure_reason);
-    }
+  }
+  // 2. our descriptor, to every peer in staggered order (before any data to that peer)
+  while (!op.failed && op.desc_sent < P - 1 && op.pending_dest < 0) {
+    const int dest = (op.me + 1 + op.desc_sent) % P;
+    const bool sent =
+        op.send(dest, wire::kHeaderBytes + wire::kDescriptorBytes, [&](std::byte* out) {
+          wire::Header h{wire::Kind::kDescriptor, 0, op.seq, 0, 0, 0, 0, 0};
+          wire::encode_header(h, out);
+          wire::encode_descriptor(op.mine, out + wire::kHeaderBytes);
+        });
+    if (!sent) break;
+    ++op.desc_sent;
+    progress = true;
+  }
+  // 3. data (the operation decides what it may send before the agreement)
+  if (!op.failed && op.desc_sent == P - 1) progress |= op.pump();
+  return progress;
+}
+
+bool Communicator::progress_once() {
+  bool progress = false;
+  for (Op* op : active_)
+    if (!op->failed) progress |= advance_sends(*op);
+  // 4. receive, every packet to its operation
+  progress |= transport_->poll(
+                  [this](const transport::ReceivedPacket& p) { route(p.src, p.bytes); }, 64) > 0;
+  for (Op* op : active_) {
+    if (op->failed) continue;
     // 5. the verdict, once every descriptor is in: the same on every rank
     // (only once ours went out everywhere: a peer must never miss it because we left early)
-    if (!op.agreed && op.n_desc == P && op.desc_sent == P - 1 && op.pending_dest < 0) {
-      settle_arguments(op);
-      op.agreed = true;
-      op.on_agreed();
+    const bool sent_all = op->desc_sent == op->P - 1 && op->pending_dest < 0;
+    if (!op->agreed && op->n_desc == op->P && sent_all) {
+      settle_arguments(*op);
+      if (op->failed) continue;
+      op->agreed = true;
+      op->on_agreed();
       progress = true;
     }
-    if (op.agreed && op.desc_sent == P - 1 && op.pending_dest < 0 && op.finished()) break;
-    // 6. deadline and the transport's failure detection
-    ++iterations;
-    if (!progress || (iterations & 63) == 0) {
-      check_peers_and_deadline(op, deadline);
+    if (!op->failed && op->agreed && sent_all && op->finished()) op->done = true;
+  }
+  retire();
+  return progress;
+}
+
+void Communicator::retire() {
+  for (Op* op : active_)
+    if (op->failed && breaks(op->failure)) {
+      if (broken_.empty()) broken_ = op->failure_reason;
+      for (Op* other : active_) other->record_failure(op->failure, op->failure_reason);
+      break;
     }
+  std::erase_if(active_, [](const Op* op) { return op->done || op->failed; });
+}
+
+void Communicator::drive(const std::function<bool()>& done) {
+  support::Backoff backoff(16, 256);
+  std::uint64_t iterations = 0;
+  while (!done()) {
+    const bool progress = progress_once();
+    if (done()) break;
+    // 6. deadlines and the transport's failure detection
+    ++iterations;
+    if (!progress || (iterations & 63) == 0) check_peers_and_deadlines();
     if (progress) {
       backoff.reset();
     } else if (backoff.pause()) {
       std::this_thread::sleep_for(backoff.sleep_for(std::chrono::microseconds(50)));
     }
   }
+}
+
+void Communicator::run(Op& op) {
+  const std::uint64_t bytes_before = transport_->bytes_sent();
+  start(op);
+  drive([&] { return op.done || op.failed; });
   stats_.bytes_sent = transport_->bytes_sent() - bytes_before;
+  if (op.failed) throw CollectiveError(op.failure, op.failure_reason);
+}
+
+std::size_t Communicator::in_flight() const noexcept {
+  return static_cast<std::size_t>(
+      std::count_if(requests_.begin(), requests_.end(),
+                    [](const auto& r) { return !r.second->done && !r.second->failed; }));
+}
+
+std::uint32_t Communicator::start_allreduce(const AllreduceArgs& a) {
+  if (broken()) throw CollectiveError(Failure::kBroken, "communicator broken earlier: " + broken_);
+  // The in-flight limit: progress the outstanding operations until one more may start.
+  const auto limit = static_cast<std::size_t>(std::max(1, options_.max_in_flight));
+  drive([&] { return in_flight() < limit; });
+  Algorithm algo = Algorithm::kAuto;
+  std::unique_ptr<Op> op = make_dense(wire::Collective::kDense, a, &algo);
+  start(*op);
+  const std::uint32_t id = op->seq;
+  requests_.emplace(id, std::move(op));
+  return id;
+}
+
+bool Communicator::test(std::uint32_t id) {
+  const auto it = requests_.find(id);
+  if (it == requests_.end())
+    throw std::invalid_argument("no outstanding operation " + std::to_string(id) +
+                                " (completed, failed or never started)");
+  Op& op = *it->second;
+  if (!op.done && !op.failed) {
+    progress_once();
+    if (!op.done && !op.failed) check_peers_and_deadlines();
+  }
+  if (op.failed) {
+    const CollectiveError e(op.failure, op.failure_reason);
+    requests_.erase(it);
+    throw e;
+  }
+  if (!op.done) return false;
+  requests_.erase(it);
+  return true;
+}
+
+void Communicator::wait(std::uint32_t id) {
+  const auto it = requests_.find(id);
+  if (it == requests_.end())
+    throw std::invalid_argument("no outstanding operation " + std::to_string(id) +
+                                " (completed, failed or never started)");
+  Op& op = *it->second;
+  drive([&] { return op.done || op.failed; });
+  test(id);
 }
 
 void Communicator::settle_arguments(Op& op) {
@@ -290,33 +446,43 @@ void Communicator::settle_arguments(Op& op) {
     const wire::Descriptor& d = op.desc[static_cast<std::size_t>(r)];
     if (d.local_error != 0) {
       const auto le = static_cast<LocalError>(d.local_error);
-      fail(Failure::kInvalid, "rank " + std::to_string(r) + ": " + to_string(le));
+      op.record_failure(Failure::kInvalid, "rank " + std::to_string(r) + ": " + to_string(le));
+      return;
     }
   }
   for (int r = 1; r < op.P; ++r) {
-    if (!same_arguments(op.desc[0], op.desc[static_cast<std::size_t>(r)]))
-      fail(Failure::kMismatch, "ranks disagree: rank 0 has " + describe(op.desc[0]) + "; rank " +
-                                   std::to_string(r) + " has " +
-                                   describe(op.desc[static_cast<std::size_t>(r)]));
+    if (!same_arguments(op.desc[0], op.desc[static_cast<std::size_t>(r)])) {
+      op.record_failure(Failure::kMismatch, "ranks disagree: rank 0 has " + describe(op.desc[0]) +
+                                                "; rank " + std::to_string(r) + " has " +
+                                                describe(op.desc[static_cast<std::size_t>(r)]));
+      return;
+    }
   }
 }
 
-void Communicator::check_peers_and_deadline(const Op& op,
-                                            std::chrono::steady_clock::time_point deadline) {
-  for (int p = 0; p < op.P; ++p) {
-    if (p != op.me && transport_->peer_failed(p))
-      fail(Failure::kPeerFailed, "rank " + std::to_string(p) +
-                                     " failed (reported by the transport) during operation " +
-                                     std::to_string(op.seq));
+void Communicator::check_peers_and_deadlines() {
+  if (active_.empty()) return;
+  for (int p = 0; p < size(); ++p) {
+    if (p != rank() && transport_->peer_failed(p)) {
+      for (Op* op : active_)
+        op->record_failure(Failure::kPeerFailed,
+                           "rank " + std::to_string(p) +
+                               " failed (reported by the transport) during operation " +
+                               std::to_string(op->seq));
+      retire();
+      return;
+    }
   }
-  if (std::chrono::steady_clock::now() > deadline) {
+  const auto now = std::chrono::steady_clock::now();
+  for (Op* op : active_) {
+    if (op->failed || now <= op->deadline) continue;
     std::string missing;
-    for (int p = 0; p < op.P; ++p)
-      if (!op.have_desc[static_cast<std::size_t>(p)]) {
+    for (int p = 0; p < op->P; ++p)
+      if (!op->have_desc[static_cast<std::size_t>(p)]) {
         missing += ' ';
         missing += std::to_string(p);
       }
-    std::string why = "operation " + std::to_string(op.seq) + " not done after ";
+    std::string why = "operation " + std::to_string(op->seq) + " not done after ";
     why += std::to_string(options_.timeout_ms);
     why += " ms";
     if (missing.empty()) {
@@ -326,8 +492,9 @@ void Communicator::check_peers_and_deadline(const Op& op,
       why += missing;
       why += ")";
     }
-    fail(Failure::kTimeout, why);
+    op->record_failure(Failure::kTimeout, why);
   }
+  retire();
 }
 
 }  // namespace netsparse::collectives

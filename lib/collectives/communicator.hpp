@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -54,6 +56,7 @@ enum class LocalError : std::int32_t {
   kIndexOutOfRange,
   kSparseOp,
   kNonCommutativeDesign,
+  kBadRoot,
 };
 const char* to_string(LocalError e) noexcept;
 
@@ -82,6 +85,9 @@ struct Options {
   // Packet size (header included); 0 = the transport's largest, at most 64 KiB. Every rank
   // must use the same (agreed per operation).
   std::size_t packet_bytes = 0;
+  // Non-blocking operations outstanding at once (start_allreduce beyond it first progresses
+  // the others until one completes).
+  int max_in_flight = 8;
 };
 
 struct AllreduceArgs {
@@ -93,6 +99,7 @@ struct AllreduceArgs {
   const UserOp* user = nullptr;  // for ReduceOp::kUser
   int algorithm = 0;             // Algorithm as int; kAuto by default
   bool reproducible = false;     // forces the tree
+  int root = 0;                  // reduce only: the rank that receives the result
 };
 
 enum class SparseOutput { kAuto, kSparse, kDense };
@@ -168,6 +175,35 @@ class Communicator {
   // Collective. Throws CollectiveError (every rank throws for kInvalid / kMismatch).
   Algorithm allreduce(const AllreduceArgs& args);
   SparseResult sparse_allreduce(const SparseArgs& args);
+  // The rest of the dense family, on the allreduce's blocks and designs (allreduce.cpp):
+  // reduce: the result at args.root only (recv ignored elsewhere, may be null); in place at the
+  // root when send == recv.
+  Algorithm reduce(const AllreduceArgs& args);
+  // reduce-scatter: send holds size() * count elements; recv gets this rank's count of the
+  // reduced vector (elements [rank * count, (rank + 1) * count)). In place: recv == send +
+  // rank * count elements.
+  Algorithm reduce_scatter(const AllreduceArgs& args);
+  // broadcast: count elements of buffer from root to every rank.
+  void broadcast(void* buffer, std::uint64_t count, int dtype, int root);
+  // all-gather: count elements of send from every rank, recv = size() * count elements in rank
+  // order. In place: send == recv + rank * count elements.
+  void allgather(const void* send, void* recv, std::uint64_t count, int dtype);
+  // Returns once every rank called it (the agreement's exchange of descriptors alone).
+  void barrier();
+
+  // Non-blocking allreduce: starts the operation and returns its id (the operation number on
+  // the wire). The buffers must stay valid, and send unchanged, until it completes. Every rank
+  // starts the same operations in the same order (blocking ones in between count too); they
+  // progress whenever any call of this communicator runs and may complete in any order.
+  std::uint32_t start_allreduce(const AllreduceArgs& args);
+  // Progresses every outstanding operation once; true once `id` completed. A completed or
+  // failed operation's id is released (its failure is thrown here, as the blocking call would).
+  bool test(std::uint32_t id);
+  void wait(std::uint32_t id);
+  // Non-blocking operations started and not yet released by test / wait.
+  std::size_t outstanding() const noexcept { return requests_.size(); }
+  // Of those, the ones still running (at most options().max_in_flight).
+  std::size_t in_flight() const noexcept;
 
   // Machinery shared by the operations (public for the operation classes in the .cpp files).
   struct Op;
@@ -177,41 +213,71 @@ class Communicator {
   // The first step of every collective: throws on a communicator broken earlier, else returns
   // the descriptor's fields every collective sets (kind, datatype, operator, packet size).
   wire::Descriptor begin_descriptor(wire::Collective kind, int dtype, int op) const;
+  // Blocking: start(op), progress until it is done, throw its failure.
   void run(Op& op);
-  // The steps of run(): one received packet; the verdict once every descriptor is in (throws
-  // on a refusal or a mismatch); the transport's failure reports and the deadline (throw).
-  void dispatch(Op& op, int src, std::span<const std::byte> packet);
+  // Gives op the next operation number and makes it active (its early packets delivered).
+  void start(Op& op);
+  // One round over the active operations: their sends, one poll, verdicts, completions, and
+  // the retirement of those done or failed. true when anything happened.
+  bool progress_once();
+  // Progresses (with the idle back-off, the deadlines and the transport's failure reports)
+  // until done() holds.
+  void drive(const std::function<bool()>& done);
+  // The steps of progress_once: a received packet routed to its operation by number (or kept
+  // for an operation not started yet); one operation's sends; the verdict once every
+  // descriptor is in (a refusal or a mismatch fails that operation only).
+  void route(int src, std::span<const std::byte> packet);
+  void dispatch(Op& op, int src, const wire::Header& h, std::span<const std::byte> packet);
+  bool advance_sends(Op& op);
   void settle_arguments(Op& op);
-  void check_peers_and_deadline(const Op& op, std::chrono::steady_clock::time_point deadline);
-  void fail(Failure f, const std::string& why);  // marks broken (if f breaks) and throws
+  void check_peers_and_deadlines();
+  // A failure that breaks the communicator (timeout, dead peer, bad packet) fails every active
+  // operation; done and failed operations leave the active list.
+  void retire();
+  // The dense family: validates, builds the descriptor and the operation (algorithm chosen).
+  std::unique_ptr<Op> make_dense(wire::Collective kind, const AllreduceArgs& args,
+                                 Algorithm* algorithm);
+  Algorithm dense_collective(wire::Collective kind, const AllreduceArgs& args);
 
   std::unique_ptr<transport::Transport> transport_;
   Options options_;
   std::size_t packet_bytes_ = 0;
-  std::uint32_t seq_ = 0;
+  std::uint32_t seq_ = 0;  // the last operation number started
   std::string broken_;
   OpStats stats_;
-  // Packets of the next operation that arrived while this one ran (a peer may be one ahead).
+  // Started and not yet done or failed, in operation order (blocking ones live on the caller's
+  // stack, non-blocking ones in requests_).
+  std::vector<Op*> active_;
+  std::map<std::uint32_t, std::unique_ptr<Op>> requests_;
+  // Packets of operations not started here yet (peers may be ahead by their in-flight ones).
   struct Stashed {
+    std::uint32_t seq;
     int src;
     std::vector<std::byte> bytes;
   };
   std::vector<Stashed> stash_;
-  // Scratch arrays kept across operations (no page faults per call): id -> bytes.
-  std::vector<std::unique_ptr<std::byte[]>> scratch_;
-  std::vector<std::size_t> scratch_bytes_;
-  std::byte* scratch(std::size_t id, std::size_t bytes);
-  std::vector<std::byte> staging_;
   // The sparse roots' dense accumulators and touched bitmaps, all zero between operations.
   std::vector<std::byte> sparse_acc_;
   std::vector<std::uint64_t> sparse_bits_;
 
  public:
+  // Scratch arrays and a staging packet, kept across operations (no page faults per call);
+  // each operation holds one set while it runs (concurrent ones do not share).
+  struct ScratchSet {
+    std::vector<std::unique_ptr<std::byte[]>> arrays;
+    std::vector<std::size_t> bytes;
+    std::vector<std::byte> staging;
+    std::byte* get(std::size_t id, std::size_t n);
+  };
+  std::unique_ptr<ScratchSet> acquire_scratch();
+  void release_scratch(std::unique_ptr<ScratchSet> s) noexcept;
+
+ private:
+  std::vector<std::unique_ptr<ScratchSet>> scratch_pool_;
+
+ public:
   // ---- used by the operations ----
-  std::byte* scratch_array(std::size_t id, std::size_t bytes) { return scratch(id, bytes); }
-  std::vector<Stashed>& stash() noexcept { return stash_; }
   std::uint32_t next_seq() noexcept { return ++seq_; }
-  std::vector<std::byte>& staging() noexcept { return staging_; }
   OpStats& stats() noexcept { return stats_; }
   std::vector<std::byte>& sparse_acc() noexcept { return sparse_acc_; }
   std::vector<std::uint64_t>& sparse_bits() noexcept { return sparse_bits_; }

@@ -4,9 +4,11 @@
 // failures an operation records inside the transport's poll handler (where it must not throw).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,7 +20,7 @@ namespace netsparse::collectives {
 
 struct Communicator::Op {
   Op(Communicator& c, const wire::Descriptor& mine);
-  virtual ~Op() = default;
+  virtual ~Op();
 
   // A data packet of this operation from a peer whose descriptor matched ours (so its layout is
   // ours). `packet` is the whole packet, header included; valid during the call only.
@@ -36,6 +38,8 @@ struct Communicator::Op {
   bool send(int dest, std::size_t bytes, const std::function<void(std::byte*)>& fill);
   // Records a failure; run() throws it after the poll returns.
   void record_failure(Failure f, const std::string& why);
+  // Scratch array `id` of at least `bytes` bytes, this operation's own while it lives.
+  std::byte* scratch(std::size_t id, std::size_t bytes) { return scratch_set->get(id, bytes); }
 
   Communicator& comm;
   transport::Transport& tr;
@@ -50,7 +54,10 @@ struct Communicator::Op {
   int n_desc = 1;                    // ours
   int desc_sent = 0;                 // peers our descriptor went to
   bool agreed = false;
+  bool done = false;  // agreed, everything sent and received: the result is in place
   bool failed = false;
+  std::chrono::steady_clock::time_point deadline{};
+  std::unique_ptr<Communicator::ScratchSet> scratch_set;
   Failure failure = Failure::kProtocol;
   std::string failure_reason;
   // The staged packet that the transport refused for lack of resources.

@@ -86,7 +86,7 @@ DecodeError decode_header(std::span<const std::byte> packet, Header* out) noexce
 }
 
 // Descriptor layout: collective u8 | dtype u8 | op u8 | flags u8 | user_op_id | packet_bytes |
-// local_error | count u64 | nnz u64.
+// local_error | count u64 | nnz u64 (sparse) or root u64 (every other collective).
 void encode_descriptor(const Descriptor& d, std::byte* out) noexcept {
   out[0] = static_cast<std::byte>(d.collective);
   out[1] = static_cast<std::byte>(d.dtype);
@@ -96,14 +96,14 @@ void encode_descriptor(const Descriptor& d, std::byte* out) noexcept {
   put32(out + 8, d.packet_bytes);
   put32(out + 12, static_cast<std::uint32_t>(d.local_error));
   put64(out + 16, d.count);
-  put64(out + 24, d.nnz);
+  put64(out + 24, d.collective == Collective::kSparse ? d.nnz : d.root);
 }
 
 DecodeError decode_descriptor(std::span<const std::byte> payload, Descriptor* out) noexcept {
   if (payload.size() != kDescriptorBytes) return DecodeError::kTruncated;
   const std::byte* p = payload.data();
   const auto collective = static_cast<std::uint8_t>(p[0]);
-  if (collective != 1 && collective != 2) return DecodeError::kUnknownKind;
+  if (collective < 1 || collective > kCollectiveMax) return DecodeError::kUnknownKind;
   Descriptor d;
   d.collective = static_cast<Collective>(collective);
   d.dtype = static_cast<std::uint8_t>(p[1]);
@@ -113,7 +113,7 @@ DecodeError decode_descriptor(std::span<const std::byte> payload, Descriptor* ou
   d.packet_bytes = get32(p + 8);
   d.local_error = static_cast<std::int32_t>(get32(p + 12));
   d.count = get64(p + 16);
-  d.nnz = get64(p + 24);
+  (d.collective == Collective::kSparse ? d.nnz : d.root) = get64(p + 24);
   *out = d;
   return DecodeError::kOk;
 }

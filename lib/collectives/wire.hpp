@@ -56,7 +56,17 @@ const char* to_string(DecodeError e) noexcept;
 DecodeError decode_header(std::span<const std::byte> packet, Header* out) noexcept;
 
 // ---- descriptor (agreement) ----------------------------------------------------------------
-enum class Collective : std::uint8_t { kDense = 1, kSparse = 2 };
+// The operation a descriptor announces (ranks calling different ones are refused).
+enum class Collective : std::uint8_t {
+  kDense = 1,  // allreduce
+  kSparse = 2,
+  kReduce = 3,  // to a root
+  kBcast = 4,
+  kBarrier = 5,
+  kAllgather = 6,
+  kReduceScatter = 7,
+};
+inline constexpr std::uint8_t kCollectiveMax = 7;
 struct Descriptor {
   Collective collective = Collective::kDense;
   std::uint8_t dtype = 0;
@@ -66,7 +76,8 @@ struct Descriptor {
   std::uint32_t packet_bytes = 0;
   std::int32_t local_error = 0;  // 0, or the rank's LocalError (collectives/communicator.hpp)
   std::uint64_t count = 0;       // dense: elements; sparse: the dense length n
-  std::uint64_t nnz = 0;         // sparse: this rank's entries
+  std::uint64_t nnz = 0;         // sparse: this rank's entries (not agreed)
+  std::uint64_t root = 0;        // reduce, bcast: the root (agreed); travels where nnz does
   bool operator==(const Descriptor&) const = default;
 };
 inline constexpr std::size_t kDescriptorBytes = 32;

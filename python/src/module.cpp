@@ -36,4 +36,5 @@ PYBIND11_MODULE(_netsparse, m) {
         "Called by the package's atexit hook when an uncaught exception ends this rank.");
   netsparse::python::bind_distributed(m);
   netsparse::python::bind_rig(m);
+  netsparse::python::bind_collectives(m);
 }

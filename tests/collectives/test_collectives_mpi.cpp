@@ -206,3 +206,217 @@ TEST(CollMpiReproducible, HundredRunsWithRandomDelaysAreBitwiseIdentical) {
     ASSERT_TRUE(out == expected) << "run " << run;
   }
 }
+
+// The rest of the family through the C API, every datatype and operator, against the
+// sequential references: reduce to every root (in place at the root every other time),
+// reduce-scatter, broadcast from every root, all-gather (in place every other time); uneven and
+// zero lengths.
+TEST_F(CollMpi, FamilyEveryTypeAndOpMatchesTheReference) {
+  const int P = world_size(), me = world_rank();
+  const auto mine = [&](std::size_t r) { return r == static_cast<std::size_t>(me); };
+  std::uint64_t seed = 700;
+  for (int t = 0; t < cl::kDataTypeCount; ++t)
+    for (int op = 0; op < 4; ++op)
+      for (std::uint64_t count : {0ull, 1ull, 3001ull}) {
+        ++seed;
+        const auto type = static_cast<DataType>(t);
+        const std::size_t es = cl::element_size(type);
+        const cl::Reducer red(type, static_cast<ReduceOp>(op));
+        const int root = static_cast<int>(seed % static_cast<std::uint64_t>(P));
+        ns_allreduce_params p{};
+        p.algorithm = static_cast<int>(seed % cl::kAlgorithmCount);
+        // reduce
+        std::vector<Bytes> in;
+        for (int r = 0; r < P; ++r)
+          in.push_back(make_input(type, static_cast<ReduceOp>(op), count, r, seed, true));
+        const Bytes expected = count == 0 ? Bytes{} : tree_reference(red, in, count);
+        Bytes out(count * es, std::byte{0x77});
+        const bool in_place = me == root && seed % 2 == 0;
+        if (in_place) out = in[static_cast<std::size_t>(me)];
+        ASSERT_EQ(ns_reduce(coll_, in_place ? out.data() : in[std::size_t(me)].data(), out.data(),
+                            count, t, op, root, &p),
+                  NS_OK)
+            << ns_last_error();
+        if (me == root) {
+          ASSERT_TRUE(out == expected) << "reduce " << t << " op " << op << " count " << count;
+        }
+        // reduce-scatter: every rank's vector of P * count elements
+        std::vector<Bytes> whole;
+        for (int r = 0; r < P; ++r)
+          whole.push_back(make_input(type, static_cast<ReduceOp>(op), count * P, r, seed, true));
+        const Bytes all = count == 0 ? Bytes{} : tree_reference(red, whole, count * P);
+        Bytes part(count * es, std::byte{0x77});
+        ASSERT_EQ(
+            ns_reduce_scatter(coll_, whole[std::size_t(me)].data(), part.data(), count, t, op, &p),
+            NS_OK)
+            << ns_last_error();
+        ASSERT_TRUE(part == Bytes(all.begin() + std::ptrdiff_t(std::size_t(me) * count * es),
+                                  all.begin() + std::ptrdiff_t(std::size_t(me + 1) * count * es)))
+            << "reduce_scatter " << t << " op " << op << " count " << count;
+        // broadcast of the root's input
+        Bytes b = mine(std::size_t(root)) ? in[std::size_t(root)] : Bytes(count * es);
+        ASSERT_EQ(ns_bcast(coll_, b.data(), count, t, root), NS_OK) << ns_last_error();
+        ASSERT_TRUE(b == in[std::size_t(root)]) << "bcast " << t << " count " << count;
+        // all-gather of every rank's input
+        Bytes gathered(count * es * std::size_t(P), std::byte{0x77}), concat;
+        for (const Bytes& x : in) concat.insert(concat.end(), x.begin(), x.end());
+        const std::byte* send = in[std::size_t(me)].data();
+        if (seed % 2 == 1 && count > 0) {
+          std::memcpy(gathered.data() + std::size_t(me) * count * es, send, count * es);
+          send = gathered.data() + std::size_t(me) * count * es;
+        }
+        ASSERT_EQ(ns_allgather(coll_, send, gathered.data(), count, t), NS_OK) << ns_last_error();
+        ASSERT_TRUE(gathered == concat) << "allgather " << t << " count " << count;
+        ASSERT_EQ(ns_barrier(coll_), NS_OK) << ns_last_error();
+      }
+}
+
+TEST_F(CollMpi, FamilyCxxWrappersAndMismatchesFailEveryRank) {
+  netsparse::Collectives c(coll_);
+  coll_ = nullptr;
+  const int P = c.size(), me = c.rank();
+  std::vector<double> x(10000, 1.0 + me), y(10000, -1.0);
+  c.reduce(std::span<const double>(x), std::span<double>(y), P - 1, NS_OP_MAX);
+  if (me == P - 1) {
+    for (double v : y) ASSERT_EQ(v, static_cast<double>(P));
+  }
+  std::vector<double> whole(std::size_t(P) * 700, 2.0), part(700);
+  c.reduce_scatter(std::span<const double>(whole), std::span<double>(part), NS_OP_SUM,
+                   {NS_ALLREDUCE_AUTO, true});
+  for (double v : part) ASSERT_EQ(v, 2.0 * P);
+  std::vector<std::int32_t> b(999, me == 0 ? 42 : 0);
+  c.broadcast(std::span<std::int32_t>(b), 0);
+  for (auto v : b) ASSERT_EQ(v, 42);
+  std::vector<std::int16_t> mine(5, static_cast<std::int16_t>(me)), all(std::size_t(P) * 5);
+  c.allgather(std::span<const std::int16_t>(mine), std::span<std::int16_t>(all));
+  for (std::size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], static_cast<std::int16_t>(i / 5));
+  c.barrier();
+  // Mismatched roots, counts and operations: NS_ERR_INVALID on every rank, then it works.
+  if (P > 1) {
+    EXPECT_EQ(ns_bcast(c.get(), b.data(), 999, NS_DTYPE_INT32, me == 1 ? 1 : 0), NS_ERR_INVALID);
+    EXPECT_NE(std::string(ns_last_error()).find("ranks disagree"), std::string::npos)
+        << ns_last_error();
+    EXPECT_EQ(ns_reduce(c.get(), x.data(), y.data(), me == 0 ? 10 : 11, NS_DTYPE_FP64, NS_OP_SUM, 0,
+                        nullptr),
+              NS_ERR_INVALID);
+    EXPECT_NE(std::string(ns_last_error()).find("ranks disagree"), std::string::npos);
+    const ns_status_t s = me == 0
+                              ? ns_barrier(c.get())
+                              : ns_allgather(c.get(), mine.data(), all.data(), 5, NS_DTYPE_INT16);
+    EXPECT_EQ(s, NS_ERR_INVALID);
+    EXPECT_NE(std::string(ns_last_error()).find("has barrier"), std::string::npos)
+        << ns_last_error();
+  }
+  EXPECT_EQ(ns_reduce(c.get(), x.data(), y.data(), 10, NS_DTYPE_FP64, NS_OP_SUM, P, nullptr),
+            NS_ERR_INVALID);
+  EXPECT_NE(std::string(ns_last_error()).find("root is not a rank"), std::string::npos)
+      << ns_last_error();
+  EXPECT_EQ(ns_bcast(nullptr, b.data(), 1, NS_DTYPE_INT32, 0), NS_ERR_INVALID);
+  c.barrier();
+}
+
+// Eight non-blocking allreduces outstanding at once through the C API, of different sizes and
+// datatypes, completed in reverse order (tests polled, then waits); every result the reference.
+TEST_F(CollMpi, NonBlockingAllreducesCompleteOutOfOrder) {
+  const int P = world_size(), me = world_rank();
+  constexpr int kOps = 8;
+  std::vector<std::vector<Bytes>> in(kOps);
+  std::vector<Bytes> expected(kOps), out(kOps);
+  std::vector<ns_coll_request*> req(kOps, nullptr);
+  for (int k = 0; k < kOps; ++k) {
+    const auto type = static_cast<DataType>(k % cl::kDataTypeCount);
+    const auto op = static_cast<ReduceOp>(k % 4);
+    const std::uint64_t count = k == 3 ? 0 : 1000 + 7919 * static_cast<std::uint64_t>(k % 3);
+    for (int r = 0; r < P; ++r) in[k].push_back(make_input(type, op, count, r, 900 + k, true));
+    expected[k] = count == 0 ? Bytes{} : tree_reference(cl::Reducer(type, op), in[k], count);
+    out[k].assign(expected[k].size(), std::byte{0x77});
+    ASSERT_EQ(ns_allreduce_start(coll_, in[k][std::size_t(me)].data(), out[k].data(), count,
+                                 static_cast<int>(type), static_cast<int>(op), nullptr, &req[k]),
+              NS_OK)
+        << ns_last_error();
+  }
+  for (int k = kOps - 1; k >= 0; --k) {
+    if (k % 2 == 0) {
+      ASSERT_EQ(ns_coll_wait(&req[k]), NS_OK) << ns_last_error();
+    } else {
+      int done = 0;
+      while (!done) ASSERT_EQ(ns_coll_test(&req[k], &done), NS_OK) << ns_last_error();
+    }
+    EXPECT_EQ(req[k], nullptr);
+    ASSERT_TRUE(out[k] == expected[k]) << "operation " << k;
+  }
+  // A mismatch in one outstanding operation: that one fails on every rank, its neighbour not.
+  std::vector<float> x(5000, 1.0f), y(5000), z(5000);
+  ns_coll_request *bad = nullptr, *good = nullptr;
+  ASSERT_EQ(ns_allreduce_start(coll_, x.data(), y.data(), me == P - 1 && P > 1 ? 4999 : 5000,
+                               NS_DTYPE_FP32, NS_OP_SUM, nullptr, &bad),
+            NS_OK);
+  ASSERT_EQ(
+      ns_allreduce_start(coll_, x.data(), z.data(), 5000, NS_DTYPE_FP32, NS_OP_SUM, nullptr, &good),
+      NS_OK);
+  ASSERT_EQ(ns_coll_wait(&good), NS_OK) << ns_last_error();
+  for (float v : z) ASSERT_EQ(v, static_cast<float>(P));
+  EXPECT_EQ(ns_coll_wait(&bad), P > 1 ? NS_ERR_INVALID : NS_OK) << ns_last_error();
+  EXPECT_EQ(ns_coll_wait(&bad), NS_ERR_INVALID);  // freed: not a live request
+}
+
+// Eight reproducible allreduces at once, over and over, with random receive delays: every one
+// the fixed tree's bits however they interleave.
+TEST(CollMpiReproducible, ConcurrentNonBlockingRunsAreBitwiseIdentical) {
+  const int P = world_size(), me = world_rank();
+  cl::FaultOptions f;
+  f.max_delay_us = 200;
+  f.seed = 4321 + static_cast<std::uint64_t>(me);
+  auto t = std::make_unique<cl::FaultInjectingTransport>(
+      tr::make_transport(tr::TransportKind::kMpi, MPI_COMM_WORLD), f);
+  cl::Options o;
+  o.timeout_ms = 30000;
+  o.packet_bytes = 2048;
+  cl::Communicator c(std::move(t), o);
+  const cl::Reducer red(DataType::kFp32, ReduceOp::kSum);
+  constexpr int kOps = 8;
+  std::vector<std::vector<Bytes>> in(kOps);
+  std::vector<Bytes> expected(kOps), out(kOps);
+  for (int k = 0; k < kOps; ++k) {
+    const std::uint64_t count = 1500 + 500 * static_cast<std::uint64_t>(k);
+    for (int r = 0; r < P; ++r)
+      in[k].push_back(make_input(DataType::kFp32, ReduceOp::kSum, count, r, 40 + k, false));
+    expected[k] = tree_reference(red, in[k], count);
+    out[k].resize(expected[k].size());
+  }
+  for (int run = 0; run < 10; ++run) {
+    std::vector<std::uint32_t> ids;
+    for (int k = 0; k < kOps; ++k) {
+      cl::AllreduceArgs a;
+      a.send = in[k][std::size_t(me)].data();
+      a.recv = out[k].data();
+      a.count = in[k][0].size() / 4;
+      a.dtype = static_cast<int>(DataType::kFp32);
+      a.op = static_cast<int>(ReduceOp::kSum);
+      a.reproducible = true;
+      ids.push_back(c.start_allreduce(a));
+    }
+    for (int k = (run + me) % kOps, n = 0; n < kOps; ++n, k = (k + 3) % kOps) c.wait(ids[k]);
+    for (int k = 0; k < kOps; ++k)
+      ASSERT_TRUE(out[k] == expected[k]) << "run " << run << " op " << k;
+  }
+}
+
+// Closing a communicator with a request outstanding orphans the request: its wait reports
+// NS_ERR_STATE and frees it (it never reaches another communicator).
+TEST(CollMpiRequests, CloseWithAnOutstandingRequestOrphansIt) {
+  ns_coll* c = nullptr;
+  ASSERT_EQ(ns_coll_open_mpi(MPI_COMM_WORLD, nullptr, &c), NS_OK) << ns_last_error();
+  std::vector<double> x(1000, 1.0), y(1000);
+  ns_coll_request* req = nullptr;
+  ASSERT_EQ(
+      ns_allreduce_start(c, x.data(), y.data(), 1000, NS_DTYPE_FP64, NS_OP_SUM, nullptr, &req),
+      NS_OK)
+      << ns_last_error();
+  ASSERT_EQ(ns_coll_close(c), NS_OK) << ns_last_error();
+  EXPECT_EQ(ns_coll_wait(&req), NS_ERR_STATE);
+  EXPECT_NE(std::string(ns_last_error()).find("closed"), std::string::npos) << ns_last_error();
+  EXPECT_EQ(req, nullptr);
+  int done = 0;
+  EXPECT_EQ(ns_coll_test(&req, &done), NS_ERR_INVALID);
+}

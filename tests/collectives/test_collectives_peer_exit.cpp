@@ -6,13 +6,19 @@
 // Plain main, like tests/rig/test_rig_peer_exit.cpp: run with np >= 3 under
 // orte_enable_recovery (mpirun keeps the survivors alive), each survivor prints its own result,
 // they agree over a communicator without the victim and rank 0 prints the verdict line ctest
-// matches. Argument: the deadline in ms.
+// matches. Arguments: the deadline in ms, and the operation (allreduce by default; reduce,
+// reduce_scatter, bcast, allgather, barrier, nonblocking: four outstanding allreduces). The
+// victim is the broadcast's root (the others need its data) and leaves the barrier before its
+// first descriptor (after one, the ranks that got it have seen everyone arrive, and leaving is
+// right).
 #include <mpi.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -30,6 +36,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int timeout_ms = argc > 1 ? std::atoi(argv[1]) : 5000;
+  const std::string operation = argc > 2 ? argv[2] : "allreduce";
   if (size < 3) {
     std::fprintf(stderr, "peer_exit: FAIL (needs np >= 3)\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
@@ -38,7 +45,8 @@ int main(int argc, char** argv) {
   MPI_Comm survivors = MPI_COMM_NULL;
   MPI_Comm_split(MPI_COMM_WORLD, rank == victim ? MPI_UNDEFINED : 0, rank, &survivors);
   cl::FaultOptions f;
-  if (rank == victim) f.exit_before_send = 40;  // descriptors first, then mid-way in the data
+  if (rank == victim)  // descriptors first, then mid-way in the data
+    f.exit_before_send = operation == "barrier" ? 0 : 40;
   cl::Options o;
   o.timeout_ms = timeout_ms;
   o.packet_bytes = 4096;
@@ -46,18 +54,63 @@ int main(int argc, char** argv) {
                          tr::make_transport(tr::TransportKind::kMpi, MPI_COMM_WORLD), f),
                      o);
   const std::uint64_t count = 1 << 18;  // 1 MiB of fp32
-  std::vector<float> x(count, 1.0f), y(count);
+  std::vector<float> x(count * static_cast<std::uint64_t>(size), 1.0f),
+      y(count * static_cast<std::uint64_t>(size));
   cl::AllreduceArgs a;
   a.send = x.data();
   a.recv = y.data();
   a.count = count;
   a.dtype = static_cast<int>(cl::DataType::kFp32);
   a.op = static_cast<int>(cl::ReduceOp::kSum);
+  a.root = victim;
+  // Each outstanding operation must fail (those that completed before the death may not);
+  // the first failure is the call's.
+  const auto nonblocking = [&] {
+    std::vector<std::uint32_t> ids;
+    for (std::uint64_t k = 0; k < 4; ++k) {
+      cl::AllreduceArgs q = a;
+      q.send = x.data() + k * (count / 4);
+      q.recv = y.data() + k * (count / 4);
+      q.count = count / 4;
+      ids.push_back(c.start_allreduce(q));
+    }
+    std::optional<cl::CollectiveError> first;
+    int completed = 0;
+    for (std::uint32_t id : ids) {
+      try {
+        c.wait(id);
+        ++completed;
+      } catch (const cl::CollectiveError& e) {
+        if (!first) first = e;
+      }
+    }
+    std::printf("[rank %d] %d of 4 outstanding allreduces completed before the failure\n", rank,
+                completed);
+    if (first) throw *first;
+  };
+  const auto call = [&] {
+    if (operation == "allreduce")
+      c.allreduce(a);
+    else if (operation == "reduce")
+      c.reduce(a);
+    else if (operation == "reduce_scatter")
+      c.reduce_scatter(a);
+    else if (operation == "bcast")
+      c.broadcast(y.data(), count, a.dtype, victim);
+    else if (operation == "allgather")
+      c.allgather(x.data(), y.data(), count, a.dtype);
+    else if (operation == "barrier")
+      c.barrier();
+    else if (operation == "nonblocking")  // four outstanding allreduces of a quarter each
+      nonblocking();
+    else
+      throw std::invalid_argument("unknown operation " + operation);
+  };
   int failures = 0;
   const auto t0 = std::chrono::steady_clock::now();
   std::string outcome;
   try {
-    c.allreduce(a);
+    call();
     outcome = "succeeded";
     ++failures;  // the victim's contribution never fully arrived: success would be a lie
   } catch (const cl::CollectiveError& e) {
@@ -67,11 +120,11 @@ int main(int argc, char** argv) {
   const long long ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
           .count();
-  std::printf("[rank %d] allreduce with a dying peer: %s after %lld ms\n", rank, outcome.c_str(),
-              ms);
+  std::printf("[rank %d] %s with a dying peer: %s after %lld ms\n", rank, operation.c_str(),
+              outcome.c_str(), ms);
   // A later call fails at once: the communicator is broken.
   try {
-    c.allreduce(a);
+    call();
     ++failures;
   } catch (const cl::CollectiveError& e) {
     if (e.failure() != cl::Failure::kBroken) ++failures;

@@ -6,7 +6,9 @@
 //  * whatever decodes stays inside its block (every offset, or [first, first + count)), has
 //    consistent packet numbering, and re-encodes through the senders' encoders to the very same
 //    bytes;
-//  * whatever fails reports one of the documented errors.
+//  * whatever fails reports one of the documented errors;
+//  * the same bytes as a descriptor (the agreement's payload, every collective kind): it
+//    decodes only with a known collective and exactly 32 bytes, and re-encodes to them.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -46,6 +48,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t len = size - 13;
   std::unique_ptr<std::byte[]> packet(new std::byte[len]);
   if (len != 0) std::memcpy(packet.get(), data + 13, len);
+  {
+    Descriptor d;
+    const DecodeError de = decode_descriptor(std::span<const std::byte>(packet.get(), len), &d);
+    if (de == DecodeError::kOk) {
+      if (len != kDescriptorBytes) fail("descriptor of the wrong size accepted");
+      if (static_cast<std::uint8_t>(d.collective) < 1 ||
+          static_cast<std::uint8_t>(d.collective) > kCollectiveMax)
+        fail("unknown collective accepted");
+      std::byte again[kDescriptorBytes];
+      encode_descriptor(d, again);
+      if (std::memcmp(again, packet.get(), kDescriptorBytes) != 0)
+        fail("descriptor re-encodes differently");
+    } else if (de != DecodeError::kTruncated && de != DecodeError::kUnknownKind) {
+      fail("undocumented descriptor error");
+    }
+  }
   SparseView v;
   const DecodeError err = decode_sparse(std::span<const std::byte>(packet.get(), len), layout, &v);
   if (to_string(err) == nullptr) fail("error without text");

@@ -1,0 +1,120 @@
+"""Dense collectives over NetSparse's own transports (lib/collectives), on numpy arrays and
+PyTorch CPU tensors.
+
+    from mpi4py import MPI
+    from netsparse.collectives import Collectives
+    c = Collectives(MPI.COMM_WORLD)            # collective (timeout_ms=, packet_bytes=, max_in_flight=)
+    c.allreduce(x)                             # in place: x = sum over the ranks
+    c.allreduce(x, out, op="max")              # into out (same size and dtype)
+    c.reduce(x, root=0)                        # the result at root (in place there), None elsewhere
+    c.bcast(x, root=0)                         # in place
+    y = c.allgather(x)                         # shape (size,) + x.shape, rank order
+    z = c.reduce_scatter(x)                    # x.shape[0] divisible by size: this rank's share
+    c.barrier()
+    r = c.allreduce_start(x); ...; r.wait()    # non-blocking; several outstanding, any order
+    c.close()                                  # collective (also when garbage-collected)
+
+dtypes: int8, int16, int32, float16, float32, float64; op: "sum", "prod", "min", "max";
+reproducible=True gives the same bits whatever the arrival order (the fixed tree). Arrays must be
+C-contiguous (no implicit conversion or copy: the result lands in the caller's memory). A torch
+tensor (CPU, contiguous) is used in place through its numpy view; torch is not imported here.
+
+Errors. A rank whose arrays or arguments are refused here makes every rank raise ValueError with
+that reason (one small MPI_Allreduce per call agrees on it first); what the library itself
+refuses -- ranks disagreeing on count, dtype, op or root -- raises netsparse.Error (status
+NS_ERR_INVALID) on every rank, and the communicator stays usable. A dead or silent peer raises
+netsparse.Error (NS_ERR_TRANSPORT or NS_ERR_TIMEOUT after timeout_ms); the communicator is then
+broken. Every rank must call the same collectives in the same order.
+"""
+
+import numpy as _np
+
+from . import _netsparse
+
+__all__ = ["Collectives", "CollRequest"]
+
+CollRequest = _netsparse.CollRequest
+
+
+def _array(x):
+    """(x, "") if x is not a torch tensor; else (its numpy view, sharing memory, "") when it is
+    on the CPU and contiguous, or (None, why not)."""
+    if type(x).__module__.split(".")[0] != "torch":
+        return x, ""
+    if x.device.type != "cpu":
+        return None, f"a torch tensor must be on the CPU, got device {x.device}"
+    if not x.is_contiguous():
+        return None, "a torch tensor must be contiguous (.contiguous() makes a copy)"
+    try:
+        return x.detach().numpy(), ""
+    except (TypeError, RuntimeError) as e:  # a dtype numpy lacks (bfloat16, ...)
+        return None, f"the torch tensor has no numpy view: {e}"
+
+
+class Collectives:
+    """A collectives communicator on an mpi4py communicator (collective to create)."""
+
+    def __init__(self, comm, timeout_ms=0, packet_bytes=0, max_in_flight=0):
+        self._c = _netsparse.Collectives(comm, timeout_ms, packet_bytes, max_in_flight)
+
+    @property
+    def rank(self):
+        return self._c.rank
+
+    @property
+    def size(self):
+        return self._c.size
+
+    def close(self):
+        self._c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # A torch-specific refusal goes to the compiled side as `problem`, which agrees on it with
+    # the other ranks' (so every rank raises); a refused operand is replaced by a placeholder.
+    def _wrap(self, fn, *arrays, **kw):
+        conv, problem = [], ""
+        for a in arrays:
+            if a is None:
+                conv.append(None)
+                continue
+            view, why = _array(a)
+            problem = problem or why
+            conv.append(view if view is not None else _np.zeros(0, _np.float32))
+        out = fn(*conv, problem=problem, **kw)
+        return out, conv
+
+    def allreduce(self, send, recv=None, op="sum", reproducible=False):
+        self._wrap(self._c.allreduce, send, recv, op=op, reproducible=reproducible)
+        return send if recv is None else recv
+
+    def reduce(self, send, recv=None, root=0, op="sum", reproducible=False):
+        out, _ = self._wrap(self._c.reduce, send, recv, root=root, op=op, reproducible=reproducible)
+        if out is None:
+            return None
+        return send if recv is None else recv
+
+    def bcast(self, buffer, root=0):
+        self._wrap(self._c.bcast, buffer, root=root)
+        return buffer
+
+    def allgather(self, send, recv=None):
+        out, _ = self._wrap(self._c.allgather, send, recv)
+        return out if recv is None else recv
+
+    def reduce_scatter(self, send, recv=None, op="sum", reproducible=False):
+        out, _ = self._wrap(self._c.reduce_scatter, send, recv, op=op, reproducible=reproducible)
+        return out if recv is None else recv
+
+    def barrier(self):
+        self._c.barrier()
+
+    def allreduce_start(self, send, recv=None, op="sum", reproducible=False):
+        """Starts a non-blocking allreduce; returns a CollRequest (test() / wait()). send and recv
+        must stay untouched until it completes (the request keeps them alive)."""
+        req, _ = self._wrap(self._c.allreduce_start, send, recv, op=op, reproducible=reproducible)
+        return req

@@ -1,0 +1,395 @@
+// netsparse.collectives' compiled half: the collectives communicator (collectives.h) on numpy
+// arrays. Every call checks its arrays (dtype, contiguity, writability, lengths) and first agrees
+// across the ranks on what each found wrong (collective.hpp), so a rank whose arrays are refused
+// raises ValueError on every rank instead of leaving the others in the collective; arguments
+// that pass here are agreed again by the library (counts, datatypes, operators, roots), whose
+// refusals raise netsparse.Error (status NS_ERR_INVALID) on every rank.
+#include <mpi.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "collective.hpp"
+#include "netsparse/collectives_mpi.h"
+
+namespace py = pybind11;
+
+namespace netsparse::python {
+namespace {
+
+// The NS_DTYPE_* of a numpy dtype; -1 for any other.
+int dtype_code(const py::dtype& d) {
+  // By kind and size (native byte order only): numpy has no C++ type for float16.
+  if (!d.attr("isnative").cast<bool>()) return -1;
+  const char kind = d.kind();
+  const py::ssize_t size = d.itemsize();
+  if (kind == 'i')
+    return size == 1 ? NS_DTYPE_INT8 : size == 2 ? NS_DTYPE_INT16 : size == 4 ? NS_DTYPE_INT32 : -1;
+  if (kind == 'f')
+    return size == 2 ? NS_DTYPE_FP16 : size == 4 ? NS_DTYPE_FP32 : size == 8 ? NS_DTYPE_FP64 : -1;
+  return -1;
+}
+
+int op_code(const std::string& op) {
+  if (op == "sum") return NS_OP_SUM;
+  if (op == "prod") return NS_OP_PROD;
+  if (op == "min") return NS_OP_MIN;
+  if (op == "max") return NS_OP_MAX;
+  return -1;
+}
+
+// What is wrong with `obj` as an operand (numpy array of a supported dtype, C-contiguous,
+// aligned, writable if `writable`), "" if nothing.
+std::string check_operand(py::handle obj, const char* name, bool writable) {
+  if (!py::isinstance<py::array>(obj))
+    return std::string(name) + " must be a numpy.ndarray, got " +
+           std::string(py::str(py::type::of(obj).attr("__name__")));
+  const auto a = py::reinterpret_borrow<py::array>(obj);
+  if (dtype_code(a.dtype()) < 0)
+    return std::string(name) + " has dtype " + dtype_text(a.dtype()) +
+           "; the collectives take int8, int16, int32, float16, float32 or float64";
+  if ((a.flags() & py::array::c_style) == 0)
+    return std::string(name) + " must be C-contiguous (numpy.ascontiguousarray makes a copy)";
+  if (reinterpret_cast<std::uintptr_t>(a.data()) % static_cast<std::uintptr_t>(a.itemsize()) != 0)
+    return std::string(name) + " is not aligned to its element size";
+  if (writable && !a.writeable()) return std::string(name) + " is read-only";
+  return {};
+}
+
+py::array as_array(py::handle obj) {
+  return py::reinterpret_borrow<py::array>(obj);
+}
+
+ns_allreduce_params params_of(bool reproducible) {
+  ns_allreduce_params p{};
+  p.algorithm = NS_ALLREDUCE_AUTO;
+  p.flags = reproducible ? unsigned{NS_ALLREDUCE_REPRODUCIBLE} : 0u;
+  return p;
+}
+
+class PyRequest;
+
+class PyCollectives {
+ public:
+  PyCollectives(py::handle comm, int timeout_ms, int packet_bytes, int max_in_flight) {
+    const MPI_Comm c = comm_from(comm);
+    std::string problem;
+    if (timeout_ms < 0) problem = "timeout_ms must be >= 0 (0: the default)";
+    if (packet_bytes < 0) problem = "packet_bytes must be >= 0 (0: the transport's)";
+    if (max_in_flight < 0 || max_in_flight > 1024)
+      problem = "max_in_flight must be in [0, 1024] (0: the default)";
+    agree_on_arguments(c, problem);
+    if (MPI_Comm_dup(c, &agree_) != MPI_SUCCESS) throw std::runtime_error("MPI_Comm_dup failed");
+    MPI_Comm_size(agree_, &size_);
+    MPI_Comm_rank(agree_, &rank_);
+    ns_coll_attr attr{};
+    if (timeout_ms > 0) {
+      attr.comp_mask |= NS_COLL_ATTR_TIMEOUT;
+      attr.timeout_ms = static_cast<std::uint32_t>(timeout_ms);
+    }
+    if (packet_bytes > 0) {
+      attr.comp_mask |= NS_COLL_ATTR_PACKET;
+      attr.packet_bytes = static_cast<std::uint32_t>(packet_bytes);
+    }
+    if (max_in_flight > 0) {
+      attr.comp_mask |= NS_COLL_ATTR_MAX_IN_FLIGHT;
+      attr.max_in_flight = static_cast<std::uint32_t>(max_in_flight);
+    }
+    py::gil_scoped_release nogil;
+    coll_ = open_collectives(c, &attr);
+  }
+  ~PyCollectives() {
+    if (teardown_abandoned()) {
+      leak(std::move(coll_));
+      return;
+    }
+    free_agreement_comm();
+  }
+  PyCollectives(const PyCollectives&) = delete;
+  PyCollectives& operator=(const PyCollectives&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  void close() {
+    {
+      py::gil_scoped_release nogil;
+      coll_.close();
+    }
+    free_agreement_comm();
+  }
+  ns_coll* handle() const {
+    if (coll_.get() == nullptr) throw py::value_error("the communicator is closed");
+    return coll_.get();
+  }
+
+  // The same element count on send and recv (allreduce, reduce at the root): recv may be send.
+  py::object allreduce(py::handle send, py::object recv, const std::string& op, bool reproducible,
+                       const std::string& given) {
+    ns_coll* h = handle();
+    const py::object out = recv.is_none() ? py::reinterpret_borrow<py::object>(send) : recv;
+    std::string problem = first_problem({given, check_operand(send, "send", false),
+                                         check_operand(out, "recv", true), check_op(op)});
+    if (problem.empty()) problem = same_shape(send, out);
+    agree_on_arguments(agree_, problem);
+    py::array s = as_array(send), r = as_array(out);
+    void* rp = r.mutable_data();
+    const int dt = dtype_code(s.dtype());
+    const ns_allreduce_params p = params_of(reproducible);
+    ns_status_t st;
+    {
+      py::gil_scoped_release nogil;
+      st = ns_allreduce(h, s.data(), rp, static_cast<std::uint64_t>(s.size()), dt, op_code(op), &p);
+    }
+    detail::check(st, "ns_allreduce");
+    return out;
+  }
+
+  py::object reduce(py::handle send, py::object recv, int root, const std::string& op,
+                    bool reproducible, const std::string& given) {
+    ns_coll* h = handle();
+    const bool at_root = rank_ == root;
+    const py::object out = recv.is_none() ? py::reinterpret_borrow<py::object>(send) : recv;
+    std::string problem = first_problem({given, check_operand(send, "send", false), check_op(op)});
+    if (problem.empty() && at_root) problem = check_operand(out, "recv", true);
+    if (problem.empty() && at_root) problem = same_shape(send, out);
+    agree_on_arguments(agree_, problem);
+    const py::array s = as_array(send);
+    py::array ra = at_root ? as_array(out) : py::array();
+    void* r = at_root ? ra.mutable_data() : nullptr;
+    const int dt = dtype_code(s.dtype());
+    const ns_allreduce_params p = params_of(reproducible);
+    ns_status_t st;
+    {
+      py::gil_scoped_release nogil;
+      st = ns_reduce(h, s.data(), r, static_cast<std::uint64_t>(s.size()), dt, op_code(op), root,
+                     &p);
+    }
+    detail::check(st, "ns_reduce");
+    return at_root ? out : py::none();
+  }
+
+  py::object bcast(py::handle buffer, int root, const std::string& given) {
+    ns_coll* h = handle();
+    agree_on_arguments(agree_, first_problem({given, check_operand(buffer, "buffer", true)}));
+    py::array b = as_array(buffer);
+    void* bp = b.mutable_data();
+    const int dt = dtype_code(b.dtype());
+    ns_status_t st;
+    {
+      py::gil_scoped_release nogil;
+      st = ns_bcast(h, bp, static_cast<std::uint64_t>(b.size()), dt, root);
+    }
+    detail::check(st, "ns_bcast");
+    return py::reinterpret_borrow<py::object>(buffer);
+  }
+
+  // recv: size() * send.size elements (a new array of shape (size(),) + send.shape if None).
+  py::object allgather(py::handle send, py::object recv, const std::string& given) {
+    ns_coll* h = handle();
+    std::string problem = first_problem({given, check_operand(send, "send", false)});
+    if (problem.empty() && recv.is_none()) {
+      const py::array s = as_array(send);
+      std::vector<py::ssize_t> shape{size_};
+      for (py::ssize_t d = 0; d < s.ndim(); ++d) shape.push_back(s.shape(d));
+      recv = py::array(s.dtype(), shape);
+    }
+    if (problem.empty()) problem = check_operand(recv, "recv", true);
+    if (problem.empty()) problem = whole_of(send, recv, "recv");
+    agree_on_arguments(agree_, problem);
+    py::array s = as_array(send), r = as_array(recv);
+    void* rp = r.mutable_data();
+    const int dt = dtype_code(s.dtype());
+    ns_status_t st;
+    {
+      py::gil_scoped_release nogil;
+      st = ns_allgather(h, s.data(), rp, static_cast<std::uint64_t>(s.size()), dt);
+    }
+    detail::check(st, "ns_allgather");
+    return recv;
+  }
+
+  // send: size() * n elements; recv: n (a new 1-D array, or send's rows / size() if 2-D+).
+  py::object reduce_scatter(py::handle send, py::object recv, const std::string& op,
+                            bool reproducible, const std::string& given) {
+    ns_coll* h = handle();
+    std::string problem = first_problem({given, check_operand(send, "send", false), check_op(op)});
+    if (problem.empty() && recv.is_none()) {
+      const py::array s = as_array(send);
+      if (s.ndim() == 0 || s.shape(0) % size_ != 0) {
+        problem = "send's first dimension (" + std::to_string(s.ndim() ? s.shape(0) : 0) +
+                  ") must be a multiple of the communicator's size (" + std::to_string(size_) + ")";
+      } else {
+        std::vector<py::ssize_t> shape{s.shape(0) / size_};
+        for (py::ssize_t d = 1; d < s.ndim(); ++d) shape.push_back(s.shape(d));
+        recv = py::array(s.dtype(), shape);
+      }
+    }
+    if (problem.empty()) problem = check_operand(recv, "recv", true);
+    if (problem.empty()) problem = whole_of(recv, send, "send");
+    agree_on_arguments(agree_, problem);
+    py::array s = as_array(send), r = as_array(recv);
+    void* rp = r.mutable_data();
+    const int dt = dtype_code(s.dtype());
+    const ns_allreduce_params p = params_of(reproducible);
+    ns_status_t st;
+    {
+      py::gil_scoped_release nogil;
+      st = ns_reduce_scatter(h, s.data(), rp, static_cast<std::uint64_t>(r.size()), dt, op_code(op),
+                             &p);
+    }
+    detail::check(st, "ns_reduce_scatter");
+    return recv;
+  }
+
+  void barrier() {
+    ns_coll* h = handle();
+    ns_status_t st;
+    {
+      py::gil_scoped_release nogil;
+      st = ns_barrier(h);
+    }
+    detail::check(st, "ns_barrier");
+  }
+
+  std::unique_ptr<PyRequest> allreduce_start(py::handle send, py::object recv,
+                                             const std::string& op, bool reproducible,
+                                             const std::string& given);
+
+ private:
+  static std::string check_op(const std::string& op) {
+    return op_code(op) < 0 ? "op must be 'sum', 'prod', 'min' or 'max', got '" + op + "'"
+                           : std::string();
+  }
+  static std::string same_shape(py::handle a, py::handle b) {
+    const py::array x = as_array(a), y = as_array(b);
+    if (!same_dtype(x.dtype(), y.dtype()))
+      return "send and recv differ in dtype (" + dtype_text(x.dtype()) + ", " +
+             dtype_text(y.dtype()) + ")";
+    if (x.size() != y.size())
+      return "send and recv differ in size (" + std::to_string(x.size()) + ", " +
+             std::to_string(y.size()) + ")";
+    return {};
+  }
+  // `whole` must hold size() times `part`'s elements, of its dtype.
+  std::string whole_of(py::handle part, py::handle whole, const char* name) const {
+    const py::array p = as_array(part), w = as_array(whole);
+    if (!same_dtype(p.dtype(), w.dtype()))
+      return "send and recv differ in dtype (" + dtype_text(p.dtype()) + ", " +
+             dtype_text(w.dtype()) + ")";
+    if (w.size() != p.size() * size_)
+      return std::string(name) + " must hold size() * " + std::to_string(p.size()) + " = " +
+             std::to_string(p.size() * size_) + " elements, it has " + std::to_string(w.size());
+    return {};
+  }
+
+  // The duplicate goes with the communicator (not after MPI_Finalize: then it is gone anyway).
+  void free_agreement_comm() noexcept {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (agree_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&agree_);
+    agree_ = MPI_COMM_NULL;
+  }
+
+  Collectives coll_;
+  MPI_Comm agree_ = MPI_COMM_NULL;  // the arguments' agreement (a duplicate of the user's comm)
+  int rank_ = 0, size_ = 1;
+};
+
+// A started non-blocking allreduce; keeps its arrays alive until it completes.
+class PyRequest {
+ public:
+  PyRequest(CollRequest r, py::object send, py::object recv)
+      : r_(std::move(r)), send_(std::move(send)), recv_(std::move(recv)) {}
+  ~PyRequest() {
+    if (teardown_abandoned()) leak(std::move(r_));
+  }
+  bool test() {
+    bool done;
+    {
+      py::gil_scoped_release nogil;
+      done = r_.test();
+    }
+    return done;
+  }
+  py::object wait() {
+    {
+      py::gil_scoped_release nogil;
+      r_.wait();
+    }
+    return recv_;
+  }
+  bool done() const { return !r_.pending(); }
+  py::object result() const { return recv_; }
+
+ private:
+  CollRequest r_;
+  py::object send_, recv_;
+};
+
+std::unique_ptr<PyRequest> PyCollectives::allreduce_start(py::handle send, py::object recv,
+                                                          const std::string& op, bool reproducible,
+                                                          const std::string& given) {
+  ns_coll* h = handle();
+  const py::object out = recv.is_none() ? py::reinterpret_borrow<py::object>(send) : recv;
+  std::string problem = first_problem(
+      {given, check_operand(send, "send", false), check_operand(out, "recv", true), check_op(op)});
+  if (problem.empty()) problem = same_shape(send, out);
+  agree_on_arguments(agree_, problem);
+  py::array s = as_array(send), r = as_array(out);
+  void* rp = r.mutable_data();
+  const int dt = dtype_code(s.dtype());
+  const ns_allreduce_params p = params_of(reproducible);
+  ns_coll_request* req = nullptr;
+  ns_status_t st;
+  {
+    py::gil_scoped_release nogil;
+    st = ns_allreduce_start(h, s.data(), rp, static_cast<std::uint64_t>(s.size()), dt, op_code(op),
+                            &p, &req);
+  }
+  detail::check(st, "ns_allreduce_start");
+  return std::make_unique<PyRequest>(CollRequest(req), py::reinterpret_borrow<py::object>(send),
+                                     out);
+}
+
+}  // namespace
+
+void bind_collectives(py::module_& m) {
+  py::class_<PyRequest>(m, "CollRequest",
+                        "A started non-blocking allreduce: test() / wait() complete it.")
+      .def("test", &PyRequest::test,
+           "Progresses the communicator once; True once complete (raises its failure).")
+      .def("wait", &PyRequest::wait, "Waits for completion (raises its failure); the result.")
+      .def_property_readonly("done", &PyRequest::done)
+      .def_property_readonly("result", &PyRequest::result);
+  py::class_<PyCollectives>(
+      m, "Collectives", "Dense collectives over NetSparse's transports (netsparse.collectives).")
+      .def(py::init<py::handle, int, int, int>(), py::arg("comm"), py::arg("timeout_ms") = 0,
+           py::arg("packet_bytes") = 0, py::arg("max_in_flight") = 0)
+      .def_property_readonly("rank", &PyCollectives::rank)
+      .def_property_readonly("size", &PyCollectives::size)
+      .def("close", &PyCollectives::close)
+      .def("allreduce", &PyCollectives::allreduce, py::arg("send"), py::arg("recv") = py::none(),
+           py::arg("op") = "sum", py::arg("reproducible") = false, py::arg("problem") = "")
+      .def("reduce", &PyCollectives::reduce, py::arg("send"), py::arg("recv") = py::none(),
+           py::arg("root") = 0, py::arg("op") = "sum", py::arg("reproducible") = false,
+           py::arg("problem") = "")
+      .def("bcast", &PyCollectives::bcast, py::arg("buffer"), py::arg("root") = 0,
+           py::arg("problem") = "")
+      .def("allgather", &PyCollectives::allgather, py::arg("send"), py::arg("recv") = py::none(),
+           py::arg("problem") = "")
+      .def("reduce_scatter", &PyCollectives::reduce_scatter, py::arg("send"),
+           py::arg("recv") = py::none(), py::arg("op") = "sum", py::arg("reproducible") = false,
+           py::arg("problem") = "")
+      .def("barrier", &PyCollectives::barrier)
+      .def("allreduce_start", &PyCollectives::allreduce_start, py::arg("send"),
+           py::arg("recv") = py::none(), py::arg("op") = "sum", py::arg("reproducible") = false,
+           py::arg("problem") = "");
+}
+
+}  // namespace netsparse::python
