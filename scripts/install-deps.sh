@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
 # Installs (as root, via apt) only the Debian 12 packages NetSparse needs that are missing.
 # Idempotent: a second run installs nothing and takes about a second.
-#   scripts/install-deps.sh            build + test dependencies
+#   scripts/install-deps.sh            build + test dependencies (everything)
+#   scripts/install-deps.sh --main     only what the main job needs (scripts/main-job.sh): the
+#                                      library and netsparse_bench, without the test, Python,
+#                                      PyTorch, PETSc and clang packages (PETSc's mode is then
+#                                      absent from the table; the full set adds it)
 #   scripts/install-deps.sh --vm       also what the soft-RoCE QEMU guest needs
 set -euo pipefail
+
+main_pkgs=(
+  build-essential g++ cmake ninja-build pkg-config ca-certificates
+  libibverbs-dev rdma-core ibverbs-providers
+  libopenmpi-dev openmpi-bin
+  libeigen3-dev libbenchmark-dev zlib1g-dev
+  libcli11-dev nlohmann-json3-dev libmetis-dev
+)
 
 pkgs=(
   build-essential g++ cmake ninja-build pkg-config git ca-certificates
@@ -25,6 +37,9 @@ pkgs=(
   libopenblas0-openmp
   xz-utils zstd
 )
+if [[ " $* " == *" --main "* ]]; then
+  pkgs=("${main_pkgs[@]}")
+fi
 if [[ " $* " == *" --vm "* ]]; then
   pkgs+=(qemu-system-x86 qemu-utils mmdebstrap cpio kmod debian-archive-keyring)
 fi

@@ -7,10 +7,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --main  # the main job's packages only (the test command: all)
 build="$root/build/native"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNETSPARSE_ARCH=native \
-  -DNETSPARSE_BUILD_TESTS=OFF >/dev/null
+  -DNETSPARSE_BUILD_TESTS=OFF -DNETSPARSE_BUILD_PYTHON=OFF >/dev/null
 ninja -C "$build" -j "${NETSPARSE_JOBS:-2}" netsparse_bench
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 np=${NETSPARSE_NP:-2}
