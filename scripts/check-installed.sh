@@ -39,12 +39,12 @@ if [[ " $cflags " != *" -std=c++20 "* ]]; then
 fi
 # shellcheck disable=SC2046
 g++ "$root/tests/install/consumer/main.cpp" -o "$work/pc-consumer" \
-  $(pkg-config --cflags --libs netsparse) $(pkg-config --cflags --libs ompi-cxx)
+  $(pkg-config --cflags --libs netsparse)  # MPI's flags come with it (Requires: ompi-cxx)
 run "$work/pc-consumer"
 echo "--- pkg-config --libs netsparse-c (a C program)"
 # shellcheck disable=SC2046
 gcc -std=c11 -Werror "$root/tests/install/consumer_c/main.c" -o "$work/pc-consumer-c" \
-  $(pkg-config --cflags --libs netsparse-c ompi-c)
+  $(pkg-config --cflags --libs netsparse-c)  # MPI's flags come with it (Requires: ompi-c)
 run "$work/pc-consumer-c"
 
 echo "--- netsparse_info (installed): the features and the configuration table"
