@@ -40,7 +40,20 @@ import numpy as _np
 import scipy.sparse as _sp
 from mpi4py import MPI as _MPI  # initializes MPI (thread level MULTIPLE) before the module loads
 
-from . import _netsparse
+try:
+    from . import _netsparse
+except ImportError as _error:
+    from . import _build_info
+
+    _here = "%d.%d" % _sys.version_info[:2]
+    if _here != _build_info.python_version:
+        raise ImportError(
+            "netsparse: its extension module was built for Python %s (%s), but this is Python %s "
+            "(%s); build it for this interpreter: cmake -DPython3_EXECUTABLE=%s ..."
+            % (_build_info.python_version, _build_info.python_executable, _here,
+               _sys.executable, _sys.executable)
+        ) from _error
+    raise
 from ._netsparse import (  # noqa: F401  (re-exported)
     DistKernel,
     DistMatrix,
