@@ -2,9 +2,10 @@
 # warning flags), every communication mode side by side: time per epoch, its communication share,
 # the engine's filter rate, own vs random node order.
 #   mpirun -np 2 bench_gcn --matrix gen:kron:16 --mode all --rounds 3 --epochs 10
-if(TARGET netsparse_distributed)
+if(TARGET netsparse_distributed AND TARGET netsparse_collectives)
   add_executable(bench_gcn ${PROJECT_SOURCE_DIR}/examples/gcn_train.cpp)
-  target_link_libraries(bench_gcn PRIVATE netsparse_dist_transpose netsparse_distributed netsparse_build_flags)
+  target_link_libraries(bench_gcn PRIVATE netsparse_dist_transpose netsparse_distributed
+                                          netsparse_collectives netsparse_build_flags)
 else()
-  message(STATUS "bench_gcn not built: needs netsparse_distributed")
+  message(STATUS "bench_gcn not built: needs netsparse_distributed and netsparse_collectives")
 endif()

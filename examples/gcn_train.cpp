@@ -12,7 +12,11 @@
 // (S + I) * Y (forward, a DistKernel SpMM) and (S + I)^T * Y (backward, a TransposedSpmm: the
 // sampled pattern transposed every epoch). Both layers multiply with K = --hidden columns
 // (layer 2 as (Ahat H1) W2), so each epoch sets up one forward and one backward pattern.
-// Weights are replicated; their gradients are summed with MPI_Allreduce.
+// Weights are replicated; their gradients (and the loss) are summed over the ranks by the
+// library's allreduce (netsparse::Collectives, --grad-allreduce netsparse, the default) or by
+// MPI_Allreduce (--grad-allreduce mpi, to compare). --reproducible asks the library for its
+// fixed-tree allreduce: the same bits whatever order the ranks' contributions arrive in, so at a
+// given rank count the loss curve is the same bit for bit from run to run.
 //
 // The task: node features X are hashes of (node, feature) in [-1, 1); the label of a node is the
 // argmax of a hidden random linear model of its smoothed features (Ahat_full X) Wtrue, Ahat_full
@@ -36,11 +40,13 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "netsparse/collectives_mpi.h"
 #include "netsparse/dist_transpose.hpp"
 #include "netsparse/distributed.hpp"
 #include "netsparse/netsparse.hpp"
@@ -75,6 +81,11 @@ struct Options {
   bool print_curve = true;
   bool dynamic = true;  // netsparse: DistOptions::dynamic_pattern
   int threads = 0;      // OpenMP threads per rank; 0: OpenMP's, at most the rank's core share
+  bool grad_allreduce_mpi = false;    // --grad-allreduce mpi: MPI_Allreduce, else the library's
+  bool reproducible = false;          // the library's bitwise-reproducible allreduce
+  std::string curve_out;              // rank 0 writes the loss curve here (hex floats)
+  std::string expect_curve;           // exit 1 unless the loss curve agrees with this file's
+  double expect_curve_tolerance = 0;  // relative; 0: bit for bit
 };
 
 const char* kHelp = R"(gcn_train: a 2-layer GCN trained on a graph split across the ranks, neighbour
@@ -109,6 +120,18 @@ sampling every epoch; every communication mode side by side.
                        but at most this rank's share of the host's cores: more threads than
                        cores make every parallel region and every MPI wait cost scheduler time
                        slices)
+  --grad-allreduce netsparse|mpi
+                       sum the weight gradients (and the loss) over the ranks with the
+                       library's allreduce (default) or with MPI_Allreduce
+  --reproducible       the library's bitwise-reproducible allreduce (a fixed tree over the
+                       ranks): at a given rank count, the same loss curve bit for bit in
+                       every run (needs --grad-allreduce netsparse)
+  --curve-out FILE     write the loss per epoch (first mode, first round) to FILE, one
+                       hexadecimal float per line
+  --expect-curve FILE  exit 1 unless the loss per epoch agrees with FILE's (a --curve-out of
+                       another run) to --expect-curve-tolerance
+  --expect-curve-tolerance X
+                       relative; 0 (default): bit for bit
   --no-curve           do not print the loss per epoch
 )";
 
@@ -204,11 +227,28 @@ Options parse(int argc, char** argv) {
         throw std::invalid_argument("--netsparse-pattern: dynamic or planned");
       }
       o.dynamic = v == "dynamic";
+    } else if (a == "--grad-allreduce") {
+      const std::string v = value();
+      if (v != "netsparse" && v != "mpi") {
+        throw std::invalid_argument("--grad-allreduce: netsparse or mpi");
+      }
+      o.grad_allreduce_mpi = v == "mpi";
+    } else if (a == "--reproducible") {
+      o.reproducible = true;
+    } else if (a == "--curve-out") {
+      o.curve_out = value();
+    } else if (a == "--expect-curve") {
+      o.expect_curve = value();
+    } else if (a == "--expect-curve-tolerance") {
+      o.expect_curve_tolerance = std::atof(value().c_str());
     } else if (a == "--no-curve") {
       o.print_curve = false;
     } else {
       throw std::invalid_argument("unknown option " + a + " (see --help)");
     }
+  }
+  if (o.reproducible && o.grad_allreduce_mpi) {
+    throw std::invalid_argument("--reproducible needs --grad-allreduce netsparse");
   }
   return o;
 }
@@ -392,10 +432,13 @@ class Gcn {
  public:
   // inverse_perm: for a relabelled graph, the original id of every node (its features and label
   // follow it); empty for the graph's own order.
-  Gcn(const DistMatrix& a, const Options& o, CommMode mode, std::vector<gidx_t> inverse_perm = {})
+  // coll: the library's collectives for the gradient sums; nullptr: MPI_Allreduce.
+  Gcn(const DistMatrix& a, const Options& o, CommMode mode, netsparse::Collectives* coll,
+      std::vector<gidx_t> inverse_perm = {})
       : inverse_perm_(std::move(inverse_perm)),
         a_(a),
         o_(o),
+        coll_(coll),
         rank_(a.rank()),
         n_local_(static_cast<std::size_t>(a.rows().size(a.rank()))) {
     netsparse::DistOptions dopt;
@@ -527,11 +570,19 @@ class Gcn {
     });
     double allreduce = 0;
     clock(allreduce, [&] {
-      MPI_Allreduce(MPI_IN_PLACE, grad_w1_.data(), static_cast<int>(grad_w1_.size()), mpi_type(),
-                    MPI_SUM, a_.comm());
-      MPI_Allreduce(MPI_IN_PLACE, grad_w2_.data(), static_cast<int>(grad_w2_.size()), mpi_type(),
-                    MPI_SUM, a_.comm());
-      MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, a_.comm());
+      if (coll_ != nullptr) {
+        netsparse::AllreduceOptions ar;
+        ar.reproducible = o_.reproducible;
+        coll_->allreduce(std::span<T>(grad_w1_), NS_OP_SUM, ar);
+        coll_->allreduce(std::span<T>(grad_w2_), NS_OP_SUM, ar);
+        coll_->allreduce(std::span<double>(&loss_sum, 1), NS_OP_SUM, ar);
+      } else {
+        MPI_Allreduce(MPI_IN_PLACE, grad_w1_.data(), static_cast<int>(grad_w1_.size()), mpi_type(),
+                      MPI_SUM, a_.comm());
+        MPI_Allreduce(MPI_IN_PLACE, grad_w2_.data(), static_cast<int>(grad_w2_.size()), mpi_type(),
+                      MPI_SUM, a_.comm());
+        MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, a_.comm());
+      }
     });
     t.dense = dense;
     t.sparse = sparse;
@@ -646,6 +697,7 @@ class Gcn {
   std::vector<gidx_t> inverse_perm_;
   const DistMatrix& a_;
   const Options& o_;
+  netsparse::Collectives* coll_;
   int rank_;
   std::size_t n_local_;
   std::shared_ptr<netsparse::RigEngine> engine_;
@@ -672,8 +724,8 @@ double median(std::vector<double> v) {
 }
 
 // Gradients against central finite differences, in double precision, on epoch 0's sample.
-int check_gradients(const DistMatrix& a, const Options& o, int rank) {
-  Gcn<double> g(a, o, o.modes.front());
+int check_gradients(const DistMatrix& a, const Options& o, int rank, netsparse::Collectives* coll) {
+  Gcn<double> g(a, o, o.modes.front(), coll);
   EpochTimes t;
   g.prepare(0, t);
   (void)g.forward_backward(t);
@@ -711,6 +763,39 @@ int check_gradients(const DistMatrix& a, const Options& o, int rank) {
         netsparse::to_string(o.modes.front()), checked, eps, rel, ok ? "OK" : "FAILED");
   }
   return ok ? 0 : 1;
+}
+
+// 1 if `curve` agrees with the curve in `path` (one loss per line, as --curve-out writes) to
+// relative `tolerance` (0: bit for bit), else 0; prints the verdict.
+int expect_curve(const std::vector<double>& curve, const std::string& path, double tolerance) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) {
+    std::printf("  FAILED: cannot read the expected curve %s\n", path.c_str());
+    return 0;
+  }
+  std::vector<double> expected;
+  double loss = 0;
+  while (std::fscanf(f, "%la", &loss) == 1) expected.push_back(loss);
+  std::fclose(f);
+  if (expected.size() != curve.size()) {
+    std::printf("  FAILED: %s has %zu epochs, this run %zu\n", path.c_str(), expected.size(),
+                curve.size());
+    return 0;
+  }
+  double worst = 0;
+  std::size_t differing = 0;
+  for (std::size_t e = 0; e < curve.size(); ++e) {
+    if (curve[e] != expected[e]) ++differing;
+    worst = std::max(worst, std::abs(curve[e] - expected[e]) / std::abs(expected[e]));
+  }
+  const bool ok = tolerance > 0 ? worst <= tolerance : differing == 0;
+  char limit[32] = "0, bit for bit";
+  if (tolerance > 0) std::snprintf(limit, sizeof limit, "%.1e", tolerance);
+  std::printf(
+      "  loss curve against %s: %zu of %zu epochs differ, by at most %.2e (relative; "
+      "tolerance %s) -> %s\n",
+      path.c_str(), differing, curve.size(), worst, limit, ok ? "OK" : "FAILED");
+  return ok ? 1 : 0;
 }
 
 struct RunResult {
@@ -751,17 +836,25 @@ int run(const Options& o, int rank) {
     throw std::invalid_argument("the graph must be square, " + o.matrix + " is " +
                                 std::to_string(g0.n_rows()) + " x " + std::to_string(g0.n_cols()));
   }
-  if (o.check_gradients) return check_gradients(g0, o, rank);
+  // The library's collectives communicator for the gradient sums: opened once (collective), used
+  // by every training run, closed when run() returns.
+  netsparse::Collectives coll;
+  if (!o.grad_allreduce_mpi) coll = netsparse::open_collectives(MPI_COMM_WORLD);
+  netsparse::Collectives* grad_coll = o.grad_allreduce_mpi ? nullptr : &coll;
+  if (o.check_gradients) return check_gradients(g0, o, rank, grad_coll);
   if (rank == 0) {
     std::printf(
         "gcn_train: %s, %lld nodes, %lld edges, %d ranks (%d on this host of %u cores) x %d "
         "OpenMP threads; 2 layers %d -> %d -> %d, fanout %d, %s lr %g, %d epochs x %d rounds, "
-        "backward via %s\n",
+        "backward via %s, gradients summed by %s\n",
         o.matrix.c_str(), static_cast<long long>(g0.n_rows()),
         static_cast<long long>(g0.nnz_global()), g0.nranks(), local_ranks,
         std::max(1u, std::thread::hardware_concurrency()), omp_get_max_threads(), o.features,
         o.hidden, o.classes, o.fanout, o.adam ? "adam" : "sgd", o.lr, o.epochs, o.rounds,
-        netsparse::to_string(o.backward));
+        netsparse::to_string(o.backward),
+        o.grad_allreduce_mpi ? "MPI_Allreduce"
+        : o.reproducible     ? "the library's reproducible allreduce"
+                             : "the library's allreduce");
   }
   int status = 0;
   std::map<std::string, std::map<CommMode, RunResult>> all;
@@ -784,7 +877,7 @@ int run(const Options& o, int rank) {
       for (CommMode mode : o.modes) {
         MPI_Barrier(MPI_COMM_WORLD);
         const double b0 = MPI_Wtime();
-        Gcn<float> model(a, o, mode, inverse);
+        Gcn<float> model(a, o, mode, grad_coll, inverse);
         RunResult& res = results[mode];
         res.build.push_back(max_over_ranks(MPI_Wtime() - b0));
         std::vector<double> curve;
@@ -904,6 +997,21 @@ int run(const Options& o, int rank) {
       if (rank == 0) std::printf("  FAILED: the loss curves differ by more than %.1e\n", o.agree);
       status = 1;
     }
+  }
+  // The loss curve of the first order, mode and round: written for another run to compare with,
+  // or compared with another run's (rank 0 reads; every rank returns the verdict).
+  const std::vector<double>& curve = all[o.orders.front()][o.modes.front()].curves.front();
+  if (!o.curve_out.empty() && rank == 0) {
+    std::FILE* f = std::fopen(o.curve_out.c_str(), "w");
+    if (f == nullptr) throw std::runtime_error("cannot write " + o.curve_out);
+    for (double loss : curve) std::fprintf(f, "%a\n", loss);
+    std::fclose(f);
+  }
+  if (!o.expect_curve.empty()) {
+    int agrees = 1;
+    if (rank == 0) agrees = expect_curve(curve, o.expect_curve, o.expect_curve_tolerance);
+    MPI_Bcast(&agrees, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!agrees) status = 1;
   }
   // Reordering: own vs random, per mode.
   if (rank == 0 && all.size() == 2) {

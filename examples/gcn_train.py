@@ -8,9 +8,17 @@ Ahat = D^-1/2 (S + I) D^-1/2 and S this epoch's sample of the graph (at most --f
 neighbours per row, by the library's sample_rows: the same sample on every rank count). The
 distributed products (S + I) Y are DistSpmm (forward: DistKernel SpMM, netsparse mode with
 dynamic_pattern; backward: the transposed product), everything else is plain torch on this
-rank's rows; autograd gives the gradients, whose sums over ranks are an MPI Allreduce. Adam is
-the C++ example's (moments in double). Features and labels are the C++ example's hashes, so
-nothing is read from disk.
+rank's rows; autograd gives the gradients, summed over the ranks (with the loss) by the library's
+allreduce (netsparse.collectives, --grad-allreduce netsparse, the default; the gradient tensors
+in place) or by mpi4py's Allreduce (--grad-allreduce mpi). --reproducible asks for the library's
+bitwise-reproducible allreduce (a fixed tree over the ranks): at a given rank count the loss
+curve is then the same bit for bit in every run. Adam is the C++ example's (moments in double).
+Features and labels are the C++ example's hashes, so nothing is read from disk.
+
+    --curve-out FILE            rank 0 writes the loss per epoch, one hexadecimal float a line
+    --expect-curve FILE         exit 1 unless the loss per epoch agrees with FILE's (from
+                                --curve-out of this or the C++ example) to
+    --expect-curve-tolerance X  relative; 0 (default): bit for bit
 """
 
 import argparse
@@ -24,6 +32,7 @@ import torch
 from mpi4py import MPI
 
 import netsparse
+from netsparse.collectives import Collectives
 from netsparse.torch import DistSpmm
 
 U64 = np.uint64
@@ -61,8 +70,9 @@ def inv_sqrt_degree(m):
 
 
 class Gcn:
-    def __init__(self, a, o):
-        self.a, self.o, self.comm = a, o, a.comm
+    def __init__(self, a, o, coll):
+        """coll: a netsparse Collectives for the gradient sums, or None for mpi4py's Allreduce."""
+        self.a, self.o, self.comm, self.coll = a, o, a.comm, coll
         r = a.row_offsets
         self.rb, self.n = int(r[a.rank]), int(r[a.rank + 1] - r[a.rank])
         f0, h, c = o.features, o.hidden, o.classes
@@ -112,9 +122,14 @@ class Gcn:
         n_total = self.a.shape[0]
         (ce.sum() / n_total).backward()
         loss = np.array([ce.double().sum().item()])
-        for w in self.w:
-            self.comm.Allreduce(MPI.IN_PLACE, w.grad.numpy(), op=MPI.SUM)
-        self.comm.Allreduce(MPI.IN_PLACE, loss, op=MPI.SUM)
+        if self.coll is not None:
+            for w in self.w:  # the gradient tensor itself, in place
+                self.coll.allreduce(w.grad, reproducible=self.o.reproducible)
+            self.coll.allreduce(loss, reproducible=self.o.reproducible)
+        else:
+            for w in self.w:
+                self.comm.Allreduce(MPI.IN_PLACE, w.grad.numpy(), op=MPI.SUM)
+            self.comm.Allreduce(MPI.IN_PLACE, loss, op=MPI.SUM)
         return loss[0] / n_total
 
     def step(self):
@@ -144,8 +159,15 @@ def main(argv):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--mode", default="netsparse")
     p.add_argument("--backward", default="transpose", choices=["transpose", "push"])
+    p.add_argument("--grad-allreduce", default="netsparse", choices=["netsparse", "mpi"])
+    p.add_argument("--reproducible", action="store_true")
     p.add_argument("--expect-loss-drop", type=float, default=0.0)
+    p.add_argument("--curve-out", default="")
+    p.add_argument("--expect-curve", default="")
+    p.add_argument("--expect-curve-tolerance", type=float, default=0.0)
     o = p.parse_args(argv)
+    if o.reproducible and o.grad_allreduce != "netsparse":
+        p.error("--reproducible needs --grad-allreduce netsparse")
     o.classes = max(2, o.classes)
     comm = MPI.COMM_WORLD
     torch.set_num_threads(1)  # one rank per core, like the C++ runs under OMP_NUM_THREADS=1
@@ -156,9 +178,12 @@ def main(argv):
         print(
             f"gcn_train.py: {o.matrix}, {a.shape[0]} nodes, {a.nnz} edges, {comm.size} ranks; "
             f"2 layers {o.features} -> {o.hidden} -> {o.classes}, fanout {o.fanout}, adam lr "
-            f"{o.lr}, {o.epochs} epochs, mode {o.mode}, backward via {o.backward}"
+            f"{o.lr}, {o.epochs} epochs, mode {o.mode}, backward via {o.backward}, gradients "
+            f"summed by {'mpi4py' if o.grad_allreduce == 'mpi' else 'netsparse'}"
+            f"{' (reproducible)' if o.reproducible else ''}"
         )
-    g = Gcn(a, o)
+    coll = Collectives(comm) if o.grad_allreduce == "netsparse" else None
+    g = Gcn(a, o, coll)
     curve, times = [], {k: [] for k in ("epoch", "sample", "setup", "sparse", "rest")}
     for e in range(o.epochs):
         comm.Barrier()
@@ -190,12 +215,45 @@ def main(argv):
             f"sparse {later['sparse']:.2f}, dense + loss + allreduce {later['rest']:.2f})"
         )
         print(f"loss {curve[0]:.6f} -> {curve[-1]:.6f} (x{curve[-1] / curve[0]:.3f})")
+    if coll is not None:
+        coll.close()  # collective
+    status = 0
+    if o.curve_out and comm.rank == 0:
+        with open(o.curve_out, "w") as f:
+            f.writelines(loss.hex() + "\n" for loss in curve)
+    if o.expect_curve:
+        agrees = None
+        if comm.rank == 0:
+            agrees = expect_curve(curve, o.expect_curve, o.expect_curve_tolerance)
+        if not comm.bcast(agrees, root=0):
+            status = 1
     if o.expect_loss_drop > 0 and not curve[-1] < o.expect_loss_drop * curve[0]:
         if comm.rank == 0:
             print(f"FAILED: final loss {curve[-1]:.6f} is not below {o.expect_loss_drop} x "
                   f"the initial {curve[0]:.6f}")
-        return 1
-    return 0
+        status = 1
+    return status
+
+
+def expect_curve(curve, path, tolerance):
+    """True if curve agrees with the one in path (--curve-out's format) to relative tolerance
+    (0: bit for bit); prints the verdict."""
+    try:
+        with open(path) as f:
+            expected = [float.fromhex(line) for line in f if line.strip()]
+    except (OSError, ValueError) as e:
+        print(f"FAILED: cannot read the expected curve {path}: {e}")
+        return False
+    if len(expected) != len(curve):
+        print(f"FAILED: {path} has {len(expected)} epochs, this run {len(curve)}")
+        return False
+    differing = sum(1 for c, x in zip(curve, expected) if c != x)
+    worst = max(abs(c - x) / abs(x) for c, x in zip(curve, expected))
+    ok = worst <= tolerance if tolerance > 0 else differing == 0
+    limit = f"{tolerance:.1e}" if tolerance > 0 else "0, bit for bit"
+    print(f"loss curve against {path}: {differing} of {len(curve)} epochs differ, by at most "
+          f"{worst:.2e} (relative; tolerance {limit}) -> {'OK' if ok else 'FAILED'}")
+    return ok
 
 
 if __name__ == "__main__":
