@@ -45,6 +45,6 @@
 #include "netsparse/dist_matrix.hpp"
 #include "netsparse/dist_transpose.hpp"
 #include "netsparse/distributed.hpp"
+#include "netsparse/graph_partition.hpp"
 #include "netsparse/interop.hpp"
 #include "netsparse/spgemm.hpp"
-#include "netsparse/graph_partition.hpp"
