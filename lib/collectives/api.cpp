@@ -199,27 +199,6 @@ const char* ns_allreduce_algorithm_str(int algorithm) {
   return cl::to_string(static_cast<cl::Algorithm>(algorithm));
 }
 
-ns_status_t ns_allreduce(ns_coll* coll, const void* send, void* recv, uint64_t count, int dtype,
-                         int op, const ns_allreduce_params* params) {
-  if (!live(coll)) return fail("ns_allreduce", NS_ERR_INVALID, "not a live ns_coll");
-  return guarded("ns_allreduce", [&]() -> ns_status_t {
-    cl::AllreduceArgs a{.send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
-    cl::UserOp user;
-    if (params != nullptr) {
-      a.algorithm = params->algorithm;
-      a.reproducible = (params->flags & NS_ALLREDUCE_REPRODUCIBLE) != 0;
-      user.fn = params->user_fn;
-      user.user_data = params->user_data;
-      user.commutative = params->user_commutative != 0;
-      user.id = params->user_op_id;
-      a.user = &user;
-    }
-    const cl::Algorithm used = recording_bytes(coll, [&] { return coll->comm->allreduce(a); });
-    coll->last_algorithm = static_cast<int>(used);
-    return NS_OK;
-  });
-}
-
 }  // extern "C"
 
 namespace {
@@ -246,6 +225,14 @@ ns_status_t dense_call(const char* call, ns_coll* coll, cl::AllreduceArgs a,
 }  // namespace
 
 extern "C" {
+
+ns_status_t ns_allreduce(ns_coll* coll, const void* send, void* recv, uint64_t count, int dtype,
+                         int op, const ns_allreduce_params* params) {
+  cl::AllreduceArgs a{.send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
+  return dense_call("ns_allreduce", coll, a, params, [](cl::Communicator& c, const auto& x) {
+    return static_cast<int>(c.allreduce(x));
+  });
+}
 
 ns_status_t ns_reduce(ns_coll* coll, const void* send, void* recv, uint64_t count, int dtype,
                       int op, int root, const ns_allreduce_params* params) {

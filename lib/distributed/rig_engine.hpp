@@ -74,6 +74,20 @@ struct NETSPARSE_LOCAL RigEngine::Impl {
   // A push tag (ns_plan_push) for a new compact exchange: every rank creates its kernels on an
   // engine in the same order (their construction is collective), so the n-th is n everywhere.
   [[nodiscard]] std::uint32_t new_push_tag() noexcept { return next_push_tag++; }
+  // Owner-pushed replays of a fixed pattern (DistKernel's compact exchange, SpGEMM's value
+  // pass): this rank's armed lists for `round` go to their requesters now (ns_plan_push), and a
+  // pushed start of every plan joins `wrs` (once armed it asks nobody). The caller's fence (an
+  // agreement or allreduce every rank entered) guarantees the previous round's output was used.
+  void push_replays(std::span<const GatherPlan> plans, std::uint32_t tag, std::uint32_t round,
+                    std::vector<ns_send_wr>& wrs) {
+    netsparse::detail::check(ns_plan_push(ctx.get(), tag, round, nullptr), "ns_plan_push");
+    for (const GatherPlan& p : plans) {
+      ns_send_wr wr = plan_wr(0, p, NS_SEND_SIGNALED | NS_SEND_PUSHED);
+      wr.wr.plan.push_tag = tag;
+      wr.wr.plan.push_round = round;
+      wrs.push_back(wr);
+    }
+  }
 
   // Ends a run: nobody returns (and lets the caller change its operand) before every peer is
   // done with this rank's block (quiesce, counted as sync time); the progress ticks' time is

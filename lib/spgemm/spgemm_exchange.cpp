@@ -267,14 +267,7 @@ void DistSpgemm::Impl::rig_gather(const void* base, std::uint64_t rows, std::uin
       batches([&](const ns_send_wr& wr) { plans.emplace_back(e.context(), wr); });
       plans_made = true;
     }
-    netsparse::detail::check(ns_plan_push(e.context().get(), push_tag, value_round, nullptr),
-                             "ns_plan_push");
-    for (const GatherPlan& p : plans) {
-      ns_send_wr wr = plan_wr(0, p, NS_SEND_SIGNALED | NS_SEND_PUSHED);
-      wr.wr.plan.push_tag = push_tag;
-      wr.wr.plan.push_round = value_round;
-      wrs.push_back(wr);
-    }
+    e.push_replays(plans, push_tag, value_round, wrs);
   } else {
     batches([&](const ns_send_wr& wr) { wrs.push_back(wr); });
   }

@@ -136,14 +136,13 @@ class HostShmTransport final : public Transport {
   }
 
   TxStatus send(int dest, std::span<const std::byte> packet) override {
-    if (dest < 0 || dest >= size() || packet.empty() || packet.size() > max_frame_bytes(dest)) {
-      return TxStatus::kError;
-    }
+    if (dest < 0 || dest >= size() || packet.empty()) return TxStatus::kError;
     const int h = ring_peer(dest);
     if (h < 0) {
       if (dest == rank()) self_sends_ = true;  // its arrival needs the MPI poll every time
-      return inner_->send(dest, packet);
+      return inner_->send(dest, packet);       // it checks its own bound (max_frame_bytes)
     }
+    if (packet.size() > max_packet_bytes()) return TxStatus::kError;
     if (inner_->peer_failed(dest) || failed_[static_cast<std::size_t>(h)]) {
       return TxStatus::kPeerFailed;
     }

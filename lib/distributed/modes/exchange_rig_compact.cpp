@@ -62,14 +62,7 @@ class RigCompactExchange final : public RigExchangeBase<T> {
       // Owner-pushed replays (ns_plan_push): this rank's armed lists go to their requesters now
       // (the run's argument agreement is the fence: every rank has entered this run, done with
       // the previous one's output), and its own starts ask nobody once armed.
-      netsparse::detail::check(ns_plan_push(e.context().get(), push_tag_, round_, nullptr),
-                               "ns_plan_push");
-      for (const GatherPlan& p : plans_) {
-        ns_send_wr wr = plan_wr(0, p, NS_SEND_SIGNALED | NS_SEND_PUSHED);
-        wr.wr.plan.push_tag = push_tag_;
-        wr.wr.plan.push_round = round_;
-        wrs.push_back(wr);
-      }
+      e.push_replays(plans_, push_tag_, round_, wrs);
     } else {
       positional_batches(idx, batch, piece_elems, [&](const ns_send_wr& wr) { wrs.push_back(wr); });
     }
