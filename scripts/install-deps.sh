@@ -18,7 +18,7 @@ main_pkgs=(
 )
 
 pkgs=(
-  build-essential g++ cmake ninja-build pkg-config git ca-certificates
+  build-essential g++ cmake ninja-build pkg-config git ca-certificates ccache
   libibverbs-dev rdma-core ibverbs-providers ibverbs-utils
   libopenmpi-dev openmpi-bin
   libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev

@@ -27,6 +27,15 @@ test_jobs=${NETSPARSE_TEST_JOBS:-$((2 * jobs))}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 
+ccache_report() {  # the cache's hits and misses since the last report (nothing without it)
+  [[ -n ${CMAKE_CXX_COMPILER_LAUNCHER:-} ]] || return 0
+  ccache --print-stats 2>/dev/null | awk -F'\t' '
+    $1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { hit += $2 }
+    $1 == "cache_miss" { miss = $2 }
+    END { printf "ccache: %d compiles from the cache, %d compiled\n", hit, miss }'
+  ccache --zero-stats >/dev/null 2>&1 || true
+}
+
 passed=0
 failed=0
 failures=()
@@ -58,7 +67,8 @@ configure_build() {  # configure_build DIR [cmake args...] -- [targets...]
   mkdir -p "$dir"
   cmake -S "$root" -B "$dir" -G Ninja "${args[@]}" >"$dir/configure.log" 2>&1 ||
     { cat "$dir/configure.log"; return 1; }
-  ninja -C "$dir" -j "$jobs" "${targets[@]}"
+  ninja -C "$dir" -j "$jobs" "${targets[@]}" || return
+  ccache_report
 }
 
 with_env() {  # with_env NAME=VALUE... COMMAND... : COMMAND (a function too) with extra variables
@@ -82,6 +92,22 @@ run_ctest() {  # run_ctest DIR JOBS [ctest args...]: then the counts and the 20 
 
 stage install-deps bash scripts/install-deps.sh --vm
 ((failed == 0)) || { echo "summary: $passed passed, $failed failed"; exit 1; }
+
+# A compiler cache (ccache, which install-deps.sh has just installed) behind every compile of
+# every stage, through CMake's CMAKE_<LANG>_COMPILER_LAUNCHER environment defaults (the fuzz and
+# installed-package builds inherit them). Paths are hashed relative to the source tree
+# (CCACHE_BASEDIR; CCACHE_NOHASHDIR because the sanitizer trees compile with -g1), so a clean
+# clone anywhere on the machine reuses what an earlier run compiled; the cache lives in ccache's
+# default place (~/.cache/ccache) unless CCACHE_DIR says otherwise. The first run on a fresh
+# machine compiles everything (the README gives both times); NETSPARSE_CCACHE=0 turns the cache
+# off to time that. Each build stage prints its hits and misses.
+if [[ ${NETSPARSE_CCACHE:-1} != 0 ]] && command -v ccache >/dev/null; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
+  ccache --zero-stats >/dev/null 2>&1 || true
+else
+  unset CMAKE_C_COMPILER_LAUNCHER CMAKE_CXX_COMPILER_LAUNCHER
+fi
 
 # 1. Release build, portable (no -march=native: the same tree runs in the soft-RoCE guest).
 stage build-release configure_build "$root/build/release" -DCMAKE_BUILD_TYPE=Release \
@@ -133,7 +159,7 @@ fuzz_result() {  # fuzz_result TARGET: waits for it, shows its log, succeeds as 
   cat "$fuzz_logs/$1.log"
   return "$rc"
 }
-if stage build-fuzz bash scripts/run-fuzz.sh --build; then
+if stage build-fuzz bash scripts/run-fuzz.sh --build && ccache_report; then
   fuzz_start "$fuzz_seconds" decoder
   fuzz_start "$fuzz_seconds" concat_point
   stage fuzz-decoder fuzz_result decoder
