@@ -153,6 +153,14 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
   }
   if (!verdict.ok()) return fail(verdict.refused ? verdict.status : NS_ERR_INVALID, verdict.reason);
   warn_unknown_names(comm);
+  // The ranks sharing this rank's memory, when AUTO progress splits them: handed on to the
+  // host rings, which would split them again; freed here if they do not take it.
+  struct MachineComm {
+    MPI_Comm comm = MPI_COMM_NULL;
+    ~MachineComm() {
+      if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+    }
+  } machine;
   if (cfg.progress_mode == NS_PROGRESS_AUTO) {
     // Collective (ns_open_mpi is): how many ranks share this host, to see whether a core is
     // free for a progress thread beside the OpenMP threads that compute.
@@ -163,7 +171,7 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
     const std::vector<unsigned char> my_mask = netsparse::rig::affinity_mask();
     std::vector<std::vector<unsigned char>> masks{my_mask};
     int self = 0;
-    MPI_Comm host = MPI_COMM_NULL;
+    MPI_Comm& host = machine.comm;  // kept for the host rings' split (TransportOptions)
     if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
       int on_host = 1;
       MPI_Comm_size(host, &on_host);
@@ -177,7 +185,6 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
             all.begin() + p * static_cast<long>(my_mask.size()),
             all.begin() + (p + 1) * static_cast<long>(my_mask.size()));
       }
-      MPI_Comm_free(&host);
     }
     const netsparse::rig::ProgressChoice choice = netsparse::rig::choose_progress(
         netsparse::rig::cores_per_rank(masks, self), omp_get_max_threads(),
@@ -193,6 +200,7 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
     tr::TransportOptions options;
     options.need_thread_multiple = threaded;
     options.host_rings = (cfg.flags & NS_CTX_NO_HOST_RINGS) == 0;
+    options.machine_comm = &machine.comm;
     // A context asking for packets larger than the transports' default receive buffers gets
     // larger buffers (one concatenation queue = one packet); smaller requests keep the default.
     if (cfg.packet_bytes > options.mpi.max_packet_bytes) {

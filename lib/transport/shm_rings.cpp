@@ -54,6 +54,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agreement/mpi.hpp"
@@ -86,8 +87,9 @@ using agreement::check_mpi;
 
 class HostShmTransport final : public Transport {
  public:
-  // Takes `inner` only when the host is set up; on failure (an exception, agreed by every rank of
-  // the host) the caller keeps it. `host` is this rank's host communicator (freed by the caller).
+  // Takes `inner` and `host` (this rank's host communicator, kept as the announcements'
+  // communicator) only when the host is set up; on failure (an exception, agreed by every rank of
+  // the host) the caller keeps both.
   HostShmTransport(MPI_Comm comm, MPI_Comm host, std::unique_ptr<Transport>& inner,
                    std::size_t ring_bytes)
       : ring_bytes_(ring_bytes) {
@@ -556,16 +558,19 @@ class HostShmTransport final : public Transport {
     MPI_Comm_rank(host, &host_rank_);
     MPI_Comm_rank(comm, &world_rank);
     const auto n = static_cast<std::size_t>(host_size_);
+    // One collective for both (an open at 16 ranks per host on 2 cores paid ~0.1 s per host
+    // collective): every rank's (world rank, pid).
+    const int mine[2] = {world_rank, static_cast<int>(getpid())};
+    std::vector<int> all(2 * n, 0);
+    check_mpi(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, host),
+              "MPI_Allgather (host ranks and pids)");
     host_ranks_.assign(n, -1);
-    check_mpi(MPI_Allgather(&world_rank, 1, MPI_INT, host_ranks_.data(), 1, MPI_INT, host),
-              "MPI_Allgather (host ranks)");
-    const int my_pid = static_cast<int>(getpid());
     pids_.assign(n, 0);
+    for (std::size_t h = 0; h < n; ++h) {
+      host_ranks_[h] = all[2 * h];
+      pids_[h] = all[2 * h + 1];
+    }
     checked_.assign(n, std::chrono::steady_clock::time_point{});
-    check_mpi(MPI_Allgather(&my_pid, 1, MPI_INT, pids_.data(), 1, MPI_INT, host),
-              "MPI_Allgather (host pids)");
-    check_mpi(MPI_Comm_dup(host, &announce_comm_), "MPI_Comm_dup (ring announcements)");
-    MPI_Comm_set_errhandler(announce_comm_, MPI_ERRORS_RETURN);
     out_.assign(n, Outbound{});
     in_.assign(n, Inbound{});
     failed_.assign(n, 0);
@@ -573,6 +578,10 @@ class HostShmTransport final : public Transport {
     for (std::size_t h = 0; h < n; ++h)
       host_index_[static_cast<std::size_t>(host_ranks_[h])] = static_cast<int>(h);
     remote_hosts_ = host_size_ < static_cast<int>(host_index_.size());
+    // The host communicator itself carries the announcements (no duplicate: one collective
+    // less); nothing else is sent on it. Last, so that a throw above leaves it to the caller.
+    MPI_Comm_set_errhandler(host, MPI_ERRORS_RETURN);
+    announce_comm_ = host;
   }
 
   // The ring this rank writes is mapped writable at creation, not one write fault per page
@@ -647,10 +656,15 @@ namespace {
 // (a rank that cut its host differently from its peers would write rings nobody reads): the
 // ranks disagree on the value, it does not divide the job into whole hosts, or a virtual host
 // would span two machines. One allreduce of three integers decides it.
-MPI_Comm split_host(MPI_Comm comm) {
+// `machine`: the caller's split of comm by shared memory, taken over when given.
+MPI_Comm split_host(MPI_Comm comm, MPI_Comm* machine) {
   MPI_Comm shared = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared),
-            "MPI_Comm_split_type");
+  if (machine != nullptr && *machine != MPI_COMM_NULL) {
+    shared = std::exchange(*machine, MPI_COMM_NULL);
+  } else {
+    check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared),
+              "MPI_Comm_split_type");
+  }
   long long per_host = 0;  // 0 = not set; -1 = not a positive integer on this rank
   if (config::is_set(config::Env::kRanksPerHost)) {
     try {
@@ -709,8 +723,9 @@ MPI_Comm split_host(MPI_Comm comm) {
 }  // namespace
 
 std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_ptr<Transport> inner,
-                                                   std::size_t ring_bytes, std::string* why_not) {
-  MPI_Comm host = split_host(comm);
+                                                   std::size_t ring_bytes, std::string* why_not,
+                                                   MPI_Comm* machine_comm) {
+  MPI_Comm host = split_host(comm, machine_comm);
   int host_size = 1;
   MPI_Comm_size(host, &host_size);
   if (host_size < 2) {
@@ -733,9 +748,7 @@ std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_pt
   ring_bytes = std::max(ring_bytes, 4 * padded(inner->max_packet_bytes() + kHeader));
   ring_bytes = std::bit_ceil(ring_bytes);
   try {
-    auto shm = std::make_unique<HostShmTransport>(comm, host, inner, ring_bytes);
-    MPI_Comm_free(&host);
-    return shm;
+    return std::make_unique<HostShmTransport>(comm, host, inner, ring_bytes);  // owns `host`
   } catch (const std::exception& e) {
     MPI_Comm_free(&host);
     if (why_not != nullptr) *why_not = e.what();

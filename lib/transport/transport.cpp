@@ -71,7 +71,8 @@ std::unique_ptr<Transport> make_transport(TransportKind kind, MPI_Comm comm,
           config::is_set(config::Env::kMpiShmRingBytes)
               ? static_cast<std::size_t>(config::integer(config::Env::kMpiShmRingBytes))
               : 0;
-      return make_host_shm_transport(comm, std::move(mpi), ring_bytes);
+      return make_host_shm_transport(comm, std::move(mpi), ring_bytes, nullptr,
+                                     options.machine_comm);
     }
     case TransportKind::kVerbs: {
       VerbsOptions verbs = options.verbs;

@@ -91,9 +91,11 @@ std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_mu
 // <= 4 MiB for the rings a rank would write to every other rank of its host;
 // NETSPARSE_MPI_SHM_RING_BYTES sets it in make_transport). make_transport uses it for kMpi unless
 // NETSPARSE_MPI_SHM=0.
+// machine_comm: as TransportOptions::machine_comm.
 std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_ptr<Transport> inner,
                                                    std::size_t ring_bytes = 0,
-                                                   std::string* why_not = nullptr);
+                                                   std::string* why_not = nullptr,
+                                                   MPI_Comm* machine_comm = nullptr);
 
 // ---- verbs ------------------------------------------------------------------------------
 struct VerbsOptions {
@@ -138,6 +140,11 @@ struct TransportOptions {
   bool need_thread_multiple = false;  // see make_mpi_transport
   // kMpi: false sends every frame through MPI, as NETSPARSE_MPI_SHM=0 (NS_CTX_NO_HOST_RINGS).
   bool host_rings = true;
+  // kMpi with host rings: the ranks sharing this rank's memory (MPI_Comm_split_type SHARED of
+  // comm), when the caller has already split them; the host rings cut that instead of splitting
+  // comm again (one collective over comm less at an open) and take it over (*machine_comm is
+  // then MPI_COMM_NULL). Left as it was otherwise; the caller frees what is left.
+  MPI_Comm* machine_comm = nullptr;
   MpiOptions mpi;
   VerbsOptions verbs;  // make_transport applies VerbsOptions::apply_env() to a copy
   InprocOptions inproc;
