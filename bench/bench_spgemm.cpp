@@ -52,7 +52,7 @@ struct Options {
   int chunk = 0;
   bool plans = true;
   bool check = true;
-  bool petsc = bench::kSpgemmPetsc;  // PETSc's MatMatMult too (when built with PETSc)
+  bool petsc = bench::kPetscMode;  // PETSc's MatMatMult too (when built with PETSc)
 };
 
 const char* const kHelp =
@@ -80,7 +80,7 @@ int parse(int argc, char** argv, int rank, Options& o) {
     o.petsc = false;
     for (const std::string& m : bench::split(v)) {
       if (m == "petsc") {
-        if (!bench::kSpgemmPetsc) throw cli::ValidationError("--modes", "this build has no PETSc");
+        if (!bench::kPetscMode) throw cli::ValidationError("--modes", "this build has no PETSc");
         o.petsc = true;
       } else {
         try {
@@ -211,7 +211,7 @@ int run(const Options& o) {
           all_ok = all_ok && r.ok;
         }
       }
-      if constexpr (bench::kSpgemmPetsc) {
+      if constexpr (bench::kPetscMode) {
         if (o.petsc) {
           const bench::PetscSpgemmRun pr = bench::run_petsc_spgemm(a, o.iters);
           petsc.setup.push_back(pr.setup_seconds);

@@ -1,9 +1,7 @@
 // netsparse_bench's `petsc` mode: what HPC codes run today for the same products, PETSc's
 // MatMult (SpMV) and MatMatMult with an MPIDENSE B (SpMM), on a MATMPIAIJ holding the bench's
 // matrix with the same row / column split (netsparse/petsc.hpp's to_petsc), in fp64 (PETSc's
-// scalar). Compiled in only when PETSc is found (bench/petsc.cmake defines
-// NETSPARSE_BENCH_PETSC); kPetscMode says whether it is, so the bench names run_petsc only in
-// `if constexpr (kPetscMode)` branches (not odr-used, no definition needed without PETSc).
+// scalar). Compiled in only when PETSc is found (petsc_available.hpp's kPetscMode says whether).
 #pragma once
 
 #include <span>
@@ -11,14 +9,9 @@
 
 #include "netsparse/dist_matrix.hpp"
 #include "netsparse/distributed.hpp"
+#include "petsc_available.hpp"
 
 namespace netsparse::bench {
-
-#if defined(NETSPARSE_BENCH_PETSC)
-inline constexpr bool kPetscMode = true;
-#else
-inline constexpr bool kPetscMode = false;
-#endif
 
 struct PetscRun {
   std::vector<double> times;  // per timed product, the slowest rank's

@@ -9,9 +9,4 @@ if(TARGET netsparse_spgemm)
 endif()
 # The petsc mode (bench/spgemm_petsc.cpp: PETSc's MatMatMult beside the library's modes), when
 # PETSc is found.
-if(TARGET bench_spgemm AND NETSPARSE_HAVE_PETSC)
-  target_sources(bench_spgemm PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/spgemm_petsc.cpp
-    ${CMAKE_CURRENT_SOURCE_DIR}/petsc_session.cpp)
-  target_link_libraries(bench_spgemm PRIVATE PkgConfig::PETSC)
-  target_compile_definitions(bench_spgemm PRIVATE NETSPARSE_BENCH_PETSC=1)
-endif()
+netsparse_bench_petsc(bench_spgemm spgemm_petsc.cpp)

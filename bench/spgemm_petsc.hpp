@@ -1,17 +1,12 @@
 // bench_spgemm's `petsc` mode: PETSc's MatMatMult (MATMPIAIJ x MATMPIAIJ) on the bench's matrix
 // with the same row / column split (netsparse/petsc.hpp's to_petsc), fp64. Compiled in only when
-// PETSc is found (bench/spgemm.cmake defines NETSPARSE_BENCH_PETSC).
+// PETSc is found (petsc_available.hpp's kPetscMode says whether).
 #pragma once
 
 #include "netsparse/dist_matrix.hpp"
+#include "petsc_available.hpp"
 
 namespace netsparse::bench {
-
-#if defined(NETSPARSE_BENCH_PETSC)
-inline constexpr bool kSpgemmPetsc = true;
-#else
-inline constexpr bool kSpgemmPetsc = false;
-#endif
 
 struct PetscSpgemmRun {
   double setup_seconds = 0;    // to_petsc + MatMatMult(MAT_INITIAL_MATRIX), the slowest rank

@@ -23,6 +23,18 @@ namespace py = pybind11;
 namespace netsparse::python {
 namespace {
 
+// A collective C call made without the GIL (other Python threads run while it waits on the
+// peers), its status turned into the module's exception.
+template <class Call>
+void call_without_gil(const char* what, Call&& call) {
+  ns_status_t st;
+  {
+    py::gil_scoped_release nogil;
+    st = call();
+  }
+  detail::check(st, what);
+}
+
 // The NS_DTYPE_* of a numpy dtype; -1 for any other.
 int dtype_code(const py::dtype& d) {
   // By kind and size (native byte order only): numpy has no C++ type for float16.
@@ -141,12 +153,10 @@ class PyCollectives {
     void* rp = r.mutable_data();
     const int dt = dtype_code(s.dtype());
     const ns_allreduce_params p = params_of(reproducible);
-    ns_status_t st;
-    {
-      py::gil_scoped_release nogil;
-      st = ns_allreduce(h, s.data(), rp, static_cast<std::uint64_t>(s.size()), dt, op_code(op), &p);
-    }
-    detail::check(st, "ns_allreduce");
+    call_without_gil("ns_allreduce", [&] {
+      return ns_allreduce(h, s.data(), rp, static_cast<std::uint64_t>(s.size()), dt, op_code(op),
+                          &p);
+    });
     return out;
   }
 
@@ -164,13 +174,10 @@ class PyCollectives {
     void* r = at_root ? ra.mutable_data() : nullptr;
     const int dt = dtype_code(s.dtype());
     const ns_allreduce_params p = params_of(reproducible);
-    ns_status_t st;
-    {
-      py::gil_scoped_release nogil;
-      st = ns_reduce(h, s.data(), r, static_cast<std::uint64_t>(s.size()), dt, op_code(op), root,
-                     &p);
-    }
-    detail::check(st, "ns_reduce");
+    call_without_gil("ns_reduce", [&] {
+      return ns_reduce(h, s.data(), r, static_cast<std::uint64_t>(s.size()), dt, op_code(op), root,
+                       &p);
+    });
     return at_root ? out : py::none();
   }
 
@@ -180,12 +187,9 @@ class PyCollectives {
     py::array b = as_array(buffer);
     void* bp = b.mutable_data();
     const int dt = dtype_code(b.dtype());
-    ns_status_t st;
-    {
-      py::gil_scoped_release nogil;
-      st = ns_bcast(h, bp, static_cast<std::uint64_t>(b.size()), dt, root);
-    }
-    detail::check(st, "ns_bcast");
+    call_without_gil("ns_bcast", [&] {
+      return ns_bcast(h, bp, static_cast<std::uint64_t>(b.size()), dt, root);
+    });
     return py::reinterpret_borrow<py::object>(buffer);
   }
 
@@ -205,12 +209,9 @@ class PyCollectives {
     py::array s = as_array(send), r = as_array(recv);
     void* rp = r.mutable_data();
     const int dt = dtype_code(s.dtype());
-    ns_status_t st;
-    {
-      py::gil_scoped_release nogil;
-      st = ns_allgather(h, s.data(), rp, static_cast<std::uint64_t>(s.size()), dt);
-    }
-    detail::check(st, "ns_allgather");
+    call_without_gil("ns_allgather", [&] {
+      return ns_allgather(h, s.data(), rp, static_cast<std::uint64_t>(s.size()), dt);
+    });
     return recv;
   }
 
@@ -237,24 +238,16 @@ class PyCollectives {
     void* rp = r.mutable_data();
     const int dt = dtype_code(s.dtype());
     const ns_allreduce_params p = params_of(reproducible);
-    ns_status_t st;
-    {
-      py::gil_scoped_release nogil;
-      st = ns_reduce_scatter(h, s.data(), rp, static_cast<std::uint64_t>(r.size()), dt, op_code(op),
-                             &p);
-    }
-    detail::check(st, "ns_reduce_scatter");
+    call_without_gil("ns_reduce_scatter", [&] {
+      return ns_reduce_scatter(h, s.data(), rp, static_cast<std::uint64_t>(r.size()), dt,
+                               op_code(op), &p);
+    });
     return recv;
   }
 
   void barrier() {
     ns_coll* h = handle();
-    ns_status_t st;
-    {
-      py::gil_scoped_release nogil;
-      st = ns_barrier(h);
-    }
-    detail::check(st, "ns_barrier");
+    call_without_gil("ns_barrier", [&] { return ns_barrier(h); });
   }
 
   std::unique_ptr<PyRequest> allreduce_start(py::handle send, py::object recv,
@@ -346,13 +339,10 @@ std::unique_ptr<PyRequest> PyCollectives::allreduce_start(py::handle send, py::o
   const int dt = dtype_code(s.dtype());
   const ns_allreduce_params p = params_of(reproducible);
   ns_coll_request* req = nullptr;
-  ns_status_t st;
-  {
-    py::gil_scoped_release nogil;
-    st = ns_allreduce_start(h, s.data(), rp, static_cast<std::uint64_t>(s.size()), dt, op_code(op),
-                            &p, &req);
-  }
-  detail::check(st, "ns_allreduce_start");
+  call_without_gil("ns_allreduce_start", [&] {
+    return ns_allreduce_start(h, s.data(), rp, static_cast<std::uint64_t>(s.size()), dt,
+                              op_code(op), &p, &req);
+  });
   return std::make_unique<PyRequest>(CollRequest(req), py::reinterpret_borrow<py::object>(send),
                                      out);
 }
