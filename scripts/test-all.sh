@@ -32,7 +32,10 @@ ccache_report() {  # the cache's hits and misses since the last report (nothing 
   ccache --print-stats 2>/dev/null | awk -F'\t' '
     $1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { hit += $2 }
     $1 == "cache_miss" { miss = $2 }
-    END { printf "ccache: %d compiles from the cache, %d compiled\n", hit, miss }'
+    $1 ~ /^(could_not|unsupported|bad_|preprocessor_error|compile_failed)/ && $2 > 0 {
+      other = other " " $1 "=" $2 }
+    END { printf "ccache: %d compiles from the cache, %d compiled%s\n", hit, miss,
+          other == "" ? "" : "; not cacheable:" other }'
   ccache --zero-stats >/dev/null 2>&1 || true
 }
 
@@ -104,6 +107,9 @@ stage install-deps bash scripts/install-deps.sh --vm
 if [[ ${NETSPARSE_CCACHE:-1} != 0 ]] && command -v ccache >/dev/null; then
   export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
   export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
+  # The test programs compile with a precompiled GoogleTest header (tests/CMakeLists.txt): ccache
+  # caches those compiles only with these sloppiness flags (its manual, "Precompiled headers").
+  export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
   ccache --zero-stats >/dev/null 2>&1 || true
 else
   unset CMAKE_C_COMPILER_LAUNCHER CMAKE_CXX_COMPILER_LAUNCHER
