@@ -170,20 +170,26 @@ TEST_F(CollMpi, SparseWithHeavyDuplicationEveryByte) {
       }
 }
 
-// 100 runs of the reproducible allreduce with random receive delays (up to 300 us per packet):
-// every run gives the fixed tree's bits; the inputs are order-sensitive (checked), so a design
-// that combined in arrival order would fail here.
-TEST(CollMpiReproducible, HundredRunsWithRandomDelaysAreBitwiseIdentical) {
-  const int P = world_size(), me = world_rank();
+// A communicator over MPI whose receives are delayed at random (up to max_delay_us per packet,
+// seeded per rank) in 2 KiB packets: arrival orders vary from run to run.
+cl::Communicator delayed_communicator(std::uint32_t max_delay_us, std::uint64_t seed) {
   cl::FaultOptions f;
-  f.max_delay_us = 300;
-  f.seed = 1234 + static_cast<std::uint64_t>(me);
+  f.max_delay_us = max_delay_us;
+  f.seed = seed;
   auto t = std::make_unique<cl::FaultInjectingTransport>(
       tr::make_transport(tr::TransportKind::kMpi, MPI_COMM_WORLD), f);
   cl::Options o;
   o.timeout_ms = 30000;
   o.packet_bytes = 2048;
-  cl::Communicator c(std::move(t), o);
+  return cl::Communicator(std::move(t), o);
+}
+
+// 100 runs of the reproducible allreduce with random receive delays (up to 300 us per packet):
+// every run gives the fixed tree's bits; the inputs are order-sensitive (checked), so a design
+// that combined in arrival order would fail here.
+TEST(CollMpiReproducible, HundredRunsWithRandomDelaysAreBitwiseIdentical) {
+  const int P = world_size(), me = world_rank();
+  cl::Communicator c = delayed_communicator(300, 1234 + static_cast<std::uint64_t>(me));
   const std::uint64_t count = 6000;
   const cl::Reducer red(DataType::kFp32, ReduceOp::kSum);
   std::vector<Bytes> in;
@@ -364,15 +370,7 @@ TEST_F(CollMpi, NonBlockingAllreducesCompleteOutOfOrder) {
 // the fixed tree's bits however they interleave.
 TEST(CollMpiReproducible, ConcurrentNonBlockingRunsAreBitwiseIdentical) {
   const int P = world_size(), me = world_rank();
-  cl::FaultOptions f;
-  f.max_delay_us = 200;
-  f.seed = 4321 + static_cast<std::uint64_t>(me);
-  auto t = std::make_unique<cl::FaultInjectingTransport>(
-      tr::make_transport(tr::TransportKind::kMpi, MPI_COMM_WORLD), f);
-  cl::Options o;
-  o.timeout_ms = 30000;
-  o.packet_bytes = 2048;
-  cl::Communicator c(std::move(t), o);
+  cl::Communicator c = delayed_communicator(200, 4321 + static_cast<std::uint64_t>(me));
   const cl::Reducer red(DataType::kFp32, ReduceOp::kSum);
   constexpr int kOps = 8;
   std::vector<std::vector<Bytes>> in(kOps);
