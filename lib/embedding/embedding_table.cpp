@@ -88,8 +88,8 @@ struct NETSPARSE_LOCAL TableSet {
     if (shapes.empty()) refuse(NS_ERR_INVALID, who + ": at least one table is needed");
     if (shapes.size() > UINT32_MAX) refuse(NS_ERR_INVALID, who + ": too many tables");
     if (o.bucket_rows == 0 || !std::has_single_bit(o.bucket_rows)) {
-      refuse(NS_ERR_INVALID, who + ": bucket_rows must be a power of two, not " +
-                                 std::to_string(o.bucket_rows));
+      refuse(NS_ERR_INVALID,
+             who + ": bucket_rows must be a power of two, not " + std::to_string(o.bucket_rows));
     }
     for (std::size_t t = 0; t < shapes.size(); ++t) {
       const EmbeddingTableShape& s = shapes[t];
@@ -124,10 +124,9 @@ struct NETSPARSE_LOCAL TableSet {
       row_offsets.push_back(at);
     }
     for (std::size_t t = 0; t < n_tables; ++t) {
-      local_first.push_back(base[t * static_cast<std::size_t>(size) +
-                                 static_cast<std::size_t>(rank)] +
-                            offsets[t][static_cast<std::size_t>(rank)] -
-                            row_offsets[static_cast<std::size_t>(rank)]);
+      local_first.push_back(
+          base[t * static_cast<std::size_t>(size) + static_cast<std::size_t>(rank)] +
+          offsets[t][static_cast<std::size_t>(rank)] - row_offsets[static_cast<std::size_t>(rank)]);
     }
     region_offsets.push_back(0);
     version_base.push_back(0);
@@ -473,7 +472,7 @@ void TableSet::push(std::span<const std::uint64_t> ids, const float* values) {
   for (std::size_t j = 0; j < ids.size(); ++j) fetch_rows[j] = region_row(ids[j], owner(ids[j]));
   // The rows first: their completion means every owner applied them; only then the versions.
   run(ris_wr<float>(0, mr, fetch_rows, std::span<const float>(values, ids.size() * stride),
-                     RisOp::kSum),
+                    RisOp::kSum),
       "push_gradients");
   // One bump row per version row written: word = 1 for every bucket written (once however
   // many of its rows were).

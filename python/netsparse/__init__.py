@@ -82,6 +82,8 @@ __all__ = [
     "ParseError",
     "equal_blocks",
     "balanced_blocks",
+    "EmbeddingTables",
+    "EmbeddingTable",
 ]
 
 
@@ -209,3 +211,4 @@ _netsparse.DistMatrix.__repr__ = lambda self: (
 )
 
 
+from .embedding import EmbeddingTable, EmbeddingTables  # noqa: E402  (needs equal_blocks)

@@ -98,7 +98,8 @@ void fill_local(EmbeddingTables& set, const std::vector<EmbeddingTableShape>& sh
     const std::span<float> mine = set.local_rows(t);
     const std::uint64_t first = shapes[t].row_offsets[static_cast<std::size_t>(rank)];
     for (std::size_t k = 0; k < mine.size() / stride; ++k)
-      for (std::uint32_t e = 0; e < set.dim(t); ++e) mine[k * stride + e] = initial(t, first + k, e);
+      for (std::uint32_t e = 0; e < set.dim(t); ++e)
+        mine[k * stride + e] = initial(t, first + k, e);
   }
 }
 
@@ -215,7 +216,8 @@ TEST_F(EmbeddingTablesMpi, ManyTablesMatchTheReferenceThroughUpdates) {
         for (std::size_t t = 0; t < kTables; ++t) {
           const std::uint32_t dim = shapes[t].dim;
           for (const std::uint64_t id : theirs[t])
-            for (std::uint32_t e = 0; e < dim; ++e) ref.tables[t][id * dim + e] += delta(t, id, e, it);
+            for (std::uint32_t e = 0; e < dim; ++e)
+              ref.tables[t][id * dim + e] += delta(t, id, e, it);
         }
       }
     }
@@ -293,8 +295,8 @@ TEST_F(EmbeddingTablesMpi, OutOfRangeIdOfAnyTableIsRefusedOnEveryRankAndWritesNo
   } catch (const netsparse::Error& e) {
     if (e.status() == NS_ERR_INVALID) push_error = e.what();
   }
-  const std::string named = "table " + std::to_string(bad_table) + ": id " +
-                            std::to_string(bad_id) + " at position 3";
+  const std::string named =
+      "table " + std::to_string(bad_table) + ": id " + std::to_string(bad_id) + " at position 3";
   EXPECT_NE(lookup_error.find(named), std::string::npos) << lookup_error;
   EXPECT_NE(push_error.find(named), std::string::npos) << push_error;
   for (std::size_t t = 0; t < kTables; ++t)
