@@ -1,0 +1,232 @@
+"""A DLRM-style model in PyTorch with its embedding tables in netsparse.EmbeddingTables.
+
+    mpirun -np 2 python3 -m mpi4py examples/dlrm_train.py [--iters 40] [--mode both]
+
+Data (synthetic, Criteo-like, generated on the fly on every rank): 13 dense features and 26
+categorical ones; table t has min(Criteo's cardinality of feature t, --max-rows) rows and its ids
+are drawn from a Zipf law of exponent --alpha over the table (rank k most likely), scattered over
+the rows by a fixed permutation so the hot ids fall on every rank. The click label is drawn from
+a hidden score (a linear function of the dense features plus a hidden weight per (table, id)),
+so the loss can fall below log 2. Every rank draws its own --batch samples per iteration.
+
+Model (DLRM): a bottom MLP 13 -> 64 -> dim, the 26 embedding rows of a sample, their pairwise
+dot products with the bottom output (351 of them) and the bottom output into a top MLP
+-> 64 -> 1, binary cross-entropy. The MLPs are replicated: their gradients are averaged over the
+ranks (mpi4py Allreduce). The embedding tables are partitioned by rows over the ranks: each
+iteration looks up the 26 tables' ids in ONE lookup call (one gather for all tables), and pushes
+the embedding gradients back to the owners (SGD, push_gradients: one scatter-reduce).
+
+Per iteration (rank 0 prints every --print-every): the loss and the time of each phase --
+lookup (the lookup call and the quiesce that ends the phase), mlp (forward and backward),
+allreduce (the MLPs' gradients), push (push_gradients and its quiesce). The embedding step is
+lookup + push. --mode library: de-duplicated ids, the cache of remote rows (--cache-rows), the
+gradients of repeated ids summed before the push; --mode plain: the same lookups as a plain
+gather (every id of the batch fetched, every gradient sent; no cache); --mode both (default)
+trains with plain, then library, from the same initial weights and data, and prints the ratio
+of their median embedding step (and of the whole iteration).
+
+    --expect-loss-decrease   exit 1 unless the mean loss of the last quarter of the iterations
+                             is below that of the first quarter (in every mode run)
+"""
+
+import argparse
+import math
+import sys
+import time
+
+import numpy as np
+import torch
+from mpi4py import MPI
+
+import netsparse
+
+# The Criteo Kaggle (DAC) cardinalities of the 26 categorical features.
+CRITEO_ROWS = [1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194,
+               27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572]
+DENSE = 13
+
+
+def parse():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--iters", type=int, default=40)
+    p.add_argument("--batch", type=int, default=2048, help="samples per rank per iteration")
+    p.add_argument("--dim", type=int, default=16)
+    p.add_argument("--max-rows", type=int, default=100000)
+    p.add_argument("--alpha", type=float, default=1.0, help="Zipf exponent of the ids")
+    p.add_argument("--cache-rows", type=int, default=262144)
+    p.add_argument("--mode", choices=["library", "plain", "both"], default="both")
+    p.add_argument("--lr", type=float, default=0.003, help="Adam step of the MLPs")
+    p.add_argument("--emb-lr", type=float, default=0.05,
+                   help="SGD step of the embedding rows, per sample")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--print-every", type=int, default=10)
+    p.add_argument("--progress", choices=["auto", "thread", "inline"], default="auto")
+    p.add_argument("--expect-loss-decrease", action="store_true")
+    return p.parse_args()
+
+
+class Data:
+    """The synthetic Criteo-like stream (the same on every rank count for a given rank)."""
+
+    def __init__(self, args):
+        self.rows = [min(n, args.max_rows) for n in CRITEO_ROWS]
+        rng = np.random.default_rng([args.seed, 7])
+        # Per table: the Zipf CDF over ranks 1..n, the permutation rank -> row, hidden weights.
+        self.cdf, self.perm, self.hidden = [], [], []
+        for n in self.rows:
+            p = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** args.alpha
+            self.cdf.append(np.cumsum(p) / p.sum())
+            self.perm.append(rng.permutation(n))
+            self.hidden.append(rng.uniform(-1.0, 1.0, size=n).astype(np.float32))
+        self.dense_w = rng.normal(size=DENSE).astype(np.float32)
+        self.args = args
+
+    def batch(self, rank, it):
+        rng = np.random.default_rng([self.args.seed, rank, it])
+        n = self.args.batch
+        dense = rng.normal(size=(n, DENSE)).astype(np.float32)
+        ids = []
+        for t in range(len(self.rows)):
+            k = np.searchsorted(self.cdf[t], rng.random(n), side="right")
+            ids.append(self.perm[t][np.minimum(k, self.rows[t] - 1)].astype(np.int64))
+        score = dense @ self.dense_w * 0.5 + sum(self.hidden[t][ids[t]] for t in range(len(ids)))
+        score = score * 3.0 / math.sqrt(len(ids) / 3.0)
+        label = (rng.random(n) < 1.0 / (1.0 + np.exp(-score))).astype(np.float32)
+        return torch.from_numpy(dense), ids, torch.from_numpy(label)
+
+
+class Mlps(torch.nn.Module):
+    def __init__(self, dim, tables):
+        super().__init__()
+        self.bottom = torch.nn.Sequential(torch.nn.Linear(DENSE, 64), torch.nn.ReLU(),
+                                          torch.nn.Linear(64, dim), torch.nn.ReLU())
+        features = tables + 1
+        pairs = features * (features - 1) // 2
+        self.top = torch.nn.Sequential(torch.nn.Linear(pairs + dim, 64), torch.nn.ReLU(),
+                                       torch.nn.Linear(64, 1))
+        self.features = features
+
+    def forward(self, dense, embedded):
+        x = self.bottom(dense)
+        t = torch.stack([x] + embedded, dim=1)  # batch x features x dim
+        z = torch.bmm(t, t.transpose(1, 2))
+        i, j = torch.triu_indices(self.features, self.features, offset=1)
+        return self.top(torch.cat([x, z[:, i, j]], dim=1)).squeeze(1)
+
+
+def train(args, comm, data, mode):
+    rank, nranks = comm.Get_rank(), comm.Get_size()
+    library = mode == "library"
+    tables = netsparse.EmbeddingTables(
+        comm, [args.dim] * len(data.rows), rows=data.rows,
+        cache_rows=args.cache_rows if library else 0, dedup=library, progress=args.progress)
+    for t, n in enumerate(data.rows):  # initial rows: a function of (seed, table, row)
+        lo, hi = int(tables.row_offsets[t][rank]), int(tables.row_offsets[t][rank + 1])
+        whole = np.random.default_rng([args.seed, 11, t]).normal(size=(n, args.dim)) * 0.05
+        tables.local_rows(t)[:] = whole[lo:hi]
+    tables.quiesce()
+    torch.manual_seed(args.seed)  # the same MLPs on every rank and in every mode
+    model = Mlps(args.dim, len(data.rows))
+    params = list(model.parameters())
+    optimizer = torch.optim.Adam(params, lr=args.lr)
+    flat = np.zeros(sum(p.numel() for p in params), dtype=np.float32)
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    phases = {k: [] for k in ("lookup", "mlp", "allreduce", "push", "iteration", "lookup_call",
+                              "push_call")}
+    losses = []
+    for it in range(args.iters):
+        dense, ids, label = data.batch(rank, it)
+        t0 = time.perf_counter()
+        rows = tables.lookup(ids)
+        t0b = time.perf_counter()
+        tables.quiesce()  # every rank's lookups served before the MPI collectives below
+        t1 = time.perf_counter()
+        embedded = [torch.from_numpy(r).requires_grad_() for r in rows]
+        loss = loss_fn(model(dense, embedded), label)
+        model.zero_grad()
+        loss.backward()
+        t2 = time.perf_counter()
+        at = 0
+        for p in params:
+            flat[at:at + p.numel()] = p.grad.numpy().ravel()
+            at += p.numel()
+        total = np.empty_like(flat)
+        comm.Allreduce(flat, total)
+        losses.append(comm.allreduce(float(loss), op=MPI.SUM) / nranks)
+        at = 0
+        for p in params:  # the ranks' mean gradient, the same step on every rank
+            p.grad.copy_(torch.from_numpy(total[at:at + p.numel()]).view_as(p) / nranks)
+            at += p.numel()
+        optimizer.step()
+        t3 = time.perf_counter()
+        # Per-sample SGD of the rows: the mean loss's gradient times the batch.
+        step = -args.emb_lr * args.batch
+        deltas = [e.grad.numpy() * step for e in embedded]
+        t3b = time.perf_counter()
+        tables.push_gradients(ids, deltas)
+        t3c = time.perf_counter()
+        tables.quiesce()  # every rank's update in before the next lookups
+        t4 = time.perf_counter()
+        for k, v in (("lookup", t1 - t0), ("mlp", t2 - t1), ("allreduce", t3 - t2),
+                     ("push", t4 - t3), ("iteration", t4 - t0), ("lookup_call", t0b - t0),
+                     ("push_call", t3c - t3b)):
+            phases[k].append(v)
+        if rank == 0 and (it % args.print_every == 0 or it == args.iters - 1):
+            print(f"[{mode}] iter {it:4d} loss {losses[-1]:.4f}  lookup {1e3 * (t1 - t0):7.2f} ms"
+                  f"  mlp {1e3 * (t2 - t1):7.2f} ms  allreduce {1e3 * (t3 - t2):6.2f} ms"
+                  f"  push {1e3 * (t4 - t3):7.2f} ms (calls: lookup {1e3 * (t0b - t0):.2f} ms,"
+                  f" push {1e3 * (t3c - t3b):.2f} ms)", flush=True)
+    s = tables.stats()
+    remote = s["distinct"] - s["local_rows"]
+    hit_rate = s["cache_hits"] / remote if remote else 0.0
+    tables.close()
+    # The medians over the second half (the cache warm), the slowest rank's.
+    half = {k: float(np.median(v[len(v) // 2:])) for k, v in phases.items()}
+    half = {k: comm.allreduce(v, op=MPI.MAX) for k, v in half.items()}
+    return losses, half, hit_rate, s
+
+
+def main():
+    args = parse()
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    torch.set_num_threads(1)
+    data = Data(args)
+    if rank == 0:
+        print(f"DLRM: {comm.Get_size()} ranks, 26 tables ({sum(data.rows)} rows, dim {args.dim}),"
+              f" batch {args.batch} per rank, Zipf alpha {args.alpha}, {args.iters} iterations",
+              flush=True)
+    modes = ["plain", "library"] if args.mode == "both" else [args.mode]
+    results = {m: train(args, comm, data, m) for m in modes}
+    ok = True
+    for mode, (losses, med, hit_rate, s) in results.items():
+        q = max(1, len(losses) // 4)
+        first, last = float(np.mean(losses[:q])), float(np.mean(losses[-q:]))
+        emb = med["lookup"] + med["push"]
+        if rank == 0:
+            print(f"[{mode}] loss {first:.4f} -> {last:.4f} (mean of the first / last {q});"
+                  f" median per iteration (slowest rank, second half): lookup"
+                  f" {1e3 * med['lookup']:.2f} ms, mlp {1e3 * med['mlp']:.2f} ms, allreduce"
+                  f" {1e3 * med['allreduce']:.2f} ms, push {1e3 * med['push']:.2f} ms,"
+                  f" embedding step {1e3 * emb:.2f} ms (the lookup and push calls alone"
+                  f" {1e3 * (med['lookup_call'] + med['push_call']):.2f} ms), iteration"
+                  f" {1e3 * med['iteration']:.2f} ms;"
+                  f" distinct/lookups {s['distinct'] / max(1, s['lookups']):.3f}, cache hit rate"
+                  f" {hit_rate:.3f}", flush=True)
+        if args.expect_loss_decrease and not last < first:
+            ok = False
+    if len(results) == 2 and rank == 0:
+        plain, lib = results["plain"][1], results["library"][1]
+        ratio = (plain["lookup"] + plain["push"]) / (lib["lookup"] + lib["push"])
+        calls = (plain["lookup_call"] + plain["push_call"]) / (lib["lookup_call"] + lib["push_call"])
+        print(f"embedding step: library {ratio:.2f}x plain gather (the calls alone {calls:.2f}x);"
+              f" whole iteration {plain['iteration'] / lib['iteration']:.2f}x", flush=True)
+    ok = comm.allreduce(ok, op=MPI.LAND)
+    if not ok:
+        if rank == 0:
+            print("FAIL: the loss did not decrease", flush=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
