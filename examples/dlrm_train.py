@@ -1,6 +1,6 @@
 """A DLRM-style model in PyTorch with its embedding tables in netsparse.EmbeddingTables.
 
-    mpirun -np 2 python3 -m mpi4py examples/dlrm_train.py [--iters 40] [--mode both]
+    mpirun -np 2 python3 -m mpi4py examples/dlrm_train.py [--iters 40] [--mode all]
 
 Data (synthetic, Criteo-like, generated on the fly on every rank): 13 dense features and 26
 categorical ones; table t has min(Criteo's cardinality of feature t, --max-rows) rows and its ids
@@ -18,12 +18,18 @@ the embedding gradients back to the owners (SGD, push_gradients: one scatter-red
 
 Per iteration (rank 0 prints every --print-every): the loss and the time of each phase --
 lookup (the lookup call and the quiesce that ends the phase), mlp (forward and backward),
-allreduce (the MLPs' gradients), push (push_gradients and its quiesce). The embedding step is
-lookup + push. --mode library: de-duplicated ids, the cache of remote rows (--cache-rows), the
-gradients of repeated ids summed before the push; --mode plain: the same lookups as a plain
-gather (every id of the batch fetched, every gradient sent; no cache); --mode both (default)
-trains with plain, then library, from the same initial weights and data, and prints the ratio
-of their median embedding step (and of the whole iteration).
+allreduce (the MLPs' gradients and the Adam step), push (push_gradients and its quiesce). The
+embedding step is lookup + push. Modes, each from the same initial weights and data:
+  library   one lookup call for the 26 tables: ids de-duplicated (each distinct row fetched
+            once), the gradients of repeated ids summed before the push; the cache of remote
+            rows with --cache-rows (off by default: in training every row looked up is written
+            by the push that follows, so a cached copy is stale at the next lookup)
+  plain     the same calls as the library's plain gather (dedup off: every id of the batch goes
+            into the gather, every gradient is sent)
+  alltoall  no library verbs: (table, id) pairs to their owners and the rows back by mpi4py
+            Alltoallv, the gradients the same way (what a model-parallel DLRM does over MPI)
+  all       (default) the three in turn; prints the library's speed-up of the median embedding
+            step (and of the whole iteration) over each of the others.
 
     --expect-loss-decrease   exit 1 unless the mean loss of the last quarter of the iterations
                              is below that of the first quarter (in every mode run)
@@ -53,11 +59,13 @@ def parse():
     p.add_argument("--dim", type=int, default=16)
     p.add_argument("--max-rows", type=int, default=100000)
     p.add_argument("--alpha", type=float, default=1.0, help="Zipf exponent of the ids")
-    p.add_argument("--cache-rows", type=int, default=262144)
-    p.add_argument("--mode", choices=["library", "plain", "both"], default="both")
+    p.add_argument("--cache-rows", type=int, default=0,
+                   help="remote rows the library mode caches (0: none; in training every row "
+                   "looked up is updated by the push that follows, so cached rows go stale)")
+    p.add_argument("--mode", choices=["library", "plain", "alltoall", "all"], default="all")
     p.add_argument("--lr", type=float, default=0.003, help="Adam step of the MLPs")
     p.add_argument("--emb-lr", type=float, default=0.05,
-                   help="SGD step of the embedding rows, per sample")
+                   help="SGD step of an embedding row (times its mean gradient)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--print-every", type=int, default=10)
     p.add_argument("--progress", choices=["auto", "thread", "inline"], default="auto")
@@ -95,6 +103,59 @@ class Data:
         return torch.from_numpy(dense), ids, torch.from_numpy(label)
 
 
+class AlltoallTables:
+    """The baseline without the library's verbs: the rows stay in the same partition (the
+    EmbeddingTables' local rows, read and written with numpy), and a lookup is what a
+    model-parallel DLRM does over MPI: every (table, id) of the batch, as it comes, goes to its
+    owner (one Alltoallv), the owner copies the rows, and they come back (a second Alltoallv);
+    a push sends every (table, id) with its gradient and the owner adds them (np.add.at)."""
+
+    def __init__(self, comm, tables):
+        self.comm, self.tables = comm, tables
+        self.rank, self.nranks = comm.Get_rank(), comm.Get_size()
+        self.local = [tables.local_rows(t) for t in range(tables.count)]
+        self.first = [int(o[self.rank]) for o in tables.row_offsets]
+
+    def _route(self, ids):
+        table = np.concatenate([np.full(len(i), t, np.int64) for t, i in enumerate(ids)])
+        owner = np.concatenate([np.searchsorted(o, i, side="right") - 1
+                                for o, i in zip(self.tables.row_offsets, ids)])
+        order = np.argsort(owner, kind="stable")
+        send = np.stack([table[order], np.concatenate(ids)[order]], axis=1)
+        counts = np.bincount(owner, minlength=self.nranks).astype(np.int64)
+        recv_counts = np.empty_like(counts)
+        self.comm.Alltoall(counts, recv_counts)
+        recv = np.empty((int(recv_counts.sum()), 2), np.int64)
+        self.comm.Alltoallv([send, counts * 2], [recv, recv_counts * 2])
+        return order, counts, recv, recv_counts
+
+    def lookup(self, ids):
+        order, counts, recv, recv_counts = self._route(ids)
+        dim = self.tables.dims[0]
+        rows = np.empty((len(recv), dim), np.float32)
+        for t in range(len(ids)):
+            m = recv[:, 0] == t
+            rows[m] = self.local[t][recv[m, 1] - self.first[t]]
+        back = np.empty((int(counts.sum()), dim), np.float32)
+        self.comm.Alltoallv([rows, recv_counts * dim], [back, counts * dim])
+        out = np.empty_like(back)
+        out[order] = back
+        return np.split(out, np.cumsum([len(i) for i in ids])[:-1])
+
+    def push_gradients(self, ids, deltas):
+        order, counts, recv, recv_counts = self._route(ids)
+        dim = self.tables.dims[0]
+        send = np.concatenate(deltas)[order]
+        got = np.empty((len(recv), dim), np.float32)
+        self.comm.Alltoallv([send, counts * dim], [got, recv_counts * dim])
+        for t in range(len(ids)):
+            m = recv[:, 0] == t
+            np.add.at(self.local[t], recv[m, 1] - self.first[t], got[m])
+
+    def quiesce(self):
+        pass  # the Alltoallv calls already wait for every rank
+
+
 class Mlps(torch.nn.Module):
     def __init__(self, dim, tables):
         super().__init__()
@@ -117,14 +178,15 @@ class Mlps(torch.nn.Module):
 def train(args, comm, data, mode):
     rank, nranks = comm.Get_rank(), comm.Get_size()
     library = mode == "library"
-    tables = netsparse.EmbeddingTables(
+    store = netsparse.EmbeddingTables(
         comm, [args.dim] * len(data.rows), rows=data.rows,
         cache_rows=args.cache_rows if library else 0, dedup=library, progress=args.progress)
     for t, n in enumerate(data.rows):  # initial rows: a function of (seed, table, row)
-        lo, hi = int(tables.row_offsets[t][rank]), int(tables.row_offsets[t][rank + 1])
+        lo, hi = int(store.row_offsets[t][rank]), int(store.row_offsets[t][rank + 1])
         whole = np.random.default_rng([args.seed, 11, t]).normal(size=(n, args.dim)) * 0.05
-        tables.local_rows(t)[:] = whole[lo:hi]
-    tables.quiesce()
+        store.local_rows(t)[:] = whole[lo:hi]
+    store.quiesce()
+    tables = AlltoallTables(comm, store) if mode == "alltoall" else store
     torch.manual_seed(args.seed)  # the same MLPs on every rank and in every mode
     model = Mlps(args.dim, len(data.rows))
     params = list(model.parameters())
@@ -159,9 +221,13 @@ def train(args, comm, data, mode):
             at += p.numel()
         optimizer.step()
         t3 = time.perf_counter()
-        # Per-sample SGD of the rows: the mean loss's gradient times the batch.
-        step = -args.emb_lr * args.batch
-        deltas = [e.grad.numpy() * step for e in embedded]
+        # Row-wise SGD: each row moves by emb_lr times its mean gradient over the batch's
+        # samples that use it (a row used by every sample moves no faster than a rare one).
+        deltas = []
+        for i, e in zip(ids, embedded):
+            _, inverse, counts = np.unique(i, return_inverse=True, return_counts=True)
+            scale = (-args.emb_lr * args.batch / counts[inverse]).astype(np.float32)
+            deltas.append(e.grad.numpy() * scale[:, None])
         t3b = time.perf_counter()
         tables.push_gradients(ids, deltas)
         t3c = time.perf_counter()
@@ -176,10 +242,11 @@ def train(args, comm, data, mode):
                   f"  mlp {1e3 * (t2 - t1):7.2f} ms  allreduce {1e3 * (t3 - t2):6.2f} ms"
                   f"  push {1e3 * (t4 - t3):7.2f} ms (calls: lookup {1e3 * (t0b - t0):.2f} ms,"
                   f" push {1e3 * (t3c - t3b):.2f} ms)", flush=True)
-    s = tables.stats()
+    s = store.stats()
     remote = s["distinct"] - s["local_rows"]
     hit_rate = s["cache_hits"] / remote if remote else 0.0
-    tables.close()
+    store.quiesce()
+    store.close()
     # The medians over the second half (the cache warm), the slowest rank's.
     half = {k: float(np.median(v[len(v) // 2:])) for k, v in phases.items()}
     half = {k: comm.allreduce(v, op=MPI.MAX) for k, v in half.items()}
@@ -196,13 +263,14 @@ def main():
         print(f"DLRM: {comm.Get_size()} ranks, 26 tables ({sum(data.rows)} rows, dim {args.dim}),"
               f" batch {args.batch} per rank, Zipf alpha {args.alpha}, {args.iters} iterations",
               flush=True)
-    modes = ["plain", "library"] if args.mode == "both" else [args.mode]
+    modes = ["alltoall", "plain", "library"] if args.mode == "all" else [args.mode]
     results = {m: train(args, comm, data, m) for m in modes}
     ok = True
     for mode, (losses, med, hit_rate, s) in results.items():
         q = max(1, len(losses) // 4)
         first, last = float(np.mean(losses[:q])), float(np.mean(losses[-q:]))
         emb = med["lookup"] + med["push"]
+        n_it = max(1, len(losses))
         if rank == 0:
             print(f"[{mode}] loss {first:.4f} -> {last:.4f} (mean of the first / last {q});"
                   f" median per iteration (slowest rank, second half): lookup"
@@ -212,15 +280,22 @@ def main():
                   f" {1e3 * (med['lookup_call'] + med['push_call']):.2f} ms), iteration"
                   f" {1e3 * med['iteration']:.2f} ms;"
                   f" distinct/lookups {s['distinct'] / max(1, s['lookups']):.3f}, cache hit rate"
-                  f" {hit_rate:.3f}", flush=True)
+                  f" {hit_rate:.3f}; inside the lookups (rank 0, per iteration): dedup"
+                  f" {s['dedup_ns'] / n_it / 1e6:.2f} ms, versions {s['version_ns'] / n_it / 1e6:.2f}"
+                  f" ms, cache {s['cache_ns'] / n_it / 1e6:.2f} ms, gather"
+                  f" {s['gather_ns'] / n_it / 1e6:.2f} ms, output {s['output_ns'] / n_it / 1e6:.2f}"
+                  " ms", flush=True)
         if args.expect_loss_decrease and not last < first:
             ok = False
-    if len(results) == 2 and rank == 0:
-        plain, lib = results["plain"][1], results["library"][1]
-        ratio = (plain["lookup"] + plain["push"]) / (lib["lookup"] + lib["push"])
-        calls = (plain["lookup_call"] + plain["push_call"]) / (lib["lookup_call"] + lib["push_call"])
-        print(f"embedding step: library {ratio:.2f}x plain gather (the calls alone {calls:.2f}x);"
-              f" whole iteration {plain['iteration'] / lib['iteration']:.2f}x", flush=True)
+    if "library" in results and rank == 0:
+        lib = results["library"][1]
+        for base in [m for m in results if m != "library"]:
+            other = results[base][1]
+            ratio = (other["lookup"] + other["push"]) / (lib["lookup"] + lib["push"])
+            calls = ((other["lookup_call"] + other["push_call"]) /
+                     (lib["lookup_call"] + lib["push_call"]))
+            print(f"embedding step: library {ratio:.2f}x {base} (the calls alone {calls:.2f}x);"
+                  f" whole iteration {other['iteration'] / lib['iteration']:.2f}x", flush=True)
     ok = comm.allreduce(ok, op=MPI.LAND)
     if not ok:
         if rank == 0:
