@@ -70,6 +70,9 @@ def parse():
     p.add_argument("--print-every", type=int, default=10)
     p.add_argument("--progress", choices=["auto", "thread", "inline"], default="auto")
     p.add_argument("--expect-loss-decrease", action="store_true")
+    p.add_argument("--step-bench", type=int, default=0, metavar="N",
+                   help="after training: N iterations of the embedding step alone (lookup, "
+                   "quiesce, push, quiesce) of every mode, interleaved, on the same batches")
     return p.parse_args()
 
 
@@ -253,6 +256,40 @@ def train(args, comm, data, mode):
     return losses, half, hit_rate, s
 
 
+def step_bench(args, comm, data):
+    """The embedding step without the MLPs (so no rank waits for another's compute): every
+    iteration runs lookup + push of the same batch in every mode, the modes' order rotating, on
+    one table set per mode (each its own context). Returns the per-mode median ms (slowest rank)."""
+    rank = comm.Get_rank()
+    modes = ["alltoall", "plain", "library"]
+    stores, runners = {}, {}
+    for m in modes:
+        library = m == "library"
+        stores[m] = netsparse.EmbeddingTables(
+            comm, [args.dim] * len(data.rows), rows=data.rows,
+            cache_rows=args.cache_rows if library else 0, dedup=library, progress=args.progress)
+        stores[m].quiesce()
+        runners[m] = AlltoallTables(comm, stores[m]) if m == "alltoall" else stores[m]
+    times = {m: [] for m in modes}
+    rng = np.random.default_rng([args.seed, 99, rank])
+    for it in range(args.step_bench):
+        _, ids, _ = data.batch(rank, 100000 + it)
+        deltas = [rng.normal(size=(len(i), args.dim)).astype(np.float32) * 1e-3 for i in ids]
+        for k in range(len(modes)):
+            m = modes[(it + k) % len(modes)]
+            r = runners[m]
+            t0 = time.perf_counter()
+            r.lookup(ids)
+            r.quiesce()
+            r.push_gradients(ids, deltas)
+            r.quiesce()
+            times[m].append(time.perf_counter() - t0)
+    for m in modes:
+        stores[m].quiesce()
+        stores[m].close()
+    return {m: comm.allreduce(float(np.median(v)), op=MPI.MAX) * 1e3 for m, v in times.items()}
+
+
 def main():
     args = parse()
     comm = MPI.COMM_WORLD
@@ -296,6 +333,13 @@ def main():
                      (lib["lookup_call"] + lib["push_call"]))
             print(f"embedding step: library {ratio:.2f}x {base} (the calls alone {calls:.2f}x);"
                   f" whole iteration {other['iteration'] / lib['iteration']:.2f}x", flush=True)
+    if args.step_bench > 0:
+        med = step_bench(args, comm, data)
+        if rank == 0:
+            print(f"embedding step alone ({args.step_bench} iterations, modes interleaved, median"
+                  f" ms, slowest rank): alltoall {med['alltoall']:.2f}, plain {med['plain']:.2f},"
+                  f" library {med['library']:.2f}: library {med['plain'] / med['library']:.2f}x"
+                  f" plain, {med['alltoall'] / med['library']:.2f}x alltoall", flush=True)
     ok = comm.allreduce(ok, op=MPI.LAND)
     if not ok:
         if rank == 0:
