@@ -89,9 +89,10 @@ class EmbeddingTable {
 
   // out[j * dim .. ) = row ids[j]; out.size() must be ids.size() * dim.
   void lookup(std::span<const std::uint64_t> ids, std::span<float> out);
-  // Row ids[j] += deltas[j * dim .. ) on its owner (repeats summed); returns when every owner
-  // has applied them and the versions of the buckets written have been bumped. deltas.size() must
-  // be ids.size() * dim.
+  // Row ids[j] += deltas[j * dim .. ) on its owner (repeats summed: with options.dedup here,
+  // before sending, so each distinct row travels once; otherwise by the owner); returns when every
+  // owner has applied them and the versions of the buckets written have been bumped.
+  // deltas.size() must be ids.size() * dim.
   void push_gradients(std::span<const std::uint64_t> ids, std::span<const float> deltas);
 
   // Changes the lookup policy of this rank (local); the cache is emptied. bucket_rows must stay
