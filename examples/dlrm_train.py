@@ -281,6 +281,7 @@ def step_bench(args, comm, data):
         stores[m].quiesce()
         runners[m] = AlltoallTables(comm, stores[m]) if m == "alltoall" else stores[m]
     times = {m: [] for m in modes}
+    parts = {m: {"lookup": [], "push": []} for m in modes}
     rng = np.random.default_rng([args.seed, 99, rank])
     for it in range(args.step_bench):
         _, ids, _ = data.batch(rank, 100000 + it)
@@ -291,13 +292,21 @@ def step_bench(args, comm, data):
             t0 = time.perf_counter()
             r.lookup(ids)
             r.quiesce()
+            t1 = time.perf_counter()
             r.push_gradients(ids, deltas)
             r.quiesce()
-            times[m].append(time.perf_counter() - t0)
+            t2 = time.perf_counter()
+            times[m].append(t2 - t0)
+            parts[m]["lookup"].append(t1 - t0)
+            parts[m]["push"].append(t2 - t1)
     for m in modes:
         stores[m].quiesce()
         stores[m].close()
-    return {m: comm.allreduce(float(np.median(v)), op=MPI.MAX) * 1e3 for m, v in times.items()}
+    med = {m: comm.allreduce(float(np.median(v)), op=MPI.MAX) * 1e3 for m, v in times.items()}
+    for m in modes:
+        for k, v in parts[m].items():
+            med[f"{m}.{k}"] = comm.allreduce(float(np.median(v)), op=MPI.MAX) * 1e3
+    return med
 
 
 def main():
@@ -359,7 +368,9 @@ def main():
             print(f"embedding step alone ({args.step_bench} iterations, modes interleaved, median"
                   f" ms, slowest rank): alltoall {med['alltoall']:.2f}, plain {med['plain']:.2f},"
                   f" library {med['library']:.2f}: library {med['plain'] / med['library']:.2f}x"
-                  f" plain, {med['alltoall'] / med['library']:.2f}x alltoall", flush=True)
+                  f" plain, {med['alltoall'] / med['library']:.2f}x alltoall (lookup + push:"
+                  + ", ".join(f" {m} {med[m + '.lookup']:.2f} + {med[m + '.push']:.2f}"
+                              for m in ("alltoall", "plain", "library")) + ")", flush=True)
     ok = comm.allreduce(ok, op=MPI.LAND)
     if not ok:
         if rank == 0:
