@@ -29,7 +29,8 @@ embedding step is lookup + push. Modes, each from the same initial weights and d
   alltoall  no library verbs: (table, id) pairs to their owners and the rows back by mpi4py
             Alltoallv, the gradients the same way and added by torch's index_add_ (what a
             model-parallel DLRM does over MPI)
-  all       (default) the three in turn; prints the library's speed-up of the median embedding
+  all       (default) the three side by side (one iteration of each in turn, each its own
+            tables, context and model); prints the library's speed-up of the median embedding
             step (and of the whole iteration) over each of the others.
 
     --expect-loss-decrease   exit 1 unless the mean loss of the last quarter of the iterations
@@ -189,6 +190,8 @@ class Mlps(torch.nn.Module):
 
 
 def train(args, comm, data, mode):
+    """Trains in `mode`, one iteration per next(); the generator's return value is
+    (losses, median phases, cache hit rate, stats)."""
     rank, nranks = comm.Get_rank(), comm.Get_size()
     library = mode == "library"
     store = netsparse.EmbeddingTables(
@@ -255,6 +258,7 @@ def train(args, comm, data, mode):
                   f"  mlp {1e3 * (t2 - t1):7.2f} ms  allreduce {1e3 * (t3 - t2):6.2f} ms"
                   f"  push {1e3 * (t4 - t3):7.2f} ms (calls: lookup {1e3 * (t0b - t0):.2f} ms,"
                   f" push {1e3 * (t3c - t3b):.2f} ms)", flush=True)
+        yield
     s = store.stats()
     remote = s["distinct"] - s["local_rows"]
     hit_rate = s["cache_hits"] / remote if remote else 0.0
@@ -320,7 +324,18 @@ def main():
               f" batch {args.batch} per rank, Zipf alpha {args.alpha}, {args.iters} iterations",
               flush=True)
     modes = ["alltoall", "plain", "library"] if args.mode == "all" else [args.mode]
-    results = {m: train(args, comm, data, m) for m in modes}
+    # The modes train side by side, one iteration of each in turn (the order rotating), so a
+    # change in the machine's load hits every mode alike.
+    runs = {m: train(args, comm, data, m) for m in modes}
+    finished = {}
+    for it in range(args.iters + 1):  # the last round collects the results
+        for k in range(len(modes)):
+            m = modes[(it + k) % len(modes)]
+            try:
+                next(runs[m])
+            except StopIteration as done:
+                finished[m] = done.value
+    results = {m: finished[m] for m in modes}
     ok = True
     for mode, (losses, med, hit_rate, s) in results.items():
         q = max(1, len(losses) // 4)
