@@ -143,6 +143,7 @@ class EmbeddingTables {
   EmbeddingTables& operator=(const EmbeddingTables&) = delete;
 
   std::size_t count() const noexcept;
+  // A table index at or beyond count() throws NS_ERR_INVALID (dim, total_rows, local_rows).
   std::uint32_t dim(std::size_t table) const;
   std::uint64_t total_rows(std::size_t table) const;
   // Floats between consecutive rows of local_rows(): the largest dim of the set.
