@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "netsparse/netsparse.hpp"
 
@@ -57,7 +58,8 @@ struct EmbeddingStats {
 
 // Owns its rows: every rank's block [row_offsets[r], row_offsets[r + 1]) of `dim` floats, plus
 // hidden rows that hold the owner's layout header and its bucket versions. Registers them as the
-// context's property region, so a context holds one table at a time. Construction and
+// context's property region, so a context holds one table (or one EmbeddingTables set) at a
+// time; many tables in one context: EmbeddingTables below. Construction and
 // destruction are collective; construction ends with ctx.quiesce().
 //
 // Thread safety: one thread at a time per table. Errors throw netsparse::Error: an id at or
@@ -87,13 +89,81 @@ class EmbeddingTable {
 
   // out[j * dim .. ) = row ids[j]; out.size() must be ids.size() * dim.
   void lookup(std::span<const std::uint64_t> ids, std::span<float> out);
-  // Row ids[j] += deltas[j * dim .. ) on its owner (repeats summed); returns when every owner
-  // has applied them and the versions of the buckets written have been bumped. deltas.size() must
-  // be ids.size() * dim.
+  // Row ids[j] += deltas[j * dim .. ) on its owner (repeats summed: with options.dedup here,
+  // before sending, so each distinct row travels once; otherwise by the owner); returns when every
+  // owner has applied them and the versions of the buckets written have been bumped.
+  // deltas.size() must be ids.size() * dim.
   void push_gradients(std::span<const std::uint64_t> ids, std::span<const float> deltas);
 
   // Changes the lookup policy of this rank (local); the cache is emptied. bucket_rows must stay
   // as constructed (NS_ERR_INVALID otherwise).
+  void set_options(const EmbeddingOptions& options);
+  const EmbeddingOptions& options() const noexcept;
+  EmbeddingStats stats() const noexcept;
+  void reset_stats() noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// One table of an EmbeddingTables set: its row width and its own partition of rows over the
+// ranks (rank r owns [row_offsets[r], row_offsets[r + 1]), size() + 1 entries from 0).
+struct EmbeddingTableShape {
+  std::uint32_t dim = 0;
+  std::vector<std::uint64_t> row_offsets;
+};
+
+// Many embedding tables (DLRM: one per categorical feature) sharing one engine, one registered
+// region, one cache and one batch of lookups: lookup() takes an id list per table and fetches
+// the misses of every table in ONE gather (one exchange, the same frames), push_gradients()
+// sends the deltas of every table in one scatter-reduce. Each table has its own dim and row
+// partition. The set stacks its tables in its one region (the engine serves one region per
+// context): rank p's block holds p's rows of table 0, then of table 1, ..., then the hidden
+// header and version rows; a region row is row_stride() = max dim floats wide, so a narrower
+// table's rows are padded to it (on the wire as in memory). Everything else as EmbeddingTable
+// (the same options, versions, cache and phases); the stats are the set's, over every table.
+//
+// With options.dedup, push_gradients first sums the deltas of repeated (table, id) pairs of the
+// call locally, so each distinct row travels once (the owner's sum is the same up to the order of
+// float additions).
+//
+// Errors as EmbeddingTable's; an id at or beyond table t's total_rows names the table, the id and
+// its position, and is found before anything is fetched or written (NS_ERR_INVALID).
+class EmbeddingTables {
+ public:
+  // Collective; every rank passes the same shapes and bucket_rows (checked: NS_ERR_INVALID on
+  // every rank otherwise). At least one table; every dim at least 1.
+  EmbeddingTables(Context& ctx, std::span<const EmbeddingTableShape> tables,
+                  const EmbeddingOptions& options = {});
+  ~EmbeddingTables();
+  EmbeddingTables(EmbeddingTables&&) noexcept;
+  EmbeddingTables& operator=(EmbeddingTables&&) noexcept;
+  EmbeddingTables(const EmbeddingTables&) = delete;
+  EmbeddingTables& operator=(const EmbeddingTables&) = delete;
+
+  std::size_t count() const noexcept;
+  // A table index at or beyond count() throws NS_ERR_INVALID (dim, total_rows, local_rows).
+  std::uint32_t dim(std::size_t table) const;
+  std::uint64_t total_rows(std::size_t table) const;
+  // Floats between consecutive rows of local_rows(): the largest dim of the set.
+  std::uint32_t row_stride() const noexcept;
+  // This rank's rows of `table`: its row count times row_stride() floats; row k's values are
+  // the first dim(table) floats at k * row_stride() (the rest is padding, never read by a
+  // lookup). The same phases as EmbeddingTable::local_rows.
+  std::span<float> local_rows(std::size_t table);
+  // Bumps every bucket version of this rank (every table): see EmbeddingTable.
+  void local_rows_changed();
+
+  // For every table t: out[t][j * dim(t) .. ) = row ids[t][j] of table t. ids and out have
+  // count() entries; out[t].size() must be ids[t].size() * dim(t). One gather for all tables.
+  void lookup(std::span<const std::span<const std::uint64_t>> ids,
+              std::span<const std::span<float>> out);
+  // Row ids[t][j] of table t += deltas[t][j * dim(t) .. ) on its owner; one scatter-reduce for
+  // all tables, then the version bumps. deltas[t].size() must be ids[t].size() * dim(t).
+  void push_gradients(std::span<const std::span<const std::uint64_t>> ids,
+                      std::span<const std::span<const float>> deltas);
+
   void set_options(const EmbeddingOptions& options);
   const EmbeddingOptions& options() const noexcept;
   EmbeddingStats stats() const noexcept;

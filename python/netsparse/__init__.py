@@ -20,6 +20,11 @@ replays that gather (recorded once); table.scatter_reduce(idx, values, "sum" | "
 RisOp.X) combines values into rows idx at their owners, in place. End each phase of verbs with
 ctx.quiesce() on every rank.
 
+Embedding tables (docs/embedding.md): EmbeddingTables(comm, dims, rows=... | row_offsets=...)
+holds many row-partitioned float32 tables on one context; lookup(ids) takes one id array per
+table and returns one (n, dim) array per table, all tables fetched by one gather;
+push_gradients(ids, deltas) adds the deltas at the owners. EmbeddingTable is the one-table form.
+
 Errors. Every collective call first agrees across the ranks on whether each rank's arguments
 are acceptable, and the library itself agrees on its own failures (bad matrix, bad file, bad
 partition): when any rank refuses, EVERY rank raises (the refusing rank with its own message,
@@ -82,6 +87,8 @@ __all__ = [
     "ParseError",
     "equal_blocks",
     "balanced_blocks",
+    "EmbeddingTables",
+    "EmbeddingTable",
 ]
 
 
@@ -209,3 +216,4 @@ _netsparse.DistMatrix.__repr__ = lambda self: (
 )
 
 
+from .embedding import EmbeddingTable, EmbeddingTables  # noqa: E402  (needs equal_blocks)

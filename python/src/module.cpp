@@ -37,4 +37,5 @@ PYBIND11_MODULE(_netsparse, m) {
   netsparse::python::bind_distributed(m);
   netsparse::python::bind_rig(m);
   netsparse::python::bind_collectives(m);
+  netsparse::python::bind_embedding(m);
 }
