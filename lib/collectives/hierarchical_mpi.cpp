@@ -15,21 +15,23 @@ bool hierarchy_wanted(const dist::Topology& topology) {
 std::unique_ptr<Hierarchy> make_hierarchy(const dist::Topology& topology,
                                           transport::TransportKind inter_host,
                                           const Options& options, const TransportWrap& wrap) {
-  const auto wrapped = [&](std::unique_ptr<transport::Transport> t) {
-    return wrap ? wrap(std::move(t)) : std::move(t);
+  const auto wrapped = [&](std::unique_ptr<transport::Transport> t, bool across_hosts) {
+    return wrap ? wrap(std::move(t), across_hosts) : std::move(t);
   };
   transport::TransportOptions inside;
   inside.host_rings = true;
   auto host = std::make_unique<Communicator>(
       wrapped(
-          transport::make_transport(transport::TransportKind::kMpi, topology.host_comm(), inside)),
+          transport::make_transport(transport::TransportKind::kMpi, topology.host_comm(), inside),
+          false),
       options);
   std::unique_ptr<Communicator> leaders;
   if (topology.is_leader()) {
     transport::TransportOptions across;
     across.host_rings = false;  // between hosts: never through shared memory
     leaders = std::make_unique<Communicator>(
-        wrapped(transport::make_transport(inter_host, topology.leaders_comm(), across)), options);
+        wrapped(transport::make_transport(inter_host, topology.leaders_comm(), across), true),
+        options);
   }
   return std::make_unique<Hierarchy>(std::move(host), std::move(leaders));
 }

@@ -15,9 +15,10 @@ namespace netsparse::collectives {
 // (flat, hierarchical, or auto: when there are several hosts and some host has several ranks).
 bool hierarchy_wanted(const dist::Topology& topology);
 
-// A test seam: wraps each transport made (fault injection); identity when empty.
-using TransportWrap =
-    std::function<std::unique_ptr<transport::Transport>(std::unique_ptr<transport::Transport>)>;
+// A test seam: wraps each transport made (fault injection), told whether it is the leaders'
+// (inter-host) one; identity when empty.
+using TransportWrap = std::function<std::unique_ptr<transport::Transport>(
+    std::unique_ptr<transport::Transport>, bool inter_host)>;
 
 // Collective over the topology's communicator. The host's communicator runs on the MPI
 // transport with its intra-host shared-memory rings; the leaders' on `inter_host` (MPI or
