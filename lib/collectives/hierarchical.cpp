@@ -104,6 +104,14 @@ void Hierarchy::throw_host_verdict(const CollectiveError* upper, const Collectiv
 
 Algorithm Hierarchy::allreduce(const AllreduceArgs& a) {
   stats_ = OpStats{};
+  if (host_->size() == 1) {  // a host of one rank: its leader's step is the whole operation
+    struct Record {
+      Hierarchy* h;
+      ~Record() { h->add_stats(*h->leaders_); }
+    } record{this};
+    stats_.algorithm = leaders_->allreduce(a);
+    return stats_.algorithm;
+  }
   // 1. inside the host: the leader gets the host's reduction (in recv)
   AllreduceArgs up = a;
   up.root = 0;
@@ -153,6 +161,13 @@ Algorithm Hierarchy::allreduce(const AllreduceArgs& a) {
 
 SparseResult Hierarchy::sparse_allreduce(const SparseArgs& a) {
   stats_ = OpStats{};
+  if (host_->size() == 1) {
+    struct Record {
+      Hierarchy* h;
+      ~Record() { h->add_stats(*h->leaders_); }
+    } record{this};
+    return leaders_->sparse_allreduce(a);
+  }
   // 1. inside the host: every rank of it gets the host's sum (the leader uses it)
   SparseArgs inside = a;
   inside.output = SparseOutput::kAuto;
