@@ -47,6 +47,12 @@ std::string across_hosts(const CollectiveError& e) {
   return std::string("between the host leaders (rank = host): ") + e.what();
 }
 
+// A failure of this host's own communicator (its ranks are numbered inside the host).
+CollectiveError inside_host(const CollectiveError& e) {
+  return CollectiveError(e.failure(),
+                         std::string("inside this host (rank = rank in the host): ") + e.what());
+}
+
 // Why a non-leader's recv would be refused: the host step is a reduce (recv unused away from
 // its root) but the broadcast down writes recv on every rank, so it is checked here, in the
 // first step, where a refusal reaches every rank of every host.
@@ -87,7 +93,7 @@ void Hierarchy::add_stats(const Communicator& c) {
 
 void Hierarchy::throw_host_verdict(const CollectiveError* upper, const CollectiveError& down) {
   // A broadcast that broke the host communicator (a dead rank, the deadline) is the answer.
-  if (down.failure() != Failure::kInvalid) throw down;
+  if (down.failure() != Failure::kInvalid) throw inside_host(down);
   Verdict v;
   if (leader()) {
     const CollectiveError& e = upper != nullptr ? *upper : down;
@@ -95,10 +101,15 @@ void Hierarchy::throw_host_verdict(const CollectiveError* upper, const Collectiv
     v.reason = upper != nullptr ? across_hosts(*upper) : std::string(down.what());
   }
   std::array<std::byte, kVerdictBytes> bytes = encode(v);
-  host_->broadcast(bytes.data(), kVerdictBytes, kBytes, 0);
+  try {
+    host_->broadcast(bytes.data(), kVerdictBytes, kBytes, 0);
+  } catch (const CollectiveError& e) {
+    add_stats(*host_);
+    throw inside_host(e);
+  }
   add_stats(*host_);
   v = decode(bytes);
-  if (v.failure <= 0) throw down;
+  if (v.failure <= 0) throw inside_host(down);
   throw CollectiveError(static_cast<Failure>(v.failure - 1), v.reason);
 }
 
@@ -109,7 +120,11 @@ Algorithm Hierarchy::allreduce(const AllreduceArgs& a) {
       Hierarchy* h;
       ~Record() { h->add_stats(*h->leaders_); }
     } record{this};
-    stats_.algorithm = leaders_->allreduce(a);
+    try {
+      stats_.algorithm = leaders_->allreduce(a);
+    } catch (const CollectiveError& e) {
+      throw CollectiveError(e.failure(), across_hosts(e));
+    }
     return stats_.algorithm;
   }
   // 1. inside the host: the leader gets the host's reduction (in recv)
@@ -132,7 +147,7 @@ Algorithm Hierarchy::allreduce(const AllreduceArgs& a) {
       }
       add_stats(*leaders_);
     }
-    throw;
+    throw inside_host(e);
   }
   // 2. across hosts, between the leaders, in place in recv
   std::optional<CollectiveError> upper;
@@ -166,7 +181,11 @@ SparseResult Hierarchy::sparse_allreduce(const SparseArgs& a) {
       Hierarchy* h;
       ~Record() { h->add_stats(*h->leaders_); }
     } record{this};
-    return leaders_->sparse_allreduce(a);
+    try {
+      return leaders_->sparse_allreduce(a);
+    } catch (const CollectiveError& e) {
+      throw CollectiveError(e.failure(), across_hosts(e));
+    }
   }
   // 1. inside the host: every rank of it gets the host's sum (the leader uses it)
   SparseArgs inside = a;
@@ -176,7 +195,7 @@ SparseResult Hierarchy::sparse_allreduce(const SparseArgs& a) {
   try {
     host_sum = host_->sparse_allreduce(inside);
     add_stats(*host_);
-  } catch (const CollectiveError&) {
+  } catch (const CollectiveError& e) {
     add_stats(*host_);
     if (leaders_) {
       SparseArgs refused = a;
@@ -188,7 +207,7 @@ SparseResult Hierarchy::sparse_allreduce(const SparseArgs& a) {
       }
       add_stats(*leaders_);
     }
-    throw;
+    throw inside_host(e);
   }
   const DataType dtype = host_sum.dtype;
   const std::size_t es = element_size(dtype);
@@ -221,8 +240,16 @@ SparseResult Hierarchy::sparse_allreduce(const SparseArgs& a) {
   host_sum = SparseResult{};
   // 3. down: the verdict and the result's form, then the result
   std::array<std::byte, kVerdictBytes> bytes = encode(v);
-  host_->broadcast(bytes.data(), kVerdictBytes, kBytes, 0);
-  add_stats(*host_);
+  const auto down = [&](void* buffer, std::uint64_t n) {
+    try {
+      host_->broadcast(buffer, n, kBytes, 0);
+    } catch (const CollectiveError& e) {
+      add_stats(*host_);
+      throw inside_host(e);
+    }
+    add_stats(*host_);
+  };
+  down(bytes.data(), kVerdictBytes);
   v = decode(bytes);
   if (v.failure > 0) throw CollectiveError(static_cast<Failure>(v.failure - 1), v.reason);
   if (!leaders_) {
@@ -236,14 +263,9 @@ SparseResult Hierarchy::sparse_allreduce(const SparseArgs& a) {
       result.values = ByteBuffer(std::max<std::size_t>(v.size * es, 1));
   }
   if (v.size > 0) {
-    if (!result.dense) {
-      host_->broadcast(result.indices.data(), v.size * sizeof(std::uint64_t), kBytes, 0);
-      add_stats(*host_);
-    }
-    std::byte* values =
-        result.dense_external != nullptr ? result.dense_external : result.values.data();
-    host_->broadcast(values, v.size * es, kBytes, 0);
-    add_stats(*host_);
+    if (!result.dense) down(result.indices.data(), v.size * sizeof(std::uint64_t));
+    down(result.dense_external != nullptr ? result.dense_external : result.values.data(),
+         v.size * es);
   }
   return result;
 }

@@ -72,6 +72,20 @@ class CollHier : public ::testing::Test {
 }  // namespace
 
 TEST_F(CollHier, TheLayoutChoosesHierarchicalUnlessForcedFlat) {
+  {  // the C++ wrapper over the hierarchical handle (it closes it; reopened below)
+    netsparse::Collectives h(hier_);
+    EXPECT_TRUE(h.hierarchical());
+    std::vector<float> v(5000, 1.0f);
+    h.allreduce(std::span<float>(v));
+    EXPECT_EQ(v[4999], static_cast<float>(world_size()));
+    EXPECT_EQ(h.inter_host_bytes(), ns_coll_inter_host_bytes(hier_));
+    if (topo_.is_leader()) {
+      EXPECT_GT(h.inter_host_bytes(), 0u);
+    }
+    hier_ = nullptr;  // h closes it
+  }
+  hier_ = open_with("hierarchical");
+
   ASSERT_GT(topo_.nhosts(), 1) << "run with NETSPARSE_RANKS_PER_HOST below np";
   ASSERT_GT(r_, 1);
   ns_coll* automatic = open_with("auto");
@@ -238,6 +252,12 @@ TEST_F(CollHier, RefusalsAndMismatchesReachEveryRankOfEveryHost) {
   ASSERT_EQ(ns_allreduce(hier_, x.data(), y.data(), me == last ? 3000 : 4000, NS_DTYPE_FP32,
                          NS_OP_SUM, nullptr),
             NS_ERR_INVALID);
+  // The last host learns it in its host step, the others from the leaders' step (hosts of one
+  // rank have no host step).
+  const char* const path = r_ > 1 && topo_.host() == topo_.host_of(last)
+                               ? "inside this host"
+                               : "between the host leaders";
+  EXPECT_NE(std::string(ns_last_error()).find(path), std::string::npos) << ns_last_error();
   // A count that differs between hosts (the same inside each host).
   ASSERT_EQ(ns_allreduce(hier_, x.data(), y.data(), topo_.host() == 0 ? 4000 : 3999, NS_DTYPE_FP32,
                          NS_OP_SUM, nullptr),
