@@ -13,6 +13,8 @@
 
 #include "coll_test_util.hpp"
 #include "collectives/communicator.hpp"
+#include "collectives/fault_injection.hpp"
+#include "collectives/hierarchical_mpi.hpp"
 #include "hosts/topology.hpp"
 #include "mpi_test_util.hpp"
 #include "netsparse/collectives_mpi.h"
@@ -284,4 +286,48 @@ TEST_F(CollHier, RefusalsAndMismatchesReachEveryRankOfEveryHost) {
   ASSERT_EQ(ns_allreduce(hier_, x.data(), y.data(), 4000, NS_DTYPE_FP32, NS_OP_SUM, nullptr), NS_OK)
       << ns_last_error();
   for (float v : y) ASSERT_EQ(v, static_cast<float>(P));
+}
+
+// Reproducible mode under random receive delays (up to 200 us per packet on both the host's and
+// the leaders' transports): 20 runs, the same bits each time -- the flat tree's with hosts of 2^k
+// ranks. The inputs are order-sensitive (checked), so an arrival-order combine would differ.
+TEST(CollHierReproducible, RandomDelaysGiveTheSameBitsEveryRun) {
+  const int P = world_size(), me = world_rank();
+  netsparse::dist::Topology topo = netsparse::dist::Topology::build(MPI_COMM_WORLD);
+  const int r = static_cast<int>(topo.ranks_of(topo.host()).size());
+  cl::Options o;
+  o.timeout_ms = 30000;
+  o.packet_bytes = 2048;
+  const auto delayed = [&](std::unique_ptr<netsparse::transport::Transport> t, bool across) {
+    cl::FaultOptions f;
+    f.max_delay_us = 200;
+    f.seed = 77 + static_cast<std::uint64_t>(me) * 2 + (across ? 1 : 0);
+    return std::unique_ptr<netsparse::transport::Transport>(
+        std::make_unique<cl::FaultInjectingTransport>(std::move(t), f));
+  };
+  auto hier = cl::make_hierarchy(topo, netsparse::transport::TransportKind::kMpi, o, delayed);
+  const std::uint64_t count = 6000;
+  const cl::Reducer red(DataType::kFp32, ReduceOp::kSum);
+  std::vector<Bytes> in;
+  for (int k = 0; k < P; ++k)
+    in.push_back(make_input(DataType::kFp32, ReduceOp::kSum, count, k, 19, false));
+  const Bytes expected = tree_reference(red, in, count);
+  ASSERT_NE(expected, right_fold_reference(red, in, count)) << "inputs not order-sensitive";
+  Bytes first;
+  for (int run = 0; run < 20; ++run) {
+    Bytes out(expected.size());
+    cl::AllreduceArgs a;
+    a.send = in[static_cast<std::size_t>(me)].data();
+    a.recv = out.data();
+    a.count = count;
+    a.dtype = static_cast<int>(DataType::kFp32);
+    a.op = static_cast<int>(ReduceOp::kSum);
+    a.reproducible = true;
+    ASSERT_EQ(hier->allreduce(a), cl::Algorithm::kTree);
+    if (run == 0) first = out;
+    ASSERT_TRUE(out == first) << "run " << run;
+  }
+  if ((r & (r - 1)) == 0) {
+    EXPECT_TRUE(first == expected);
+  }
 }
