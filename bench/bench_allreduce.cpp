@@ -3,6 +3,7 @@
 //   mpirun -np P bench_allreduce [--sizes-mib 1,4,16,64] [--rounds 3] [--json PATH]
 //                                [--sparse-n N] [--densities 0.01,0.5] [--no-dense] [--no-sparse]
 //                                [--no-family] [--concurrent 8] [--concurrent-mib 1]
+//                                [--hierarchy]
 //
 // Dense (fp32 sum, every size): MPI_Allreduce, and NetSparse's allreduce over its own transport
 // with each of Flare's designs (single buffer, 2 and 4 buffers, the reproducible tree) and the
@@ -62,6 +63,9 @@ usage: mpirun -np P bench_allreduce [options]
   --no-family          skip the family (reduce, broadcast, all-gather, reduce-scatter, barrier)
   --concurrent N       non-blocking allreduces outstanding at once (default 8; 0 skips)
   --concurrent-mib X   size of each (default 1)
+  --hierarchy          also run flat against hierarchical allreduce (dense at every size, sparse
+                       at every density; NETSPARSE_COLL_HIERARCHY forced per communicator) with
+                       the inter-host bytes summed over the ranks (exact)
   --help               this text
 
 Time per operation = the slowest rank's; bytes = the transport bytes a rank sent, averaged over
@@ -79,6 +83,7 @@ struct Args {
   bool dense = true, sparse = true, family = true;
   int concurrent = 8;
   double concurrent_mib = 1;
+  bool hierarchy = false;
 };
 
 // Every rank parses the same argv; rank 0 prints. -1: go on, else the exit code.
@@ -101,6 +106,7 @@ int parse(int argc, char** argv, int rank, Args& a) {
   app.add_flag_callback("--no-dense", [&] { a.dense = false; });
   app.add_flag_callback("--no-sparse", [&] { a.sparse = false; });
   app.add_flag_callback("--no-family", [&] { a.family = false; });
+  app.add_flag_callback("--hierarchy", [&] { a.hierarchy = true; });
   app.add_option("--concurrent", a.concurrent)->check(cli::Range(0, 1024));
   app.add_option("--concurrent-mib", a.concurrent_mib)->check(cli::Range(1.0 / 1024, 1024.0));
   return nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_allreduce", kHelp,
@@ -128,6 +134,7 @@ struct Record {
   double bytes_per_rank = 0;
   bool bytes_modelled = false;
   bool agrees = true;
+  double inter_host_bytes = -1;  // summed over the ranks, exact (-1: not measured)
 };
 
 void check(ns_status_t s, const char* what) {
@@ -537,6 +544,138 @@ void run_sparse(Job& job, const Args& args, std::vector<Record>& records) {
   }
 }
 
+// Flat against hierarchical (dense at every --sizes-mib, sparse at every --densities), each on
+// a communicator of its own forced by NETSPARSE_COLL_HIERARCHY, beside MPI_Allreduce: times and
+// the inter-host bytes summed over the ranks (exact counts of packets to other hosts).
+void run_hierarchy(Job& job, const Args& args, std::vector<Record>& records) {
+  const int rank = job.rank, P = job.P;
+  const auto open = [&](const char* mode) {
+    setenv("NETSPARSE_COLL_HIERARCHY", mode, 1);
+    ns_coll* c = nullptr;
+    check(ns_coll_open_mpi(MPI_COMM_WORLD, nullptr, &c), "ns_coll_open_mpi");
+    unsetenv("NETSPARSE_COLL_HIERARCHY");
+    return c;
+  };
+  ns_coll* const colls[2] = {open("flat"), open("hierarchical")};
+  const char* const names[2] = {"flat", "hierarchical"};
+  const auto inter_total = [](std::uint64_t mine) {
+    return netsparse::bench::reduce_over_ranks(static_cast<double>(mine), MPI_SUM);
+  };
+  for (double mib : args.sizes_mib) {
+    const std::size_t count = static_cast<std::size_t>(mib * (1 << 20) / 4);
+    std::vector<float> in(count), ref(count), out(count);
+    std::mt19937 rng(static_cast<unsigned>(rank) * 7 + 1);
+    for (auto& x : in) x = static_cast<float>(static_cast<int>(rng() % 17) - 8);
+    const int iters = std::clamp(static_cast<int>(16 / mib), 1, 8);
+    MPI_Allreduce(in.data(), ref.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, job.mpi_comm);
+    Record mpi{"hierarchy", "mpi_allreduce", "mpi", static_cast<double>(count) * 4};
+    std::vector<Record> mine;
+    for (int k = 0; k < 4; ++k)
+      mine.emplace_back("hierarchy", std::string(names[k % 2]) + (k < 2 ? "" : "_reproducible"), "",
+                        mpi.size_bytes);
+    for (int round = 0; round < args.rounds; ++round) {
+      mpi.times.push_back(timed(MPI_COMM_WORLD,
+                                [&] {
+                                  for (int i = 0; i < iters; ++i)
+                                    MPI_Allreduce(in.data(), out.data(), static_cast<int>(count),
+                                                  MPI_FLOAT, MPI_SUM, job.mpi_comm);
+                                }) /
+                          iters);
+      for (int k = 0; k < 4; ++k) {
+        ns_allreduce_params p{};
+        p.flags = k < 2 ? 0u : unsigned{NS_ALLREDUCE_REPRODUCIBLE};
+        ns_coll* c = colls[k % 2];
+        mine[static_cast<std::size_t>(k)].times.push_back(
+            timed(MPI_COMM_WORLD,
+                  [&] {
+                    for (int i = 0; i < iters; ++i)
+                      check(ns_allreduce(c, in.data(), out.data(), count, NS_DTYPE_FP32, NS_OP_SUM,
+                                         &p),
+                            "ns_allreduce");
+                  }) /
+            iters);
+        Record& r = mine[static_cast<std::size_t>(k)];
+        if (round == 0) {
+          r.algorithm = ns_allreduce_algorithm_str(ns_coll_last_algorithm(c));
+          r.bytes_per_rank = job.avg_bytes(ns_coll_bytes_sent(c));
+          r.inter_host_bytes = inter_total(ns_coll_inter_host_bytes(c));
+          r.agrees = job.agree_all(std::memcmp(out.data(), ref.data(), count * 4) == 0);
+        }
+      }
+    }
+    if (rank == 0) {
+      std::printf("hierarchy dense %6.1f MiB  np %d  MPI_Allreduce %9.3f ms\n", mib, P,
+                  1e3 * median(mpi.times));
+      for (const Record& r : mine)
+        std::printf(
+            "    %-25s %-15s %9.3f ms  %.2fx MPI  inter-host %.0f B (%.3fx flat)  %s\n",
+            r.variant.c_str(), r.algorithm.c_str(), 1e3 * median(r.times),
+            median(r.times) / median(mpi.times), r.inter_host_bytes,
+            r.inter_host_bytes /
+                mine[r.variant.find("reproducible") == std::string::npos ? 0 : 2].inter_host_bytes,
+            r.agrees ? "" : "DISAGREES");
+      std::fflush(stdout);
+    }
+    records.push_back(mpi);
+    records.insert(records.end(), mine.begin(), mine.end());
+  }
+  const std::uint64_t n = args.sparse_n;
+  for (double density : args.densities) {
+    std::mt19937_64 rng(static_cast<std::uint64_t>(rank) * 1315423911ull + 3);
+    std::vector<std::uint64_t> idx;
+    std::vector<float> vals;
+    const std::uint64_t threshold = static_cast<std::uint64_t>(density * 4294967296.0);
+    for (std::uint64_t i = 0; i < n; ++i)
+      if ((rng() & 0xffffffffu) < threshold) {
+        idx.push_back(i);
+        vals.push_back(static_cast<float>(static_cast<int>(rng() % 9) + 1));
+      }
+    std::vector<float> dense(n, 0.0f), ref(n), out(n);
+    for (std::size_t k = 0; k < idx.size(); ++k) dense[idx[k]] = vals[k];
+    MPI_Allreduce(dense.data(), ref.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, job.mpi_comm);
+    const double nbytes = static_cast<double>(n) * 4;
+    std::vector<Record> mine;
+    for (int k = 0; k < 2; ++k)
+      mine.emplace_back("hierarchy", std::string(names[k]) + "_sparse", "sparse", nbytes, density);
+    for (int round = 0; round < args.rounds; ++round)
+      for (int k = 0; k < 2; ++k) {
+        ns_sparse_result* res = nullptr;
+        Record& r = mine[static_cast<std::size_t>(k)];
+        r.times.push_back(timed(MPI_COMM_WORLD, [&] {
+          ns_sparse_params sparams{NS_SPARSE_OUTPUT_AUTO, out.data()};
+          check(ns_sparse_allreduce(colls[k], n, idx.size(), idx.data(), vals.data(), NS_DTYPE_FP32,
+                                    NS_OP_SUM, &sparams, &res),
+                "ns_sparse_allreduce");
+        }));
+        if (round == 0) {
+          r.bytes_per_rank = job.avg_bytes(ns_coll_bytes_sent(colls[k]));
+          r.inter_host_bytes = inter_total(ns_coll_inter_host_bytes(colls[k]));
+          const float* v = static_cast<const float*>(ns_sparse_result_values(res));
+          std::vector<float> d(n, 0.0f);
+          if (ns_sparse_result_is_dense(res)) {
+            std::memcpy(d.data(), v, n * 4);
+          } else {
+            const std::uint64_t* ix = ns_sparse_result_indices(res);
+            for (std::uint64_t e = 0; e < ns_sparse_result_size(res); ++e) d[ix[e]] = v[e];
+          }
+          r.agrees = job.agree_all(std::memcmp(d.data(), ref.data(), n * 4) == 0);
+        }
+        ns_sparse_result_free(res);
+      }
+    if (rank == 0) {
+      std::printf("hierarchy sparse n %llu density %.3f  np %d\n",
+                  static_cast<unsigned long long>(n), density, P);
+      for (const Record& r : mine)
+        std::printf("    %-25s %9.3f ms  inter-host %.0f B (%.3fx flat)  %s\n", r.variant.c_str(),
+                    1e3 * median(r.times), r.inter_host_bytes,
+                    r.inter_host_bytes / mine[0].inter_host_bytes, r.agrees ? "" : "DISAGREES");
+      std::fflush(stdout);
+    }
+    records.insert(records.end(), mine.begin(), mine.end());
+  }
+  for (ns_coll* c : colls) check(ns_coll_close(c), "ns_coll_close");
+}
+
 Json report(const Job& job, const Args& args, const std::vector<Record>& records, double load1) {
   Json doc;
   doc["bench"] = "allreduce";
@@ -557,7 +696,8 @@ Json report(const Job& job, const Args& args, const std::vector<Record>& records
                    {"times_s", r.times},
                    {"bytes_per_rank", r.bytes_per_rank},
                    {"bytes_modelled", r.bytes_modelled},
-                   {"agrees", r.agrees}});
+                   {"agrees", r.agrees},
+                   {"inter_host_bytes", r.inter_host_bytes}});
   }
   return doc;
 }
@@ -574,6 +714,7 @@ int run_benchmark(Args& args, const netsparse::bench::World& world) {
   if (args.family) run_family(job, args, records);
   if (args.concurrent > 0) run_concurrent(job, args, records);
   if (args.sparse) run_sparse(job, args, records);
+  if (args.hierarchy) run_hierarchy(job, args, records);
   if (job.rank == 0 && !args.json.empty()) {
     const std::string problem =
         netsparse::bench::write_json(args.json, report(job, args, records, load1));

@@ -98,6 +98,14 @@ int ns_coll_rank(const ns_coll* coll);
 int ns_coll_size(const ns_coll* coll);
 const char* ns_coll_transport_name(const ns_coll* coll);
 uint64_t ns_coll_bytes_sent(const ns_coll* coll); /* transport bytes of the last call */
+/* Packet bytes (collective headers included) this rank sent to ranks of other hosts during
+ * the last call, counted exactly per packet (hosts: NETSPARSE_RANKS_PER_HOST, else the ranks
+ * sharing memory). */
+uint64_t ns_coll_inter_host_bytes(const ns_coll* coll);
+/* 1 when ns_allreduce and ns_sparse_allreduce run hierarchically (inside each host, across
+ * hosts between one leader per host, down inside the host: NETSPARSE_COLL_HIERARCHY), 0 when
+ * flat, -1 for a handle that is not live. */
+int ns_coll_hierarchical(const ns_coll* coll);
 /* The algorithm the last ns_allreduce, ns_reduce or ns_reduce_scatter ran (enum
  * ns_allreduce_algorithm); -1 if none or the last call was another collective. */
 int ns_coll_last_algorithm(const ns_coll* coll);

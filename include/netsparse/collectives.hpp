@@ -92,6 +92,10 @@ class Collectives {
   int size() const { return ns_coll_size(h_.get()); }
   // Bytes the transport sent during the last call.
   std::uint64_t bytes_sent() const { return ns_coll_bytes_sent(h_.get()); }
+  // Packet bytes sent to other hosts during the last call (exact), and whether allreduce and
+  // sparse allreduce run hierarchically.
+  std::uint64_t inter_host_bytes() const { return ns_coll_inter_host_bytes(h_.get()); }
+  bool hierarchical() const { return ns_coll_hierarchical(h_.get()) == 1; }
   void close() { h_.close("ns_coll_close"); }
 
   template <class T>

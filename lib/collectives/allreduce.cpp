@@ -472,6 +472,7 @@ std::unique_ptr<Communicator::Op> Communicator::make_dense(wire::Collective kind
       }
     }
   }
+  if (err == LocalError::kNone && a.refuse != LocalError::kNone) err = a.refuse;
   if (op && *op == ReduceOp::kUser && a.user != nullptr) d.user_op_id = a.user->id;
   d.local_error = static_cast<std::int32_t>(err);
   const Reducer reducer(type.value_or(DataType::kInt8), op.value_or(ReduceOp::kSum), a.user);
@@ -501,8 +502,10 @@ Algorithm Communicator::reduce(const AllreduceArgs& a) {
 Algorithm Communicator::reduce_scatter(const AllreduceArgs& a) {
   return dense_collective(wire::Collective::kReduceScatter, a);
 }
-void Communicator::broadcast(void* buffer, std::uint64_t count, int dtype, int root) {
+void Communicator::broadcast(void* buffer, std::uint64_t count, int dtype, int root,
+                             LocalError refuse) {
   AllreduceArgs a;
+  a.refuse = refuse;
   a.send = buffer;
   a.recv = buffer;
   a.count = count;

@@ -6,12 +6,15 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
 #include "agreement/mpi.hpp"
 #include "collectives/communicator.hpp"
+#include "collectives/hierarchical_mpi.hpp"
+#include "config/settings.hpp"
 #include "netsparse/collectives_mpi.h"
 #include "support/api_error.hpp"
 #include "transport/transport_factory.hpp"
@@ -20,12 +23,18 @@ namespace cl = netsparse::collectives;
 
 struct ns_coll_request;
 struct ns_coll {
+  // Declared first, destroyed last: the hierarchy's transports work on duplicates of its
+  // communicators.
+  std::optional<netsparse::dist::Topology> topology;
   std::unique_ptr<cl::Communicator> comm;
+  // Allreduce and sparse allreduce by host (hierarchical.hpp), when the layout asks for it.
+  std::unique_ptr<cl::Hierarchy> hier;
   // Requests not completed yet: closing the communicator orphans them (their coll is cleared,
   // so a later test cannot reach another communicator allocated at the same address).
   std::unordered_set<ns_coll_request*> requests;
   int last_algorithm = -1;
   std::uint64_t last_bytes = 0;
+  std::uint64_t last_inter_host_bytes = 0;
 };
 struct ns_sparse_result {
   cl::SparseResult r;
@@ -89,7 +98,22 @@ template <class F>
 auto recording_bytes(ns_coll* coll, F&& f) {
   struct Record {
     ns_coll* coll;
-    ~Record() { coll->last_bytes = coll->comm->last_stats().bytes_sent; }
+    ~Record() {
+      coll->last_bytes = coll->comm->last_stats().bytes_sent;
+      coll->last_inter_host_bytes = coll->comm->last_stats().inter_host_bytes;
+    }
+  } record{coll};
+  return f();
+}
+// The same for an operation of the hierarchy.
+template <class F>
+auto recording_hier_bytes(ns_coll* coll, F&& f) {
+  struct Record {
+    ns_coll* coll;
+    ~Record() {
+      coll->last_bytes = coll->hier->last_stats().bytes_sent;
+      coll->last_inter_host_bytes = coll->hier->last_stats().inter_host_bytes;
+    }
   } record{coll};
   return f();
 }
@@ -150,6 +174,18 @@ ns_status_t ns_coll_open_mpi(MPI_Comm comm, const ns_coll_attr* attr, ns_coll** 
   } catch (const std::exception& e) {
     refuse(e.what());
   }
+  // NETSPARSE_COLL_HIERARCHY decides which collectives follow: refused unless every rank has
+  // the same.
+  try {
+    const std::string mode = netsparse::config::choice(netsparse::config::Env::kCollHierarchy);
+    int code[2] = {mode == "flat" ? 1 : mode == "hierarchical" ? 2 : 0, 0};
+    code[1] = -code[0];
+    int extremes[2] = {0, 0};
+    MPI_Allreduce(code, extremes, 2, MPI_INT, MPI_MAX, comm);
+    if (extremes[0] != -extremes[1]) refuse("the ranks disagree on NETSPARSE_COLL_HIERARCHY");
+  } catch (const std::exception& e) {
+    refuse(e.what());
+  }
   netsparse::agreement::Verdict verdict;
   try {
     verdict = netsparse::agreement::settle_over_mpi(mine, comm);
@@ -162,6 +198,12 @@ ns_status_t ns_coll_open_mpi(MPI_Comm comm, const ns_coll_attr* attr, ns_coll** 
     auto t = tr::make_transport(kind, comm, topt);
     auto c = std::make_unique<ns_coll>();
     c->comm = std::make_unique<cl::Communicator>(std::move(t), options);
+    // Hosts (agreed on every rank, or refused on every rank): for the inter-host count and the
+    // choice of the hierarchy.
+    c->topology.emplace(netsparse::dist::Topology::build(comm));
+    c->comm->set_hosts(cl::hosts_of_ranks(*c->topology));
+    if (cl::hierarchy_wanted(*c->topology))
+      c->hier = cl::make_hierarchy(*c->topology, kind, options);
     *out = c.release();
     add_live(*out);
     return NS_OK;
@@ -190,6 +232,13 @@ const char* ns_coll_transport_name(const ns_coll* coll) {
 uint64_t ns_coll_bytes_sent(const ns_coll* coll) {
   return live(coll) ? coll->last_bytes : 0;
 }
+uint64_t ns_coll_inter_host_bytes(const ns_coll* coll) {
+  return live(coll) ? coll->last_inter_host_bytes : 0;
+}
+int ns_coll_hierarchical(const ns_coll* coll) {
+  if (!live(coll)) return -1;
+  return coll->hier ? 1 : 0;
+}
 int ns_coll_last_algorithm(const ns_coll* coll) {
   return live(coll) ? coll->last_algorithm : -1;
 }
@@ -205,7 +254,7 @@ namespace {
 // The C API's dense call: arguments and params into AllreduceArgs, then one Communicator call.
 template <class F>
 ns_status_t dense_call(const char* call, ns_coll* coll, cl::AllreduceArgs a,
-                       const ns_allreduce_params* params, F&& run) {
+                       const ns_allreduce_params* params, F&& run, bool by_host = false) {
   if (!live(coll)) return fail(call, NS_ERR_INVALID, "not a live ns_coll");
   return guarded(call, [&]() -> ns_status_t {
     cl::UserOp user;
@@ -218,7 +267,8 @@ ns_status_t dense_call(const char* call, ns_coll* coll, cl::AllreduceArgs a,
       user.id = params->user_op_id;
       a.user = &user;
     }
-    coll->last_algorithm = recording_bytes(coll, [&] { return run(*coll->comm, a); });
+    coll->last_algorithm = by_host ? recording_hier_bytes(coll, [&] { return run(*coll->comm, a); })
+                                   : recording_bytes(coll, [&] { return run(*coll->comm, a); });
     return NS_OK;
   });
 }
@@ -229,6 +279,12 @@ extern "C" {
 ns_status_t ns_allreduce(ns_coll* coll, const void* send, void* recv, uint64_t count, int dtype,
                          int op, const ns_allreduce_params* params) {
   cl::AllreduceArgs a{.send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
+  if (live(coll) && coll->hier) {
+    cl::Hierarchy& h = *coll->hier;
+    return dense_call(
+        "ns_allreduce", coll, a, params,
+        [&h](cl::Communicator&, const auto& x) { return static_cast<int>(h.allreduce(x)); }, true);
+  }
   return dense_call("ns_allreduce", coll, a, params, [](cl::Communicator& c, const auto& x) {
     return static_cast<int>(c.allreduce(x));
   });
@@ -354,7 +410,8 @@ ns_status_t ns_sparse_allreduce(ns_coll* coll, uint64_t n, uint64_t nnz, const u
       a.dense_out = params->dense_out;
     }
     auto r = std::make_unique<ns_sparse_result>();
-    r->r = recording_bytes(coll, [&] { return coll->comm->sparse_allreduce(a); });
+    r->r = coll->hier ? recording_hier_bytes(coll, [&] { return coll->hier->sparse_allreduce(a); })
+                      : recording_bytes(coll, [&] { return coll->comm->sparse_allreduce(a); });
     *out = r.release();
     add_live(*out);
     return NS_OK;

@@ -45,6 +45,7 @@ constexpr auto kLocalErrorNames = std::to_array<support::EnumName<LocalError>>({
     {LocalError::kSparseOp, "sparse allreduce supports sum only (absent entries are 0)"},
     {LocalError::kNonCommutativeDesign, "a non-commutative user operator needs the tree algorithm"},
     {LocalError::kBadRoot, "root is not a rank of the communicator"},
+    {LocalError::kHostFailed, "its host's step of a hierarchical operation failed"},
 });
 
 const char* to_string(LocalError e) noexcept {
@@ -131,7 +132,10 @@ bool Communicator::Op::send(int dest, std::size_t bytes,
     if (lent.size() >= bytes) {
       fill(lent.data());
       const transport::TxStatus s = tr.commit(dest, bytes);
-      if (s == transport::TxStatus::kOk) return true;
+      if (s == transport::TxStatus::kOk) {
+        comm.count_sent(dest, bytes);
+        return true;
+      }
       record_failure(
           s == transport::TxStatus::kPeerFailed ? Failure::kPeerFailed : Failure::kProtocol,
           "sending to rank " + std::to_string(dest) + ": " + transport::to_string(s));
@@ -143,6 +147,8 @@ bool Communicator::Op::send(int dest, std::size_t bytes,
   if (st.size() < bytes) st.resize(bytes);
   fill(st.data());
   const transport::TxStatus s = tr.send(dest, std::span<const std::byte>(st.data(), bytes));
+  if (s == transport::TxStatus::kOk || s == transport::TxStatus::kNoResource)
+    comm.count_sent(dest, bytes);  // a staged packet is sent later, once
   if (s == transport::TxStatus::kOk) return true;
   if (s == transport::TxStatus::kNoResource) {  // keep it; run() retries it first
     pending_dest = dest;
@@ -157,6 +163,8 @@ bool Communicator::Op::send(int dest, std::size_t bytes,
 Communicator::Communicator(std::unique_ptr<transport::Transport> transport, Options options)
     : transport_(std::move(transport)), options_(options) {
   if (!transport_) throw std::invalid_argument("Communicator: no transport");
+  host_of_.resize(static_cast<std::size_t>(transport_->size()));
+  for (std::size_t r = 0; r < host_of_.size(); ++r) host_of_[r] = static_cast<int>(r);
   const std::size_t max = transport_->max_packet_bytes();
   packet_bytes_ =
       options_.packet_bytes == 0 ? std::min<std::size_t>(max, 65536) : options_.packet_bytes;
@@ -297,6 +305,13 @@ void Communicator::start(Op& op) {
   stash_.swap(later);
 }
 
+void Communicator::set_hosts(std::vector<int> host_of_rank) {
+  if (host_of_rank.size() != host_of_.size())
+    throw std::invalid_argument("Communicator::set_hosts: " + std::to_string(host_of_rank.size()) +
+                                " hosts for " + std::to_string(host_of_.size()) + " ranks");
+  host_of_ = std::move(host_of_rank);
+}
+
 bool Communicator::advance_sends(Op& op) {
   const int P = op.P;
   bool progress = false;
@@ -386,9 +401,11 @@ void Communicator::drive(const std::function<bool()>& done) {
 
 void Communicator::run(Op& op) {
   const std::uint64_t bytes_before = transport_->bytes_sent();
+  const std::uint64_t inter_before = inter_host_total_;
   start(op);
   drive([&] { return op.done || op.failed; });
   stats_.bytes_sent = transport_->bytes_sent() - bytes_before;
+  stats_.inter_host_bytes = inter_host_total_ - inter_before;
   if (op.failed) throw CollectiveError(op.failure, op.failure_reason);
 }
 

@@ -57,6 +57,7 @@ enum class LocalError : std::int32_t {
   kSparseOp,
   kNonCommutativeDesign,
   kBadRoot,
+  kHostFailed,
 };
 const char* to_string(LocalError e) noexcept;
 
@@ -100,6 +101,9 @@ struct AllreduceArgs {
   int algorithm = 0;             // Algorithm as int; kAuto by default
   bool reproducible = false;     // forces the tree
   int root = 0;                  // reduce only: the rank that receives the result
+  // Set by a caller that must take part but has nothing valid to give (a hierarchical
+  // allreduce's host leader whose host step failed): refused with this reason on every rank.
+  LocalError refuse = LocalError::kNone;
 };
 
 enum class SparseOutput { kAuto, kSparse, kDense };
@@ -114,6 +118,7 @@ struct SparseArgs {
   // Optional, n elements: dense blocks are assembled here (scratch otherwise), and a dense
   // result is left here instead of in memory of the result's own (as MPI_Allreduce's recvbuf).
   void* dense_out = nullptr;
+  LocalError refuse = LocalError::kNone;  // as AllreduceArgs::refuse
 };
 // Zero-filled bytes from calloc: a large dense result is mapped lazily (pages fault in as they
 // are written) instead of being cleared first.
@@ -153,6 +158,9 @@ struct OpStats {
   std::uint32_t blocks = 0;        // blocks of the vector
   std::uint32_t span = 0;          // sparse: indices per block
   std::uint64_t dense_blocks = 0;  // sparse: result blocks sent dense-encoded (by this rank)
+  // Packet bytes (collective headers included) this rank handed to the transport for ranks of
+  // other hosts (set_hosts); every packet counts once, whatever the transport adds.
+  std::uint64_t inter_host_bytes = 0;
 };
 
 class Communicator {
@@ -171,6 +179,15 @@ class Communicator {
   bool broken() const noexcept { return !broken_.empty(); }
   const std::string& broken_reason() const noexcept { return broken_; }
   const OpStats& last_stats() const noexcept { return stats_; }
+  // The host of every rank (size() entries: the flat operations talk to every rank), for the
+  // inter-host byte count; by default every rank is a host of its own.
+  void set_hosts(std::vector<int> host_of_rank);
+  bool other_host(int dest) const noexcept { return host_of_[dest] != host_of_[rank()]; }
+  // Inter-host packet bytes of every operation so far (OpStats has the last one's).
+  std::uint64_t inter_host_bytes_total() const noexcept { return inter_host_total_; }
+  void count_sent(int dest, std::size_t bytes) noexcept {
+    if (other_host(dest)) inter_host_total_ += bytes;
+  }
 
   // Collective. Throws CollectiveError (every rank throws for kInvalid / kMismatch).
   Algorithm allreduce(const AllreduceArgs& args);
@@ -183,8 +200,9 @@ class Communicator {
   // reduced vector (elements [rank * count, (rank + 1) * count)). In place: recv == send +
   // rank * count elements.
   Algorithm reduce_scatter(const AllreduceArgs& args);
-  // broadcast: count elements of buffer from root to every rank.
-  void broadcast(void* buffer, std::uint64_t count, int dtype, int root);
+  // broadcast: count elements of buffer from root to every rank (refuse: AllreduceArgs').
+  void broadcast(void* buffer, std::uint64_t count, int dtype, int root,
+                 LocalError refuse = LocalError::kNone);
   // all-gather: count elements of send from every rank, recv = size() * count elements in rank
   // order. In place: send == recv + rank * count elements.
   void allgather(const void* send, void* recv, std::uint64_t count, int dtype);
@@ -259,6 +277,8 @@ class Communicator {
   // The sparse roots' dense accumulators and touched bitmaps, all zero between operations.
   std::vector<std::byte> sparse_acc_;
   std::vector<std::uint64_t> sparse_bits_;
+  std::vector<int> host_of_;
+  std::uint64_t inter_host_total_ = 0;
 
  public:
   // Scratch arrays and a staging packet, kept across operations (no page faults per call);

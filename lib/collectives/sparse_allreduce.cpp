@@ -670,6 +670,7 @@ SparseResult Communicator::sparse_allreduce(const SparseArgs& a) {
     if (a.nnz > 0 && max >= a.n) err = LocalError::kIndexOutOfRange;
     sorted = descents == 0;
   }
+  if (err == LocalError::kNone && a.refuse != LocalError::kNone) err = a.refuse;
   d.local_error = static_cast<std::int32_t>(err);
   stats_ = OpStats{};
   const auto runner = [this](Op& op) { run(op); };

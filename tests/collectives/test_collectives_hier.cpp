@@ -1,0 +1,333 @@
+// The hierarchical allreduce (issue 39 item 1) on real mpirun processes with virtual hosts
+// (NETSPARSE_RANKS_PER_HOST, set by the ctest): every datatype and operator against the
+// sequential reference, uneven and zero lengths, in place; the exact inter-host byte bound
+// against the flat allreduce on the same layout; sparse; reproducible bits; refusals that reach
+// every rank of every host. Two communicators per test: one forced flat, one forced
+// hierarchical (NETSPARSE_COLL_HIERARCHY, read when each opens).
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <stdlib.h>
+
+#include <cstring>
+#include <string>
+
+#include "coll_test_util.hpp"
+#include "collectives/communicator.hpp"
+#include "collectives/fault_injection.hpp"
+#include "collectives/hierarchical_mpi.hpp"
+#include "hosts/topology.hpp"
+#include "mpi_test_util.hpp"
+#include "netsparse/collectives_mpi.h"
+
+using namespace colltest;
+namespace cl = netsparse::collectives;
+
+namespace {
+
+using netsparse::test::world_rank;
+using netsparse::test::world_size;
+
+ns_coll* open_with(const char* mode, std::uint32_t packet_bytes = 8192) {
+  setenv("NETSPARSE_COLL_HIERARCHY", mode, 1);
+  ns_coll_attr attr{};
+  attr.comp_mask = NS_COLL_ATTR_TIMEOUT | NS_COLL_ATTR_PACKET;
+  attr.timeout_ms = 30000;
+  attr.packet_bytes = packet_bytes;  // many blocks at test sizes
+  ns_coll* c = nullptr;
+  EXPECT_EQ(ns_coll_open_mpi(MPI_COMM_WORLD, &attr, &c), NS_OK) << ns_last_error();
+  unsetenv("NETSPARSE_COLL_HIERARCHY");
+  return c;
+}
+
+std::uint64_t sum_over_ranks(std::uint64_t mine) {
+  std::uint64_t all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  return all;
+}
+
+class CollHier : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    topo_ = netsparse::dist::Topology::build(MPI_COMM_WORLD);
+    r_ = static_cast<int>(topo_.ranks_of(topo_.host()).size());
+    flat_ = open_with("flat");
+    hier_ = open_with("hierarchical");
+    ASSERT_NE(flat_, nullptr);
+    ASSERT_NE(hier_, nullptr);
+    ASSERT_EQ(ns_coll_hierarchical(flat_), 0);
+    ASSERT_EQ(ns_coll_hierarchical(hier_), 1);
+  }
+  void TearDown() override {
+    if (hier_ != nullptr) {
+      EXPECT_EQ(ns_coll_close(hier_), NS_OK) << ns_last_error();
+    }
+    if (flat_ != nullptr) {
+      EXPECT_EQ(ns_coll_close(flat_), NS_OK) << ns_last_error();
+    }
+  }
+  netsparse::dist::Topology topo_;
+  int r_ = 1;
+  ns_coll* flat_ = nullptr;
+  ns_coll* hier_ = nullptr;
+};
+
+}  // namespace
+
+TEST_F(CollHier, TheLayoutChoosesHierarchicalUnlessForcedFlat) {
+  {  // the C++ wrapper over the hierarchical handle (it closes it; reopened below)
+    netsparse::Collectives h(hier_);
+    EXPECT_TRUE(h.hierarchical());
+    std::vector<float> v(5000, 1.0f);
+    h.allreduce(std::span<float>(v));
+    EXPECT_EQ(v[4999], static_cast<float>(world_size()));
+    EXPECT_EQ(h.inter_host_bytes(), ns_coll_inter_host_bytes(hier_));
+    if (topo_.is_leader()) {
+      EXPECT_GT(h.inter_host_bytes(), 0u);
+    }
+    hier_ = nullptr;  // h closes it
+  }
+  hier_ = open_with("hierarchical");
+
+  ASSERT_GT(topo_.nhosts(), 1) << "run with NETSPARSE_RANKS_PER_HOST below np";
+  ASSERT_GT(r_, 1);
+  ns_coll* automatic = open_with("auto");
+  ASSERT_NE(automatic, nullptr);
+  EXPECT_EQ(ns_coll_hierarchical(automatic), 1);
+  EXPECT_EQ(ns_coll_close(automatic), NS_OK);
+  // Ranks that disagree on the setting are refused on every rank.
+  setenv("NETSPARSE_COLL_HIERARCHY", world_rank() == 1 ? "flat" : "auto", 1);
+  ns_coll* c = nullptr;
+  EXPECT_EQ(ns_coll_open_mpi(MPI_COMM_WORLD, nullptr, &c), NS_ERR_INVALID);
+  EXPECT_NE(std::string(ns_last_error()).find("NETSPARSE_COLL_HIERARCHY"), std::string::npos)
+      << ns_last_error();
+  unsetenv("NETSPARSE_COLL_HIERARCHY");
+}
+
+TEST_F(CollHier, EveryTypeOpLengthAndInPlaceMatchesTheReference) {
+  const int P = world_size(), me = world_rank();
+  std::uint64_t seed = 3;
+  for (int t = 0; t < cl::kDataTypeCount; ++t)
+    for (int op = 0; op < 4; ++op)
+      for (std::uint64_t count : {0ull, 1ull, 777ull, 12347ull})
+        for (int variant = 0; variant < 2; ++variant) {
+          const bool in_place = variant == 1;
+          const bool reproducible = (t + op) % 2 == 0;
+          const auto type = static_cast<DataType>(t);
+          const cl::Reducer red(type, static_cast<ReduceOp>(op));
+          std::vector<Bytes> in;
+          ++seed;
+          for (int r = 0; r < P; ++r)
+            in.push_back(make_input(type, static_cast<ReduceOp>(op), count, r, seed, true));
+          const Bytes expected = tree_reference(red, in, count);
+          Bytes out(expected.size(), std::byte{0x77});
+          if (in_place) out = in[static_cast<std::size_t>(me)];
+          ns_allreduce_params p{};
+          p.flags = reproducible ? unsigned{NS_ALLREDUCE_REPRODUCIBLE} : 0u;
+          const void* send = in_place ? out.data() : in[static_cast<std::size_t>(me)].data();
+          ASSERT_EQ(ns_allreduce(hier_, send, out.data(), count, t, op, &p), NS_OK)
+              << ns_last_error();
+          ASSERT_TRUE(out == expected) << cl::to_string(type) << " op " << op << " count " << count
+                                       << (in_place ? " in place" : "");
+        }
+}
+
+// The goal of issue 39: inter-host bytes at most 1/r of the flat allreduce's, counted exactly
+// (every packet to a rank of another host, headers included), summed over the ranks.
+TEST_F(CollHier, InterHostBytesAreAtMostOneOverRanksPerHostOfFlat) {
+  const int me = world_rank();
+  const bool leader = topo_.is_leader();
+  for (std::uint64_t count : {0ull, 1ull, 5000ull, 300000ull}) {
+    std::vector<float> x(count, 1.0f + static_cast<float>(me)), y(count);
+    ASSERT_EQ(ns_allreduce(flat_, x.data(), y.data(), count, NS_DTYPE_FP32, NS_OP_SUM, nullptr),
+              NS_OK)
+        << ns_last_error();
+    const std::uint64_t flat = sum_over_ranks(ns_coll_inter_host_bytes(flat_));
+    std::vector<float> z(count);
+    ASSERT_EQ(ns_allreduce(hier_, x.data(), z.data(), count, NS_DTYPE_FP32, NS_OP_SUM, nullptr),
+              NS_OK)
+        << ns_last_error();
+    ASSERT_TRUE(y == z) << count;
+    const std::uint64_t mine = ns_coll_inter_host_bytes(hier_);
+    if (!leader) {
+      EXPECT_EQ(mine, 0u) << "only the host leaders send between hosts";
+    }
+    const std::uint64_t hier = sum_over_ranks(mine);
+    EXPECT_GT(flat, 0u);
+    EXPECT_GT(hier, 0u);
+    EXPECT_LE(hier * static_cast<std::uint64_t>(r_), flat)
+        << "count " << count << ": hierarchical " << hier << " B, flat " << flat << " B, r " << r_;
+    if (me == 0)
+      std::printf("inter-host bytes, %llu fp32: flat %llu, hierarchical %llu (r = %d)\n",
+                  static_cast<unsigned long long>(count), static_cast<unsigned long long>(flat),
+                  static_cast<unsigned long long>(hier), r_);
+  }
+}
+
+// Reproducible mode: the host's tree, then the leaders' tree. Repeated runs give the same bits,
+// and with hosts of 2^k consecutive ranks the flat tree's bits (the same pairs in the same
+// order). Inputs are order-sensitive (checked), so an arrival-order sum would differ.
+TEST_F(CollHier, ReproducibleBitsAreRepeatableAndEqualTheFlatTree) {
+  const int P = world_size(), me = world_rank();
+  for (int t : {NS_DTYPE_FP16, NS_DTYPE_FP32, NS_DTYPE_FP64}) {
+    const auto type = static_cast<DataType>(t);
+    const std::uint64_t count = 20000;
+    const cl::Reducer red(type, ReduceOp::kSum);
+    std::vector<Bytes> in;
+    for (int r = 0; r < P; ++r) in.push_back(make_input(type, ReduceOp::kSum, count, r, 41, false));
+    const Bytes expected = tree_reference(red, in, count);
+    ASSERT_NE(expected, right_fold_reference(red, in, count)) << "inputs not order-sensitive";
+    ns_allreduce_params p{};
+    p.flags = NS_ALLREDUCE_REPRODUCIBLE;
+    Bytes flat(expected.size());
+    ASSERT_EQ(ns_allreduce(flat_, in[static_cast<std::size_t>(me)].data(), flat.data(), count, t,
+                           NS_OP_SUM, &p),
+              NS_OK);
+    Bytes first;
+    for (int run = 0; run < 10; ++run) {
+      Bytes out(expected.size());
+      ASSERT_EQ(ns_allreduce(hier_, in[static_cast<std::size_t>(me)].data(), out.data(), count, t,
+                             NS_OP_SUM, &p),
+                NS_OK)
+          << ns_last_error();
+      if (run == 0) first = out;
+      ASSERT_TRUE(out == first) << "run " << run;
+    }
+    if ((r_ & (r_ - 1)) == 0) {
+      EXPECT_TRUE(first == flat) << "dtype " << t;
+      EXPECT_TRUE(first == expected) << "dtype " << t;
+    }
+  }
+}
+
+TEST_F(CollHier, SparseMatchesTheReferenceWithFewerInterHostBytes) {
+  const int P = world_size(), me = world_rank();
+  const std::uint64_t n = 1 << 17;
+  std::uint64_t seed = 900;
+  for (std::uint64_t nnz : {0ull, 1300ull, 65536ull})
+    for (int t : {NS_DTYPE_INT32, NS_DTYPE_FP32, NS_DTYPE_FP64})
+      for (int output : {NS_SPARSE_OUTPUT_AUTO, NS_SPARSE_OUTPUT_SPARSE, NS_SPARSE_OUTPUT_DENSE}) {
+        const auto type = static_cast<DataType>(t);
+        const std::size_t es = cl::element_size(type);
+        std::vector<SparseInput> in;
+        ++seed;
+        for (int r = 0; r < P; ++r) in.push_back(make_sparse(type, n, nnz, 4, r, seed, true));
+        const Bytes expected = sparse_reference(type, n, in);
+        const SparseInput& mine = in[static_cast<std::size_t>(me)];
+        std::uint64_t inter[2] = {0, 0};
+        for (int which = 0; which < 2; ++which) {
+          ns_coll* c = which == 0 ? flat_ : hier_;
+          Bytes given(n * es, std::byte{0xab});
+          ns_sparse_params p{output, seed % 2 == 0 ? given.data() : nullptr};
+          ns_sparse_result* res = nullptr;
+          ASSERT_EQ(ns_sparse_allreduce(c, n, mine.idx.size(), mine.idx.data(), mine.values.data(),
+                                        t, NS_OP_SUM, &p, &res),
+                    NS_OK)
+              << ns_last_error();
+          inter[which] = sum_over_ranks(ns_coll_inter_host_bytes(c));
+          Bytes dense(n * es);
+          const auto* vals = static_cast<const std::byte*>(ns_sparse_result_values(res));
+          if (ns_sparse_result_is_dense(res)) {
+            ASSERT_NE(output, NS_SPARSE_OUTPUT_SPARSE);
+            ASSERT_EQ(ns_sparse_result_size(res), n);
+            std::memcpy(dense.data(), vals, n * es);
+          } else {
+            ASSERT_NE(output, NS_SPARSE_OUTPUT_DENSE);
+            const std::uint64_t* idx = ns_sparse_result_indices(res);
+            for (std::uint64_t k = 0; k < ns_sparse_result_size(res); ++k)
+              std::memcpy(dense.data() + idx[k] * es, vals + k * es, es);
+          }
+          ns_sparse_result_free(res);
+          ASSERT_TRUE(dense == expected)
+              << (which ? "hierarchical" : "flat") << " nnz " << nnz << " dtype " << t;
+        }
+        EXPECT_LE(inter[1], inter[0]) << "nnz " << nnz << " dtype " << t;
+      }
+}
+
+// Bad or mismatched arguments on one rank (a leader or not) fail the call on every rank of every
+// host with NS_ERR_INVALID, and the communicator works afterwards.
+TEST_F(CollHier, RefusalsAndMismatchesReachEveryRankOfEveryHost) {
+  const int P = world_size(), me = world_rank();
+  std::vector<float> x(4000, 1.0f), y(4000);
+  const int last = P - 1;  // a non-leader of the last host (r > 1)
+  // A count that differs on one rank (inside a host).
+  ASSERT_EQ(ns_allreduce(hier_, x.data(), y.data(), me == last ? 3000 : 4000, NS_DTYPE_FP32,
+                         NS_OP_SUM, nullptr),
+            NS_ERR_INVALID);
+  // The last host learns it in its host step, the others from the leaders' step (hosts of one
+  // rank have no host step).
+  const char* const path = r_ > 1 && topo_.host() == topo_.host_of(last)
+                               ? "inside this host"
+                               : "between the host leaders";
+  EXPECT_NE(std::string(ns_last_error()).find(path), std::string::npos) << ns_last_error();
+  // A count that differs between hosts (the same inside each host).
+  ASSERT_EQ(ns_allreduce(hier_, x.data(), y.data(), topo_.host() == 0 ? 4000 : 3999, NS_DTYPE_FP32,
+                         NS_OP_SUM, nullptr),
+            NS_ERR_INVALID);
+  EXPECT_NE(std::string(ns_last_error()).find("disagree"), std::string::npos) << ns_last_error();
+  // A NULL receive buffer on a non-leader (its host step, a reduce, does not need it).
+  ASSERT_EQ(ns_allreduce(hier_, x.data(), me == last ? nullptr : y.data(), 4000, NS_DTYPE_FP32,
+                         NS_OP_SUM, nullptr),
+            NS_ERR_INVALID);
+  // A bad operator on a leader.
+  ASSERT_EQ(ns_allreduce(hier_, x.data(), y.data(), 4000, NS_DTYPE_FP32,
+                         me == topo_.leader_of(topo_.nhosts() - 1) ? 99 : NS_OP_SUM, nullptr),
+            NS_ERR_INVALID);
+  // Sparse: an index out of range on one rank.
+  const std::uint64_t idx[2] = {3, me == last ? 5000ull : 7ull};
+  const float vals[2] = {1.0f, 2.0f};
+  ns_sparse_result* res = nullptr;
+  ASSERT_EQ(ns_sparse_allreduce(hier_, 4000, 2, idx, vals, NS_DTYPE_FP32, NS_OP_SUM, nullptr, &res),
+            NS_ERR_INVALID);
+  ASSERT_EQ(ns_sparse_allreduce(hier_, topo_.host() == 0 ? 4000 : 4001, 2, idx, vals, NS_DTYPE_FP32,
+                                NS_OP_SUM, nullptr, &res),
+            NS_ERR_INVALID);
+  // Still usable.
+  ASSERT_EQ(ns_allreduce(hier_, x.data(), y.data(), 4000, NS_DTYPE_FP32, NS_OP_SUM, nullptr), NS_OK)
+      << ns_last_error();
+  for (float v : y) ASSERT_EQ(v, static_cast<float>(P));
+}
+
+// Reproducible mode under random receive delays (up to 200 us per packet on both the host's and
+// the leaders' transports): 20 runs, the same bits each time -- the flat tree's with hosts of 2^k
+// ranks. The inputs are order-sensitive (checked), so an arrival-order combine would differ.
+TEST(CollHierReproducible, RandomDelaysGiveTheSameBitsEveryRun) {
+  const int P = world_size(), me = world_rank();
+  netsparse::dist::Topology topo = netsparse::dist::Topology::build(MPI_COMM_WORLD);
+  const int r = static_cast<int>(topo.ranks_of(topo.host()).size());
+  cl::Options o;
+  o.timeout_ms = 30000;
+  o.packet_bytes = 2048;
+  const auto delayed = [&](std::unique_ptr<netsparse::transport::Transport> t, bool across) {
+    cl::FaultOptions f;
+    f.max_delay_us = 200;
+    f.seed = 77 + static_cast<std::uint64_t>(me) * 2 + (across ? 1 : 0);
+    return std::unique_ptr<netsparse::transport::Transport>(
+        std::make_unique<cl::FaultInjectingTransport>(std::move(t), f));
+  };
+  auto hier = cl::make_hierarchy(topo, netsparse::transport::TransportKind::kMpi, o, delayed);
+  const std::uint64_t count = 6000;
+  const cl::Reducer red(DataType::kFp32, ReduceOp::kSum);
+  std::vector<Bytes> in;
+  for (int k = 0; k < P; ++k)
+    in.push_back(make_input(DataType::kFp32, ReduceOp::kSum, count, k, 19, false));
+  const Bytes expected = tree_reference(red, in, count);
+  ASSERT_NE(expected, right_fold_reference(red, in, count)) << "inputs not order-sensitive";
+  Bytes first;
+  for (int run = 0; run < 20; ++run) {
+    Bytes out(expected.size());
+    cl::AllreduceArgs a;
+    a.send = in[static_cast<std::size_t>(me)].data();
+    a.recv = out.data();
+    a.count = count;
+    a.dtype = static_cast<int>(DataType::kFp32);
+    a.op = static_cast<int>(ReduceOp::kSum);
+    a.reproducible = true;
+    ASSERT_EQ(hier->allreduce(a), cl::Algorithm::kTree);
+    if (run == 0) first = out;
+    ASSERT_TRUE(out == first) << "run " << run;
+  }
+  if ((r & (r - 1)) == 0) {
+    EXPECT_TRUE(first == expected);
+  }
+}
