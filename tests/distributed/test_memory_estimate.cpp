@@ -149,6 +149,20 @@ TEST(MemoryEstimate, OneRankShortRefusesEveryRank) {
   expect_agreed_kernel_works(CommMode::inspector_executor, "after one rank short");
 }
 
+// gen:kron:40 (inside the accepted scales): 2^40 rows cannot be generated here; every rank
+// throws the std::bad_alloc naming its block's size (it ended in a bare std::bad_alloc), and a
+// matrix loads right after.
+TEST(MemoryEstimate, GeneratorBeyondTheMemoryIsRefusedNamingTheSize) {
+  const std::string message =
+      bad_alloc_message([] { (void)load_distributed_matrix(MPI_COMM_WORLD, "gen:kron:40"); });
+  expect_named_everywhere(message,
+                          {"generating kron:40 on rank ", " needs ", "for its block of ",
+                           " rows (row pointers and at least ", "available ("},
+                          "gen:kron:40");
+  const DistMatrix after = load_distributed_matrix(MPI_COMM_WORLD, "gen:kron:7");
+  EXPECT_EQ(after.n_rows(), 128);
+}
+
 // A context whose engine tables (256 client units x 2^20 Pending PR Table entries x 28 B, 7.5
 // GiB) pass the budget (NETSPARSE_MAX_CONTEXT_BYTES raised) but not the last rank's memory: every
 // rank's ns_open_mpi returns NS_ERR_NO_MEMORY with that rank's reason, and a default context

@@ -168,6 +168,8 @@ def test_absurd_k_raises_memory_error_naming_the_size(square, mode):
         r"rows it holds besides its own \(\d+ rows x K 1073741824 x 8 B",
     ):
         netsparse.DistKernel(a, "spmm", 1 << 30, mode=mode, dtype=np.float64)
+    with pytest.raises(MemoryError, match=r"generating kron:40 on rank \d+ needs \d+ bytes"):
+        netsparse.DistMatrix.load(comm, "gen:kron:40")
     b = int_dense(97, 4, seed=12, dtype=np.float32)
     c = netsparse.DistKernel(a, "spmm", 4, mode=mode).spmm(block(b, a.col_offsets))
     assert np.array_equal(c, block((whole @ b).astype(np.float32), a.row_offsets))
