@@ -116,9 +116,11 @@ netsparse::agreement::Agreement local_settings(const ns_context_attr* attr,
   // buffers), before any of it is allocated: refused on every rank, naming the size.
   if (!mine.refused()) {
     try {
+      const tr::TransportOptions options = transport_options(cfg, false);
       const std::uint64_t transport_bytes =
-          kind == tr::TransportKind::kMpi ? tr::mpi_buffer_bytes(transport_options(cfg, false).mpi)
-                                          : 0;
+          kind == tr::TransportKind::kMpi     ? tr::mpi_buffer_bytes(options.mpi)
+          : kind == tr::TransportKind::kVerbs ? tr::verbs_buffer_bytes(options.verbs)
+                                              : 0;
       cfg.check_memory_budget(transport_bytes);
     } catch (const netsparse::support::OutOfMemory& e) {
       refuse(NS_ERR_NO_MEMORY, e.what());

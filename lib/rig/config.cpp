@@ -92,8 +92,8 @@ void Config::check_memory_budget(std::uint64_t transport_bytes) const {
       std::to_string(tables) + " bytes of engine tables (" + std::to_string(client_units) +
       " client units x " + std::to_string(pending_entries) +
       " Pending PR Table entries x 28 B) and " + std::to_string(transport_bytes) +
-      " bytes of transport buffers (pre-posted receives and sends, NETSPARSE_MPI_MESSAGE_BYTES "
-      "each)";
+      " bytes of transport buffers (pre-posted receives and sends: NETSPARSE_MPI_MESSAGE_BYTES "
+      "each over MPI, NETSPARSE_IB_MAX_PACKET over verbs)";
   if (need > budget) {
     throw std::invalid_argument(
         "the context settings need " + std::to_string(need) + " bytes (" + what +

@@ -134,6 +134,11 @@ struct VerbsOptions {
   void validate() const;
 };
 
+// The bytes of the verbs transport's receive (shared receive queue), send and read-bounce
+// buffers for `options` with the environment applied (apply_env): what ns_open_mpi checks
+// against the memory available before opening.
+[[nodiscard]] std::uint64_t verbs_buffer_bytes(VerbsOptions options);
+
 // Uses `options` as given (make_transport applies the environment first). Throws
 // std::runtime_error when the library was built without verbs or there is no usable device
 // ("no RDMA device ..."). Collective over comm.
