@@ -97,7 +97,7 @@ usage: mpirun -np P netsparse_bench [options]
 
 Workload
   --matrix SPEC          the sparse matrix A (default gen:kron:16). SPEC is one of
-%s  --partition equal|balanced|metis
+{forms}  --partition equal|balanced|metis
                          1D row partition: equal row blocks (default), ~nnz/P per rank, or
                          the parts of a METIS k-way partition of A's graph (A renumbered
                          so each part's rows are one block; its time shown apart)
@@ -201,8 +201,8 @@ NetSparse engine (RIG) knobs
                          by the application (waits, and the kernels between tiles); auto
                          (default): a thread only where a core is free for it
   --transport auto|mpi|verbs|inproc
-                         the engine's transport. auto (default): NETSPARSE_TRANSPORT if set,
-                         else verbs if an RDMA port is ACTIVE, else mpi. inproc connects
+                         the engine's transport. auto (default): NETSPARSE_TRANSPORT if set
+                         ({transport_now}), else verbs if an RDMA port is ACTIVE, else mpi. inproc connects
                          threads of one process: a single rank only (-np 1)
   --no-filter            switch the Idx Filter off
   --no-coalesce          switch coalescing off
@@ -272,10 +272,10 @@ Exit codes
      has 4, rank 1 has 8"; all but --matrix, --no-progress, --spin / --yield must match, and
      a --matrix file's content must); or an internal failure (then MPI_Abort). mpirun adds its own note
      about the non-zero exit status.
-  3  no progress for 120 s (NETSPARSE_BENCH_STALL_S): a peer died and MPI cannot report it;
+  3  no progress for {stall_s} s (NETSPARSE_BENCH_STALL_S{stall_how}): a peer died and MPI cannot report it;
      the message says which step was running
   4  a peer died or stopped answering: a work request of the library timed out or found it
-     dead (the engine's watchdog, 5 s), or a rank of this host vanished (checked every 0.2 s:
+     dead (the engine's watchdog, {watchdog_ms} ms), or a rank of this host vanished (checked every 0.2 s:
      ns_watch_host_peers).
      The run stops at once, the rank says why on stderr and leaves without MPI_Finalize
      (which would wait for ever on the dead rank; ns_finalize_or_exit). Under mpirun
@@ -1437,15 +1437,35 @@ void print_help() {
   std::istringstream lines(matrix_spec_help());
   for (std::string line; std::getline(lines, line);) forms += "                   " + line + "\n";
   // The engine defaults from the configuration table ({attribute} -> its default), so the text
-  // cannot drift from what the engine uses.
+  // cannot drift from what the engine uses, and the environment's values in effect where they
+  // change what a run does ({stall_s}, {transport_now}).
+  namespace cfg = netsparse::config;
   std::string help = kHelp;
-  for (const netsparse::config::Attribute& a : netsparse::config::kAttributes) {
-    const std::string key = std::string("{") + a.name + "}";
+  const auto substitute = [&help](const std::string& key, const std::string& value) {
     for (std::size_t at; (at = help.find(key)) != std::string::npos;) {
-      help.replace(at, key.size(), a.default_text);
+      help.replace(at, key.size(), value);
     }
+  };
+  for (const cfg::Attribute& a : cfg::kAttributes) {
+    substitute(std::string("{") + a.name + "}", a.default_text);
   }
-  std::printf(help.c_str(), forms.c_str());
+  // A malformed value is refused when the run starts (naming it); --help shows the default then.
+  const auto in_effect = [](cfg::Env e) {
+    try {
+      return cfg::effective(e);
+    } catch (const std::invalid_argument&) {
+      return std::string(cfg::setting(e).default_text);
+    }
+  };
+  substitute("{stall_s}", in_effect(cfg::Env::kBenchStallS));
+  substitute("{stall_how}", cfg::is_set(cfg::Env::kBenchStallS) ? " is set" : ", default");
+  substitute("{transport_now}", cfg::is_set(cfg::Env::kTransport)
+                                    ? "now " + in_effect(cfg::Env::kTransport)
+                                    : "it is not set");
+  // Not a printf format: the text's "95% CI" and "(+-x %)" would be conversions (they printed
+  // a NUL byte and read a missing argument before).
+  substitute("{forms}", forms);
+  std::fputs(help.c_str(), stdout);
 }
 
 void print_run_header(const DistMatrix& a, const Options& o, int nranks, double load_s,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "netsparse/sparse_error.hpp"
+#include "support/memory.hpp"
 #include "support/peer_failure.hpp"
 
 namespace netsparse::agreement {
@@ -85,7 +86,14 @@ Verdict settle_over_mpi(const Agreement& mine, MPI_Comm comm, std::chrono::milli
 namespace {
 
 // The exception kinds agree_on_failure reproduces, as the refusal status (nonzero).
-enum class ErrorKind : std::int32_t { parse = 1, invalid_argument, overflow, logic, runtime };
+enum class ErrorKind : std::int32_t {
+  parse = 1,
+  invalid_argument,
+  overflow,
+  logic,
+  runtime,
+  out_of_memory
+};
 
 // A ParseError travels as "<file bytes>:<line>:<file><reason>", the others as their text.
 void describe_into(Agreement& a, std::exception_ptr error) {
@@ -95,6 +103,8 @@ void describe_into(Agreement& a, std::exception_ptr error) {
     a.refuse(static_cast<std::int32_t>(ErrorKind::parse), std::to_string(e.file().size()) + ":" +
                                                               std::to_string(e.line()) + ":" +
                                                               e.file() + e.reason());
+  } catch (const support::OutOfMemory& e) {
+    a.refuse(static_cast<std::int32_t>(ErrorKind::out_of_memory), e.what());
   } catch (const std::invalid_argument& e) {
     a.refuse(static_cast<std::int32_t>(ErrorKind::invalid_argument), e.what());
   } catch (const std::overflow_error& e) {
@@ -142,6 +152,8 @@ void agree_on_call(MPI_Comm comm, std::string_view fn, Agreement agreed, std::ex
       throw std::overflow_error(v.what);
     case ErrorKind::logic:
       throw std::logic_error(v.what);
+    case ErrorKind::out_of_memory:
+      throw support::OutOfMemory(v.what);
     case ErrorKind::runtime:
       break;
   }

@@ -38,8 +38,8 @@ void allreduce_within(void* inout, int count, MPI_Datatype type, MPI_Op op, MPI_
 // failed, every rank throws, so no rank is left waiting in the next collective: a failing rank
 // rethrows its own exception, the others throw a copy of the lowest failing rank's (the same
 // kind -- ParseError with the same file / line / reason, std::invalid_argument,
-// std::overflow_error, std::logic_error, else std::runtime_error "rank r: ..." -- and the same
-// text). Returns normally when no rank failed.
+// std::overflow_error, std::logic_error, support::OutOfMemory (a std::bad_alloc), else
+// std::runtime_error "rank r: ..." -- and the same text). Returns normally when no rank failed.
 void agree_on_failure(MPI_Comm comm, std::exception_ptr error);
 // Same, but a rank that never joins (dead) makes the others throw std::runtime_error after
 // `deadline` instead of waiting forever: the first round is a nonblocking allreduce polled until

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <stdexcept>
 #include <string_view>
 
@@ -234,6 +235,15 @@ std::vector<std::string> unknown_names() {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+void warn_unknown_names_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const std::string& line : unknown_names()) {
+      std::fprintf(stderr, "netsparse: warning: %s\n", line.c_str());
+    }
+  });
 }
 
 const char* foreign(const char* name) {

@@ -91,7 +91,9 @@ inline constexpr Setting kEnvironment[] = {
   {"NETSPARSE_MPI_SHM_RING_BYTES", Type::kInteger, "", "", 4096, 1 << 30, true, Scope::kLibrary,
    "bytes of one shared-memory ring (one per ordered pair of a host's ranks that exchange "
    "frames, created on first use; rounded up to a power of two, at least 4 frames); default "
-   "2 MiB, less when a rank's rings to every other rank of its host would pass 4 MiB"},
+   "2 MiB, less when a rank's rings to every other rank of its host would pass 4 MiB; a ring "
+   "that would take a rank's rings past its share of MemAvailable (or "
+   "NETSPARSE_MAX_CONTEXT_BYTES) is not made: that pair uses MPI, with a warning"},
   {"NETSPARSE_MPI_MESSAGE_BYTES", Type::kInteger, "65536", "", 64, 1 << 24, true,
    Scope::kLibrary, "largest engine packet, and the MPI transport's pre-posted receive buffers; "
    "a property larger than one packet (K above 16376 in fp32, 8188 in fp64) travels in pieces, "
@@ -113,7 +115,9 @@ inline constexpr Setting kEnvironment[] = {
   {"NETSPARSE_ENGINE_PROFILE", Type::kChoice, "0", "0|1", 0, 0, false, Scope::kLibrary,
    "1: time the engine's steps by stage (\"profile\" in ns_stats_json)"},
   {"NETSPARSE_MAX_CONTEXT_BYTES", Type::kInteger, "", "", 1, 9.2e18, false, Scope::kLibrary,
-   "a context's memory budget, bytes (default: a quarter of physical memory)"},
+   "a context's memory budget, bytes (default: a quarter of physical memory): the engine's "
+   "tables and the transport's buffers are checked against it, and against MemAvailable, "
+   "before a context opens; a rank's shared-memory rings stay within it"},
   {"NETSPARSE_KERNEL_ISA", Type::kChoice, "", "baseline|avx2|avx512", 0, 0, false,
    Scope::kLibrary, "instruction set of the local kernels (default: the best the CPU runs)"},
   {"NETSPARSE_RANKS_PER_HOST", Type::kInteger, "", "", 1, 1 << 24, true, Scope::kLibrary,
@@ -244,9 +248,12 @@ std::vector<std::string> agreed_names();
 // line each, sorted: "NETSPARSE_X is set but is not a NetSparse setting (did you mean
 // NETSPARSE_Y?)", the nearest name suggested when it is a few edits away. The names the
 // project's own scripts and tests read (NETSPARSE_TEST_*, NETSPARSE_VM_*, NETSPARSE_FUZZ_*,
-// NETSPARSE_JOBS, ...) are not reported. ns_open_mpi warns with them (the communicator's rank 0,
-// once per process); netsparse_info lists them and exits 1.
+// NETSPARSE_JOBS, ...) are not reported. ns_open_mpi (the communicator's rank 0) and
+// ns_open_inproc (node 0) warn with them through warn_unknown_names_once; netsparse_info lists
+// them and exits 1.
 std::vector<std::string> unknown_names();
+// "netsparse: warning: <line>" on stderr for each unknown name, the first call of the process only.
+void warn_unknown_names_once();
 
 // A variable that is not NetSparse's (HOME, OMP_NUM_THREADS, OMPI_COMM_WORLD_LOCAL_SIZE): the
 // raw value, nullptr when unset. Here so that the environment is read in one place.

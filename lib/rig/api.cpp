@@ -221,6 +221,8 @@ extern "C" ns_status_t ns_open_inproc(ns_fabric* fabric, int node, const ns_cont
     if (cfg.transport != NS_TRANSPORT_AUTO && cfg.transport != NS_TRANSPORT_INPROC) {
       return invalid("ns_open_inproc", "an in-process fabric only has the inproc transport");
     }
+    // A misspelt NETSPARSE_* name would change nothing silently: node 0 says so, once.
+    if (node == 0) netsparse::config::warn_unknown_names_once();
     if (fabric->opened[static_cast<std::size_t>(node)].exchange(true)) {
       set_last_error("ns_open_inproc: node " + std::to_string(node) + " is already open");
       return NS_ERR_STATE;

@@ -22,6 +22,7 @@
 #include "rig/engine.hpp"
 #include "rig/handles.hpp"
 #include "support/enum_names.hpp"
+#include "support/memory.hpp"
 #include "transport/transport_factory.hpp"
 
 namespace {
@@ -40,6 +41,30 @@ const char* progress_name(int mode) {
   return netsparse::support::name_of<kProgressModeNames>(mode, "unknown");
 }
 
+// The transport's options for a context of `cfg`.
+netsparse::transport::TransportOptions transport_options(const netsparse::rig::Config& cfg,
+                                                         bool threaded) {
+  netsparse::transport::TransportOptions options;
+  options.need_thread_multiple = threaded;
+  options.host_rings = (cfg.flags & NS_CTX_NO_HOST_RINGS) == 0;
+  // A context asking for packets larger than the transports' default receive buffers gets
+  // larger buffers (one concatenation queue = one packet); smaller requests keep the default.
+  if (cfg.packet_bytes > options.mpi.max_packet_bytes) {
+    // Larger frames, fewer of them: the send and receive slabs stay at the default's bytes
+    // (64 x 64 KiB each), with 8 buffers at least.
+    const std::size_t slab =
+        options.mpi.max_packet_bytes * static_cast<std::size_t>(options.mpi.recv_ring);
+    options.mpi.max_packet_bytes = cfg.packet_bytes;
+    const int buffers = std::max(8, static_cast<int>(slab / cfg.packet_bytes));
+    options.mpi.recv_ring = std::min(options.mpi.recv_ring, buffers);
+    options.mpi.send_ring = std::min(options.mpi.send_ring, buffers);
+  }
+  if (cfg.packet_bytes > options.verbs.max_packet_bytes) {
+    options.verbs.max_packet_bytes = cfg.packet_bytes;
+  }
+  return options;
+}
+
 // This rank's side of the agreement: everything that decides which collectives ns_open_mpi and
 // the transport's constructor call, and what must be equal for the context to work, with the
 // first reason this rank refuses to open. Agreed before any other collective: ranks that
@@ -53,7 +78,6 @@ netsparse::agreement::Agreement local_settings(const ns_context_attr* attr,
   const auto refuse = [&mine](ns_status_t s, const std::string& why) { mine.refuse(s, why); };
   try {
     cfg = netsparse::rig::Config::from_attr(attr);
-    cfg.check_memory_budget();
   } catch (const std::exception& e) {
     refuse(NS_ERR_INVALID, e.what());
   }
@@ -88,6 +112,22 @@ netsparse::agreement::Agreement local_settings(const ns_context_attr* attr,
                ? "verbs transport requested but no RDMA device has an active port"
                : "verbs transport requested but this build has no verbs support");
   }
+  // The memory the context needs whatever the traffic (the engine's tables, the transport's
+  // buffers), before any of it is allocated: refused on every rank, naming the size.
+  if (!mine.refused()) {
+    try {
+      const tr::TransportOptions options = transport_options(cfg, false);
+      const std::uint64_t transport_bytes =
+          kind == tr::TransportKind::kMpi     ? tr::mpi_buffer_bytes(options.mpi)
+          : kind == tr::TransportKind::kVerbs ? tr::verbs_buffer_bytes(options.verbs)
+                                              : 0;
+      cfg.check_memory_budget(transport_bytes);
+    } catch (const netsparse::support::OutOfMemory& e) {
+      refuse(NS_ERR_NO_MEMORY, e.what());
+    } catch (const std::exception& e) {
+      refuse(NS_ERR_INVALID, e.what());
+    }
+  }
   mine.field("the transport (ns_context_attr.transport, else NETSPARSE_TRANSPORT)",
              std::string(tr::to_string(kind)));
   mine.field("progress_mode", progress_name(cfg.progress_mode));
@@ -116,15 +156,9 @@ namespace {
 // NETSPARSE_* names that are no setting (a misspelt NETSPARSE_RANKS_PER_HOST would silently
 // change nothing): one warning line each, from the communicator's rank 0, once per process.
 void warn_unknown_names(MPI_Comm comm) {
-  static std::once_flag once;
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  if (rank != 0) return;
-  std::call_once(once, [] {
-    for (const std::string& line : netsparse::config::unknown_names()) {
-      std::fprintf(stderr, "netsparse: warning: %s\n", line.c_str());
-    }
-  });
+  if (rank == 0) netsparse::config::warn_unknown_names_once();
 }
 
 }  // namespace
@@ -197,25 +231,8 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
   // MPI_THREAD_MULTIPLE.
   const bool threaded = cfg.progress_mode == NS_PROGRESS_THREAD;
   try {
-    tr::TransportOptions options;
-    options.need_thread_multiple = threaded;
-    options.host_rings = (cfg.flags & NS_CTX_NO_HOST_RINGS) == 0;
+    tr::TransportOptions options = transport_options(cfg, threaded);
     options.machine_comm = &machine.comm;
-    // A context asking for packets larger than the transports' default receive buffers gets
-    // larger buffers (one concatenation queue = one packet); smaller requests keep the default.
-    if (cfg.packet_bytes > options.mpi.max_packet_bytes) {
-      // Larger frames, fewer of them: the send and receive slabs stay at the default's bytes
-      // (64 x 64 KiB each), with 8 buffers at least.
-      const std::size_t slab =
-          options.mpi.max_packet_bytes * static_cast<std::size_t>(options.mpi.recv_ring);
-      options.mpi.max_packet_bytes = cfg.packet_bytes;
-      const int buffers = std::max(8, static_cast<int>(slab / cfg.packet_bytes));
-      options.mpi.recv_ring = std::min(options.mpi.recv_ring, buffers);
-      options.mpi.send_ring = std::min(options.mpi.send_ring, buffers);
-    }
-    if (cfg.packet_bytes > options.verbs.max_packet_bytes) {
-      options.verbs.max_packet_bytes = cfg.packet_bytes;
-    }
     auto ctx = std::make_unique<ns_context>(tr::make_transport(kind, comm, options), cfg);
     // A context still open when the application calls MPI_Finalize is closed at its start,
     // while MPI works (the progress thread must not call MPI during or after it).

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "config/settings.hpp"
+#include "support/memory.hpp"
 
 namespace netsparse::rig {
 
@@ -75,7 +76,7 @@ std::uint64_t Config::fixed_memory_bytes() const noexcept {
          std::uint64_t{1024} * static_cast<std::uint64_t>(server_units);
 }
 
-void Config::check_memory_budget() const {
+void Config::check_memory_budget(std::uint64_t transport_bytes) const {
   std::uint64_t budget = 0;
   if (config::is_set(config::Env::kMaxContextBytes)) {
     budget = static_cast<std::uint64_t>(config::integer(config::Env::kMaxContextBytes));
@@ -85,15 +86,23 @@ void Config::check_memory_budget() const {
                  ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) / 4
                  : UINT64_MAX;
   }
-  const std::uint64_t need = fixed_memory_bytes();
+  const std::uint64_t tables = fixed_memory_bytes();
+  const std::uint64_t need = tables + transport_bytes;
+  const std::string what =
+      std::to_string(tables) + " bytes of engine tables (" + std::to_string(client_units) +
+      " client units x " + std::to_string(pending_entries) +
+      " Pending PR Table entries x 28 B) and " + std::to_string(transport_bytes) +
+      " bytes of transport buffers (pre-posted receives and sends: NETSPARSE_MPI_MESSAGE_BYTES "
+      "each over MPI, NETSPARSE_IB_MAX_PACKET over verbs)";
   if (need > budget) {
     throw std::invalid_argument(
-        "the context settings need " + std::to_string(need) + " bytes (" +
-        std::to_string(client_units) + " client units x " + std::to_string(pending_entries) +
-        " Pending PR Table entries x 28 B), more than the context memory budget of " +
-        std::to_string(budget) +
+        "the context settings need " + std::to_string(need) + " bytes (" + what +
+        "), more than the context memory budget of " + std::to_string(budget) +
         " bytes (a quarter of physical memory, or NETSPARSE_MAX_CONTEXT_BYTES)");
   }
+  // Within the budget but not within what the machine has free now: refused before anything is
+  // allocated rather than failing half-built (or being killed) later.
+  support::require_memory("the context", need, what);
 }
 
 std::vector<unsigned char> affinity_mask() {

@@ -58,9 +58,11 @@ struct Config {
   // Bytes the engine allocates for these settings whatever the traffic (client units' tables,
   // index buffers), checked against the context memory budget when a context opens.
   std::uint64_t fixed_memory_bytes() const noexcept;
-  // The budget: NETSPARSE_MAX_CONTEXT_BYTES if set, else a quarter of physical memory. Throws
-  // std::invalid_argument naming the settings when fixed_memory_bytes() exceeds it.
-  void check_memory_budget() const;
+  // fixed_memory_bytes() plus the transport's buffers (`transport_bytes`) against the budget:
+  // NETSPARSE_MAX_CONTEXT_BYTES if set, else a quarter of physical memory (std::invalid_argument
+  // naming the settings), then against the memory available now (support::OutOfMemory naming
+  // the size: support/memory.hpp).
+  void check_memory_budget(std::uint64_t transport_bytes = 0) const;
 };
 
 // The progress model AUTO resolves to: a progress thread only where a core is free for it, i.e.

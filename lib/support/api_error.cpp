@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "support/enum_names.hpp"
+#include "support/memory.hpp"
 
 namespace netsparse::support {
 namespace {
@@ -19,6 +20,8 @@ void set_last_error(const std::string& what) {
 std::pair<ns_status_t, std::string> status_of_current_exception() noexcept {
   try {
     throw;
+  } catch (const OutOfMemory& e) {  // an estimate refused: its text names the size and purpose
+    return {NS_ERR_NO_MEMORY, e.what()};
   } catch (const std::bad_alloc&) {
     return {NS_ERR_NO_MEMORY, "out of memory"};
   } catch (const std::invalid_argument& e) {

@@ -300,6 +300,30 @@ std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_mu
   return make_mpi_transport(comm, need_thread_multiple, MpiOptions{});
 }
 
+namespace {
+// `options` with the environment's NETSPARSE_MPI_MESSAGE_BYTES and NETSPARSE_MPI_FRAME_BYTES.
+MpiOptions with_environment(const MpiOptions& options) {
+  MpiOptions resolved = options;
+  if (config::is_set(config::Env::kMpiMessageBytes)) {
+    // Largest transport message (frame); e.g. below the MPI's eager limit to avoid rendezvous.
+    resolved.max_packet_bytes =
+        static_cast<std::size_t>(config::integer(config::Env::kMpiMessageBytes));
+  }
+  if (config::is_set(config::Env::kMpiFrameBytes)) {
+    resolved.max_frame_bytes =
+        static_cast<std::size_t>(config::integer(config::Env::kMpiFrameBytes));
+  }
+  return resolved;
+}
+}  // namespace
+
+std::uint64_t mpi_buffer_bytes(const MpiOptions& options) {
+  const MpiOptions resolved = with_environment(options);
+  return std::uint64_t{resolved.max_packet_bytes} *
+         static_cast<std::uint64_t>(std::max(0, resolved.recv_ring) +
+                                    std::max(0, resolved.send_ring));
+}
+
 std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_multiple,
                                               const MpiOptions& options) {
   int initialized = 0;
@@ -344,17 +368,7 @@ std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_mu
         "; MPI_THREAD_SERIALIZED or better is required. Initialize MPI with "
         "MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided)");
   }
-  MpiOptions resolved = options;
-  if (config::is_set(config::Env::kMpiMessageBytes)) {
-    // Largest transport message (frame); e.g. below the MPI's eager limit to avoid rendezvous.
-    resolved.max_packet_bytes =
-        static_cast<std::size_t>(config::integer(config::Env::kMpiMessageBytes));
-  }
-  if (config::is_set(config::Env::kMpiFrameBytes)) {
-    resolved.max_frame_bytes =
-        static_cast<std::size_t>(config::integer(config::Env::kMpiFrameBytes));
-  }
-  return std::make_unique<MpiTransport>(comm, resolved);
+  return std::make_unique<MpiTransport>(comm, with_environment(options));
 }
 
 }  // namespace netsparse::transport

@@ -59,6 +59,7 @@
 
 #include "agreement/mpi.hpp"
 #include "config/settings.hpp"
+#include "support/memory.hpp"
 #include "transport/transport_factory.hpp"
 
 namespace netsparse::transport {
@@ -89,10 +90,11 @@ class HostShmTransport final : public Transport {
  public:
   // Takes `inner` and `host` (this rank's host communicator, kept as the announcements'
   // communicator) only when the host is set up; on failure (an exception, agreed by every rank of
-  // the host) the caller keeps both.
+  // the host) the caller keeps both. `ring_limit`: the bytes this rank's rings may take (see
+  // make_host_shm_transport); a ring that would pass it is not made and its pair goes through MPI.
   HostShmTransport(MPI_Comm comm, MPI_Comm host, std::unique_ptr<Transport>& inner,
-                   std::size_t ring_bytes)
-      : ring_bytes_(ring_bytes) {
+                   std::size_t ring_bytes, std::uint64_t ring_limit)
+      : ring_bytes_(ring_bytes), ring_limit_(ring_limit) {
     host_index_.assign(static_cast<std::size_t>(inner->size()), -1);
     setup(comm, host);
     inner_ = std::move(inner);
@@ -379,7 +381,13 @@ class HostShmTransport final : public Transport {
     }
     if (fell_back_[hi]) return nullptr;
     std::string why;
-    if (!create_ring(h, why)) {
+    const std::uint64_t after = std::uint64_t{ring_stride()} * (rings_created_ + 1);
+    const bool fits = after <= ring_limit_;
+    if (!fits) {
+      why = "its ring would bring this rank's rings to " + std::to_string(after) +
+            " bytes, past the " + std::to_string(ring_limit_) + " bytes they may take";
+    }
+    if (!fits || !create_ring(h, why)) {
       fell_back_[hi] = 1;
       any_fell_back_ = true;
       if (!warned_) {
@@ -387,7 +395,8 @@ class HostShmTransport final : public Transport {
         std::fprintf(stderr,
                      "netsparse: rank %d: no shared-memory ring to rank %d of this host (%s); its "
                      "frames go through MPI (slower: docs/architecture.md, shared-memory rings). "
-                     "Give /dev/shm more room or set NETSPARSE_MPI_SHM_RING_BYTES lower.\n",
+                     "Rings are anonymous memory (memfd), not /dev/shm: free memory, raise "
+                     "NETSPARSE_MAX_CONTEXT_BYTES or set NETSPARSE_MPI_SHM_RING_BYTES lower.\n",
                      rank(), host_ranks_[hi], why.c_str());
       }
       return nullptr;
@@ -610,6 +619,7 @@ class HostShmTransport final : public Transport {
 
   std::unique_ptr<Transport> inner_;
   const std::size_t ring_bytes_;
+  const std::uint64_t ring_limit_;
   int host_size_ = 1;
   int host_rank_ = 0;
   MPI_Comm announce_comm_ = MPI_COMM_NULL;
@@ -720,6 +730,45 @@ MPI_Comm split_host(MPI_Comm comm, MPI_Comm* machine) {
   return host;
 }
 
+// The bytes this rank's rings may take: its share of the memory available now (MemAvailable,
+// shared by the host's ranks, each of which may write a ring to every other), and no more than
+// NETSPARSE_MAX_CONTEXT_BYTES when set. Rings are memfd memory: /dev/shm's size does not bound
+// them (memfd_create's files live on the kernel's internal tmpfs mount, which has no size
+// limit), the machine's memory does. When this rank's rings to every other rank of the host
+// (`stride` bytes each) would not fit, the host's first rank says so now (once per process),
+// and what it costs:
+// the rings are still made on first use while they fit, the pairs past the limit send through
+// MPI (issue 37: sa-vanilla 5.6x slower with its rings dropped).
+std::uint64_t ring_memory_limit(MPI_Comm host, int host_size, std::uint64_t stride) {
+  const support::MemoryLimit available = support::available_memory();
+  std::uint64_t limit = available.bytes / static_cast<std::uint64_t>(host_size);
+  std::string source = available.source + " / " + std::to_string(host_size) + " ranks of the host";
+  if (config::is_set(config::Env::kMaxContextBytes)) {
+    const auto budget = static_cast<std::uint64_t>(config::integer(config::Env::kMaxContextBytes));
+    if (budget < limit) limit = budget, source = "NETSPARSE_MAX_CONTEXT_BYTES";
+  }
+  const std::uint64_t others = static_cast<std::uint64_t>(host_size - 1);
+  const std::uint64_t worst = others * stride;
+  int host_rank = 0;
+  MPI_Comm_rank(host, &host_rank);
+  static std::atomic<bool> warned{false};  // once per process, however many contexts open
+  if (worst > limit && host_rank == 0 && !warned.exchange(true)) {
+    std::fprintf(
+        stderr,
+        "netsparse: warning: the shared-memory rings to the %llu other ranks of this host "
+        "would take %s per rank (%llu x %s), more than the %s each rank may give them "
+        "(%s); rings are made on first use while they fit (%llu per rank), and frames "
+        "to the other peers of the host go through MPI (slower: sa-vanilla measured "
+        "5.6x slower with its rings dropped). Set NETSPARSE_MPI_SHM_RING_BYTES lower, or free "
+        "memory.\n",
+        static_cast<unsigned long long>(others), support::human_bytes(worst).c_str(),
+        static_cast<unsigned long long>(others), support::human_bytes(stride).c_str(),
+        support::human_bytes(limit).c_str(), source.c_str(),
+        static_cast<unsigned long long>(limit / stride));
+  }
+  return limit;
+}
+
 }  // namespace
 
 std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_ptr<Transport> inner,
@@ -747,8 +796,10 @@ std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_pt
   // Room for 4 largest messages at least.
   ring_bytes = std::max(ring_bytes, 4 * padded(inner->max_packet_bytes() + kHeader));
   ring_bytes = std::bit_ceil(ring_bytes);
+  const std::uint64_t ring_limit = ring_memory_limit(host, host_size, ring_bytes + kControlBytes);
   try {
-    return std::make_unique<HostShmTransport>(comm, host, inner, ring_bytes);  // owns `host`
+    // owns `host` from here
+    return std::make_unique<HostShmTransport>(comm, host, inner, ring_bytes, ring_limit);
   } catch (const std::exception& e) {
     MPI_Comm_free(&host);
     if (why_not != nullptr) *why_not = e.what();

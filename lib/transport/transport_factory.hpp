@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -69,6 +70,11 @@ struct MpiOptions {
   // communicator). 0: do not wait for the peers; > 0: give up after that many milliseconds.
   int teardown_timeout_ms = -1;
 };
+
+// The bytes of the MPI transport's pre-posted receive and send buffers for `options` (with
+// NETSPARSE_MPI_MESSAGE_BYTES applied as make_mpi_transport applies it): what ns_open_mpi checks
+// against the memory available before opening. Large frames' buffers grow with use: not counted.
+[[nodiscard]] std::uint64_t mpi_buffer_bytes(const MpiOptions& options);
 
 // Dups the communicator (application traffic never matches ours), sets MPI_ERRORS_RETURN on the
 // dup, checks the thread level: need_thread_multiple (a progress thread calls MPI concurrently
@@ -129,6 +135,11 @@ struct VerbsOptions {
   // Throws std::invalid_argument naming the field when a value is out of range.
   void validate() const;
 };
+
+// The bytes of the verbs transport's receive (shared receive queue), send and read-bounce
+// buffers for `options` with the environment applied (apply_env): what ns_open_mpi checks
+// against the memory available before opening.
+[[nodiscard]] std::uint64_t verbs_buffer_bytes(VerbsOptions options);
 
 // Uses `options` as given (make_transport applies the environment first). Throws
 // std::runtime_error when the library was built without verbs or there is no usable device

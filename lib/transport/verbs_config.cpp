@@ -16,6 +16,15 @@
 
 namespace netsparse::transport {
 
+std::uint64_t verbs_buffer_bytes(VerbsOptions options) {
+  options.apply_env();
+  return std::uint64_t{options.max_packet_bytes} *
+             static_cast<std::uint64_t>(std::max(0, options.recv_buffers) +
+                                        std::max(0, options.send_buffers)) +
+         std::uint64_t{options.read_slot_bytes} *
+             static_cast<std::uint64_t>(std::max(0, options.max_outstanding_reads));
+}
+
 VerbsOptions& VerbsOptions::apply_env() {
   using config::Env;
   if (config::is_set(Env::kIbDevice)) device = config::text(Env::kIbDevice);

@@ -157,6 +157,24 @@ def test_per_rank_arguments_raise_on_every_rank(square, mode):
     assert np.array_equal(c, block((whole @ b).astype(np.float32), a.row_offsets))
 
 
+@pytest.mark.parametrize("mode", ["inspector-executor", "su"])
+def test_absurd_k_raises_memory_error_naming_the_size(square, mode):
+    """K = 2^30 in fp64 (8 GiB per operand row): every rank raises MemoryError naming the size
+    and what it is for, before anything is built (issue 37 item 4); a kernel right after works."""
+    whole, a = square
+    with pytest.raises(
+        MemoryError,
+        match=r"DistKernel on rank \d+ needs \d+ bytes \([0-9.]+ [KMGTPE]iB\) for the operand "
+        r"rows it holds besides its own \(\d+ rows x K 1073741824 x 8 B",
+    ):
+        netsparse.DistKernel(a, "spmm", 1 << 30, mode=mode, dtype=np.float64)
+    with pytest.raises(MemoryError, match=r"generating kron:40 on rank \d+ needs \d+ bytes"):
+        netsparse.DistMatrix.load(comm, "gen:kron:40")
+    b = int_dense(97, 4, seed=12, dtype=np.float32)
+    c = netsparse.DistKernel(a, "spmm", 4, mode=mode).spmm(block(b, a.col_offsets))
+    assert np.array_equal(c, block((whole @ b).astype(np.float32), a.row_offsets))
+
+
 def test_load_generator_and_file():
     a = netsparse.DistMatrix.load(comm, "gen:kron:7")
     assert a.shape == (128, 128) and a.name == "kron:7"
