@@ -857,12 +857,14 @@ def emu_fig13(runs, out_dir):
         for sc in run.data.get("scaling", []):
             pts = sorted(sc.get("points", []), key=lambda p: p["nodes"])
             if pts:
-                series.append((f"{run.data.get('matrix')}, K={sc.get('K')}", pts, run))
+                rate = f"{sc.get('compute_gflops', 0):.3g} GFLOP/s" + \
+                    (" measured" if sc.get("calibrated") else "")
+                series.append((f"{run.data.get('matrix')}, K={sc.get('K')}, {rate}", pts, run))
     if not series:
         return None
     modes = [("su_opt", "SUOpt", MODE_COLORS["su"]), ("sa_opt", "SAOpt", MODE_COLORS["sa-opt"]),
              ("netsparse", "NetSparse", MODE_COLORS["netsparse"])]
-    fig, (ax_c, ax_b) = plt.subplots(1, 2, figsize=(10, 3.9))
+    fig, (ax_c, ax_b) = plt.subplots(1, 2, figsize=(8 + 1.2 * len(series), 4.4))
     for si, (label, pts, run) in enumerate(series):
         run.use("emu_fig13_scaling.png")
         xs = [p["nodes"] for p in pts]
@@ -888,8 +890,8 @@ def emu_fig13(runs, out_dir):
     ax_c.legend(fontsize=5)
     ax_c.grid(alpha=0.3)
     ax_b.set_xticks(range(len(series)))
-    ax_b.set_xticklabels([f"{label}\n{pts[-1]['nodes']} nodes" for label, pts, _ in series],
-                         fontsize=6)
+    ax_b.set_xticklabels([f"{label}, {pts[-1]['nodes']} nodes".replace(", ", "\n")
+                          for label, pts, _ in series], fontsize=5)
     ax_b.set_yscale("log")
     ax_b.axhline(1, color="black", linewidth=0.6)
     ax_b.legend(fontsize=6)
