@@ -11,6 +11,8 @@
 // --delay CYCLES,.. (NIC concatenation delay, Fig. 17) --json FILE
 // --grid C (engine steps start on a grid of C cycles; 0 = at every arrival)
 // --pcache SIZE,.. (Property Cache bytes per switch, 0 = none, inf = every row; Fig. 18)
+// --scaling (Fig. 13: SpMM strong scaling 1, 2, 4, .. nodes with --compute-gflops G or --calibrate)
+// --tables (Tables 2 and 3: SA on 2 nodes)
 // --K 1,16,128 runs every K (Fig. 12); --sa-cores / --sa-item-ns: the SAOpt model; --verify
 // Checks (exit status 3 when one fails): the rig step sends exactly one PR per remote nonzero
 // (SA's analytic count), steps with coalescing exactly one per distinct remote column, every
