@@ -9,7 +9,7 @@ if(TARGET netsparse_emulate AND TARGET netsparse_sparse)
   # netsparse_internal: the emulator is a white-box tool over the engine's internals.
   target_link_libraries(netsparse_emulate_tool PRIVATE netsparse_emulate netsparse_sparse
     netsparse_bench_common
-    netsparse_internal netsparse_build_flags)
+    netsparse_internal netsparse_kernels netsparse_build_flags)
 else()
   message(STATUS "netsparse_emulate not built: needs netsparse_emulate and netsparse_sparse")
 endif()

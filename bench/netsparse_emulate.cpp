@@ -10,10 +10,15 @@
 // --seed S (generator seed) --batch N|auto (idxs per work request) --units U,.. (Fig. 16)
 // --delay CYCLES,.. (NIC concatenation delay, Fig. 17) --json FILE
 // --grid C (engine steps start on a grid of C cycles; 0 = at every arrival)
+// --pcache SIZE,.. (Property Cache bytes per switch, 0 = none, inf = every row; Fig. 18)
+// --scaling (Fig. 13: SpMM strong scaling 1, 2, 4, .. nodes with --compute-gflops G or --calibrate)
+// --tables (Tables 2 and 3: SA on 2 nodes)
 // --K 1,16,128 runs every K (Fig. 12); --sa-cores / --sa-item-ns: the SAOpt model; --verify
 // Checks (exit status 3 when one fails): the rig step sends exactly one PR per remote nonzero
 // (SA's analytic count), steps with coalescing exactly one per distinct remote column, every
 // node receives at least its useful bytes, no gathered property differs (--verify).
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -21,6 +26,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -28,6 +34,8 @@
 #include "cli.hpp"
 #include "emulate/cluster.hpp"
 #include "emulate/workload.hpp"
+#include "netsparse/autotune.hpp"
+#include "netsparse/local_kernels.hpp"
 #include "netsparse/netsparse.h"
 #include "report.hpp"
 
@@ -51,8 +59,17 @@ struct Options {
   std::uint32_t batch = 0;                    // 0 = auto (see batch_for)
   std::vector<int> units = {32};              // a list sweeps them (Fig. 16)
   std::vector<std::uint32_t> delays = {500};  // NIC concatenation delay, cycles (Fig. 17)
-  std::uint32_t grid = 32;                    // NodeModel::step_grid_cycles
-  bool rack_waves = false;                    // ClusterConfig::rack_waves
+  // Property Cache bytes per switch, ascending (0 = no cache, kInfiniteCache = every row; the
+  // paper's 32 MB by default); pcache_sweep when --pcache gave them (Fig. 18).
+  std::vector<std::uint64_t> pcache = {std::uint64_t{32} << 20};
+  bool pcache_sweep = false;
+  // Fig. 13: strong scaling 1, 2, 4, .. nodes with the compute model (GFLOP/s per node, from
+  // --compute-gflops or measured by --calibrate), instead of the ladder.
+  bool scaling = false, calibrate = false;
+  bool tables = false;  // Tables 2 and 3 (SA at 2 nodes) instead of the ladder
+  double compute_gflops = 0;
+  std::uint32_t grid = 32;  // NodeModel::step_grid_cycles
+  bool rack_waves = false;  // ClusterConfig::rack_waves
   std::string json;
   std::string traffic;  // per-node engine counters, the text netsparse_emulate_mpi writes
 };
@@ -60,6 +77,53 @@ struct Options {
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "netsparse_emulate: " << why << " (see --help)\n";
   std::exit(2);
+}
+
+constexpr std::uint64_t kInfiniteCache = ~std::uint64_t{0};
+// The smallest Property Cache: one set of 16 lines of 512 B (sw::PropertyCacheConfig).
+constexpr std::uint64_t kSmallestCache = 16 * 512;
+
+// --pcache: sizes per switch, each 0, inf or a number of bytes with an optional K, M or G
+// (binary) suffix; sorted ascending with 0 added (the no-cache run is every speedup's base).
+std::vector<std::uint64_t> pcache_list(const std::string& value) {
+  std::vector<std::uint64_t> sizes{0};
+  for (const std::string& item : netsparse::bench::split(value)) {
+    if (item == "inf") {
+      sizes.push_back(kInfiniteCache);
+      continue;
+    }
+    std::size_t used = 0;
+    unsigned long long n = 0;
+    try {
+      n = std::stoull(item, &used);
+    } catch (const std::exception&) {
+      usage("--pcache: '" + item + "' is not a size (0, inf, or bytes with K, M or G)");
+    }
+    const std::string suffix = item.substr(used);
+    const int shift = suffix.empty()  ? 0
+                      : suffix == "K" ? 10
+                      : suffix == "M" ? 20
+                      : suffix == "G" ? 30
+                                      : -1;
+    if (shift < 0 || item[0] == '-' || n > (std::uint64_t{1} << 40) >> shift)
+      usage("--pcache: '" + item + "' is not a size (0, inf, or bytes with K, M or G up to 1T)");
+    const std::uint64_t bytes = std::uint64_t{n} << shift;
+    if (bytes != 0 && bytes < kSmallestCache)
+      usage("--pcache: " + item + " is below the smallest cache (" +
+            std::to_string(kSmallestCache) + " B: one set of 16 lines of 512 B)");
+    sizes.push_back(bytes);
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
+
+std::string size_text(std::uint64_t bytes) {
+  if (bytes == kInfiniteCache) return "inf";
+  if (bytes != 0 && bytes % (std::uint64_t{1} << 20) == 0)
+    return std::to_string(bytes >> 20) + " MB";
+  if (bytes != 0 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + " KB";
+  return std::to_string(bytes) + " B";
 }
 
 constexpr const char* kHelp =
@@ -86,6 +150,22 @@ usage: netsparse_emulate [options]
                        them (Fig. 16)
   --delay LIST         NIC concatenation delay in cycles at 2.2 GHz (default 500); a list
                        sweeps it (Fig. 17)
+  --pcache LIST        Property Cache bytes per switch (default 32M; K, M, G suffixes, 0 = no
+                       cache, inf = room for every row); a list sweeps it in ascending order
+                       with the no-cache run added (Fig. 18: hit rate, inter-rack bytes and
+                       the speedup over no cache per size)
+  --scaling            Fig. 13 instead of the ladder: end-to-end SpMM strong scaling on 1, 2,
+                       4, .. --nodes nodes (racks of --nodes / --racks nodes), the compute
+                       model below overlapped with each node's gather; SUOpt, SAOpt,
+                       NetSparse (every mechanism, emulated) and ideal (no communication)
+                       over one node
+  --compute-gflops G   the compute model: a node's SpMM rate, GFLOP/s (2 nnz K flops)
+  --calibrate          the compute model measured here: the library's tiled SpMM (SPADE-Base
+                       tiling, OpenMP threads as set) timed on the whole matrix per K
+  --tables             Tables 2 and 3 instead of the ladder: SA (the rig step: no filter,
+                       coalescing or concatenation) emulated on 2 nodes of one rack; Table 2
+                       its transfer rate, line utilisation and goodput at K = 32 with SAOpt's
+                       software time, Table 3 the headers' share of SA's bytes per K
   --grid CYCLES        engine steps start on a grid of this many cycles (default 32; 0 = off)
   --rack-waves         the nodes of a rack gather one after another (wave w = the w-th node of
                        every rack), as the software rack switch of a real job schedules its
@@ -132,6 +212,14 @@ Options parse(int argc, char** argv) {
     for (long long d : nb::int_list("--delay", v, 0, 1LL << 31))
       o.delays.push_back(static_cast<std::uint32_t>(d));
   });
+  app.add_option_function<std::string>("--pcache", [&](const std::string& v) {
+    o.pcache = pcache_list(v);
+    o.pcache_sweep = true;
+  });
+  app.add_flag("--scaling", o.scaling);
+  app.add_flag("--calibrate", o.calibrate);
+  app.add_flag("--tables", o.tables);
+  app.add_option("--compute-gflops", o.compute_gflops)->check(cli::Range(0.0, 1e9));
   app.add_option("--grid", o.grid);
   app.add_flag("--rack-waves", o.rack_waves);
   app.add_option("--json", o.json);
@@ -146,6 +234,14 @@ Options parse(int argc, char** argv) {
   for (int u : o.units)
     if (u < 1 || u > 64) usage("--units values must be in [1, 64]");
   if (o.units.empty() || o.delays.empty()) usage("--units and --delay need values");
+  if (o.scaling && o.tables) usage("--scaling and --tables are separate runs");
+  if (o.scaling && (o.calibrate == (o.compute_gflops > 0)))
+    usage("--scaling needs its compute model: either --calibrate or --compute-gflops G > 0");
+  if (!o.scaling && (o.calibrate || o.compute_gflops > 0))
+    usage("--calibrate and --compute-gflops are the compute model of --scaling");
+  if (o.scaling &&
+      (o.units.size() > 1 || o.delays.size() > 1 || o.pcache_sweep || o.mechanisms != "switch"))
+    usage("--scaling runs NetSparse with every mechanism at one --units, --delay and --pcache");
   return o;
 }
 
@@ -274,18 +370,20 @@ std::vector<LadderStep> chosen_steps(const Options& o) {
 struct Baselines {
   double su_opt_us = 0, sa_opt_us = 0, item_ns = 0;
   std::size_t sa_tail = 0;
+  std::vector<double> su_node_us, sa_node_us;  // every node's (Fig. 13 needs them all)
 };
 
 Baselines baselines(const MatrixFacts& f, const Workload& w, const Options& o, std::uint32_t K,
                     double line_Bps) {
   const auto N = static_cast<std::size_t>(o.nodes);
   Baselines b;
-  // SUOpt: the node with the most remote rows receives them all at line rate, no headers.
-  std::uint64_t most_remote_rows = 0;
-  for (std::size_t p = 0; p < N; ++p)
-    most_remote_rows =
-        std::max(most_remote_rows, f.rows - (w.row_offsets[p + 1] - w.row_offsets[p]));
-  b.su_opt_us = static_cast<double>(most_remote_rows) * w.prop_bytes / line_Bps * 1e6;
+  // SUOpt: every node receives all its remote rows at line rate, no headers; the node with the
+  // most ends it.
+  for (std::size_t p = 0; p < N; ++p) {
+    const std::uint64_t remote_rows = f.rows - (w.row_offsets[p + 1] - w.row_offsets[p]);
+    b.su_node_us.push_back(static_cast<double>(remote_rows) * w.prop_bytes / line_Bps * 1e6);
+    b.su_opt_us = std::max(b.su_opt_us, b.su_node_us.back());
+  }
   // SAOpt: only software time, each item's request and reply at sa_item_ns on one of the
   // node's cores, all cores busy; the slowest node (what it asks or serves, the larger) ends it.
   b.item_ns = o.sa_item_ns > 0 ? o.sa_item_ns : sa_item_ns_for(K);
@@ -297,6 +395,7 @@ Baselines baselines(const MatrixFacts& f, const Workload& w, const Options& o, s
     const double wire = static_cast<double>(std::max(f.unique_remote[p], f.sa_opt_served[p])) *
                         w.prop_bytes / line_Bps * 1e6;
     const double t = std::max(software, wire);
+    b.sa_node_us.push_back(t);
     if (t > b.sa_opt_us) b.sa_opt_us = t, b.sa_tail = p;
   }
   return b;
@@ -322,6 +421,7 @@ struct RunSpec {
   LadderStep step;
   int units;
   std::uint32_t delay;
+  std::uint64_t pcache;  // Property Cache bytes per switch (0 = none)
 };
 
 // Every (units, delay, ladder step) of the run, in the order they run.
@@ -329,11 +429,22 @@ std::vector<RunSpec> run_specs(const Options& o, const std::vector<LadderStep>& 
   std::vector<RunSpec> runs;
   for (int u : o.units)
     for (std::uint32_t d : o.delays)
-      for (const LadderStep& st : steps) runs.push_back({st, u, d});
+      for (std::uint64_t pc : o.pcache)
+        for (const LadderStep& st : steps) runs.push_back({st, u, d, pc});
   return runs;
 }
 
-ClusterConfig cluster_config(const Options& o, const RunSpec& spec, std::uint32_t batch) {
+// An "infinite" Property Cache: four times the bytes of every row (at least one 512 B slot per
+// row), so that only the rare conflict misses of a 16-way cache remain.
+std::uint64_t infinite_cache_bytes(const Workload& w) {
+  const std::uint64_t rows = w.row_offsets.back();
+  const std::uint64_t slot = std::max<std::uint64_t>(16, w.prop_bytes);
+  return std::max(kSmallestCache,
+                  (4 * rows * slot + kSmallestCache - 1) / kSmallestCache * kSmallestCache);
+}
+
+ClusterConfig cluster_config(const Options& o, const RunSpec& spec, std::uint32_t batch,
+                             const Workload& w) {
   ClusterConfig c;
   c.fabric.nodes = o.nodes;
   c.fabric.racks = o.racks;
@@ -343,6 +454,10 @@ ClusterConfig cluster_config(const Options& o, const RunSpec& spec, std::uint32_
   c.node.client_units = c.node.server_units = spec.units;
   c.node.delay_cycles = spec.delay;
   c.tor.enabled = spec.step.tor;
+  c.tor.cache = spec.pcache != 0;
+  if (spec.pcache != 0)
+    c.tor.cache_config.capacity_bytes =
+        spec.pcache == kInfiniteCache ? infinite_cache_bytes(w) : spec.pcache;
   c.rack_waves = o.rack_waves;
   return c;
 }
@@ -494,6 +609,8 @@ netsparse::bench::Json run_json(const RunSpec& spec, const Derived& d, const Run
                                 bool checks_ok, double wall) {
   return {{"mechanisms", spec.step.name},
           {"units", spec.units},
+          {"pcache_bytes", spec.pcache == kInfiniteCache ? std::int64_t{-1}
+                                                         : static_cast<std::int64_t>(spec.pcache)},
           {"nic_delay_cycles", spec.delay},
           {"tail_node", d.tail},
           {"time_us", d.time_us},
@@ -563,6 +680,301 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// --calibrate: this machine's SpMM rate with the library's own kernel (SPADE-Base tiling, fp32),
+// on the whole matrix: the best of 3 timed runs after a warm-up, in GFLOP/s (2 nnz K flops).
+double measured_gflops(const netsparse::CsrMatrix& a, std::uint32_t K) {
+  const netsparse::TiledMatrix tiled(a, netsparse::base_config());
+  const auto k = static_cast<int>(K);
+  std::vector<float> b(static_cast<std::size_t>(a.n_cols) * K, 1.0f);
+  std::vector<float> c(static_cast<std::size_t>(a.n_rows) * K);
+  const netsparse::DenseConstView view{b.data(), 0, k, a.n_cols};
+  double best = 1e300;
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    netsparse::spmm(tiled, view, c.data(), k, k, false);
+    if (rep > 0) best = std::min(best, seconds_since(t0));
+  }
+  return 2.0 * static_cast<double>(a.nnz()) * K / best * 1e-9;
+}
+
+// Fig. 13 at one node count: the gather's time per node for each scheme and the end-to-end
+// time under the compute model.
+struct ScalingPoint {
+  int nodes = 0, racks = 0;
+  double su_us = 0, sa_us = 0, ns_us = 0, ideal_us = 0;  // end-to-end, the slowest node
+  double ns_comm_us = 0;                                 // NetSparse's gather, its tail node
+  std::uint64_t useful_bytes = 0, rx_wire_bytes = 0, remote_nnz = 0, prs = 0;
+  bool checks_ok = true;
+  std::string first_failure;
+  double wall_s = 0;
+};
+
+// Each node computes the nonzeros with local columns while its gather runs, then those with
+// remote columns (their properties are all there only when the gather ends):
+//   T_p = max(local_p, gather_p) + remote_p, T = max_p T_p; ideal = max_p (local_p + remote_p).
+// A node computes at `gflops` (2 K flops per nonzero).
+ScalingPoint scaling_point(const Options& o, const netsparse::CsrMatrix& a, int nodes, int racks,
+                           std::uint32_t K, double gflops) {
+  Options on = o;
+  on.nodes = nodes;
+  on.racks = racks;
+  Workload w = gather_workload(a, nodes, K * 4, o.ranks_per_node);
+  w.verify = false;
+  const MatrixFacts f = analyse(a, w, on);
+  const double line_Bps = FabricConfig{}.link_gbps * 1e9 / 8;
+  const Baselines base = baselines(f, w, on, K, line_Bps);
+  ScalingPoint pt;
+  pt.nodes = nodes;
+  pt.racks = racks;
+  std::vector<double> ns_comm_us(static_cast<std::size_t>(nodes), 0.0);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (nodes > 1) {
+    const LadderStep& all = *find_step("switch");
+    const RunSpec spec{all, o.units[0], o.delays[0], o.pcache[0]};
+    const std::uint32_t batch =
+        o.batch != 0 ? o.batch
+                     : auto_batch(static_cast<std::uint64_t>(a.nnz()) / nodes, o.units[0]);
+    const RunResult r = Cluster(cluster_config(on, spec, batch, w)).run(w);
+    const Derived d = derive(r, f, w, base, line_Bps);
+    const std::vector<std::string> failures = check_run(r, d, f, w, all);
+    pt.checks_ok = failures.empty();
+    if (!failures.empty()) pt.first_failure = failures.front();
+    for (std::size_t p = 0; p < r.nodes.size(); ++p) {
+      ns_comm_us[p] = static_cast<double>(r.nodes[p].done_ps) * 1e-6;
+      pt.rx_wire_bytes += r.nodes[p].rx_wire_bytes;
+      pt.prs += r.nodes[p].sent;
+    }
+    pt.ns_comm_us = d.time_us;
+  }
+  pt.wall_s = seconds_since(t0);
+  const double us_per_nonzero = 2.0 * K / (gflops * 1e3);
+  std::int64_t nnz_sum = 0;
+  for (std::size_t p = 0; p < static_cast<std::size_t>(nodes); ++p) {
+    const std::int64_t nnz_p = a.row_ptr[w.row_offsets[p + 1]] - a.row_ptr[w.row_offsets[p]];
+    nnz_sum += nnz_p;
+    const double remote_us = static_cast<double>(f.remote_nnz[p]) * us_per_nonzero;
+    const double local_us = static_cast<double>(nnz_p) * us_per_nonzero - remote_us;
+    const auto end_to_end = [&](double gather_us) {
+      return std::max(local_us, gather_us) + remote_us;
+    };
+    // One node gathers nothing: every scheme is the single node's compute.
+    pt.su_us = std::max(pt.su_us, end_to_end(nodes > 1 ? base.su_node_us[p] : 0.0));
+    pt.sa_us = std::max(pt.sa_us, end_to_end(nodes > 1 ? base.sa_node_us[p] : 0.0));
+    pt.ns_us = std::max(pt.ns_us, end_to_end(ns_comm_us[p]));
+    pt.ideal_us = std::max(pt.ideal_us, local_us + remote_us);
+    pt.useful_bytes += f.unique_remote[p] * w.prop_bytes;
+    pt.remote_nnz += f.remote_nnz[p];
+  }
+  if (nnz_sum != a.nnz()) {
+    pt.checks_ok = false;
+    pt.first_failure = "the nodes' nonzeros add up to " + std::to_string(nnz_sum) + ", not " +
+                       std::to_string(a.nnz());
+  }
+  return pt;
+}
+
+// One SA run (the rig step) of the matrix on 2 nodes of one rack at K.
+struct SaRun {
+  Workload w;
+  MatrixFacts f;
+  Baselines base;
+  RunResult r;
+  std::vector<std::string> failures;
+};
+
+SaRun sa_run(const Options& o, const netsparse::CsrMatrix& a, std::uint32_t K) {
+  Options on = o;
+  on.nodes = 2;
+  on.racks = 1;
+  SaRun s;
+  s.w = gather_workload(a, 2, K * 4, 1);
+  s.w.verify = false;
+  s.f = analyse(a, s.w, on);
+  const double line_Bps = FabricConfig{}.link_gbps * 1e9 / 8;
+  s.base = baselines(s.f, s.w, on, K, line_Bps);
+  const LadderStep& rig = *find_step("rig");
+  const RunSpec spec{rig, o.units[0], o.delays[0], o.pcache[0]};
+  const std::uint32_t batch =
+      o.batch != 0 ? o.batch : auto_batch(static_cast<std::uint64_t>(a.nnz()) / 2, o.units[0]);
+  s.r = Cluster(cluster_config(on, spec, batch, s.w)).run(s.w);
+  s.failures = check_run(s.r, derive(s.r, s.f, s.w, s.base, line_Bps), s.f, s.w, rig);
+  return s;
+}
+
+// --tables: the paper's Table 2 (SA's transfer rate on 2 nodes at K = 32) and Table 3 (the
+// headers' share of SA's bytes per K), from SA runs of the emulator (the rig step sends one PR
+// per remote nonzero, one PR per packet: the wire bytes of SA's packets) and SAOpt's software
+// time (its per-item cost, --sa-item-ns or calibrated).
+int run_tables(const Options& o, const netsparse::CsrMatrix& a, double load_s) {
+  const FabricConfig fabric;
+  const double line_Bps = fabric.link_gbps * 1e9 / 8;
+  netsparse::bench::Json doc;
+  doc["matrix"] = o.matrix;
+  doc["nodes"] = 2;
+  doc["racks"] = 1;
+  doc["experiments"] = netsparse::bench::Json::array();
+  int failed = 0;
+  {
+    const SaRun s = sa_run(o, a, 32);
+    failed += s.failures.empty() ? 0 : 1;
+    const std::size_t t = s.base.sa_tail;
+    const NodeResult& n = s.r.nodes[t];
+    // The bytes one PR brings in, read or response, on SA's packets; SAOpt moves its own
+    // (prefiltered per core) PRs, each as one.
+    const double rx_per_pr = static_cast<double>(n.rx_wire_bytes) /
+                             static_cast<double>(std::max<std::uint64_t>(1, n.sent + n.served));
+    const double rx_bytes =
+        rx_per_pr * static_cast<double>(s.f.sa_opt_prs[t] + s.f.sa_opt_served[t]);
+    const double payload = static_cast<double>(s.f.sa_opt_prs[t]) * s.w.prop_bytes;
+    // SAOpt's software time for its items (each PR's request and reply at item_ns on one of the
+    // cores), never below those bytes at line rate: the paper measured software-bound SA.
+    const double items = static_cast<double>(std::max(s.f.sa_opt_prs[t], s.f.sa_opt_served[t]));
+    const double software_s = items * s.base.item_ns * 1e-9 / o.sa_cores;
+    const double time_s = std::max(software_s, rx_bytes / line_Bps);
+    const double rate_Bps = time_s > 0 ? rx_bytes / time_s : 0.0;
+    const double goodput = time_s > 0 ? payload / time_s / line_Bps : 0.0;
+    const double one_core_Bps = items > 0 ? rx_bytes / (items * s.base.item_ns * 1e-9) : 0.0;
+    std::printf(
+        "table 2 (SA, 2 nodes of one rack, K = 32, %s; node %zu): transfer rate %.2f Gbps, line "
+        "util %.2f%%, goodput %.2f%% of the %.0f Gbps line with %d cores at %.1f ns per item "
+        "(%.2f Gbps, %.3f%% line util with one core; %.1f wire B per PR received); paper, Delta, "
+        "2 nodes: 0.2-0.7 Gbps, line util 0.09-0.36%%, goodput 0.04-0.16%%; checks %s\n",
+        o.matrix.c_str(), t, rate_Bps * 8e-9, 100.0 * rate_Bps / line_Bps, 100.0 * goodput,
+        static_cast<double>(fabric.link_gbps), o.sa_cores, s.base.item_ns, one_core_Bps * 8e-9,
+        100.0 * one_core_Bps / line_Bps, rx_per_pr,
+        s.failures.empty() ? "ok" : s.failures.front().c_str());
+    doc["table2"] = {{"K", 32},
+                     {"transfer_rate_gbps", rate_Bps * 8e-9},
+                     {"line_utilisation", rate_Bps / line_Bps},
+                     {"goodput", goodput},
+                     {"one_core_transfer_rate_gbps", one_core_Bps * 8e-9},
+                     {"sa_cores", o.sa_cores},
+                     {"sa_item_ns", s.base.item_ns},
+                     {"checks_ok", s.failures.empty()}};
+  }
+  constexpr double kPaperTable3[] = {97.6, 95.2, 90.9, 83.3, 71.4, 55.6, 38.5, 23.8, 13.5};
+  std::printf("table 3 (headers' share of SA's bytes, 2 nodes, %s):\n%6s %9s %9s %12s %12s\n",
+              o.matrix.c_str(), "K", "header%", "paper%", "wire_B", "payload_B");
+  doc["table3"] = netsparse::bench::Json::array();
+  for (int i = 0; i < 9; ++i) {
+    const std::uint32_t K = 1u << i;
+    const SaRun s = sa_run(o, a, K);
+    failed += s.failures.empty() ? 0 : 1;
+    std::uint64_t wire = 0, payload = 0;
+    for (const NodeResult& n : s.r.nodes) {
+      wire += n.tx_wire_bytes;
+      payload += n.served * s.w.prop_bytes;  // every read served went back as one response
+    }
+    const double share = wire ? 100.0 * (1.0 - static_cast<double>(payload) / wire) : 0.0;
+    std::printf("%6u %9.1f %9.1f %12llu %12llu%s\n", K, share, kPaperTable3[i],
+                static_cast<unsigned long long>(wire), static_cast<unsigned long long>(payload),
+                s.failures.empty() ? "" : ("  checks FAILED: " + s.failures.front()).c_str());
+    doc["table3"].push_back({{"K", K},
+                             {"header_percent", share},
+                             {"paper_percent", kPaperTable3[i]},
+                             {"wire_bytes", wire},
+                             {"payload_bytes", payload},
+                             {"checks_ok", s.failures.empty()}});
+  }
+  if (!write_json(o.json, doc, load_s, true)) return 1;
+  return failed != 0 ? 3 : 0;
+}
+
+// --scaling: Fig. 13 for every K, printed and written to the JSON's "scaling" list.
+int run_scaling(const Options& o, const netsparse::CsrMatrix& a, double load_s) {
+  const int per_rack = std::max(1, o.nodes / o.racks);
+  std::vector<int> counts;
+  for (int n = 1; n < o.nodes; n *= 2) counts.push_back(n);
+  counts.push_back(o.nodes);
+  netsparse::bench::Json doc;
+  doc["matrix"] = o.matrix;
+  doc["nodes"] = o.nodes;
+  doc["racks"] = o.racks;
+  doc["ranks_per_node"] = o.ranks_per_node;
+  doc["experiments"] = netsparse::bench::Json::array();
+  doc["scaling"] = netsparse::bench::Json::array();
+  int failed = 0;
+  for (std::uint32_t K : o.Ks) {
+    const double gflops = o.calibrate ? measured_gflops(a, K) : o.compute_gflops;
+    const double one_node_us = 2.0 * static_cast<double>(a.nnz()) * K / (gflops * 1e3);
+    std::printf(
+        "\nfig 13, K = %u: compute %.3f GFLOP/s per node (%s); one node %.1f us\n"
+        "%6s %5s %11s %11s %11s %11s %11s | %8s %8s %9s %8s %9s | %12s %12s %6s %7s\n",
+        K, gflops,
+        o.calibrate ? ("measured here: tiled SpMM, SPADE-Base, " +
+                       std::to_string(omp_get_max_threads()) + " thread(s)")
+                          .c_str()
+                    : "--compute-gflops",
+        one_node_us, "nodes", "racks", "ideal_us", "SUOpt_us", "SAOpt_us", "NetSp_us", "gather_us",
+        "SUOpt", "SAOpt", "NetSparse", "ideal", "NetSp/id", "useful_B", "received_B", "checks",
+        "wall_s");
+    netsparse::bench::Json points = netsparse::bench::Json::array();
+    ScalingPoint last;
+    for (int n : counts) {
+      const int racks = (n + per_rack - 1) / per_rack;
+      ScalingPoint pt;
+      try {
+        pt = scaling_point(o, a, n, racks, K, gflops);
+      } catch (const std::exception& e) {
+        std::cerr << "netsparse_emulate: " << e.what() << "\n";
+        return 1;
+      }
+      const auto speedup = [&](double us) { return us > 0 ? one_node_us / us : 0.0; };
+      std::printf(
+          "%6d %5d %11.1f %11.1f %11.1f %11.1f %11.1f | %8.2f %8.2f %9.2f %8.2f %9.3f | %12llu "
+          "%12llu %6s %7.2f\n",
+          n, racks, pt.ideal_us, pt.su_us, pt.sa_us, pt.ns_us, pt.ns_comm_us, speedup(pt.su_us),
+          speedup(pt.sa_us), speedup(pt.ns_us), speedup(pt.ideal_us),
+          pt.ns_us > 0 ? pt.ideal_us / pt.ns_us : 0.0,
+          static_cast<unsigned long long>(pt.useful_bytes),
+          static_cast<unsigned long long>(pt.rx_wire_bytes), pt.checks_ok ? "ok" : "FAILED",
+          pt.wall_s);
+      if (!pt.checks_ok) {
+        std::printf("  checks FAILED at %d nodes: %s\n", n, pt.first_failure.c_str());
+        ++failed;
+      }
+      std::fflush(stdout);
+      points.push_back({{"nodes", n},
+                        {"racks", racks},
+                        {"time_us",
+                         {{"su_opt", pt.su_us},
+                          {"sa_opt", pt.sa_us},
+                          {"netsparse", pt.ns_us},
+                          {"ideal", pt.ideal_us}}},
+                        {"speedup",
+                         {{"su_opt", speedup(pt.su_us)},
+                          {"sa_opt", speedup(pt.sa_us)},
+                          {"netsparse", speedup(pt.ns_us)},
+                          {"ideal", speedup(pt.ideal_us)}}},
+                        {"netsparse_gather_us", pt.ns_comm_us},
+                        {"useful_bytes", pt.useful_bytes},
+                        {"received_wire_bytes", pt.rx_wire_bytes},
+                        {"remote_nonzeros", pt.remote_nnz},
+                        {"prs", pt.prs},
+                        {"checks_ok", pt.checks_ok},
+                        {"wall_s", pt.wall_s}});
+      last = pt;
+    }
+    const double ns_x = last.ns_us > 0 ? one_node_us / last.ns_us : 0.0;
+    const double ideal_x = last.ideal_us > 0 ? one_node_us / last.ideal_us : 0.0;
+    std::printf(
+        "fig 13 at %d nodes, K = %u: SUOpt %.2fx, SAOpt %.2fx, NetSparse %.2fx, ideal %.2fx; "
+        "NetSparse/ideal %.2f (paper, 128 nodes with SPADE compute, mean of its matrices: "
+        "SUOpt 0.7x, SAOpt 3x, NetSparse 38x, ideal 72x; NetSparse/ideal 0.53)\n",
+        last.nodes, K, last.su_us > 0 ? one_node_us / last.su_us : 0.0,
+        last.sa_us > 0 ? one_node_us / last.sa_us : 0.0, ns_x, ideal_x,
+        ideal_x > 0 ? ns_x / ideal_x : 0.0);
+    doc["scaling"].push_back({{"K", K},
+                              {"compute_gflops", gflops},
+                              {"calibrated", o.calibrate},
+                              {"one_node_us", one_node_us},
+                              {"points", points}});
+    if (!write_json(o.json, doc, load_s, false)) return 1;
+  }
+  if (!write_json(o.json, doc, load_s, true)) return 1;
+  return failed != 0 ? 3 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -578,6 +990,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   w.verify = o.verify;
+  if (o.scaling) return run_scaling(o, a, seconds_since(t_load));
+  if (o.tables) {
+    try {
+      return run_tables(o, a, seconds_since(t_load));
+    } catch (const std::exception& e) {
+      std::cerr << "netsparse_emulate: " << e.what() << "\n";
+      return 1;
+    }
+  }
   const MatrixFacts facts = analyse(a, w, o);
   const double load_s = seconds_since(t_load);
   const Table1 t1 = table1(facts, w, o.nodes);
@@ -601,6 +1022,7 @@ int main(int argc, char** argv) {
   const double line_Bps = FabricConfig{}.link_gbps * 1e9 / 8;
   const bool sweep = o.units.size() > 1 || o.delays.size() > 1;
   int failed_checks = 0;
+  std::map<std::string, double> no_cache_us;  // Fig. 18's base, per units/delay/step
   for (std::size_t ki = 0; ki < o.Ks.size(); ++ki) {
     const std::uint32_t K = o.Ks[ki];
     w.prop_bytes = K * 4;
@@ -615,7 +1037,9 @@ int main(int argc, char** argv) {
     for (std::size_t k = 0; k < runs.size(); ++k) {
       const RunSpec& spec = runs[k];
       if (sweep) std::printf("units %d, NIC delay %u cycles:\n", spec.units, spec.delay);
-      const ClusterConfig c = cluster_config(o, spec, batch);
+      if (o.pcache_sweep)
+        std::printf("Property Cache %s per switch:\n", size_text(spec.pcache).c_str());
+      const ClusterConfig c = cluster_config(o, spec, batch, w);
       const auto t0 = std::chrono::steady_clock::now();
       RunResult r;
       try {
@@ -633,7 +1057,23 @@ int main(int argc, char** argv) {
       print_checks(failures, o.verify);
       failed_checks += failures.empty() ? 0 : 1;
       print_tail(r, d, c);
-      doc["experiments"].back()["runs"].push_back(run_json(spec, d, r, failures.empty(), wall));
+      netsparse::bench::Json run = run_json(spec, d, r, failures.empty(), wall);
+      if (o.pcache_sweep) {
+        // Fig. 18: against the no-cache run of the same units, delay and step (sizes ascend,
+        // so it ran first).
+        const std::string key =
+            std::to_string(spec.units) + "/" + std::to_string(spec.delay) + "/" + spec.step.name;
+        if (spec.pcache == 0) no_cache_us[key] = d.time_us;
+        const double speedup = d.time_us > 0 ? no_cache_us[key] / d.time_us : 0.0;
+        std::printf(
+            "  fig 18: Property Cache %s: hit rate %.1f%% of %llu reads to other racks, "
+            "inter-rack %llu B, speedup over no cache %.3f\n",
+            size_text(spec.pcache).c_str(), d.ir_reads ? 100.0 * d.ir_hits / d.ir_reads : 0.0,
+            static_cast<unsigned long long>(d.ir_reads),
+            static_cast<unsigned long long>(r.inter_rack.wire_bytes), speedup);
+        run["speedup_over_no_cache"] = speedup;
+      }
+      doc["experiments"].back()["runs"].push_back(run);
       // Each step's results are kept as soon as it ends: a long ladder loses nothing if stopped.
       std::fflush(stdout);
       const bool last = k + 1 == runs.size() && ki + 1 == o.Ks.size();

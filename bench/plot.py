@@ -32,6 +32,11 @@ Every file given is read, and what it is drawn into follows from its content, no
                                                                                  (paper Fig. 16)
     emu_fig17_delay.png  speedup over SUOpt against the NIC concatenation delay (--delay lists)
                                                                                  (paper Fig. 17)
+    emu_fig18_pcache.png speedup over no cache and hit rate per Property Cache size per switch
+                         (--pcache lists)                                        (paper Fig. 18)
+    emu_fig13_scaling.png  end-to-end strong scaling 1 -> N nodes with the compute model:
+                         SUOpt, SAOpt, NetSparse and ideal over one node (--scaling)
+                                                                                 (paper Fig. 13)
   bench_allreduce runs ("bench": "allreduce"; lib/collectives, docs/collectives.md):
     allreduce_npP.png    dense: time per allreduce against the vector size, MPI_Allreduce and
                          each of Flare's designs (and the reproducible tree); sparse: speedup
@@ -760,6 +765,7 @@ EMU_LADDER = ["rig", "filter", "coalesce", "nic", "switch"]
 EMU_NAMES = {"rig": "RIG", "filter": "+Filter", "coalesce": "+Coalesce", "nic": "+NIC concat",
              "switch": "+Switch"}
 EMU_DEFAULT_UNITS, EMU_DEFAULT_DELAY = 32, 500
+EMU_DEFAULT_PCACHE = 32 << 20  # bytes per switch
 
 
 def emu_groups(runs):
@@ -778,7 +784,122 @@ def emu_label(run, exp):
 
 def emu_default(r):
     return r.get("units", EMU_DEFAULT_UNITS) == EMU_DEFAULT_UNITS and \
-        r.get("nic_delay_cycles", EMU_DEFAULT_DELAY) == EMU_DEFAULT_DELAY
+        r.get("nic_delay_cycles", EMU_DEFAULT_DELAY) == EMU_DEFAULT_DELAY and \
+        r.get("pcache_bytes", EMU_DEFAULT_PCACHE) == EMU_DEFAULT_PCACHE
+
+
+def pcache_label(b):
+    b = int(b)
+    if b < 0:
+        return "inf"
+    if b == 0:
+        return "0"
+    if b % (1 << 20) == 0:
+        return f"{b >> 20}M"
+    return f"{b >> 10}K" if b % 1024 == 0 else f"{b}B"
+
+
+def emu_fig18(runs, out_dir):
+    """Fig. 18: the paper's bars of speedup over no cache per cache size, per matrix (and K);
+    beside them the hit rate on reads to other racks."""
+    groups = []  # (label, [runs sorted by size; inf last], run)
+    for run, exp, rs in emu_groups(runs):
+        pts = [r for r in rs if r["mechanisms"] == "switch" and "speedup_over_no_cache" in r]
+        if len({r["pcache_bytes"] for r in pts}) >= 2:
+            pts.sort(key=lambda r: float("inf") if r["pcache_bytes"] < 0 else r["pcache_bytes"])
+            groups.append((emu_label(run, exp), pts, run))
+    if not groups:
+        return None
+    sizes = []
+    for _, pts, _ in groups:
+        for r in pts:
+            if r["pcache_bytes"] not in sizes:
+                sizes.append(r["pcache_bytes"])
+    sizes.sort(key=lambda b: float("inf") if b < 0 else b)
+    fig, (ax_s, ax_h) = plt.subplots(1, 2, figsize=(10, 3.8))
+    width = 0.8 / len(sizes)
+    cmap = plt.get_cmap("viridis")
+    for i, b in enumerate(sizes):
+        xs, speed, hit = [], [], []
+        for g, (_, pts, run) in enumerate(groups):
+            for r in pts:
+                if r["pcache_bytes"] == b:
+                    xs.append(g + (i - (len(sizes) - 1) / 2) * width)
+                    speed.append(r["speedup_over_no_cache"])
+                    hit.append(100.0 * r["pcache_inter_rack_hits"] /
+                               max(1, r["pcache_inter_rack_reads"]))
+                    run.use("emu_fig18_pcache.png")
+        color = cmap(i / max(1, len(sizes) - 1))
+        ax_s.bar(xs, speed, width=width, color=color, edgecolor="black", linewidth=0.3,
+                 label=pcache_label(b))
+        ax_h.bar(xs, hit, width=width, color=color, edgecolor="black", linewidth=0.3,
+                 label=pcache_label(b))
+    for ax, ylabel in ((ax_s, "speedup over no cache"), (ax_h, "hit rate, reads to other racks (%)")):
+        ax.set_xticks(range(len(groups)))
+        ax.set_xticklabels([label.replace(", ", "\n", 1) for label, _, _ in groups], fontsize=6)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    ax_s.axhline(1, color="black", linewidth=0.6)
+    ax_s.legend(title="cache per switch", fontsize=6, title_fontsize=6)
+    fig.suptitle("Emulated cluster (Fig. 18): Property Cache size per switch (NetSparse, every "
+                 "mechanism)", fontsize=9)
+    fig.tight_layout()
+    return save(fig, out_dir, "emu_fig18_pcache.png")
+
+
+def emu_fig13(runs, out_dir):
+    """Fig. 13: end-to-end speedup over one node; left the whole 1 -> N curve, right the
+    largest N as the paper's bars with the ideal dashed."""
+    series = []  # (label, points, run)
+    for run in runs:
+        if run.kind != "emu":
+            continue
+        for sc in run.data.get("scaling", []):
+            pts = sorted(sc.get("points", []), key=lambda p: p["nodes"])
+            if pts:
+                rate = f"{sc.get('compute_gflops', 0):.3g} GFLOP/s" + \
+                    (" measured" if sc.get("calibrated") else "")
+                series.append((f"{run.data.get('matrix')}, K={sc.get('K')}, {rate}", pts, run))
+    if not series:
+        return None
+    modes = [("su_opt", "SUOpt", MODE_COLORS["su"]), ("sa_opt", "SAOpt", MODE_COLORS["sa-opt"]),
+             ("netsparse", "NetSparse", MODE_COLORS["netsparse"])]
+    fig, (ax_c, ax_b) = plt.subplots(1, 2, figsize=(8 + 1.2 * len(series), 4.4))
+    for si, (label, pts, run) in enumerate(series):
+        run.use("emu_fig13_scaling.png")
+        xs = [p["nodes"] for p in pts]
+        style = ["-", "--", ":", "-."][si % 4]
+        for key, name, color in modes:
+            ax_c.plot(xs, [p["speedup"][key] for p in pts], style, marker="o", markersize=3,
+                      color=color, label=f"{name}, {label}")
+        ax_c.plot(xs, [p["speedup"]["ideal"] for p in pts], style, color="black", linewidth=0.8,
+                  label=f"ideal, {label}")
+        last = pts[-1]
+        for mi, (key, name, color) in enumerate(modes):
+            x = si + (mi - 1) * 0.27
+            ax_b.bar(x, last["speedup"][key], width=0.27, color=color, edgecolor="black",
+                     linewidth=0.3, label=name if si == 0 else None)
+            ax_b.annotate(f"{last['speedup'][key]:.1f}", (x, last["speedup"][key]), ha="center",
+                          va="bottom", fontsize=6)
+        ax_b.hlines(last["speedup"]["ideal"], si - 0.45, si + 0.45, colors="black",
+                    linestyles="dashed", label="ideal" if si == 0 else None)
+    ax_c.set_xscale("log", base=2)
+    ax_c.set_yscale("log", base=2)
+    ax_c.set_xlabel("nodes", fontsize=8)
+    ax_c.set_ylabel("end-to-end speedup over one node", fontsize=8)
+    ax_c.legend(fontsize=5)
+    ax_c.grid(alpha=0.3)
+    ax_b.set_xticks(range(len(series)))
+    ax_b.set_xticklabels([f"{label}, {pts[-1]['nodes']} nodes".replace(", ", "\n")
+                          for label, pts, _ in series], fontsize=5)
+    ax_b.set_yscale("log")
+    ax_b.axhline(1, color="black", linewidth=0.6)
+    ax_b.legend(fontsize=6)
+    ax_b.grid(axis="y", alpha=0.3)
+    fig.suptitle("Emulated cluster (Fig. 13): strong scaling with the compute model (paper at "
+                 "128 nodes: SUOpt 0.7x, SAOpt 3x, NetSparse 38x, ideal 72x)", fontsize=8)
+    fig.tight_layout()
+    return save(fig, out_dir, "emu_fig13_scaling.png")
 
 
 def emu_table8(runs, out_dir):
@@ -1180,7 +1301,8 @@ def main(argv):
                        "Emulated cluster (Fig. 16): RIG units per NIC"),
              emu_sweep(runs, out_dir, "nic_delay_cycles", ("units", EMU_DEFAULT_UNITS),
                        "emu_fig17_delay.png", "NIC concatenation delay (cycles at 2.2 GHz)",
-                       "Emulated cluster (Fig. 17): concatenation delay")]
+                       "Emulated cluster (Fig. 17): concatenation delay"),
+             emu_fig18(runs, out_dir), emu_fig13(runs, out_dir)]
     for p in made:
         if p:
             print(p)

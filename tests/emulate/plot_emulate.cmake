@@ -1,5 +1,6 @@
-# bench/plot.py draws the emulator's figures (Table 8, Fig. 12, Fig. 16, Fig. 17) from
-# netsparse_emulate's JSON: a small ladder with a units sweep and a delay sweep, then plot.py;
+# bench/plot.py draws the emulator's figures (Table 8, Fig. 12, 13, 16, 17, 18) from
+# netsparse_emulate's JSON: a small ladder, a units and delay sweep, a Property Cache sweep and a
+# strong-scaling run, then plot.py;
 # every figure must be written and name the JSON it came from.
 #   cmake -DEMULATE=... -DPLOT=bench/plot.py -DPYTHON=... -DWORK_DIR=... -P plot_emulate.cmake
 foreach(var EMULATE PLOT PYTHON WORK_DIR)
@@ -21,18 +22,33 @@ execute_process(COMMAND ${EMULATE} ${common} --K 16 --mechanisms switch --units 
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "netsparse_emulate (sweep) failed (${rc}): ${err}")
 endif()
+execute_process(COMMAND ${EMULATE} --nodes 16 --racks 4 --matrix gen:kron:13 --K 16
+                        --mechanisms switch --pcache 16K,256K,inf --json ${WORK_DIR}/pcache.json
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "netsparse_emulate (pcache) failed (${rc}): ${err}")
+endif()
+execute_process(COMMAND ${EMULATE} ${common} --K 16 --scaling --compute-gflops 2
+                        --json ${WORK_DIR}/scaling.json
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "netsparse_emulate (scaling) failed (${rc}): ${err}")
+endif()
 execute_process(COMMAND ${PYTHON} ${PLOT} -o ${WORK_DIR}/figures ${WORK_DIR}/ladder.json
-                        ${WORK_DIR}/sweep.json
+                        ${WORK_DIR}/sweep.json ${WORK_DIR}/pcache.json ${WORK_DIR}/scaling.json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "plot.py failed (${rc}):\n${out}\n${err}")
 endif()
-foreach(fig emu_table8 emu_fig12 emu_fig16_units emu_fig17_delay)
+foreach(fig emu_table8 emu_fig12 emu_fig16_units emu_fig17_delay emu_fig18_pcache
+            emu_fig13_scaling)
   if(NOT EXISTS ${WORK_DIR}/figures/${fig}.png)
     message(FATAL_ERROR "plot.py did not write ${fig}.png:\n${out}\n${err}")
   endif()
 endforeach()
-if(NOT out MATCHES "ladder.json: [^\n]*emu_table8.png" OR NOT out MATCHES "sweep.json: [^\n]*emu_fig16_units.png")
+if(NOT out MATCHES "ladder.json: [^\n]*emu_table8.png" OR NOT out MATCHES "sweep.json: [^\n]*emu_fig16_units.png"
+   OR NOT out MATCHES "pcache.json: [^\n]*emu_fig18_pcache.png"
+   OR NOT out MATCHES "scaling.json: [^\n]*emu_fig13_scaling.png")
   message(FATAL_ERROR "plot.py does not say which input went into which figure:\n${out}")
 endif()
 message("${out}")
