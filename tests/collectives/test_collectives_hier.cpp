@@ -18,6 +18,7 @@
 #include "hosts/topology.hpp"
 #include "mpi_test_util.hpp"
 #include "netsparse/collectives_mpi.h"
+#include "sparse_result.hpp"
 
 using namespace colltest;
 namespace cl = netsparse::collectives;
@@ -224,18 +225,8 @@ TEST_F(CollHier, SparseMatchesTheReferenceWithFewerInterHostBytes) {
                     NS_OK)
               << ns_last_error();
           inter[which] = sum_over_ranks(ns_coll_inter_host_bytes(c));
-          Bytes dense(n * es);
-          const auto* vals = static_cast<const std::byte*>(ns_sparse_result_values(res));
-          if (ns_sparse_result_is_dense(res)) {
-            ASSERT_NE(output, NS_SPARSE_OUTPUT_SPARSE);
-            ASSERT_EQ(ns_sparse_result_size(res), n);
-            std::memcpy(dense.data(), vals, n * es);
-          } else {
-            ASSERT_NE(output, NS_SPARSE_OUTPUT_DENSE);
-            const std::uint64_t* idx = ns_sparse_result_indices(res);
-            for (std::uint64_t k = 0; k < ns_sparse_result_size(res); ++k)
-              std::memcpy(dense.data() + idx[k] * es, vals + k * es, es);
-          }
+          Bytes dense;
+          densify_sparse_result(res, n, es, output, dense);
           ns_sparse_result_free(res);
           ASSERT_TRUE(dense == expected)
               << (which ? "hierarchical" : "flat") << " nnz " << nnz << " dtype " << t;
