@@ -10,7 +10,8 @@
 #     6. the verbs transport on real soft-RoCE (rdma_rxe) inside a QEMU guest.
 # Exits non-zero if anything fails; ends with one line "summary: N passed, N failed".
 # Environment: NETSPARSE_JOBS (build jobs, default 2), NETSPARSE_TEST_JOBS (ctest jobs, default twice
-# NETSPARSE_JOBS), NETSPARSE_SKIP_VM=1 only for quick local runs
+# NETSPARSE_JOBS), NETSPARSE_CCACHE=0 (compile without the compiler cache: a cold run's time),
+# NETSPARSE_SKIP_VM=1 only for quick local runs
 # (CI never sets it; the summary then says the stage was not run).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
