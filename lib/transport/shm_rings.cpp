@@ -88,10 +88,9 @@ using agreement::check_mpi;
 
 class HostShmTransport final : public Transport {
  public:
-  // Takes `inner` and `host` (this rank's host communicator, kept as the announcements'
-  // communicator) only when the host is set up; on failure (an exception, agreed by every rank of
-  // the host) the caller keeps both. `ring_limit`: the bytes this rank's rings may take (see
-  // make_host_shm_transport); a ring that would pass it is not made and its pair goes through MPI.
+  // Takes `inner` and `host` (kept for the announcements) once the host is set up; on failure
+  // (an exception the host's ranks agree on) the caller keeps both. `ring_limit`: the bytes this
+  // rank's rings may take (ring_memory_limit); a ring past it is not made: its pair uses MPI.
   HostShmTransport(MPI_Comm comm, MPI_Comm host, std::unique_ptr<Transport>& inner,
                    std::size_t ring_bytes, std::uint64_t ring_limit)
       : ring_bytes_(ring_bytes), ring_limit_(ring_limit) {
@@ -567,8 +566,7 @@ class HostShmTransport final : public Transport {
     MPI_Comm_rank(host, &host_rank_);
     MPI_Comm_rank(comm, &world_rank);
     const auto n = static_cast<std::size_t>(host_size_);
-    // One collective for both (an open at 16 ranks per host on 2 cores paid ~0.1 s per host
-    // collective): every rank's (world rank, pid).
+    // Every rank's (world rank, pid) in one collective (each costs ~0.1 s at 16 ranks per core).
     const int mine[2] = {world_rank, static_cast<int>(getpid())};
     std::vector<int> all(2 * n, 0);
     check_mpi(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, host),
@@ -587,8 +585,7 @@ class HostShmTransport final : public Transport {
     for (std::size_t h = 0; h < n; ++h)
       host_index_[static_cast<std::size_t>(host_ranks_[h])] = static_cast<int>(h);
     remote_hosts_ = host_size_ < static_cast<int>(host_index_.size());
-    // The host communicator itself carries the announcements (no duplicate: one collective
-    // less); nothing else is sent on it. Last, so that a throw above leaves it to the caller.
+    // The announcements' communicator (not a duplicate); last: a throw leaves it to the caller.
     MPI_Comm_set_errhandler(host, MPI_ERRORS_RETURN);
     announce_comm_ = host;
   }
@@ -654,10 +651,6 @@ class HostShmTransport final : public Transport {
   int polls_since_announce_ = 0;
 };
 
-}  // namespace
-
-namespace {
-
 // This rank's host: the ranks sharing its memory, cut into virtual hosts of
 // NETSPARSE_RANKS_PER_HOST consecutive ranks of `comm` when that is set (one machine acting as
 // several hosts: what crosses a virtual host goes through MPI, as between real hosts).
@@ -666,8 +659,7 @@ namespace {
 // (a rank that cut its host differently from its peers would write rings nobody reads): the
 // ranks disagree on the value, it does not divide the job into whole hosts, or a virtual host
 // would span two machines. One allreduce of three integers decides it.
-// `machine`: the caller's split of comm by shared memory, taken over when given.
-MPI_Comm split_host(MPI_Comm comm, MPI_Comm* machine) {
+MPI_Comm split_host(MPI_Comm comm, MPI_Comm* machine) {  // machine: taken over when given
   MPI_Comm shared = MPI_COMM_NULL;
   if (machine != nullptr && *machine != MPI_COMM_NULL) {
     shared = std::exchange(*machine, MPI_COMM_NULL);
@@ -730,15 +722,11 @@ MPI_Comm split_host(MPI_Comm comm, MPI_Comm* machine) {
   return host;
 }
 
-// The bytes this rank's rings may take: its share of the memory available now (MemAvailable,
-// shared by the host's ranks, each of which may write a ring to every other), and no more than
-// NETSPARSE_MAX_CONTEXT_BYTES when set. Rings are memfd memory: /dev/shm's size does not bound
-// them (memfd_create's files live on the kernel's internal tmpfs mount, which has no size
-// limit), the machine's memory does. When this rank's rings to every other rank of the host
-// (`stride` bytes each) would not fit, the host's first rank says so now (once per process),
-// and what it costs:
-// the rings are still made on first use while they fit, the pairs past the limit send through
-// MPI (issue 37: sa-vanilla 5.6x slower with its rings dropped).
+// The bytes this rank's rings may take: its share of MemAvailable (shared by the host's ranks),
+// at most NETSPARSE_MAX_CONTEXT_BYTES. memfd rings live on the kernel's internal tmpfs, which
+// /dev/shm's size does not bound; memory does. When the rings to every rank of the host
+// (`stride` bytes each) would not fit, the host's first rank says so once, with the cost: pairs
+// past the limit send through MPI (issue 37: sa-vanilla 5.6x slower without its rings).
 std::uint64_t ring_memory_limit(MPI_Comm host, int host_size, std::uint64_t stride) {
   const support::MemoryLimit available = support::available_memory();
   std::uint64_t limit = available.bytes / static_cast<std::uint64_t>(host_size);
@@ -797,8 +785,7 @@ std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_pt
   ring_bytes = std::max(ring_bytes, 4 * padded(inner->max_packet_bytes() + kHeader));
   ring_bytes = std::bit_ceil(ring_bytes);
   const std::uint64_t ring_limit = ring_memory_limit(host, host_size, ring_bytes + kControlBytes);
-  try {
-    // owns `host` from here
+  try {  // the transport owns `host` from here
     return std::make_unique<HostShmTransport>(comm, host, inner, ring_bytes, ring_limit);
   } catch (const std::exception& e) {
     MPI_Comm_free(&host);
