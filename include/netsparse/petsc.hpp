@@ -64,6 +64,15 @@ inline bool has_type(PetscObject o, const char* type) {
   return same == PETSC_TRUE;
 }
 
+// The type is `base` or a type named after it (PETSc names a subclass by its base's name).
+inline bool is_aij_kind(PetscObject o, const char* base) {
+  const char* t = nullptr;
+  check(PetscObjectGetType(o, &t), "PetscObjectGetType");
+  PetscBool begins = PETSC_FALSE;
+  if (t != nullptr) check(PetscStrbeginswith(t, base, &begins), "PetscStrbeginswith");
+  return begins == PETSC_TRUE;
+}
+
 inline std::string type_name(PetscObject o) {
   const char* t = nullptr;
   check(PetscObjectGetType(o, &t), "PetscObjectGetType");
@@ -131,8 +140,10 @@ inline void check_dense(Mat m, const char* what) {
 inline DistMatrix from_petsc(Mat a, std::string name = "petsc", MPI_Comm comm = MPI_COMM_NULL) {
   using namespace petsc_detail;
   const auto obj = reinterpret_cast<PetscObject>(a);
-  const bool mpi = has_type(obj, MATMPIAIJ);
-  if (!mpi && !has_type(obj, MATSEQAIJ)) {
+  // AIJ and the types built on it (mpiaijnetsparse, aijperm, ...: MatMPIAIJGetSeqAIJ accepts a
+  // type whose name begins with mpiaij, as PETSc's own subclasses are named).
+  const bool mpi = is_aij_kind(obj, MATMPIAIJ);
+  if (!mpi && !is_aij_kind(obj, MATSEQAIJ)) {
     throw std::invalid_argument("netsparse::from_petsc: the Mat is " + type_name(obj) +
                                 ", not MATMPIAIJ / MATSEQAIJ (MatConvert(A, MATAIJ, ...) first)");
   }
