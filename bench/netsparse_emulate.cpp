@@ -274,8 +274,9 @@ Options parse(int argc, char** argv) {
   o.topology_sweep = o.topologies.size() > 1;
   if (o.fig19 && (o.scaling || o.tables || o.topology_sweep || o.units.size() > 1 ||
                   o.delays.size() > 1 || o.pcache_sweep || o.Ks.size() > 1))
-    usage("--fig19 runs one K, --units, --delay, --pcache and --topology (and not with "
-          "--scaling or --tables)");
+    usage(
+        "--fig19 runs one K, --units, --delay, --pcache and --topology (and not with "
+        "--scaling or --tables)");
   if ((o.scaling || o.tables) && (o.topology_sweep || o.topologies[0] != Topology::kLeafSpine))
     usage("--scaling and --tables run on the leaf-spine fabric");
   for (std::uint32_t k : o.Ks)
@@ -667,7 +668,8 @@ void print_tail(const RunResult& r, const Derived& d, const ClusterConfig& c) {
 
 // Fig. 22: the fabric's view of one run: packets by router-to-router links crossed (minimal
 // routing: never above the topology's bound) and the load of the router-to-router links.
-void print_fig22(const RunSpec& spec, const RunResult& r, const Derived& d, const ClusterConfig& c) {
+void print_fig22(const RunSpec& spec, const RunResult& r, const Derived& d,
+                 const ClusterConfig& c) {
   EventQueue probe;
   const Fabric shape(probe, c.fabric);
   std::string layout;
@@ -678,8 +680,8 @@ void print_fig22(const RunSpec& spec, const RunResult& r, const Derived& d, cons
     layout = std::to_string(c.fabric.racks / shape.dragonfly_group_size()) + " groups of " +
              std::to_string(shape.dragonfly_group_size()) + " routers";
   else
-    layout = std::to_string(c.fabric.racks) + " ToRs, " + std::to_string(shape.spines()) +
-             " spines";
+    layout =
+        std::to_string(c.fabric.racks) + " ToRs, " + std::to_string(shape.spines()) + " spines";
   std::string hops;
   int max_hops = 0;
   std::uint64_t delivered = 0;
@@ -710,44 +712,44 @@ void print_fig22(const RunSpec& spec, const RunResult& r, const Derived& d, cons
 
 netsparse::bench::Json run_json(const RunSpec& spec, const Derived& d, const RunResult& r,
                                 bool checks_ok, double wall) {
-  return {{"mechanisms", spec.step.name},
-          {"topology", topology_name(spec.topology)},
-          {"delivered_by_links", r.delivered_by_links},
-          {"delivered_by_router_links", r.delivered_by_router_links},
-          {"router_diameter", r.router_diameter},
-          {"router_link_count", r.router_link_count},
-          {"router_link_bytes", r.router_links.wire_bytes},
-          {"router_link_packets", r.router_links.packets},
-          {"busiest_router_link_bytes", r.busiest_router_link.wire_bytes},
-          {"busiest_router_link_busy",
-           d.time_us > 0 ? static_cast<double>(r.busiest_router_link.busy_ps) * 1e-6 / d.time_us
-                         : 0.0},
-          {"units", spec.units},
-          {"pcache_bytes", spec.pcache == kInfiniteCache ? std::int64_t{-1}
-                                                         : static_cast<std::int64_t>(spec.pcache)},
-          {"nic_delay_cycles", spec.delay},
-          {"tail_node", d.tail},
-          {"time_us", d.time_us},
-          {"fc_rate", d.fc_rate},
-          {"read_prs_per_packet", d.read_prs_per_packet},
-          {"response_prs_per_packet", d.resp_prs_per_packet},
-          {"pcache_hit_rate", d.hit_rate},
-          {"pcache_inter_rack_reads", d.ir_reads},
-          {"pcache_inter_rack_hits", d.ir_hits},
-          {"inter_rack_bytes", r.inter_rack.wire_bytes},
-          {"inter_rack_packets", r.inter_rack.packets},
-          {"goodput", d.goodput},
-          {"line_utilisation", d.line_util},
-          {"traffic_vs_su", d.traffic_vs_su},
-          {"su_opt_us", d.su_opt_us},
-          {"speedup_over_su_opt", d.speedup_su},
-          {"speedup_over_sa_opt", d.speedup_sa},
-          {"prs_vs_sa", d.prs_vs_sa},
-          {"checks_ok", checks_ok},
-          {"events", r.events},
-          {"simulated_prs", d.requested},
-          {"wall_s", wall},
-          {"failed_wrs", d.failed_wrs}};
+  return {
+      {"mechanisms", spec.step.name},
+      {"topology", topology_name(spec.topology)},
+      {"delivered_by_links", r.delivered_by_links},
+      {"delivered_by_router_links", r.delivered_by_router_links},
+      {"router_diameter", r.router_diameter},
+      {"router_link_count", r.router_link_count},
+      {"router_link_bytes", r.router_links.wire_bytes},
+      {"router_link_packets", r.router_links.packets},
+      {"busiest_router_link_bytes", r.busiest_router_link.wire_bytes},
+      {"busiest_router_link_busy",
+       d.time_us > 0 ? static_cast<double>(r.busiest_router_link.busy_ps) * 1e-6 / d.time_us : 0.0},
+      {"units", spec.units},
+      {"pcache_bytes",
+       spec.pcache == kInfiniteCache ? std::int64_t{-1} : static_cast<std::int64_t>(spec.pcache)},
+      {"nic_delay_cycles", spec.delay},
+      {"tail_node", d.tail},
+      {"time_us", d.time_us},
+      {"fc_rate", d.fc_rate},
+      {"read_prs_per_packet", d.read_prs_per_packet},
+      {"response_prs_per_packet", d.resp_prs_per_packet},
+      {"pcache_hit_rate", d.hit_rate},
+      {"pcache_inter_rack_reads", d.ir_reads},
+      {"pcache_inter_rack_hits", d.ir_hits},
+      {"inter_rack_bytes", r.inter_rack.wire_bytes},
+      {"inter_rack_packets", r.inter_rack.packets},
+      {"goodput", d.goodput},
+      {"line_utilisation", d.line_util},
+      {"traffic_vs_su", d.traffic_vs_su},
+      {"su_opt_us", d.su_opt_us},
+      {"speedup_over_su_opt", d.speedup_su},
+      {"speedup_over_sa_opt", d.speedup_sa},
+      {"prs_vs_sa", d.prs_vs_sa},
+      {"checks_ok", checks_ok},
+      {"events", r.events},
+      {"simulated_prs", d.requested},
+      {"wall_s", wall},
+      {"failed_wrs", d.failed_wrs}};
 }
 
 // The per-node engine counters of one run, in the text netsparse_emulate_mpi writes.
@@ -1089,7 +1091,6 @@ int run_scaling(const Options& o, const netsparse::CsrMatrix& a, double load_s) 
   return failed != 0 ? 3 : 0;
 }
 
-
 // --fig19: the paper's Fig. 19 (inter-node imbalance): one gather under each row partition, and
 // how many nodes are still active (their own requests not all answered, or answers of theirs
 // still to leave: NodeResult::finish_ps) per bucket of virtual time. A node is active from 0 to
@@ -1156,8 +1157,8 @@ int run_fig19(const Options& o, const netsparse::CsrMatrix& a, double load_s) {
         if (pr.finish[p] > pr.finish[static_cast<std::size_t>(pr.tail)])
           pr.tail = static_cast<int>(p);
         const std::uint64_t remote = f.unique_remote[p] * w.prop_bytes;
-        const auto nnz = static_cast<std::uint64_t>(b.row_ptr[offsets[p + 1]] -
-                                                    b.row_ptr[offsets[p]]);
+        const auto nnz =
+            static_cast<std::uint64_t>(b.row_ptr[offsets[p + 1]] - b.row_ptr[offsets[p]]);
         if (remote > pr.max_remote_bytes)
           pr.max_remote_bytes = remote, pr.max_remote_node = static_cast<int>(p);
         pr.max_nnz = std::max(pr.max_nnz, nnz);
@@ -1165,13 +1166,11 @@ int run_fig19(const Options& o, const netsparse::CsrMatrix& a, double load_s) {
       const auto t = static_cast<std::size_t>(pr.tail);
       pr.tail_remote_bytes = f.unique_remote[t] * w.prop_bytes;
       pr.tail_rx_bytes = r.nodes[t].rx_wire_bytes;
-      pr.tail_nnz =
-          static_cast<std::uint64_t>(b.row_ptr[offsets[t + 1]] - b.row_ptr[offsets[t]]);
+      pr.tail_nnz = static_cast<std::uint64_t>(b.row_ptr[offsets[t + 1]] - b.row_ptr[offsets[t]]);
       pr.time_us = static_cast<double>(pr.finish[t]) * 1e-6;
       pr.mean_finish_us = sum / static_cast<double>(pr.finish.size()) * 1e-6;
     } catch (const std::exception& e) {
-      std::cerr << "netsparse_emulate: --fig19 " << partition_name(how) << ": " << e.what()
-                << "\n";
+      std::cerr << "netsparse_emulate: --fig19 " << partition_name(how) << ": " << e.what() << "\n";
       return 1;
     }
     pr.wall = seconds_since(t0);
@@ -1200,8 +1199,8 @@ int run_fig19(const Options& o, const netsparse::CsrMatrix& a, double load_s) {
   netsparse::bench::Json t_us = netsparse::bench::Json::array();
   std::vector<netsparse::bench::Json> active(runs.size(), netsparse::bench::Json::array());
   for (int b = 0; b <= kBuckets; ++b) {
-    const Picos at = end / kBuckets * static_cast<Picos>(b) +
-                     end % kBuckets * static_cast<Picos>(b) / kBuckets;
+    const Picos at =
+        end / kBuckets * static_cast<Picos>(b) + end % kBuckets * static_cast<Picos>(b) / kBuckets;
     std::printf("  %9.2f", static_cast<double>(at) * 1e-6);
     t_us.push_back(static_cast<double>(at) * 1e-6);
     for (std::size_t i = 0; i < runs.size(); ++i) {

@@ -115,9 +115,9 @@ struct RunResult {
   std::vector<TorStats> tors;
   std::vector<sw::PropertyCacheStats> caches;
   std::vector<concat::ConcatStats> tor_concat;
-  LinkStats links;       // over every link
-  LinkStats inter_rack;  // over each packet's first router-to-router link (what left a rack)
-  LinkStats router_links;         // over every router-to-router link, per link crossed
+  LinkStats links;         // over every link
+  LinkStats inter_rack;    // over each packet's first router-to-router link (what left a rack)
+  LinkStats router_links;  // over every router-to-router link, per link crossed
   LinkStats busiest_router_link;  // the router-to-router link busiest serialising
   std::uint64_t router_link_count = 0;
   int router_diameter = 0;  // the topology's bound on router-to-router links per packet

@@ -113,7 +113,7 @@ int Fabric::dragonfly_gateway(int group, int to_group) const noexcept {
 int Fabric::next_router(int at, int dst) const noexcept {
   if (config_.topology == Topology::kHyperX) {
     if (at % hx_ != dst % hx_) return at - at % hx_ + dst % hx_;  // along X first
-    return dst;                                                  // then along Y
+    return dst;                                                   // then along Y
   }
   const int ga = at / group_, gd = dst / group_;
   if (ga == gd) return dst;

@@ -110,7 +110,7 @@ class Fabric {
   // The spine a packet between src and dst (different racks) crosses; symmetric.
   int spine_of(int src, int dst) const noexcept;
   Topology topology() const noexcept { return config_.topology; }
-  int hyperx_x() const noexcept { return hx_; }   // HyperX: routers along X
+  int hyperx_x() const noexcept { return hx_; }                 // HyperX: routers along X
   int dragonfly_group_size() const noexcept { return group_; }  // Dragonfly: routers per group
   // Router-to-router links a packet between the routers of two racks crosses (minimal route).
   int router_links_between(int src_rack, int dst_rack) const noexcept;

@@ -108,13 +108,13 @@ const char* partition_name(RowPartition p) noexcept {
 namespace {
 
 void check_partitionable(const CsrMatrix& a, int nodes) {
-  if (nodes < 1 || a.n_cols != a.n_rows_global || a.row_begin != 0 ||
-      a.n_rows != a.n_rows_global || a.n_rows < nodes)
-    throw std::invalid_argument("a partition of the rows needs a whole square matrix with at "
-                                "least one row per node (" +
-                                std::to_string(a.n_rows_global) + " x " +
-                                std::to_string(a.n_cols) + ", " + std::to_string(nodes) +
-                                " nodes)");
+  if (nodes < 1 || a.n_cols != a.n_rows_global || a.row_begin != 0 || a.n_rows != a.n_rows_global ||
+      a.n_rows < nodes)
+    throw std::invalid_argument(
+        "a partition of the rows needs a whole square matrix with at "
+        "least one row per node (" +
+        std::to_string(a.n_rows_global) + " x " + std::to_string(a.n_cols) + ", " +
+        std::to_string(nodes) + " nodes)");
 }
 
 std::vector<int> metis_parts(const CsrMatrix& a, int nodes, std::uint64_t seed) {
@@ -160,13 +160,13 @@ std::vector<int> metis_parts(const CsrMatrix& a, int nodes, std::uint64_t seed) 
   options[METIS_OPTION_SEED] = static_cast<idx_t>(seed & 0x7FFFFFFF);
   idx_t nvtxs = static_cast<idx_t>(n), ncon = 1, nparts = nodes, cut = 0;
   std::vector<idx_t> out(n, 0);
-  const int status = METIS_PartGraphKway(&nvtxs, &ncon, xadj_unique.data(), adj_unique.data(),
-                                         weight.data(), nullptr, nullptr, &nparts, nullptr,
-                                         nullptr, options, &cut, out.data());
+  const int status =
+      METIS_PartGraphKway(&nvtxs, &ncon, xadj_unique.data(), adj_unique.data(), weight.data(),
+                          nullptr, nullptr, &nparts, nullptr, nullptr, options, &cut, out.data());
   if (status != METIS_OK)
     throw std::invalid_argument("METIS_PartGraphKway failed (status " + std::to_string(status) +
-                                ") for " + std::to_string(n) + " rows in " +
-                                std::to_string(nodes) + " parts");
+                                ") for " + std::to_string(n) + " rows in " + std::to_string(nodes) +
+                                " parts");
   for (std::size_t r = 0; r < n; ++r) part[r] = static_cast<int>(out[r]);
   return part;
 }
