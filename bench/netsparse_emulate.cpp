@@ -712,9 +712,13 @@ void print_fig22(const RunSpec& spec, const RunResult& r, const Derived& d,
 
 netsparse::bench::Json run_json(const RunSpec& spec, const Derived& d, const RunResult& r,
                                 bool checks_ok, double wall) {
+  std::uint64_t prs_sent = 0, prs_answered = 0;
+  for (const NodeResult& n : r.nodes) prs_sent += n.sent, prs_answered += n.responses;
   return {
       {"mechanisms", spec.step.name},
       {"topology", topology_name(spec.topology)},
+      {"prs_sent", prs_sent},
+      {"prs_answered", prs_answered},
       {"delivered_by_links", r.delivered_by_links},
       {"delivered_by_router_links", r.delivered_by_router_links},
       {"router_diameter", r.router_diameter},
