@@ -2,10 +2,11 @@
 //
 // Every node is the library's own RIG engine (rig::Engine: client and server units, Idx Filter,
 // Pending PR Table, NIC concatenation point, protocol encode/decode, outbox), opened in INLINE
-// progress mode over an EmulatedTransport whose packets travel on the virtual-time leaf-spine
-// Fabric; every ToR runs a TorSwitch (concatenation point + Property Cache). One thread steps
-// everything from one event queue, with the engine's clock replaced by the virtual clock
-// (rig::ScopedClockOverride), so results depend on the configuration and the workload only.
+// progress mode over an EmulatedTransport whose packets travel on the virtual-time Fabric
+// (leaf-spine, HyperX or Dragonfly); every ToR runs a TorSwitch (concatenation point + Property
+// Cache). One thread steps everything from one event queue, with the engine's clock replaced by
+// the virtual clock (rig::ScopedClockOverride), so results depend on the configuration and the
+// workload only.
 //
 // Hardware speed of the RIG units (the paper's SNIC, §8 Table 5): a node's engine step takes
 // virtual time max(idxs walked / client units, PRs served / server units) cycles at clock_ghz,
