@@ -277,6 +277,8 @@ Options parse(int argc, char** argv) {
     usage(
         "--fig19 runs one K, --units, --delay, --pcache and --topology (and not with "
         "--scaling or --tables)");
+  if (o.fig19 && o.ranks_per_node != 1)
+    usage("--fig19 partitions the rows over the nodes itself: no --ranks-per-node");
   if ((o.scaling || o.tables) && (o.topology_sweep || o.topologies[0] != Topology::kLeafSpine))
     usage("--scaling and --tables run on the leaf-spine fabric");
   for (std::uint32_t k : o.Ks)
