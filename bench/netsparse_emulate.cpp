@@ -13,6 +13,8 @@
 // --pcache SIZE,.. (Property Cache bytes per switch, 0 = none, inf = every row; Fig. 18)
 // --scaling (Fig. 13: SpMM strong scaling 1, 2, 4, .. nodes with --compute-gflops G or --calibrate)
 // --tables (Tables 2 and 3: SA on 2 nodes)
+// --fig19 (active nodes over time under the equal-rows, nnz-balanced and METIS partitions)
+// --topology leafspine|hyperx|dragonfly,.. --fig22 (the three topologies side by side)
 // --K 1,16,128 runs every K (Fig. 12); --sa-cores / --sa-item-ns: the SAOpt model; --verify
 // Checks (exit status 3 when one fails): the rig step sends exactly one PR per remote nonzero
 // (SA's analytic count), steps with coalescing exactly one per distinct remote column, every
@@ -70,6 +72,10 @@ struct Options {
   double compute_gflops = 0;
   std::uint32_t grid = 32;  // NodeModel::step_grid_cycles
   bool rack_waves = false;  // ClusterConfig::rack_waves
+  // The fabrics each run is made on (a list sweeps them: Fig. 22 with --fig22).
+  std::vector<Topology> topologies = {Topology::kLeafSpine};
+  bool topology_sweep = false;
+  bool fig19 = false;  // Fig. 19: active nodes over time per row partition, instead of the ladder
   std::string json;
   std::string traffic;  // per-node engine counters, the text netsparse_emulate_mpi writes
 };
@@ -118,6 +124,21 @@ std::vector<std::uint64_t> pcache_list(const std::string& value) {
   return sizes;
 }
 
+// --topology: names, comma-separated, each once.
+std::vector<Topology> topology_list(const std::string& value) {
+  std::vector<Topology> out;
+  for (const std::string& item : netsparse::bench::split(value)) {
+    Topology t{};
+    if (!topology_from_name(item, t))
+      usage("--topology: '" + item + "' is not a topology (leafspine, hyperx or dragonfly)");
+    if (std::find(out.begin(), out.end(), t) != out.end())
+      usage("--topology: '" + item + "' is given twice");
+    out.push_back(t);
+  }
+  if (out.empty()) usage("--topology needs a value (leafspine, hyperx or dragonfly)");
+  return out;
+}
+
 std::string size_text(std::uint64_t bytes) {
   if (bytes == kInfiniteCache) return "inf";
   if (bytes != 0 && bytes % (std::uint64_t{1} << 20) == 0)
@@ -162,6 +183,18 @@ usage: netsparse_emulate [options]
   --compute-gflops G   the compute model: a node's SpMM rate, GFLOP/s (2 nnz K flops)
   --calibrate          the compute model measured here: the library's tiled SpMM (SPADE-Base
                        tiling, OpenMP threads as set) timed on the whole matrix per K
+  --topology LIST      the fabric: leafspine (default: racks of nodes under ToRs, a
+                       non-blocking layer of spines), hyperx (the racks' routers on a 2-D
+                       grid, all-to-all links in each dimension) or dragonfly (groups of
+                       routers all-to-all inside, one global link between every two groups);
+                       minimal routing, every link as leaf-spine's; a list sweeps them
+  --fig22              Fig. 22: --topology leafspine,hyperx,dragonfly (time, speedups, packets
+                       by router-to-router links crossed, link loads per topology)
+  --fig19              Fig. 19 instead of the ladder: one gather (the first --mechanisms step)
+                       under the equal-rows, nnz-balanced and METIS (k-way, serial) row
+                       partitions; prints the active nodes (not yet done with their own
+                       requests and answers) per time bucket, each partition's tail finish
+                       time and the tail's remote bytes
   --tables             Tables 2 and 3 instead of the ladder: SA (the rig step: no filter,
                        coalescing or concatenation) emulated on 2 nodes of one rack; Table 2
                        its transfer rate, line utilisation and goodput at K = 32 with SAOpt's
@@ -219,6 +252,11 @@ Options parse(int argc, char** argv) {
   app.add_flag("--scaling", o.scaling);
   app.add_flag("--calibrate", o.calibrate);
   app.add_flag("--tables", o.tables);
+  app.add_flag("--fig19", o.fig19);
+  bool fig22 = false;
+  std::string topology;
+  app.add_flag("--fig22", fig22);
+  app.add_option("--topology", topology);
   app.add_option("--compute-gflops", o.compute_gflops)->check(cli::Range(0.0, 1e9));
   app.add_option("--grid", o.grid);
   app.add_flag("--rack-waves", o.rack_waves);
@@ -228,6 +266,21 @@ Options parse(int argc, char** argv) {
                                            "netsparse_emulate", kHelp, true);
   if (code >= 0) std::exit(code);
   if (o.kernel != "spmm") usage("only --kernel spmm is emulated");
+  if (fig22 && !topology.empty()) usage("--fig22 is --topology leafspine,hyperx,dragonfly");
+  if (fig22)
+    o.topologies = {Topology::kLeafSpine, Topology::kHyperX, Topology::kDragonfly};
+  else if (!topology.empty())
+    o.topologies = topology_list(topology);
+  o.topology_sweep = o.topologies.size() > 1;
+  if (o.fig19 && (o.scaling || o.tables || o.topology_sweep || o.units.size() > 1 ||
+                  o.delays.size() > 1 || o.pcache_sweep || o.Ks.size() > 1))
+    usage(
+        "--fig19 runs one K, --units, --delay, --pcache and --topology (and not with "
+        "--scaling or --tables)");
+  if (o.fig19 && o.ranks_per_node != 1)
+    usage("--fig19 partitions the rows over the nodes itself: no --ranks-per-node");
+  if ((o.scaling || o.tables) && (o.topology_sweep || o.topologies[0] != Topology::kLeafSpine))
+    usage("--scaling and --tables run on the leaf-spine fabric");
   for (std::uint32_t k : o.Ks)
     if (k == 0) usage("--K must be >= 1");
   if (o.Ks.empty() || o.sa_cores < 1) usage("--K needs values, --sa-cores >= 1");
@@ -422,15 +475,17 @@ struct RunSpec {
   int units;
   std::uint32_t delay;
   std::uint64_t pcache;  // Property Cache bytes per switch (0 = none)
+  Topology topology = Topology::kLeafSpine;
 };
 
 // Every (units, delay, ladder step) of the run, in the order they run.
 std::vector<RunSpec> run_specs(const Options& o, const std::vector<LadderStep>& steps) {
   std::vector<RunSpec> runs;
-  for (int u : o.units)
-    for (std::uint32_t d : o.delays)
-      for (std::uint64_t pc : o.pcache)
-        for (const LadderStep& st : steps) runs.push_back({st, u, d, pc});
+  for (Topology t : o.topologies)
+    for (int u : o.units)
+      for (std::uint32_t d : o.delays)
+        for (std::uint64_t pc : o.pcache)
+          for (const LadderStep& st : steps) runs.push_back({st, u, d, pc, t});
   return runs;
 }
 
@@ -448,6 +503,7 @@ ClusterConfig cluster_config(const Options& o, const RunSpec& spec, std::uint32_
   ClusterConfig c;
   c.fabric.nodes = o.nodes;
   c.fabric.racks = o.racks;
+  c.fabric.topology = spec.topology;
   c.node.flags = spec.step.flags;
   c.node.batch = batch;
   c.node.step_grid_cycles = o.grid;
@@ -535,6 +591,13 @@ std::vector<std::string> check_run(const RunResult& r, const Derived& d, const M
     failures.push_back(std::to_string(r.wrong_properties + r.wrong_at_completion) +
                        " gathered properties differ from the owner's");
   if (d.failed_wrs != 0) failures.push_back(std::to_string(d.failed_wrs) + " work requests failed");
+  // Minimal routing: no packet crosses more router-to-router links than the topology's bound.
+  for (std::size_t h = static_cast<std::size_t>(r.router_diameter) + 1;
+       h < r.delivered_by_router_links.size(); ++h)
+    if (r.delivered_by_router_links[h] != 0)
+      failures.push_back(std::to_string(r.delivered_by_router_links[h]) + " packets crossed " +
+                         std::to_string(h) + " router-to-router links (bound " +
+                         std::to_string(r.router_diameter) + ")");
   // The fabric carries what the engines say they sent (one 50 B upper-layer header per
   // packet while a packet fits one MTU).
   for (std::size_t p = 0; p < r.nodes.size() && w.prop_bytes <= 1024; ++p) {
@@ -605,35 +668,94 @@ void print_tail(const RunResult& r, const Derived& d, const ClusterConfig& c) {
       static_cast<unsigned long long>(max_served), r.nodes[hub].done_ps * us);
 }
 
+// Fig. 22: the fabric's view of one run: packets by router-to-router links crossed (minimal
+// routing: never above the topology's bound) and the load of the router-to-router links.
+void print_fig22(const RunSpec& spec, const RunResult& r, const Derived& d,
+                 const ClusterConfig& c) {
+  EventQueue probe;
+  const Fabric shape(probe, c.fabric);
+  std::string layout;
+  if (spec.topology == Topology::kHyperX)
+    layout = std::to_string(shape.hyperx_x()) + " x " +
+             std::to_string(c.fabric.racks / shape.hyperx_x()) + " routers";
+  else if (spec.topology == Topology::kDragonfly)
+    layout = std::to_string(c.fabric.racks / shape.dragonfly_group_size()) + " groups of " +
+             std::to_string(shape.dragonfly_group_size()) + " routers";
+  else
+    layout =
+        std::to_string(c.fabric.racks) + " ToRs, " + std::to_string(shape.spines()) + " spines";
+  std::string hops;
+  int max_hops = 0;
+  std::uint64_t delivered = 0;
+  for (std::size_t h = 0; h < r.delivered_by_router_links.size(); ++h) {
+    delivered += r.delivered_by_router_links[h];
+    if (r.delivered_by_router_links[h] != 0) max_hops = static_cast<int>(h);
+  }
+  for (int h = 0; h <= std::max(max_hops, r.router_diameter); ++h) {
+    if (h != 0) hops += '/';
+    hops += std::to_string(r.delivered_by_router_links[static_cast<std::size_t>(h)]);
+  }
+  const double time_ps = d.time_us * 1e6;
+  std::printf(
+      "  fig 22: %s (%s, %d nodes): time %.2f us, speedup over SUOpt %.2f, over SAOpt %.2f; "
+      "%llu packets delivered, by router-to-router links 0..%d: %s (max %d, bound %d); %llu "
+      "router-to-router links carried %llu B in %llu packet-hops, busiest %llu B (%.0f%% busy), "
+      "inter-rack %llu B\n",
+      topology_name(spec.topology), layout.c_str(), c.fabric.nodes, d.time_us, d.speedup_su,
+      d.speedup_sa, static_cast<unsigned long long>(delivered),
+      std::max(max_hops, r.router_diameter), hops.c_str(), max_hops, r.router_diameter,
+      static_cast<unsigned long long>(r.router_link_count),
+      static_cast<unsigned long long>(r.router_links.wire_bytes),
+      static_cast<unsigned long long>(r.router_links.packets),
+      static_cast<unsigned long long>(r.busiest_router_link.wire_bytes),
+      time_ps > 0 ? 100.0 * static_cast<double>(r.busiest_router_link.busy_ps) / time_ps : 0.0,
+      static_cast<unsigned long long>(r.inter_rack.wire_bytes));
+}
+
 netsparse::bench::Json run_json(const RunSpec& spec, const Derived& d, const RunResult& r,
                                 bool checks_ok, double wall) {
-  return {{"mechanisms", spec.step.name},
-          {"units", spec.units},
-          {"pcache_bytes", spec.pcache == kInfiniteCache ? std::int64_t{-1}
-                                                         : static_cast<std::int64_t>(spec.pcache)},
-          {"nic_delay_cycles", spec.delay},
-          {"tail_node", d.tail},
-          {"time_us", d.time_us},
-          {"fc_rate", d.fc_rate},
-          {"read_prs_per_packet", d.read_prs_per_packet},
-          {"response_prs_per_packet", d.resp_prs_per_packet},
-          {"pcache_hit_rate", d.hit_rate},
-          {"pcache_inter_rack_reads", d.ir_reads},
-          {"pcache_inter_rack_hits", d.ir_hits},
-          {"inter_rack_bytes", r.inter_rack.wire_bytes},
-          {"inter_rack_packets", r.inter_rack.packets},
-          {"goodput", d.goodput},
-          {"line_utilisation", d.line_util},
-          {"traffic_vs_su", d.traffic_vs_su},
-          {"su_opt_us", d.su_opt_us},
-          {"speedup_over_su_opt", d.speedup_su},
-          {"speedup_over_sa_opt", d.speedup_sa},
-          {"prs_vs_sa", d.prs_vs_sa},
-          {"checks_ok", checks_ok},
-          {"events", r.events},
-          {"simulated_prs", d.requested},
-          {"wall_s", wall},
-          {"failed_wrs", d.failed_wrs}};
+  std::uint64_t prs_sent = 0, prs_answered = 0;
+  for (const NodeResult& n : r.nodes) prs_sent += n.sent, prs_answered += n.responses;
+  return {
+      {"mechanisms", spec.step.name},
+      {"topology", topology_name(spec.topology)},
+      {"prs_sent", prs_sent},
+      {"prs_answered", prs_answered},
+      {"delivered_by_links", r.delivered_by_links},
+      {"delivered_by_router_links", r.delivered_by_router_links},
+      {"router_diameter", r.router_diameter},
+      {"router_link_count", r.router_link_count},
+      {"router_link_bytes", r.router_links.wire_bytes},
+      {"router_link_packets", r.router_links.packets},
+      {"busiest_router_link_bytes", r.busiest_router_link.wire_bytes},
+      {"busiest_router_link_busy",
+       d.time_us > 0 ? static_cast<double>(r.busiest_router_link.busy_ps) * 1e-6 / d.time_us : 0.0},
+      {"units", spec.units},
+      {"pcache_bytes",
+       spec.pcache == kInfiniteCache ? std::int64_t{-1} : static_cast<std::int64_t>(spec.pcache)},
+      {"nic_delay_cycles", spec.delay},
+      {"tail_node", d.tail},
+      {"time_us", d.time_us},
+      {"fc_rate", d.fc_rate},
+      {"read_prs_per_packet", d.read_prs_per_packet},
+      {"response_prs_per_packet", d.resp_prs_per_packet},
+      {"pcache_hit_rate", d.hit_rate},
+      {"pcache_inter_rack_reads", d.ir_reads},
+      {"pcache_inter_rack_hits", d.ir_hits},
+      {"inter_rack_bytes", r.inter_rack.wire_bytes},
+      {"inter_rack_packets", r.inter_rack.packets},
+      {"goodput", d.goodput},
+      {"line_utilisation", d.line_util},
+      {"traffic_vs_su", d.traffic_vs_su},
+      {"su_opt_us", d.su_opt_us},
+      {"speedup_over_su_opt", d.speedup_su},
+      {"speedup_over_sa_opt", d.speedup_sa},
+      {"prs_vs_sa", d.prs_vs_sa},
+      {"checks_ok", checks_ok},
+      {"events", r.events},
+      {"simulated_prs", d.requested},
+      {"wall_s", wall},
+      {"failed_wrs", d.failed_wrs}};
 }
 
 // The per-node engine counters of one run, in the text netsparse_emulate_mpi writes.
@@ -975,6 +1097,149 @@ int run_scaling(const Options& o, const netsparse::CsrMatrix& a, double load_s) 
   return failed != 0 ? 3 : 0;
 }
 
+// --fig19: the paper's Fig. 19 (inter-node imbalance): one gather under each row partition, and
+// how many nodes are still active (their own requests not all answered, or answers of theirs
+// still to leave: NodeResult::finish_ps) per bucket of virtual time. A node is active from 0 to
+// its finish, so the counts never grow; the tail is the last node to finish.
+int run_fig19(const Options& o, const netsparse::CsrMatrix& a, double load_s) {
+  constexpr int kBuckets = 40;
+  const std::vector<LadderStep> steps = chosen_steps(o);
+  const std::uint32_t K = o.Ks[0];
+  const double line_Bps = FabricConfig{}.link_gbps * 1e9 / 8;
+  const std::uint32_t batch =
+      o.batch != 0 ? o.batch
+                   : auto_batch(a.nnz() / static_cast<std::uint64_t>(o.nodes), o.units[0]);
+  const RunSpec spec{steps.front(), o.units[0], o.delays[0], o.pcache[0], o.topologies[0]};
+  struct PartRun {
+    RowPartition how;
+    std::vector<Picos> finish;
+    int tail = 0;
+    std::uint64_t tail_remote_bytes = 0, tail_rx_bytes = 0, tail_nnz = 0;
+    std::uint64_t max_remote_bytes = 0, max_nnz = 0;
+    int max_remote_node = 0;
+    double time_us = 0, mean_finish_us = 0, wall = 0;
+    bool checks_ok = true;
+  };
+  std::vector<PartRun> runs;
+  netsparse::bench::Json doc;
+  doc["matrix"] = o.matrix;
+  doc["nodes"] = o.nodes;
+  doc["racks"] = o.racks;
+  doc["K"] = K;
+  doc["batch"] = batch;
+  doc["mechanisms"] = spec.step.name;
+  doc["topology"] = topology_name(spec.topology);
+  doc["experiments"] = netsparse::bench::Json::array();
+  netsparse::bench::Json parts = netsparse::bench::Json::array();
+  std::printf("fig 19 (%s, %d nodes in %d racks, K = %u, %s, batch %u, %s):\n", o.matrix.c_str(),
+              o.nodes, o.racks, K, spec.step.name, batch, topology_name(spec.topology));
+  int failed = 0;
+  for (RowPartition how :
+       {RowPartition::kEqualRows, RowPartition::kBalancedNnz, RowPartition::kMetis}) {
+    PartRun pr;
+    pr.how = how;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      std::vector<std::uint64_t> offsets;
+      const netsparse::CsrMatrix b =
+          renumber_by_parts(a, row_parts(a, o.nodes, how, o.seed), o.nodes, offsets);
+      Workload w = block_workload(b, offsets, K * 4);
+      w.verify = o.verify;
+      const MatrixFacts f = analyse(b, w, o);
+      const Baselines base = baselines(f, w, o, K, line_Bps);
+      const ClusterConfig c = cluster_config(o, spec, batch, w);
+      const RunResult r = Cluster(c).run(w);
+      const Derived d = derive(r, f, w, base, line_Bps);
+      const std::vector<std::string> failures = check_run(r, d, f, w, spec.step);
+      pr.checks_ok = failures.empty();
+      if (!pr.checks_ok) {
+        std::printf("  checks FAILED (%s): %s\n", partition_name(how), failures.front().c_str());
+        ++failed;
+      }
+      double sum = 0;
+      for (std::size_t p = 0; p < r.nodes.size(); ++p) {
+        pr.finish.push_back(r.nodes[p].finish_ps());
+        sum += static_cast<double>(pr.finish.back());
+        if (pr.finish[p] > pr.finish[static_cast<std::size_t>(pr.tail)])
+          pr.tail = static_cast<int>(p);
+        const std::uint64_t remote = f.unique_remote[p] * w.prop_bytes;
+        const auto nnz =
+            static_cast<std::uint64_t>(b.row_ptr[offsets[p + 1]] - b.row_ptr[offsets[p]]);
+        if (remote > pr.max_remote_bytes)
+          pr.max_remote_bytes = remote, pr.max_remote_node = static_cast<int>(p);
+        pr.max_nnz = std::max(pr.max_nnz, nnz);
+      }
+      const auto t = static_cast<std::size_t>(pr.tail);
+      pr.tail_remote_bytes = f.unique_remote[t] * w.prop_bytes;
+      pr.tail_rx_bytes = r.nodes[t].rx_wire_bytes;
+      pr.tail_nnz = static_cast<std::uint64_t>(b.row_ptr[offsets[t + 1]] - b.row_ptr[offsets[t]]);
+      pr.time_us = static_cast<double>(pr.finish[t]) * 1e-6;
+      pr.mean_finish_us = sum / static_cast<double>(pr.finish.size()) * 1e-6;
+    } catch (const std::exception& e) {
+      std::cerr << "netsparse_emulate: --fig19 " << partition_name(how) << ": " << e.what() << "\n";
+      return 1;
+    }
+    pr.wall = seconds_since(t0);
+    std::printf(
+        "  partition %-5s: tail node %d finishes at %.2f us (mean node %.2f us, tail/mean "
+        "%.2f); tail's remote bytes %llu (distinct remote rows x %u B), received %llu wire B, "
+        "%llu nonzeros; max remote bytes %llu (node %d), max nonzeros %llu; checks %s; wall "
+        "%.2f s\n",
+        partition_name(how), pr.tail, pr.time_us, pr.mean_finish_us,
+        pr.mean_finish_us > 0 ? pr.time_us / pr.mean_finish_us : 0.0,
+        static_cast<unsigned long long>(pr.tail_remote_bytes), K * 4,
+        static_cast<unsigned long long>(pr.tail_rx_bytes),
+        static_cast<unsigned long long>(pr.tail_nnz),
+        static_cast<unsigned long long>(pr.max_remote_bytes), pr.max_remote_node,
+        static_cast<unsigned long long>(pr.max_nnz), pr.checks_ok ? "ok" : "FAILED", pr.wall);
+    std::fflush(stdout);
+    runs.push_back(std::move(pr));
+  }
+  // The timeline: bucket b starts at b / kBuckets of the latest finish over the partitions.
+  Picos end = 0;
+  for (const PartRun& pr : runs)
+    for (Picos f : pr.finish) end = std::max(end, f);
+  std::printf("  %9s", "t_us");
+  for (const PartRun& pr : runs) std::printf(" %7s", partition_name(pr.how));
+  std::printf("   (active nodes at the bucket's start)\n");
+  netsparse::bench::Json t_us = netsparse::bench::Json::array();
+  std::vector<netsparse::bench::Json> active(runs.size(), netsparse::bench::Json::array());
+  for (int b = 0; b <= kBuckets; ++b) {
+    const Picos at =
+        end / kBuckets * static_cast<Picos>(b) + end % kBuckets * static_cast<Picos>(b) / kBuckets;
+    std::printf("  %9.2f", static_cast<double>(at) * 1e-6);
+    t_us.push_back(static_cast<double>(at) * 1e-6);
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const auto n = std::count_if(runs[i].finish.begin(), runs[i].finish.end(),
+                                   [at](Picos f) { return f > at; });
+      std::printf(" %7lld", static_cast<long long>(n));
+      active[i].push_back(static_cast<std::int64_t>(n));
+    }
+    std::printf("\n");
+  }
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const PartRun& pr = runs[i];
+    netsparse::bench::Json finish_us = netsparse::bench::Json::array();
+    for (Picos f : pr.finish) finish_us.push_back(static_cast<double>(f) * 1e-6);
+    parts.push_back({{"partition", partition_name(pr.how)},
+                     {"tail_node", pr.tail},
+                     {"tail_finish_us", pr.time_us},
+                     {"mean_finish_us", pr.mean_finish_us},
+                     {"tail_remote_bytes", pr.tail_remote_bytes},
+                     {"tail_received_wire_bytes", pr.tail_rx_bytes},
+                     {"tail_nonzeros", pr.tail_nnz},
+                     {"max_remote_bytes", pr.max_remote_bytes},
+                     {"max_nonzeros", pr.max_nnz},
+                     {"finish_us", finish_us},
+                     {"active", active[i]},
+                     {"checks_ok", pr.checks_ok},
+                     {"wall_s", pr.wall}});
+  }
+  doc["fig19"] = {{"t_us", t_us}, {"partitions", parts}};
+  if (!write_json(o.json, doc, load_s, true)) return 1;
+  return failed != 0 ? 3 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -991,6 +1256,10 @@ int main(int argc, char** argv) {
   }
   w.verify = o.verify;
   if (o.scaling) return run_scaling(o, a, seconds_since(t_load));
+  if (o.fig19) {
+    w = Workload{};
+    return run_fig19(o, a, seconds_since(t_load));
+  }
   if (o.tables) {
     try {
       return run_tables(o, a, seconds_since(t_load));
@@ -1036,6 +1305,7 @@ int main(int argc, char** argv) {
                                   {"runs", netsparse::bench::Json::array()}});
     for (std::size_t k = 0; k < runs.size(); ++k) {
       const RunSpec& spec = runs[k];
+      if (o.topology_sweep) std::printf("topology %s:\n", topology_name(spec.topology));
       if (sweep) std::printf("units %d, NIC delay %u cycles:\n", spec.units, spec.delay);
       if (o.pcache_sweep)
         std::printf("Property Cache %s per switch:\n", size_text(spec.pcache).c_str());
@@ -1058,6 +1328,7 @@ int main(int argc, char** argv) {
       failed_checks += failures.empty() ? 0 : 1;
       print_tail(r, d, c);
       netsparse::bench::Json run = run_json(spec, d, r, failures.empty(), wall);
+      if (o.topology_sweep || spec.topology != Topology::kLeafSpine) print_fig22(spec, r, d, c);
       if (o.pcache_sweep) {
         // Fig. 18: against the no-cache run of the same units, delay and step (sizes ascend,
         // so it ran first).

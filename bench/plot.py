@@ -34,6 +34,12 @@ Every file given is read, and what it is drawn into follows from its content, no
                                                                                  (paper Fig. 17)
     emu_fig18_pcache.png speedup over no cache and hit rate per Property Cache size per switch
                          (--pcache lists)                                        (paper Fig. 18)
+    emu_fig19_active.png active nodes over virtual time during one gather per row partition
+                         (equal rows, nnz-balanced, METIS), and each partition's tail finish
+                         time with its remote bytes (--fig19)                    (paper Fig. 19)
+    emu_fig22_topologies.png  NetSparse's time per topology (leaf-spine, HyperX, Dragonfly)
+                         beside SUOpt and SAOpt, and the packets by router-to-router links
+                         crossed with the busiest link's load (--fig22)          (paper Fig. 22)
     emu_fig13_scaling.png  end-to-end strong scaling 1 -> N nodes with the compute model:
                          SUOpt, SAOpt, NetSparse and ideal over one node (--scaling)
                                                                                  (paper Fig. 13)
@@ -783,7 +789,8 @@ def emu_label(run, exp):
 
 
 def emu_default(r):
-    return r.get("units", EMU_DEFAULT_UNITS) == EMU_DEFAULT_UNITS and \
+    return r.get("topology", "leafspine") == "leafspine" and \
+        r.get("units", EMU_DEFAULT_UNITS) == EMU_DEFAULT_UNITS and \
         r.get("nic_delay_cycles", EMU_DEFAULT_DELAY) == EMU_DEFAULT_DELAY and \
         r.get("pcache_bytes", EMU_DEFAULT_PCACHE) == EMU_DEFAULT_PCACHE
 
@@ -804,7 +811,8 @@ def emu_fig18(runs, out_dir):
     beside them the hit rate on reads to other racks."""
     groups = []  # (label, [runs sorted by size; inf last], run)
     for run, exp, rs in emu_groups(runs):
-        pts = [r for r in rs if r["mechanisms"] == "switch" and "speedup_over_no_cache" in r]
+        pts = [r for r in rs if r["mechanisms"] == "switch" and "speedup_over_no_cache" in r
+               and r.get("topology", "leafspine") == "leafspine"]
         if len({r["pcache_bytes"] for r in pts}) >= 2:
             pts.sort(key=lambda r: float("inf") if r["pcache_bytes"] < 0 else r["pcache_bytes"])
             groups.append((emu_label(run, exp), pts, run))
@@ -845,6 +853,111 @@ def emu_fig18(runs, out_dir):
                  "mechanism)", fontsize=9)
     fig.tight_layout()
     return save(fig, out_dir, "emu_fig18_pcache.png")
+
+
+PARTITION_NAMES = {"equal": "equal rows", "nnz": "nnz-balanced", "metis": "METIS"}
+
+
+def emu_fig19(runs, out_dir):
+    """Fig. 19: active nodes over virtual time during one gather, per row partition (left), and
+    each partition's tail finish time with its remote bytes (right)."""
+    docs = [run for run in runs if run.kind == "emu" and "fig19" in run.data]
+    if not docs:
+        return None
+    fig, axes = plt.subplots(len(docs), 2, figsize=(10, 3.6 * len(docs)), squeeze=False)
+    for (ax_t, ax_b), run in zip(axes, docs):
+        run.use("emu_fig19_active.png")
+        d = run.data
+        f19 = d["fig19"]
+        label = f"{d.get('matrix')}, K={d.get('K')}, {d.get('nodes')} nodes, {d.get('topology')}"
+        parts = f19["partitions"]
+        for p in parts:
+            ax_t.step(f19["t_us"], p["active"], where="post",
+                      label=PARTITION_NAMES.get(p["partition"], p["partition"]))
+        ax_t.set_xlabel("virtual time (us)", fontsize=8)
+        ax_t.set_ylabel("active nodes", fontsize=8)
+        ax_t.set_title(label, fontsize=8)
+        ax_t.legend(fontsize=7)
+        ax_t.grid(alpha=0.3)
+        xs = range(len(parts))
+        ax_b.bar(xs, [p["tail_finish_us"] for p in parts], color="#1f77b4", edgecolor="black",
+                 linewidth=0.3, label="tail node")
+        ax_b.bar(xs, [p["mean_finish_us"] for p in parts], width=0.4, color="#aec7e8",
+                 edgecolor="black", linewidth=0.3, label="mean node")
+        for x, p in zip(xs, parts):
+            ax_b.annotate(f"{p['tail_finish_us']:.1f} us\ntail remote "
+                          f"{p['tail_remote_bytes'] / 1024:.0f} KB\nmax remote "
+                          f"{p['max_remote_bytes'] / 1024:.0f} KB",
+                          (x, p["tail_finish_us"]), ha="center", va="bottom", fontsize=6)
+        ax_b.set_xticks(list(xs))
+        ax_b.set_xticklabels([PARTITION_NAMES.get(p["partition"], p["partition"])
+                              for p in parts], fontsize=7)
+        ax_b.set_ylabel("finish time (us)", fontsize=8)
+        ax_b.margins(y=0.3)
+        ax_b.legend(fontsize=6)
+        ax_b.grid(axis="y", alpha=0.3)
+    fig.suptitle("Emulated cluster (Fig. 19): inter-node imbalance, active nodes during one "
+                 "gather (NetSparse)", fontsize=9)
+    fig.tight_layout()
+    return save(fig, out_dir, "emu_fig19_active.png")
+
+
+TOPOLOGY_NAMES = {"leafspine": "leaf-spine", "hyperx": "HyperX", "dragonfly": "Dragonfly"}
+
+
+def emu_fig22(runs, out_dir):
+    """Fig. 22: NetSparse's time per topology beside SUOpt and SAOpt (left), and the share of
+    packets by router-to-router links crossed, with the busiest link's load (right)."""
+    groups = []  # (label, exp, [runs, one per topology], run)
+    for run, exp, rs in emu_groups(runs):
+        pts = [r for r in rs if "topology" in r and r["mechanisms"] == "switch"]
+        if len({r["topology"] for r in pts}) >= 2:
+            groups.append((emu_label(run, exp), exp, pts, run))
+    if not groups:
+        return None
+    fig, axes = plt.subplots(len(groups), 2, figsize=(10, 3.8 * len(groups)), squeeze=False)
+    for (ax_t, ax_h), (label, exp, pts, run) in zip(axes, groups):
+        run.use("emu_fig22_topologies.png")
+        xs = range(len(pts))
+        names = [TOPOLOGY_NAMES.get(r["topology"], r["topology"]) for r in pts]
+        ax_t.bar(xs, [r["time_us"] for r in pts], color=MODE_COLORS["netsparse"],
+                 edgecolor="black", linewidth=0.3, label="NetSparse (emulated)")
+        for x, r in zip(xs, pts):
+            ax_t.annotate(f"{r['time_us']:.1f} us", (x, r["time_us"]), ha="center",
+                          va="bottom", fontsize=6)
+        ax_t.axhline(exp["su_opt_us"], color=MODE_COLORS["su"], linestyle="--",
+                     label="SUOpt (model, line rate)")
+        ax_t.axhline(exp["sa_opt_us"], color=MODE_COLORS["sa-opt"], linestyle=":",
+                     label="SAOpt (model, software)")
+        ax_t.set_xticks(list(xs))
+        ax_t.set_xticklabels(names, fontsize=7)
+        ax_t.set_ylabel("gather time, tail node (us)", fontsize=8)
+        ax_t.set_title(label, fontsize=8)
+        ax_t.legend(fontsize=6)
+        ax_t.grid(axis="y", alpha=0.3)
+        depth = max(len(r["delivered_by_router_links"]) for r in pts)
+        used = max(h for r in pts for h, c in enumerate(r["delivered_by_router_links"]) if c) + 1
+        bottom = [0.0] * len(pts)
+        cmap = plt.get_cmap("viridis")
+        for h in range(min(depth, used)):
+            share = [100.0 * r["delivered_by_router_links"][h] /
+                     max(1, sum(r["delivered_by_router_links"])) for r in pts]
+            ax_h.bar(xs, share, bottom=bottom, color=cmap(h / max(1, used - 1)),
+                     edgecolor="black", linewidth=0.3, label=f"{h} router links")
+            bottom = [b + v for b, v in zip(bottom, share)]
+        for x, r in zip(xs, pts):
+            ax_h.annotate(f"{r['router_link_count']} links\nbusiest "
+                          f"{100 * r['busiest_router_link_busy']:.0f}% busy",
+                          (x, 100), ha="center", va="bottom", fontsize=6)
+        ax_h.set_xticks(list(xs))
+        ax_h.set_xticklabels(names, fontsize=7)
+        ax_h.set_ylabel("packets delivered (%)", fontsize=8)
+        ax_h.set_ylim(0, 125)
+        ax_h.legend(fontsize=6, loc="lower right")
+    fig.suptitle("Emulated cluster (Fig. 22): topologies, minimal routing, same links "
+                 "(NetSparse, every mechanism)", fontsize=9)
+    fig.tight_layout()
+    return save(fig, out_dir, "emu_fig22_topologies.png")
 
 
 def emu_fig13(runs, out_dir):
@@ -973,7 +1086,8 @@ def emu_sweep(runs, out_dir, key, fixed, name, xlabel, title):
     for run, exp, rs in emu_groups(runs):
         by_step = {}
         for r in rs:
-            if r.get(fixed[0], fixed[1]) == fixed[1] and key in r:
+            if r.get(fixed[0], fixed[1]) == fixed[1] and key in r and \
+                    r.get("topology", "leafspine") == "leafspine":
                 by_step.setdefault(r["mechanisms"], []).append(r)
         for step, pts in by_step.items():
             xs = sorted({p[key] for p in pts})
@@ -1302,7 +1416,8 @@ def main(argv):
              emu_sweep(runs, out_dir, "nic_delay_cycles", ("units", EMU_DEFAULT_UNITS),
                        "emu_fig17_delay.png", "NIC concatenation delay (cycles at 2.2 GHz)",
                        "Emulated cluster (Fig. 17): concatenation delay"),
-             emu_fig18(runs, out_dir), emu_fig13(runs, out_dir)]
+             emu_fig18(runs, out_dir), emu_fig13(runs, out_dir), emu_fig19(runs, out_dir),
+             emu_fig22(runs, out_dir)]
     for p in made:
         if p:
             print(p)

@@ -260,6 +260,7 @@ struct Node {
   bool host_due =
       false;  // a host turn (posting) is scheduled  // the step scheduled, kNever if none
   Picos done_ps = 0;
+  Picos last_send_ps = 0;  // the end of the last engine step that sent packets
   std::uint64_t steps = 0;
   // Accounting of where virtual time goes (NodeResult's fields of the same names).
   Picos busy_ps = 0, last_account = 0;
@@ -489,6 +490,7 @@ void Run::step(Node& n) {
     // before any later step of this node, at a time no later than it).
     if (!n.wire.in_transit.empty()) throw std::logic_error("emulator: frames not yet injected");
     std::swap(n.wire.outgoing, n.wire.in_transit);
+    n.last_send_ps = end;
     Node* np = &n;
     events_.at(end, [this, np] { inject(*np); });
   }
@@ -586,6 +588,14 @@ RunResult Run::collect_results() const {
   r.wrong_at_completion = wrong_at_completion_;
   r.links = fabric_.total();
   r.inter_rack = fabric_.inter_rack();
+  r.router_links = fabric_.router_links();
+  r.busiest_router_link = fabric_.busiest_router_link();
+  r.router_link_count = fabric_.router_link_count();
+  r.router_diameter = fabric_.router_diameter();
+  r.delivered_by_links.assign(fabric_.delivered_by_links(),
+                              fabric_.delivered_by_links() + Fabric::kMaxHops + 1);
+  r.delivered_by_router_links.assign(fabric_.delivered_by_router_links(),
+                                     fabric_.delivered_by_router_links() + Fabric::kMaxHops + 1);
   for (auto& n : nodes_) {
     const rig::Engine::Snapshot s = n->ctx->snapshot();
     NodeResult nr;
@@ -606,6 +616,7 @@ RunResult Run::collect_results() const {
     nr.tx_wait_ps = fabric_.uplink(n->rank).total_wait_ps;
     nr.rx_wait_ps = fabric_.downlink(n->rank).total_wait_ps;
     nr.done_ps = n->done_ps;
+    nr.last_send_ps = n->last_send_ps;
     nr.steps = n->steps;
     nr.busy_ps = n->busy_ps;
     nr.client_cycles = n->client_cycles;

@@ -2,10 +2,11 @@
 //
 // Every node is the library's own RIG engine (rig::Engine: client and server units, Idx Filter,
 // Pending PR Table, NIC concatenation point, protocol encode/decode, outbox), opened in INLINE
-// progress mode over an EmulatedTransport whose packets travel on the virtual-time leaf-spine
-// Fabric; every ToR runs a TorSwitch (concatenation point + Property Cache). One thread steps
-// everything from one event queue, with the engine's clock replaced by the virtual clock
-// (rig::ScopedClockOverride), so results depend on the configuration and the workload only.
+// progress mode over an EmulatedTransport whose packets travel on the virtual-time Fabric
+// (leaf-spine, HyperX or Dragonfly); every ToR runs a TorSwitch (concatenation point + Property
+// Cache). One thread steps everything from one event queue, with the engine's clock replaced by
+// the virtual clock (rig::ScopedClockOverride), so results depend on the configuration and the
+// workload only.
 //
 // Hardware speed of the RIG units (the paper's SNIC, §8 Table 5): a node's engine step takes
 // virtual time max(idxs walked / client units, PRs served / server units) cycles at clock_ghz,
@@ -19,6 +20,7 @@
 // keeping up to qp_depth in flight, for free (the host's own time is not modelled).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -88,6 +90,10 @@ struct NodeResult {
   Picos tx_busy_ps = 0, rx_busy_ps = 0;  // serialising on its uplink / downlink
   Picos tx_wait_ps = 0, rx_wait_ps = 0;  // packets' total queueing before its uplink / downlink
   Picos done_ps = 0;                     // when its last work request completed
+  // When its last engine step that sent packets (requests or answers) ended: after both this
+  // and done_ps the node has nothing left to do for the gather (Fig. 19's active nodes).
+  Picos last_send_ps = 0;
+  Picos finish_ps() const noexcept { return std::max(done_ps, last_send_ps); }
   std::uint64_t steps = 0;
   // Where the node's virtual time went (what bounds the tail node):
   Picos busy_ps = 0;                // engine steps (the units' hardware time)
@@ -110,8 +116,14 @@ struct RunResult {
   std::vector<TorStats> tors;
   std::vector<sw::PropertyCacheStats> caches;
   std::vector<concat::ConcatStats> tor_concat;
-  LinkStats links;       // over every link
-  LinkStats inter_rack;  // over the ToR-to-spine links (what left a rack)
+  LinkStats links;         // over every link
+  LinkStats inter_rack;    // over each packet's first router-to-router link (what left a rack)
+  LinkStats router_links;  // over every router-to-router link, per link crossed
+  LinkStats busiest_router_link;  // the router-to-router link busiest serialising
+  std::uint64_t router_link_count = 0;
+  int router_diameter = 0;  // the topology's bound on router-to-router links per packet
+  // Delivered packets by links crossed, and by router-to-router links crossed (index = count).
+  std::vector<std::uint64_t> delivered_by_links, delivered_by_router_links;
   std::uint64_t events = 0;
   std::uint64_t wrong_properties = 0;  // verify: gathered bytes that differ from the owner's
   std::uint64_t checked_properties = 0;

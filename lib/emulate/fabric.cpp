@@ -14,7 +14,36 @@ std::uint64_t mix(std::uint64_t x) noexcept {
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
+// The largest divisor d of n with d * d <= n (the shorter side of the most square grid).
+int square_divisor(int n) noexcept {
+  int best = 1;
+  for (int d = 1; d * d <= n; ++d)
+    if (n % d == 0) best = d;
+  return best;
+}
 }  // namespace
+
+const char* topology_name(Topology t) noexcept {
+  switch (t) {
+    case Topology::kHyperX:
+      return "hyperx";
+    case Topology::kDragonfly:
+      return "dragonfly";
+    case Topology::kLeafSpine:
+      break;
+  }
+  return "leafspine";
+}
+
+bool topology_from_name(std::string_view name, Topology& out) noexcept {
+  for (Topology t : {Topology::kLeafSpine, Topology::kHyperX, Topology::kDragonfly}) {
+    if (name == topology_name(t)) {
+      out = t;
+      return true;
+    }
+  }
+  return false;
+}
 
 Fabric::Fabric(EventQueue& events, const FabricConfig& config) : events_(events), config_(config) {
   if (config.nodes < 1 || config.racks < 1 || config.racks > config.nodes)
@@ -29,8 +58,79 @@ Fabric::Fabric(EventQueue& events, const FabricConfig& config) : events_(events)
                                 std::to_string(config.racks) + " racks of " +
                                 std::to_string(per_rack_));
   spines_ = config.spines != 0 ? config.spines : per_rack_;
-  links_.resize(2 * static_cast<std::size_t>(config.nodes) +
-                2 * static_cast<std::size_t>(config.racks) * spines_);
+  if (config.topology == Topology::kLeafSpine) {
+    links_.resize(2 * static_cast<std::size_t>(config.nodes) +
+                  2 * static_cast<std::size_t>(config.racks) * spines_);
+  } else {
+    build_router_links();
+  }
+}
+
+void Fabric::build_router_links() {
+  const int R = config_.racks;
+  if (config_.topology == Topology::kHyperX) {
+    hx_ = config_.hyperx_x != 0 ? config_.hyperx_x : R / square_divisor(R);
+    if (hx_ < 1 || R % hx_ != 0)
+      throw std::invalid_argument("Fabric: HyperX needs routers along X (" +
+                                  std::to_string(config_.hyperx_x) + ") to divide the " +
+                                  std::to_string(R) + " routers (racks)");
+  } else {
+    group_ = config_.dragonfly_groups != 0 ? R / config_.dragonfly_groups : square_divisor(R);
+    if (config_.dragonfly_groups < 0 || group_ < 1 || R % group_ != 0 ||
+        (config_.dragonfly_groups != 0 && R % config_.dragonfly_groups != 0))
+      throw std::invalid_argument("Fabric: Dragonfly needs its groups (" +
+                                  std::to_string(config_.dragonfly_groups) + ") to divide the " +
+                                  std::to_string(R) + " routers (racks)");
+  }
+  links_.resize(first_router_link());
+  router_link_.assign(static_cast<std::size_t>(R) * static_cast<std::size_t>(R), -1);
+  auto add = [&](int a, int b) {
+    std::int32_t& l = router_link_[static_cast<std::size_t>(a) * R + b];
+    if (l >= 0) return;
+    l = static_cast<std::int32_t>(links_.size());
+    links_.emplace_back();
+  };
+  for (int a = 0; a < R; ++a) {
+    for (int b = 0; b < R; ++b) {
+      if (a == b) continue;
+      if (config_.topology == Topology::kHyperX) {
+        if (a % hx_ == b % hx_ || a / hx_ == b / hx_) add(a, b);  // same column or row
+      } else if (a / group_ == b / group_) {
+        add(a, b);  // local
+      } else if (dragonfly_gateway(a / group_, b / group_) == a &&
+                 dragonfly_gateway(b / group_, a / group_) == b) {
+        add(a, b);  // the global link between their groups
+      }
+    }
+  }
+}
+
+int Fabric::dragonfly_gateway(int group, int to_group) const noexcept {
+  const int port = to_group < group ? to_group : to_group - 1;
+  return group * group_ + port % group_;
+}
+
+int Fabric::next_router(int at, int dst) const noexcept {
+  if (config_.topology == Topology::kHyperX) {
+    if (at % hx_ != dst % hx_) return at - at % hx_ + dst % hx_;  // along X first
+    return dst;                                                   // then along Y
+  }
+  const int ga = at / group_, gd = dst / group_;
+  if (ga == gd) return dst;
+  const int gateway = dragonfly_gateway(ga, gd);
+  return at != gateway ? gateway : dragonfly_gateway(gd, ga);
+}
+
+int Fabric::router_links_between(int src_rack, int dst_rack) const noexcept {
+  if (src_rack == dst_rack) return 0;
+  if (config_.topology == Topology::kLeafSpine) return 2;
+  int n = 0;
+  for (int at = src_rack; at != dst_rack; at = next_router(at, dst_rack)) ++n;
+  return n;
+}
+
+int Fabric::router_diameter() const noexcept {
+  return config_.topology == Topology::kDragonfly ? 3 : 2;
 }
 
 int Fabric::spine_of(int src, int dst) const noexcept {
@@ -53,7 +153,7 @@ Picos Fabric::serialisation_ps(std::uint64_t wire) const noexcept {
 
 int Fabric::links_between(int src, int dst) const noexcept {
   if (src == dst) return 0;
-  return rack_of(src) == rack_of(dst) ? 2 : 4;
+  return 2 + router_links_between(rack_of(src), rack_of(dst));
 }
 
 Picos Fabric::one_way_ps(int src, int dst, std::size_t payload) const noexcept {
@@ -143,8 +243,9 @@ Fabric::Route Fabric::route_of(std::uint32_t p) const noexcept {
   return Route{p, pk.wire_bytes, pk.src >= 0 ? pk.src : pk.src_tor * per_rack_, pk.dst, tor};
 }
 
-void Fabric::transmit(std::size_t link_index, const Route& r, Hop next) {
+void Fabric::transmit(std::size_t link_index, Route r, Hop next) {
   Link& link = links_[link_index];
+  const bool router_link = link_index >= first_router_link();
   const Picos now = events_.now();
   const Picos start = std::max(now, link.free_at);
   const Picos ser = serialisation_ps(r.wire_bytes);
@@ -154,6 +255,15 @@ void Fabric::transmit(std::size_t link_index, const Route& r, Hop next) {
   link.stats.busy_ps += ser;
   link.stats.max_wait_ps = std::max(link.stats.max_wait_ps, start - now);
   link.stats.total_wait_ps += start - now;
+  if (router_link && r.router_links == 0) {  // the packet leaves its rack
+    leave_rack_.packets += 1;
+    leave_rack_.wire_bytes += r.wire_bytes;
+    leave_rack_.busy_ps += ser;
+    leave_rack_.max_wait_ps = std::max(leave_rack_.max_wait_ps, start - now);
+    leave_rack_.total_wait_ps += start - now;
+  }
+  r.links += 1;
+  r.router_links += router_link ? 1 : 0;
   // A switch hop includes the switch's latency: nothing can happen to the packet in between.
   const Picos arrival =
       link.free_at + config_.link_ps + (next == Hop::kToNode ? Picos{0} : config_.switch_ps);
@@ -185,8 +295,21 @@ void Fabric::arrive(const Route& r, Hop hop) {
     case Hop::kToDstTor:
       at_tor(r, /*from_node=*/false);
       return;
+    case Hop::kToRouter:
+      if (r.at == rack_of(r.dst)) {
+        at_tor(r, /*from_node=*/false);
+      } else {
+        Route on = r;
+        on.at = next_router(r.at, rack_of(r.dst));
+        transmit(static_cast<std::size_t>(
+                     router_link_[static_cast<std::size_t>(r.at) * config_.racks + on.at]),
+                 on, Hop::kToRouter);
+      }
+      return;
     case Hop::kToNode:
       ++delivered_;
+      ++by_links_[std::min<int>(r.links, kMaxHops)];
+      ++by_router_links_[std::min<int>(r.router_links, kMaxHops)];
       if (receiver_) receiver_(r.dst, packets_[r.packet]);
       release(r.packet);
       return;
@@ -209,6 +332,12 @@ void Fabric::at_tor(const Route& r, bool from_node) {
 void Fabric::forward_from_tor(const Route& r) {
   if (rack_of(r.dst) == r.src_tor) {
     transmit(down_index(r.dst), r, Hop::kToNode);
+  } else if (config_.topology != Topology::kLeafSpine) {
+    Route on = r;
+    on.at = next_router(r.src_tor, rack_of(r.dst));
+    transmit(static_cast<std::size_t>(
+                 router_link_[static_cast<std::size_t>(r.src_tor) * config_.racks + on.at]),
+             on, Hop::kToRouter);
   } else {
     transmit(tor_up_index(r.src_tor, spine_of(r.route_src, r.dst)), r, Hop::kToSpine);
   }
@@ -226,19 +355,24 @@ LinkStats Fabric::total() const {
   return t;
 }
 
-LinkStats Fabric::inter_rack() const {
+LinkStats Fabric::router_links() const {
   LinkStats t;
-  for (int rack = 0; rack < config_.racks; ++rack) {
-    for (int spine = 0; spine < spines_; ++spine) {
-      const LinkStats& l = links_[tor_up_index(rack, spine)].stats;
-      t.packets += l.packets;
-      t.wire_bytes += l.wire_bytes;
-      t.busy_ps += l.busy_ps;
-      t.max_wait_ps = std::max(t.max_wait_ps, l.max_wait_ps);
-      t.total_wait_ps += l.total_wait_ps;
-    }
+  for (std::size_t l = first_router_link(); l < links_.size(); ++l) {
+    const LinkStats& s = links_[l].stats;
+    t.packets += s.packets;
+    t.wire_bytes += s.wire_bytes;
+    t.busy_ps += s.busy_ps;
+    t.max_wait_ps = std::max(t.max_wait_ps, s.max_wait_ps);
+    t.total_wait_ps += s.total_wait_ps;
   }
   return t;
+}
+
+LinkStats Fabric::busiest_router_link() const {
+  LinkStats best;
+  for (std::size_t l = first_router_link(); l < links_.size(); ++l)
+    if (links_[l].stats.busy_ps > best.busy_ps) best = links_[l].stats;
+  return best;
 }
 
 }  // namespace netsparse::emulate

@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <numeric>
 #include <ostream>
 #include <stdexcept>
+
+#include <metis.h>
 
 #include "netsparse/generators.hpp"
 #include "netsparse/matrix_market.hpp"
@@ -81,6 +85,184 @@ Workload gather_workload(const CsrMatrix& a, int nodes, std::uint32_t prop_bytes
   // Node p's first row is its first rank's: rows * (p R) / (N R), the ranks' equal blocks.
   for (std::uint64_t p = 0; p <= N; ++p) w.row_offsets.push_back(rows * (p * R) / ranks);
   w.idxs.resize(static_cast<std::size_t>(nodes));
+  for (std::size_t p = 0; p < w.idxs.size(); ++p) {
+    const auto b = static_cast<std::size_t>(w.row_offsets[p]);
+    const auto e = static_cast<std::size_t>(w.row_offsets[p + 1]);
+    w.idxs[p].assign(a.col_idx.begin() + a.row_ptr[b], a.col_idx.begin() + a.row_ptr[e]);
+  }
+  return w;
+}
+
+const char* partition_name(RowPartition p) noexcept {
+  switch (p) {
+    case RowPartition::kBalancedNnz:
+      return "nnz";
+    case RowPartition::kMetis:
+      return "metis";
+    case RowPartition::kEqualRows:
+      break;
+  }
+  return "equal";
+}
+
+namespace {
+
+void check_partitionable(const CsrMatrix& a, int nodes) {
+  if (nodes < 1 || a.n_cols != a.n_rows_global || a.row_begin != 0 || a.n_rows != a.n_rows_global ||
+      a.n_rows < nodes)
+    throw std::invalid_argument(
+        "a partition of the rows needs a whole square matrix with at "
+        "least one row per node (" +
+        std::to_string(a.n_rows_global) + " x " + std::to_string(a.n_cols) + ", " +
+        std::to_string(nodes) + " nodes)");
+}
+
+std::vector<int> metis_parts(const CsrMatrix& a, int nodes, std::uint64_t seed) {
+  const auto n = static_cast<std::size_t>(a.n_rows);
+  if (a.nnz() > std::numeric_limits<idx_t>::max() / 2)
+    throw std::invalid_argument("METIS partition: " + std::to_string(a.nnz()) +
+                                " nonzeros exceed METIS' 32-bit indices");
+  std::vector<int> part(n, 0);
+  if (nodes == 1) return part;
+  // A + A^T without self-loops (METIS wants a symmetric graph): both directions, then each
+  // adjacency list sorted and its repeats dropped.
+  std::vector<idx_t> xadj(n + 1, 0);
+  for (std::size_t r = 0; r < n; ++r)
+    for (auto j = a.row_ptr[r]; j < a.row_ptr[r + 1]; ++j) {
+      const auto c = static_cast<std::size_t>(a.col_idx[static_cast<std::size_t>(j)]);
+      if (c == r) continue;
+      ++xadj[r + 1];
+      ++xadj[c + 1];
+    }
+  std::partial_sum(xadj.begin(), xadj.end(), xadj.begin());
+  std::vector<idx_t> adj(static_cast<std::size_t>(xadj.back()));
+  std::vector<idx_t> fill(xadj.begin(), xadj.end() - 1);
+  for (std::size_t r = 0; r < n; ++r)
+    for (auto j = a.row_ptr[r]; j < a.row_ptr[r + 1]; ++j) {
+      const auto c = static_cast<std::size_t>(a.col_idx[static_cast<std::size_t>(j)]);
+      if (c == r) continue;
+      adj[static_cast<std::size_t>(fill[r]++)] = static_cast<idx_t>(c);
+      adj[static_cast<std::size_t>(fill[c]++)] = static_cast<idx_t>(r);
+    }
+  std::vector<idx_t> xadj_unique(n + 1, 0), adj_unique;
+  adj_unique.reserve(adj.size());
+  for (std::size_t r = 0; r < n; ++r) {
+    auto first = adj.begin() + xadj[r], last = adj.begin() + xadj[r + 1];
+    std::sort(first, last);
+    adj_unique.insert(adj_unique.end(), first, std::unique(first, last));
+    xadj_unique[r + 1] = static_cast<idx_t>(adj_unique.size());
+  }
+  std::vector<idx_t> weight(n);
+  for (std::size_t r = 0; r < n; ++r)
+    weight[r] = static_cast<idx_t>(a.row_ptr[r + 1] - a.row_ptr[r] + 1);
+  idx_t options[METIS_NOPTIONS];
+  METIS_SetDefaultOptions(options);
+  options[METIS_OPTION_SEED] = static_cast<idx_t>(seed & 0x7FFFFFFF);
+  idx_t nvtxs = static_cast<idx_t>(n), ncon = 1, nparts = nodes, cut = 0;
+  std::vector<idx_t> out(n, 0);
+  const int status =
+      METIS_PartGraphKway(&nvtxs, &ncon, xadj_unique.data(), adj_unique.data(), weight.data(),
+                          nullptr, nullptr, &nparts, nullptr, nullptr, options, &cut, out.data());
+  if (status != METIS_OK)
+    throw std::invalid_argument("METIS_PartGraphKway failed (status " + std::to_string(status) +
+                                ") for " + std::to_string(n) + " rows in " + std::to_string(nodes) +
+                                " parts");
+  for (std::size_t r = 0; r < n; ++r) part[r] = static_cast<int>(out[r]);
+  return part;
+}
+
+}  // namespace
+
+std::vector<int> row_parts(const CsrMatrix& a, int nodes, RowPartition how, std::uint64_t seed) {
+  check_partitionable(a, nodes);
+  const auto n = static_cast<std::uint64_t>(a.n_rows);
+  const auto N = static_cast<std::uint64_t>(nodes);
+  std::vector<int> part(static_cast<std::size_t>(n), 0);
+  if (how == RowPartition::kMetis) return metis_parts(a, nodes, seed);
+  if (how == RowPartition::kEqualRows) {
+    for (std::uint64_t p = 0; p < N; ++p)
+      for (std::uint64_t r = n * p / N; r < n * (p + 1) / N; ++r)
+        part[static_cast<std::size_t>(r)] = static_cast<int>(p);
+    return part;
+  }
+  // Balanced nonzeros: node p starts at the first row whose running count reaches p nnz / N,
+  // but never before one row per node before it nor later than leaves one row per node after.
+  const auto nnz = static_cast<std::uint64_t>(a.nnz());
+  std::uint64_t begin = 0;
+  for (std::uint64_t p = 0; p < N; ++p) {
+    std::uint64_t end = n;
+    if (p + 1 < N) {
+      const std::uint64_t target = nnz * (p + 1) / N;
+      end = begin + 1;
+      while (end < n - (N - p - 1) &&
+             static_cast<std::uint64_t>(a.row_ptr[static_cast<std::size_t>(end)]) < target)
+        ++end;
+    }
+    for (std::uint64_t r = begin; r < end; ++r)
+      part[static_cast<std::size_t>(r)] = static_cast<int>(p);
+    begin = end;
+  }
+  return part;
+}
+
+CsrMatrix renumber_by_parts(const CsrMatrix& a, std::span<const int> part, int nodes,
+                            std::vector<std::uint64_t>& row_offsets) {
+  check_partitionable(a, nodes);
+  const auto n = static_cast<std::size_t>(a.n_rows);
+  if (part.size() != n)
+    throw std::invalid_argument("renumber_by_parts: " + std::to_string(part.size()) +
+                                " parts for " + std::to_string(n) + " rows");
+  row_offsets.assign(static_cast<std::size_t>(nodes) + 1, 0);
+  for (std::size_t r = 0; r < n; ++r) {
+    if (part[r] < 0 || part[r] >= nodes)
+      throw std::invalid_argument("renumber_by_parts: row " + std::to_string(r) + " in part " +
+                                  std::to_string(part[r]) + " of " + std::to_string(nodes));
+    ++row_offsets[static_cast<std::size_t>(part[r]) + 1];
+  }
+  for (int p = 0; p < nodes; ++p)
+    if (row_offsets[static_cast<std::size_t>(p) + 1] == 0)
+      throw std::invalid_argument("the partition leaves node " + std::to_string(p) +
+                                  " without rows");
+  std::partial_sum(row_offsets.begin(), row_offsets.end(), row_offsets.begin());
+  std::vector<std::uint64_t> next(row_offsets.begin(), row_offsets.end() - 1);
+  std::vector<std::uint64_t> new_of(n), old_of(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    new_of[r] = next[static_cast<std::size_t>(part[r])]++;
+    old_of[new_of[r]] = r;
+  }
+  CsrMatrix b;
+  b.n_rows_global = b.n_rows = a.n_rows;
+  b.n_cols = a.n_cols;
+  b.row_ptr.assign(n + 1, 0);
+  b.col_idx.resize(a.col_idx.size());
+  b.values.resize(a.values.size());
+  std::vector<std::pair<gidx_t, double>> row;
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::size_t old = old_of[r];
+    row.clear();
+    for (auto j = a.row_ptr[old]; j < a.row_ptr[old + 1]; ++j) {
+      const auto J = static_cast<std::size_t>(j);
+      row.emplace_back(static_cast<gidx_t>(new_of[static_cast<std::size_t>(a.col_idx[J])]),
+                       J < a.values.size() ? a.values[J] : 0.0);
+    }
+    std::sort(row.begin(), row.end());
+    const auto at = static_cast<std::size_t>(b.row_ptr[r]);
+    for (std::size_t k = 0; k < row.size(); ++k) {
+      b.col_idx[at + k] = row[k].first;
+      if (at + k < b.values.size()) b.values[at + k] = row[k].second;
+    }
+    b.row_ptr[r + 1] = b.row_ptr[r] + static_cast<std::int64_t>(row.size());
+  }
+  return b;
+}
+
+Workload block_workload(const CsrMatrix& a, std::vector<std::uint64_t> row_offsets,
+                        std::uint32_t prop_bytes) {
+  check_partitionable(a, static_cast<int>(row_offsets.size()) - 1);
+  Workload w;
+  w.prop_bytes = prop_bytes;
+  w.row_offsets = std::move(row_offsets);
+  w.idxs.resize(w.row_offsets.size() - 1);
   for (std::size_t p = 0; p < w.idxs.size(); ++p) {
     const auto b = static_cast<std::size_t>(w.row_offsets[p]);
     const auto e = static_cast<std::size_t>(w.row_offsets[p + 1]);

@@ -34,6 +34,26 @@ CsrMatrix load_matrix_spec(const std::string& spec, std::uint64_t seed);
 Workload gather_workload(const CsrMatrix& a, int nodes, std::uint32_t prop_bytes,
                          int ranks_per_node = 1);
 
+// Fig. 19's partitions of the rows over the nodes: the part (node) of every row.
+// Equal rows: gather_workload's blocks. Balanced nonzeros: contiguous blocks cut where the
+// running nonzero count crosses p * nnz / nodes (at least one row each). METIS: k-way
+// (METIS_PartGraphKway, seeded) on the graph of A + A^T without self-loops, vertex weights =
+// row nonzeros + 1, METIS' default 3 % imbalance: the graph partition_with_metis uses on real
+// ranks, computed here serially on the whole matrix. std::invalid_argument with the reason
+// (too few rows, an empty part, a METIS error).
+enum class RowPartition { kEqualRows, kBalancedNnz, kMetis };
+const char* partition_name(RowPartition p) noexcept;  // "equal", "nnz", "metis"
+std::vector<int> row_parts(const CsrMatrix& a, int nodes, RowPartition how, std::uint64_t seed);
+
+// The matrix renumbered so that node p's rows (part[row] == p, in their order) are the p-th
+// block, columns renumbered alike (the gather a distributed SpMM does after that partition);
+// `row_offsets` gets the blocks. std::invalid_argument for a bad part or an empty one.
+CsrMatrix renumber_by_parts(const CsrMatrix& a, std::span<const int> part, int nodes,
+                            std::vector<std::uint64_t>& row_offsets);
+// gather_workload for given row blocks (ranks_per_node 1).
+Workload block_workload(const CsrMatrix& a, std::vector<std::uint64_t> row_offsets,
+                        std::uint32_t prop_bytes);
+
 // The paper's batches give every node 77..291 work requests (Table 6 nnz / 128 nodes / 8k or
 // 32k idxs): 2.4..9 per RIG unit, so every unit works. The power of two giving about 4 work
 // requests per unit, in [64, 32k].

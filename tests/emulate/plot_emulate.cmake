@@ -1,4 +1,4 @@
-# bench/plot.py draws the emulator's figures (Table 8, Fig. 12, 13, 16, 17, 18) from
+# bench/plot.py draws the emulator's figures (Table 8, Fig. 12, 13, 16, 17, 18, 19, 22) from
 # netsparse_emulate's JSON: a small ladder, a units and delay sweep, a Property Cache sweep and a
 # strong-scaling run, then plot.py;
 # every figure must be written and name the JSON it came from.
@@ -34,21 +34,36 @@ execute_process(COMMAND ${EMULATE} ${common} --K 16 --scaling --compute-gflops 2
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "netsparse_emulate (scaling) failed (${rc}): ${err}")
 endif()
+execute_process(COMMAND ${EMULATE} --nodes 8 --racks 4 --matrix gen:kron:11 --fig19
+                        --json ${WORK_DIR}/fig19.json
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "netsparse_emulate (fig19) failed (${rc}): ${err}")
+endif()
+execute_process(COMMAND ${EMULATE} --nodes 8 --racks 4 --matrix gen:kron:11 --fig22
+                        --json ${WORK_DIR}/fig22.json
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "netsparse_emulate (fig22) failed (${rc}): ${err}")
+endif()
 execute_process(COMMAND ${PYTHON} ${PLOT} -o ${WORK_DIR}/figures ${WORK_DIR}/ladder.json
                         ${WORK_DIR}/sweep.json ${WORK_DIR}/pcache.json ${WORK_DIR}/scaling.json
+                        ${WORK_DIR}/fig19.json ${WORK_DIR}/fig22.json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "plot.py failed (${rc}):\n${out}\n${err}")
 endif()
 foreach(fig emu_table8 emu_fig12 emu_fig16_units emu_fig17_delay emu_fig18_pcache
-            emu_fig13_scaling)
+            emu_fig13_scaling emu_fig19_active emu_fig22_topologies)
   if(NOT EXISTS ${WORK_DIR}/figures/${fig}.png)
     message(FATAL_ERROR "plot.py did not write ${fig}.png:\n${out}\n${err}")
   endif()
 endforeach()
 if(NOT out MATCHES "ladder.json: [^\n]*emu_table8.png" OR NOT out MATCHES "sweep.json: [^\n]*emu_fig16_units.png"
    OR NOT out MATCHES "pcache.json: [^\n]*emu_fig18_pcache.png"
-   OR NOT out MATCHES "scaling.json: [^\n]*emu_fig13_scaling.png")
+   OR NOT out MATCHES "scaling.json: [^\n]*emu_fig13_scaling.png"
+   OR NOT out MATCHES "fig19.json: [^\n]*emu_fig19_active.png"
+   OR NOT out MATCHES "fig22.json: [^\n]*emu_fig22_topologies.png")
   message(FATAL_ERROR "plot.py does not say which input went into which figure:\n${out}")
 endif()
 message("${out}")

@@ -1,5 +1,6 @@
-// The virtual-time leaf-spine fabric against the timing it promises: the paper's Table 5
-// latencies, serialisation at the line rate, FIFO queueing, symmetric routing, determinism.
+// The virtual-time fabrics (leaf-spine; HyperX and Dragonfly at the end) against the timing it
+// promises: the paper's Table 5 latencies, serialisation at the line rate, FIFO queueing, symmetric
+// routing, determinism.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -204,3 +205,77 @@ TEST(Fabric, RejectsBadShapes) {
 }
 
 }  // namespace
+
+// HyperX (4 x 4 routers) and Dragonfly (4 groups of 4 routers), 4 nodes per router: every
+// node sends to every other at once; each packet arrives, crosses exactly the router-to-router
+// links of its minimal route (never more than the topology's bound), and a lone packet takes
+// the analytic one-way latency of that route.
+TEST(Fabric, HyperXAndDragonflyMinimalRoutes) {
+  for (Topology t : {Topology::kHyperX, Topology::kDragonfly}) {
+    SCOPED_TRACE(topology_name(t));
+    FabricConfig c;
+    c.nodes = 64;
+    c.racks = 16;
+    c.topology = t;
+    Harness h(c);
+    EXPECT_EQ(h.fabric.router_link_count(), t == Topology::kHyperX ? 16u * 6 : 4u * 12 + 12);
+    std::uint64_t want[Fabric::kMaxHops + 1] = {};
+    for (int a = 0; a < 16; ++a) {
+      for (int b = 0; b < 16; ++b) {
+        const int links = h.fabric.router_links_between(a, b);
+        if (t == Topology::kHyperX) {
+          EXPECT_EQ(links, (a % 4 != b % 4) + (a / 4 != b / 4)) << a << " -> " << b;
+        } else if (a != b) {
+          // One local link inside a group; between groups a global one, and local ones to
+          // and from the routers holding it (one link when both ends hold it).
+          if (a / 4 == b / 4) {
+            EXPECT_EQ(links, 1) << a << " -> " << b;
+          }
+          EXPECT_GE(links, 1);
+        }
+        EXPECT_LE(links, h.fabric.router_diameter());
+      }
+    }
+    for (int s = 0; s < 64; ++s) {
+      for (int d = 0; d < 64; ++d) {
+        if (s == d) continue;
+        h.fabric.send(s, d, payload(64));
+        ++want[h.fabric.router_links_between(h.fabric.rack_of(s), h.fabric.rack_of(d))];
+      }
+    }
+    h.events.run();
+    EXPECT_EQ(h.arrivals.size(), 64u * 63);
+    for (int k = 0; k <= Fabric::kMaxHops; ++k) {
+      EXPECT_EQ(h.fabric.delivered_by_router_links()[k], want[k]) << k << " router links";
+      // Two node links besides.
+      EXPECT_EQ(h.fabric.delivered_by_links()[k], k >= 2 ? want[k - 2] : 0u) << k << " links";
+    }
+    EXPECT_EQ(want[h.fabric.router_diameter()] != 0, true);  // the bound is reached
+    // What left a rack: each packet between racks once, on its first router-to-router link.
+    EXPECT_EQ(h.fabric.inter_rack().packets, 64u * 63 - 16u * 4 * 3);
+    Harness lone(c);
+    lone.fabric.send(0, 63, payload(100));
+    lone.events.run();
+    ASSERT_EQ(lone.arrivals.size(), 1u);
+    EXPECT_EQ(lone.arrivals[0].time, lone.fabric.one_way_ps(0, 63, 100));
+  }
+}
+
+TEST(Fabric, TopologyNamesAndShapesRefused) {
+  Topology t{};
+  EXPECT_TRUE(topology_from_name("dragonfly", t));
+  EXPECT_EQ(t, Topology::kDragonfly);
+  EXPECT_FALSE(topology_from_name("torus", t));
+  EventQueue q;
+  FabricConfig c;
+  c.nodes = 64;
+  c.racks = 16;
+  c.topology = Topology::kDragonfly;
+  c.dragonfly_groups = 3;  // 16 routers do not split into 3 groups
+  EXPECT_THROW(Fabric(q, c), std::invalid_argument);
+  c.topology = Topology::kHyperX;
+  c.hyperx_x = 3;
+  EXPECT_THROW(Fabric(q, c), std::invalid_argument);
+  c.hyperx_x = 8;
+  EXPECT_NO_THROW(Fabric(q, c));
+}
