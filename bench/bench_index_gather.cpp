@@ -3,6 +3,7 @@
 // output (out[j] = table[idx[j]]). One run measures, side by side on the same data:
 //   rig            NS_WR_RIG with every mechanism (filter, coalesce, concatenation)
 //   rig-nofilter / rig-nocoalesce / rig-noconcat   ablations
+//   rig-nohint (with --unique)   rig without NS_SEND_UNIQUE (the rig rows state their idxs unique)
 //   rig-paperwire  rig with the paper's Fig. 6 packets (18 B per PR each way) instead of the
 //                  compact software wire (docs/protocol.md)
 //   vanilla        one NS_WR_RDMA_READ per index (sparsity-aware without aggregation)
@@ -30,6 +31,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -83,10 +85,12 @@ const char* const kHelp =
     "                        stays <= --max-out-mb)\n"
     "  --max-out-mb N        output buffer cap per mode in MiB (default 128)\n"
     "  --vanilla-requests N  indices for the vanilla mode (default 131072; it is slow)\n"
-    "  --unique              draw each rank's indices without repetition (no filtering help)\n"
+    "  --unique              draw each rank's indices without repetition (no filtering help);\n"
+    "                        the RIG rows then say so (NS_SEND_UNIQUE: no filter word per idx),\n"
+    "                        rig-nohint is the same gather without the hint\n"
     "  --modes LIST          "
-    "rig,rig-nofilter,rig-nocoalesce,rig-noconcat,rig-paperwire,vanilla,\n"
-    "                        conveyors,line\n"
+    "rig,rig-nohint,rig-nofilter,rig-nocoalesce,rig-noconcat,rig-paperwire,\n"
+    "                        vanilla,conveyors,line\n"
     "  --progress MODE       thread | inline | both (default both)\n"
     "  --batch N             idxs per RIG work request (default 8192)\n"
     "  --layout L            RIG output: positional (out[j] = row idx[j], default) or indexed\n"
@@ -105,12 +109,15 @@ const char* const kHelp =
     "  --json FILE           also write every row as JSON\n"
     "  --help\n";
 
-const std::vector<std::string> kModes = {"rig",          "rig-nofilter",  "rig-nocoalesce",
-                                         "rig-noconcat", "rig-paperwire", "vanilla",
-                                         "conveyors",    "line"};
+const std::vector<std::string> kModes = {
+    "rig",     "rig-nohint", "rig-nofilter", "rig-nocoalesce", "rig-noconcat", "rig-paperwire",
+    "vanilla", "conveyors",  "line"};
 
 // Variant::flags bit of the rig-paperwire mode (beside the NS_CTX_* ablation bits).
 constexpr std::uint32_t kPaperWire = 1u << 30;
+// Variant::flags bit: post the RIG work requests with NS_SEND_UNIQUE (with --unique, the rig
+// rows state that their idxs are distinct; rig-nohint is the same gather without the hint).
+constexpr std::uint32_t kUniqueHint = 1u << 29;
 
 // Every rank parses the same argv; rank 0 prints. -1: go on, else the exit code (2: bad option).
 int parse(int argc, char** argv, int rank, Options& o) {
@@ -308,7 +315,7 @@ ns_context_attr rig_attr(const Options& o, int progress, std::uint32_t flags) {
   ns_context_attr a{};
   a.comp_mask = NS_CTX_ATTR_PROGRESS | NS_CTX_ATTR_FLAGS | NS_CTX_ATTR_WATCHDOG;
   a.progress_mode = progress;
-  a.flags = flags & ~kPaperWire;
+  a.flags = flags & ~(kPaperWire | kUniqueHint);
   if ((flags & kPaperWire) != 0) {
     a.comp_mask |= NS_CTX_ATTR_WIRE;
     a.wire = NS_WIRE_PAPER;
@@ -371,7 +378,7 @@ struct Engine {
 };
 
 // Posts RIG work requests of `batch` idxs, `inflight` at a time; returns seconds until all done.
-double run_rig(Engine& e, const Data& d, const Options& o, float* out) {
+double run_rig(Engine& e, const Data& d, const Options& o, float* out, unsigned hint) {
   const std::uint64_t n = d.idx.size();
   const std::uint64_t nwr = (n + o.batch - 1) / o.batch;
   std::uint64_t posted = 0, done = 0;
@@ -383,7 +390,7 @@ double run_rig(Engine& e, const Data& d, const Options& o, float* out) {
       const std::uint64_t begin = posted * o.batch;
       w.wr_id = posted;
       w.opcode = NS_WR_RIG;
-      w.send_flags = NS_SEND_SIGNALED;
+      w.send_flags = NS_SEND_SIGNALED | hint;
       w.wr.rig.mr = e.mr;
       w.wr.rig.idx = d.idx.data() + begin;
       w.wr.rig.count = std::min(o.batch, n - begin);
@@ -562,13 +569,19 @@ Workload make_workload(const Options& o, int K, int rank, int size) {
 std::vector<Variant> make_variants(const Options& o, const std::vector<int>& progress,
                                    const Workload& w) {
   std::vector<Variant> variants;
-  const std::pair<const char*, std::uint32_t> rig_modes[] = {{"rig", 0},
-                                                             {"rig-nofilter", NS_CTX_NO_FILTER},
-                                                             {"rig-nocoalesce", NS_CTX_NO_COALESCE},
-                                                             {"rig-noconcat", NS_CTX_NO_CONCAT},
-                                                             {"rig-paperwire", kPaperWire}};
+  // With --unique the caller knows its idxs are distinct and says so (NS_SEND_UNIQUE) on every
+  // RIG row; rig-nohint, the same gather without the hint, shows what the hint saves.
+  const std::uint32_t hint = o.unique ? kUniqueHint : 0;
+  const std::pair<const char*, std::uint32_t> rig_modes[] = {
+      {"rig", hint},
+      {"rig-nohint", 0},
+      {"rig-nofilter", NS_CTX_NO_FILTER | hint},
+      {"rig-nocoalesce", NS_CTX_NO_COALESCE | hint},
+      {"rig-noconcat", NS_CTX_NO_CONCAT | hint},
+      {"rig-paperwire", kPaperWire | hint}};
   for (const auto& [name, flags] : rig_modes) {
     if (!has_mode(o, name)) continue;
+    if (!o.unique && std::string_view(name) == "rig-nohint") continue;  // the same as rig
     for (int p : progress) {
       Variant v;
       v.mode = name;
@@ -621,7 +634,8 @@ Measurement measure_rig(Variant& v, const Options& o, Workload& w) {
   MPI_Barrier(MPI_COMM_WORLD);
   float* target = o.indexed ? w.replica.data() : w.out.data();
   if (o.indexed) std::fill(w.replica.begin(), w.replica.end(), -1.0f);
-  const double mine = run_rig(e, d, o, target);
+  const double mine =
+      run_rig(e, d, o, target, (v.flags & kUniqueHint) != 0 ? unsigned{NS_SEND_UNIQUE} : 0u);
   // Serve the peers until they are done too (INLINE mode: nobody else would), and only
   // then block in an MPI collective.
   if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce", NS_ERR_TIMEOUT);

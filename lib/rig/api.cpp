@@ -108,6 +108,7 @@ constexpr auto kWrErrorTexts = std::to_array<netsparse::support::EnumName<WrErro
     {WrError::kPlanForeign, "wr.plan.plan is not a live plan of this context"},
     {WrError::kPlanBusy, "a start of wr.plan.plan is still in flight (one at a time)"},
     {WrError::kPushedNotPlan, "NS_SEND_PUSHED is for NS_WR_RIG_PLAN starts only"},
+    {WrError::kUniqueNotRig, "NS_SEND_UNIQUE is for NS_WR_RIG work requests only"},
     {WrError::kPlanPropBytes,
      "the registered region's prop_bytes differs from the one the plan was created with"},
     {WrError::kNoRegion, "no property region is registered"},

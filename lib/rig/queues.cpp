@@ -61,8 +61,11 @@ WrError validate_ris(const ns_send_wr& w, const Region* reg) noexcept {
 
 WrError validate_wr(const ns_send_wr& w, const Region* reg, const PostTarget* target) noexcept {
   constexpr unsigned kFlags =
-      NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH | NS_SEND_REMOTE_ONLY | NS_SEND_PUSHED;
+      NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH | NS_SEND_REMOTE_ONLY | NS_SEND_PUSHED | NS_SEND_UNIQUE;
   if ((w.send_flags & ~kFlags) != 0) return WrError::kUnknownFlags;
+  if ((w.send_flags & NS_SEND_UNIQUE) != 0 && w.opcode != NS_WR_RIG) {
+    return WrError::kUniqueNotRig;
+  }
   if ((w.send_flags & NS_SEND_PUSHED) != 0 && w.opcode != NS_WR_RIG_PLAN) {
     return WrError::kPushedNotPlan;
   }

@@ -94,6 +94,7 @@ enum class WrError : int {
   kPlanForeign,
   kPlanBusy,
   kPushedNotPlan,
+  kUniqueNotRig,
   kPlanPropBytes,
   kNoRegion,
   kOutTooSmall,

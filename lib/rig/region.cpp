@@ -74,7 +74,9 @@ bool Region::admit(Command& c, const Config& config) {
     poison_ = NS_WC_SUCCESS;
   }
   c.coalesced_any = false;
-  const bool dedup = config.filter_on() || config.coalesce_on();
+  // NS_SEND_UNIQUE: the caller's idxs are distinct, nothing to drop; the per-idx filter word
+  // (a cache miss per idx at random) is skipped. A repeat is then requested again: still right.
+  const bool dedup = (config.filter_on() || config.coalesce_on()) && !(c.flags & NS_SEND_UNIQUE);
   c.filter = FilterUse::kNone;
   if (!dedup) return true;
   // A plan's recording must see every idx of its own list: nothing may be left out because an

@@ -122,6 +122,71 @@ TEST(EngineSemantics, RemoteOnlySkipsTheNodesOwnRows) {
   });
 }
 
+// NS_SEND_UNIQUE, the caller's "my idxs are distinct" hint: nothing is filtered or coalesced,
+// and a hint that lies (repeated idxs) still gives every row right: each occurrence is asked
+// for. The hinted WR leaves the Idx Filter's rows as it found them: a plain WR of the same
+// epoch after it still sends each distinct remote row once. On other opcodes it is refused.
+TEST(EngineSemantics, UniqueHintSkipsTheFilterAndIsRightEvenWhenItLies) {
+  ClusterOptions o = cluster_options(3, 16, make_attr(NS_PROGRESS_THREAD, 0));
+  run_cluster(o, [&](Node& n) {
+    const std::uint64_t own_begin = n.offsets[n.rank], own_end = n.offsets[n.rank + 1];
+    std::vector<std::uint64_t> distinct(n.total);
+    for (std::uint64_t i = 0; i < n.total; ++i) distinct[i] = (i * 7 + n.rank) % n.total;
+    const std::vector<std::uint64_t> repeated = dup_heavy_idx(n.total, 2000, 30, 11 + n.rank);
+    for (const std::vector<std::uint64_t>* idx :
+         std::initializer_list<const std::vector<std::uint64_t>*>{&distinct, &repeated}) {
+      for (int layout : {NS_RIG_LAYOUT_INDEXED, NS_RIG_LAYOUT_POSITIONAL}) {
+        const std::string where = std::string(idx == &distinct ? "distinct" : "repeated") +
+                                  (layout == NS_RIG_LAYOUT_INDEXED ? " indexed" : " positional") +
+                                  " node " + std::to_string(n.rank);
+        std::uint64_t remote = 0, local = 0;
+        std::set<std::uint64_t> distinct_remote;
+        for (std::uint64_t i : *idx) {
+          const bool own = i >= own_begin && i < own_end;
+          (own ? local : remote) += 1;
+          if (!own) distinct_remote.insert(i);
+        }
+        const bool indexed = layout == NS_RIG_LAYOUT_INDEXED;
+        std::vector<std::uint8_t> out((indexed ? n.total : idx->size()) * n.P, kSentinel);
+        ns_stats_reset(n.ctx);
+        auto w = indexed ? rig(1, n.mr, *idx, out.data(), layout, 0, n.total,
+                               NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH | NS_SEND_UNIQUE)
+                         : rig(1, n.mr, *idx, out.data(), layout, 0, 0,
+                               NS_SEND_SIGNALED | NS_SEND_UNIQUE);
+        ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK) << ns_last_error();
+        for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+        check_gathered(n, out, *idx, layout);
+        EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_FILTERED), 0u) << where;
+        EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_COALESCED), 0u) << where;
+        EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_SENT), remote) << where;
+        EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_LOCAL), local) << where;
+        if (indexed) {
+          // The same idxs again without the hint, same epoch and mapping: the rows the hinted
+          // WR brought were not marked, so each distinct remote row is asked for once now.
+          ns_stats_reset(n.ctx);
+          std::vector<std::uint8_t> again(n.total * n.P, kSentinel);
+          auto w2 = rig(2, n.mr, *idx, again.data(), layout, 0, n.total, NS_SEND_SIGNALED);
+          ASSERT_EQ(ns_post_send(n.qp, &w2, nullptr), NS_OK) << ns_last_error();
+          for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+          check_gathered(n, again, *idx, layout);
+          EXPECT_EQ(stat(n.ctx, NS_STAT_PRS_SENT), distinct_remote.size()) << where;
+        }
+        n.sync->arrive_and_wait();
+      }
+    }
+    // Only a plain RIG takes the hint.
+    const std::vector<std::uint64_t> one = {0};
+    std::vector<std::uint8_t> values(n.P, 1);
+    auto ris =
+        ris_wr(3, n.mr, one.data(), 1, values.data(), values.size(), NS_RIS_SUM, NS_RIS_INT32);
+    ris.send_flags |= NS_SEND_UNIQUE;
+    EXPECT_EQ(ns_post_send(n.qp, &ris, nullptr), NS_ERR_INVALID);
+    EXPECT_NE(std::string(ns_last_error()).find("NS_SEND_UNIQUE"), std::string::npos)
+        << ns_last_error();
+    n.sync->arrive_and_wait();
+  });
+}
+
 // Column panels of one kernel run, gathered into alternating buffers within one epoch: each
 // window keeps its own mapping (a repeat into the same window is filtered), while a request
 // whose window overlaps another mapping's is served correctly without trusting the filter.
