@@ -13,22 +13,14 @@
 #include "netsparse/dist_matrix.hpp"
 #include "netsparse/distributed.hpp"
 #include "netsparse/petsc.hpp"
+#include "petsc_test_check.hpp"
 
 namespace {
 
-int rank = 0;
-int failures = 0;
-
-void expect(bool ok, const std::string& what) {
-  if (!ok) {
-    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what.c_str());
-    ++failures;
-  }
-}
-
-void check(PetscErrorCode e, const char* call) {
-  netsparse::petsc_detail::check(e, call);
-}
+using petsc_test::check;
+using petsc_test::expect;
+using petsc_test::failures;
+using petsc_test::rank;
 
 // An n x m MATMPIAIJ with PETSc's own row / column split (PETSC_DECIDE) and a pattern that
 // reaches every other rank's columns: a(i, j) = 1 + (i + 2j) % 4 where (i * 7 + j * 3) % 11 < 2,

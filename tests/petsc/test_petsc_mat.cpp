@@ -20,22 +20,14 @@
 #include <vector>
 
 #include "netsparse/petsc_mat.hpp"
+#include "petsc_test_check.hpp"
 
 namespace {
 
-int rank = 0;
-int failures = 0;
-
-void expect(bool ok, const std::string& what) {
-  if (!ok) {
-    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what.c_str());
-    ++failures;
-  }
-}
-
-void check(PetscErrorCode e, const char* call) {
-  netsparse::petsc_detail::check(e, call);
-}
+using petsc_test::check;
+using petsc_test::expect;
+using petsc_test::failures;
+using petsc_test::rank;
 
 // The 2-D 5-point Laplacian on an n x n grid (4 on the diagonal, -1 to each neighbour) times
 // `diag_scale` on the diagonal, as `type` (nullptr: from the options database).
