@@ -195,23 +195,25 @@ class EmbeddingTables {
 };
 
 // Reuse-aware batching (the SmartNIC dissertation, section 5.4): forms training batches whose
-// samples share ids, so a batch has fewer distinct rows to fetch and consecutive batches reuse
-// each other's rows in the cache. Each sample is a set of keys (its ids; for many tables mix
-// (table, id) with table_key). At the start of every epoch and then every refresh_batches
-// batches, the samples not yet served in the epoch are re-bucketed: each gets a min-hash
-// signature of its keys (signature_hashes independent hash functions, fresh seeds at every
-// refresh), the samples are ordered by signature (lexicographically: samples with the same
-// first min-hash -- an LSH bucket, they share that key -- are adjacent, and within a bucket those
-// sharing the second too) and cut into batches of batch_samples in that order. Every epoch's
-// batches are a permutation of all samples (each exactly once; the last batch of an epoch may be
-// smaller). Local and deterministic (the same seed gives the same batches); no MPI.
+// samples share ids, so a batch has fewer distinct rows to fetch. Each sample is a set of keys
+// (its ids; for many tables mix (table, id) with table_key). At the start of every epoch and
+// then every refresh_batches batches, the samples not yet served in the epoch are re-bucketed:
+// each gets a min-hash signature (signature_hashes hash functions, fresh seeds at every
+// refresh) over its *shared* keys (those in 2 to max(16, batch_samples / 16) remaining samples:
+// the keys batching can save fetches of), the samples are sorted by signature (an LSH bucket --
+// equal first min-hash -- holds samples sharing that key), and batches are grown from that
+// order: a batch starts at the first sample not yet taken and then takes the sample sharing the
+// most keys with the batch so far (an inverted index of the shared keys), or the next in
+// signature order when none shares any. Every epoch's batches are a permutation of all samples
+// (each exactly once; the last batch of an epoch may be smaller). Local and deterministic (the
+// same seed gives the same batches); no MPI. docs/embedding.md has the measurements.
 struct SimilarityBatchingOptions {
   std::size_t batch_samples = 0;       // samples per batch, at least 1
   std::uint32_t signature_hashes = 2;  // min-hash functions per signature, 1-16
   // Re-bucket the epoch's remaining samples every this many batches (0: once per epoch).
   std::uint32_t refresh_batches = 0;
   std::uint64_t seed = 1;
-  // false: a uniformly random permutation per epoch (the baseline; no signatures).
+  // false: a uniformly random order of the remaining samples at each refresh (the baseline).
   bool similarity = true;
 };
 
@@ -219,8 +221,8 @@ class SimilarityBatcher {
  public:
   // Sample s has keys[sample_offsets[s] .. sample_offsets[s + 1]) (copied). sample_offsets: the
   // number of samples + 1 non-decreasing entries from 0, the last equal to keys.size(), fewer
-  // than 2^32 samples; bad options or offsets throw netsparse::Error (NS_ERR_INVALID, naming
-  // the argument).
+  // than 2^32 samples and 2^31 keys; bad options or offsets throw netsparse::Error (NS_ERR_INVALID,
+  // naming the argument).
   SimilarityBatcher(std::span<const std::uint64_t> sample_offsets,
                     std::span<const std::uint64_t> keys, const SimilarityBatchingOptions& options);
   ~SimilarityBatcher();
