@@ -19,6 +19,7 @@
 #include <string>
 
 #include "netsparse/embedding.hpp"
+#include "support/visibility.hpp"
 
 namespace netsparse {
 
@@ -39,7 +40,7 @@ std::uint64_t mix64(std::uint64_t x) noexcept {
 
 }  // namespace
 
-struct SimilarityBatcher::Impl {
+struct NETSPARSE_LOCAL SimilarityBatcher::Impl {
   std::vector<std::uint64_t> offsets, keys;
   SimilarityBatchingOptions options;
   std::vector<std::uint32_t> order;  // this epoch's order; [0, served) already returned
