@@ -24,10 +24,11 @@ namespace netsparse {
 // Which fetched remote rows enter the cache (docs/embedding.md, "Reuse-aware admission").
 enum class CacheAdmission : std::uint8_t {
   kAll,       // every fetched remote row (plain LRU)
-  kUpcoming,  // only rows whose id is among the ids last passed to announce_upcoming() (the
-              // batches the caller has already formed): a row used once does not evict a row
-              // that will be used again, and its insert is skipped. Nothing else changes: a
-              // cached row is still served only under its bucket's current version.
+  kUpcoming,  // once the cache is full, only rows whose id is among the ids last passed to
+              // announce_upcoming() (the batches the caller has already formed): a row used
+              // once does not evict a row that will be used again. Until it is full every row
+              // is kept (evicting nothing). Nothing else changes: a cached row is still served
+              // only under its bucket's current version.
 };
 
 struct EmbeddingOptions {
@@ -108,9 +109,9 @@ class EmbeddingTable {
   // deltas.size() must be ids.size() * dim.
   void push_gradients(std::span<const std::uint64_t> ids, std::span<const float> deltas);
   // The ids of the lookups to come (e.g. the next batch or two, already formed): with
-  // CacheAdmission::kUpcoming a fetched remote row is cached only if its id is among them. Kept
-  // (copied) until the next call; local, no communication. An id at or beyond total_rows()
-  // throws NS_ERR_INVALID (the announcement is then left as it was).
+  // CacheAdmission::kUpcoming a fetched remote row evicts a cached one only if its id is among
+  // them. Kept (copied) until the next call; local, no communication. An id at or beyond
+  // total_rows() throws NS_ERR_INVALID (the announcement is then left as it was).
   void announce_upcoming(std::span<const std::uint64_t> ids);
 
   // Changes the lookup policy of this rank (local); the cache is emptied. bucket_rows must stay

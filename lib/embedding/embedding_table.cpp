@@ -456,8 +456,9 @@ void TableSet::lookup(std::span<const std::uint64_t> ids, std::span<const Segmen
   stats.gather_ns += t4 - t3;
   emit(segments, ids.size(), nullptr);
   if (cached) {
-    // Reuse-aware admission only decides which fetched rows are kept: a kept row carries the
-    // version read before the gather, as with every admission, so results never change.
+    // Reuse-aware admission only decides which fetched rows are kept (once the cache is full):
+    // a kept row carries the version read before the gather, as with every admission, so
+    // results never change.
     const bool upcoming_only = options.admission == CacheAdmission::kUpcoming;
     for (std::size_t f = 0; f < fetch_ids.size(); ++f) {
       if (f + kAhead < fetch_ids.size()) {
@@ -467,7 +468,8 @@ void TableSet::lookup(std::span<const std::uint64_t> ids, std::span<const Segmen
       }
       const std::size_t u = fetch_ids[f];
       if (owners[u] == rank) continue;
-      if (upcoming_only && !upcoming.contains(distinct[u])) {
+      // A full cache would evict a row for it: only a row announced as coming is worth that.
+      if (upcoming_only && cache.size() == cache.capacity() && !upcoming.contains(distinct[u])) {
         ++stats.cache_declined;
         continue;
       }

@@ -333,7 +333,7 @@ TEST_F(EmbeddingMpi, OutOfRangeIdIsRefusedAndWritesNothing) {
 
 // Reuse-aware batching end to end: every rank forms its batches with a SimilarityBatcher over
 // its own samples (re-bucketed every 2 batches, two epochs) and looks them up with each cache
-// policy -- LRU, reuse-aware admission of the next batch's ids, and admission into a cache of 8
+// policy -- LRU, and reuse-aware admission of the next batch's ids into caches of 16 and 8
 // rows -- pushing gradients every third iteration. Every byte of every lookup equals the
 // reference (each rank rebuilds every peer's batcher to apply their pushes: the same seeds give
 // the same batches), whatever the batches, refreshes and admissions.
@@ -373,7 +373,7 @@ TEST_F(EmbeddingMpi, SimilarityBatchesAndAdmissionMatchTheReference) {
     netsparse::CacheAdmission admission;
   };
   const Policy policies[] = {{"lru", total, netsparse::CacheAdmission::kAll},
-                             {"admit-next", total, netsparse::CacheAdmission::kUpcoming},
+                             {"admit-next-16", 16, netsparse::CacheAdmission::kUpcoming},
                              {"admit-next-8", 8, netsparse::CacheAdmission::kUpcoming}};
   for (const Policy& policy : policies) {
     EmbeddingOptions options{policy.cache_rows, true};
@@ -409,36 +409,59 @@ TEST_F(EmbeddingMpi, SimilarityBatchesAndAdmissionMatchTheReference) {
     if (policy.admission == netsparse::CacheAdmission::kAll) {
       EXPECT_EQ(s.cache_declined, 0u);
     } else {
-      EXPECT_GT(s.cache_declined, 0u) << policy.name;  // rows not in the next batch stayed out
+      EXPECT_GT(s.cache_declined, 0u) << policy.name;  // unannounced rows evicted none
       EXPECT_GT(s.cache_admitted, 0u) << policy.name;
     }
     ctx.quiesce();  // nobody reads this table any more
   }
 }
 
-// An admitted row is still served only under its bucket's current version: every rank caches
-// every remote row (all announced), rank 0 then adds into every row; the next lookup refuses
-// every cached row as stale and returns the updated rows, and the one after serves them all
-// from the cache again. Rows not announced are never admitted.
-TEST_F(EmbeddingMpi, AdmittedRowsAreNeverServedStale) {
+// Reuse-aware admission keeps what is announced: with a cache of 8 rows, a lookup of every row
+// where 8 remote rows in the middle are announced leaves exactly those 8 cached (plain LRU keeps
+// the last 8 fetched). And an admitted row is still served only under its bucket's current
+// version: with every remote row cached (a cache just large enough), rank 0 adds into every
+// row; the next lookup refuses every cached row as stale and returns the updated rows, and the
+// one after serves them all from the cache again.
+TEST_F(EmbeddingMpi, AdmissionKeepsTheAnnouncedRowsAndNeverServesThemStale) {
   constexpr std::uint32_t kDim = 4;
-  EmbeddingOptions options{total, true};
+  std::vector<std::uint64_t> all(total), remote_ids;
+  for (std::uint64_t id = 0; id < total; ++id) all[id] = id;
+  for (std::uint64_t id = 0; id < total; ++id) {
+    if (id < offsets[static_cast<std::size_t>(rank)] ||
+        id >= offsets[static_cast<std::size_t>(rank) + 1])
+      remote_ids.push_back(id);
+  }
+  const std::uint64_t remote = remote_ids.size();
+  const std::vector<std::uint64_t> announced(remote_ids.begin() + 20, remote_ids.begin() + 28);
+  std::vector<float> out(total * kDim), few(announced.size() * kDim);
+  for (const auto admission :
+       {netsparse::CacheAdmission::kAll, netsparse::CacheAdmission::kUpcoming}) {
+    EmbeddingOptions options{8, true};
+    options.admission = admission;
+    EmbeddingTable table(ctx, kDim, offsets, options);
+    fill_local(table, offsets, rank);
+    ctx.quiesce();
+    const Reference ref(total, kDim);
+    table.announce_upcoming(announced);
+    table.lookup(all, out);
+    EXPECT_EQ(first_mismatch(all, out, ref), -1);
+    const bool upcoming = admission == netsparse::CacheAdmission::kUpcoming;
+    // Admitted: 8 to fill, then (kUpcoming) the 8 announced, evicting the first 8.
+    EXPECT_EQ(table.stats().cache_admitted, upcoming ? 16u : remote);
+    table.reset_stats();
+    table.lookup(announced, few);
+    EXPECT_EQ(first_mismatch(announced, few, ref), -1);
+    EXPECT_EQ(table.stats().cache_hits, upcoming ? 8u : 0u);
+    ctx.quiesce();
+  }
+  EmbeddingOptions options{remote, true};
   options.admission = netsparse::CacheAdmission::kUpcoming;
   EmbeddingTable table(ctx, kDim, offsets, options);
   fill_local(table, offsets, rank);
   ctx.quiesce();
   Reference ref(total, kDim);
-  std::vector<std::uint64_t> all(total);
-  for (std::uint64_t id = 0; id < total; ++id) all[id] = id;
-  const std::uint64_t remote = total - (offsets[static_cast<std::size_t>(rank) + 1] -
-                                        offsets[static_cast<std::size_t>(rank)]);
-  std::vector<float> out(total * kDim);
-  table.lookup(all, out);  // nothing announced yet: nothing admitted
-  table.lookup(all, out);
-  EXPECT_EQ(table.stats().cache_hits, 0u);
-  EXPECT_EQ(table.stats().cache_declined, 2 * remote);
   table.announce_upcoming(all);
-  table.lookup(all, out);  // admits every remote row
+  table.lookup(all, out);  // caches every remote row
   ASSERT_EQ(first_mismatch(all, out, ref), -1);
   ctx.quiesce();
   if (rank == 0) {
