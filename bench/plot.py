@@ -1257,7 +1257,9 @@ def scatter_reduce(runs, out_dir):
 
 
 EMBEDDING_COLORS = {"cached": "#d62728", "frozen": "#9467bd", "dedup": "#ff7f0e",
-                    "plain": "#1f77b4", "allgather": "#7f7f7f"}
+                    "plain": "#1f77b4", "allgather": "#7f7f7f", "plain-sim": "#aec7e8",
+                    "dedup-sim": "#ffbb78", "cached-sim": "#ff9896",
+                    "cached-sim-admit": "#8c564b", "frozen-sim": "#c5b0d5"}
 
 
 def embedding(runs, out_dir):
@@ -1268,7 +1270,7 @@ def embedding(runs, out_dir):
 
         def note(r, alpha):
             text = f"{r['lookup_bytes_per_rank_iteration'] / 2**20:.2f} MiB"
-            if r["mode"] in ("cached", "frozen"):
+            if r["mode"].startswith(("cached", "frozen")):
                 versions = r.get("version_bytes_per_rank_iteration", 0) / 2**10
                 text = f"hit {r['hit_rate']:.2f}\nver {versions:.0f} KiB\n" + text
             plain = find(recs, alpha=alpha, mode="plain")

@@ -21,6 +21,16 @@
 
 namespace netsparse {
 
+// Which fetched remote rows enter the cache (docs/embedding.md, "Reuse-aware admission").
+enum class CacheAdmission : std::uint8_t {
+  kAll,       // every fetched remote row (plain LRU)
+  kUpcoming,  // once the cache is full, only rows whose id is among the ids last passed to
+              // announce_upcoming() (the batches the caller has already formed): a row used
+              // once does not evict a row that will be used again. Until it is full every row
+              // is kept (evicting nothing). Nothing else changes: a cached row is still served
+              // only under its bucket's current version.
+};
+
 struct EmbeddingOptions {
   // Remote rows the LRU cache holds (0: no cache).
   std::uint64_t cache_rows = 0;
@@ -33,6 +43,8 @@ struct EmbeddingOptions {
   // The default, 16, by measurement over 1-256 (docs/embedding.md).
   std::uint32_t bucket_rows = kDefaultBucketRows;
   static constexpr std::uint32_t kDefaultBucketRows = 16;
+  // Local to this rank, may differ between ranks.
+  CacheAdmission admission = CacheAdmission::kAll;
 };
 
 // Counters since construction or reset_stats(); local to this rank.
@@ -54,6 +66,8 @@ struct EmbeddingStats {
   // de-duplication and owners; the version gather; cache finds; the gather of the misses;
   // filling the output and inserting the fetched rows into the cache.
   std::uint64_t dedup_ns = 0, version_ns = 0, cache_ns = 0, gather_ns = 0, output_ns = 0;
+  // Fetched remote rows put into the cache / left out by CacheAdmission::kUpcoming.
+  std::uint64_t cache_admitted = 0, cache_declined = 0;
 };
 
 // Owns its rows: every rank's block [row_offsets[r], row_offsets[r + 1]) of `dim` floats, plus
@@ -94,6 +108,11 @@ class EmbeddingTable {
   // owner has applied them and the versions of the buckets written have been bumped.
   // deltas.size() must be ids.size() * dim.
   void push_gradients(std::span<const std::uint64_t> ids, std::span<const float> deltas);
+  // The ids of the lookups to come (e.g. the next batch or two, already formed): with
+  // CacheAdmission::kUpcoming a fetched remote row evicts a cached one only if its id is among
+  // them. Kept (copied) until the next call; local, no communication. An id at or beyond
+  // total_rows() throws NS_ERR_INVALID (the announcement is then left as it was).
+  void announce_upcoming(std::span<const std::uint64_t> ids);
 
   // Changes the lookup policy of this rank (local); the cache is emptied. bucket_rows must stay
   // as constructed (NS_ERR_INVALID otherwise).
@@ -163,11 +182,64 @@ class EmbeddingTables {
   // all tables, then the version bumps. deltas[t].size() must be ids[t].size() * dim(t).
   void push_gradients(std::span<const std::span<const std::uint64_t>> ids,
                       std::span<const std::span<const float>> deltas);
+  // EmbeddingTable::announce_upcoming per table (ids has count() entries).
+  void announce_upcoming(std::span<const std::span<const std::uint64_t>> ids);
 
   void set_options(const EmbeddingOptions& options);
   const EmbeddingOptions& options() const noexcept;
   EmbeddingStats stats() const noexcept;
   void reset_stats() noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Reuse-aware batching (the SmartNIC dissertation, section 5.4): forms training batches whose
+// samples share ids, so a batch has fewer distinct rows to fetch. Each sample is a set of keys
+// (its ids; for many tables mix (table, id) with table_key). At the start of every epoch and
+// then every refresh_batches batches, the samples not yet served in the epoch are re-bucketed:
+// each gets a min-hash signature (signature_hashes hash functions, fresh seeds at every
+// refresh) over its *shared* keys (those in 2 to max(16, batch_samples / 16) remaining samples:
+// the keys batching can save fetches of), the samples are sorted by signature (an LSH bucket --
+// equal first min-hash -- holds samples sharing that key), and batches are grown from that
+// order: a batch starts at the first sample not yet taken and then takes the sample sharing the
+// most keys with the batch so far (an inverted index of the shared keys), or the next in
+// signature order when none shares any. Every epoch's batches are a permutation of all samples
+// (each exactly once; the last batch of an epoch may be smaller). Local and deterministic (the
+// same seed gives the same batches); no MPI. docs/embedding.md has the measurements.
+struct SimilarityBatchingOptions {
+  std::size_t batch_samples = 0;       // samples per batch, at least 1
+  std::uint32_t signature_hashes = 2;  // min-hash functions per signature, 1-16
+  // Re-bucket the epoch's remaining samples every this many batches (0: once per epoch).
+  std::uint32_t refresh_batches = 0;
+  std::uint64_t seed = 1;
+  // false: a uniformly random order of the remaining samples at each refresh (the baseline).
+  bool similarity = true;
+};
+
+class SimilarityBatcher {
+ public:
+  // Sample s has keys[sample_offsets[s] .. sample_offsets[s + 1]) (copied). sample_offsets: the
+  // number of samples + 1 non-decreasing entries from 0, the last equal to keys.size(), fewer
+  // than 2^32 samples and 2^31 keys; bad options or offsets throw netsparse::Error (NS_ERR_INVALID,
+  // naming the argument).
+  SimilarityBatcher(std::span<const std::uint64_t> sample_offsets,
+                    std::span<const std::uint64_t> keys, const SimilarityBatchingOptions& options);
+  ~SimilarityBatcher();
+  SimilarityBatcher(SimilarityBatcher&&) noexcept;
+  SimilarityBatcher& operator=(SimilarityBatcher&&) noexcept;
+  SimilarityBatcher(const SimilarityBatcher&) = delete;
+  SimilarityBatcher& operator=(const SimilarityBatcher&) = delete;
+
+  // The next batch's sample indices, valid until the next call; after an epoch's last batch
+  // the next call starts the next epoch.
+  std::span<const std::uint32_t> next_batch();
+  std::size_t samples() const noexcept;
+  std::uint64_t epoch() const noexcept;      // the epoch of the last batch returned (0 first)
+  std::uint64_t refreshes() const noexcept;  // re-bucketings so far (epoch starts included)
+  // A key for (table, id) of a many-table sample.
+  static std::uint64_t table_key(std::size_t table, std::uint64_t id) noexcept;
 
  private:
   struct Impl;

@@ -309,6 +309,7 @@ struct NETSPARSE_LOCAL TableSet {
   Qp qp;
   RowCache cache{0, 4};
   IdDedup dedup;
+  IdSet upcoming;  // combined ids of the announced lookups (CacheAdmission::kUpcoming)
   EmbeddingStats stats;
   // Per-call scratch, kept to avoid allocations per batch.
   std::vector<std::uint32_t> slot_of;
@@ -455,11 +456,25 @@ void TableSet::lookup(std::span<const std::uint64_t> ids, std::span<const Segmen
   stats.gather_ns += t4 - t3;
   emit(segments, ids.size(), nullptr);
   if (cached) {
+    // Reuse-aware admission only decides which fetched rows are kept (once the cache is full):
+    // a kept row carries the version read before the gather, as with every admission, so
+    // results never change.
+    const bool upcoming_only = options.admission == CacheAdmission::kUpcoming;
     for (std::size_t f = 0; f < fetch_ids.size(); ++f) {
-      if (f + kAhead < fetch_ids.size()) cache.prefetch(distinct[fetch_ids[f + kAhead]]);
+      if (f + kAhead < fetch_ids.size()) {
+        const std::uint64_t ahead = distinct[fetch_ids[f + kAhead]];
+        if (upcoming_only) upcoming.prefetch(ahead);
+        cache.prefetch(ahead);
+      }
       const std::size_t u = fetch_ids[f];
-      if (owners[u] != rank)
-        cache.insert(distinct[u], versions[word_of[u]], staging.data() + f * row_bytes);
+      if (owners[u] == rank) continue;
+      // A full cache would evict a row for it: only a row announced as coming is worth that.
+      if (upcoming_only && cache.size() == cache.capacity() && !upcoming.contains(distinct[u])) {
+        ++stats.cache_declined;
+        continue;
+      }
+      ++stats.cache_admitted;
+      cache.insert(distinct[u], versions[word_of[u]], staging.data() + f * row_bytes);
     }
   }
   stats.output_ns += now_ns() - t4;
@@ -598,6 +613,25 @@ void set_push(TableSet& s, std::span<const std::span<const std::uint64_t>> ids,
   s.push(s.combined, s.push_values.data());
 }
 
+void set_announce(TableSet& s, std::span<const std::span<const std::uint64_t>> ids) {
+  if (ids.size() != s.tables()) {
+    refuse(NS_ERR_INVALID, s.who + "::announce_upcoming: " + std::to_string(ids.size()) +
+                               " id lists for " + std::to_string(s.tables()) + " tables");
+  }
+  std::size_t n = 0;
+  for (std::size_t t = 0; t < s.tables(); ++t) {
+    s.check_ids(t, ids[t], ids[t].size() * s.dims[t], "announce_upcoming");
+    n += ids[t].size();
+  }
+  std::vector<std::uint64_t> all;
+  all.reserve(n);
+  for (std::size_t t = 0; t < s.tables(); ++t) {
+    for (const std::uint64_t id : ids[t])
+      all.push_back(s.tables() == 1 ? id : s.combined_id(t, id));
+  }
+  s.upcoming.assign(all.data(), all.size());
+}
+
 std::vector<EmbeddingTableShape> one_table(std::uint32_t dim,
                                            std::span<const std::uint64_t> row_offsets) {
   return {EmbeddingTableShape{dim, {row_offsets.begin(), row_offsets.end()}}};
@@ -641,6 +675,9 @@ void EmbeddingTable::lookup(std::span<const std::uint64_t> ids, std::span<float>
 void EmbeddingTable::push_gradients(std::span<const std::uint64_t> ids,
                                     std::span<const float> deltas) {
   embedding::set_push(impl_->set, std::span(&ids, 1), std::span(&deltas, 1));
+}
+void EmbeddingTable::announce_upcoming(std::span<const std::uint64_t> ids) {
+  embedding::set_announce(impl_->set, std::span(&ids, 1));
 }
 void EmbeddingTable::set_options(const EmbeddingOptions& options) {
   impl_->set.set_options(options);
@@ -704,6 +741,9 @@ void EmbeddingTables::lookup(std::span<const std::span<const std::uint64_t>> ids
 void EmbeddingTables::push_gradients(std::span<const std::span<const std::uint64_t>> ids,
                                      std::span<const std::span<const float>> deltas) {
   embedding::set_push(impl_->set, ids, deltas);
+}
+void EmbeddingTables::announce_upcoming(std::span<const std::span<const std::uint64_t>> ids) {
+  embedding::set_announce(impl_->set, ids);
 }
 void EmbeddingTables::set_options(const EmbeddingOptions& options) {
   impl_->set.set_options(options);

@@ -102,4 +102,23 @@ class IdDedup {
   std::vector<std::uint64_t> distinct_;
 };
 
+// A set of ids for membership tests (the ids announced for reuse-aware admission): open
+// addressing, linear probing, load <= 1/2; UINT64_MAX marks an empty cell (never an id: ids
+// are below a table's row count).
+class IdSet {
+ public:
+  void assign(const std::uint64_t* ids, std::size_t n);
+  bool contains(std::uint64_t id) const noexcept;
+  void prefetch(std::uint64_t id) const noexcept {
+    if (!cells_.empty()) __builtin_prefetch(&cells_[cell_of(id)]);
+  }
+  std::size_t size() const noexcept { return size_; }
+
+ private:
+  std::size_t cell_of(std::uint64_t id) const noexcept;
+  std::vector<std::uint64_t> cells_;
+  int shift_ = 64;
+  std::size_t size_ = 0;
+};
+
 }  // namespace netsparse::embedding

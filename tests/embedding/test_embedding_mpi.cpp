@@ -5,7 +5,8 @@
 // another rank updated is refetched while a row of a bucket nobody wrote stays a hit (exact
 // counts); ranks that disagree on bucket_rows all refuse; an out-of-range id fails the call on
 // the caller and changes no byte anywhere. Ranks wait for each other with ns_quiesce (an
-// MPI_Barrier would stop an INLINE engine from serving its peers).
+// MPI_Barrier would stop an INLINE engine from serving its peers). Similarity batches and
+// reuse-aware admission never change a lookup, and an admitted row is never served stale.
 // NETSPARSE_TEST_PROGRESS=thread|inline picks the engine's progress mode.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -327,5 +328,157 @@ TEST_F(EmbeddingMpi, OutOfRangeIdIsRefusedAndWritesNothing) {
   const bool right = first_mismatch(all, out, ref) == -1;
   ctx.quiesce();  // every peer's lookups served before the MPI reduction
   EXPECT_TRUE(all_ranks(right));
+  ctx.quiesce();
+}
+
+// Reuse-aware batching end to end: every rank forms its batches with a SimilarityBatcher over
+// its own samples (re-bucketed every 2 batches, two epochs) and looks them up with each cache
+// policy -- LRU, and reuse-aware admission of the next batch's ids into caches of 16 and 8
+// rows -- pushing gradients every third iteration. Every byte of every lookup equals the
+// reference (each rank rebuilds every peer's batcher to apply their pushes: the same seeds give
+// the same batches), whatever the batches, refreshes and admissions.
+TEST_F(EmbeddingMpi, SimilarityBatchesAndAdmissionMatchTheReference) {
+  constexpr std::uint32_t kDim = 6;
+  constexpr std::size_t kSamples = 60, kPerSample = 8;
+  const auto batcher_of = [&](int p, std::vector<std::uint64_t>& keys) {
+    keys = batch(p, 100, total, kSamples * kPerSample);  // heavy duplication: shared ids
+    std::vector<std::uint64_t> sample_offsets;
+    for (std::size_t s = 0; s <= kSamples; ++s) sample_offsets.push_back(s * kPerSample);
+    netsparse::SimilarityBatchingOptions o;
+    o.batch_samples = 10;
+    o.refresh_batches = 2;
+    o.seed = 17 + static_cast<std::uint64_t>(p);
+    return netsparse::SimilarityBatcher(sample_offsets, keys, o);
+  };
+  // The ids of each of the 13 batches (12 iterations and one ahead) of rank p.
+  const auto batches_of = [&](int p) {
+    std::vector<std::uint64_t> keys;
+    netsparse::SimilarityBatcher b = batcher_of(p, keys);
+    std::vector<std::vector<std::uint64_t>> out;
+    for (int it = 0; it < 13; ++it) {
+      std::vector<std::uint64_t> ids;
+      for (const std::uint32_t s : b.next_batch())
+        ids.insert(ids.end(), keys.begin() + static_cast<std::ptrdiff_t>(s * kPerSample),
+                   keys.begin() + static_cast<std::ptrdiff_t>((s + 1) * kPerSample));
+      out.push_back(std::move(ids));
+    }
+    return out;
+  };
+  std::vector<std::vector<std::vector<std::uint64_t>>> every(static_cast<std::size_t>(size));
+  for (int p = 0; p < size; ++p) every[static_cast<std::size_t>(p)] = batches_of(p);
+  const auto& mine = every[static_cast<std::size_t>(rank)];
+  struct Policy {
+    const char* name;
+    std::uint64_t cache_rows;
+    netsparse::CacheAdmission admission;
+  };
+  const Policy policies[] = {{"lru", total, netsparse::CacheAdmission::kAll},
+                             {"admit-next-16", 16, netsparse::CacheAdmission::kUpcoming},
+                             {"admit-next-8", 8, netsparse::CacheAdmission::kUpcoming}};
+  for (const Policy& policy : policies) {
+    EmbeddingOptions options{policy.cache_rows, true};
+    options.admission = policy.admission;
+    EmbeddingTable table(ctx, kDim, offsets, options);
+    fill_local(table, offsets, rank);
+    ctx.quiesce();
+    Reference ref(total, kDim);
+    for (int it = 0; it < 12; ++it) {
+      const std::vector<std::uint64_t>& ids = mine[static_cast<std::size_t>(it)];
+      table.announce_upcoming(mine[static_cast<std::size_t>(it) + 1]);
+      std::vector<float> out(ids.size() * kDim, -1000.0f);
+      table.lookup(ids, out);
+      EXPECT_EQ(first_mismatch(ids, out, ref), -1) << policy.name << " iteration " << it;
+      if (it % 3 != 2) continue;
+      std::vector<float> g(ids.size() * kDim);
+      for (std::size_t j = 0; j < ids.size(); ++j)
+        for (std::uint32_t e = 0; e < kDim; ++e) g[j * kDim + e] = delta(ids[j], e, it);
+      ctx.quiesce();  // every rank's lookups done before rows change
+      table.push_gradients(ids, g);
+      ctx.quiesce();  // every update in before the next lookups
+      for (int p = 0; p < size; ++p) {
+        for (const std::uint64_t id :
+             every[static_cast<std::size_t>(p)][static_cast<std::size_t>(it)])
+          for (std::uint32_t e = 0; e < kDim; ++e) ref.rows[id * kDim + e] += delta(id, e, it);
+      }
+    }
+    const netsparse::EmbeddingStats s = table.stats();
+    EXPECT_GT(s.cache_hits, 0u) << policy.name;
+    EXPECT_GT(s.cache_stale, 0u) << policy.name;  // pushes invalidated cached rows
+    // Every fetched remote row was either admitted or declined.
+    EXPECT_EQ(s.cache_admitted + s.cache_declined, s.fetched_rows - s.local_rows) << policy.name;
+    if (policy.admission == netsparse::CacheAdmission::kAll) {
+      EXPECT_EQ(s.cache_declined, 0u);
+    } else {
+      EXPECT_GT(s.cache_declined, 0u) << policy.name;  // unannounced rows evicted none
+      EXPECT_GT(s.cache_admitted, 0u) << policy.name;
+    }
+    ctx.quiesce();  // nobody reads this table any more
+  }
+}
+
+// Reuse-aware admission keeps what is announced: with a cache of 8 rows, a lookup of every row
+// where 8 remote rows in the middle are announced leaves exactly those 8 cached (plain LRU keeps
+// the last 8 fetched). And an admitted row is still served only under its bucket's current
+// version: with every remote row cached (a cache just large enough), rank 0 adds into every
+// row; the next lookup refuses every cached row as stale and returns the updated rows, and the
+// one after serves them all from the cache again.
+TEST_F(EmbeddingMpi, AdmissionKeepsTheAnnouncedRowsAndNeverServesThemStale) {
+  constexpr std::uint32_t kDim = 4;
+  std::vector<std::uint64_t> all(total), remote_ids;
+  for (std::uint64_t id = 0; id < total; ++id) all[id] = id;
+  for (std::uint64_t id = 0; id < total; ++id) {
+    if (id < offsets[static_cast<std::size_t>(rank)] ||
+        id >= offsets[static_cast<std::size_t>(rank) + 1])
+      remote_ids.push_back(id);
+  }
+  const std::uint64_t remote = remote_ids.size();
+  const std::vector<std::uint64_t> announced(remote_ids.begin() + 20, remote_ids.begin() + 28);
+  std::vector<float> out(total * kDim), few(announced.size() * kDim);
+  for (const auto admission :
+       {netsparse::CacheAdmission::kAll, netsparse::CacheAdmission::kUpcoming}) {
+    EmbeddingOptions options{8, true};
+    options.admission = admission;
+    EmbeddingTable table(ctx, kDim, offsets, options);
+    fill_local(table, offsets, rank);
+    ctx.quiesce();
+    const Reference ref(total, kDim);
+    table.announce_upcoming(announced);
+    table.lookup(all, out);
+    EXPECT_EQ(first_mismatch(all, out, ref), -1);
+    const bool upcoming = admission == netsparse::CacheAdmission::kUpcoming;
+    // Admitted: 8 to fill, then (kUpcoming) the 8 announced, evicting the first 8.
+    EXPECT_EQ(table.stats().cache_admitted, upcoming ? 16u : remote);
+    table.reset_stats();
+    table.lookup(announced, few);
+    EXPECT_EQ(first_mismatch(announced, few, ref), -1);
+    EXPECT_EQ(table.stats().cache_hits, upcoming ? 8u : 0u);
+    ctx.quiesce();
+  }
+  EmbeddingOptions options{remote, true};
+  options.admission = netsparse::CacheAdmission::kUpcoming;
+  EmbeddingTable table(ctx, kDim, offsets, options);
+  fill_local(table, offsets, rank);
+  ctx.quiesce();
+  Reference ref(total, kDim);
+  table.announce_upcoming(all);
+  table.lookup(all, out);  // caches every remote row
+  ASSERT_EQ(first_mismatch(all, out, ref), -1);
+  ctx.quiesce();
+  if (rank == 0) {
+    const std::vector<float> g(total * kDim, 0.25f);
+    table.push_gradients(all, g);
+  }
+  for (float& v : ref.rows) v += 0.25f;
+  ctx.quiesce();
+  table.reset_stats();
+  table.lookup(all, out);
+  EXPECT_EQ(first_mismatch(all, out, ref), -1);
+  EXPECT_EQ(table.stats().cache_stale, remote);
+  EXPECT_EQ(table.stats().cache_hits, 0u);
+  table.lookup(all, out);  // refetched rows were admitted under the new versions
+  EXPECT_EQ(first_mismatch(all, out, ref), -1);
+  EXPECT_EQ(table.stats().cache_hits, remote);
+  std::vector<std::uint64_t> bad = {0, total};
+  EXPECT_THROW(table.announce_upcoming(bad), netsparse::Error);
   ctx.quiesce();
 }

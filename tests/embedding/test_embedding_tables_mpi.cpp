@@ -336,3 +336,44 @@ TEST_F(EmbeddingTablesMpi, RanksThatDisagreeOnTheTablesAllRefuse) {
   EXPECT_EQ(set.count(), kTables);
   ctx.quiesce();
 }
+
+// Reuse-aware admission across tables: with a cache of 16 rows, a lookup of every row of every
+// table where 4 remote rows of each of tables 22 and 23 are announced leaves exactly those 8
+// cached (the early tables' rows fill the cache first; the announced ones evict them, nothing
+// else enters once it is full), whatever combined ids the tables' rows map to. Announcements
+// of the wrong number of tables or with an id out of a table's range are refused.
+TEST_F(EmbeddingTablesMpi, AnnouncedRowsOfEachTableStayCached) {
+  EmbeddingOptions options{16, true};
+  options.admission = netsparse::CacheAdmission::kUpcoming;
+  EmbeddingTables set(ctx, shapes, options);
+  fill_local(set, shapes, rank);
+  ctx.quiesce();
+  const Reference ref(shapes);
+  std::vector<std::vector<std::uint64_t>> announced(kTables);
+  for (const std::size_t t : {std::size_t{22}, std::size_t{23}}) {
+    const auto& o = shapes[t].row_offsets;
+    for (std::uint64_t id = 0; id < o.back() && announced[t].size() < 4; ++id) {
+      if (id < o[static_cast<std::size_t>(rank)] || id >= o[static_cast<std::size_t>(rank) + 1])
+        announced[t].push_back(id);  // a remote row of table t
+    }
+  }
+  std::vector<std::span<const std::uint64_t>> spans(announced.begin(), announced.end());
+  set.announce_upcoming(spans);
+  const auto all = every_row(shapes);
+  EXPECT_EQ(first_mismatch(all, lookup_all(set, all), ref), "");
+  set.reset_stats();
+  EXPECT_EQ(first_mismatch(announced, lookup_all(set, announced), ref), "");
+  EXPECT_EQ(set.stats().cache_hits, announced[22].size() + announced[23].size());
+  EXPECT_EQ(set.stats().fetched_rows, 0u);
+  // Refused: one list short; table 5's id at its row count (named).
+  EXPECT_THROW(set.announce_upcoming(std::span(spans).first(kTables - 1)), netsparse::Error);
+  std::vector<std::uint64_t> bad = {0, shapes[5].row_offsets.back()};
+  spans[5] = bad;
+  try {
+    set.announce_upcoming(spans);
+    ADD_FAILURE() << "an out-of-range id was announced";
+  } catch (const netsparse::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("table 5"), std::string::npos) << e.what();
+  }
+  ctx.quiesce();
+}
