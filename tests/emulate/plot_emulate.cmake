@@ -11,41 +11,21 @@ endforeach()
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(common --nodes 16 --racks 2 --matrix gen:kron:12)
-execute_process(COMMAND ${EMULATE} ${common} --K 1,16 --mechanisms all --json ${WORK_DIR}/ladder.json
-                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "netsparse_emulate (ladder) failed (${rc}): ${err}")
-endif()
-execute_process(COMMAND ${EMULATE} ${common} --K 16 --mechanisms switch --units 4,8,32
-                        --delay 0,500,5000 --json ${WORK_DIR}/sweep.json
-                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "netsparse_emulate (sweep) failed (${rc}): ${err}")
-endif()
-execute_process(COMMAND ${EMULATE} --nodes 16 --racks 4 --matrix gen:kron:13 --K 16
-                        --mechanisms switch --pcache 16K,256K,inf --json ${WORK_DIR}/pcache.json
-                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "netsparse_emulate (pcache) failed (${rc}): ${err}")
-endif()
-execute_process(COMMAND ${EMULATE} ${common} --K 16 --scaling --compute-gflops 2
-                        --json ${WORK_DIR}/scaling.json
-                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "netsparse_emulate (scaling) failed (${rc}): ${err}")
-endif()
-execute_process(COMMAND ${EMULATE} --nodes 8 --racks 4 --matrix gen:kron:11 --fig19
-                        --json ${WORK_DIR}/fig19.json
-                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "netsparse_emulate (fig19) failed (${rc}): ${err}")
-endif()
-execute_process(COMMAND ${EMULATE} --nodes 8 --racks 4 --matrix gen:kron:11 --fig22
-                        --json ${WORK_DIR}/fig22.json
-                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "netsparse_emulate (fig22) failed (${rc}): ${err}")
-endif()
+# emulate(NAME ARGS...): netsparse_emulate ARGS --json WORK_DIR/NAME.json, or a fatal error.
+function(emulate name)
+  execute_process(COMMAND ${EMULATE} ${ARGN} --json ${WORK_DIR}/${name}.json
+                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "netsparse_emulate (${name}) failed (${rc}): ${err}")
+  endif()
+endfunction()
+emulate(ladder ${common} --K 1,16 --mechanisms all)
+emulate(sweep ${common} --K 16 --mechanisms switch --units 4,8,32 --delay 0,500,5000)
+emulate(pcache --nodes 16 --racks 4 --matrix gen:kron:13 --K 16 --mechanisms switch
+        --pcache 16K,256K,inf)
+emulate(scaling ${common} --K 16 --scaling --compute-gflops 2)
+emulate(fig19 --nodes 8 --racks 4 --matrix gen:kron:11 --fig19)
+emulate(fig22 --nodes 8 --racks 4 --matrix gen:kron:11 --fig22)
 execute_process(COMMAND ${PYTHON} ${PLOT} -o ${WORK_DIR}/figures ${WORK_DIR}/ladder.json
                         ${WORK_DIR}/sweep.json ${WORK_DIR}/pcache.json ${WORK_DIR}/scaling.json
                         ${WORK_DIR}/fig19.json ${WORK_DIR}/fig22.json
