@@ -66,6 +66,7 @@ usage: mpirun -np P bench_allreduce [options]
   --no-dense           skip the dense section
   --no-sparse          skip the sparse section
   --no-family          skip the family (reduce, broadcast, all-gather, reduce-scatter, barrier)
+  --barriers N         barriers per round in the family's barrier row (default 200)
   --concurrent N       non-blocking allreduces outstanding at once (default 8; 0 skips)
   --concurrent-mib X   size of each (default 1)
   --hierarchy          also run flat against hierarchical allreduce (dense at every size, sparse
@@ -86,6 +87,7 @@ struct Args {
   int rounds = 3;
   std::string json;
   bool dense = true, sparse = true, family = true;
+  int barriers = 200;  // barriers per round (the family's barrier row)
   int concurrent = 8;
   double concurrent_mib = 1;
   bool hierarchy = false;
@@ -118,6 +120,7 @@ int parse(int argc, char** argv, int rank, Args& a) {
   app.add_flag_callback("--no-sparse", [&] { a.sparse = false; });
   app.add_flag_callback("--no-family", [&] { a.family = false; });
   app.add_flag_callback("--hierarchy", [&] { a.hierarchy = true; });
+  app.add_option("--barriers", a.barriers)->check(cli::Range(1, 100000000));
   app.add_option("--concurrent", a.concurrent)->check(cli::Range(0, 1024));
   app.add_option("--concurrent-mib", a.concurrent_mib)->check(cli::Range(1.0 / 1024, 1024.0));
   return nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_allreduce", kHelp,
@@ -389,7 +392,7 @@ void run_family(Job& job, const Args& args, std::vector<Record>& records) {
     }
   }
   Pair b{{"family", "mpi_barrier", "mpi", 0}, {"family", "barrier", "netsparse", 0}};
-  constexpr int kBarriers = 200;
+  const int kBarriers = args.barriers;
   for (int round = 0; round < args.rounds; ++round) {
     b.mpi.times.push_back(timed(MPI_COMM_WORLD,
                                 [&] {

@@ -192,7 +192,11 @@ class HostShmTransport final : public Transport {
   }
 
   int poll(const std::function<void(const ReceivedPacket&)>& handler, int max_packets) override {
-    if (++polls_since_announce_ >= kAnnouncePollEvery) {
+    // Once every other rank of the host has its ring to this one mapped, no announcement can
+    // come (one per pair, before its first frame): no more probes (an MPI_Iprobe every 16th poll
+    // was a good part of a collectives barrier's time at np 2).
+    const bool all_mapped = mapped_in_.size() + 1 >= static_cast<std::size_t>(host_size_);
+    if (!all_mapped && ++polls_since_announce_ >= kAnnouncePollEvery) {
       polls_since_announce_ = 0;
       take_announcements();
     }
@@ -227,8 +231,11 @@ class HostShmTransport final : public Transport {
     // about a microsecond: profiled as most of an idle engine step, which inline progress pays
     // every few microseconds inside the kernels. When every rank is on this host, MPI carries
     // nothing but packets to this rank itself, so it is polled every kInnerPollEvery-th time.
-    if (delivered < max_packets && (remote_hosts_ || self_sends_ || any_fell_back_ ||
-                                    ++polls_since_inner_ >= kInnerPollEvery)) {
+    // With every inbound ring mapped no rank of the host sends here over MPI either: the poll
+    // only keeps MPI's own progress going, every kInnerPollEveryAllMapped-th time.
+    if (delivered < max_packets &&
+        (remote_hosts_ || self_sends_ || any_fell_back_ ||
+         ++polls_since_inner_ >= (all_mapped ? kInnerPollEveryAllMapped : kInnerPollEvery))) {
       polls_since_inner_ = 0;
       const int n = inner_->poll(handler, max_packets - delivered);
       if (n > 0) delivered += n;
@@ -639,6 +646,7 @@ class HostShmTransport final : public Transport {
   std::deque<ReadCompletion> direct_done_;        // reads done by process_vm_readv
   bool direct_reads_ = true;
   static constexpr int kInnerPollEvery = 64;
+  static constexpr int kInnerPollEveryAllMapped = 1024;
   // Announcements are probed every 16th poll: a new pair's first frames wait a few microseconds
   // at most, and an idle step does not pay an MPI_Iprobe each time.
   static constexpr int kAnnouncePollEvery = 16;
