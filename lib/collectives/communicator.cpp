@@ -104,10 +104,13 @@ Communicator::Op::Op(Communicator& c, const wire::Descriptor& m)
       me(c.rank()),
       mine(m),
       args_ok(m.local_error == 0),
-      desc(static_cast<std::size_t>(P)),
-      have_desc(static_cast<std::size_t>(P), 0),
-      src_ok(static_cast<std::size_t>(P), 0),
-      scratch_set(c.acquire_scratch()) {
+      scratch_set(c.acquire_scratch()),
+      desc(scratch_set->desc),
+      have_desc(scratch_set->have_desc),
+      src_ok(scratch_set->src_ok) {
+  desc.assign(static_cast<std::size_t>(P), wire::Descriptor{});
+  have_desc.assign(static_cast<std::size_t>(P), 0);
+  src_ok.assign(static_cast<std::size_t>(P), 0);
   desc[static_cast<std::size_t>(me)] = mine;
   have_desc[static_cast<std::size_t>(me)] = 1;
   src_ok[static_cast<std::size_t>(me)] = args_ok ? 1 : 0;
