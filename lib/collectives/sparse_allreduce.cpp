@@ -21,6 +21,7 @@
 
 #include "collectives/communicator.hpp"
 #include "collectives/op.hpp"
+#include "collectives/sorted_runs.hpp"
 
 namespace netsparse::collectives {
 
@@ -137,6 +138,9 @@ class SparseOp final : public Communicator::Op {
     srcs_done_.assign(mine, 0);
     src_packets_.assign(std::size_t{mine} * P, 0);
     src_done_.assign(std::size_t{mine} * P, 0);
+    runs_active_.assign(mine, 1);
+    run_offs_.resize(std::size_t{mine} * P);
+    run_vals_.resize(std::size_t{mine} * P);
     out_.resize(nb);
     results_.resize(mine);
     layout_ready_ = true;
@@ -153,8 +157,8 @@ class SparseOp final : public Communicator::Op {
         }
       } else {
         prepare(b);
-        root_sparse(b, prep_offs_.data(), reinterpret_cast<const std::byte*>(prep_vals_.data()),
-                    static_cast<std::uint32_t>(prep_offs_.size()));
+        add_run(b, me, prep_offs_.data(), reinterpret_cast<const std::byte*>(prep_vals_.data()),
+                static_cast<std::uint32_t>(prep_offs_.size()));
       }
       if (P == 1) complete(b);
     }
@@ -461,10 +465,61 @@ class SparseOp final : public Communicator::Op {
       }
     }
   }
-  void root_sparse_wire(std::uint32_t b, const wire::SparseView& v) {
+  void root_sparse_wire(std::uint32_t b, int src, const wire::SparseView& v) {
     offs_tmp_.resize(v.header.count);
     for (std::uint32_t k = 0; k < v.header.count; ++k) offs_tmp_[k] = v.offset(k);
-    root_sparse(b, offs_tmp_.data(), v.values, v.header.count);
+    add_run(b, src, offs_tmp_.data(), v.values, v.header.count);
+  }
+
+  // Sorted runs at the root: while every contribution to block b arrives strictly ascending,
+  // each source's entries are kept as a run, merged when the block completes (sorted_runs.hpp;
+  // the accumulator's random accesses were 80 % of the call at 1 %, np 2). A run that is not
+  // ascending, or a dense contribution, moves them into the accumulator: the block goes on so.
+  void add_run(std::uint32_t b, int src, const std::uint32_t* offs, const std::byte* vals,
+               std::uint32_t n) {
+    const std::size_t i = b - b0_;
+    if (runs_active_[i]) {
+      std::vector<std::uint32_t>& ro = run_offs_[i * P + static_cast<std::size_t>(src)];
+      std::vector<T>& rv = run_vals_[i * P + static_cast<std::size_t>(src)];
+      bool ascending = true;
+      for (std::uint32_t k = 0; k < n && ascending; ++k)
+        ascending = k > 0 ? offs[k] > offs[k - 1] : (ro.empty() || offs[0] > ro.back());
+      if (ascending) {
+        ro.insert(ro.end(), offs, offs + n);
+        const std::size_t at = rv.size();
+        rv.resize(at + n);
+        for (std::uint32_t k = 0; k < n; ++k) rv[at + k] = load<T>(vals + std::size_t{k} * kVal);
+        return;
+      }
+      flush_runs(b);
+    }
+    root_sparse(b, offs, vals, n);
+  }
+  // The kept runs of block b into the accumulator; the block leaves the run mode.
+  void flush_runs(std::uint32_t b) {
+    const std::size_t i = b - b0_;
+    if (!runs_active_[i]) return;
+    runs_active_[i] = 0;
+    for (int src = 0; src < P; ++src) {
+      std::vector<std::uint32_t>& ro = run_offs_[i * P + static_cast<std::size_t>(src)];
+      std::vector<T>& rv = run_vals_[i * P + static_cast<std::size_t>(src)];
+      root_sparse(b, ro.data(), reinterpret_cast<const std::byte*>(rv.data()),
+                  static_cast<std::uint32_t>(ro.size()));
+      ro.clear();
+      rv.clear();
+    }
+  }
+  // Block b's runs merged (sorted_runs.hpp) into offs / vals; the runs left empty.
+  void merge_runs(std::uint32_t b, std::vector<std::uint32_t>& offs, std::vector<T>& vals) {
+    const std::size_t i = b - b0_;
+    std::vector<std::vector<std::uint32_t>*> ro;
+    std::vector<std::vector<T>*> rv;
+    for (std::size_t src = 0; src < static_cast<std::size_t>(P); ++src) {
+      ro.push_back(&run_offs_[i * P + src]);
+      rv.push_back(&run_vals_[i * P + src]);
+    }
+    merge_sorted_runs(ro, rv, offs, vals, merge_tmp_o_, merge_tmp_v_,
+                      [](T a, T c) { return Sum<T>::add(a, c); });
   }
   // A dense block accumulates in its place in the output (no copy when it is done).
   void root_dense(std::uint32_t b, std::uint32_t first, const std::byte* vals, std::uint32_t n) {
@@ -477,6 +532,7 @@ class SparseOp final : public Communicator::Op {
   void make_dense(std::uint32_t b) {
     const std::size_t i = b - b0_;
     if (block_dense_[i]) return;
+    flush_runs(b);
     block_dense_[i] = 1;
     T* out = out_values() + std::uint64_t{b} * L_.span;
     std::memset(static_cast<void*>(out), 0, std::size_t{L_.block_len(b)} * kVal);
@@ -500,6 +556,29 @@ class SparseOp final : public Communicator::Op {
     T* acc = acc_ + i * L_.span;
     std::uint64_t* bits = bits_ + i * words_per_block_;
     Result& r = results_[i];
+    if (runs_active_[i] && !block_dense_[i]) {  // every contribution came as a sorted run
+      runs_active_[i] = 0;
+      merge_runs(b, r.offs, r.vals);
+      r.dense = std::uint64_t{r.offs.size()} * wire::sparse_entry_bytes(kVal) >=
+                std::uint64_t{len} * kVal;
+      Out& o = out_[b];
+      o.done = true;
+      o.dense = r.dense;
+      if (r.dense) {  // filled up: the merged entries into the zeroed output block
+        block_dense_[i] = 1;
+        T* out = out_values() + std::uint64_t{b} * L_.span;
+        std::memset(static_cast<void*>(out), 0, std::size_t{len} * kVal);
+        for (std::size_t k = 0; k < r.offs.size(); ++k) out[r.offs[k]] = r.vals[k];
+        r.offs.clear();
+        r.vals.clear();
+        ++comm.stats().dense_blocks;
+      } else {
+        o.offs = r.offs;
+        o.vals = r.vals;
+      }
+      ready_.push_back(b);
+      return;
+    }
     r.dense = block_dense_[i] || std::uint64_t{touched_[i]} * wire::sparse_entry_bytes(kVal) >=
                                      std::uint64_t{len} * kVal;
     Out& o = out_[b];
@@ -566,7 +645,7 @@ class SparseOp final : public Communicator::Op {
       if (v.dense())
         root_dense(h.block, h.first, v.values, h.count);
       else
-        root_sparse_wire(h.block, v);
+        root_sparse_wire(h.block, src, v);
       if (last) {
         src_done_[i * P + src] = 1;
         if (++srcs_done_[i] == P - 1) complete(h.block);
@@ -636,6 +715,12 @@ class SparseOp final : public Communicator::Op {
   std::vector<Result> results_;
   std::vector<std::uint32_t> ready_;
   std::vector<std::uint32_t> offs_tmp_;
+  // sorted runs per (block, source) while the block is in the run mode (add_run)
+  std::vector<std::uint8_t> runs_active_;
+  std::vector<std::vector<std::uint32_t>> run_offs_;
+  std::vector<std::vector<T>> run_vals_;
+  std::vector<std::uint32_t> merge_tmp_o_;
+  std::vector<T> merge_tmp_v_;
   std::size_t res_i_ = 0;
   int res_k_ = 0;
   std::uint32_t res_p_ = 0;

@@ -192,9 +192,7 @@ class HostShmTransport final : public Transport {
   }
 
   int poll(const std::function<void(const ReceivedPacket&)>& handler, int max_packets) override {
-    // Once every other rank of the host has its ring to this one mapped, no announcement can
-    // come (one per pair, before its first frame): no more probes (an MPI_Iprobe every 16th poll
-    // was a good part of a collectives barrier's time at np 2).
+    // Every other rank's ring to this one mapped: no announcement can come (one per pair).
     const bool all_mapped = mapped_in_.size() + 1 >= static_cast<std::size_t>(host_size_);
     if (!all_mapped && ++polls_since_announce_ >= kAnnouncePollEvery) {
       polls_since_announce_ = 0;
@@ -230,9 +228,8 @@ class HostShmTransport final : public Transport {
     // The MPI transport's poll (MPI_Testsome over its posted receives, one opal_progress) costs
     // about a microsecond: profiled as most of an idle engine step, which inline progress pays
     // every few microseconds inside the kernels. When every rank is on this host, MPI carries
-    // nothing but packets to this rank itself, so it is polled every kInnerPollEvery-th time.
-    // With every inbound ring mapped no rank of the host sends here over MPI either: the poll
-    // only keeps MPI's own progress going, every kInnerPollEveryAllMapped-th time.
+    // nothing but packets to this rank itself, so it is polled every kInnerPollEvery-th time
+    // (with every ring to this one mapped, not even those: every kInnerPollEveryAllMapped-th).
     if (delivered < max_packets &&
         (remote_hosts_ || self_sends_ || any_fell_back_ ||
          ++polls_since_inner_ >= (all_mapped ? kInnerPollEveryAllMapped : kInnerPollEvery))) {
@@ -645,10 +642,8 @@ class HostShmTransport final : public Transport {
   std::map<int, std::vector<RegionSpan>> spans_;  // region -> every rank's (base, size)
   std::deque<ReadCompletion> direct_done_;        // reads done by process_vm_readv
   bool direct_reads_ = true;
-  static constexpr int kInnerPollEvery = 64;
-  static constexpr int kInnerPollEveryAllMapped = 1024;
-  // Announcements are probed every 16th poll: a new pair's first frames wait a few microseconds
-  // at most, and an idle step does not pay an MPI_Iprobe each time.
+  static constexpr int kInnerPollEvery = 64, kInnerPollEveryAllMapped = 1024;
+  // Announcements probed every 16th poll (until all mapped): a few microseconds' wait at most.
   static constexpr int kAnnouncePollEvery = 16;
   bool remote_hosts_ = true;  // some rank is on another host: MPI is polled every time
   bool self_sends_ = false;
