@@ -1,7 +1,8 @@
 // Allreduce benchmark: every variant side by side in one run, medians over --rounds.
 //
 //   mpirun -np P bench_allreduce [--sizes-mib 1,4,16,64] [--rounds 3] [--json PATH]
-//                                [--sparse-n N] [--densities 0.01,0.5] [--no-dense] [--no-sparse]
+//                                [--sparse-n LIST] [--densities 0.01,0.5] [--no-dense]
+//                                [--no-sparse]
 //                                [--no-family] [--concurrent 8] [--concurrent-mib 1]
 //                                [--hierarchy]
 //
@@ -10,7 +11,9 @@
 // automatic choice. Sparse (fp32 sum of vectors of length N, each rank holding density * N
 // distinct random indices): NetSparse's sparse allreduce, against MPI_Allreduce of the dense
 // vector (alone, and with the densification a sparse holder must do first) and NetSparse's dense
-// allreduce of it. Dense also runs a ring allreduce over MPI point-to-point (reduce-scatter then
+// allreduce of it, and a SparCML-style sparse allreduce over MPI point-to-point (recursive
+// doubling with densification, sparcml_allreduce.hpp), checked against MPI's sum and ours.
+// Dense also runs a ring allreduce over MPI point-to-point (reduce-scatter then
 // all-gather around the ring, Flare's baseline). Family (every size): ns_reduce, ns_bcast,
 // ns_allgather and ns_reduce_scatter beside MPI_Reduce, MPI_Bcast, MPI_Allgather and
 // MPI_Reduce_scatter_block (the size is the whole vector: all-gather and reduce-scatter move
@@ -30,6 +33,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +41,7 @@
 #include "cli.hpp"
 #include "netsparse/collectives_mpi.h"
 #include "report.hpp"
+#include "sparcml_allreduce.hpp"
 #include "stats.hpp"
 
 namespace cli = netsparse::bench::cli;  // the command-line interface (cli.hpp)
@@ -55,12 +60,13 @@ usage: mpirun -np P bench_allreduce [options]
   --sizes-mib LIST     dense vector sizes in MiB, comma-separated (default 1,4,16,64)
   --densities LIST     sparse densities (fractions of N, each <= 1), comma-separated
                        (default 0.01,0.5)
-  --sparse-n N         sparse vector length (default 16777216)
+  --sparse-n LIST      sparse vector lengths, comma-separated (default 16777216, 64 MiB dense)
   --rounds N           rounds of every variant; times are medians over them (default 3)
   --json PATH          also write every record as JSON (rank 0)
   --no-dense           skip the dense section
   --no-sparse          skip the sparse section
   --no-family          skip the family (reduce, broadcast, all-gather, reduce-scatter, barrier)
+  --barriers N         barriers per round in the family's barrier row (default 200)
   --concurrent N       non-blocking allreduces outstanding at once (default 8; 0 skips)
   --concurrent-mib X   size of each (default 1)
   --hierarchy          also run flat against hierarchical allreduce (dense at every size, sparse
@@ -77,10 +83,11 @@ Exit codes: 0 every variant agreed with MPI_Allreduce, 1 a variant disagreed, 2 
 struct Args {
   std::vector<double> sizes_mib = {1, 4, 16, 64};
   std::vector<double> densities = {0.01, 0.5};
-  std::uint64_t sparse_n = 16ull << 20;
+  std::vector<std::uint64_t> sparse_ns = {16ull << 20};  // the sparse section's vector lengths
   int rounds = 3;
   std::string json;
   bool dense = true, sparse = true, family = true;
+  int barriers = 200;  // barriers per round (the family's barrier row)
   int concurrent = 8;
   double concurrent_mib = 1;
   bool hierarchy = false;
@@ -99,14 +106,21 @@ int parse(int argc, char** argv, int rank, Args& a) {
       if (d > 1) throw cli::ValidationError("--densities", "densities are fractions <= 1");
     }
   });
-  app.add_option("--sparse-n", a.sparse_n)
-      ->check(cli::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
+  app.add_option_function<std::string>("--sparse-n", [&](const std::string& v) {
+    a.sparse_ns.clear();
+    for (double n : nb::positive_list("--sparse-n", v)) {
+      if (n != std::floor(n) || n > 1099511627776.0)
+        throw cli::ValidationError("--sparse-n", "lengths are whole numbers from 1 to 2^40");
+      a.sparse_ns.push_back(static_cast<std::uint64_t>(n));
+    }
+  });
   app.add_option("--rounds", a.rounds)->check(cli::Range(1, 1000000));
   app.add_option("--json", a.json);
   app.add_flag_callback("--no-dense", [&] { a.dense = false; });
   app.add_flag_callback("--no-sparse", [&] { a.sparse = false; });
   app.add_flag_callback("--no-family", [&] { a.family = false; });
   app.add_flag_callback("--hierarchy", [&] { a.hierarchy = true; });
+  app.add_option("--barriers", a.barriers)->check(cli::Range(1, 100000000));
   app.add_option("--concurrent", a.concurrent)->check(cli::Range(0, 1024));
   app.add_option("--concurrent-mib", a.concurrent_mib)->check(cli::Range(1.0 / 1024, 1024.0));
   return nb::finish_command_line(nb::parse_command_line(app, argc, argv), "bench_allreduce", kHelp,
@@ -378,7 +392,7 @@ void run_family(Job& job, const Args& args, std::vector<Record>& records) {
     }
   }
   Pair b{{"family", "mpi_barrier", "mpi", 0}, {"family", "barrier", "netsparse", 0}};
-  constexpr int kBarriers = 200;
+  const int kBarriers = args.barriers;
   for (int round = 0; round < args.rounds; ++round) {
     b.mpi.times.push_back(timed(MPI_COMM_WORLD,
                                 [&] {
@@ -462,86 +476,128 @@ void run_sparse(Job& job, const Args& args, std::vector<Record>& records) {
   const int rank = job.rank, P = job.P;
   const MPI_Comm mpi_comm = job.mpi_comm;
   ns_coll* coll = job.coll;
-  const std::uint64_t n = args.sparse_n;
-  for (double density : args.densities) {
-    std::mt19937_64 rng(static_cast<std::uint64_t>(rank) * 1315423911ull + 3);
-    std::vector<std::uint64_t> idx;
-    std::vector<float> vals;
-    const std::uint64_t threshold = static_cast<std::uint64_t>(density * 4294967296.0);
-    for (std::uint64_t i = 0; i < n; ++i)
-      if ((rng() & 0xffffffffu) < threshold) {
-        idx.push_back(i);
-        vals.push_back(static_cast<float>(static_cast<int>(rng() % 9) + 1));
-      }
-    std::vector<float> dense(n), ref(n), out(n);
-    const auto densify = [&] {
-      std::fill(dense.begin(), dense.end(), 0.0f);
-      for (std::size_t k = 0; k < idx.size(); ++k) dense[idx[k]] = vals[k];
-    };
-    densify();
-    MPI_Allreduce(dense.data(), ref.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, mpi_comm);
-    const double nbytes = static_cast<double>(n) * 4;
-    Record mpi{"sparse", "mpi_allreduce_dense", "mpi", nbytes, density};
-    Record mpi_d{"sparse", "mpi_densify_allreduce", "mpi", nbytes, density};
-    Record ours_dense{"sparse", "netsparse_dense", "", nbytes, density};
-    Record sp{"sparse", "netsparse_sparse", "sparse", nbytes, density};
-    mpi.bytes_per_rank = mpi_d.bytes_per_rank = 2.0 * (P - 1) / P * nbytes;
-    mpi.bytes_modelled = mpi_d.bytes_modelled = true;
-    for (int round = 0; round < args.rounds; ++round) {
-      mpi.times.push_back(timed(MPI_COMM_WORLD, [&] {
-        MPI_Allreduce(dense.data(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, mpi_comm);
-      }));
-      mpi_d.times.push_back(timed(MPI_COMM_WORLD, [&] {
-        densify();
-        MPI_Allreduce(dense.data(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, mpi_comm);
-      }));
-      ours_dense.times.push_back(timed(MPI_COMM_WORLD, [&] {
-        check(ns_allreduce(coll, dense.data(), out.data(), n, NS_DTYPE_FP32, NS_OP_SUM, nullptr),
-              "ns_allreduce");
-      }));
-      if (round == 0) {
-        ours_dense.algorithm = ns_allreduce_algorithm_str(ns_coll_last_algorithm(coll));
-        ours_dense.bytes_per_rank = job.avg_bytes(ns_coll_bytes_sent(coll));
-        ours_dense.agrees = job.agree_all(std::memcmp(out.data(), ref.data(), n * 4) == 0);
-      }
-      ns_sparse_result* res = nullptr;
-      sp.times.push_back(timed(MPI_COMM_WORLD, [&] {
-        ns_sparse_params sparams{NS_SPARSE_OUTPUT_AUTO, out.data()};  // like MPI's recvbuf
-        check(ns_sparse_allreduce(coll, n, idx.size(), idx.data(), vals.data(), NS_DTYPE_FP32,
-                                  NS_OP_SUM, &sparams, &res),
-              "ns_sparse_allreduce");
-      }));
-      if (round == 0) {
-        sp.bytes_per_rank = job.avg_bytes(ns_coll_bytes_sent(coll));
-        const float* v = static_cast<const float*>(ns_sparse_result_values(res));
-        bool ok = true;
-        if (ns_sparse_result_is_dense(res)) {
-          sp.algorithm = "sparse->dense output";
-          ok = std::memcmp(v, ref.data(), n * 4) == 0;
-        } else {
-          sp.algorithm = "sparse output";
-          std::vector<float> d(n, 0.0f);
-          const std::uint64_t* ix = ns_sparse_result_indices(res);
-          for (std::uint64_t k = 0; k < ns_sparse_result_size(res); ++k) d[ix[k]] = v[k];
-          ok = std::memcmp(d.data(), ref.data(), n * 4) == 0;
+  netsparse::bench::SparcmlScratch sparcml_scratch;
+  for (const std::uint64_t n : args.sparse_ns)
+    for (double density : args.densities) {
+      std::mt19937_64 rng(static_cast<std::uint64_t>(rank) * 1315423911ull + 3);
+      std::vector<std::uint64_t> idx;
+      std::vector<float> vals;
+      const std::uint64_t threshold = static_cast<std::uint64_t>(density * 4294967296.0);
+      for (std::uint64_t i = 0; i < n; ++i)
+        if ((rng() & 0xffffffffu) < threshold) {
+          idx.push_back(i);
+          vals.push_back(static_cast<float>(static_cast<int>(rng() % 9) + 1));
         }
-        sp.agrees = job.agree_all(ok);
+      std::vector<float> dense(n), ref(n), out(n), ours_result(n);
+      const auto densify = [&] {
+        std::fill(dense.begin(), dense.end(), 0.0f);
+        for (std::size_t k = 0; k < idx.size(); ++k) dense[idx[k]] = vals[k];
+      };
+      densify();
+      MPI_Allreduce(dense.data(), ref.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, mpi_comm);
+      const double nbytes = static_cast<double>(n) * 4;
+      Record mpi{"sparse", "mpi_allreduce_dense", "mpi", nbytes, density};
+      Record mpi_d{"sparse", "mpi_densify_allreduce", "mpi", nbytes, density};
+      Record ours_dense{"sparse", "netsparse_dense", "", nbytes, density};
+      Record sp{"sparse", "netsparse_sparse", "sparse", nbytes, density};
+      Record sparcml{"sparse", "sparcml_recursive_doubling", "", nbytes, density};
+      netsparse::bench::SparcmlResult sparcml_res;
+      mpi.bytes_per_rank = mpi_d.bytes_per_rank = 2.0 * (P - 1) / P * nbytes;
+      mpi.bytes_modelled = mpi_d.bytes_modelled = true;
+      for (int round = 0; round < args.rounds; ++round) {
+        mpi.times.push_back(timed(MPI_COMM_WORLD, [&] {
+          MPI_Allreduce(dense.data(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                        mpi_comm);
+        }));
+        mpi_d.times.push_back(timed(MPI_COMM_WORLD, [&] {
+          densify();
+          MPI_Allreduce(dense.data(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                        mpi_comm);
+        }));
+        ours_dense.times.push_back(timed(MPI_COMM_WORLD, [&] {
+          check(ns_allreduce(coll, dense.data(), out.data(), n, NS_DTYPE_FP32, NS_OP_SUM, nullptr),
+                "ns_allreduce");
+        }));
+        if (round == 0) {
+          ours_dense.algorithm = ns_allreduce_algorithm_str(ns_coll_last_algorithm(coll));
+          ours_dense.bytes_per_rank = job.avg_bytes(ns_coll_bytes_sent(coll));
+          ours_dense.agrees = job.agree_all(std::memcmp(out.data(), ref.data(), n * 4) == 0);
+        }
+        ns_sparse_result* res = nullptr;
+        sp.times.push_back(timed(MPI_COMM_WORLD, [&] {
+          ns_sparse_params sparams{NS_SPARSE_OUTPUT_AUTO, out.data()};  // like MPI's recvbuf
+          check(ns_sparse_allreduce(coll, n, idx.size(), idx.data(), vals.data(), NS_DTYPE_FP32,
+                                    NS_OP_SUM, &sparams, &res),
+                "ns_sparse_allreduce");
+        }));
+        if (round == 0) {
+          sp.bytes_per_rank = job.avg_bytes(ns_coll_bytes_sent(coll));
+          const float* v = static_cast<const float*>(ns_sparse_result_values(res));
+          bool ok = true;
+          if (ns_sparse_result_is_dense(res)) {
+            sp.algorithm = "sparse->dense output";
+            ok = std::memcmp(v, ref.data(), n * 4) == 0;
+          } else {
+            sp.algorithm = "sparse output";
+            std::vector<float> d(n, 0.0f);
+            const std::uint64_t* ix = ns_sparse_result_indices(res);
+            for (std::uint64_t k = 0; k < ns_sparse_result_size(res); ++k) d[ix[k]] = v[k];
+            ok = std::memcmp(d.data(), ref.data(), n * 4) == 0;
+          }
+          sp.agrees = job.agree_all(ok);
+          if (ns_sparse_result_is_dense(res)) {
+            std::memcpy(ours_result.data(), v, n * 4);
+          } else {
+            std::fill(ours_result.begin(), ours_result.end(), 0.0f);
+            const std::uint64_t* ix = ns_sparse_result_indices(res);
+            for (std::uint64_t k = 0; k < ns_sparse_result_size(res); ++k)
+              ours_result[ix[k]] = v[k];
+          }
+        }
+        ns_sparse_result_free(res);
+        // The SparCML-style baseline, its dense result (if it goes dense) in out like ours.
+        sparcml.times.push_back(timed(MPI_COMM_WORLD, [&] {
+          try {
+            netsparse::bench::sparcml_allreduce(mpi_comm, n, idx.size(), idx.data(), vals.data(),
+                                                out.data(), sparcml_res, sparcml_scratch);
+          } catch (const std::invalid_argument& e) {  // n above 2^31 - 1
+            std::fprintf(stderr, "bench_allreduce: %s\n", e.what());
+            MPI_Abort(MPI_COMM_WORLD, 2);
+          }
+        }));
+        if (round == 0) {
+          sparcml.bytes_per_rank = job.avg_bytes(sparcml_res.bytes_sent);
+          sparcml.algorithm = sparcml_res.dense
+                                  ? "dense from step " + std::to_string(sparcml_res.dense_from_step)
+                                  : "sparse throughout";
+          std::vector<float> d;
+          const float* got = out.data();
+          if (!sparcml_res.dense) {
+            d.assign(n, 0.0f);
+            for (std::size_t k = 0; k < sparcml_res.idx.size(); ++k)
+              d[sparcml_res.idx[k]] = sparcml_res.val[k];
+            got = d.data();
+          }
+          // Against MPI's sum and against ours (the same bits: integer-valued sums).
+          sparcml.agrees = job.agree_all(std::memcmp(got, ref.data(), n * 4) == 0 &&
+                                         std::memcmp(got, ours_result.data(), n * 4) == 0);
+        }
       }
-      ns_sparse_result_free(res);
+      if (rank == 0) {
+        std::printf("sparse n %llu density %.3f  np %d  (%zu entries on rank 0)\n",
+                    static_cast<unsigned long long>(n), density, P, idx.size());
+        for (const Record* r : {&mpi, &mpi_d, &ours_dense, &sp, &sparcml})
+          std::printf(
+              "    %-22s %9.3f ms  %.2fx faster than MPI  bytes/rank %.3g%s (%.1fx fewer)  %s\n",
+              r->variant.c_str(), 1e3 * median(r->times), median(mpi.times) / median(r->times),
+              r->bytes_per_rank, r->bytes_modelled ? " (model)" : "",
+              mpi.bytes_per_rank / r->bytes_per_rank, r->agrees ? "" : "DISAGREES");
+        std::printf("    netsparse_sparse / sparcml time %.2fx (< 1: ours faster); sparcml: %s\n",
+                    median(sp.times) / median(sparcml.times), sparcml.algorithm.c_str());
+        std::fflush(stdout);
+      }
+      for (Record* r : {&mpi, &mpi_d, &ours_dense, &sp, &sparcml}) records.push_back(*r);
     }
-    if (rank == 0) {
-      std::printf("sparse n %llu density %.3f  np %d  (%zu entries on rank 0)\n",
-                  static_cast<unsigned long long>(n), density, P, idx.size());
-      for (const Record* r : {&mpi, &mpi_d, &ours_dense, &sp})
-        std::printf(
-            "    %-22s %9.3f ms  %.2fx faster than MPI  bytes/rank %.3g%s (%.1fx fewer)  %s\n",
-            r->variant.c_str(), 1e3 * median(r->times), median(mpi.times) / median(r->times),
-            r->bytes_per_rank, r->bytes_modelled ? " (model)" : "",
-            mpi.bytes_per_rank / r->bytes_per_rank, r->agrees ? "" : "DISAGREES");
-      std::fflush(stdout);
-    }
-    for (Record* r : {&mpi, &mpi_d, &ours_dense, &sp}) records.push_back(*r);
-  }
 }
 
 // Flat against hierarchical (dense at every --sizes-mib, sparse at every --densities), each on
@@ -619,7 +675,7 @@ void run_hierarchy(Job& job, const Args& args, std::vector<Record>& records) {
     records.push_back(mpi);
     records.insert(records.end(), mine.begin(), mine.end());
   }
-  const std::uint64_t n = args.sparse_n;
+  const std::uint64_t n = *std::max_element(args.sparse_ns.begin(), args.sparse_ns.end());
   for (double density : args.densities) {
     std::mt19937_64 rng(static_cast<std::uint64_t>(rank) * 1315423911ull + 3);
     std::vector<std::uint64_t> idx;
@@ -684,7 +740,7 @@ Json report(const Job& job, const Args& args, const std::vector<Record>& records
   doc["transport"] = ns_coll_transport_name(job.coll);
   doc["dtype"] = "fp32";
   doc["loadavg_1min"] = load1;
-  doc["sparse_n"] = args.sparse_n;
+  doc["sparse_n"] = *std::max_element(args.sparse_ns.begin(), args.sparse_ns.end());
   Json& out = doc["records"] = Json::array();
   for (const Record& r : records) {
     out.push_back({{"section", r.section},

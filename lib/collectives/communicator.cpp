@@ -104,10 +104,13 @@ Communicator::Op::Op(Communicator& c, const wire::Descriptor& m)
       me(c.rank()),
       mine(m),
       args_ok(m.local_error == 0),
-      desc(static_cast<std::size_t>(P)),
-      have_desc(static_cast<std::size_t>(P), 0),
-      src_ok(static_cast<std::size_t>(P), 0),
-      scratch_set(c.acquire_scratch()) {
+      scratch_set(c.acquire_scratch()),
+      desc(scratch_set->desc),
+      have_desc(scratch_set->have_desc),
+      src_ok(scratch_set->src_ok) {
+  desc.assign(static_cast<std::size_t>(P), wire::Descriptor{});
+  have_desc.assign(static_cast<std::size_t>(P), 0);
+  src_ok.assign(static_cast<std::size_t>(P), 0);
   desc[static_cast<std::size_t>(me)] = mine;
   have_desc[static_cast<std::size_t>(me)] = 1;
   src_ok[static_cast<std::size_t>(me)] = args_ok ? 1 : 0;
@@ -383,17 +386,26 @@ void Communicator::retire() {
 }
 
 void Communicator::drive(const std::function<bool()>& done) {
+  // The first kEagerPolls idle rounds poll again at once, and only every 16th of them checks the
+  // peers and deadlines (two clock reads and a look at each peer): a barrier's or a small
+  // operation's answer is a shared-memory ring write away, a fraction of a microsecond, and a
+  // back-off pause or a check between polls was most of ns_barrier's time (3.5x MPI_Barrier at
+  // np 2). Past them the back-off spins, yields and sleeps as before, checking every round.
+  constexpr std::uint64_t kEagerPolls = 64;
   support::Backoff backoff(16, 256);
-  std::uint64_t iterations = 0;
+  std::uint64_t iterations = 0, idle = 0;
   while (!done()) {
     const bool progress = progress_once();
     if (done()) break;
-    // 6. deadlines and the transport's failure detection
     ++iterations;
-    if (!progress || (iterations & 63) == 0) check_peers_and_deadlines();
+    idle = progress ? 0 : idle + 1;
+    // 6. deadlines and the transport's failure detection: every 64th round whatever happens,
+    // and while idle every 16th eager round, then every round
+    if ((iterations & 63) == 0 || (idle > 0 && (idle > kEagerPolls || idle % 16 == 1)))
+      check_peers_and_deadlines();
     if (progress) {
       backoff.reset();
-    } else if (backoff.pause()) {
+    } else if (idle > kEagerPolls && backoff.pause()) {
       std::this_thread::sleep_for(backoff.sleep_for(std::chrono::microseconds(50)));
     }
   }

@@ -287,6 +287,11 @@ class Communicator {
     std::vector<std::unique_ptr<std::byte[]>> arrays;
     std::vector<std::size_t> bytes;
     std::vector<std::byte> staging;
+    // The operation's per-rank state (Op::desc, have_desc, src_ok), kept with the set so that
+    // starting an operation allocates nothing once the pool is warm (a barrier's three
+    // allocations and frees were a visible part of its time).
+    std::vector<wire::Descriptor> desc;
+    std::vector<std::uint8_t> have_desc, src_ok;
     std::byte* get(std::size_t id, std::size_t n);
   };
   std::unique_ptr<ScratchSet> acquire_scratch();

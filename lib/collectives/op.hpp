@@ -48,16 +48,17 @@ struct Communicator::Op {
   std::uint32_t seq = 0;
   wire::Descriptor mine;
   bool args_ok;  // this rank's own arguments are valid (its descriptor says so)
-  std::vector<wire::Descriptor> desc;
-  std::vector<std::uint8_t> have_desc;
-  std::vector<std::uint8_t> src_ok;  // the peer's descriptor matches ours: its data counts
-  int n_desc = 1;                    // ours
-  int desc_sent = 0;                 // peers our descriptor went to
+  // Declared before the vectors below, which live in it (pooled across operations).
+  std::unique_ptr<Communicator::ScratchSet> scratch_set;
+  std::vector<wire::Descriptor>& desc;
+  std::vector<std::uint8_t>& have_desc;
+  std::vector<std::uint8_t>& src_ok;  // the peer's descriptor matches ours: its data counts
+  int n_desc = 1;                     // ours
+  int desc_sent = 0;                  // peers our descriptor went to
   bool agreed = false;
   bool done = false;  // agreed, everything sent and received: the result is in place
   bool failed = false;
   std::chrono::steady_clock::time_point deadline{};
-  std::unique_ptr<Communicator::ScratchSet> scratch_set;
   Failure failure = Failure::kProtocol;
   std::string failure_reason;
   // The staged packet that the transport refused for lack of resources.

@@ -192,7 +192,9 @@ class HostShmTransport final : public Transport {
   }
 
   int poll(const std::function<void(const ReceivedPacket&)>& handler, int max_packets) override {
-    if (++polls_since_announce_ >= kAnnouncePollEvery) {
+    // Every other rank's ring to this one mapped: no announcement can come (one per pair).
+    const bool all_mapped = mapped_in_.size() + 1 >= static_cast<std::size_t>(host_size_);
+    if (!all_mapped && ++polls_since_announce_ >= kAnnouncePollEvery) {
       polls_since_announce_ = 0;
       take_announcements();
     }
@@ -226,9 +228,11 @@ class HostShmTransport final : public Transport {
     // The MPI transport's poll (MPI_Testsome over its posted receives, one opal_progress) costs
     // about a microsecond: profiled as most of an idle engine step, which inline progress pays
     // every few microseconds inside the kernels. When every rank is on this host, MPI carries
-    // nothing but packets to this rank itself, so it is polled every kInnerPollEvery-th time.
-    if (delivered < max_packets && (remote_hosts_ || self_sends_ || any_fell_back_ ||
-                                    ++polls_since_inner_ >= kInnerPollEvery)) {
+    // nothing but packets to this rank itself, so it is polled every kInnerPollEvery-th time
+    // (with every ring to this one mapped, not even those: every kInnerPollEveryAllMapped-th).
+    if (delivered < max_packets &&
+        (remote_hosts_ || self_sends_ || any_fell_back_ ||
+         ++polls_since_inner_ >= (all_mapped ? kInnerPollEveryAllMapped : kInnerPollEvery))) {
       polls_since_inner_ = 0;
       const int n = inner_->poll(handler, max_packets - delivered);
       if (n > 0) delivered += n;
@@ -638,9 +642,8 @@ class HostShmTransport final : public Transport {
   std::map<int, std::vector<RegionSpan>> spans_;  // region -> every rank's (base, size)
   std::deque<ReadCompletion> direct_done_;        // reads done by process_vm_readv
   bool direct_reads_ = true;
-  static constexpr int kInnerPollEvery = 64;
-  // Announcements are probed every 16th poll: a new pair's first frames wait a few microseconds
-  // at most, and an idle step does not pay an MPI_Iprobe each time.
+  static constexpr int kInnerPollEvery = 64, kInnerPollEveryAllMapped = 1024;
+  // Announcements probed every 16th poll (until all mapped): a few microseconds' wait at most.
   static constexpr int kAnnouncePollEvery = 16;
   bool remote_hosts_ = true;  // some rank is on another host: MPI is polled every time
   bool self_sends_ = false;

@@ -3,7 +3,8 @@ PyTorch CPU tensors.
 
     from mpi4py import MPI
     from netsparse.collectives import Collectives
-    c = Collectives(MPI.COMM_WORLD)            # collective (timeout_ms=, packet_bytes=, max_in_flight=)
+    c = Collectives(MPI.COMM_WORLD)            # collective (timeout_ms=, packet_bytes=, max_in_flight=,
+                                               #   hierarchy="auto" | "flat" | "hierarchical")
     c.allreduce(x)                             # in place: x = sum over the ranks
     c.allreduce(x, out, op="max")              # into out (same size and dtype)
     c.reduce(x, root=0)                        # the result at root (in place there), None elsewhere
@@ -12,10 +13,19 @@ PyTorch CPU tensors.
     z = c.reduce_scatter(x)                    # x.shape[0] divisible by size: this rank's share
     c.barrier()
     r = c.allreduce_start(x); ...; r.wait()    # non-blocking; several outstanding, any order
+    idx, v = c.sparse_allreduce(n, idx, v)     # sum of every rank's (indices, values): ascending
+                                               # indices, or idx None and v the n dense values
+    c.hierarchical, c.inter_host_bytes         # hierarchical allreduce? bytes to other hosts (last call)
     c.close()                                  # collective (also when garbage-collected)
 
 dtypes: int8, int16, int32, float16, float32, float64; op: "sum", "prod", "min", "max";
-reproducible=True gives the same bits whatever the arrival order (the fixed tree). Arrays must be
+reproducible=True gives the same bits whatever the arrival order (the fixed tree). Hierarchy: with
+hierarchy="hierarchical" (or "auto" on several hosts of several ranks; None leaves it to
+NETSPARSE_COLL_HIERARCHY) allreduce and sparse_allreduce reduce inside each host first, then
+between one leader per host, then broadcast inside the host (docs/collectives.md); every other
+call stays flat. sparse_allreduce: indices uint64 or int64 (any order, repeats summed, each
+below n), values of any dtype above, sum only; output="auto" | "sparse" | "dense", dense_out an
+optional array of n values of values' dtype that a dense result is written to. Arrays must be
 C-contiguous (no implicit conversion or copy: the result lands in the caller's memory). A torch
 tensor (CPU, contiguous) is used in place through its numpy view; torch is not imported here.
 
@@ -54,8 +64,9 @@ def _array(x):
 class Collectives:
     """A collectives communicator on an mpi4py communicator (collective to create)."""
 
-    def __init__(self, comm, timeout_ms=0, packet_bytes=0, max_in_flight=0):
-        self._c = _netsparse.Collectives(comm, timeout_ms, packet_bytes, max_in_flight)
+    def __init__(self, comm, timeout_ms=0, packet_bytes=0, max_in_flight=0, hierarchy=None):
+        self._c = _netsparse.Collectives(comm, timeout_ms, packet_bytes, max_in_flight,
+                                         hierarchy if hierarchy is not None else "")
 
     @property
     def rank(self):
@@ -64,6 +75,16 @@ class Collectives:
     @property
     def size(self):
         return self._c.size
+
+    @property
+    def hierarchical(self):
+        """True when allreduce and sparse_allreduce run hierarchically."""
+        return self._c.hierarchical
+
+    @property
+    def inter_host_bytes(self):
+        """Packet bytes this rank sent to ranks of other hosts during the last call (exact)."""
+        return self._c.inter_host_bytes
 
     def close(self):
         self._c.close()
@@ -109,6 +130,15 @@ class Collectives:
     def reduce_scatter(self, send, recv=None, op="sum", reproducible=False):
         out, _ = self._wrap(self._c.reduce_scatter, send, recv, op=op, reproducible=reproducible)
         return out if recv is None else recv
+
+    def sparse_allreduce(self, n, indices, values, output="auto", dense_out=None):
+        """(ascending indices, values) of the sum over the ranks when it comes out sparse; (None,
+        the n dense values) when dense -- dense_out itself when given (torch tensors too)."""
+        (idx, vals), _ = self._wrap(self._c.sparse_allreduce, indices, values, dense_out, n=n,
+                                    output=output)
+        if idx is None and dense_out is not None:
+            return None, dense_out
+        return idx, vals
 
     def barrier(self):
         self._c.barrier()

@@ -9,7 +9,10 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,13 +88,46 @@ ns_allreduce_params params_of(bool reproducible) {
   return p;
 }
 
+// NETSPARSE_COLL_HIERARCHY set to `mode` while the communicator opens (the C API reads the
+// choice there, from the environment alone), the previous value back afterwards.
+class HierarchyOverride {
+ public:
+  explicit HierarchyOverride(const std::string& mode) {
+    if (mode.empty()) return;
+    active_ = true;
+    if (const char* old = std::getenv(kVar)) saved_ = old;
+    setenv(kVar, mode.c_str(), 1);
+  }
+  ~HierarchyOverride() {
+    if (!active_) return;
+    if (saved_)
+      setenv(kVar, saved_->c_str(), 1);
+    else
+      unsetenv(kVar);
+  }
+  HierarchyOverride(const HierarchyOverride&) = delete;
+  HierarchyOverride& operator=(const HierarchyOverride&) = delete;
+
+ private:
+  static constexpr const char* kVar = "NETSPARSE_COLL_HIERARCHY";
+  bool active_ = false;
+  std::optional<std::string> saved_;
+};
+
 class PyRequest;
 
 class PyCollectives {
  public:
-  PyCollectives(py::handle comm, int timeout_ms, int packet_bytes, int max_in_flight) {
+  PyCollectives(py::handle comm, int timeout_ms, int packet_bytes, int max_in_flight,
+                const std::string& hierarchy) {
     const MPI_Comm c = comm_from(comm);
     std::string problem;
+    if (!hierarchy.empty() && hierarchy != "auto" && hierarchy != "flat" &&
+        hierarchy != "hierarchical")
+      problem =
+          "hierarchy must be 'auto', 'flat' or 'hierarchical' (None: the environment's "
+          "NETSPARSE_COLL_HIERARCHY), got '" +
+          hierarchy + "'";
     if (timeout_ms < 0) problem = "timeout_ms must be >= 0 (0: the default)";
     if (packet_bytes < 0) problem = "packet_bytes must be >= 0 (0: the transport's)";
     if (max_in_flight < 0 || max_in_flight > 1024)
@@ -113,6 +149,7 @@ class PyCollectives {
       attr.comp_mask |= NS_COLL_ATTR_MAX_IN_FLIGHT;
       attr.max_in_flight = static_cast<std::uint32_t>(max_in_flight);
     }
+    const HierarchyOverride mode(hierarchy);
     py::gil_scoped_release nogil;
     coll_ = open_collectives(c, &attr);
   }
@@ -128,6 +165,8 @@ class PyCollectives {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  bool hierarchical() const { return ns_coll_hierarchical(handle()) == 1; }
+  std::uint64_t inter_host_bytes() const { return ns_coll_inter_host_bytes(handle()); }
   void close() {
     {
       py::gil_scoped_release nogil;
@@ -245,6 +284,64 @@ class PyCollectives {
     return recv;
   }
 
+  // Sums every rank's (indices, values) into a vector of length n (hierarchically on a
+  // hierarchical communicator): (ascending indices, values) when the result is sparse, (None,
+  // n values) when it is dense -- dense_out itself when given.
+  // (The arrays come first: netsparse.collectives passes them positionally, n by keyword.)
+  py::tuple sparse_allreduce(py::handle indices, py::handle values, py::object dense_out,
+                             std::int64_t n, const std::string& output, const std::string& given) {
+    ns_coll* h = handle();
+    const int out_code = output == "auto"     ? NS_SPARSE_OUTPUT_AUTO
+                         : output == "sparse" ? NS_SPARSE_OUTPUT_SPARSE
+                         : output == "dense"  ? NS_SPARSE_OUTPUT_DENSE
+                                              : -1;
+    std::string problem = first_problem(
+        {given, n < 0 ? "n must be >= 0, got " + std::to_string(n) : std::string(),
+         check_indices(indices), check_operand(values, "values", false),
+         out_code < 0 ? "output must be 'auto', 'sparse' or 'dense', got '" + output + "'"
+                      : std::string()});
+    if (problem.empty() && as_array(indices).size() != as_array(values).size())
+      problem = "indices and values differ in size (" + std::to_string(as_array(indices).size()) +
+                ", " + std::to_string(as_array(values).size()) + ")";
+    if (problem.empty() && !dense_out.is_none()) {
+      problem = check_operand(dense_out, "dense_out", true);
+      if (problem.empty() && !same_dtype(as_array(dense_out).dtype(), as_array(values).dtype()))
+        problem = "dense_out and values differ in dtype (" +
+                  dtype_text(as_array(dense_out).dtype()) + ", " +
+                  dtype_text(as_array(values).dtype()) + ")";
+      if (problem.empty() && as_array(dense_out).size() != n)
+        problem = "dense_out must hold n = " + std::to_string(n) + " elements, it has " +
+                  std::to_string(as_array(dense_out).size());
+    }
+    agree_on_arguments(agree_, problem);
+    const py::array ix = as_array(indices), v = as_array(values);
+    py::array d = dense_out.is_none() ? py::array() : as_array(dense_out);
+    ns_sparse_params params{out_code, dense_out.is_none() ? nullptr : d.mutable_data()};
+    ns_sparse_result* res = nullptr;
+    const int dt = dtype_code(v.dtype());  // with the GIL (a Python attribute)
+    const auto nnz = static_cast<std::uint64_t>(ix.size());
+    const auto* ip = static_cast<const std::uint64_t*>(ix.data());
+    const void* vp = v.data();
+    call_without_gil("ns_sparse_allreduce", [&] {
+      return ns_sparse_allreduce(h, static_cast<std::uint64_t>(n), nnz, ip, vp, dt, NS_OP_SUM,
+                                 &params, &res);
+    });
+    const std::unique_ptr<ns_sparse_result, void (*)(ns_sparse_result*)> owned(
+        res, ns_sparse_result_free);
+    const auto size = static_cast<py::ssize_t>(ns_sparse_result_size(res));
+    const void* got = ns_sparse_result_values(res);
+    if (ns_sparse_result_is_dense(res) && !dense_out.is_none())
+      return py::make_tuple(py::none(), dense_out);
+    py::array vals(v.dtype(), std::vector<py::ssize_t>{size});
+    if (size > 0) std::memcpy(vals.mutable_data(), got, std::size_t(size) * v.itemsize());
+    if (ns_sparse_result_is_dense(res)) return py::make_tuple(py::none(), vals);
+    py::array_t<std::uint64_t> idx(size);
+    if (size > 0)
+      std::memcpy(idx.mutable_data(), ns_sparse_result_indices(res),
+                  std::size_t(size) * sizeof(std::uint64_t));
+    return py::make_tuple(idx, vals);
+  }
+
   void barrier() {
     ns_coll* h = handle();
     call_without_gil("ns_barrier", [&] { return ns_barrier(h); });
@@ -255,6 +352,21 @@ class PyCollectives {
                                              const std::string& given);
 
  private:
+  // Indices: a 1-D C-contiguous numpy array of uint64 or int64 (a negative one is out of range).
+  static std::string check_indices(py::handle obj) {
+    if (!py::isinstance<py::array>(obj))
+      return "indices must be a numpy.ndarray, got " +
+             std::string(py::str(py::type::of(obj).attr("__name__")));
+    const auto a = py::reinterpret_borrow<py::array>(obj);
+    if (a.dtype().kind() != 'u' && a.dtype().kind() != 'i')
+      return "indices have dtype " + dtype_text(a.dtype()) + "; they must be uint64 or int64";
+    if (a.itemsize() != 8 || !a.dtype().attr("isnative").cast<bool>())
+      return "indices have dtype " + dtype_text(a.dtype()) + "; they must be uint64 or int64";
+    if ((a.flags() & py::array::c_style) == 0)
+      return "indices must be C-contiguous (numpy.ascontiguousarray makes a copy)";
+    if (reinterpret_cast<std::uintptr_t>(a.data()) % 8 != 0) return "indices are not aligned";
+    return {};
+  }
   static std::string check_op(const std::string& op) {
     return op_code(op) < 0 ? "op must be 'sum', 'prod', 'min' or 'max', got '" + op + "'"
                            : std::string();
@@ -359,10 +471,16 @@ void bind_collectives(py::module_& m) {
       .def_property_readonly("result", &PyRequest::result);
   py::class_<PyCollectives>(
       m, "Collectives", "Dense collectives over NetSparse's transports (netsparse.collectives).")
-      .def(py::init<py::handle, int, int, int>(), py::arg("comm"), py::arg("timeout_ms") = 0,
-           py::arg("packet_bytes") = 0, py::arg("max_in_flight") = 0)
+      .def(py::init<py::handle, int, int, int, const std::string&>(), py::arg("comm"),
+           py::arg("timeout_ms") = 0, py::arg("packet_bytes") = 0, py::arg("max_in_flight") = 0,
+           py::arg("hierarchy") = "")
       .def_property_readonly("rank", &PyCollectives::rank)
       .def_property_readonly("size", &PyCollectives::size)
+      .def_property_readonly("hierarchical", &PyCollectives::hierarchical)
+      .def_property_readonly("inter_host_bytes", &PyCollectives::inter_host_bytes)
+      .def("sparse_allreduce", &PyCollectives::sparse_allreduce, py::arg("indices"),
+           py::arg("values"), py::arg("dense_out") = py::none(), py::arg("n") = 0,
+           py::arg("output") = "auto", py::arg("problem") = "")
       .def("close", &PyCollectives::close)
       .def("allreduce", &PyCollectives::allreduce, py::arg("send"), py::arg("recv") = py::none(),
            py::arg("op") = "sum", py::arg("reproducible") = false, py::arg("problem") = "")

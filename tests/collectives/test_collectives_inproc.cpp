@@ -318,11 +318,29 @@ TEST(DenseAllreduce, ReportedDeadPeerFailsTheOthersQuickly) {
 }
 
 namespace {
+// Sorted input without its repeats (the first value of each index kept): strictly ascending.
+SparseInput without_repeats(const SparseInput& s, std::size_t es) {
+  SparseInput d;
+  for (std::size_t k = 0; k < s.idx.size(); ++k) {
+    if (k > 0 && s.idx[k] == s.idx[k - 1]) continue;
+    d.idx.push_back(s.idx[k]);
+    d.values.insert(d.values.end(), s.values.begin() + static_cast<std::ptrdiff_t>(k * es),
+                    s.values.begin() + static_cast<std::ptrdiff_t>((k + 1) * es));
+  }
+  return d;
+}
+
+// distinct: sorted input made strictly ascending on every rank but those in `repeats_on`
+// (a bit per rank), which keep their repeats.
 void check_sparse(int P, DataType t, std::uint64_t n, std::uint64_t nnz, int dup, bool sorted,
                   SparseOutput output, std::uint32_t delay_us, std::uint64_t seed,
-                  std::size_t packet_bytes = 512) {
+                  std::size_t packet_bytes = 512, bool distinct = false, unsigned repeats_on = 0) {
   std::vector<SparseInput> in;
-  for (int r = 0; r < P; ++r) in.push_back(make_sparse(t, n, nnz, dup, r, seed, sorted));
+  for (int r = 0; r < P; ++r) {
+    in.push_back(make_sparse(t, n, nnz, dup, r, seed, sorted));
+    if (distinct && sorted && ((repeats_on >> r) & 1u) == 0)
+      in.back() = without_repeats(in.back(), element_size(t));
+  }
   const Bytes expected = sparse_reference(t, n, in);
   const std::size_t es = element_size(t);
   std::vector<SparseResult> got(static_cast<std::size_t>(P));
@@ -373,6 +391,23 @@ void check_sparse(int P, DataType t, std::uint64_t n, std::uint64_t nnz, int dup
   }
 }
 }  // namespace
+
+// Strictly ascending input: the leaf sends its entries as they are and the root merges sorted
+// runs (or, once a run is not ascending or a block turns dense, falls back to its accumulator):
+// sparse and dense results, blocks filling up mid-way, arrival in random order, one rank with
+// repeats among ascending ones.
+TEST(SparseAllreduce, AscendingInputMergedAtTheRootMatchesTheReference) {
+  std::uint64_t seed = 700;
+  for (int P : {1, 2, 3, 5})
+    for (DataType t : {DataType::kFp32, DataType::kInt32, DataType::kFp64})
+      for (std::uint64_t nnz : {40ull, 600ull, 3000ull}) {
+        check_sparse(P, t, 5000, nnz, 1, true, SparseOutput::kAuto, 30, seed++, 512, true);
+        check_sparse(P, t, 5000, nnz, 1, true, SparseOutput::kSparse, 0, seed++, 512, true);
+        if (P > 1)
+          check_sparse(P, t, 5000, nnz, 1, true, SparseOutput::kAuto, 30, seed++, 512, true,
+                       1u << (P - 1));
+      }
+}
 
 TEST(SparseAllreduce, EveryTypeWithHeavyDuplicationMatchesTheReference) {
   const DataType types[] = {DataType::kInt8, DataType::kInt16, DataType::kInt32,

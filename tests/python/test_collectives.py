@@ -1,7 +1,8 @@
 """netsparse.collectives under mpirun: every operation on numpy arrays against numpy's own
 reduction of every rank's input, every dtype and op, uneven and zero lengths, in place; the
-non-blocking allreduce with several outstanding; refused and mismatched arguments raising on
-every rank; torch tensors in place when torch imports.
+non-blocking allreduce with several outstanding; the sparse allreduce, flat and hierarchical
+(hierarchy="hierarchical": inside the host, between the leaders, down again), against numpy;
+refused and mismatched arguments raising on every rank; torch tensors in place when torch imports.
 
 Run by ctest as `mpirun -np P python3 -m pytest tests/python/test_collectives.py` (P = 1, 2, 3).
 Every test is collective. Inputs are small integers (products of mostly 1, some 2 and -1), so
@@ -101,6 +102,76 @@ def test_nonblocking_several_outstanding_any_order(coll):
         assert np.array_equal(bufs[k], reference(xs[k], "sum"))
 
 
+def sparse_inputs(n, density, seed):
+    """Every rank's (indices, values) (unsorted, with repeats), their dense sum, the touched set."""
+    total, touched, out = np.zeros(n, np.float32), np.zeros(n, bool), []
+    for r in range(nranks):
+        rng = np.random.default_rng(seed * 31 + r)
+        idx = rng.integers(0, n, size=int(density * n))
+        val = rng.integers(1, 9, size=idx.size).astype(np.float32)
+        np.add.at(total, idx, val)
+        touched[idx] = True
+        out.append((idx.astype(np.uint64 if r % 2 else np.int64), val))
+    return out, total, touched
+
+
+def check_sparse(n, got, total, touched):
+    idx, val = got
+    if idx is None:
+        assert val.shape == (n,) and np.array_equal(val, total)
+    else:
+        assert np.all(np.diff(idx.astype(np.int64)) > 0)  # ascending, distinct
+        assert np.array_equal(idx, np.flatnonzero(touched))
+        assert np.array_equal(val, total[touched])
+
+
+@pytest.mark.parametrize("hierarchy", ["flat", "hierarchical"])
+def test_sparse_and_dense_allreduce_flat_and_hierarchical(hierarchy):
+    with Collectives(comm, timeout_ms=30000, packet_bytes=4096, hierarchy=hierarchy) as c:
+        assert c.hierarchical == (hierarchy == "hierarchical")
+        n = 4000
+        for k, (density, output) in enumerate(
+            [(0.01, "auto"), (0.4, "auto"), (0.01, "dense"), (0.6, "sparse"), (0.0, "auto")]
+        ):
+            xs, total, touched = sparse_inputs(n, density, 40 + k)
+            got = c.sparse_allreduce(n, *xs[rank], output=output)
+            check_sparse(n, got, total, touched)
+            if output != "auto":
+                assert (got[0] is None) == (output == "dense")
+            assert isinstance(c.inter_host_bytes, int) and c.inter_host_bytes >= 0
+        out = np.full(n, 7, np.float32)
+        xs, total, touched = sparse_inputs(n, 0.05, 50)
+        idx, val = c.sparse_allreduce(n, *xs[rank], output="dense", dense_out=out)
+        assert idx is None and val is out and np.array_equal(out, total)
+        # the dense allreduce on the same communicator (hierarchical there too)
+        xs = inputs(1001, np.float64, "sum", 60)
+        x = xs[rank].copy()
+        c.allreduce(x)
+        assert np.array_equal(x, reference(xs, "sum"))
+        # refusals on every rank, then it works
+        xs_sparse = sparse_inputs(100, 0.1, 61)[0][rank]
+        ix, v = xs_sparse
+        with pytest.raises(ValueError, match="indices and values differ"):
+            c.sparse_allreduce(100, ix, v[:-1] if rank == nranks - 1 else v)
+        with pytest.raises(ValueError, match="uint64 or int64"):
+            c.sparse_allreduce(100, ix.astype(np.int32) if rank == 0 else ix, v)
+        with pytest.raises(ValueError, match="dense_out must hold n = 100"):
+            c.sparse_allreduce(100, ix, v, dense_out=np.zeros(99 if rank == 0 else 100, np.float32))
+        with pytest.raises(ValueError, match="n must be >= 0"):
+            c.sparse_allreduce(-1 if rank == nranks - 1 else 100, ix, v)
+        if nranks > 1:
+            with pytest.raises(netsparse.Error, match="ranks disagree"):
+                c.sparse_allreduce(100 + rank, ix, v)
+        with pytest.raises(netsparse.Error, match="an index is >= n"):
+            c.sparse_allreduce(5, ix, v)
+        check_sparse(100, c.sparse_allreduce(100, *xs_sparse), *sparse_inputs(100, 0.1, 61)[1:])
+
+
+def test_hierarchy_must_be_a_known_mode():
+    with pytest.raises(ValueError, match="hierarchy must be"):
+        Collectives(comm, hierarchy="racks" if rank == 0 else "flat")
+
+
 def test_bad_arguments_raise_on_every_rank_then_it_works(coll):
     x = np.ones(100, np.float32)
     # Only the last rank passes a bad array: every rank raises ValueError with its reason.
@@ -152,3 +223,14 @@ def test_torch_tensors_in_place(coll):
     assert torch.equal(t, torch.full((64, 3), float(nranks * nranks * (nranks + 1) // 2)))
     with pytest.raises(ValueError, match="contiguous"):
         coll.allreduce(torch.ones(8, 8)[:, ::2] if rank == 0 else torch.ones(8, 4))
+    # sparse: torch indices and values, the dense result in a torch tensor in place
+    idx = torch.tensor([rank, 5, 5], dtype=torch.int64)
+    val = torch.ones(3, dtype=torch.float32)
+    dense = torch.zeros(8, dtype=torch.float32)
+    i, v = coll.sparse_allreduce(8, idx, val, output="dense", dense_out=dense)
+    assert i is None and v is dense
+    want = torch.zeros(8)
+    for r in range(nranks):
+        want[r] += 1
+    want[5] += 2 * nranks
+    assert torch.equal(dense, want)
