@@ -471,6 +471,23 @@ void run_concurrent(Job& job, const Args& args, std::vector<Record>& records) {
   for (const Record* r : {&one, &nb, &seq}) records.push_back(*r);
 }
 
+// A rank's sparse contribution of length n: each index kept with probability `density`
+// (ascending, no repeats), small integer values (sums exact in float). The same per rank and
+// density in the flat and the hierarchical sections.
+std::pair<std::vector<std::uint64_t>, std::vector<float>> sparse_input(int rank, std::uint64_t n,
+                                                                       double density) {
+  std::mt19937_64 rng(static_cast<std::uint64_t>(rank) * 1315423911ull + 3);
+  std::vector<std::uint64_t> idx;
+  std::vector<float> vals;
+  const std::uint64_t threshold = static_cast<std::uint64_t>(density * 4294967296.0);
+  for (std::uint64_t i = 0; i < n; ++i)
+    if ((rng() & 0xffffffffu) < threshold) {
+      idx.push_back(i);
+      vals.push_back(static_cast<float>(static_cast<int>(rng() % 9) + 1));
+    }
+  return {std::move(idx), std::move(vals)};
+}
+
 // Sparse (index, value) sums of every --densities against MPI_Allreduce of the dense vector.
 void run_sparse(Job& job, const Args& args, std::vector<Record>& records) {
   const int rank = job.rank, P = job.P;
@@ -479,15 +496,7 @@ void run_sparse(Job& job, const Args& args, std::vector<Record>& records) {
   netsparse::bench::SparcmlScratch sparcml_scratch;
   for (const std::uint64_t n : args.sparse_ns)
     for (double density : args.densities) {
-      std::mt19937_64 rng(static_cast<std::uint64_t>(rank) * 1315423911ull + 3);
-      std::vector<std::uint64_t> idx;
-      std::vector<float> vals;
-      const std::uint64_t threshold = static_cast<std::uint64_t>(density * 4294967296.0);
-      for (std::uint64_t i = 0; i < n; ++i)
-        if ((rng() & 0xffffffffu) < threshold) {
-          idx.push_back(i);
-          vals.push_back(static_cast<float>(static_cast<int>(rng() % 9) + 1));
-        }
+      const auto [idx, vals] = sparse_input(rank, n, density);
       std::vector<float> dense(n), ref(n), out(n), ours_result(n);
       const auto densify = [&] {
         std::fill(dense.begin(), dense.end(), 0.0f);
@@ -677,15 +686,7 @@ void run_hierarchy(Job& job, const Args& args, std::vector<Record>& records) {
   }
   const std::uint64_t n = *std::max_element(args.sparse_ns.begin(), args.sparse_ns.end());
   for (double density : args.densities) {
-    std::mt19937_64 rng(static_cast<std::uint64_t>(rank) * 1315423911ull + 3);
-    std::vector<std::uint64_t> idx;
-    std::vector<float> vals;
-    const std::uint64_t threshold = static_cast<std::uint64_t>(density * 4294967296.0);
-    for (std::uint64_t i = 0; i < n; ++i)
-      if ((rng() & 0xffffffffu) < threshold) {
-        idx.push_back(i);
-        vals.push_back(static_cast<float>(static_cast<int>(rng() % 9) + 1));
-      }
+    const auto [idx, vals] = sparse_input(rank, n, density);
     std::vector<float> dense(n, 0.0f), ref(n), out(n);
     for (std::size_t k = 0; k < idx.size(); ++k) dense[idx[k]] = vals[k];
     MPI_Allreduce(dense.data(), ref.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, job.mpi_comm);
