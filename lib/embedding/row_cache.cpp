@@ -156,32 +156,20 @@ const std::vector<std::uint64_t>& IdDedup::run(const std::uint64_t* ids, std::si
   return distinct_;
 }
 
-std::size_t IdSet::cell_of(std::uint64_t id) const noexcept {
-  return static_cast<std::size_t>((id * kGolden) >> shift_);
+std::size_t IdDedup::cell_of(std::uint64_t id) const noexcept {
+  return static_cast<std::size_t>((id * kGolden) >> (64 - std::countr_zero(table_.size())));
 }
 
-void IdSet::assign(const std::uint64_t* ids, std::size_t n) {
-  const std::size_t cells = std::bit_ceil(std::max<std::size_t>(16, 2 * n));
-  cells_.assign(cells, UINT64_MAX);
-  shift_ = 64 - std::countr_zero(cells);
-  size_ = 0;
-  const std::size_t mask = cells - 1;
-  for (std::size_t j = 0; j < n; ++j) {
-    std::size_t c = cell_of(ids[j]);
-    while (cells_[c] != UINT64_MAX && cells_[c] != ids[j]) c = (c + 1) & mask;
-    if (cells_[c] == UINT64_MAX) {
-      cells_[c] = ids[j];
-      ++size_;
-    }
-  }
+void IdDedup::prefetch(std::uint64_t id) const noexcept {
+  if (stamp_ != 0) __builtin_prefetch(&table_[cell_of(id)]);
 }
 
-bool IdSet::contains(std::uint64_t id) const noexcept {
-  if (cells_.empty()) return false;
-  const std::size_t mask = cells_.size() - 1;
+bool IdDedup::contains(std::uint64_t id) const noexcept {
+  if (stamp_ == 0) return false;
+  const std::size_t mask = table_.size() - 1;
   for (std::size_t c = cell_of(id);; c = (c + 1) & mask) {
-    if (cells_[c] == id) return true;
-    if (cells_[c] == UINT64_MAX) return false;
+    if (table_[c].stamp != stamp_) return false;
+    if (table_[c].key == id) return true;
   }
 }
 

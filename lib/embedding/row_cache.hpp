@@ -91,8 +91,12 @@ class IdDedup {
   const std::vector<std::uint64_t>& run(const std::uint64_t* ids, std::size_t n,
                                         std::uint32_t* slot_of);
   const std::vector<std::uint64_t>& distinct() const noexcept { return distinct_; }
+  // Whether the last run() saw `id` (false before any run).
+  bool contains(std::uint64_t id) const noexcept;
+  void prefetch(std::uint64_t id) const noexcept;
 
  private:
+  std::size_t cell_of(std::uint64_t id) const noexcept;
   struct Entry {  // one probe reads one entry
     std::uint64_t key;
     std::uint32_t value, stamp;
@@ -102,23 +106,21 @@ class IdDedup {
   std::vector<std::uint64_t> distinct_;
 };
 
-// A set of ids for membership tests (the ids announced for reuse-aware admission): open
-// addressing, linear probing, load <= 1/2; UINT64_MAX marks an empty cell (never an id: ids
-// are below a table's row count).
+// A set of ids for membership tests (the ids announced for reuse-aware admission): the batch
+// de-duplication's table (IdDedup) kept after the run, asked by contains().
 class IdSet {
  public:
-  void assign(const std::uint64_t* ids, std::size_t n);
-  bool contains(std::uint64_t id) const noexcept;
-  void prefetch(std::uint64_t id) const noexcept {
-    if (!cells_.empty()) __builtin_prefetch(&cells_[cell_of(id)]);
+  void assign(const std::uint64_t* ids, std::size_t n) {
+    slots_.resize(n);
+    table_.run(ids, n, slots_.data());
   }
-  std::size_t size() const noexcept { return size_; }
+  bool contains(std::uint64_t id) const noexcept { return table_.contains(id); }
+  void prefetch(std::uint64_t id) const noexcept { table_.prefetch(id); }
+  std::size_t size() const noexcept { return table_.distinct().size(); }
 
  private:
-  std::size_t cell_of(std::uint64_t id) const noexcept;
-  std::vector<std::uint64_t> cells_;
-  int shift_ = 64;
-  std::size_t size_ = 0;
+  IdDedup table_;
+  std::vector<std::uint32_t> slots_;
 };
 
 }  // namespace netsparse::embedding
