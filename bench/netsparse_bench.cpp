@@ -543,7 +543,8 @@ struct Result {
   // bench/common/mpi_calls.hpp), and the resident set of the process with the mode's objects
   // alive (MiB: max and mean over ranks).
   double messages_tail = 0, collectives_per_run = 0, rss_max_mib = 0, rss_mean_mib = 0;
-  double open_collectives = 0;  // MPI collective calls of the engine's open (rank 0's)
+  double open_collectives = 0;   // MPI collective calls of the engine's open (rank 0's)
+  double setup_collectives = 0;  // ... of the setup: engine open + the kernel's construction
   std::string engine_json;
   std::string error;
 };
@@ -731,10 +732,14 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
     engine = std::make_shared<RigEngine>(MPI_COMM_WORLD, v.options.engine);
     const double opened = MPI_Wtime() - t_setup0;
     res.open_collectives = static_cast<double>(bench::mpi_collective_calls() - calls_before);
+    res.setup_collectives = res.open_collectives;
     res.engine_times.push_back(allreduce(opened, MPI_MAX));
     print_engine_config_once(*engine, w.rank);
   }
+  const std::uint64_t construct_calls_before = bench::mpi_collective_calls();
   DistKernel kern(*w.a, w.kernel, w.k, v.options, engine);
+  res.setup_collectives +=
+      static_cast<double>(bench::mpi_collective_calls() - construct_calls_before);
   res.construct_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
   if (!o.changing) {
     res.setup_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
@@ -1617,8 +1622,26 @@ std::vector<Result> run_variants(const std::vector<Variant>& variants, Workload&
   return results;
 }
 
+// The cost of one bare MPI_Allreduce of three integers on `comm`, the slowest rank's, median of
+// 7 barrier-separated calls: the floor of anything collective in this job (an engine open is a
+// few of them). Oversubscribed, it is the scheduling of every rank (~30 ms at np 128 on 2
+// cores), which is why the scale table prints the open beside it.
+double measure_allreduce(MPI_Comm comm) {
+  std::vector<double> t;
+  for (int i = 0; i < 7; ++i) {
+    MPI_Barrier(comm);
+    const double t0 = MPI_Wtime();
+    long long in[3] = {1, 2, 3}, out[3];
+    MPI_Allreduce(in, out, 3, MPI_LONG_LONG, MPI_MAX, comm);
+    t.push_back(allreduce(MPI_Wtime() - t0, MPI_MAX));
+  }
+  std::nth_element(t.begin(), t.begin() + 3, t.end());
+  return t[3];
+}
+
 // The run's settings: the head of the --json document ("results" follows).
-bench::Json run_json(const DistMatrix& a, const Options& o, int nranks, double line_rate) {
+bench::Json run_json(const DistMatrix& a, const Options& o, int nranks, double line_rate,
+                     double allreduce_s) {
   bench::Json j;
   j["matrix"] = a.name();
   j["spec"] = o.matrix;
@@ -1628,6 +1651,7 @@ bench::Json run_json(const DistMatrix& a, const Options& o, int nranks, double l
   j["ranks"] = nranks;
   j["omp_threads"] = omp_get_max_threads();
   j["line_rate"] = line_rate;
+  j["allreduce_s"] = allreduce_s;
   j["partition"] = o.metis ? "metis" : to_string(o.partition);
   j["iters"] = o.iters;  // per mode and round as asked; round_iterations: what ran (--min-time,
                          // --max-time)
@@ -1691,6 +1715,7 @@ bench::Json result_json(KernelKind kernel, int k, const Result& r, const Derived
   j["messages_tail"] = r.messages_tail;
   j["collectives_per_run"] = r.collectives_per_run;
   j["open_collectives"] = r.open_collectives;
+  j["setup_collectives"] = r.setup_collectives;
   j["rss_max_mib"] = r.rss_max_mib;
   j["rss_mean_mib"] = r.rss_mean_mib;
   j["inter_host_bytes_total"] = r.inter_bytes_total;
@@ -1838,10 +1863,11 @@ int main(int argc, char** argv) {
     const double load_s = allreduce(MPI_Wtime() - t_load, MPI_MAX);
     progress->show("measuring the line rate");
     const double line_rate = measure_line_rate(MPI_COMM_WORLD, o.line_rate_bytes);
+    const double allreduce_s = measure_allreduce(MPI_COMM_WORLD);
     progress->clear();
     const std::vector<Variant> variants = make_variants(o, host_layout(MPI_COMM_WORLD).hosts);
     if (rank == 0) print_run_header(a, o, nranks, load_s, line_rate);
-    bench::Json doc = run_json(a, o, nranks, line_rate);
+    bench::Json doc = run_json(a, o, nranks, line_rate, allreduce_s);
     for (KernelKind kernel : o.kernels) {
       for (int k : kernel == KernelKind::spmv ? std::vector<int>{1} : o.ks) {
         Workload w = make_workload(a, kernel, k, rank, o);

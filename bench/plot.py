@@ -1302,7 +1302,8 @@ SCALE_COLUMNS = [
     ("msgs/it/rank max", "messages_tail"), ("msgs/it/rank mean", None),
     ("inter-host msgs/it", "inter_host_messages_total"), ("inter-host MB/it", "inter_host_bytes_total"),
     ("collectives/run", "collectives_per_run"), ("collectives at open", "open_collectives"),
-    ("engine open ms", "engine_open_s"),
+    ("collectives in setup", "setup_collectives"), ("engine open ms", "engine_open_s"),
+    ("open / one allreduce", None),
     ("setup ms", "setup_s"), ("first run ms", "first_run_s"), ("RSS MiB max", "rss_max_mib"),
     ("rings/rank", None)]
 
@@ -1337,7 +1338,10 @@ def scale(runs, out_dir, cores):
                 f"{r.get('inter_host_messages_total', 0):.0f}",
                 f"{r.get('inter_host_bytes_total', 0) / 1e6:.2f}",
                 f"{r.get('collectives_per_run', 0):.1f}", f"{r.get('open_collectives', 0):.0f}",
-                ms("engine_open_s"), ms("setup_s"),
+                f"{r.get('setup_collectives', 0):.0f}", ms("engine_open_s"),
+                (f"{r['engine_open_s'] / d['allreduce_s']:.1f}"
+                 if d.get("allreduce_s") and r.get("engine_open_s") else ""),
+                ms("setup_s"),
                 ms("first_run_s"), f"{r.get('rss_max_mib', 0):.0f}",
                 "" if rings is None else str(rings)])
             series.setdefault(r["mode"], []).append((np_, r))

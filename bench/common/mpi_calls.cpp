@@ -128,4 +128,48 @@ int MPI_Win_create(void* base, MPI_Aint bytes, int disp_unit, MPI_Info info, MPI
   return PMPI_Win_create(base, bytes, disp_unit, info, comm, win);
 }
 
+int MPI_Iallgather(const void* in, int n_in, MPI_Datatype type_in, void* out, int n_out,
+                   MPI_Datatype type_out, MPI_Comm comm, MPI_Request* request) {
+  count(comm);
+  return PMPI_Iallgather(in, n_in, type_in, out, n_out, type_out, comm, request);
+}
+int MPI_Iallgatherv(const void* in, int n_in, MPI_Datatype type_in, void* out, const int counts[],
+                    const int displs[], MPI_Datatype type_out, MPI_Comm comm,
+                    MPI_Request* request) {
+  count(comm);
+  return PMPI_Iallgatherv(in, n_in, type_in, out, counts, displs, type_out, comm, request);
+}
+int MPI_Win_allocate_shared(MPI_Aint bytes, int disp_unit, MPI_Info info, MPI_Comm comm, void* base,
+                            MPI_Win* win) {
+  count(comm);
+  return PMPI_Win_allocate_shared(bytes, disp_unit, info, comm, base, win);
+}
+int MPI_Win_allocate(MPI_Aint bytes, int disp_unit, MPI_Info info, MPI_Comm comm, void* base,
+                     MPI_Win* win) {
+  count(comm);
+  return PMPI_Win_allocate(bytes, disp_unit, info, comm, base, win);
+}
+int MPI_Win_free(MPI_Win* win) {
+  MPI_Group group = MPI_GROUP_NULL;
+  int size = 1;
+  // Collective over the window's group.
+  if (win != nullptr && *win != MPI_WIN_NULL && PMPI_Win_get_group(*win, &group) == MPI_SUCCESS) {
+    PMPI_Group_size(group, &size);
+    PMPI_Group_free(&group);
+    if (size > 1) g_collectives.fetch_add(1, std::memory_order_relaxed);
+  }
+  return PMPI_Win_free(win);
+}
+// Neighbourhood exchanges (MPI_Ineighbor_alltoallv, inspector-executor's run) are not counted:
+// they are point-to-point among the graph's neighbours, not a step every rank of the job waits
+// on; the graph's creation is.
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int n_in, const int sources[],
+                                   const int source_weights[], int n_out, const int dests[],
+                                   const int dest_weights[], MPI_Info info, int reorder,
+                                   MPI_Comm* graph) {
+  count(comm);
+  return PMPI_Dist_graph_create_adjacent(comm, n_in, sources, source_weights, n_out, dests,
+                                         dest_weights, info, reorder, graph);
+}
+
 }  // extern "C"

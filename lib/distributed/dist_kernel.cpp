@@ -9,6 +9,8 @@
 #include <bit>
 #include <cstring>
 #include <exception>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -67,14 +69,47 @@ bool uses_rig_engine(CommMode mode) noexcept {
          mode == CommMode::sa_vanilla;
 }
 
-CommMode resolve_comm_mode(MPI_Comm comm, const DistOptions& options, bool engine_given) {
-  if (options.mode != CommMode::netsparse) return options.mode;
-  // Same on every rank: the options are (DistKernel agrees on its arguments), engine_given is
-  // the caller's structure. Only the layout needs the others.
-  if (engine_given || options.rig_idx == RigIdxSource::nonzeros) return CommMode::netsparse_rank;
-  const HostLayout l = host_layout(comm);
+namespace {
+
+// Whether CommMode::netsparse needs the job's layout to resolve. Same on every rank: the
+// options are (DistKernel agrees on its arguments), engine_given is the caller's structure.
+bool resolves_by_layout(const DistOptions& options, bool engine_given) noexcept {
+  return options.mode == CommMode::netsparse && !engine_given &&
+         options.rig_idx != RigIdxSource::nonzeros;
+}
+
+HostLayout layout_of(const dist::Topology& topo) {
+  HostLayout l;
+  l.hosts = topo.nhosts();
+  l.racks = topo.nracks();
+  l.virtual_hosts = topo.virtual_hosts();
+  l.host = topo.host();
+  l.rack = topo.rack();
+  l.leader = topo.is_leader();
+  for (int h = 0; h < topo.nhosts(); ++h) {
+    l.max_ranks_per_host =
+        std::max(l.max_ranks_per_host, static_cast<int>(topo.ranks_of(h).size()));
+  }
+  return l;
+}
+
+CommMode resolve_by_layout(const HostLayout& l) noexcept {
   return l.hosts > 1 && l.max_ranks_per_host > 1 ? CommMode::netsparse_node
                                                  : CommMode::netsparse_rank;
+}
+
+// The modes that route or count by host: their kernel builds the job's Topology once.
+bool routes_by_host(CommMode mode) noexcept {
+  return mode == CommMode::netsparse_node || mode == CommMode::node_aware_ie ||
+         mode == CommMode::inspector_executor;
+}
+
+}  // namespace
+
+CommMode resolve_comm_mode(MPI_Comm comm, const DistOptions& options, bool engine_given) {
+  if (options.mode != CommMode::netsparse) return options.mode;
+  if (!resolves_by_layout(options, engine_given)) return CommMode::netsparse_rank;
+  return resolve_by_layout(host_layout(comm));
 }
 
 template <class T>
@@ -202,7 +237,14 @@ DistKernel::DistKernel(const DistMatrix& a, KernelKind kernel, int k, const Dist
   s.kernel = kernel;
   s.k = k;
   s.options = options;
-  s.options.mode = resolve_comm_mode(s.comm, options, engine != nullptr);
+  // One Topology per kernel (seven collectives), for resolving `netsparse` and for the mode.
+  if (resolves_by_layout(options, engine != nullptr) || routes_by_host(options.mode)) {
+    s.topology = std::make_unique<dist::Topology>(dist::Topology::build(s.comm));
+  }
+  s.options.mode = resolves_by_layout(options, engine != nullptr)
+                       ? resolve_by_layout(layout_of(*s.topology))
+                       : resolve_comm_mode(s.comm, options, engine != nullptr);
+  if (!routes_by_host(s.options.mode)) s.topology.reset();
   check_mpi(MPI_Type_contiguous(k, options.scalar == ScalarType::f32 ? MPI_FLOAT : MPI_DOUBLE,
                                 &s.row_type),
             "MPI_Type_contiguous");
@@ -429,24 +471,15 @@ const std::shared_ptr<RigEngine>& DistKernel::engine() const noexcept {
 }
 
 HostLayout host_layout(MPI_Comm comm) {
-  const dist::Topology topo = dist::Topology::build(comm);
-  HostLayout l;
-  l.hosts = topo.nhosts();
-  l.racks = topo.nracks();
-  l.virtual_hosts = topo.virtual_hosts();
-  l.host = topo.host();
-  l.rack = topo.rack();
-  l.leader = topo.is_leader();
-  for (int h = 0; h < topo.nhosts(); ++h) {
-    l.max_ranks_per_host =
-        std::max(l.max_ranks_per_host, static_cast<int>(topo.ranks_of(h).size()));
-  }
-  return l;
+  return layout_of(dist::Topology::build(comm));
 }
 
 HostVolume host_volume(const DistKernel& kernel) {
   const DistKernel::Impl& s = *kernel.impl_;
-  const dist::Topology topo = dist::Topology::build(s.comm);
+  // The kernel's own hosts when its mode has them (no collective), else built here.
+  std::optional<dist::Topology> built;
+  if (!s.topology) built.emplace(dist::Topology::build(s.comm));
+  const dist::Topology& topo = s.topology ? *s.topology : *built;
   // This rank's distinct rows owned on other hosts (sorted: one pass over a column bitmap).
   const gidx_t n_cols = s.cols.n_rows();
   std::vector<std::uint64_t> bits(static_cast<std::size_t>((n_cols + 63) / 64), 0);

@@ -32,6 +32,9 @@ struct NETSPARSE_LOCAL DistKernel::Impl {
   dist::Pattern pattern;
   dist::Compute<float> compute_f32;  // the one of options.scalar's precision is used
   dist::Compute<double> compute_f64;
+  // The job's hosts when the mode routes or counts by host (declared before the exchange, which
+  // borrows it through RunContext::topology, so it outlives the exchange).
+  std::unique_ptr<dist::Topology> topology;
   std::unique_ptr<dist::ExchangeBase> exchange;  // a dist::Exchange<T> of options.scalar's T
   MPI_Datatype row_type = MPI_DATATYPE_NULL;
   double setup_seconds = 0;
@@ -45,7 +48,8 @@ struct NETSPARSE_LOCAL DistKernel::Impl {
   // of MPI_Finalize for a kernel still alive then (finalize_hook); afterwards nothing calls MPI.
   rig::FinalizeHook finalize_hook;
   void release_mpi() noexcept {
-    exchange.reset();  // before the datatype and the engine it may use
+    exchange.reset();  // before the datatype, the topology and the engine it may use
+    topology.reset();
     if (row_type != MPI_DATATYPE_NULL) MPI_Type_free(&row_type);
     row_type = MPI_DATATYPE_NULL;
   }
@@ -65,6 +69,7 @@ struct NETSPARSE_LOCAL DistKernel::Impl {
     rc.k = k;
     rc.row_type = row_type;
     rc.options = &options;
+    rc.topology = topology.get();
     return rc;
   }
 

@@ -5,6 +5,9 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <stdexcept>
+
+#include "hosts/topology.hpp"
 
 #include "netsparse/distributed.hpp"
 #include "netsparse/scalar.hpp"
@@ -22,7 +25,15 @@ struct RunContext {
   int k = 1;
   MPI_Datatype row_type = MPI_DATATYPE_NULL;  // K contiguous elements of options->scalar
   const DistOptions* options = nullptr;
+  // The job's hosts, built once per kernel at its construction for the modes that route or
+  // count by host (DistKernel::Impl::topology): a Topology costs seven collectives, and
+  // resolving `netsparse` already needed one.
+  const Topology* topology = nullptr;
 
+  [[nodiscard]] const Topology& hosts() const {
+    if (topology == nullptr) throw std::logic_error("RunContext: this kernel has no host topology");
+    return *topology;
+  }
   // The operands' precision (DistOptions::scalar), and the bytes of one operand row (property).
   [[nodiscard]] ScalarType scalar() const noexcept { return options->scalar; }
   [[nodiscard]] std::uint64_t row_bytes() const noexcept {

@@ -70,6 +70,8 @@ Topology Topology::build(MPI_Comm comm, const TopologyOverrides& overrides) {
   Topology t;
   t.rank_ = rank;
   t.host_of_rank_.assign(static_cast<std::size_t>(nranks), 0);
+  t.machine_ranks_ = 0;
+  for (int r = 0; r < nranks; ++r) t.machine_ranks_ += value(r, 2) == real_host ? 1 : 0;
   std::exception_ptr error;
   try {
     for (int r = 1; r < nranks; ++r) {
@@ -152,6 +154,7 @@ Topology& Topology::operator=(Topology&& other) noexcept {
     rank_ = other.rank_;
     virtual_ = other.virtual_;
     nracks_ = other.nracks_;
+    machine_ranks_ = other.machine_ranks_;
     host_of_rank_ = std::move(other.host_of_rank_);
     leader_of_host_ = std::move(other.leader_of_host_);
     rack_of_host_ = std::move(other.rack_of_host_);

@@ -56,6 +56,8 @@ class Topology {
   [[nodiscard]] int rack() const noexcept { return rack_of_host_[host()]; }
   [[nodiscard]] int nracks() const noexcept { return nracks_; }
   [[nodiscard]] bool virtual_hosts() const noexcept { return virtual_; }
+  // The job's ranks on this rank's machine (sharing memory with it), whatever the virtual hosts.
+  [[nodiscard]] int ranks_on_machine() const noexcept { return machine_ranks_; }
   // Host / rack of any rank / host of `comm`, and each host's leader (its lowest rank).
   [[nodiscard]] int host_of(int rank) const { return host_of_rank_.at(rank); }
   [[nodiscard]] int rack_of_host(int host) const { return rack_of_host_.at(host); }
@@ -76,6 +78,7 @@ class Topology {
   int rank_ = 0;
   bool virtual_ = false;
   int nracks_ = 1;
+  int machine_ranks_ = 1;
   std::vector<int> host_of_rank_, leader_of_host_, rack_of_host_;
   std::vector<std::vector<int>> ranks_of_host_;
   MPI_Comm host_comm_ = MPI_COMM_NULL, leaders_comm_ = MPI_COMM_NULL;

@@ -7,7 +7,8 @@ never times (one machine, oversubscribed).
 Runs `mpirun -np N BENCH` with NETSPARSE_RANKS_PER_HOST=R over the modes that matter at scale and
 checks, from its JSON:
   - every mode agrees with ideal (`correct`);
-  - at most one MPI collective per run in every mode (the argument agreement);
+  - at most one MPI collective per run in every mode (the argument agreement), and a setup
+    (engine open + kernel construction) of at most SETUP_COLLECTIVES_BOUND, whatever np;
   - netsparse is the node-wide engine here (several hosts of R > 1 ranks: resolve_comm_mode);
   - the per-rank engine (netsparse-rank) wrote to at most min(R - 1, P) shared-memory rings (rank 0; P
     = the most pattern peers a rank has, given by the caller for the matrix): rings exist only
@@ -27,6 +28,8 @@ import re
 import shlex
 import subprocess
 import sys
+
+SETUP_COLLECTIVES_BOUND = 32
 
 
 def main():
@@ -76,6 +79,12 @@ def main():
         check(r["correct"], f"{name} agrees with ideal (max rel err {r.get('max_rel_err')})")
         check(r["collectives_per_run"] <= 1,
               f"{name}: {r['collectives_per_run']:g} MPI collectives per run <= 1")
+        # A setup's collectives are a constant of the mode, never one per peer or per host
+        # (measured at np 16-64: node-wide 29, per-rank 12, inspector-executor 12, node-aware
+        # IE 17): the bound catches a collective added per peer.
+        check(r.get("setup_collectives", 0) <= SETUP_COLLECTIVES_BOUND,
+              f"{name}: {r.get('setup_collectives', 0):g} MPI collectives in the setup <= "
+              f"{SETUP_COLLECTIVES_BOUND}")
     ns = results.get("netsparse-rank")
     if ns and not ns.get("error"):
         detail = (ns.get("engine_stats") or {}).get("transport_detail", "")

@@ -34,7 +34,7 @@ class IeExchange final : public Exchange<T> {
     const int p = rc.nranks;
     // The hosts, for the host-level counters only (CommStats::inter_host_*): the exchange itself
     // is per rank.
-    if (topo_.nranks() == 0) topo_ = Topology::build(rc.comm);
+    if (topo_ == nullptr) topo_ = &rc.hosts();
     // 1. Ghosts: the distinct remote columns, sorted (hence grouped by owner in rank order),
     //    and the remote part renumbered onto them and tiled (GhostLayout).
     const CsrMatrix& remote = pat.remote_csr;
@@ -148,7 +148,7 @@ class IeExchange final : public Exchange<T> {
     stats.payload_bytes_in += layout_.ghosts().size() * row_bytes;
     std::uint64_t inter_msgs = 0, inter_rows = 0, intra_msgs = 0, intra_rows = 0;
     for (std::size_t d = 0; d < dests_.size(); ++d) {
-      const bool other_host = topo_.host_of(dests_[d]) != topo_.host();
+      const bool other_host = topo_->host_of(dests_[d]) != topo_->host();
       (other_host ? inter_msgs : intra_msgs) += 1;
       (other_host ? inter_rows : intra_rows) += static_cast<std::uint64_t>(send_counts_[d]);
     }
@@ -163,7 +163,7 @@ class IeExchange final : public Exchange<T> {
     if (graph_ != MPI_COMM_NULL) MPI_Comm_free(&graph_);
   }
 
-  Topology topo_;
+  const Topology* topo_ = nullptr;  // the kernel's (RunContext::hosts)
   GhostLayout layout_;  // distinct remote columns and the remote part renumbered onto them
   std::vector<gidx_t> send_local_;  // local rows to send, grouped by destination
   std::vector<int> sources_, dests_;

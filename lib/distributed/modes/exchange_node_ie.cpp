@@ -69,15 +69,15 @@ class NodeIeExchange final : public Exchange<T> {
   bool needs_remote_panels() const noexcept override { return false; }
 
   void setup(const Pattern& pat, const RunContext& rc) override {
-    if (topo_.nranks() == 0) {
-      topo_ = Topology::build(rc.comm);
-      const std::vector<int>& mine = topo_.ranks_of(topo_.host());
+    if (topo_ == nullptr) {
+      topo_ = &rc.hosts();
+      const std::vector<int>& mine = topo_->ranks_of(topo_->host());
       hsize_ = static_cast<int>(mine.size());
       host_index_.assign(static_cast<std::size_t>(rc.nranks), -1);
       for (int i = 0; i < hsize_; ++i) host_index_[mine[i]] = i;
       hrank_ = host_index_[rc.rank];
     }
-    const Topology& t = topo_;
+    const Topology& t = *topo_;
     const int my_host = t.host();
     const gidx_t cb = rc.cols->begin(rc.rank), ce = rc.cols->end(rc.rank);
 
@@ -161,7 +161,7 @@ class NodeIeExchange final : public Exchange<T> {
            CommStats& stats) override {
     const int k = rc.k;
     const std::uint64_t row_bytes = rc.row_bytes();
-    const MPI_Comm hc = topo_.host_comm(), lc = topo_.leaders_comm();
+    const MPI_Comm hc = topo_->host_comm(), lc = topo_->leaders_comm();
     const bool leader = hrank_ == 0;
     const double tp = now_seconds();
     std::uint64_t intra_msgs = 0, intra_rows = 0, inter_msgs = 0, inter_rows = 0;
@@ -271,7 +271,7 @@ class NodeIeExchange final : public Exchange<T> {
   void post_near(const RunContext& rc, const Operands<T>& ops, std::uint64_t& intra_msgs,
                  std::uint64_t& intra_rows) {
     const int k = rc.k;
-    const MPI_Comm hc = topo_.host_comm();
+    const MPI_Comm hc = topo_->host_comm();
     for (int i = 0; i < hsize_; ++i) {
       if (near_recv_counts_[i] == 0) continue;
       check_mpi(MPI_Irecv(ghost_.data() + near_recv_displs_[i] * k, near_recv_counts_[i],
@@ -330,7 +330,7 @@ class NodeIeExchange final : public Exchange<T> {
   void leader_setup(const RunContext& rc, const std::vector<gidx_t>& gathered,
                     const std::vector<int>& off_counts, const std::vector<int>& off_displs,
                     std::vector<std::vector<gidx_t>>& up) {
-    const Topology& t = topo_;
+    const Topology& t = *topo_;
     const int nhosts = t.nhosts();
     // Each row the host needs from host h, once (sorted).
     std::vector<std::vector<gidx_t>> wanted(static_cast<std::size_t>(nhosts));
@@ -391,11 +391,11 @@ class NodeIeExchange final : public Exchange<T> {
     down_packed_.resize(down_index_.size() * k);
   }
 
-  Topology topo_;
-  int hsize_ = 0, hrank_ = 0;    // ranks of this host, this rank's place among them
-  std::vector<int> host_index_;  // per rank of the job: its place in its host (this host only)
-  GhostLayout layout_;           // as inspector-executor: sorted ghosts, compact remote part
-  std::vector<T> ghost_;         // the gathered ghost rows, in ghost order
+  const Topology* topo_ = nullptr;  // the kernel's (RunContext::hosts)
+  int hsize_ = 0, hrank_ = 0;       // ranks of this host, this rank's place among them
+  std::vector<int> host_index_;     // per rank of the job: its place in its host (this host only)
+  GhostLayout layout_;              // as inspector-executor: sorted ghosts, compact remote part
+  std::vector<T> ghost_;            // the gathered ghost rows, in ghost order
   // On-host exchange (per host rank).
   std::vector<int> near_recv_counts_, near_send_counts_;
   std::vector<std::int64_t> near_recv_displs_;  // in ghost rows

@@ -98,10 +98,10 @@ class NodeRigExchange final : public Exchange<T> {
   bool needs_remote_panels() const noexcept override { return false; }
 
   void setup(const Pattern& pat, const RunContext& rc) override {
-    if (topo_.nranks() == 0) first_setup(rc);
-    const MPI_Comm hc = topo_.host_comm();
+    if (topo_ == nullptr) first_setup(rc);
+    const MPI_Comm hc = topo_->host_comm();
     const RowPartition& cols = *rc.cols;
-    const int my_host = topo_.host();
+    const int my_host = topo_->host();
     // The old region and plans point into the old store: gone before anything moves.
     if (ctx_) {
       plans_.clear();
@@ -121,7 +121,7 @@ class NodeRigExchange final : public Exchange<T> {
     std::uint64_t lookups = 0;
     for (const gidx_t c : pat.remote_csr.col_idx) {
       const std::uint64_t bit = std::uint64_t{1} << (c & 63);
-      if (topo_.host_of(cols.owner(c)) == my_host) {
+      if (topo_->host_of(cols.owner(c)) == my_host) {
         exported[c >> 6].fetch_or(bit, std::memory_order_relaxed);
         continue;
       }
@@ -148,7 +148,7 @@ class NodeRigExchange final : public Exchange<T> {
 
     // The rows other hosts gather from this one: the leaders swap their unions once per
     // pattern and mark the host's columns among them; then each rank lists its exported rows.
-    if (topo_.is_leader() && topo_.nhosts() > 1) mark_other_hosts_unions(cols, exported);
+    if (topo_->is_leader() && topo_->nhosts() > 1) mark_other_hosts_unions(cols, exported);
     check_mpi(MPI_Barrier(hc), "MPI_Barrier");
     const gidx_t cb = cols.begin(rc.rank), ce = cols.end(rc.rank);
     export_rows_.clear();
@@ -297,11 +297,11 @@ class NodeRigExchange final : public Exchange<T> {
 
  private:
   void first_setup(const RunContext& rc) {
-    topo_ = Topology::build(rc.comm);
-    const MPI_Comm hc = topo_.host_comm();
+    topo_ = &rc.hosts();
+    const MPI_Comm hc = topo_->host_comm();
     hrank_ = comm_rank(hc);
     const RowPartition& cols = *rc.cols;
-    const std::vector<int>& mine = topo_.ranks_of(topo_.host());
+    const std::vector<int>& mine = topo_->ranks_of(topo_->host());
     // Row offsets of each host rank's block in the host's part of the store, the host's first
     // column, and whether the host's columns are one contiguous range (virtual hosts always).
     hoff_.assign(mine.size() + 1, 0);
@@ -314,12 +314,12 @@ class NodeRigExchange final : public Exchange<T> {
     host_first_col_ = cols.begin(mine.front());
     // The engine's row numbering: host h's rows (its ranks' blocks in rank order) are rows
     // [leader_off_[h], leader_off_[h + 1]); a rank's first column is row engine_base_[rank].
-    const int nhosts = topo_.nhosts();
+    const int nhosts = topo_->nhosts();
     leader_off_.assign(static_cast<std::size_t>(nhosts) + 1, 0);
     engine_base_.assign(static_cast<std::size_t>(rc.nranks), 0);
     for (int h = 0; h < nhosts; ++h) {
       std::uint64_t off = leader_off_[h];
-      for (const int q : topo_.ranks_of(h)) {
+      for (const int q : topo_->ranks_of(h)) {
         engine_base_[q] = off;
         off += static_cast<std::uint64_t>(cols.size(q));
       }
@@ -332,25 +332,25 @@ class NodeRigExchange final : public Exchange<T> {
     // One engine per rank (planes) or per host (its leader); a single host has nobody to
     // gather from.
     std::exception_ptr error;
-    use_switch_ = rack_switch_agreed(rc) && topo_.nracks() > 1;
+    const EngineChoice choice = engine_choice_agreed(rc, *topo_);
+    use_switch_ = choice.rack_switch && topo_->nracks() > 1;
     bool equal_hosts = true;
     for (int h = 1; h < nhosts; ++h) {
-      equal_hosts = equal_hosts && topo_.ranks_of(h).size() == topo_.ranks_of(0).size();
+      equal_hosts = equal_hosts && topo_->ranks_of(h).size() == topo_->ranks_of(0).size();
     }
-    host_ranks_ = static_cast<int>(topo_.ranks_of(topo_.host()).size());
-    planes_ =
-        rank_engines_agreed(rc) && equal_hosts && !use_switch_ && nhosts > 1 && host_ranks_ > 1;
+    host_ranks_ = static_cast<int>(topo_->ranks_of(topo_->host()).size());
+    planes_ = choice.rank_engines && equal_hosts && !use_switch_ && nhosts > 1 && host_ranks_ > 1;
     if (planes_) {
-      check_mpi(MPI_Comm_split(rc.comm, hrank_, topo_.host(), &plane_comm_),
+      check_mpi(MPI_Comm_split(rc.comm, hrank_, topo_->host(), &plane_comm_),
                 "MPI_Comm_split (netsparse-node planes)");
     }
-    engine_comm_ = planes_ ? plane_comm_ : topo_.leaders_comm();
+    engine_comm_ = planes_ ? plane_comm_ : topo_->leaders_comm();
     // A rank waits at the host barrier for its mates, one of which may wait its own engine's
     // deadline twice (other hosts at the start, completions and quiesce at the end): a rank
     // without an engine (a leader's mate) gives up later, so that the engine's error, naming
     // the cause, comes first and reaches it through the failed flag.
-    barrier_deadline_ = topo_.is_leader() && !planes_ ? deadline_ : 3 * deadline_;
-    if ((planes_ || topo_.is_leader()) && nhosts > 1) {
+    barrier_deadline_ = topo_->is_leader() && !planes_ ? deadline_ : 3 * deadline_;
+    if ((planes_ || topo_->is_leader()) && nhosts > 1) {
       try {
         open_engine(rc.options->engine);
         if (use_switch_) open_rack_switch(rc);
@@ -361,54 +361,47 @@ class NodeRigExchange final : public Exchange<T> {
     agree_on_failure(rc.comm, error);
   }
 
-  // Whether every rank runs an engine (NETSPARSE_NODE_ENGINES, the same on every rank, else
-  // refused on every rank with one message). auto: where every rank of every machine has a core
-  // of its own (its affinity mask holds as many cores as the machine has ranks), as the
-  // parallel units then run in parallel; measured on 2 cores with 4 ranks per core, the leader
-  // alone was faster (docs/architecture.md).
-  static bool rank_engines_agreed(const RunContext& rc) {
+  // Whether every rank runs an engine (NETSPARSE_NODE_ENGINES) and whether the rack switch is
+  // on (DistOptions::rack_switch or NETSPARSE_RACK_SWITCH=1): both the same on every rank, else
+  // refused on every rank with one message; one allreduce decides both (at scale every
+  // collective of the setup costs a round over all ranks). Rank engines, auto: where every rank
+  // of every machine has a core of its own (its affinity mask holds as many cores as the
+  // machine has ranks), as the parallel units then run in parallel; measured on 2 cores with 4
+  // ranks per core, the leader alone was faster (docs/architecture.md).
+  struct EngineChoice {
+    bool rank_engines = false;
+    bool rack_switch = false;
+  };
+  static EngineChoice engine_choice_agreed(const RunContext& rc, const Topology& topo) {
     const std::string choice = config::choice(config::Env::kNodeEngines);
     const int code = choice == "ranks" ? 1 : choice == "leader" ? 2 : 0;
-    MPI_Comm machine = MPI_COMM_NULL;
-    check_mpi(MPI_Comm_split_type(rc.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &machine),
-              "MPI_Comm_split_type");
-    const int on_machine = comm_size(machine);
-    MPI_Comm_free(&machine);
+    const int on =
+        (rc.options->rack_switch || config::choice(config::Env::kRackSwitch) == "1") ? 1 : 0;
     cpu_set_t mask;
     CPU_ZERO(&mask);
     const int cores = sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : 1;
-    int v[3] = {code, -code, cores < on_machine ? 1 : 0};
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_MAX, rc.comm), "MPI_Allreduce");
+    int v[5] = {code, -code, on, -on, cores < topo.ranks_on_machine() ? 1 : 0};
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, v, 5, MPI_INT, MPI_MAX, rc.comm), "MPI_Allreduce");
     if (v[0] != -v[1]) {
       throw std::invalid_argument("netsparse-node: the ranks disagree on NETSPARSE_NODE_ENGINES");
     }
-    return code == 1 || (code == 0 && v[2] == 0);
-  }
-
-  // DistOptions::rack_switch or NETSPARSE_RACK_SWITCH=1, the same on every rank (else refused on
-  // every rank with one message).
-  static bool rack_switch_agreed(const RunContext& rc) {
-    int on = (rc.options->rack_switch || config::choice(config::Env::kRackSwitch) == "1") ? 1 : 0;
-    int lo = on, hi = on;
-    check_mpi(MPI_Allreduce(&on, &lo, 1, MPI_INT, MPI_MIN, rc.comm), "MPI_Allreduce");
-    check_mpi(MPI_Allreduce(&on, &hi, 1, MPI_INT, MPI_MAX, rc.comm), "MPI_Allreduce");
-    if (lo != hi) {
+    if (v[2] != -v[3]) {
       throw std::invalid_argument(
           "netsparse-node: the ranks disagree on the rack switch (DistOptions::rack_switch / "
           "NETSPARSE_RACK_SWITCH)");
     }
-    return on == 1;
+    return {code == 1 || (code == 0 && v[4] == 0), on == 1};
   }
 
   void open_rack_switch(const RunContext& rc) {
     const RowPartition* cols = rc.cols;
     rack_ = std::make_unique<RackSwitchPath>(
-        topo_, cols->n_rows(), static_cast<std::uint32_t>(rc.row_bytes()),
+        *topo_, cols->n_rows(), static_cast<std::uint32_t>(rc.row_bytes()),
         [this, cols](gidx_t c) {
-          return static_cast<std::uint32_t>(topo_.host_of(cols->owner(c)));
+          return static_cast<std::uint32_t>(topo_->host_of(cols->owner(c)));
         },
         [this, cols](gidx_t c) {
-          return topo_.host_of(cols->owner(c)) == topo_.host()
+          return topo_->host_of(cols->owner(c)) == topo_->host()
                      ? store_position(c, *cols)
                      : std::numeric_limits<std::uint64_t>::max();
         },
@@ -425,8 +418,8 @@ class NodeRigExchange final : public Exchange<T> {
         mine.push_back(static_cast<gidx_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(m))));
       }
     }
-    const MPI_Comm lc = topo_.leaders_comm();
-    const int nhosts = topo_.nhosts();
+    const MPI_Comm lc = topo_->leaders_comm();
+    const int nhosts = topo_->nhosts();
     const int n = to_mpi_count(mine.size(), "netsparse-node host union");
     std::vector<int> counts(static_cast<std::size_t>(nhosts)), displs(nhosts + 1, 0);
     check_mpi(MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, lc), "MPI_Allgather");
@@ -440,7 +433,7 @@ class NodeRigExchange final : public Exchange<T> {
                              item.get(), lc),
               "MPI_Allgatherv");
     for (const gidx_t c : all) {
-      if (topo_.host_of(cols.owner(c)) != topo_.host()) continue;
+      if (topo_->host_of(cols.owner(c)) != topo_->host()) continue;
       exported[c >> 6].fetch_or(std::uint64_t{1} << (c & 63), std::memory_order_relaxed);
     }
   }
@@ -510,8 +503,8 @@ class NodeRigExchange final : public Exchange<T> {
         const int q = cols.owner(c);
         const std::uint64_t srow = u < n_low_ ? u : u + host_rows_;
         // Planes: this rank gathers only from the hosts dealt to it.
-        if (planes_ && (topo_.host() + topo_.host_of(q)) % host_ranks_ != hrank_) continue;
-        if (rack_ && topo_.rack_of_host(topo_.host_of(q)) != topo_.rack()) {
+        if (planes_ && (topo_->host() + topo_->host_of(q)) % host_ranks_ != hrank_) continue;
+        if (rack_ && topo_->rack_of_host(topo_->host_of(q)) != topo_->rack()) {
           via_switch.emplace_back(c, srow);
           continue;
         }
@@ -614,8 +607,8 @@ class NodeRigExchange final : public Exchange<T> {
   // Store row of a remote column of this rank.
   [[nodiscard]] std::uint64_t store_position(gidx_t c, const RowPartition& cols) const {
     const int q = cols.owner(c);
-    if (topo_.host_of(q) == topo_.host()) {
-      const std::vector<int>& mine = topo_.ranks_of(topo_.host());
+    if (topo_->host_of(q) == topo_->host()) {
+      const std::vector<int>& mine = topo_->ranks_of(topo_->host());
       const auto i =
           static_cast<std::size_t>(std::find(mine.begin(), mine.end(), q) - mine.begin());
       return n_low_ + hoff_[i] + static_cast<std::uint64_t>(c - cols.begin(q));
@@ -646,7 +639,7 @@ class NodeRigExchange final : public Exchange<T> {
   }
   [[nodiscard]] T* store_data() const noexcept { return reinterpret_cast<T*>(store_.data()); }
 
-  Topology topo_;
+  const Topology* topo_ = nullptr;  // the kernel's (RunContext::hosts)
   int hrank_ = 0;
   bool consecutive_ = true;
   std::vector<std::uint64_t> hoff_;         // host rank i's block starts at host row hoff_[i]
