@@ -95,6 +95,11 @@ class HostShmTransport final : public Transport {
                    std::size_t ring_bytes, std::uint64_t ring_limit)
       : ring_bytes_(ring_bytes), ring_limit_(ring_limit) {
     host_index_.assign(static_cast<std::size_t>(inner->size()), -1);
+    // The same on every rank of the host (the rings' size is: a receiver checks the size it is
+    // announced), so a receiver accepts exactly what its senders may send.
+    ring_frame_bytes_ =
+        std::min(std::max(inner->max_packet_bytes(), (ring_bytes_ / 4 - kHeader) & ~std::size_t{7}),
+                 inner->max_frame_bytes(inner->rank()));
     setup(comm, host);
     inner_ = std::move(inner);
   }
@@ -130,12 +135,15 @@ class HostShmTransport final : public Transport {
   int size() const noexcept override { return inner_->size(); }
   std::size_t max_packet_bytes() const noexcept override { return inner_->max_packet_bytes(); }
   std::size_t max_read_bytes() const noexcept override { return inner_->max_read_bytes(); }
-  // A ring's frames stay at the packet size (a ring holds a few of them); the peers reached
-  // through MPI get what the wrapped transport carries. A ring peer whose pair fell back to MPI
-  // keeps the ring's bound (it is decided once, before the pair's first frame).
+  // A ring's frames are a quarter of the ring at most (it holds four in flight, so the consumer
+  // drains while the producer writes), never below the packet size: with fewer ranks per host a
+  // ring is larger and a pair's rows leave in fewer frames (issue 34: a pair's rows in as few
+  // messages as inspector-executor's one). The peers reached through MPI get what the wrapped
+  // transport carries. A ring peer whose pair fell back to MPI keeps the ring's bound (it is
+  // decided once, before the pair's first frame), which the MPI transport carries too.
   std::size_t max_frame_bytes(int dest) const noexcept override {
     if (dest < 0 || dest >= size()) return max_packet_bytes();
-    return ring_peer(dest) < 0 ? inner_->max_frame_bytes(dest) : max_packet_bytes();
+    return ring_peer(dest) < 0 ? inner_->max_frame_bytes(dest) : ring_frame_bytes_;
   }
 
   TxStatus send(int dest, std::span<const std::byte> packet) override {
@@ -145,7 +153,7 @@ class HostShmTransport final : public Transport {
       if (dest == rank()) self_sends_ = true;  // its arrival needs the MPI poll every time
       return inner_->send(dest, packet);       // it checks its own bound (max_frame_bytes)
     }
-    if (packet.size() > max_packet_bytes()) return TxStatus::kError;
+    if (packet.size() > ring_frame_bytes_) return TxStatus::kError;
     if (inner_->peer_failed(dest) || failed_[static_cast<std::size_t>(h)]) {
       return TxStatus::kPeerFailed;
     }
@@ -164,8 +172,8 @@ class HostShmTransport final : public Transport {
     const int h = ring_peer(dest);
     if (h < 0 || failed_[static_cast<std::size_t>(h)]) return {};
     Outbound* o = outbound(h);
-    if (o == nullptr) return {};  // fell back to MPI: lends() says no from now on
-    const std::size_t len = max_packet_bytes();
+    if (o == nullptr) return {};                // fell back to MPI: lends() says no from now on
+    const std::size_t len = ring_frame_bytes_;  // a frame's room: max_frame_bytes(dest)
     std::byte* at = place(*o, len);
     if (at == nullptr) return {};
     o->reserved = len;
@@ -212,7 +220,7 @@ class HostShmTransport final : public Transport {
         std::memcpy(&tag, in.data + off + 4, 4);
         if (tag == kWrap) {
           in.head += cap - off;
-        } else if (tag == kMessage && len > 0 && len <= max_packet_bytes() &&
+        } else if (tag == kMessage && len > 0 && len <= ring_frame_bytes_ &&
                    off + kHeader + len <= cap && in.head + kHeader + padded(len) <= tail) {
           handler(
               ReceivedPacket{in.peer, std::span<const std::byte>(in.data + off + kHeader, len)});
@@ -620,6 +628,7 @@ class HostShmTransport final : public Transport {
 
   std::unique_ptr<Transport> inner_;
   const std::size_t ring_bytes_;
+  std::size_t ring_frame_bytes_ = 0;  // the largest message of a ring (max_frame_bytes)
   const std::uint64_t ring_limit_;
   int host_size_ = 1;
   int host_rank_ = 0;

@@ -52,7 +52,7 @@ class Transport {
   virtual TransportKind kind() const noexcept = 0;
   virtual int rank() const noexcept = 0;
   virtual int size() const noexcept = 0;
-  // Largest packet send() accepts on every path (and what reserve() lends).
+  // Largest packet send() accepts on every path.
   virtual std::size_t max_packet_bytes() const noexcept = 0;
   // Largest send() to `dest`: at least max_packet_bytes(); more where a path carries larger
   // frames (the MPI transport to a peer it reaches through MPI). Added beyond the contract; not
@@ -99,10 +99,10 @@ class Transport {
   // rings), for statistics; empty by default.
   virtual std::string detail() const { return {}; }
   // Zero-copy send, optional: the transport's own memory for the next message to `dest`
-  // (max_packet_bytes() long), to be filled and then sent by commit(dest, bytes); an empty span
-  // when there is no room now or the transport (or the path to dest) has none to offer, and
-  // the caller then uses send(). At most one reservation per destination is open; nothing else
-  // is sent to that destination while it is.
+  // (max_frame_bytes(dest) long, at least max_packet_bytes()), to be filled and then sent by
+  // commit(dest, bytes); an empty span when there is no room now or the transport (or the path to
+  // dest) has none to offer, and the caller then uses send(). At most one reservation per
+  // destination is open; nothing else is sent to that destination while it is.
   virtual std::span<std::byte> reserve(int /*dest*/) { return {}; }
   // True when reserve(dest) can lend memory at all, so an empty reservation means "no room
   // now" (the consumer has not drained yet) rather than "never": a producer may then wait for

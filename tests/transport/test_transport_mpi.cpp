@@ -138,6 +138,28 @@ TEST(ShmRings, AllToAllEveryByteInOrder) {
   }
 }
 
+// Frames to a ring peer grow to a quarter of the ring (issue 34: a pair's rows in few
+// messages), above the packet size; every byte of frames up to that bound arrives in order, and
+// a frame above it is refused.
+TEST(ShmRings, FramesUpToAQuarterOfTheRing) {
+  MpiOptions options;
+  options.max_packet_bytes = 1500;
+  std::string why;
+  auto t = make_host_shm_transport(MPI_COMM_WORLD,
+                                   make_mpi_transport(MPI_COMM_WORLD, true, options), 65536, &why);
+  ASSERT_TRUE(why.empty()) << why;
+  const int peer = (t->rank() + 1) % t->size();
+  EXPECT_EQ(t->max_packet_bytes(), 1500u);
+  EXPECT_EQ(t->max_frame_bytes(peer), 65536u / 4 - 8);
+  const std::vector<std::byte> too_big(t->max_frame_bytes(peer) + 1);
+  EXPECT_EQ(t->send(peer, too_big), TxStatus::kError);
+  ExchangeConfig cfg;
+  cfg.packets_per_peer = 300;
+  cfg.seed = 29;
+  cfg.packet_bytes = t->max_frame_bytes(peer);  // lengths drawn up to the frame bound
+  EXPECT_TRUE(on_every_rank(exchange_and_barrier(*t, cfg)));
+}
+
 // Zero-copy sends: frames built in the ring (reserve/commit), dropped reservations (commit 0),
 // interleaved with plain sends, across ring wrap-arounds; every byte and the order checked.
 TEST(ShmRings, ReserveCommitInterleavedWithSends) {
@@ -181,7 +203,9 @@ TEST(ShmRings, ReserveCommitInterleavedWithSends) {
       }
       const std::span<std::byte> room = t->reserve(d);
       if (room.empty()) continue;  // ring full: poll and retry
-      EXPECT_EQ(room.size(), 1000u);
+      // A frame's room: a quarter of the 8 KiB ring less its header, above the packet size.
+      EXPECT_EQ(room.size(), t->max_frame_bytes(d));
+      EXPECT_EQ(room.size(), 8192u / 4 - 8);
       if (seq % 5 == 1 && dropped[static_cast<std::size_t>(d)] != seq) {
         // Reserved, then dropped (once per such seq): the peer must never see it.
         EXPECT_EQ(t->commit(d, 0), TxStatus::kOk);
