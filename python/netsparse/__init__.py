@@ -62,6 +62,7 @@ except ImportError as _error:
 from ._netsparse import (  # noqa: F401  (re-exported)
     DistKernel,
     DistMatrix,
+    DistSpgemm,
     Engine,
     Error,
     ParseError,
@@ -77,6 +78,8 @@ __all__ = [
     "DistMatrix",
     "DistKernel",
     "TransposedSpmm",
+    "DistSpgemm",
+    "spgemm",
     "Engine",
     "Pattern",
     "RigContext",
@@ -204,6 +207,12 @@ def _sample_rows(self, keep_fraction=1.0, max_per_row=0, seed=1):
 def _transpose(self):
     """Collective: A^T, split by this matrix's column offsets."""
     return self._transpose()
+
+
+def spgemm(a, b, mode="netsparse", **options):
+    """C = A @ B for two sparse DistMatrix objects (B's rows split as A's columns), as a
+    DistMatrix: one DistSpgemm built and multiplied once. Collective. Options as DistSpgemm's."""
+    return DistSpgemm(a, b, mode=mode, **options).multiply()
 
 
 DistMatrix.from_global = staticmethod(_from_global)

@@ -1,4 +1,4 @@
-// DistMatrix, Engine, DistKernel and TransposedSpmm for Python.
+// DistMatrix, Engine, DistKernel, TransposedSpmm and DistSpgemm for Python.
 //
 // Every call that is collective in C++ stays collective here, and what Python checks first
 // (types, dtypes, shapes, contiguity) is agreed on across the ranks before the library is called
@@ -20,6 +20,7 @@
 #include "netsparse/dist_transpose.hpp"
 #include "netsparse/distributed.hpp"
 #include "netsparse/interop.hpp"
+#include "netsparse/spgemm.hpp"
 
 namespace netsparse::python {
 namespace {
@@ -329,6 +330,33 @@ struct PyTransposedSpmm : PyDistOperator<TransposedSpmm> {
     op->spmm(bs, cs);
   }
 };
+
+// C = A * B with both operands distributed sparse matrices (DistSpgemm), both operands'
+// handles kept alive (their communicator must outlive the product).
+struct PySpgemm {
+  PyDistMatrix a, b;
+  std::unique_ptr<DistSpgemm> op;
+  PySpgemm() = default;
+  PySpgemm(const PySpgemm&) = delete;
+  PySpgemm& operator=(const PySpgemm&) = delete;
+  ~PySpgemm() {
+    if (teardown_abandoned()) leak(std::move(op));
+  }
+};
+
+py::dict spgemm_stats_dict(const SpgemmStats& s) {
+  py::dict d;
+  d["setup_seconds"] = s.setup_seconds;
+  d["symbolic_seconds"] = s.symbolic_seconds;
+  d["gather_seconds"] = s.gather_seconds;
+  d["numeric_seconds"] = s.numeric_seconds;
+  d["remote_rows"] = s.remote_rows;
+  d["remote_nonzeros"] = s.remote_nonzeros;
+  d["setup_bytes_in"] = s.setup_bytes_in;
+  d["multiply_bytes_in"] = s.multiply_bytes_in;
+  d["chunk"] = s.chunk;
+  return d;
+}
 
 DistOptions make_options(const std::string& mode, const py::object& dtype, bool dynamic_pattern,
                          std::optional<std::uint64_t> batch, const std::string& progress) {
@@ -659,6 +687,82 @@ dynamic_pattern=False, engine=None). B: a's row block x k, C: a's column block x
         d["transpose_seconds"] = s.op->transpose_seconds();
         return d;
       });
+
+  py::class_<PySpgemm>(m, "DistSpgemm", R"(C = A @ B with both operands sparse DistMatrix objects
+(B's rows split as A's columns): DistSpgemm(a, b, mode="netsparse"|"su"|"inspector-executor",
+dtype=numpy.float64, chunk=0, batch=8192, plans=True, engine=None). Collective: gathers the
+pattern of the remote rows of B and runs the symbolic phase once; multiply() then returns C as
+a DistMatrix, multiply_values() C's values alone on the fixed pattern, update_values() new
+values for the same patterns.)")
+      .def(py::init([](const PyDistMatrix& a, const PyDistMatrix& b, const std::string& mode,
+                       const py::object& dtype, int chunk, std::uint64_t batch, bool plans,
+                       std::optional<PyEngine> engine, const std::string& progress) {
+             const SpgemmOptions o = agreed(a.comm(), [&] {
+               SpgemmOptions opt;
+               opt.mode = parse_spgemm_mode(mode);
+               opt.scalar = parse_dtype(dtype);
+               if (chunk < 0) throw std::invalid_argument("chunk must be >= 0 (0: automatic)");
+               if (batch == 0) throw std::invalid_argument("batch must be >= 1");
+               opt.chunk = chunk;
+               opt.batch = batch;
+               opt.plans = plans;
+               opt.engine.progress = parse_progress(progress);
+               return opt;
+             });
+             auto self = std::make_unique<PySpgemm>();
+             self->a = a;
+             self->b = b;
+             py::gil_scoped_release release;
+             self->op = std::make_unique<DistSpgemm>(*a.m, *b.m, o, engine_of(engine));
+             return self;
+           }),
+           py::arg("a"), py::arg("b"), py::arg("mode") = "netsparse",
+           py::arg("dtype") = py::dtype::of<double>(), py::arg("chunk") = 0,
+           py::arg("batch") = 8192, py::arg("plans") = true, py::arg("engine") = py::none(),
+           py::arg("progress") = "auto")
+      .def(
+          "multiply",
+          [](PySpgemm& s) {
+            std::shared_ptr<DistMatrix> c;
+            {
+              py::gil_scoped_release release;
+              c = std::make_shared<DistMatrix>(s.op->multiply());
+            }
+            return PyDistMatrix{s.a.comm_obj, std::move(c)};
+          },
+          "Collective: C = A @ B with the current values, as a DistMatrix (A's rows, B's columns).")
+      .def(
+          "multiply_values",
+          [](PySpgemm& s, py::object out) {
+            if (out.is_none())
+              out = py::array_t<double>(static_cast<py::ssize_t>(s.op->local_nnz()));
+            std::span<double> values;
+            agree_on_arguments(s.a.comm(),
+                               check_array(out, "out", {s.op->local_nnz()}, true, values));
+            py::gil_scoped_release release;
+            s.op->multiply_values(values);
+            return out;
+          },
+          R"(Collective: C's values on this rank (local_nnz float64, in the CSR order of
+multiply()'s C.local()), into `out` when given.)",
+          py::arg("out") = py::none())
+      .def(
+          "update_values",
+          [](PySpgemm& s, const py::object& a_values, const py::object& b_values) {
+            std::span<const double> av, bv;
+            const std::string problem = first_problem(
+                {check_array(a_values, "a_values", {s.a.m->local().nnz()}, false, av),
+                 check_array(b_values, "b_values", {s.b.m->local().nnz()}, false, bv)});
+            // Local in C++ (checked by the next multiply); agreed here so a rank's refusal
+            // raises on every rank at once.
+            agree_on_arguments(s.a.comm(), problem);
+            s.op->update_values(av, bv);
+          },
+          R"(Collective here: new values for A's and B's local nonzeros (float64, this rank's
+a.local().nnz and b.local().nnz, in their CSR order); the patterns stay.)",
+          py::arg("a_values"), py::arg("b_values"))
+      .def_property_readonly("local_nnz", [](const PySpgemm& s) { return s.op->local_nnz(); })
+      .def("stats", [](const PySpgemm& s) { return spgemm_stats_dict(s.op->stats()); });
 }
 
 }  // namespace netsparse::python
