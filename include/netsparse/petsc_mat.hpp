@@ -18,10 +18,17 @@
 // pattern are picked up by the next MatMult. Options (the Mat's prefix applies):
 //   -mat_netsparse_mode NAME   the communication mode (default netsparse; any CommMode name,
 //                              e.g. inspector-executor; see netsparse_bench --help)
-// Only PETSc's public API is used (no private headers). Header-only, like netsparse/petsc.hpp:
-// NetSparse itself never links PETSc.
+// MatMatMult(A, B, ...) / MatProductCreate with MATPRODUCT_AB and a dense B (MATSEQDENSE /
+// MATMPIDENSE) runs NetSparse's SpMM (an f64 DistKernel of K = B's columns, built by the first
+// product after a final assembly and kept while K stays); C is dense. Every other product type
+// and operand type goes to AIJ's own implementation.
+// PETSc's public API is used, except the product's hooks (Mat_Product, ops->productsymbolic /
+// productnumeric from petsc/private/matimpl.h), which only a type's implementation can set, as
+// PETSc's own AIJ subtypes do. Header-only, like netsparse/petsc.hpp: NetSparse itself never
+// links PETSc.
 #pragma once
 
+#include <petsc/private/matimpl.h>
 #include <petscmat.h>
 
 #include <exception>
@@ -48,8 +55,11 @@ inline constexpr const char* state_key = "NetSparse_MatState";
 struct MatState {
   AssemblyEnd aij_assembly_end = nullptr;
   std::optional<DistMatrix> matrix;
-  std::optional<DistKernel> kernel;
-  unsigned long builds = 0;  // kernels built so far (a test watches the rebuild after assembly)
+  std::optional<DistKernel> kernel;       // MatMult's SpMV
+  std::optional<DistKernel> spmm_kernel;  // MatMatMult's SpMM, of K = spmm_k
+  PetscInt spmm_k = 0;
+  unsigned long builds = 0;    // kernels built so far (a test watches the rebuild after assembly)
+  unsigned long products = 0;  // MatMatMult numeric phases run on NetSparse
 };
 
 inline PetscErrorCode destroy_state(void* p) noexcept {
@@ -99,13 +109,92 @@ inline DistOptions kernel_options(Mat a) {
   return o;
 }
 
-inline void build(Mat a, MatState& s) {
+// Drops the kernels and the matrix they read (the kernels first).
+inline void drop(MatState& s) {
+  s.spmm_kernel.reset();
+  s.spmm_k = 0;
   s.kernel.reset();
   s.matrix.reset();
+}
+
+inline void build(Mat a, MatState& s) {
+  drop(s);
   const DistOptions options = kernel_options(a);
   s.matrix.emplace(from_petsc(a, "petsc-" + std::string(MATNETSPARSE)));
   s.kernel.emplace(*s.matrix, KernelKind::spmv, 1, options);
   ++s.builds;
+}
+
+// The SpMM kernel for K columns (the matrix built first when a final assembly dropped it).
+inline DistKernel& spmm_kernel(Mat a, MatState& s, PetscInt k) {
+  if (!s.matrix) build(a, s);
+  if (!s.spmm_kernel || s.spmm_k != k) {
+    s.spmm_kernel.reset();
+    s.spmm_kernel.emplace(*s.matrix, KernelKind::spmm, static_cast<int>(k), kernel_options(a));
+    s.spmm_k = k;
+  }
+  return *s.spmm_kernel;
+}
+
+// ---- MatMatMult (MATPRODUCT_AB with a dense B) ----------------------------------------------
+
+inline PetscErrorCode product_numeric(Mat c) noexcept {
+  Mat a = c->product->A;
+  try {
+    Mat b = c->product->B;
+    MatState& s = state_of(a);
+    PetscInt k = 0;
+    petsc_detail::check(MatGetSize(b, nullptr, &k), "MatGetSize");
+    spmm(spmm_kernel(a, s, k), b, c);
+    ++s.products;
+    return 0;
+  } catch (const std::exception& e) {
+    return report(a, "MatProductNumeric_NetSparse", e);
+  }
+}
+
+// C: A's rows x B's columns, dense, split as A's rows and B's columns.
+inline PetscErrorCode product_symbolic(Mat c) noexcept {
+  Mat a = c->product->A;
+  try {
+    using petsc_detail::check;
+    Mat b = c->product->B;
+    PetscInt m = 0, big_m = 0, n = 0, big_n = 0;
+    check(MatGetLocalSize(a, &m, nullptr), "MatGetLocalSize");
+    check(MatGetSize(a, &big_m, nullptr), "MatGetSize");
+    check(MatGetLocalSize(b, nullptr, &n), "MatGetLocalSize");
+    check(MatGetSize(b, nullptr, &big_n), "MatGetSize");
+    check(MatSetSizes(c, m, n, big_m, big_n), "MatSetSizes");
+    check(MatSetType(c, MATDENSE), "MatSetType");
+    check(MatSetUp(c), "MatSetUp");
+    c->ops->productnumeric = product_numeric;
+    return 0;
+  } catch (const std::exception& e) {
+    return report(a, "MatProductSymbolic_NetSparse", e);
+  }
+}
+
+// Composed on the Mat for (its type, a dense type): AB is NetSparse's; any other product goes to
+// AIJ's own choice for the same operands (composed on the Mat by its AIJ creation).
+inline PetscErrorCode product_set_from_options(Mat c) noexcept {
+  Mat a = c->product->A;
+  try {
+    if (c->product->type == MATPRODUCT_AB) {
+      c->ops->productsymbolic = product_symbolic;
+      return 0;
+    }
+    const auto obj = reinterpret_cast<PetscObject>(a);
+    const std::string base = petsc_detail::has_type(obj, MATSEQAIJNETSPARSE) ? "seqaij" : "mpiaij";
+    const std::string key = "MatProductSetFromOptions_" + base + "_" +
+                            petsc_detail::type_name(reinterpret_cast<PetscObject>(c->product->B)) +
+                            "_C";
+    PetscErrorCode (*aij)(Mat) = nullptr;
+    petsc_detail::check(PetscObjectQueryFunction(obj, key.c_str(), &aij),
+                        "PetscObjectQueryFunction");
+    return aij != nullptr ? aij(c) : 0;  // none: PETSc reports the product as unsupported
+  } catch (const std::exception& e) {
+    return report(a, "MatProductSetFromOptions_NetSparse", e);
+  }
 }
 
 inline PetscErrorCode mult(Mat a, Vec x, Vec y) noexcept {
@@ -123,10 +212,9 @@ inline PetscErrorCode assembly_end(Mat a, MatAssemblyType type) noexcept {
   try {
     MatState& s = state_of(a);
     if (PetscErrorCode rc = s.aij_assembly_end(a, type); rc != 0) return rc;
-    if (type == MAT_FINAL_ASSEMBLY) {  // values or pattern may have changed: rebuilt on demand
-      s.kernel.reset();
-      s.matrix.reset();
-    }
+    if (type == MAT_FINAL_ASSEMBLY)
+      drop(s);  // values or pattern may have changed: rebuilt
+                // on demand
     return 0;
   } catch (const std::exception& e) {
     return report(a, "MatAssemblyEnd_NetSparse", e);
@@ -161,6 +249,12 @@ inline PetscErrorCode create(Mat a, MatType base, const char* name) noexcept {
           "MatSetOperation");
     check(MatSetOperation(a, MATOP_ASSEMBLY_END, reinterpret_cast<void (*)(void)>(&assembly_end)),
           "MatSetOperation");
+    // MatMatMult with a dense B: PETSc looks up MatProductSetFromOptions_<A type>_<B type>_C.
+    for (const char* dense : {MATSEQDENSE, MATMPIDENSE}) {
+      const std::string key = std::string("MatProductSetFromOptions_") + name + "_" + dense + "_C";
+      check(PetscObjectComposeFunction(obj, key.c_str(), product_set_from_options),
+            "PetscObjectComposeFunction");
+    }
     check(PetscObjectChangeTypeName(obj, name), "PetscObjectChangeTypeName");
     return 0;
   } catch (const std::exception& e) {
@@ -203,6 +297,11 @@ inline bool is_mat_netsparse(Mat a) {
 inline DistKernel* mat_netsparse_kernel(Mat a) {
   auto& s = petsc_mat_detail::state_of(a);
   return s.kernel ? &*s.kernel : nullptr;
+}
+
+// MatMatMult numeric phases (C = A B, dense B) `a` ran on NetSparse so far.
+inline unsigned long mat_netsparse_products(Mat a) {
+  return petsc_mat_detail::state_of(a).products;
 }
 
 // Kernels built for `a` so far (one per final assembly that a MatMult followed).

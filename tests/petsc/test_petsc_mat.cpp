@@ -4,6 +4,8 @@
 //   - a KSP CG + Jacobi solve on the 2-D 5-point Laplacian converges in the same number of
 //     iterations as on AIJ, to the same solution (relative 1e-10), and prints the time per solve
 //     of both (a figure, never asserted: speed is measured in benchmarks);
+//   - MatMatMult with a dense B equals AIJ's bit for bit and runs on NetSparse (K 3 and 8, the
+//     second product reusing C); A^T B goes to AIJ's own product;
 //   - a final assembly with new values rebuilds the kernel at the next MatMult (the new values
 //     are used), `-mat_netsparse_mode inspector-executor` is honoured, a bad mode name is an
 //     error of MatMult on every rank naming the name, a plain AIJ Mat is refused by the accessors.
@@ -96,6 +98,67 @@ void expect_same_mult(Mat aij, Mat ns, const std::string& what) {
   VecDestroy(&yn);
 }
 
+// C_a = A B and C_n = N B through MatMatMult, B dense (A's columns x k, B(i, j) = 1 + (i + 3 j) %
+// 5): equal bit for bit; N's second product reuses C (MAT_REUSE_MATRIX) with B changed in
+// place. Both products of N run on NetSparse (mat_netsparse_products), A^T B on N goes to
+// AIJ's own product and equals AIJ's.
+void expect_same_matmatmult(Mat aij, Mat ns, PetscInt k, const std::string& what) {
+  PetscInt rows_local = 0, cols_local = 0, big_rows = 0, big_cols = 0;
+  check(MatGetLocalSize(aij, &rows_local, &cols_local), "MatGetLocalSize");
+  check(MatGetSize(aij, &big_rows, &big_cols), "MatGetSize");
+  Mat b = nullptr;
+  check(MatCreateDense(PETSC_COMM_WORLD, cols_local, PETSC_DECIDE, big_cols, k, nullptr, &b),
+        "MatCreateDense");
+  const auto fill = [&](int shift) {
+    PetscInt begin = 0, end = 0;
+    check(MatGetOwnershipRange(b, &begin, &end), "MatGetOwnershipRange");
+    for (PetscInt i = begin; i < end; ++i) {
+      for (PetscInt j = 0; j < k; ++j) {
+        check(MatSetValue(b, i, j, 1 + (i + 3 * j + shift) % 5, INSERT_VALUES), "MatSetValue");
+      }
+    }
+    check(MatAssemblyBegin(b, MAT_FINAL_ASSEMBLY), "MatAssemblyBegin");
+    check(MatAssemblyEnd(b, MAT_FINAL_ASSEMBLY), "MatAssemblyEnd");
+  };
+  const auto differing = [&](Mat x, Mat y) {
+    Mat d = nullptr;
+    check(MatDuplicate(x, MAT_COPY_VALUES, &d), "MatDuplicate");
+    check(MatAXPY(d, -1.0, y, SAME_NONZERO_PATTERN), "MatAXPY");
+    PetscReal norm = 0;
+    check(MatNorm(d, NORM_FROBENIUS, &norm), "MatNorm");
+    MatDestroy(&d);
+    return norm;
+  };
+  fill(0);
+  const unsigned long before = netsparse::mat_netsparse_products(ns);
+  Mat ca = nullptr, cn = nullptr;
+  check(MatMatMult(aij, b, MAT_INITIAL_MATRIX, PETSC_DEFAULT, &ca), "MatMatMult(AIJ)");
+  check(MatMatMult(ns, b, MAT_INITIAL_MATRIX, PETSC_DEFAULT, &cn), "MatMatMult(netsparse)");
+  PetscInt cm = 0, ck = 0;
+  check(MatGetSize(cn, &cm, &ck), "MatGetSize");
+  expect(cm == big_rows && ck == k,
+         what + ": C is " + std::to_string(cm) + " x " + std::to_string(ck));
+  expect(differing(ca, cn) == 0, what + ": MatMatMult differs from AIJ's");
+  fill(2);  // new values of B, the same C
+  check(MatMatMult(aij, b, MAT_REUSE_MATRIX, PETSC_DEFAULT, &ca), "MatMatMult(AIJ, reuse)");
+  check(MatMatMult(ns, b, MAT_REUSE_MATRIX, PETSC_DEFAULT, &cn), "MatMatMult(netsparse, reuse)");
+  expect(differing(ca, cn) == 0, what + ": MatMatMult with MAT_REUSE_MATRIX differs from AIJ's");
+  expect(netsparse::mat_netsparse_products(ns) == before + 2,
+         what + ": both products ran on NetSparse (" +
+             std::to_string(netsparse::mat_netsparse_products(ns) - before) + ")");
+  // A^T B is not NetSparse's: AIJ's own product, the same numbers.
+  Mat ta = nullptr, tn = nullptr;
+  check(MatTransposeMatMult(aij, b, MAT_INITIAL_MATRIX, PETSC_DEFAULT, &ta), "MatTransposeMatMult");
+  check(MatTransposeMatMult(ns, b, MAT_INITIAL_MATRIX, PETSC_DEFAULT, &tn), "MatTransposeMatMult");
+  expect(differing(ta, tn) == 0, what + ": A^T B (AIJ's product) differs");
+  expect(netsparse::mat_netsparse_products(ns) == before + 2, what + ": A^T B is not NetSparse's");
+  MatDestroy(&ta);
+  MatDestroy(&tn);
+  MatDestroy(&ca);
+  MatDestroy(&cn);
+  MatDestroy(&b);
+}
+
 struct Solve {
   PetscInt iterations = 0;
   double seconds = 0;  // per solve, the slowest rank's
@@ -177,6 +240,8 @@ void run(PetscInt n, int solves) {
              (k ? netsparse::to_string(k->mode()) : "none") + ")");
   expect_same_mult(aij, ns, "second MatMult");
   expect(netsparse::mat_netsparse_builds(ns) == 1, "no rebuild without an assembly");
+  expect_same_matmatmult(aij, ns, 3, "MatMatMult, K 3");
+  expect_same_matmatmult(aij, ns, 8, "MatMatMult, K 8");
 
   // The solve: same iterations, same solution.
   Solve sa = solve(aij, solves);
