@@ -120,8 +120,10 @@ class TiledMatrix {
   // (row_ptr, array sizes, lo <= hi, columns fit 32 bits) and each column's range, branch-free;
   // columns must be sorted within a row, as in every CsrMatrix (SDDMM's scatter back to CSR
   // order relies on it; not checked). Throws std::invalid_argument naming the problem.
+  // `row_pointers`: also fill out.outside_row_ptr and out.outside_left (SDDMM's scatter back to
+  // CSR order needs them; left empty otherwise). out.inside_row_ptr is always filled.
   static void split_columns(const CsrMatrix& csr, gidx_t lo, gidx_t hi, bool compact_outside,
-                            ScalarType scalar, ColumnSplit& out);
+                            ScalarType scalar, ColumnSplit& out, bool row_pointers = true);
 
   [[nodiscard]] const TileConfig& config() const noexcept { return config_; }
   [[nodiscard]] gidx_t n_rows_global() const noexcept { return n_rows_global_; }
@@ -241,7 +243,8 @@ struct ColumnSplit {
   TiledMatrix inside, outside;
   std::vector<std::int64_t> inside_row_ptr, outside_row_ptr;  // n_rows + 1 each
   std::vector<std::int64_t> outside_left;  // per row: outside nonzeros left of `lo`
-  std::vector<gidx_t> outside_columns;     // the distinct outside columns, ascending
+  // (outside_row_ptr and outside_left only with split_columns' row_pointers)
+  std::vector<gidx_t> outside_columns;  // the distinct outside columns, ascending
 };
 
 }  // namespace netsparse

@@ -115,7 +115,8 @@ void DistKernel::Impl::build_pattern_once(const CsrMatrix& rows) {
   pat.col_begin = cols.begin(rank);
   pat.col_end = cols.end(rank);
   pat.window = std::max<gidx_t>(cols.n_rows(), 1);  // one remote panel: every column
-  TiledMatrix::split_columns(rows, pat.col_begin, pat.col_end, false, options.scalar, once_split);
+  TiledMatrix::split_columns(rows, pat.col_begin, pat.col_end, false, options.scalar, once_split,
+                             kernel == KernelKind::sddmm);
   std::swap(once_split.inside, pat.local_part);
   std::swap(once_split.outside, pat.remote_part);
   std::swap(once_split.inside_row_ptr, pat.local_row_ptr);

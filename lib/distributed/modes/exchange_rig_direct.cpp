@@ -80,7 +80,7 @@ class RigDirectExchange final : public RigExchangeBase<T> {
     std::vector<ns_send_wr>& wrs = wrs_[0];
     wrs.clear();
     if (compact) {
-      TiledMatrix::split_columns(a, cb, ce, true, scalar_type_of<T>, split_);
+      TiledMatrix::split_columns(a, cb, ce, true, scalar_type_of<T>, split_, false);
       ghost_list_.assign(split_.outside_columns.begin(), split_.outside_columns.end());
       const std::size_t need = ghost_list_.size() * static_cast<std::size_t>(k);
       if (window_[0].size() < need) window_[0].resize(need);
