@@ -753,6 +753,8 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   res.construct_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
   // --fixed-row: netsparse-fixed runs A's own pattern in a changing run.
   const bool changing = o.changing && v.label != kFixedRowLabel;
+  // Its SDDMM output follows A's nonzeros, not the last sampled pattern's.
+  if (o.changing && !changing) w.clear_out(out_size(w, w.a->local()));
   if (!changing) {
     res.setup_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
     res.plan_times.push_back(allreduce(kern.plan_seconds(), MPI_MAX));
