@@ -68,6 +68,7 @@ struct Options {
   std::vector<std::string> modes;  // empty = all (+ ablation variants with --ablation)
   bool ablation = false;
   bool no_plans_row = false;  // --no-plans: also netsparse on the per-request RIG path
+  bool fixed_row = false;     // --fixed-row: with --changing-sparsity, netsparse on A itself
   // 5 rounds of 10 timed iterations, a fast mode more, until its timed iterations of the round
   // add up to min_time (at most kMinTimeIterationFactor x iters): 5 setups per mode, and on a
   // quiet machine the cheap modes of the main job (np 2, kron:16, K = 16: ~2 ms an iteration)
@@ -130,9 +131,9 @@ Workload
   --changing-sparsity    A's pattern changes every iteration (GNN-style neighbour sampling,
                          seed = iteration): every mode redoes its setup inside the timed
                          iteration (inspector-executor: its whole exchange plan; the tiled
-                         modes: the split and tiling). netsparse computes on the sampled CSR
-                         rows directly (DistOptions::dynamic_pattern): no tiling, no distinct-
-                         column pass, the Idx Filter drops the repeated idxs
+                         modes: the split and tiling). netsparse and ideal lay each pattern
+                         out in one pass (DistOptions::dynamic_pattern,
+                         TiledMatrix::split_columns) and compute it with the tiled kernels
   --sample-fraction F    fraction of each row's nonzeros kept per iteration (default 0.5)
   --sample-max N         at most N nonzeros per row per iteration (default 0: no cap)
 
@@ -173,6 +174,10 @@ Modes
                                               --dtype f64, a fixed pattern and no SDDMM
                          and the ablation variants below. ideal always runs (it is the
                          reference every result is checked against).
+  --fixed-row            with --changing-sparsity, also run netsparse-fixed: netsparse on A's own
+                         (unsampled, fixed) pattern in the same rounds, so the changing path's
+                         time is compared with the fixed path's inside one run (its output is
+                         not checked: ideal ran the sampled patterns; err prints -)
   --no-plans             also run netsparse-noplan: netsparse on a fixed pattern without gather
                          plans (every run takes the per-request RIG path: the ablation of
                          plans; netsparse itself records its gathers once and replays them)
@@ -294,13 +299,14 @@ const std::vector<std::string>& ablation_labels() {
 
 // netsparse without gather plans (DistOptions::plans = false).
 constexpr const char* kNoPlanLabel = "netsparse-noplan";
+constexpr const char* kFixedRowLabel = "netsparse-fixed";
 
 bool is_known_mode(const std::string& m) {
   if (m == "petsc") return bench::kPetscMode;  // PETSc's own products (bench/petsc_mode.cpp)
   if (std::find(ablation_labels().begin(), ablation_labels().end(), m) != ablation_labels().end()) {
     return true;
   }
-  if (m == kNoPlanLabel) return true;
+  if (m == kNoPlanLabel || m == kFixedRowLabel) return true;
   try {
     (void)parse_comm_mode(m);
     return true;
@@ -363,6 +369,7 @@ std::optional<Options> parse_args(int argc, char** argv, bench::CliResult& comma
   });
   app.add_flag("--ablation", o.ablation);
   app.add_flag("--no-plans", o.no_plans_row);
+  app.add_flag("--fixed-row", o.fixed_row);
   // NetSparse engine (RIG) knobs
   app.add_option("--batch", o.dist.batch)->check(cli::Range(1LL, 1LL << 40));
   member("--rig-idx", {"unique", "nonzeros"}, [&](const std::string& v) {
@@ -448,6 +455,11 @@ std::vector<Variant> make_variants(const Options& o, int hosts) {
       if (std::find(labels.begin(), labels.end(), l) == labels.end()) labels.push_back(l);
     }
   }
+  if (o.fixed_row && o.changing &&
+      std::find(labels.begin(), labels.end(), kFixedRowLabel) == labels.end()) {
+    const auto ns = std::find(labels.begin(), labels.end(), std::string("netsparse"));
+    labels.insert(ns == labels.end() ? labels.end() : ns + 1, kFixedRowLabel);
+  }
   if (o.no_plans_row && std::find(labels.begin(), labels.end(), kNoPlanLabel) == labels.end()) {
     const auto ns = std::find(labels.begin(), labels.end(), std::string("netsparse"));
     labels.insert(ns == labels.end() ? labels.end() : ns + 1, kNoPlanLabel);
@@ -466,6 +478,9 @@ std::vector<Variant> make_variants(const Options& o, int hosts) {
       const std::uint32_t flags[] = {all_off, NS_CTX_NO_COALESCE | NS_CTX_NO_CONCAT,
                                      NS_CTX_NO_CONCAT, 0};
       v.options.engine.flags = flags[ladder - ablation_labels().begin()];
+    } else if (l == kFixedRowLabel) {
+      v.options.mode = CommMode::netsparse;
+      v.options.dynamic_pattern = false;  // the fixed pattern's path: tiled once, gather plans
     } else if (l == kNoPlanLabel) {
       v.options.mode = CommMode::netsparse_rank;
       v.options.plans = false;
@@ -741,7 +756,11 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   res.setup_collectives +=
       static_cast<double>(bench::mpi_collective_calls() - construct_calls_before);
   res.construct_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
-  if (!o.changing) {
+  // --fixed-row: netsparse-fixed runs A's own pattern in a changing run.
+  const bool changing = o.changing && v.label != kFixedRowLabel;
+  // Its SDDMM output follows A's nonzeros, not the last sampled pattern's.
+  if (o.changing && !changing) w.clear_out(out_size(w, w.a->local()));
+  if (!changing) {
     res.setup_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
     res.plan_times.push_back(allreduce(kern.plan_seconds(), MPI_MAX));
   }
@@ -769,7 +788,7 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   };
   for (int i = 0; i < o.warmup; ++i) {
     progress.show(tag + " " + v.label + ": warm-up " + std::to_string(i + 1));
-    const CsrMatrix* p = o.changing ? &w.warm_patterns[i] : nullptr;
+    const CsrMatrix* p = changing ? &w.warm_patterns[i] : nullptr;
     if (p != nullptr) w.clear_out(out_size(w, *p));
     const auto times = iteration(p);
     if (i == 0) res.first_times.push_back(times.t);
@@ -787,21 +806,23 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
     if (i > 0 && may_stop_early && timed_seconds >= o.max_time) break;
     progress.show(tag + " " + v.label + ": iteration " + std::to_string(i + 1) + "/" +
                   std::to_string(i < o.iters ? o.iters : most));
-    const CsrMatrix* p = o.changing ? &w.patterns[i] : nullptr;
+    const CsrMatrix* p = changing ? &w.patterns[i] : nullptr;
     if (p != nullptr) w.clear_out(out_size(w, *p));
     const auto times = iteration(p);
     timed_seconds += times.t;
     ++timed;
     if (i == 0 && o.warmup == 0) res.first_times.push_back(times.t);
     res.times.push_back(times.t);
-    if (o.changing) {
+    if (changing) {
       res.setup_times.push_back(times.setup);
       res.plan_times.push_back(times.plan);
       res.own_times.push_back(times.own);
     }
   }
   // Result check against ideal (the last iteration's pattern is the same for every mode).
-  if (ref != nullptr) {
+  if (ref != nullptr && !changing && o.changing) {
+    res.err = NAN;  // netsparse-fixed computed A, ideal the last sampled pattern: not compared
+  } else if (ref != nullptr) {
     double scale = 0, err = 0;
     for (double r : *ref) scale = std::max(scale, std::abs(r));
     const std::vector<double> out = w.out_as_double();
@@ -932,8 +953,9 @@ bool request_based(CommMode m) {
 }
 
 bool is_ablation(const std::string& label) {
-  return label == kNoPlanLabel || std::find(ablation_labels().begin(), ablation_labels().end(),
-                                            label) != ablation_labels().end();
+  return label == kNoPlanLabel || label == kFixedRowLabel ||
+         std::find(ablation_labels().begin(), ablation_labels().end(), label) !=
+             ablation_labels().end();
 }
 
 // Time to solution: setup + the first run + (n - 1) runs at the median (fixed pattern; with
@@ -1140,15 +1162,15 @@ void print_table(const std::string& title, KernelKind kernel, int k,
     }
     const Derived d = derive(r, by_label, vol, line_rate);
     const auto opt = [](double v, const char* f) { return v < 0 ? std::string("-") : fmt(f, v); };
-    std::printf(
-        "%-20s %8.3fms %12s %8.3fms %7s %8s %9.1e %6s %7s %7.1f%% %6.1f%% %11s %9s %10s%s\n",
-        r.label.c_str(), d.t * 1e3, ci_column(d).c_str(), d.setup * 1e3,
-        empty || d.vs_su <= 0 ? "-" : factor(d.vs_su).c_str(),
-        empty || d.of_ideal <= 0 ? "-" : fmt("%.1f%%", 100 * d.of_ideal).c_str(), r.err,
-        opt(d.fc * 100, "%.0f%%").c_str(), opt(d.prs_per_packet, "%.1f").c_str(), 100 * d.goodput,
-        100 * d.util, empty ? "-" : bytes_vs_su(r, su).c_str(),
-        d.prs_vs_sa > 0 ? fmt("%.1fx", d.prs_vs_sa).c_str() : "-",
-        human_bytes(r.bytes_total).c_str(), r.correct ? "" : "   *** WRONG RESULT ***");
+    std::printf("%-20s %8.3fms %12s %8.3fms %7s %8s %9s %6s %7s %7.1f%% %6.1f%% %11s %9s %10s%s\n",
+                r.label.c_str(), d.t * 1e3, ci_column(d).c_str(), d.setup * 1e3,
+                empty || d.vs_su <= 0 ? "-" : factor(d.vs_su).c_str(),
+                empty || d.of_ideal <= 0 ? "-" : fmt("%.1f%%", 100 * d.of_ideal).c_str(),
+                std::isnan(r.err) ? "-" : fmt("%.1e", r.err).c_str(),
+                opt(d.fc * 100, "%.0f%%").c_str(), opt(d.prs_per_packet, "%.1f").c_str(),
+                100 * d.goodput, 100 * d.util, empty ? "-" : bytes_vs_su(r, su).c_str(),
+                d.prs_vs_sa > 0 ? fmt("%.1fx", d.prs_vs_sa).c_str() : "-",
+                human_bytes(r.bytes_total).c_str(), r.correct ? "" : "   *** WRONG RESULT ***");
     if (r.mode == CommMode::ideal) continue;
     if (d.of_ideal > 1) beat_ideal.push_back(r.label + " " + fmt("%.0f%%", 100 * d.of_ideal));
     if (nothing_remote) continue;
@@ -1309,6 +1331,18 @@ void print_table(const std::string& title, KernelKind kernel, int k,
         median(n.own_times) > 0 && median(ie.own_times) > 0 ? bench::describe_short(own).c_str()
                                                             : "-");
     verdicts.push_back(verdict_json(kernel, k, "changing_incl_setup", n, ie, incl));
+  }
+  if (o.changing && by_label.count(kFixedRowLabel) && by_label.at(kFixedRowLabel)->error.empty() &&
+      t_ns > 0) {
+    const Result& fixed = *by_label.at(kFixedRowLabel);
+    const bench::RatioVerdict v = bench::compare_medians(n.times, fixed.times);
+    unresolved = unresolved || v.verdict == bench::Verdict::too_few_samples;
+    std::printf(
+        "   changing sparsity: netsparse on the sampled patterns is %.2fx its own time on A's "
+        "fixed pattern (netsparse-fixed; %s)\n",
+        median(fixed.times) > 0 ? median(n.times) / median(fixed.times) : 0.0,
+        bench::describe(v).c_str());
+    verdicts.push_back(verdict_json(kernel, k, "changing_vs_fixed", n, fixed, v));
   }
   if (unresolved) {
     std::printf(
@@ -1567,7 +1601,7 @@ void merge_round(Result& acc, const Result& r, int round) {
                              r.construct_times.end());
   acc.plan_times.insert(acc.plan_times.end(), r.plan_times.begin(), r.plan_times.end());
   acc.own_times.insert(acc.own_times.end(), r.own_times.begin(), r.own_times.end());
-  acc.err = std::max(acc.err, r.err);
+  acc.err = std::isnan(r.err) ? r.err : std::max(acc.err, r.err);  // NaN: not checked
   acc.correct = acc.correct && r.correct;
   if (acc.error.empty()) acc.error = r.error;
   acc.wait_tail = (acc.wait_tail * round + r.wait_tail) / (round + 1);
@@ -1706,7 +1740,9 @@ bench::Json result_json(KernelKind kernel, int k, const Result& r, const Derived
   j["time_without_shared_setup_s"] = d.own;
   j["speedup_vs_su"] = d.vs_su;
   j["fraction_of_ideal"] = d.of_ideal;
-  j["max_rel_err"] = std::isfinite(r.err) ? r.err : 1e300;
+  j["max_rel_err"] = std::isnan(r.err)      ? bench::Json(nullptr)  // not checked (netsparse-fixed)
+                     : std::isfinite(r.err) ? bench::Json(r.err)
+                                            : bench::Json(1e300);
   j["correct"] = r.correct;
   j["bytes_total"] = r.bytes_total;
   j["bytes_tail"] = r.bytes_tail;

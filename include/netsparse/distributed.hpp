@@ -170,12 +170,15 @@ struct DistOptions {
   // netsparse: idxs per RIG work request (the paper's batch size).
   std::uint64_t batch = 8192;
   // The pattern changes every run (GNN neighbour sampling: set_pattern before each run).
-  // netsparse then computes straight on the CSR rows passed to set_pattern — no split into a
-  // local and a remote part, no tiling, no distinct-column pass: the idx stream is the remote
-  // column of every nonzero and the engine's Idx Filter drops the repeats. The rows are
-  // BORROWED: they must stay alive and unchanged until the next set_pattern or the kernel's
-  // destruction. The gather window spans every column (n_cols x K elements). Other modes ignore
-  // it (they redo their setup, which is what a changing pattern costs them).
+  // netsparse then prepares nothing in set_pattern: each SpMM / SpMV run splits the CSR rows in
+  // one streaming pass into the tiled kernels' local and remote parts, the remote one renumbered
+  // onto its distinct columns, which are gathered into a compact buffer
+  // (TiledMatrix::split_columns); SDDMM posts the remote column of every nonzero, the engine's
+  // Idx Filter dropping the repeats, into a window over every column (n_cols x K elements).
+  // ideal splits its pattern the same way in set_pattern (its floor pays the same layout cost).
+  // For both the rows are BORROWED: they must stay alive and unchanged until the next
+  // set_pattern or the kernel's destruction. Other modes ignore it (they redo their setup,
+  // which is what a changing pattern costs them).
   bool dynamic_pattern = false;
   RigIdxSource rig_idx = RigIdxSource::unique_columns;
   // netsparse on a fixed pattern (unique_columns): each gather is a learned plan (ns_plan_create):

@@ -18,9 +18,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "netsparse/csr.hpp"
@@ -64,6 +66,32 @@ struct IndexRange {
   friend bool operator==(const IndexRange&, const IndexRange&) = default;
 };
 
+namespace detail {
+// An allocator whose resize() leaves new elements default-initialized (no zero-fill): a layout
+// rebuilt for every pattern (TiledMatrix::split_columns) regrows its arrays each run, and
+// value-initializing them would write every byte once more before the pass writes it.
+template <class T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <class T>
+using UninitVector = std::vector<T, DefaultInitAllocator<T>>;
+}  // namespace detail
+
+struct ColumnSplit;
+
 class TiledMatrix {
  public:
   // Widest column panel a 32-bit column offset can address.
@@ -75,6 +103,27 @@ class TiledMatrix {
   // stored in `scalar` precision (the kernels' operands must then be of that type); for f32, a
   // value beyond the float range is refused (it would become inf).
   TiledMatrix(const CsrMatrix& csr, const TileConfig& config, ScalarType scalar = ScalarType::f32);
+
+  // A pattern used once (DistOptions::dynamic_pattern), split at the column range [lo, hi) and
+  // laid out in ONE streaming pass over its nonzeros, with no sort: `out.inside` gets the
+  // nonzeros with columns in [lo, hi), `out.outside` the others, each one column panel of
+  // row panels of 256 rows (the layout the constructor builds with TileConfig{256, 0}, so the
+  // tiled kernels run on it at their own speed). With `compact_outside` the outside columns are
+  // renumbered onto out.outside_columns (their distinct values, ascending): out.outside then
+  // has outside_columns.size() columns and reads B from a compact buffer of those rows; else it
+  // keeps the global columns. out's arrays are reused from call to call.
+  //
+  // Why not the constructor: it validates every nonzero, collects each row panel's runs twice
+  // (a counting pass and a writing pass) and builds the panel column lists with a bitmap per
+  // panel; for a pattern computed once that costs more than the tiled kernel then saves
+  // (docs/benchmarks.md, "Changing sparsity without a tiling penalty"). Here the shape is checked
+  // (row_ptr, array sizes, lo <= hi, columns fit 32 bits) and each column's range, branch-free;
+  // columns must be sorted within a row, as in every CsrMatrix (SDDMM's scatter back to CSR
+  // order relies on it; not checked). Throws std::invalid_argument naming the problem.
+  // `row_pointers`: also fill out.outside_row_ptr and out.outside_left (SDDMM's scatter back to
+  // CSR order needs them; left empty otherwise). out.inside_row_ptr is always filled.
+  static void split_columns(const CsrMatrix& csr, gidx_t lo, gidx_t hi, bool compact_outside,
+                            ScalarType scalar, ColumnSplit& out, bool row_pointers = true);
 
   [[nodiscard]] const TileConfig& config() const noexcept { return config_; }
   [[nodiscard]] gidx_t n_rows_global() const noexcept { return n_rows_global_; }
@@ -179,12 +228,23 @@ class TiledMatrix {
   std::vector<std::int64_t> panel_col_ptr_{0, 0};
   std::vector<gidx_t> panel_cols_;
 
-  std::vector<std::uint32_t> col_off_;
-  std::vector<float> values_;       // f32 matrices
-  std::vector<double> values_f64_;  // f64 matrices
-  std::vector<lidx_t> run_row_;
-  std::vector<std::uint32_t> run_end_;
-  std::vector<std::int64_t> run_csr_begin_;
+  detail::UninitVector<std::uint32_t> col_off_;
+  detail::UninitVector<float> values_;       // f32 matrices
+  detail::UninitVector<double> values_f64_;  // f64 matrices
+  detail::UninitVector<lidx_t> run_row_;
+  detail::UninitVector<std::uint32_t> run_end_;
+  detail::UninitVector<std::int64_t> run_csr_begin_;
+};
+
+// TiledMatrix::split_columns's result: the two parts and, per row, where each part's nonzeros
+// of the row start in the part's own order (SDDMM scatters the parts' outputs back to CSR
+// order with them: a row's CSR nonzeros are [outside_left | inside | the rest of outside]).
+struct ColumnSplit {
+  TiledMatrix inside, outside;
+  std::vector<std::int64_t> inside_row_ptr, outside_row_ptr;  // n_rows + 1 each
+  std::vector<std::int64_t> outside_left;  // per row: outside nonzeros left of `lo`
+  // (outside_row_ptr and outside_left only with split_columns' row_pointers)
+  std::vector<gidx_t> outside_columns;  // the distinct outside columns, ascending
 };
 
 }  // namespace netsparse

@@ -52,7 +52,9 @@ void Compute<T>::local(const Pattern& pat, const RunContext& rc, const Operands<
       return;
     case KernelKind::sddmm:
       local_out_.resize(static_cast<std::size_t>(a.nnz()));
-      remote_out_.resize(pat.remote_csr.col_idx.size());
+      // The remote nonzeros: remote_row_ptr counts them whichever way the pattern was built.
+      remote_out_.resize(
+          pat.remote_row_ptr.empty() ? 0 : static_cast<std::size_t>(pat.remote_row_ptr.back()));
       if (a.nnz() == 0) return;
       sddmm(a, ops.x, rc.k, view, rc.k, local_out_.data());
       return;

@@ -281,6 +281,9 @@ void DistKernel::set_pattern(const CsrMatrix& local_rows) {
       s.pattern.col_begin = s.cols.begin(s.rank);
       s.pattern.col_end = s.cols.end(s.rank);
       s.pattern.window = s.cols.n_rows();
+    } else if (s.splits_once()) {
+      s.rows_in_use = &local_rows;  // borrowed, as in the direct mode
+      s.build_pattern_once(local_rows);
     } else {
       s.csr = local_rows;
       s.rows_in_use = &s.csr;

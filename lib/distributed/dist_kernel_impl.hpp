@@ -74,6 +74,14 @@ struct NETSPARSE_LOCAL DistKernel::Impl {
   }
 
   void build_pattern();
+  // ideal with DistOptions::dynamic_pattern: the pattern split and laid out in one pass
+  // (TiledMatrix::split_columns), the rows borrowed like netsparse's, so ideal's floor on a
+  // changing pattern pays what netsparse's path pays for its layout, not the full tiler.
+  [[nodiscard]] bool splits_once() const noexcept {
+    return options.dynamic_pattern && options.mode == CommMode::ideal;
+  }
+  void build_pattern_once(const CsrMatrix& rows);
+  ColumnSplit once_split;  // build_pattern_once's arrays between patterns
   void compute_volume() const;
   template <class T>
   void run(const dist::Operands<T>& ops);

@@ -1,5 +1,6 @@
 // DistKernel's pattern: the column window, the split into local and remote parts and their
-// tiling (build_pattern), and the pattern's volume per rank (compute_volume).
+// tiling (build_pattern; build_pattern_once for ideal on a changing pattern), and the pattern's
+// volume per rank (compute_volume).
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -100,6 +101,29 @@ void DistKernel::Impl::build_pattern() {
     }
   }
   pat.remote_csr = std::move(remote_csr);
+}
+
+void DistKernel::Impl::build_pattern_once(const CsrMatrix& rows) {
+  dist::Pattern& pat = pattern;
+  // The previous pattern's arrays go back to the split's reuse (no reallocation per pattern).
+  std::swap(once_split.inside, pat.local_part);
+  std::swap(once_split.outside, pat.remote_part);
+  std::swap(once_split.inside_row_ptr, pat.local_row_ptr);
+  std::swap(once_split.outside_row_ptr, pat.remote_row_ptr);
+  std::swap(once_split.outside_left, pat.remote_left);
+  pat = dist::Pattern{};
+  pat.col_begin = cols.begin(rank);
+  pat.col_end = cols.end(rank);
+  pat.window = std::max<gidx_t>(cols.n_rows(), 1);  // one remote panel: every column
+  TiledMatrix::split_columns(rows, pat.col_begin, pat.col_end, false, options.scalar, once_split,
+                             kernel == KernelKind::sddmm);
+  std::swap(once_split.inside, pat.local_part);
+  std::swap(once_split.outside, pat.remote_part);
+  std::swap(once_split.inside_row_ptr, pat.local_row_ptr);
+  std::swap(once_split.outside_row_ptr, pat.remote_row_ptr);
+  std::swap(once_split.outside_left, pat.remote_left);
+  if (kernel == KernelKind::sddmm) pat.row_ptr = rows.row_ptr;  // the scatter's (Compute::finish)
+  if (pat.remote_part.nnz() > 0) pat.remote_panels.push_back(0);
 }
 
 void DistKernel::Impl::compute_volume() const {

@@ -329,7 +329,9 @@ TEST(DistKernels, ChangingSparsityDirectNetsparse) {
         o.dynamic_pattern = true;
         DistKernel kern(f.dm, kk.kernel, kk.k, o, engine);
         for (std::uint64_t iteration = 0; iteration < 3; ++iteration) {
-          const CsrMatrix sampled = sample_rows(f.dm.local(), sampling, 17 + iteration);
+          // The second pattern is empty: no local, no remote nonzeros.
+          const CsrMatrix sampled = sample_rows(
+              f.dm.local(), iteration == 1 ? SamplingParams{0.0, 0} : sampling, 17 + iteration);
           kern.set_pattern(sampled);
           const double err = run_and_compare(f, kk.kernel, kk.k, o, nullptr, &sampled, &kern);
           EXPECT_LE(err, kTolerance) << f.name << " " << to_string(kk.kernel) << " K=" << kk.k
@@ -339,6 +341,33 @@ TEST(DistKernels, ChangingSparsityDirectNetsparse) {
           EXPECT_LE(kern.last_run_stats().requests, kern.volume().remote_nonzeros);
           EXPECT_GE(kern.last_run_stats().requests, kern.volume().unique_remote_cols);
         }
+      }
+    }
+  }
+}
+
+// ideal with DistOptions::dynamic_pattern lays each pattern out in one pass
+// (TiledMatrix::split_columns, the rows borrowed) instead of the full tiler: every fixture,
+// kernel and K, f32 and f64, several patterns in a row on one kernel object (the split's arrays
+// reused), including an empty pattern (no nonzeros at all), against the reference.
+TEST(DistKernels, ChangingSparsityIdealSplitsOnce) {
+  for (const Fixture& f : fixtures()) {
+    for (const KernelK& kk : kKernelKs) {
+      DistOptions o = options_for(CommMode::ideal);
+      o.dynamic_pattern = true;
+      DistKernel kern(f.dm, kk.kernel, kk.k, o, nullptr);
+      DistOptions o64 = o;
+      o64.scalar = ScalarType::f64;
+      DistKernel kern64(f.dm, kk.kernel, kk.k, o64, nullptr);
+      for (const double keep : {0.5, 0.0, 1.0, 0.3}) {
+        const CsrMatrix sampled = sample_rows(f.dm.local(), SamplingParams{keep, 0}, 23);
+        kern.set_pattern(sampled);
+        EXPECT_LE(run_and_compare(f, kk.kernel, kk.k, o, nullptr, &sampled, &kern), kTolerance)
+            << f.name << " " << to_string(kk.kernel) << " K=" << kk.k << " keep " << keep;
+        kern64.set_pattern(sampled);
+        EXPECT_LE(run_and_compare<double>(f, kk.kernel, kk.k, o64, nullptr, &sampled, &kern64),
+                  kF64Tolerance)
+            << f.name << " f64 " << to_string(kk.kernel) << " K=" << kk.k << " keep " << keep;
       }
     }
   }

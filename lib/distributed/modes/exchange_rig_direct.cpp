@@ -1,6 +1,8 @@
 // netsparse on a changing pattern (RigVariant::direct, DistOptions::dynamic_pattern): nothing
-// prepared per pattern; each run finds the CSR's distinct remote columns (SpMM / SpMV) or posts
-// its column array as it is (SDDMM), while the local columns are computed.
+// prepared per pattern; each run splits the CSR rows in one pass into the tiled layout of its
+// local and remote parts, the remote part renumbered onto its distinct columns
+// (TiledMatrix::split_columns; SpMM / SpMV), or posts its column array as it is (SDDMM), and
+// the local columns are computed while the gather runs.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -10,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "distributed/distinct_columns.hpp"
 #include "distributed/modes/rig_exchange.hpp"
+#include "netsparse/tiled.hpp"
 
 namespace netsparse::dist {
 
@@ -32,12 +34,14 @@ class RigDirectExchange final : public RigExchangeBase<T> {
 
   // ---- direct mode (DistOptions::dynamic_pattern) ----
   // Nothing is prepared per pattern: each run takes the CSR rows as they are.
-  //   SpMM / SpMV: two streaming passes over the column stream find the distinct remote columns
-  //     (a bitmap over the columns, DistinctColumns) and write the remote nonzeros renumbered
-  //     onto them; the distinct list is
-  //     gathered POSITIONAL into a compact buffer while the local columns are computed; the
-  //     remote part is then computed from the compact buffer (cache-resident where a window
-  //     over every column is not).
+  //   SpMM / SpMV: one streaming pass (TiledMatrix::split_columns) lays the rows out as the
+  //     tiled kernels' local and remote parts, the remote one renumbered onto the run's
+  //     distinct remote columns, which are gathered POSITIONAL into a compact buffer while the
+  //     local part is computed; the remote part is then computed from the compact buffer
+  //     (cache-resident where a window over every column is not). The tiled kernels on the
+  //     split beat the row-wise CSR kernels on the unsplit rows (32-bit columns and T values
+  //     instead of 64-bit and double, no per-row search for the local run, every nonzero's B
+  //     row prefetched): docs/benchmarks.md, "Changing sparsity without a tiling penalty".
   //   SDDMM: its outputs follow the CSR's own order, so it posts the CSR's column array as it is
   //     (NS_SEND_REMOTE_ONLY, the engine's Idx Filter drops the repeats) into a window over
   //     every column.
@@ -60,53 +64,6 @@ class RigDirectExchange final : public RigExchangeBase<T> {
       throw std::length_error("netsparse with a changing pattern numbers columns in 32 bits: " +
                               std::to_string(n_cols) + " columns; use a fixed pattern");
     }
-    if (distinct_.n_cols() != rc.cols->n_rows()) distinct_.reset(rc.cols->n_rows());
-  }
-
-  // The bulk pass: ghost_list_ = the distinct remote columns in ascending order, remote_ = the
-  // remote nonzeros with their columns renumbered onto that list (DistinctColumns says why two
-  // streaming passes over a bitmap and not one pass over a tag per column).
-  void split_remote(const CsrMatrix& a, gidx_t cb, gidx_t ce) {
-    const std::int64_t n = a.n_rows;
-    remote_.n_rows_global = a.n_rows_global;
-    remote_.row_begin = a.row_begin;
-    remote_.n_rows = n;
-    // Grown, never shrunk: a kernel reads row_ptr.back() nonzeros, the rest is spare room, and
-    // growing again after a shrink would zero-fill megabytes every run.
-    remote_.row_ptr.resize(static_cast<std::size_t>(n) + 1);
-    if (remote_.col_idx.size() < static_cast<std::size_t>(a.nnz())) {
-      remote_.col_idx.resize(static_cast<std::size_t>(a.nnz()));
-      remote_.values.resize(static_cast<std::size_t>(a.nnz()));
-    }
-    ghost_list_.clear();
-    const gidx_t* col = a.col_idx.data();
-    const double* val = a.values.data();
-    gidx_t* rcol = remote_.col_idx.data();
-    double* rval = remote_.values.data();
-    std::int64_t out = 0;
-    remote_.row_ptr[0] = 0;
-    // Pass 1: copy the remote nonzeros with their global columns, marking the columns. One
-    // branch-free stream over every nonzero: each is written at `out` and kept by advancing
-    // `out` only for a remote column (a local one is overwritten by the next), so neither a
-    // per-row search for the local run nor a mispredicted branch per nonzero is paid.
-    const auto local_width = static_cast<std::uint64_t>(ce - cb);
-    for (std::int64_t r = 0; r < n; ++r) {
-      const std::int64_t b = a.row_ptr[r], e = a.row_ptr[r + 1];
-      for (std::int64_t j = b; j < e; ++j) {
-        const gidx_t c = col[j];
-        const bool remote = static_cast<std::uint64_t>(c - cb) >= local_width;
-        distinct_.mark_if(c, remote);
-        rcol[out] = c;
-        rval[out] = val[j];
-        out += remote ? 1 : 0;
-      }
-      remote_.row_ptr[static_cast<std::size_t>(r) + 1] = out;
-    }
-    // Pass 2: number the distinct columns and renumber the copied nonzeros onto them.
-    distinct_.number(ghost_list_);
-    for (std::int64_t j = 0; j < out; ++j) rcol[j] = distinct_.slot(rcol[j]);
-    distinct_.clear();
-    remote_.n_cols = static_cast<gidx_t>(ghost_list_.size());
   }
 
   void gather_and_compute(const Pattern& pat, const RunContext& rc, const Operands<T>& ops,
@@ -123,7 +80,8 @@ class RigDirectExchange final : public RigExchangeBase<T> {
     std::vector<ns_send_wr>& wrs = wrs_[0];
     wrs.clear();
     if (compact) {
-      split_remote(a, cb, ce);
+      TiledMatrix::split_columns(a, cb, ce, true, scalar_type_of<T>, split_, false);
+      ghost_list_.assign(split_.outside_columns.begin(), split_.outside_columns.end());
       const std::size_t need = ghost_list_.size() * static_cast<std::size_t>(k);
       if (window_[0].size() < need) window_[0].resize(need);
       const std::span<const std::uint64_t> idx =
@@ -151,28 +109,36 @@ class RigDirectExchange final : public RigExchangeBase<T> {
     // The local part while the gather runs (the kernels drive the engine between row chunks).
     t = now_seconds();
     const BasicDenseConstView<T> local{ops.b, cb, k, ce - cb};
+    const gidx_t n_rows = a.n_rows;
     if (rc.kernel == KernelKind::sddmm) {
       sddmm_csr_columns(a, cb, ce, true, ops.x, k, local, k, ops.out);
+    } else if (split_.inside.nnz() == 0) {
+      std::fill_n(ops.out, n_rows * k, T{0});
+    } else if (rc.kernel == KernelKind::spmv) {
+      spmv(split_.inside, local, ops.out, false);
     } else {
-      spmm_csr_columns(a, cb, ce, true, local, ops.out, k, k, false);
+      spmm(split_.inside, local, ops.out, k, k, false);
     }
     const double t1 = wait_for_gathers(t, stats);
     if (rc.kernel == KernelKind::sddmm) {
       const BasicDenseConstView<T> window{window_[0].data(), 0, k, n_cols};
       sddmm_csr_columns(a, cb, ce, false, ops.x, k, window, k, ops.out);
-    } else {
+    } else if (split_.outside.nnz() > 0) {
       const auto n_ghosts = static_cast<gidx_t>(ghost_list_.size());
       const BasicDenseConstView<T> ghosts{window_[0].data(), 0, k, n_ghosts};
-      spmm_csr_columns(remote_, 0, n_ghosts, true, ghosts, ops.out, k, k, true);
+      if (rc.kernel == KernelKind::spmv) {
+        spmv(split_.outside, ghosts, ops.out, true);
+      } else {
+        spmm(split_.outside, ghosts, ops.out, k, k, true);
+      }
     }
     stats.compute_seconds += now_seconds() - t1;
   }
 
-  // SpMM / SpMV (split_remote): the set of the run's distinct remote columns, the list of them
-  // (ascending), and the run's remote nonzeros renumbered onto that list.
-  DistinctColumns distinct_;
+  // SpMM / SpMV: the run's split (its arrays reused from run to run) and its distinct remote
+  // columns as the gather's idxs.
+  ColumnSplit split_;
   std::vector<std::uint64_t> ghost_list_;
-  CsrMatrix remote_;
 };
 
 }  // namespace
