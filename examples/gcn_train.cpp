@@ -49,6 +49,7 @@
 #include "netsparse/collectives_mpi.h"
 #include "netsparse/dist_transpose.hpp"
 #include "netsparse/distributed.hpp"
+#include "netsparse/graph_partition.hpp"
 #include "netsparse/netsparse.hpp"
 #include "netsparse/netsparse_mpi.h"
 
@@ -102,8 +103,16 @@ sampling every epoch; every communication mode side by side.
   --seed S             features, labels, weights and sampling (default 1)
   --mode LIST          netsparse, su, inspector-executor (any DistKernel mode), comma-separated,
                        or all (= netsparse,su,inspector-executor); default netsparse
-  --order LIST         own (the graph's order), random (a random relabelling of the nodes,
-                       applied before training; its cost is reported), both; default own
+  --order LIST         comma-separated node orders, each trained in turn: own (the graph's
+                       order), random (a random relabelling), rcm (reverse Cuthill-McKee),
+                       metis (each rank's nodes one METIS part), metis-rcm (METIS parts,
+                       RCM inside), both (= own,random); default own. A relabelling is applied
+                       before training (its cost is reported) to A and, consistently, to the
+                       features and labels (they follow their node). The table gives each
+                       order's ghosts: the distinct remote nodes whose rows a rank fetches per
+                       epoch, summed over ranks (the locality figure). With --fanout at least
+                       the largest degree the sample is the whole graph and every order's loss
+                       curve must agree (--agree checks it across orders too)
   --backward transpose|push
                        (S+I)^T Y by transposing the sample and a DistKernel in the mode
                        (default), or push-based partial rows (the mode then only does forward)
@@ -194,13 +203,28 @@ Options parse(int argc, char** argv) {
       }
       if (o.modes.empty()) throw std::invalid_argument("--mode: no mode given");
     } else if (a == "--order") {
-      const std::string v = value();
-      if (v == "both") {
-        o.orders = {"own", "random"};
-      } else if (v == "own" || v == "random") {
-        o.orders = {v};
-      } else {
-        throw std::invalid_argument("--order: own, random or both");
+      o.orders.clear();
+      for (const std::string& v : split(value())) {
+        if (v == "both") {
+          o.orders.insert(o.orders.end(), {"own", "random"});
+        } else if (v == "own" || v == "random") {
+          o.orders.push_back(v);
+        } else {
+          try {
+            (void)netsparse::parse_graph_ordering(v);
+          } catch (const std::invalid_argument&) {
+            throw std::invalid_argument("--order: unknown ordering '" + v +
+                                        "' (own, random, rcm, metis, metis-rcm or both)");
+          }
+          o.orders.push_back(v);
+        }
+      }
+      if (o.orders.empty()) throw std::invalid_argument("--order: no ordering given");
+      for (std::size_t i = 0; i < o.orders.size(); ++i) {
+        if (std::find(o.orders.begin(), o.orders.begin() + i, o.orders[i]) !=
+            o.orders.begin() + i) {
+          throw std::invalid_argument("--order: '" + o.orders[i] + "' given twice");
+        }
       }
     } else if (a == "--backward") {
       const std::string v = value();
@@ -372,6 +396,21 @@ DistMatrix permute(const DistMatrix& a, std::uint64_t seed, std::vector<gidx_t>&
   return DistMatrix(a.comm(), std::move(m), a.rows(), a.cols(), a.name() + " (random order)");
 }
 
+// Every rank's `mine` (its rows of `m`, in order), concatenated on every rank: indexed by m's
+// global row.
+std::vector<gidx_t> all_of(const std::vector<gidx_t>& mine, const DistMatrix& m) {
+  const int nranks = m.nranks();
+  std::vector<int> counts(static_cast<std::size_t>(nranks)), displs(counts.size(), 0);
+  for (int p = 0; p < nranks; ++p) {
+    counts[static_cast<std::size_t>(p)] = static_cast<int>(m.rows().size(p));
+    displs[static_cast<std::size_t>(p)] = static_cast<int>(m.rows().begin(p));
+  }
+  std::vector<gidx_t> all(static_cast<std::size_t>(m.n_rows()));
+  MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, all.data(), counts.data(),
+                 displs.data(), MPI_INT64_T, m.comm());
+  return all;
+}
+
 // ---- the model -------------------------------------------------------------------------------
 
 // C (n x m) = A (n x k) * B (k x m), row-major.
@@ -424,7 +463,30 @@ void scale_rows(std::vector<T>& v, const std::vector<double>& d, std::size_t wid
 struct EpochTimes {
   double total = 0, sample = 0, setup = 0, transpose = 0, plan = 0, sparse = 0, exchange = 0,
          dense = 0, allreduce = 0;
+  // Locality of the epoch's sample (counts, not times; summed over ranks in the table): the
+  // distinct remote columns (ghost rows fetched by the forward product) and the nonzeros
+  // that read them.
+  double ghosts = 0, remote_nnz = 0;
 };
+
+// Distinct columns of `m` outside [lo, hi) and the nonzeros in them: the rows a forward
+// product fetches from other ranks. `mark` is scratch of n_cols entries (all zero on entry and
+// on return).
+void count_remote(const CsrMatrix& m, gidx_t lo, gidx_t hi, std::vector<char>& mark, double& ghosts,
+                  double& remote_nnz) {
+  mark.resize(static_cast<std::size_t>(m.n_cols), 0);
+  std::vector<gidx_t> seen;
+  for (const gidx_t c : m.col_idx) {
+    if (c >= lo && c < hi) continue;
+    remote_nnz += 1;
+    if (!mark[static_cast<std::size_t>(c)]) {
+      mark[static_cast<std::size_t>(c)] = 1;
+      seen.push_back(c);
+    }
+  }
+  ghosts += static_cast<double>(seen.size());
+  for (const gidx_t c : seen) mark[static_cast<std::size_t>(c)] = 0;
+}
 
 // One training run's distributed state in precision T.
 template <class T>
@@ -491,6 +553,8 @@ class Gcn {
     const double t2 = MPI_Wtime();
     t.sample = t1 - t0;
     t.setup = t2 - t1;
+    count_remote(current_, a_.rows().begin(rank_), a_.rows().end(rank_), mark_, t.ghosts,
+                 t.remote_nnz);
     t.transpose = backward_->transpose_seconds();
     t.plan = forward_->plan_seconds() +
              (backward_->kernel() ? backward_->kernel()->plan_seconds() : 0.0);
@@ -695,6 +759,7 @@ class Gcn {
   }
 
   std::vector<gidx_t> inverse_perm_;
+  std::vector<char> mark_;  // count_remote's scratch
   const DistMatrix& a_;
   const Options& o_;
   netsparse::Collectives* coll_;
@@ -859,6 +924,8 @@ int run(const Options& o, int rank) {
   int status = 0;
   std::map<std::string, std::map<CommMode, RunResult>> all;
   std::map<std::string, double> permute_seconds;
+  std::map<std::string, std::pair<double, double>> whole_graph_locality;  // ghosts, remote nnz
+  std::vector<double> first_order_curve;  // the first order's reference curve
   for (const std::string& order : o.orders) {
     std::unique_ptr<DistMatrix> permuted;
     std::vector<gidx_t> inverse;
@@ -870,6 +937,27 @@ int run(const Options& o, int rank) {
       permute_seconds[order] = max_over_ranks(MPI_Wtime() - t0);
       inverse.resize(perm.size());
       for (std::size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<gidx_t>(i);
+    } else if (order != "own") {
+      // A locality ordering (lib/partition): the renumbered graph and, gathered on every rank,
+      // the original id of every new node (features and labels follow it).
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = MPI_Wtime();
+      netsparse::PartitionedMatrix p =
+          netsparse::reorder_graph(g0, netsparse::parse_graph_ordering(order));
+      permute_seconds[order] = max_over_ranks(MPI_Wtime() - t0);
+      inverse = all_of(p.original_rows, p.matrix);
+      permuted = std::make_unique<DistMatrix>(std::move(p.matrix));
+    }
+    // The locality figure of the whole graph in this order: ghost rows of A + I per product.
+    double full_ghosts = 0, full_remote = 0;
+    {
+      const DistMatrix& a = permuted ? *permuted : g0;
+      std::vector<char> mark;
+      count_remote(with_self_loops(a.local()), a.rows().begin(rank), a.rows().end(rank), mark,
+                   full_ghosts, full_remote);
+      full_ghosts = sum_over_ranks(full_ghosts);
+      full_remote = sum_over_ranks(full_remote);
+      whole_graph_locality[order] = {full_ghosts, full_remote};
     }
     const DistMatrix& a = permuted ? *permuted : g0;
     auto& results = all[order];
@@ -894,6 +982,8 @@ int run(const Options& o, int rank) {
           m.exchange = max_over_ranks(t.exchange);
           m.dense = max_over_ranks(t.dense);
           m.allreduce = max_over_ranks(t.allreduce);
+          m.ghosts = sum_over_ranks(t.ghosts);
+          m.remote_nnz = sum_over_ranks(t.remote_nnz);
           if (e == 0) res.first.push_back(m.total);
           if (e > 0 || o.epochs == 1) res.epochs.push_back(m);
         }
@@ -907,16 +997,20 @@ int run(const Options& o, int rank) {
           "\n%s order: time per epoch (median over the epochs after the first, every "
           "round; ms, max over ranks)\n",
           order.c_str());
-      if (order == "random") {
+      if (order != "own") {
         std::printf("  (the relabelling took %.2f ms, once)\n", permute_seconds[order] * 1e3);
       }
+      std::printf(
+          "  locality: whole graph A+I: %.0f ghost rows (distinct remote nodes, summed over "
+          "ranks), %.0f remote nonzeros; ghosts = per steady epoch's sample (median)\n",
+          full_ghosts, full_remote);
       std::printf(
           "  epoch = one steady epoch: sampling + its per-epoch setup + products + dense + "
           "allreduce;\n  first = the first epoch; build = constructing the model (engine open, "
           "first pattern), once per run\n");
-      std::printf("  %-19s %8s %7s %7s %9s %7s %7s %8s %7s %7s %7s %6s %8s %8s\n", "mode", "epoch",
-                  "sample", "setup", "transpose", "plan", "sparse", "exchange", "dense", "allred",
-                  "comm%", "F+C", "first", "build");
+      std::printf("  %-19s %8s %7s %7s %9s %7s %7s %8s %7s %7s %7s %6s %8s %8s %8s\n", "mode",
+                  "epoch", "sample", "setup", "transpose", "plan", "sparse", "exchange", "dense",
+                  "allred", "comm%", "F+C", "first", "build", "ghosts");
     }
     for (CommMode mode : o.modes) {
       const RunResult& r = results[mode];
@@ -933,11 +1027,12 @@ int run(const Options& o, int rank) {
         if (r.fc >= 0) std::snprintf(fc, sizeof fc, "%.1f%%", 100 * r.fc);
         std::printf(
             "  %-19s %8.2f %7.2f %7.2f %9.2f %7.2f %7.2f %8.2f %7.2f %7.2f %6.1f%% %6s %8.2f "
-            "%8.2f\n",
+            "%8.2f %8.0f\n",
             netsparse::to_string(mode), epoch, med(&EpochTimes::sample), med(&EpochTimes::setup),
             med(&EpochTimes::transpose), med(&EpochTimes::plan), med(&EpochTimes::sparse),
             med(&EpochTimes::exchange), med(&EpochTimes::dense), med(&EpochTimes::allreduce),
-            100.0 * comm / epoch, fc, median(r.first) * 1e3, median(r.build) * 1e3);
+            100.0 * comm / epoch, fc, median(r.first) * 1e3, median(r.build) * 1e3,
+            med(&EpochTimes::ghosts) / 1e3);
       }
     }
     const auto epoch_of = [&](CommMode m) {
@@ -993,6 +1088,22 @@ int run(const Options& o, int rank) {
           "(relative)\n",
           ref.front(), ref.back(), ref.back() / ref.front(), disagree);
     }
+    // Across orders: the first order's curve is the reference (the same task, the nodes
+    // relabelled; equal up to summation order when the sample is the whole graph).
+    if (first_order_curve.empty()) {
+      first_order_curve = ref;
+    } else {
+      double across = 0;
+      for (std::size_t e = 0; e < ref.size(); ++e) {
+        across = std::max(across,
+                          std::abs(ref[e] - first_order_curve[e]) / std::abs(first_order_curve[e]));
+      }
+      if (rank == 0) {
+        std::printf("  the loss curve agrees with the %s order's to %.2e (relative)\n",
+                    o.orders.front().c_str(), across);
+      }
+      disagree = std::max(disagree, across);
+    }
     if (o.agree > 0 && disagree > o.agree) {
       if (rank == 0) std::printf("  FAILED: the loss curves differ by more than %.1e\n", o.agree);
       status = 1;
@@ -1013,8 +1124,30 @@ int run(const Options& o, int rank) {
     MPI_Bcast(&agrees, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (!agrees) status = 1;
   }
+  // Every order side by side: the locality figure and the time per steady epoch, per mode.
+  if (rank == 0 && all.size() >= 2) {
+    std::printf(
+        "\norders side by side (ghosts: distinct remote rows fetched by a forward product, "
+        "summed over ranks; epoch: median ms):\n  %-10s %12s %14s %12s %12s",
+        "order", "relabel ms", "ghosts (A+I)", "remote nnz", "ghosts/epoch");
+    for (CommMode mode : o.modes) std::printf(" %19s", netsparse::to_string(mode));
+    std::printf("\n");
+    for (const std::string& order : o.orders) {
+      std::vector<double> g;
+      for (const auto& t : all[order][o.modes.front()].epochs) g.push_back(t.ghosts);
+      std::printf("  %-10s %12.2f %14.0f %12.0f %12.0f", order.c_str(),
+                  permute_seconds.count(order) ? permute_seconds[order] * 1e3 : 0.0,
+                  whole_graph_locality[order].first, whole_graph_locality[order].second, median(g));
+      for (CommMode mode : o.modes) {
+        std::vector<double> v;
+        for (const auto& t : all[order][mode].epochs) v.push_back(t.total);
+        std::printf(" %19.2f", median(v) * 1e3);
+      }
+      std::printf("\n");
+    }
+  }
   // Reordering: own vs random, per mode.
-  if (rank == 0 && all.size() == 2) {
+  if (rank == 0 && all.count("own") && all.count("random")) {
     std::printf(
         "\nreordering (random relabelling vs the graph's own order; relabelling cost "
         "%.2f ms, %.2f epochs of netsparse in its own order):\n",
