@@ -29,8 +29,10 @@ struct DenseTileOptions {
   int tile_rows = 64;     // local rows per tile (> 0)
   gidx_t tile_cols = 64;  // global columns per tile (> 0), blocks [j * tile_cols, ...)
   // A tile is dense when nnz >= min_density * its rows * its columns (edge tiles count their
-  // actual size). > 1: no tile is dense (everything sparse); 0 < d <= 1 otherwise.
-  double min_density = 0.5;
+  // actual size). > 1: no tile is dense (everything sparse); 0 < d <= 1 otherwise. 0.4: where
+  // GEMM started to win on this project's 2-core test machine for 64 x 64 tiles (0.3-0.5 by K;
+  // bench_dense_tiles, docs/benchmarks.md "GCN locality").
+  double min_density = 0.4;
   TileConfig sparse_tiling{};  // the SPADE tiling of the nonzeros left sparse
 };
 

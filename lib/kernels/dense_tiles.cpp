@@ -169,7 +169,7 @@ HybridMatrix::HybridMatrix(const CsrMatrix& csr, const DenseTileOptions& options
   rest.row_begin = csr.row_begin;
   rest.n_rows = n;
   rest.row_ptr.assign(1, 0);
-  std::vector<gidx_t> ids, dense_ids;
+  std::vector<gidx_t> ids, dense_ids, col_lo, col_hi;
   for (gidx_t r0 = 0; r0 < n; r0 += tr) {
     const gidx_t r1 = std::min(n, r0 + tr);
     // The tile columns of this tile row's nonzeros, counted; the dense ones.
@@ -184,22 +184,36 @@ HybridMatrix::HybridMatrix(const CsrMatrix& csr, const DenseTileOptions& options
       if (static_cast<double>(j - i) >=
           options.min_density * static_cast<double>((r1 - r0) * cols)) {
         dense_ids.push_back(ids[i]);
-        DenseTile t;
-        t.row = r0;
-        t.col = ids[i] * tc;
-        t.rows = static_cast<int>(r1 - r0);
-        t.cols = static_cast<int>(cols);
-        t.offset = scalar == ScalarType::f32 ? std::ssize(dense_f32_) : std::ssize(dense_f64_);
-        const auto size = static_cast<std::size_t>(t.rows) * static_cast<std::size_t>(t.cols);
-        if (scalar == ScalarType::f32) {
-          dense_f32_.resize(dense_f32_.size() + size, 0.0f);
-        } else {
-          dense_f64_.resize(dense_f64_.size() + size, 0.0);
-        }
-        dense_.push_back(t);
         dense_nnz_ += static_cast<std::int64_t>(j - i);
       }
       i = j;
+    }
+    // A dense tile spans only the columns its nonzeros touch (GEMM reads every column of the
+    // tile from B, which need hold no more than the touched columns).
+    col_lo.assign(dense_ids.size(), csr.n_cols);
+    col_hi.assign(dense_ids.size(), 0);
+    for (std::int64_t q = csr.row_ptr[r0]; q < csr.row_ptr[r1] && !dense_ids.empty(); ++q) {
+      const gidx_t col = csr.col_idx[static_cast<std::size_t>(q)];
+      const auto it = std::lower_bound(dense_ids.begin(), dense_ids.end(), col / tc);
+      if (it == dense_ids.end() || *it != col / tc) continue;
+      const auto d = static_cast<std::size_t>(it - dense_ids.begin());
+      col_lo[d] = std::min(col_lo[d], col);
+      col_hi[d] = std::max(col_hi[d], col + 1);
+    }
+    for (std::size_t d = 0; d < dense_ids.size(); ++d) {
+      DenseTile t;
+      t.row = r0;
+      t.col = col_lo[d];
+      t.rows = static_cast<int>(r1 - r0);
+      t.cols = static_cast<int>(col_hi[d] - col_lo[d]);
+      t.offset = scalar == ScalarType::f32 ? std::ssize(dense_f32_) : std::ssize(dense_f64_);
+      const auto size = static_cast<std::size_t>(t.rows) * static_cast<std::size_t>(t.cols);
+      if (scalar == ScalarType::f32) {
+        dense_f32_.resize(dense_f32_.size() + size, 0.0f);
+      } else {
+        dense_f64_.resize(dense_f64_.size() + size, 0.0);
+      }
+      dense_.push_back(t);
     }
     const std::size_t first = dense_.size() - dense_ids.size();
     for (gidx_t r = r0; r < r1; ++r) {

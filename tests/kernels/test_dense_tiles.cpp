@@ -3,6 +3,7 @@
 // enough for GEMM, some not, some empty), edge tiles smaller than the tile size, f32 and f64.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -17,9 +18,11 @@ namespace netsparse {
 namespace {
 
 // n_rows x n_cols block starting at global row row_begin; the tile (i, j) of `tile` x `tile`
-// gets density densities[(i + 2 j) % size] (a mix of dense, sparse and empty tiles).
+// gets density densities[(i + 2 j) % size] (a mix of dense, sparse and empty tiles); columns
+// outside [first_col, end_col) stay empty (end_col < 0: n_cols).
 CsrMatrix mixed_csr(gidx_t n_rows, gidx_t n_cols, gidx_t tile, const std::vector<double>& densities,
-                    std::uint64_t seed) {
+                    std::uint64_t seed, gidx_t first_col = 0, gidx_t end_col = -1) {
+  if (end_col < 0) end_col = n_cols;
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   CsrMatrix m;
@@ -29,7 +32,7 @@ CsrMatrix mixed_csr(gidx_t n_rows, gidx_t n_cols, gidx_t tile, const std::vector
   m.n_rows_global = m.row_begin + n_rows + 3;
   m.row_ptr.assign(1, 0);
   for (gidx_t r = 0; r < n_rows; ++r) {
-    for (gidx_t c = 0; c < n_cols; ++c) {
+    for (gidx_t c = first_col; c < end_col; ++c) {
       const double d =
           densities[static_cast<std::size_t>((r / tile + 2 * (c / tile)) % std::ssize(densities))];
       if (unit(rng) < d) {
@@ -71,11 +74,13 @@ void expect_hybrid_equals_sparse(const CsrMatrix& csr, const DenseTileOptions& o
   } else {
     EXPECT_EQ(hybrid.dense_tiles().size(), 0u);
   }
-  // B with a row base and a leading dimension wider than K (a view into a bigger buffer).
-  const gidx_t base = 2;
+  // B with a leading dimension wider than K, holding only the columns the nonzeros touch (as a
+  // distributed driver passes a rank's own rows).
+  const gidx_t first = *std::min_element(csr.col_idx.begin(), csr.col_idx.end());
+  const gidx_t end = *std::max_element(csr.col_idx.begin(), csr.col_idx.end()) + 1;
   const std::int64_t ldb = k + 3, ldc = k + 1;
-  const std::vector<T> b = random_dense<T>(static_cast<std::size_t>((csr.n_cols + base) * ldb), 99);
-  const BasicDenseConstView<T> view{b.data() + base * ldb, 0, ldb, csr.n_cols};
+  const std::vector<T> b = random_dense<T>(static_cast<std::size_t>((end - first) * ldb), 99);
+  const BasicDenseConstView<T> view{b.data(), first, ldb, end - first};
   for (const bool accumulate : {false, true}) {
     std::vector<T> want = random_dense<T>(static_cast<std::size_t>(csr.n_rows * ldc), 5);
     std::vector<T> got = want;
@@ -112,6 +117,13 @@ void hybrid_cases() {
     o.min_density = 1.0;
     expect_hybrid_equals_sparse<T>(csr, o, k, true);
   }
+  // Nonzeros only in columns [5, 150) of 170: the dense tiles at both ends must not read B
+  // beyond the touched columns.
+  DenseTileOptions edges;
+  edges.tile_rows = 32;
+  edges.tile_cols = 32;
+  edges.min_density = 0.3;
+  expect_hybrid_equals_sparse<T>(mixed_csr(100, 170, 32, {0.9, 0.5}, 12, 5, 150), edges, 16, true);
   // Uniformly sparse (a sampled graph's block): no tile reaches 0.25.
   DenseTileOptions o;
   o.min_density = 0.25;
