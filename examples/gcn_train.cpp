@@ -27,6 +27,14 @@
 // hands it the sampled rows; no inspector) while su and inspector-executor redo their setup.
 // The output gives, per mode, the time per epoch (median), where it goes (sampling, setup,
 // sparse products, their exchanges, dense work, the allreduce) and the loss per epoch.
+//
+// GNN locality (docs/benchmarks.md, "GCN locality"): --order relabels the graph first (random, or
+// the library's rcm / metis / metis-rcm orderings, lib/partition) with the features and labels
+// following their node, and reports the ghost rows each order leaves per epoch; --local-forward
+// computes the forward products' local block apart from the DistKernel (which then gathers and
+// multiplies only the remote columns) by the tile kernel, by dense tiles through GEMM, or as a
+// pipelined A (X W) (include/netsparse/dense_tiles.hpp). Every (order, variant) pair is one run
+// in the side-by-side table.
 #include <mpi.h>
 #include <omp.h>
 
@@ -47,8 +55,10 @@
 #include <vector>
 
 #include "netsparse/collectives_mpi.h"
+#include "netsparse/dense_tiles.hpp"
 #include "netsparse/dist_transpose.hpp"
 #include "netsparse/distributed.hpp"
+#include "netsparse/graph_partition.hpp"
 #include "netsparse/netsparse.hpp"
 #include "netsparse/netsparse_mpi.h"
 
@@ -86,6 +96,14 @@ struct Options {
   std::string curve_out;              // rank 0 writes the loss curve here (hex floats)
   std::string expect_curve;           // exit 1 unless the loss curve agrees with this file's
   double expect_curve_tolerance = 0;  // relative; 0: bit for bit
+  // The forward products' local block (GNN locality, docs/benchmarks.md "GCN locality"): dist
+  // (the DistKernel does all), split (remote columns by the DistKernel, the local block by the
+  // tile kernel), hybrid (the local block's dense tiles by GEMM), pipelined (layer 1's local
+  // block as A (X W) with X W per column panel).
+  std::vector<std::string> local_forward{"dist"};
+  double dense_tile_density = 0.4;
+  int dense_tile_size = 64;
+  gidx_t xw_panel = 2048;
 };
 
 const char* kHelp = R"(gcn_train: a 2-layer GCN trained on a graph split across the ranks, neighbour
@@ -102,8 +120,16 @@ sampling every epoch; every communication mode side by side.
   --seed S             features, labels, weights and sampling (default 1)
   --mode LIST          netsparse, su, inspector-executor (any DistKernel mode), comma-separated,
                        or all (= netsparse,su,inspector-executor); default netsparse
-  --order LIST         own (the graph's order), random (a random relabelling of the nodes,
-                       applied before training; its cost is reported), both; default own
+  --order LIST         comma-separated node orders, each trained in turn: own (the graph's
+                       order), random (a random relabelling), rcm (reverse Cuthill-McKee),
+                       metis (each rank's nodes one METIS part), metis-rcm (METIS parts,
+                       RCM inside), both (= own,random); default own. A relabelling is applied
+                       before training (its cost is reported) to A and, consistently, to the
+                       features and labels (they follow their node). The table gives each
+                       order's ghosts: the distinct remote nodes whose rows a rank fetches per
+                       epoch, summed over ranks (the locality figure). With --fanout at least
+                       the largest degree the sample is the whole graph and every order's loss
+                       curve must agree (--agree checks it across orders too)
   --backward transpose|push
                        (S+I)^T Y by transposing the sample and a DistKernel in the mode
                        (default), or push-based partial rows (the mode then only does forward)
@@ -133,6 +159,19 @@ sampling every epoch; every communication mode side by side.
   --expect-curve-tolerance X
                        relative; 0 (default): bit for bit
   --no-curve           do not print the loss per epoch
+  --local-forward LIST how the forward products compute the local block (columns this rank
+                       owns), comma-separated, each a run beside the others (per order):
+                       dist (default: the DistKernel does everything), split (the DistKernel
+                       only the remote columns, the local block by the SPADE tile kernel, tiled
+                       every epoch), hybrid (split, the local block's tiles of at least
+                       --dense-tile-density nonzeros by a BLAS GEMM), pipelined (split, layer
+                       1's local block as A (X W) with X W computed per column panel of
+                       --xw-panel columns just before the panel's SpMM; X W of the whole block
+                       is still computed for the other ranks' ghosts), all
+  --dense-tile-density D  hybrid's threshold, 0 < D (> 1: no dense tile); default 0.4, the
+                       crossover bench_dense_tiles measured here (GEMM wins from 0.3-0.5)
+  --dense-tile-size T  hybrid's tiles: T rows x T columns (default 64)
+  --xw-panel P         pipelined's column panel width (default 2048)
 )";
 
 std::vector<std::string> split(const std::string& s) {
@@ -194,13 +233,28 @@ Options parse(int argc, char** argv) {
       }
       if (o.modes.empty()) throw std::invalid_argument("--mode: no mode given");
     } else if (a == "--order") {
-      const std::string v = value();
-      if (v == "both") {
-        o.orders = {"own", "random"};
-      } else if (v == "own" || v == "random") {
-        o.orders = {v};
-      } else {
-        throw std::invalid_argument("--order: own, random or both");
+      o.orders.clear();
+      for (const std::string& v : split(value())) {
+        if (v == "both") {
+          o.orders.insert(o.orders.end(), {"own", "random"});
+        } else if (v == "own" || v == "random") {
+          o.orders.push_back(v);
+        } else {
+          try {
+            (void)netsparse::parse_graph_ordering(v);
+          } catch (const std::invalid_argument&) {
+            throw std::invalid_argument("--order: unknown ordering '" + v +
+                                        "' (own, random, rcm, metis, metis-rcm or both)");
+          }
+          o.orders.push_back(v);
+        }
+      }
+      if (o.orders.empty()) throw std::invalid_argument("--order: no ordering given");
+      for (std::size_t i = 0; i < o.orders.size(); ++i) {
+        if (std::find(o.orders.begin(), o.orders.begin() + i, o.orders[i]) !=
+            o.orders.begin() + i) {
+          throw std::invalid_argument("--order: '" + o.orders[i] + "' given twice");
+        }
       }
     } else if (a == "--backward") {
       const std::string v = value();
@@ -243,6 +297,29 @@ Options parse(int argc, char** argv) {
       o.expect_curve_tolerance = std::atof(value().c_str());
     } else if (a == "--no-curve") {
       o.print_curve = false;
+    } else if (a == "--local-forward") {
+      o.local_forward.clear();
+      for (const std::string& v : split(value())) {
+        if (v == "all") {
+          o.local_forward = {"dist", "split", "hybrid", "pipelined"};
+        } else if (v == "dist" || v == "split" || v == "hybrid" || v == "pipelined") {
+          o.local_forward.push_back(v);
+        } else {
+          throw std::invalid_argument("--local-forward: unknown variant '" + v +
+                                      "' (dist, split, hybrid, pipelined or all)");
+        }
+      }
+      if (o.local_forward.empty()) throw std::invalid_argument("--local-forward: none given");
+    } else if (a == "--dense-tile-density") {
+      const std::string v = value();
+      o.dense_tile_density = std::atof(v.c_str());
+      if (!(o.dense_tile_density > 0)) {
+        throw std::invalid_argument("--dense-tile-density must be > 0, got '" + v + "'");
+      }
+    } else if (a == "--dense-tile-size") {
+      o.dense_tile_size = positive(value());
+    } else if (a == "--xw-panel") {
+      o.xw_panel = positive(value());
     } else {
       throw std::invalid_argument("unknown option " + a + " (see --help)");
     }
@@ -372,6 +449,21 @@ DistMatrix permute(const DistMatrix& a, std::uint64_t seed, std::vector<gidx_t>&
   return DistMatrix(a.comm(), std::move(m), a.rows(), a.cols(), a.name() + " (random order)");
 }
 
+// Every rank's `mine` (its rows of `m`, in order), concatenated on every rank: indexed by m's
+// global row.
+std::vector<gidx_t> all_of(const std::vector<gidx_t>& mine, const DistMatrix& m) {
+  const int nranks = m.nranks();
+  std::vector<int> counts(static_cast<std::size_t>(nranks)), displs(counts.size(), 0);
+  for (int p = 0; p < nranks; ++p) {
+    counts[static_cast<std::size_t>(p)] = static_cast<int>(m.rows().size(p));
+    displs[static_cast<std::size_t>(p)] = static_cast<int>(m.rows().begin(p));
+  }
+  std::vector<gidx_t> all(static_cast<std::size_t>(m.n_rows()));
+  MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, all.data(), counts.data(),
+                 displs.data(), MPI_INT64_T, m.comm());
+  return all;
+}
+
 // ---- the model -------------------------------------------------------------------------------
 
 // C (n x m) = A (n x k) * B (k x m), row-major.
@@ -424,7 +516,32 @@ void scale_rows(std::vector<T>& v, const std::vector<double>& d, std::size_t wid
 struct EpochTimes {
   double total = 0, sample = 0, setup = 0, transpose = 0, plan = 0, sparse = 0, exchange = 0,
          dense = 0, allreduce = 0;
+  // Locality of the epoch's sample (counts, not times; summed over ranks in the table): the
+  // distinct remote columns (ghost rows fetched by the forward product) and the nonzeros
+  // that read them.
+  double ghosts = 0, remote_nnz = 0;
+  // hybrid: the local block's nonzeros and those in dense tiles (summed over ranks).
+  double local_nnz = 0, dense_nnz = 0;
 };
+
+// Distinct columns of `m` outside [lo, hi) and the nonzeros in them: the rows a forward
+// product fetches from other ranks. `mark` is scratch of n_cols entries (all zero on entry and
+// on return).
+void count_remote(const CsrMatrix& m, gidx_t lo, gidx_t hi, std::vector<char>& mark, double& ghosts,
+                  double& remote_nnz) {
+  mark.resize(static_cast<std::size_t>(m.n_cols), 0);
+  std::vector<gidx_t> seen;
+  for (const gidx_t c : m.col_idx) {
+    if (c >= lo && c < hi) continue;
+    remote_nnz += 1;
+    if (!mark[static_cast<std::size_t>(c)]) {
+      mark[static_cast<std::size_t>(c)] = 1;
+      seen.push_back(c);
+    }
+  }
+  ghosts += static_cast<double>(seen.size());
+  for (const gidx_t c : seen) mark[static_cast<std::size_t>(c)] = 0;
+}
 
 // One training run's distributed state in precision T.
 template <class T>
@@ -433,14 +550,16 @@ class Gcn {
   // inverse_perm: for a relabelled graph, the original id of every node (its features and label
   // follow it); empty for the graph's own order.
   // coll: the library's collectives for the gradient sums; nullptr: MPI_Allreduce.
+  // variant: Options::local_forward's (dist, split, hybrid, pipelined).
   Gcn(const DistMatrix& a, const Options& o, CommMode mode, netsparse::Collectives* coll,
-      std::vector<gidx_t> inverse_perm = {})
+      std::vector<gidx_t> inverse_perm = {}, std::string variant = "dist")
       : inverse_perm_(std::move(inverse_perm)),
         a_(a),
         o_(o),
         coll_(coll),
         rank_(a.rank()),
-        n_local_(static_cast<std::size_t>(a.rows().size(a.rank()))) {
+        n_local_(static_cast<std::size_t>(a.rows().size(a.rank()))),
+        variant_(std::move(variant)) {
     netsparse::DistOptions dopt;
     dopt.mode = mode;
     dopt.scalar =
@@ -486,11 +605,16 @@ class Gcn {
     const double t0 = MPI_Wtime();
     sample(e);
     const double t1 = MPI_Wtime();
-    forward_->set_pattern(current_);
+    if (variant_ != "dist") split_local();
+    forward_->set_pattern(variant_ == "dist" ? current_ : remote_);
     backward_->set_pattern(current_);
     const double t2 = MPI_Wtime();
     t.sample = t1 - t0;
     t.setup = t2 - t1;
+    count_remote(current_, a_.rows().begin(rank_), a_.rows().end(rank_), mark_, t.ghosts,
+                 t.remote_nnz);
+    t.local_nnz = local_nnz_;
+    t.dense_nnz = dense_nnz_;
     t.transpose = backward_->transpose_seconds();
     t.plan = forward_->plan_seconds() +
              (backward_->kernel() ? backward_->kernel()->plan_seconds() : 0.0);
@@ -505,12 +629,14 @@ class Gcn {
       f();
       acc += MPI_Wtime() - s;
     };
-    auto spmm = [&](const std::vector<T>& in, std::vector<T>& out, bool transposed) {
+    auto spmm = [&](const std::vector<T>& in, std::vector<T>& out, bool transposed,
+                    bool layer1 = false) {
       clock(sparse, [&] {
         if (transposed) {
           backward_->spmm(in, out);
         } else {
           forward_->spmm(in, out);
+          if (variant_ != "dist") add_local(in, out, layer1);
         }
       });
       const netsparse::CommStats& s =
@@ -522,7 +648,7 @@ class Gcn {
       gemm(x_.data(), w1_.data(), u_.data(), n, f0, h);
       scale_rows(u_, dinv_, h);
     });
-    spmm(u_, v_, false);
+    spmm(u_, v_, false, true);
     clock(dense, [&] {
       z1_ = v_;
       scale_rows(z1_, dinv_, h);
@@ -615,6 +741,74 @@ class Gcn {
  private:
   static MPI_Datatype mpi_type() { return std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE; }
 
+  // The split variants: this epoch's S + I cut into the columns this rank owns (local_, its
+  // tiling or hybrid layout built here, part of the per-epoch setup) and the others (remote_,
+  // the DistKernel's pattern).
+  void split_local() {
+    const gidx_t lo = a_.rows().begin(rank_), hi = a_.rows().end(rank_);
+    CsrMatrix local;
+    for (CsrMatrix* m : {&local, &remote_}) {
+      m->n_rows_global = current_.n_rows_global;
+      m->n_cols = current_.n_cols;
+      m->row_begin = current_.row_begin;
+      m->n_rows = current_.n_rows;
+      m->row_ptr.assign(1, 0);
+      m->col_idx.clear();
+      m->values.clear();
+    }
+    dense_nnz_ = 0;
+    for (gidx_t r = 0; r < current_.n_rows; ++r) {
+      for (std::int64_t q = current_.row_ptr[r]; q < current_.row_ptr[r + 1]; ++q) {
+        const gidx_t c = current_.col_idx[static_cast<std::size_t>(q)];
+        CsrMatrix& m = c >= lo && c < hi ? local : remote_;
+        m.col_idx.push_back(c);
+        m.values.push_back(current_.values[static_cast<std::size_t>(q)]);
+      }
+      local.row_ptr.push_back(std::ssize(local.col_idx));
+      remote_.row_ptr.push_back(std::ssize(remote_.col_idx));
+    }
+    local_nnz_ = static_cast<double>(local.nnz());
+    const netsparse::ScalarType scalar =
+        std::is_same_v<T, float> ? netsparse::ScalarType::f32 : netsparse::ScalarType::f64;
+    if (variant_ == "hybrid") {
+      netsparse::DenseTileOptions d;
+      d.tile_rows = o_.dense_tile_size;
+      d.tile_cols = o_.dense_tile_size;
+      d.min_density = o_.dense_tile_density;
+      local_hybrid_ = netsparse::HybridMatrix(local, d, scalar);
+      dense_nnz_ = static_cast<double>(local_hybrid_.dense_nnz());
+    } else {
+      netsparse::TileConfig cfg;
+      if (variant_ == "pipelined") cfg.col_panel = o_.xw_panel;
+      local_tiled_ = netsparse::TiledMatrix(local, cfg, scalar);
+    }
+  }
+
+  // out += the local block's product (out holds the remote columns' part).
+  void add_local(const std::vector<T>& in, std::vector<T>& out, bool layer1) {
+    const std::size_t n = n_local_, h = o_.hidden, f0 = o_.features;
+    const gidx_t lo = a_.rows().begin(rank_);
+    const netsparse::BasicDenseConstView<T> view{in.data(), lo, static_cast<std::int64_t>(h),
+                                                 static_cast<gidx_t>(n)};
+    const int k = static_cast<int>(h);
+    if (variant_ == "hybrid") {
+      if (local_hybrid_.nnz() > 0) netsparse::spmm(local_hybrid_, view, out.data(), k, k, true);
+    } else if (variant_ == "pipelined" && layer1) {
+      // Ahat's column scaling moves onto X: (d^-1/2 X) W = d^-1/2 (X W).
+      xs_ = x_;
+      scale_rows(xs_, dinv_, f0);
+      local_out_.resize(n * h);
+      netsparse::spmm_xw(local_tiled_,
+                         netsparse::BasicDenseConstView<T>{
+                             xs_.data(), lo, static_cast<std::int64_t>(f0), static_cast<gidx_t>(n)},
+                         static_cast<int>(f0), w1_.data(), k, local_out_.data(), k, true, scratch_);
+#pragma omp parallel for schedule(static)
+      for (std::size_t i = 0; i < n * h; ++i) out[i] += local_out_[i];
+    } else if (local_tiled_.nnz() > 0) {
+      netsparse::spmm(local_tiled_, view, out.data(), k, k, true);
+    }
+  }
+
   // Features, and labels from the hidden linear model on Ahat_full X (one SpMM in su mode,
   // outside of any timing).
   void make_task(const CsrMatrix& full) {
@@ -695,12 +889,19 @@ class Gcn {
   }
 
   std::vector<gidx_t> inverse_perm_;
+  std::vector<char> mark_;  // count_remote's scratch
   const DistMatrix& a_;
   const Options& o_;
   netsparse::Collectives* coll_;
   int rank_;
   std::size_t n_local_;
   std::shared_ptr<netsparse::RigEngine> engine_;
+  std::string variant_;                   // Options::local_forward's
+  CsrMatrix remote_;                      // split variants: the remote columns of current_
+  netsparse::TiledMatrix local_tiled_;    // split, pipelined: the local columns, tiled
+  netsparse::HybridMatrix local_hybrid_;  // hybrid: the local columns, dense tiles apart
+  std::vector<T> xs_, local_out_, scratch_;
+  double local_nnz_ = 0, dense_nnz_ = 0;  // this epoch's local block, its dense-tile part
   std::unique_ptr<netsparse::DistKernel> forward_;
   std::unique_ptr<netsparse::TransposedSpmm> backward_;
   CsrMatrix current_;  // S + I of this epoch (borrowed by netsparse's forward kernel)
@@ -859,9 +1060,18 @@ int run(const Options& o, int rank) {
   int status = 0;
   std::map<std::string, std::map<CommMode, RunResult>> all;
   std::map<std::string, double> permute_seconds;
-  for (const std::string& order : o.orders) {
-    std::unique_ptr<DistMatrix> permuted;
-    std::vector<gidx_t> inverse;
+  std::map<std::string, std::pair<double, double>> whole_graph_locality;  // ghosts, remote nnz
+  std::vector<double> first_order_curve;                  // the first run's reference curve
+  std::vector<std::pair<std::string, std::string>> keys;  // (run, its order), in run order
+  // The orders' graphs first, then the runs interleaved round by round (every order, variant
+  // and mode trains once per round, in turn, so that a load change on a shared machine hits
+  // them alike), then the tables.
+  std::vector<std::unique_ptr<DistMatrix>> permuted_of(o.orders.size());
+  std::vector<std::vector<gidx_t>> inverse_of(o.orders.size());
+  for (std::size_t oi = 0; oi < o.orders.size(); ++oi) {
+    const std::string& order = o.orders[oi];
+    std::unique_ptr<DistMatrix>& permuted = permuted_of[oi];
+    std::vector<gidx_t>& inverse = inverse_of[oi];
     if (order == "random") {
       MPI_Barrier(MPI_COMM_WORLD);
       const double t0 = MPI_Wtime();
@@ -870,137 +1080,197 @@ int run(const Options& o, int rank) {
       permute_seconds[order] = max_over_ranks(MPI_Wtime() - t0);
       inverse.resize(perm.size());
       for (std::size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<gidx_t>(i);
+    } else if (order != "own") {
+      // A locality ordering (lib/partition): the renumbered graph and, gathered on every rank,
+      // the original id of every new node (features and labels follow it).
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = MPI_Wtime();
+      netsparse::PartitionedMatrix p =
+          netsparse::reorder_graph(g0, netsparse::parse_graph_ordering(order));
+      permute_seconds[order] = max_over_ranks(MPI_Wtime() - t0);
+      inverse = all_of(p.original_rows, p.matrix);
+      permuted = std::make_unique<DistMatrix>(std::move(p.matrix));
     }
-    const DistMatrix& a = permuted ? *permuted : g0;
-    auto& results = all[order];
-    for (int round = 0; round < o.rounds; ++round) {
-      for (CommMode mode : o.modes) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        const double b0 = MPI_Wtime();
-        Gcn<float> model(a, o, mode, grad_coll, inverse);
-        RunResult& res = results[mode];
-        res.build.push_back(max_over_ranks(MPI_Wtime() - b0));
-        std::vector<double> curve;
-        for (int e = 0; e < o.epochs; ++e) {
-          EpochTimes t;
-          curve.push_back(model.epoch(e, t));
-          EpochTimes m;
-          m.total = max_over_ranks(t.total);
-          m.sample = max_over_ranks(t.sample);
-          m.setup = max_over_ranks(t.setup);
-          m.transpose = max_over_ranks(t.transpose);
-          m.plan = max_over_ranks(t.plan);
-          m.sparse = max_over_ranks(t.sparse);
-          m.exchange = max_over_ranks(t.exchange);
-          m.dense = max_over_ranks(t.dense);
-          m.allreduce = max_over_ranks(t.allreduce);
-          if (e == 0) res.first.push_back(m.total);
-          if (e > 0 || o.epochs == 1) res.epochs.push_back(m);
-        }
-        res.curves.push_back(curve);
-        res.fc = model.engine_fc_rate();
-      }
+    // The locality figure of the whole graph in this order: ghost rows of A + I per product.
+    double full_ghosts = 0, full_remote = 0;
+    {
+      const DistMatrix& a = permuted ? *permuted : g0;
+      std::vector<char> mark;
+      count_remote(with_self_loops(a.local()), a.rows().begin(rank), a.rows().end(rank), mark,
+                   full_ghosts, full_remote);
+      full_ghosts = sum_over_ranks(full_ghosts);
+      full_remote = sum_over_ranks(full_remote);
+      whole_graph_locality[order] = {full_ghosts, full_remote};
     }
-    // The table: medians over the epochs (after the first) of every round.
-    if (rank == 0) {
-      std::printf(
-          "\n%s order: time per epoch (median over the epochs after the first, every "
-          "round; ms, max over ranks)\n",
-          order.c_str());
-      if (order == "random") {
-        std::printf("  (the relabelling took %.2f ms, once)\n", permute_seconds[order] * 1e3);
-      }
-      std::printf(
-          "  epoch = one steady epoch: sampling + its per-epoch setup + products + dense + "
-          "allreduce;\n  first = the first epoch; build = constructing the model (engine open, "
-          "first pattern), once per run\n");
-      std::printf("  %-19s %8s %7s %7s %9s %7s %7s %8s %7s %7s %7s %6s %8s %8s\n", "mode", "epoch",
-                  "sample", "setup", "transpose", "plan", "sparse", "exchange", "dense", "allred",
-                  "comm%", "F+C", "first", "build");
-    }
-    for (CommMode mode : o.modes) {
-      const RunResult& r = results[mode];
-      const auto med = [&](double EpochTimes::*f) {
-        std::vector<double> v;
-        for (const EpochTimes& t : r.epochs) v.push_back(t.*f);
-        return median(v) * 1e3;
-      };
-      const double epoch = med(&EpochTimes::total);
-      const double comm = med(&EpochTimes::exchange) + med(&EpochTimes::plan) +
-                          med(&EpochTimes::transpose) + med(&EpochTimes::allreduce);
-      if (rank == 0) {
-        char fc[16] = "-";
-        if (r.fc >= 0) std::snprintf(fc, sizeof fc, "%.1f%%", 100 * r.fc);
-        std::printf(
-            "  %-19s %8.2f %7.2f %7.2f %9.2f %7.2f %7.2f %8.2f %7.2f %7.2f %6.1f%% %6s %8.2f "
-            "%8.2f\n",
-            netsparse::to_string(mode), epoch, med(&EpochTimes::sample), med(&EpochTimes::setup),
-            med(&EpochTimes::transpose), med(&EpochTimes::plan), med(&EpochTimes::sparse),
-            med(&EpochTimes::exchange), med(&EpochTimes::dense), med(&EpochTimes::allreduce),
-            100.0 * comm / epoch, fc, median(r.first) * 1e3, median(r.build) * 1e3);
-      }
-    }
-    const auto epoch_of = [&](CommMode m) {
-      std::vector<double> v;
-      for (const EpochTimes& t : results[m].epochs) v.push_back(t.total);
-      return median(v);
-    };
-    if (rank == 0 && results.count(CommMode::netsparse)) {
-      for (CommMode other : {CommMode::inspector_executor, CommMode::su}) {
-        if (!results.count(other)) continue;
-        const RunResult& n = results[CommMode::netsparse];
-        const RunResult& x = results[other];
-        const auto whole = [&](const RunResult& r, CommMode m) {
-          return median(r.build) + median(r.first) + (o.epochs - 1) * epoch_of(m);
-        };
-        std::printf(
-            "  netsparse vs %s: %.2fx per steady epoch (its per-epoch setup included), %.2fx "
-            "for the whole run of %d epochs (build + first + the rest)\n",
-            netsparse::to_string(other), epoch_of(other) / epoch_of(CommMode::netsparse),
-            whole(x, other) / whole(n, CommMode::netsparse), o.epochs);
-      }
-    }
-    // Loss curves (first round of every mode), their agreement and the drop.
-    const std::vector<double>& ref = results[o.modes.front()].curves.front();
-    double disagree = 0;
-    for (CommMode mode : o.modes) {
-      for (const auto& curve : results[mode].curves) {
-        for (std::size_t e = 0; e < curve.size(); ++e) {
-          disagree = std::max(disagree, std::abs(curve[e] - ref[e]) / std::abs(ref[e]));
-        }
-        if (o.expect_drop > 0 && !(curve.back() < o.expect_drop * curve.front())) {
-          if (rank == 0) {
-            std::printf("  FAILED: %s: final loss %.6f is not below %.2f x the initial %.6f\n",
-                        netsparse::to_string(mode), curve.back(), o.expect_drop, curve.front());
+  }
+  for (int round = 0; round < o.rounds; ++round) {
+    for (std::size_t oi = 0; oi < o.orders.size(); ++oi) {
+      const DistMatrix& a = permuted_of[oi] ? *permuted_of[oi] : g0;
+      for (const std::string& variant : o.local_forward) {
+        // One training run per (order, local forward variant): "own", "rcm+hybrid", ...
+        const std::string key = variant == "dist" ? o.orders[oi] : o.orders[oi] + "+" + variant;
+        for (CommMode mode : o.modes) {
+          MPI_Barrier(MPI_COMM_WORLD);
+          const double b0 = MPI_Wtime();
+          Gcn<float> model(a, o, mode, grad_coll, inverse_of[oi], variant);
+          RunResult& res = all[key][mode];
+          res.build.push_back(max_over_ranks(MPI_Wtime() - b0));
+          std::vector<double> curve;
+          for (int e = 0; e < o.epochs; ++e) {
+            EpochTimes t;
+            curve.push_back(model.epoch(e, t));
+            EpochTimes m;
+            m.total = max_over_ranks(t.total);
+            m.sample = max_over_ranks(t.sample);
+            m.setup = max_over_ranks(t.setup);
+            m.transpose = max_over_ranks(t.transpose);
+            m.plan = max_over_ranks(t.plan);
+            m.sparse = max_over_ranks(t.sparse);
+            m.exchange = max_over_ranks(t.exchange);
+            m.dense = max_over_ranks(t.dense);
+            m.allreduce = max_over_ranks(t.allreduce);
+            m.ghosts = sum_over_ranks(t.ghosts);
+            m.remote_nnz = sum_over_ranks(t.remote_nnz);
+            m.local_nnz = sum_over_ranks(t.local_nnz);
+            m.dense_nnz = sum_over_ranks(t.dense_nnz);
+            if (e == 0) res.first.push_back(m.total);
+            if (e > 0 || o.epochs == 1) res.epochs.push_back(m);
           }
-          status = 1;
+          res.curves.push_back(curve);
+          res.fc = model.engine_fc_rate();
         }
       }
     }
-    if (rank == 0) {
-      if (o.print_curve) {
-        std::printf("  loss per epoch:\n  %5s", "epoch");
-        for (CommMode mode : o.modes) std::printf(" %19s", netsparse::to_string(mode));
-        std::printf("\n");
-        for (int e = 0; e < o.epochs; ++e) {
-          std::printf("  %5d", e);
-          for (CommMode mode : o.modes) std::printf(" %19.7f", results[mode].curves.front()[e]);
+  }
+  for (const std::string& order : o.orders) {
+    const double full_ghosts = whole_graph_locality[order].first;
+    const double full_remote = whole_graph_locality[order].second;
+    for (const std::string& variant : o.local_forward) {
+      const std::string key = variant == "dist" ? order : order + "+" + variant;
+      keys.emplace_back(key, order);
+      auto& results = all[key];
+      // The table: medians over the epochs (after the first) of every round.
+      if (rank == 0) {
+        std::printf(
+            "\n%s order: time per epoch (median over the epochs after the first, every "
+            "round; ms, max over ranks)\n",
+            key.c_str());
+        if (order != "own") {
+          std::printf("  (the relabelling took %.2f ms, once)\n", permute_seconds[order] * 1e3);
+        }
+        std::printf(
+            "  locality: whole graph A+I: %.0f ghost rows (distinct remote nodes, summed over "
+            "ranks), %.0f remote nonzeros; ghosts = per steady epoch's sample (median)\n",
+            full_ghosts, full_remote);
+        std::printf(
+            "  epoch = one steady epoch: sampling + its per-epoch setup + products + dense + "
+            "allreduce;\n  first = the first epoch; build = constructing the model (engine open, "
+            "first pattern), once per run\n");
+        std::printf("  %-19s %8s %7s %7s %9s %7s %7s %8s %7s %7s %7s %6s %8s %8s %8s\n", "mode",
+                    "epoch", "sample", "setup", "transpose", "plan", "sparse", "exchange", "dense",
+                    "allred", "comm%", "F+C", "first", "build", "ghosts");
+      }
+      for (CommMode mode : o.modes) {
+        const RunResult& r = results[mode];
+        const auto med = [&](double EpochTimes::*f) {
+          std::vector<double> v;
+          for (const EpochTimes& t : r.epochs) v.push_back(t.*f);
+          return median(v) * 1e3;
+        };
+        const double epoch = med(&EpochTimes::total);
+        const double comm = med(&EpochTimes::exchange) + med(&EpochTimes::plan) +
+                            med(&EpochTimes::transpose) + med(&EpochTimes::allreduce);
+        if (rank == 0) {
+          char fc[16] = "-";
+          if (r.fc >= 0) std::snprintf(fc, sizeof fc, "%.1f%%", 100 * r.fc);
+          std::printf(
+              "  %-19s %8.2f %7.2f %7.2f %9.2f %7.2f %7.2f %8.2f %7.2f %7.2f %6.1f%% %6s %8.2f "
+              "%8.2f %8.0f\n",
+              netsparse::to_string(mode), epoch, med(&EpochTimes::sample), med(&EpochTimes::setup),
+              med(&EpochTimes::transpose), med(&EpochTimes::plan), med(&EpochTimes::sparse),
+              med(&EpochTimes::exchange), med(&EpochTimes::dense), med(&EpochTimes::allreduce),
+              100.0 * comm / epoch, fc, median(r.first) * 1e3, median(r.build) * 1e3,
+              med(&EpochTimes::ghosts) / 1e3);
+        }
+      }
+      const auto epoch_of = [&](CommMode m) {
+        std::vector<double> v;
+        for (const EpochTimes& t : results[m].epochs) v.push_back(t.total);
+        return median(v);
+      };
+      if (rank == 0 && results.count(CommMode::netsparse)) {
+        for (CommMode other : {CommMode::inspector_executor, CommMode::su}) {
+          if (!results.count(other)) continue;
+          const RunResult& n = results[CommMode::netsparse];
+          const RunResult& x = results[other];
+          const auto whole = [&](const RunResult& r, CommMode m) {
+            return median(r.build) + median(r.first) + (o.epochs - 1) * epoch_of(m);
+          };
+          std::printf(
+              "  netsparse vs %s: %.2fx per steady epoch (its per-epoch setup included), %.2fx "
+              "for the whole run of %d epochs (build + first + the rest)\n",
+              netsparse::to_string(other), epoch_of(other) / epoch_of(CommMode::netsparse),
+              whole(x, other) / whole(n, CommMode::netsparse), o.epochs);
+        }
+      }
+      // Loss curves (first round of every mode), their agreement and the drop.
+      const std::vector<double>& ref = results[o.modes.front()].curves.front();
+      double disagree = 0;
+      for (CommMode mode : o.modes) {
+        for (const auto& curve : results[mode].curves) {
+          for (std::size_t e = 0; e < curve.size(); ++e) {
+            disagree = std::max(disagree, std::abs(curve[e] - ref[e]) / std::abs(ref[e]));
+          }
+          if (o.expect_drop > 0 && !(curve.back() < o.expect_drop * curve.front())) {
+            if (rank == 0) {
+              std::printf("  FAILED: %s: final loss %.6f is not below %.2f x the initial %.6f\n",
+                          netsparse::to_string(mode), curve.back(), o.expect_drop, curve.front());
+            }
+            status = 1;
+          }
+        }
+      }
+      if (rank == 0) {
+        if (o.print_curve) {
+          std::printf("  loss per epoch:\n  %5s", "epoch");
+          for (CommMode mode : o.modes) std::printf(" %19s", netsparse::to_string(mode));
           std::printf("\n");
+          for (int e = 0; e < o.epochs; ++e) {
+            std::printf("  %5d", e);
+            for (CommMode mode : o.modes) std::printf(" %19.7f", results[mode].curves.front()[e]);
+            std::printf("\n");
+          }
         }
+        std::printf(
+            "  loss %.6f -> %.6f (x%.3f); curves of all modes and rounds agree to %.2e "
+            "(relative)\n",
+            ref.front(), ref.back(), ref.back() / ref.front(), disagree);
       }
-      std::printf(
-          "  loss %.6f -> %.6f (x%.3f); curves of all modes and rounds agree to %.2e "
-          "(relative)\n",
-          ref.front(), ref.back(), ref.back() / ref.front(), disagree);
-    }
-    if (o.agree > 0 && disagree > o.agree) {
-      if (rank == 0) std::printf("  FAILED: the loss curves differ by more than %.1e\n", o.agree);
-      status = 1;
-    }
+      // Across orders: the first order's curve is the reference (the same task, the nodes
+      // relabelled; equal up to summation order when the sample is the whole graph).
+      if (first_order_curve.empty()) {
+        first_order_curve = ref;
+      } else {
+        double across = 0;
+        for (std::size_t e = 0; e < ref.size(); ++e) {
+          across = std::max(
+              across, std::abs(ref[e] - first_order_curve[e]) / std::abs(first_order_curve[e]));
+        }
+        if (rank == 0) {
+          std::printf("  the loss curve agrees with the %s run's to %.2e (relative)\n",
+                      keys.front().first.c_str(), across);
+        }
+        disagree = std::max(disagree, across);
+      }
+      if (o.agree > 0 && disagree > o.agree) {
+        if (rank == 0) std::printf("  FAILED: the loss curves differ by more than %.1e\n", o.agree);
+        status = 1;
+      }
+    }  // variant
   }
   // The loss curve of the first order, mode and round: written for another run to compare with,
   // or compared with another run's (rank 0 reads; every rank returns the verdict).
-  const std::vector<double>& curve = all[o.orders.front()][o.modes.front()].curves.front();
+  const std::vector<double>& curve = all[keys.front().first][o.modes.front()].curves.front();
   if (!o.curve_out.empty() && rank == 0) {
     std::FILE* f = std::fopen(o.curve_out.c_str(), "w");
     if (f == nullptr) throw std::runtime_error("cannot write " + o.curve_out);
@@ -1013,8 +1283,35 @@ int run(const Options& o, int rank) {
     MPI_Bcast(&agrees, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (!agrees) status = 1;
   }
+  // Every order side by side: the locality figure and the time per steady epoch, per mode.
+  if (rank == 0 && all.size() >= 2) {
+    std::printf(
+        "\norders (and local forward variants) side by side (ghosts: distinct remote rows "
+        "fetched by a forward product, summed over ranks; epoch: median ms):\n  %-20s %10s %13s "
+        "%11s %12s %7s",
+        "run", "relabel ms", "ghosts (A+I)", "remote nnz", "ghosts/epoch", "dense%");
+    for (CommMode mode : o.modes) std::printf(" %19s", netsparse::to_string(mode));
+    std::printf("\n");
+    for (const auto& [key, order] : keys) {
+      std::vector<double> g, dense;
+      for (const auto& t : all[key][o.modes.front()].epochs) {
+        g.push_back(t.ghosts);
+        dense.push_back(t.local_nnz > 0 ? 100 * t.dense_nnz / t.local_nnz : 0);
+      }
+      std::printf("  %-20s %10.2f %13.0f %11.0f %12.0f %6.1f%%", key.c_str(),
+                  permute_seconds.count(order) ? permute_seconds[order] * 1e3 : 0.0,
+                  whole_graph_locality[order].first, whole_graph_locality[order].second, median(g),
+                  median(dense));
+      for (CommMode mode : o.modes) {
+        std::vector<double> v;
+        for (const auto& t : all[key][mode].epochs) v.push_back(t.total);
+        std::printf(" %19.2f", median(v) * 1e3);
+      }
+      std::printf("\n");
+    }
+  }
   // Reordering: own vs random, per mode.
-  if (rank == 0 && all.size() == 2) {
+  if (rank == 0 && all.count("own") && all.count("random")) {
     std::printf(
         "\nreordering (random relabelling vs the graph's own order; relabelling cost "
         "%.2f ms, %.2f epochs of netsparse in its own order):\n",

@@ -14,7 +14,7 @@ main_pkgs=(
   libibverbs-dev rdma-core ibverbs-providers
   libopenmpi-dev openmpi-bin
   libeigen3-dev libbenchmark-dev zlib1g-dev
-  libcli11-dev nlohmann-json3-dev libmetis-dev
+  libcli11-dev nlohmann-json3-dev libmetis-dev libblas-dev libopenblas0-openmp
 )
 
 pkgs=(
@@ -35,6 +35,9 @@ pkgs=(
   # an optimized BLAS behind Debian's libblas.so.3 alternative (numpy, torch and PETSc call it):
   # the default reference BLAS makes torch's thin matmuls ~10x slower (measured in the GCN)
   libopenblas0-openmp
+  # CBLAS (cblas.h, libblas.so) for the dense tiles of the local SpMM and the GCN's X W
+  # (lib/kernels/dense_tiles.cpp); at run time libblas.so.3 is the alternative above
+  libblas-dev
   xz-utils zstd
 )
 if [[ " $* " == *" --main "* ]]; then

@@ -17,6 +17,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "netsparse/dist_matrix.hpp"
@@ -39,5 +41,31 @@ struct PartitionedMatrix {
 
 [[nodiscard]] PartitionedMatrix partition_with_metis(const DistMatrix& a,
                                                      const GraphPartitionOptions& options = {});
+
+// Locality orderings of a graph (GNN locality, docs/benchmarks.md "GCN locality"): a symmetric
+// renumbering P A P^T chosen for fewer remote rows and nearer neighbours.
+//   rcm        reverse Cuthill-McKee of A + A^T (bandwidth reduction) on rank 0; the row blocks
+//              keep their sizes, so each rank's rows become one band of the RCM order
+//   metis      = partition_with_metis: each rank's rows are one METIS k-way part (the fewest
+//              edges between ranks), a part's rows in their old relative order
+//   metis-rcm  the METIS parts, each part's rows in the RCM order of the whole graph (the cut
+//              of metis and, inside a rank, RCM's nearness)
+enum class GraphOrdering { rcm, metis, metis_rcm };
+// "rcm", "metis", "metis-rcm"; anything else throws std::invalid_argument naming the known ones.
+[[nodiscard]] GraphOrdering parse_graph_ordering(std::string_view name);
+[[nodiscard]] const char* to_string(GraphOrdering ordering);
+
+// The graph renumbered by `ordering` (collective; `options` apply to the METIS orderings).
+// Errors as partition_with_metis; every rank must pass the same ordering. `edge_cut` is METIS'
+// (0 for rcm); `partition_seconds` is the ordering's computation on rank 0.
+[[nodiscard]] PartitionedMatrix reorder_graph(const DistMatrix& a, GraphOrdering ordering,
+                                              const GraphPartitionOptions& options = {});
+
+// A caller's symmetric permutation: old row r becomes row new_of_old[r]; the row blocks keep
+// their sizes. Every rank passes the whole permutation (n entries, the same on every rank,
+// agreed by a digest). Throws std::invalid_argument on every rank for a wrong length, an entry
+// outside [0, n), a repeated entry or a rectangular matrix.
+[[nodiscard]] PartitionedMatrix permute_graph(const DistMatrix& a,
+                                              std::span<const gidx_t> new_of_old);
 
 }  // namespace netsparse
