@@ -6,10 +6,12 @@
 
 #include <Eigen/Dense>
 #include <Eigen/Sparse>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <tuple>
+#include <type_traits>
 
 #include "netsparse/autotune.hpp"
 #include "netsparse/local_kernels.hpp"
@@ -354,6 +356,64 @@ TEST(KernelsStreaming, StreamedOutputMatchesReference) {
   set_kernel_isa(supported_kernel_isas().front());
   set_spmm_streaming_threshold_bytes(-1);
   EXPECT_EQ(spmm_streaming_threshold_bytes(), default_threshold);
+}
+
+// SpMV's y = A*x clears a row panel's rows without a run inside the tile walk when the panel has
+// a single tile (no separate scan of the run rows): rows without a run at a panel's start, in
+// its middle, at its end, a whole empty panel and a short last panel, in f32 and f64, on every
+// instruction-set variant, with one and with several tiles per panel. The values are small
+// integers, so every sum is exact and the result must equal the reference bit for bit; y starts
+// as NaN, so a row left unwritten fails.
+template <class T>
+void expect_spmv_store_clears_rows_without_a_run() {
+  // 23 rows in panels of 4: [0, 4) rows 1-2, [4, 8) empty, [8, 12) rows 8 and 11, [12, 16) all,
+  // [16, 20) row 19, [20, 23) row 20.
+  const std::vector<gidx_t> rows_with_entries = {1, 2, 8, 11, 12, 13, 14, 15, 19, 20};
+  CsrMatrix csr;
+  csr.n_rows = csr.n_rows_global = 23;
+  csr.n_cols = 11;
+  csr.row_ptr.assign(1, 0);
+  for (gidx_t r = 0; r < csr.n_rows; ++r) {
+    if (std::find(rows_with_entries.begin(), rows_with_entries.end(), r) !=
+        rows_with_entries.end()) {
+      for (gidx_t c = r % 3; c < csr.n_cols; c += 1 + r % 4) {
+        csr.col_idx.push_back(c);
+        csr.values.push_back(static_cast<double>((r + 2 * c) % 7) - 3.0);
+      }
+    }
+    csr.row_ptr.push_back(static_cast<std::int64_t>(csr.col_idx.size()));
+  }
+  std::vector<T> x(static_cast<std::size_t>(csr.n_cols));
+  for (gidx_t c = 0; c < csr.n_cols; ++c) x[c] = static_cast<T>(c % 5) - T(2);
+  std::vector<T> want(static_cast<std::size_t>(csr.n_rows), T(0));
+  for (gidx_t r = 0; r < csr.n_rows; ++r)
+    for (std::int64_t j = csr.row_ptr[r]; j < csr.row_ptr[r + 1]; ++j)
+      want[r] += static_cast<T>(csr.values[j]) * x[csr.col_idx[j]];
+  const ScalarType scalar = std::is_same_v<T, float> ? ScalarType::f32 : ScalarType::f64;
+  const std::string original = active_kernel_isa();
+  for (const std::string& isa : supported_kernel_isas()) {
+    set_kernel_isa(isa);
+    for (const gidx_t col_panel : {gidx_t{0}, gidx_t{4}}) {  // one tile per panel, several
+      const TiledMatrix a(csr, TileConfig{4, col_panel, false, 1}, scalar);
+      for (const int threads : {1, 2}) {
+        omp_set_num_threads(threads);
+        std::vector<T> y(want.size(), std::numeric_limits<T>::quiet_NaN());
+        spmv(a, BasicDenseConstView<T>{x.data(), 0, 1, csr.n_cols}, y.data(), false);
+        for (gidx_t r = 0; r < csr.n_rows; ++r) {
+          EXPECT_EQ(y[r], want[r])
+              << isa << " CP " << col_panel << " threads " << threads << " row " << r;
+        }
+      }
+    }
+  }
+  set_kernel_isa(original);
+}
+
+TEST(SpmvStore, ClearsTheRowsWithoutARunF32) {
+  expect_spmv_store_clears_rows_without_a_run<float>();
+}
+TEST(SpmvStore, ClearsTheRowsWithoutARunF64) {
+  expect_spmv_store_clears_rows_without_a_run<double>();
 }
 
 // Every instruction-set variant this CPU runs gives the reference result for every K class.
