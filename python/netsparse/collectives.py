@@ -16,6 +16,7 @@ PyTorch CPU tensors.
     r = c.allgather_start(x, y); ...; r.wait() # non-blocking all-gather (prefetch)
     b = GatherBuffers(c, shards)               # parameter buffering: two gather buffers, the
     full = b.gather(i, next=i + 1)             #   next layer's all-gather in flight meanwhile
+    b.progress(); b.invalidate()               #   (test it while computing; shards changed)
     idx, v = c.sparse_allreduce(n, idx, v)     # sum of every rank's (indices, values): ascending
                                                # indices, or idx None and v the n dense values
     c.hierarchical, c.inter_host_bytes         # hierarchical allreduce? bytes to other hosts (last call)
@@ -214,6 +215,21 @@ class GatherBuffers:
             self._pending = None
             req.wait()
             self._held[b] = layer
+
+    def progress(self):
+        """Tests the prefetch in flight once; True when none is left. The library moves data
+        only inside its calls: a compute loop calling this now and then lets the prefetch's
+        packets be received while it computes (the time counts in wait_seconds)."""
+        if self._pending is None:
+            return True
+        t0 = _time.perf_counter()
+        b, layer, req = self._pending
+        finished = req.test()
+        if finished:
+            self._pending = None
+            self._held[b] = layer
+        self.wait_seconds += _time.perf_counter() - t0
+        return finished
 
     def _check_layer(self, layer, name):
         if not isinstance(layer, int) or not 0 <= layer < len(self._shards):
