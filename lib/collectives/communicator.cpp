@@ -427,7 +427,8 @@ std::size_t Communicator::in_flight() const noexcept {
                     [](const auto& r) { return !r.second->done && !r.second->failed; }));
 }
 
-std::uint32_t Communicator::start_dense(wire::Collective kind, const AllreduceArgs& a) {
+std::uint32_t Communicator::start_dense(wire::Collective kind, const AllreduceArgs& a,
+                                        bool send_now) {
   if (broken()) throw CollectiveError(Failure::kBroken, "communicator broken earlier: " + broken_);
   // The in-flight limit: progress the outstanding operations until one more may start.
   const auto limit = static_cast<std::size_t>(std::max(1, options_.max_in_flight));
@@ -439,12 +440,12 @@ std::uint32_t Communicator::start_dense(wire::Collective kind, const AllreduceAr
   requests_.emplace(id, std::move(op));
   // One round now: without it nothing leaves before the caller's next call on the
   // communicator, and a prefetch started before a layer's compute would overlap nothing.
-  progress_once();
+  if (send_now) progress_once();
   return id;
 }
 
 std::uint32_t Communicator::start_allreduce(const AllreduceArgs& a) {
-  return start_dense(wire::Collective::kDense, a);
+  return start_dense(wire::Collective::kDense, a, /*send_now=*/false);
 }
 
 std::uint32_t Communicator::start_allgather(const void* send, void* recv, std::uint64_t count,
@@ -454,7 +455,7 @@ std::uint32_t Communicator::start_allgather(const void* send, void* recv, std::u
   a.recv = recv;
   a.count = count;
   a.dtype = dtype;
-  return start_dense(wire::Collective::kAllgather, a);
+  return start_dense(wire::Collective::kAllgather, a, /*send_now=*/true);
 }
 
 bool Communicator::test(std::uint32_t id) {

@@ -259,10 +259,12 @@ class Communicator {
   std::unique_ptr<Op> make_dense(wire::Collective kind, const AllreduceArgs& args,
                                  Algorithm* algorithm);
   Algorithm dense_collective(wire::Collective kind, const AllreduceArgs& args);
-  // A non-blocking operation of the dense family: waits for room under the in-flight limit,
-  // starts it as a request and runs one driver round (its descriptor and first blocks leave now,
-  // so the peers' data can arrive while the caller computes).
-  std::uint32_t start_dense(wire::Collective kind, const AllreduceArgs& args);
+  // A non-blocking operation of the dense family: waits for room under the in-flight limit and
+  // starts it as a request; with send_now (the all-gather: a prefetch) one driver round runs
+  // before it returns, so its descriptor and first blocks leave before the caller computes.
+  // (The allreduce keeps its start free of transport work: a peer found dead then fails its
+  // requests at test / wait, not the starts after it.)
+  std::uint32_t start_dense(wire::Collective kind, const AllreduceArgs& args, bool send_now);
 
   std::unique_ptr<transport::Transport> transport_;
   Options options_;
