@@ -25,6 +25,7 @@ The example checks itself (exit 1 and a FAIL line otherwise):
     and the final parameters agree to --tolerance (relative to the largest parameter); prefetch
     on and off give the same bits (the same arithmetic, only the timing moves).
 
+The modes run interleaved (one iteration of each in turn), so their times are side by side.
 Printed (rank 0): per iteration the loss and, for prefetch on and off side by side, the time in
 the all-gathers (waits, blocking gathers, starts: communication not hidden), the compute and the
 reduce-scatters, then the medians and the time per iteration with and without prefetch.
@@ -124,7 +125,8 @@ def layer_forward(h, full, fan_in, fan_out, poll):
 
 
 def train(args, coll, mode):
-    """One training run; returns (losses, final full parameters, per-iteration timings)."""
+    """One training run, a generator stepping one iteration per next(); its return value is
+    (losses, final full parameters, per-iteration timings)."""
     sizes, P = args.sizes, coll.size
     L = len(sizes) - 1
     full0 = initial_parameters(sizes, args.seed, args.dtype)
@@ -201,6 +203,7 @@ def train(args, coll, mode):
         gather = bufs.wait_seconds if sharded else 0.0
         losses.append(comm.allreduce(loss) / P)
         timings.append((gather, total - gather - rs.seconds, rs.seconds, total))
+        yield  # the modes take turns, one iteration each (the same load for all)
     if sharded:
         final = []
         for s, f in zip(shards, full0):
@@ -217,7 +220,16 @@ def main():
     torch.manual_seed(args.seed)
     coll = Collectives(comm, timeout_ms=60000)
     modes = ["prefetch", "no-prefetch", "dataparallel"] if args.mode == "all" else [args.mode]
-    runs = {m: train(args, coll, m) for m in modes}
+    # Interleaved: iteration k of every mode before iteration k + 1 of any, so the machine's
+    # load drifts alike under each (every rank steps the modes in the same order).
+    steps, runs = {m: train(args, coll, m) for m in modes}, {}
+    while steps:
+        for m in list(steps):
+            try:
+                next(steps[m])
+            except StopIteration as done:
+                runs[m] = done.value
+                del steps[m]
     failed = []
     ms = lambda s: f"{1e3 * s:8.3f}"
     if rank == 0 and not args.quiet:
