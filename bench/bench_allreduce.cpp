@@ -15,7 +15,8 @@
 // doubling with densification, sparcml_allreduce.hpp), checked against MPI's sum and ours.
 // Dense also runs a ring allreduce over MPI point-to-point (reduce-scatter then
 // all-gather around the ring, Flare's baseline). Family (every size): ns_reduce, ns_bcast,
-// ns_allgather and ns_reduce_scatter beside MPI_Reduce, MPI_Bcast, MPI_Allgather and
+// ns_allgather (blocking, and ns_allgather_start + ns_coll_wait beside MPI_Iallgather + MPI_Wait)
+// and ns_reduce_scatter beside MPI_Reduce, MPI_Bcast, MPI_Allgather and
 // MPI_Reduce_scatter_block (the size is the whole vector: all-gather and reduce-scatter move
 // size / P per rank), and ns_barrier beside MPI_Barrier. Concurrent: --concurrent non-blocking
 // allreduces of --concurrent-mib each outstanding at once, against one blocking allreduce of
@@ -351,6 +352,21 @@ void run_family(Job& job, const Args& args, std::vector<Record>& records) {
          [&] { MPI_Allgather(in.data(), np, MPI_FLOAT, ref.data(), np, MPI_FLOAT, mpi_comm); },
          [&] {
            check(ns_allgather(coll, in.data(), out.data(), part, NS_DTYPE_FP32), "ns_allgather");
+         },
+         [&] { return std::memcmp(out.data(), ref.data(), count * 4) == 0; }},
+        // The non-blocking all-gather started and waited for at once (its cost over the
+        // blocking call: the request, one more driver round), beside MPI_Iallgather + MPI_Wait.
+        {"allgather_start",
+         [&] {
+           MPI_Request r;
+           MPI_Iallgather(in.data(), np, MPI_FLOAT, ref.data(), np, MPI_FLOAT, mpi_comm, &r);
+           MPI_Wait(&r, MPI_STATUS_IGNORE);
+         },
+         [&] {
+           ns_coll_request* r = nullptr;
+           check(ns_allgather_start(coll, in.data(), out.data(), part, NS_DTYPE_FP32, &r),
+                 "ns_allgather_start");
+           check(ns_coll_wait(&r), "ns_coll_wait");
          },
          [&] { return std::memcmp(out.data(), ref.data(), count * 4) == 0; }},
         {"reduce_scatter",

@@ -11,6 +11,7 @@
  *   ns_allgather(coll, send, recv, sendcount, dtype)
  *   ns_barrier(coll)
  *   ns_allreduce_start(coll, send, recv, count, dtype, op, params, &req)   non-blocking
+ *   ns_allgather_start(coll, send, recv, sendcount, dtype, &req)           non-blocking
  *   ns_coll_test(&req, &done) / ns_coll_wait(&req)
  *   ns_coll_close(coll)
  *
@@ -153,6 +154,12 @@ typedef struct ns_coll_request ns_coll_request;
 ns_status_t ns_allreduce_start(ns_coll* coll, const void* send, void* recv, uint64_t count,
                                int dtype, int op, const struct ns_allreduce_params* params,
                                ns_coll_request** req);
+/* Non-blocking ns_allgather (prefetch: the next partition's data gathered while this one
+ * computes), the same requests, in-flight limit and ordering rules as ns_allreduce_start; send
+ * and recv stay valid, send unchanged and recv unread, until the request completes. The bits
+ * are MPI_Allgather's (copies only). */
+ns_status_t ns_allgather_start(ns_coll* coll, const void* send, void* recv, uint64_t sendcount,
+                               int dtype, ns_coll_request** req);
 /* Progresses the communicator once. *done = 1 when the operation has completed: the request is
  * freed, *req set to NULL, and the operation's status returned (NS_OK, or its failure). *done =
  * 0: NS_OK, test again later. */

@@ -49,7 +49,8 @@ struct SparseVector {
   std::vector<T> values;
 };
 
-// A started non-blocking allreduce (Collectives::allreduce_start). test() / wait() complete it
+// A started non-blocking allreduce or all-gather (Collectives::allreduce_start,
+// allgather_start). test() / wait() complete it
 // (and throw its failure); destroying a request not completed waits for it, ignoring failure.
 class CollRequest {
  public:
@@ -167,6 +168,17 @@ class Collectives {
       throw Error(NS_ERR_INVALID, "allgather: recv must hold size() * send.size() elements");
     detail::check(ns_allgather(h_.get(), send.data(), recv.data(), send.size(), dtype_of<T>()),
                   "ns_allgather");
+  }
+  // Non-blocking allgather (recv: size() * send.size() elements); test() / wait() the request.
+  template <class T>
+  CollRequest allgather_start(std::span<const T> send, std::span<T> recv) {
+    if (recv.size() != send.size() * static_cast<std::size_t>(size()))
+      throw Error(NS_ERR_INVALID, "allgather_start: recv must hold size() * send.size() elements");
+    ns_coll_request* r = nullptr;
+    detail::check(
+        ns_allgather_start(h_.get(), send.data(), recv.data(), send.size(), dtype_of<T>(), &r),
+        "ns_allgather_start");
+    return CollRequest(r);
   }
   void barrier() { detail::check(ns_barrier(h_.get()), "ns_barrier"); }
 

@@ -41,7 +41,7 @@ struct ns_sparse_result {
 };
 struct ns_coll_request {
   ns_coll* coll;
-  std::uint32_t id;  // the operation number (Communicator::start_allreduce)
+  std::uint32_t id;  // the operation number (Communicator::start_dense)
 };
 
 namespace {
@@ -332,22 +332,45 @@ ns_status_t ns_barrier(ns_coll* coll) {
                     });
 }
 
-ns_status_t ns_allreduce_start(ns_coll* coll, const void* send, void* recv, uint64_t count,
-                               int dtype, int op, const ns_allreduce_params* params,
-                               ns_coll_request** req) {
-  const char* call = "ns_allreduce_start";
+}  // extern "C"
+
+namespace {
+// A started non-blocking operation of the family (start: the Communicator's start_*) as a
+// request handle the caller tests or waits for.
+template <class Start>
+ns_status_t start_request(const char* call, ns_coll* coll, const cl::AllreduceArgs& a,
+                          const ns_allreduce_params* params, ns_coll_request** req, Start start) {
   if (req == nullptr) return fail(call, NS_ERR_INVALID, "req is NULL");
   *req = nullptr;
-  cl::AllreduceArgs a{.send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
   return dense_call(call, coll, a, params, [&](cl::Communicator& c, const auto& x) {
     auto r = std::make_unique<ns_coll_request>();
     r->coll = coll;
-    r->id = c.start_allreduce(x);
+    r->id = start(c, x);
     coll->requests.insert(r.get());
     *req = r.release();
     add_live(*req);
     return -1;  // chosen per operation; ns_coll_last_algorithm is the blocking calls'
   });
+}
+}  // namespace
+
+extern "C" {
+
+ns_status_t ns_allreduce_start(ns_coll* coll, const void* send, void* recv, uint64_t count,
+                               int dtype, int op, const ns_allreduce_params* params,
+                               ns_coll_request** req) {
+  cl::AllreduceArgs a{.send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
+  return start_request("ns_allreduce_start", coll, a, params, req,
+                       [](cl::Communicator& c, const auto& x) { return c.start_allreduce(x); });
+}
+
+ns_status_t ns_allgather_start(ns_coll* coll, const void* send, void* recv, uint64_t sendcount,
+                               int dtype, ns_coll_request** req) {
+  cl::AllreduceArgs a{.send = send, .recv = recv, .count = sendcount, .dtype = dtype};
+  return start_request("ns_allgather_start", coll, a, nullptr, req,
+                       [](cl::Communicator& c, const auto& x) {
+                         return c.start_allgather(x.send, x.recv, x.count, x.dtype);
+                       });
 }
 
 namespace {

@@ -427,17 +427,35 @@ std::size_t Communicator::in_flight() const noexcept {
                     [](const auto& r) { return !r.second->done && !r.second->failed; }));
 }
 
-std::uint32_t Communicator::start_allreduce(const AllreduceArgs& a) {
+std::uint32_t Communicator::start_dense(wire::Collective kind, const AllreduceArgs& a,
+                                        bool send_now) {
   if (broken()) throw CollectiveError(Failure::kBroken, "communicator broken earlier: " + broken_);
   // The in-flight limit: progress the outstanding operations until one more may start.
   const auto limit = static_cast<std::size_t>(std::max(1, options_.max_in_flight));
   drive([&] { return in_flight() < limit; });
   Algorithm algo = Algorithm::kAuto;
-  std::unique_ptr<Op> op = make_dense(wire::Collective::kDense, a, &algo);
+  std::unique_ptr<Op> op = make_dense(kind, a, &algo);
   start(*op);
   const std::uint32_t id = op->seq;
   requests_.emplace(id, std::move(op));
+  // One round now: without it nothing leaves before the caller's next call on the
+  // communicator, and a prefetch started before a layer's compute would overlap nothing.
+  if (send_now) progress_once();
   return id;
+}
+
+std::uint32_t Communicator::start_allreduce(const AllreduceArgs& a) {
+  return start_dense(wire::Collective::kDense, a, /*send_now=*/false);
+}
+
+std::uint32_t Communicator::start_allgather(const void* send, void* recv, std::uint64_t count,
+                                            int dtype) {
+  AllreduceArgs a;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.dtype = dtype;
+  return start_dense(wire::Collective::kAllgather, a, /*send_now=*/true);
 }
 
 bool Communicator::test(std::uint32_t id) {

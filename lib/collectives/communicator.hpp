@@ -214,6 +214,9 @@ class Communicator {
   // starts the same operations in the same order (blocking ones in between count too); they
   // progress whenever any call of this communicator runs and may complete in any order.
   std::uint32_t start_allreduce(const AllreduceArgs& args);
+  // Non-blocking all-gather (allgather's arguments), the same requests as start_allreduce: the
+  // dissertation's prefetch, the next partition's parameters gathered while this one computes.
+  std::uint32_t start_allgather(const void* send, void* recv, std::uint64_t count, int dtype);
   // Progresses every outstanding operation once; true once `id` completed. A completed or
   // failed operation's id is released (its failure is thrown here, as the blocking call would).
   bool test(std::uint32_t id);
@@ -256,6 +259,12 @@ class Communicator {
   std::unique_ptr<Op> make_dense(wire::Collective kind, const AllreduceArgs& args,
                                  Algorithm* algorithm);
   Algorithm dense_collective(wire::Collective kind, const AllreduceArgs& args);
+  // A non-blocking operation of the dense family: waits for room under the in-flight limit and
+  // starts it as a request; with send_now (the all-gather: a prefetch) one driver round runs
+  // before it returns, so its descriptor and first blocks leave before the caller computes.
+  // (The allreduce keeps its start free of transport work: a peer found dead then fails its
+  // requests at test / wait, not the starts after it.)
+  std::uint32_t start_dense(wire::Collective kind, const AllreduceArgs& args, bool send_now);
 
   std::unique_ptr<transport::Transport> transport_;
   Options options_;

@@ -13,6 +13,10 @@ PyTorch CPU tensors.
     z = c.reduce_scatter(x)                    # x.shape[0] divisible by size: this rank's share
     c.barrier()
     r = c.allreduce_start(x); ...; r.wait()    # non-blocking; several outstanding, any order
+    r = c.allgather_start(x, y); ...; r.wait() # non-blocking all-gather (prefetch)
+    b = GatherBuffers(c, shards)               # parameter buffering: two gather buffers, the
+    full = b.gather(i, next=i + 1)             #   next layer's all-gather in flight meanwhile
+    b.progress(); b.invalidate()               #   (test it while computing; shards changed)
     idx, v = c.sparse_allreduce(n, idx, v)     # sum of every rank's (indices, values): ascending
                                                # indices, or idx None and v the n dense values
     c.hierarchical, c.inter_host_bytes         # hierarchical allreduce? bytes to other hosts (last call)
@@ -37,11 +41,13 @@ netsparse.Error (NS_ERR_TRANSPORT or NS_ERR_TIMEOUT after timeout_ms); the commu
 broken. Every rank must call the same collectives in the same order.
 """
 
+import time as _time
+
 import numpy as _np
 
 from . import _netsparse
 
-__all__ = ["Collectives", "CollRequest"]
+__all__ = ["Collectives", "CollRequest", "GatherBuffers"]
 
 CollRequest = _netsparse.CollRequest
 
@@ -148,3 +154,116 @@ class Collectives:
         must stay untouched until it completes (the request keeps them alive)."""
         req, _ = self._wrap(self._c.allreduce_start, send, recv, op=op, reproducible=reproducible)
         return req
+
+    def allgather_start(self, send, recv=None):
+        """Starts a non-blocking all-gather (recv: size * send.size elements, made when None);
+        returns a CollRequest whose wait() gives recv. send must stay unchanged and recv unread
+        until it completes (the request keeps them alive)."""
+        req, _ = self._wrap(self._c.allgather_start, send, recv)
+        return req
+
+
+class GatherBuffers:
+    """Parameter buffering for sharded data parallelism (the dissertation's prefetch): each
+    rank holds a shard of every layer's parameters (shards[i], 1-D, one dtype, numpy arrays or
+    CPU torch tensors); gather(i, next=j) returns layer i's full parameters (size * len(shards[i])
+    elements: rank r's shard at [r * len, (r + 1) * len)) and, with prefetch, starts layer j's
+    all-gather into the other of two buffers, so that it travels while layer i computes.
+
+    The array returned stays valid until the next gather() call (that call may start a
+    prefetch into it). A layer still held in a buffer is returned without communication (the
+    last layer of the forward pass is the first of the backward); after the shards change
+    (the optimizer step) call invalidate(). A shard must not change while its prefetch is in
+    flight (invalidate() waits for it). With prefetch=False, `next` is ignored and every
+    gather is the blocking all-gather. wait_seconds accumulates the time spent inside gather()
+    (waits, blocking gathers and the prefetch's start: the communication not hidden)."""
+
+    def __init__(self, coll, shards, prefetch=True):
+        self._coll = coll
+        self._shards = list(shards)
+        self.prefetch = bool(prefetch)
+        if not self._shards:
+            raise ValueError("GatherBuffers: shards is empty")
+        first = self._shards[0]
+        self._torch = type(first).__module__.split(".")[0] == "torch"
+        for i, s in enumerate(self._shards):
+            if (type(s).__module__.split(".")[0] == "torch") != self._torch:
+                raise ValueError(f"GatherBuffers: shards[{i}] mixes numpy and torch")
+            if s.dtype != first.dtype:
+                raise ValueError(f"GatherBuffers: shards[{i}] has dtype {s.dtype}, "
+                                 f"shards[0] {first.dtype}")
+            if len(s.shape) != 1:
+                raise ValueError(f"GatherBuffers: shards[{i}] must be 1-D, has shape "
+                                 f"{tuple(s.shape)}")
+        n = max(int(s.shape[0]) for s in self._shards) * coll.size
+        if self._torch:
+            import torch
+            self._buf = [torch.empty(n, dtype=first.dtype) for _ in range(2)]
+        else:
+            self._buf = [_np.empty(n, dtype=first.dtype) for _ in range(2)]
+        self._held = [None, None]  # the layer whose complete parameters each buffer holds
+        self._pending = None  # (buffer, layer, request) of the prefetch in flight
+        self._last = 1  # the buffer the last gather() returned (in use by the caller)
+        self.wait_seconds = 0.0
+
+    def _view(self, b, layer):
+        return self._buf[b][: int(self._shards[layer].shape[0]) * self._coll.size]
+
+    def _finish_pending(self):
+        if self._pending is not None:
+            b, layer, req = self._pending
+            self._pending = None
+            req.wait()
+            self._held[b] = layer
+
+    def progress(self):
+        """Tests the prefetch in flight once; True when none is left. The library moves data
+        only inside its calls: a compute loop calling this now and then lets the prefetch's
+        packets be received while it computes (the time counts in wait_seconds)."""
+        if self._pending is None:
+            return True
+        t0 = _time.perf_counter()
+        b, layer, req = self._pending
+        finished = req.test()
+        if finished:
+            self._pending = None
+            self._held[b] = layer
+        self.wait_seconds += _time.perf_counter() - t0
+        return finished
+
+    def _check_layer(self, layer, name):
+        if not isinstance(layer, int) or not 0 <= layer < len(self._shards):
+            raise ValueError(f"GatherBuffers.gather: {name} must be a layer in "
+                             f"[0, {len(self._shards)}), got {layer!r}")
+
+    def gather(self, layer, next=None):
+        """Layer `layer`'s full parameters; starts `next`'s all-gather (prefetch) if given."""
+        self._check_layer(layer, "layer")
+        if next is not None:
+            self._check_layer(next, "next")
+        t0 = _time.perf_counter()
+        if self._pending is not None and self._pending[1] == layer:
+            self._finish_pending()
+        if layer in self._held:
+            b = self._held.index(layer)
+        else:
+            self._finish_pending()  # a prefetch of another layer: its buffer is needed
+            b = 1 - self._last
+            self._held[b] = None
+            self._coll.allgather(self._shards[layer], self._view(b, layer))
+            self._held[b] = layer
+        spare = 1 - b
+        if self.prefetch and next is not None and next != layer and self._held[spare] != next:
+            if self._pending is None or self._pending[1] != next:
+                self._finish_pending()  # in flight into the spare buffer: let it land first
+                self._held[spare] = None
+                req = self._coll.allgather_start(self._shards[next], self._view(spare, next))
+                self._pending = (spare, next, req)
+        self._last = b
+        self.wait_seconds += _time.perf_counter() - t0
+        return self._view(b, layer)
+
+    def invalidate(self):
+        """Forget the buffers' contents (the shards changed); waits for a prefetch in flight."""
+        self._finish_pending()
+        self._held = [None, None]

@@ -350,6 +350,8 @@ class PyCollectives {
   std::unique_ptr<PyRequest> allreduce_start(py::handle send, py::object recv,
                                              const std::string& op, bool reproducible,
                                              const std::string& given);
+  std::unique_ptr<PyRequest> allgather_start(py::handle send, py::object recv,
+                                             const std::string& given);
 
  private:
   // Indices: a 1-D C-contiguous numpy array of uint64 or int64 (a negative one is out of range).
@@ -406,7 +408,7 @@ class PyCollectives {
   int rank_ = 0, size_ = 1;
 };
 
-// A started non-blocking allreduce; keeps its arrays alive until it completes.
+// A started non-blocking allreduce or all-gather; keeps its arrays alive until it completes.
 class PyRequest {
  public:
   PyRequest(CollRequest r, py::object send, py::object recv)
@@ -459,11 +461,37 @@ std::unique_ptr<PyRequest> PyCollectives::allreduce_start(py::handle send, py::o
                                      out);
 }
 
+// As allgather (recv made when None), started: the request keeps send and recv alive.
+std::unique_ptr<PyRequest> PyCollectives::allgather_start(py::handle send, py::object recv,
+                                                          const std::string& given) {
+  ns_coll* h = handle();
+  std::string problem = first_problem({given, check_operand(send, "send", false)});
+  if (problem.empty() && recv.is_none()) {
+    const py::array s = as_array(send);
+    std::vector<py::ssize_t> shape{size_};
+    for (py::ssize_t d = 0; d < s.ndim(); ++d) shape.push_back(s.shape(d));
+    recv = py::array(s.dtype(), shape);
+  }
+  if (problem.empty()) problem = check_operand(recv, "recv", true);
+  if (problem.empty()) problem = whole_of(send, recv, "recv");
+  agree_on_arguments(agree_, problem);
+  py::array s = as_array(send), r = as_array(recv);
+  void* rp = r.mutable_data();
+  const int dt = dtype_code(s.dtype());
+  ns_coll_request* req = nullptr;
+  call_without_gil("ns_allgather_start", [&] {
+    return ns_allgather_start(h, s.data(), rp, static_cast<std::uint64_t>(s.size()), dt, &req);
+  });
+  return std::make_unique<PyRequest>(CollRequest(req), py::reinterpret_borrow<py::object>(send),
+                                     recv);
+}
+
 }  // namespace
 
 void bind_collectives(py::module_& m) {
-  py::class_<PyRequest>(m, "CollRequest",
-                        "A started non-blocking allreduce: test() / wait() complete it.")
+  py::class_<PyRequest>(
+      m, "CollRequest",
+      "A started non-blocking allreduce or all-gather: test() / wait() complete it.")
       .def("test", &PyRequest::test,
            "Progresses the communicator once; True once complete (raises its failure).")
       .def("wait", &PyRequest::wait, "Waits for completion (raises its failure); the result.")
@@ -497,7 +525,9 @@ void bind_collectives(py::module_& m) {
       .def("barrier", &PyCollectives::barrier)
       .def("allreduce_start", &PyCollectives::allreduce_start, py::arg("send"),
            py::arg("recv") = py::none(), py::arg("op") = "sum", py::arg("reproducible") = false,
-           py::arg("problem") = "");
+           py::arg("problem") = "")
+      .def("allgather_start", &PyCollectives::allgather_start, py::arg("send"),
+           py::arg("recv") = py::none(), py::arg("problem") = "");
 }
 
 }  // namespace netsparse::python

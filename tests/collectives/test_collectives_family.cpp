@@ -534,3 +534,41 @@ TEST(NonBlocking, DeadPeerFailsEveryOutstandingOperation) {
       [&](tr::InprocFabric& f) { f.kill(2, tr::FailureVisibility::kReported); });
   expect_all_ok(o);
 }
+
+// Non-blocking all-gathers with random receive delays, several outstanding, mixed with
+// allreduces, waited for in an order of each rank's own: every one the rank-order concatenation.
+TEST(NonBlocking, AllgathersAndAllreducesOutstandingTogetherUnderDelays) {
+  const auto o = run_ranks(
+      3,
+      [](int r, Communicator& c) {
+        constexpr int kOps = 6;
+        std::vector<std::vector<double>> mine(kOps), all(kOps);
+        std::vector<float> ones(2500, 1.0f), sum(2500);
+        std::vector<std::uint32_t> ids;
+        for (int k = 0; k < kOps; ++k) {
+          const std::size_t n = 100 + 997 * static_cast<std::size_t>(k);
+          mine[k].resize(n);
+          for (std::size_t i = 0; i < n; ++i) mine[k][i] = 1000.0 * r + static_cast<double>(i);
+          all[k].assign(3 * n, -1.0);
+          ids.push_back(c.start_allgather(mine[k].data(), all[k].data(), n,
+                                          static_cast<int>(DataType::kFp64)));
+          if (k == 1)
+            ids.push_back(c.start_allreduce(
+                args(ones.data(), sum.data(), 2500, DataType::kFp32, ReduceOp::kSum)));
+        }
+        for (int n = 0, k = r % kOps; n < kOps; ++n, k = (k + 5) % kOps)
+          c.wait(ids[std::size_t(k < 2 ? k : k + 1)]);
+        c.wait(ids[2]);
+        for (int k = 0; k < kOps; ++k)
+          for (std::size_t i = 0; i < all[k].size(); ++i) {
+            const std::size_t n = mine[k].size();
+            if (all[k][i] != 1000.0 * static_cast<double>(i / n) + static_cast<double>(i % n))
+              throw std::runtime_error("wrong element " + std::to_string(i) + " of all-gather " +
+                                       std::to_string(k));
+          }
+        for (float v : sum)
+          if (v != 3.0f) throw std::runtime_error("wrong allreduce sum");
+      },
+      150, 5);
+  expect_all_ok(o);
+}

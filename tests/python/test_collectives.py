@@ -1,7 +1,9 @@
 """netsparse.collectives under mpirun: every operation on numpy arrays against numpy's own
 reduction of every rank's input, every dtype and op, uneven and zero lengths, in place; the
-non-blocking allreduce with several outstanding; the sparse allreduce, flat and hierarchical
-(hierarchy="hierarchical": inside the host, between the leaders, down again), against numpy;
+non-blocking allreduce with several outstanding; the non-blocking all-gather against mpi4py's
+Allgather bit for bit and the parameter double buffer (GatherBuffers); the sparse allreduce,
+flat and hierarchical (hierarchy="hierarchical": inside the host, between the leaders, down
+again), against numpy;
 refused and mismatched arguments raising on every rank; torch tensors in place when torch imports.
 
 Run by ctest as `mpirun -np P python3 -m pytest tests/python/test_collectives.py` (P = 1, 2, 3).
@@ -100,6 +102,111 @@ def test_nonblocking_several_outstanding_any_order(coll):
             assert reqs[k].wait() is bufs[k]
         assert reqs[k].done
         assert np.array_equal(bufs[k], reference(xs[k], "sum"))
+
+
+def random_bits(n, dtype, seed):
+    """n elements of dtype with random bit patterns (NaNs and infinities included)."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 256, size=n * np.dtype(dtype).itemsize, dtype=np.uint8).view(dtype)
+
+
+def test_nonblocking_allgather_matches_mpi_allgather_in_any_order(coll):
+    """Several outstanding all-gathers (float32 and float64, per-rank lengths that are not
+    multiples of a block, zero), one in place, one with recv made; completed in an order that
+    differs by rank; bit for bit mpi4py's Allgather."""
+    sizes = [1001, 0, 1, 5003, 2047, 777]
+    for round_ in range(2):
+        sends, recvs, reqs, want = [], [], [], []
+        for k, n in enumerate(sizes):
+            dtype = np.float32 if (k + round_) % 2 == 0 else np.float64
+            x = random_bits(n, dtype, 1000 * round_ + 10 * k + rank)
+            expect = np.empty(n * nranks, dtype)
+            comm.Allgather(x, expect)
+            if k == 4:  # in place: send is this rank's slot of recv
+                out = np.empty(n * nranks, dtype)
+                out[rank * n:(rank + 1) * n] = x
+                r = coll.allgather_start(out[rank * n:(rank + 1) * n], out)
+            elif k == 5:  # recv made: shape (size,) + send.shape
+                out = None
+                r = coll.allgather_start(x)
+            else:
+                out = np.full(n * nranks, 7, dtype)
+                r = coll.allgather_start(x, out)
+            sends.append(x)
+            recvs.append(out)
+            reqs.append(r)
+            want.append(expect)
+        k = (rank + round_) % len(sizes)
+        for _ in sizes:
+            if (k + rank) % 2:
+                while not reqs[k].test():
+                    pass
+                got = reqs[k].result
+            else:
+                got = reqs[k].wait()
+            assert reqs[k].done
+            if recvs[k] is not None:
+                assert got is recvs[k]
+            else:
+                assert got.shape == (nranks, sizes[k])
+            assert np.array_equal(got.reshape(-1).view(np.uint8), want[k].view(np.uint8)), k
+            k = (k + 5) % len(sizes)
+
+
+def test_nonblocking_allgather_bad_arguments_raise_on_every_rank(coll):
+    x = np.arange(10, dtype=np.float64)
+    last = nranks - 1
+    # recv not size * len(send) on the last rank (a total not divisible by the ranks cannot be
+    # gathered: every rank contributes the same count)
+    bad_len = 10 * nranks + (1 if rank == last else 0)
+    with pytest.raises(ValueError, match=f"recv must hold size\\(\\) \\* 10 = {10 * nranks}"):
+        coll.allgather_start(x, np.empty(bad_len, np.float64))
+    with pytest.raises(ValueError, match="dtype int64"):
+        coll.allgather_start(x.astype(np.int64) if rank == last else x)
+    with pytest.raises(ValueError, match="read-only"):
+        ro = np.empty(10 * nranks)
+        ro.flags.writeable = rank != last
+        coll.allgather_start(x, ro)
+    if nranks > 1:  # counts differ: the library refuses on every rank (raised by the wait)
+        n = 9 if rank == 0 else 10
+        r = coll.allgather_start(x[:n], np.empty(n * nranks))
+        with pytest.raises(netsparse.Error, match="ranks disagree"):
+            r.wait()
+    assert np.array_equal(coll.allgather_start(x).wait(), np.tile(x, (nranks, 1)))
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_gather_buffers_forward_backward_and_invalidate(coll, prefetch):
+    """GatherBuffers: every layer's full parameters in forward then backward order (the next
+    one prefetched), the layer held across the turn returned without a gather, fresh values
+    after invalidate(); bad layers refused."""
+    from netsparse.collectives import GatherBuffers
+    lengths = [7, 130, 1, 64]
+    def shards_of(step):
+        return [np.arange(n, dtype=np.float32) + 1000 * i + 100 * rank + step
+                for i, n in enumerate(lengths)]
+    def full(i, step):
+        return np.concatenate([np.arange(lengths[i], dtype=np.float32) + 1000 * i + 100 * r + step
+                               for r in range(nranks)])
+    shards = shards_of(0)
+    b = GatherBuffers(coll, shards, prefetch=prefetch)
+    L = len(lengths)
+    for step in range(2):
+        for i in range(L):
+            got = b.gather(i, next=i + 1 if i + 1 < L else None)
+            assert np.array_equal(got, full(i, step)), (step, i)
+        for i in reversed(range(L)):
+            got = b.gather(i, next=i - 1 if i > 0 else None)
+            assert np.array_equal(got, full(i, step)), (step, i)
+        for s in shards:
+            s += 1  # the optimizer step
+        b.invalidate()
+    with pytest.raises(ValueError, match="layer must be a layer in \\[0, 4\\)"):
+        b.gather(4)
+    with pytest.raises(ValueError, match="next must be"):
+        b.gather(0, next=-1)
+    with pytest.raises(ValueError, match="has dtype float64"):
+        GatherBuffers(coll, [np.zeros(3, np.float32), np.zeros(3, np.float64)])
 
 
 def sparse_inputs(n, density, seed):
@@ -220,6 +327,15 @@ def test_torch_tensors_in_place(coll):
     assert torch.equal(b, torch.arange(10, dtype=torch.int32))
     r = coll.allreduce_start(t)
     r.wait()
+    # the non-blocking all-gather into a torch tensor, and parameter buffering on torch shards
+    whole = torch.zeros(6 * nranks, dtype=torch.float64)
+    coll.allgather_start(g, whole).wait()
+    assert torch.equal(whole, torch.cat([torch.arange(6, dtype=torch.float64) + q
+                                         for q in range(nranks)]))
+    from netsparse.collectives import GatherBuffers
+    bufs = GatherBuffers(coll, [g, g[:3].clone()])
+    assert torch.equal(bufs.gather(0, next=1), whole)
+    assert torch.equal(bufs.gather(1), whole.view(nranks, 6)[:, :3].reshape(-1))
     assert torch.equal(t, torch.full((64, 3), float(nranks * nranks * (nranks + 1) // 2)))
     with pytest.raises(ValueError, match="contiguous"):
         coll.allreduce(torch.ones(8, 8)[:, ::2] if rank == 0 else torch.ones(8, 4))
