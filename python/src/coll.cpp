@@ -235,6 +235,22 @@ class PyCollectives {
   // recv: size() * send.size elements (a new array of shape (size(),) + send.shape if None).
   py::object allgather(py::handle send, py::object recv, const std::string& given) {
     ns_coll* h = handle();
+    const GatherOperands g = allgather_operands(send, recv, given);
+    call_without_gil("ns_allgather", [&] {
+      return ns_allgather(h, g.send.data(), g.recv_data, g.count, g.datatype);
+    });
+    return recv;
+  }
+
+  // The all-gather's operands (blocking and started alike), checked and agreed on every rank;
+  // recv is made when None: a new array of shape (size(),) + send.shape.
+  struct GatherOperands {
+    py::array send;
+    void* recv_data = nullptr;
+    std::uint64_t count = 0;
+    int datatype = 0;
+  };
+  GatherOperands allgather_operands(py::handle send, py::object& recv, const std::string& given) {
     std::string problem = first_problem({given, check_operand(send, "send", false)});
     if (problem.empty() && recv.is_none()) {
       const py::array s = as_array(send);
@@ -245,13 +261,13 @@ class PyCollectives {
     if (problem.empty()) problem = check_operand(recv, "recv", true);
     if (problem.empty()) problem = whole_of(send, recv, "recv");
     agree_on_arguments(agree_, problem);
-    py::array s = as_array(send), r = as_array(recv);
-    void* rp = r.mutable_data();
-    const int dt = dtype_code(s.dtype());
-    call_without_gil("ns_allgather", [&] {
-      return ns_allgather(h, s.data(), rp, static_cast<std::uint64_t>(s.size()), dt);
-    });
-    return recv;
+    GatherOperands g;
+    g.send = as_array(send);
+    py::array r = as_array(recv);
+    g.recv_data = r.mutable_data();
+    g.count = static_cast<std::uint64_t>(g.send.size());
+    g.datatype = dtype_code(g.send.dtype());
+    return g;
   }
 
   // send: size() * n elements; recv: n (a new 1-D array, or send's rows / size() if 2-D+).
@@ -465,22 +481,10 @@ std::unique_ptr<PyRequest> PyCollectives::allreduce_start(py::handle send, py::o
 std::unique_ptr<PyRequest> PyCollectives::allgather_start(py::handle send, py::object recv,
                                                           const std::string& given) {
   ns_coll* h = handle();
-  std::string problem = first_problem({given, check_operand(send, "send", false)});
-  if (problem.empty() && recv.is_none()) {
-    const py::array s = as_array(send);
-    std::vector<py::ssize_t> shape{size_};
-    for (py::ssize_t d = 0; d < s.ndim(); ++d) shape.push_back(s.shape(d));
-    recv = py::array(s.dtype(), shape);
-  }
-  if (problem.empty()) problem = check_operand(recv, "recv", true);
-  if (problem.empty()) problem = whole_of(send, recv, "recv");
-  agree_on_arguments(agree_, problem);
-  py::array s = as_array(send), r = as_array(recv);
-  void* rp = r.mutable_data();
-  const int dt = dtype_code(s.dtype());
+  const GatherOperands g = allgather_operands(send, recv, given);
   ns_coll_request* req = nullptr;
   call_without_gil("ns_allgather_start", [&] {
-    return ns_allgather_start(h, s.data(), rp, static_cast<std::uint64_t>(s.size()), dt, &req);
+    return ns_allgather_start(h, g.send.data(), g.recv_data, g.count, g.datatype, &req);
   });
   return std::make_unique<PyRequest>(CollRequest(req), py::reinterpret_borrow<py::object>(send),
                                      recv);
