@@ -70,7 +70,9 @@ enum ns_progress_mode {
   NS_PROGRESS_INLINE = 1, /* no thread: ns_poll_cq / ns_cq_wait / ns_progress drive the engine */
   /* The default: a progress thread only where a core is free for it (cores this rank may use >
    * OpenMP threads, and MPI_THREAD_MULTIPLE where MPI is the transport), else INLINE. In-process
-   * fabrics (threads of one process) resolve to THREAD. ns_stats_json says what was chosen. */
+   * fabrics (threads of one process) resolve to THREAD. ns_stats_json says what was chosen.
+   * INLINE chosen by AUTO with MPI_THREAD_MULTIPLE gets a standby thread that serves the peers
+   * while the application makes no library call (NETSPARSE_PROGRESS_STANDBY_US, docs/api.md). */
   NS_PROGRESS_AUTO = 2
 };
 /* Ablations (switch one mechanism off), and the transport's intra-host shortcut. */

@@ -53,6 +53,7 @@ enum class Env : int {
   kWire,
   kPresumeDeadS,
   kProgressIntervalNs,
+  kProgressStandbyUs,
   kEngineProfile,
   kMaxContextBytes,
   kKernelIsa,
@@ -112,6 +113,10 @@ inline constexpr Setting kEnvironment[] = {
    "packets to a vanished QP silently)"},
   {"NETSPARSE_PROGRESS_INTERVAL_NS", Type::kInteger, "5000", "", 0, 1e9, false,
    Scope::kLibrary, "how often the kernels drive an engine without a progress thread, ns"},
+  {"NETSPARSE_PROGRESS_STANDBY_US", Type::kInteger, "1000", "", 0, 1e7, false, Scope::kLibrary,
+   "when AUTO progress resolves to INLINE (no free core) and MPI gives MPI_THREAD_MULTIPLE: a "
+   "standby thread wakes this often, us, and serves the peers while the application has made "
+   "no library call for a whole interval (0: no standby thread)"},
   {"NETSPARSE_ENGINE_PROFILE", Type::kChoice, "0", "0|1", 0, 0, false, Scope::kLibrary,
    "1: time the engine's steps by stage (\"profile\" in ns_stats_json)"},
   {"NETSPARSE_MAX_CONTEXT_BYTES", Type::kInteger, "", "", 1, 9.2e18, false, Scope::kLibrary,

@@ -226,10 +226,20 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
         std::to_string(masks.size()) + " rank" + (masks.size() == 1 ? "" : "s") + " on this host");
     cfg.progress_mode = choice.mode;
     cfg.progress_reason = "auto: " + choice.reason;
+    // No free core: the application drives the engine, and a standby thread that sleeps
+    // serves the peers only while the application stays away from the library (it calls MPI
+    // then, so it needs MPI_THREAD_MULTIPLE like a progress thread).
+    const auto standby = static_cast<std::uint32_t>(
+        netsparse::config::integer(netsparse::config::Env::kProgressStandbyUs));
+    if (choice.mode == NS_PROGRESS_INLINE && standby > 0 && provided >= MPI_THREAD_MULTIPLE) {
+      cfg.standby_us = standby;
+      cfg.progress_reason += "; a standby thread serves the peers after " +
+                             std::to_string(standby) + " us without a library call";
+    }
   }
-  // THREAD asked with too low a thread level was refused above; AUTO picks THREAD only with
-  // MPI_THREAD_MULTIPLE.
-  const bool threaded = cfg.progress_mode == NS_PROGRESS_THREAD;
+  // THREAD asked with too low a thread level was refused above; AUTO picks THREAD (or a standby
+  // thread) only with MPI_THREAD_MULTIPLE.
+  const bool threaded = cfg.progress_mode == NS_PROGRESS_THREAD || cfg.standby_us > 0;
   try {
     tr::TransportOptions options = transport_options(cfg, threaded);
     options.machine_comm = &machine.comm;

@@ -199,6 +199,7 @@ nlohmann::ordered_json stats_document(const ns_context* ctx) {
                  {"server_units", cfg.server_units},
                  {"progress", cfg.progress_mode == NS_PROGRESS_INLINE ? "inline" : "thread"},
                  {"progress_reason", cfg.progress_reason},
+                 {"standby_us", cfg.standby_us},
                  {"packet_bytes", cfg.packet_bytes},
                  {"concat_delay_ns", cfg.delay_ns},
                  {"pending_entries", cfg.pending_entries},
@@ -212,6 +213,9 @@ nlohmann::ordered_json stats_document(const ns_context* ctx) {
   j["environment"] = environment_json();
   nlohmann::ordered_json& stats = j["stats"] = nlohmann::ordered_json::object();
   for (const Stat& st : kStats) stats[st.name] = st.value(s);
+  // Not NS_STAT_* values: they describe the progress model, not the protocol.
+  stats["standby_takeovers"] = s.standby_takeovers;
+  stats["standby_steps"] = s.standby_steps;
   j["prs_per_packet"] = prs_per_packet(s);
   j["read_prs_per_packet"] = s.concat.prs_per_packet(0);
   j["response_prs_per_packet"] = s.concat.prs_per_packet(1);

@@ -43,6 +43,12 @@ struct Config {
   int wire = attr_default<int>(config::Attr::kWire);
   int transport = attr_default<int>(config::Attr::kTransport);
   std::string progress_reason;  // why AUTO chose what it chose (statistics JSON)
+  // INLINE progress with a standby thread (resolved by the context opener: AUTO chose INLINE
+  // and MPI_THREAD_MULTIPLE is there): every standby_us the thread checks whether the
+  // application has driven the engine since its last look, and serves the peers while it has
+  // not, so a rank that computes without calling the library does not stall its partners'
+  // gathers (issue 37 item 3). 0: none (pure INLINE, or THREAD).
+  std::uint32_t standby_us = 0;
 
   bool filter_on() const noexcept { return (flags & NS_CTX_NO_FILTER) == 0; }
   bool coalesce_on() const noexcept { return (flags & NS_CTX_NO_COALESCE) == 0; }

@@ -58,7 +58,11 @@ Engine::Engine(std::unique_ptr<transport::Transport> tx, const Config& config)
   }
   frame_packets_.resize(concat::kMaxPacketsPerFrame);
   handler_ = [this](const transport::ReceivedPacket& p) { on_frame(p); };
-  if (!inline_mode()) thread_ = std::thread([this] { progress_thread_main(); });
+  if (!inline_mode()) {
+    thread_ = std::thread([this] { progress_thread_main(); });
+  } else if (config_.standby_us > 0) {
+    thread_ = std::thread([this] { standby_thread_main(); });
+  }
 }
 
 Engine::~Engine() {
@@ -94,6 +98,7 @@ void Engine::doorbell() noexcept {
 // ---- progress ------------------------------------------------------------------------------
 int Engine::progress_inline() {
   if (!inline_mode()) return 0;
+  inline_calls_.fetch_add(1, std::memory_order_relaxed);
   std::unique_lock<std::mutex> lk(progress_mu_, std::try_to_lock);
   if (!lk.owns_lock()) return 0;
   return guarded_step();
@@ -189,6 +194,58 @@ void Engine::progress_thread_main() {
     }
     sleeping_.store(false, std::memory_order_relaxed);
     if (doorbells_.load(std::memory_order_relaxed) != seen) backoff.reset();
+  }
+}
+
+// The standby thread of INLINE progress. While the application calls into the library (waits,
+// polls, the kernels' progress hook: every call counts in inline_calls_), the application
+// drives the engine and this thread only wakes once per interval to see the count move. When a
+// whole interval passes without a call and the engine has something to do (a frame waiting, a
+// command in flight, a peer being served), it steps the engine as the progress thread would,
+// until the application calls in again. Cost while the application drives: one wake-up per
+// interval (1 ms by default).
+void Engine::standby_thread_main() {
+  const auto interval = std::chrono::microseconds(config_.standby_us);
+  std::uint64_t seen = inline_calls_.load(std::memory_order_relaxed);
+  const auto nap = [this](std::chrono::microseconds d) {
+    std::unique_lock<std::mutex> lk(sleep_mu_);
+    sleep_cv_.wait_for(lk, d, [this] { return stop_.load(std::memory_order_relaxed); });
+  };
+  while (!stop_.load(std::memory_order_relaxed)) {
+    nap(interval);
+    const std::uint64_t now_calls = inline_calls_.load(std::memory_order_relaxed);
+    if (now_calls != seen) {  // the application drove the engine during the interval
+      seen = now_calls;
+      continue;
+    }
+    // Away for a whole interval: serve until it calls in again.
+    Backoff backoff;
+    bool counted = false;
+    while (!stop_.load(std::memory_order_relaxed) &&
+           inline_calls_.load(std::memory_order_relaxed) == seen) {
+      int work = 0;
+      {
+        std::unique_lock<std::mutex> lk(progress_mu_, std::try_to_lock);
+        if (!lk.owns_lock()) break;  // somebody else is stepping it
+        work = guarded_step();
+        if (work > 0) {
+          if (!counted) ++standby_takeovers_;
+          counted = true;
+          ++standby_steps_;
+        }
+      }
+      while (admin_waiting_.load(std::memory_order_acquire) != 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+      if (work > 0) {
+        backoff.reset();
+        continue;
+      }
+      if (!backoff.pause()) continue;
+      nap(std::min<std::chrono::microseconds>(interval,
+                                              backoff.sleep_for(std::chrono::microseconds(200))));
+    }
+    seen = inline_calls_.load(std::memory_order_relaxed);
   }
 }
 

@@ -151,6 +151,9 @@ class Engine : public PostTarget, public CommandSink {
     std::uint64_t packets_in = 0, frames_in = 0, tx_bytes = 0;
     std::uint64_t control_prs = 0, decode_errors[8] = {};
     std::uint64_t registrations = 0, rebinds = 0;  // regions registered, moved (ns_rebind_props)
+    // The standby thread (INLINE with Config::standby_us): the times it found the application
+    // away with work to do, and the steps it ran then.
+    std::uint64_t standby_takeovers = 0, standby_steps = 0;
     // Gauges: the engine's queues at the moment of the snapshot (not reset by reset_stats).
     std::uint64_t commands_active = 0;  // posted, not completed
     std::uint64_t filter_commands = 0;  // on the row filter, admitted, not completed
@@ -219,6 +222,9 @@ class Engine : public PostTarget, public CommandSink {
   void drop_region();
   int step();  // under progress_mu_
   void progress_thread_main();
+  // INLINE with a standby thread (Config::standby_us): sleeps, and steps the engine only while
+  // the application has not driven it for a whole interval.
+  void standby_thread_main();
   std::size_t poll_transport();
   void on_frame(const transport::ReceivedPacket& frame);
   void on_packet(int src, std::span<const std::byte> bytes);
@@ -249,6 +255,11 @@ class Engine : public PostTarget, public CommandSink {
   std::condition_variable sleep_cv_;
   std::atomic<bool> sleeping_{false};
   std::atomic<std::uint64_t> doorbells_{0};
+  // Calls of progress_inline (the application driving the engine): the standby thread's sign
+  // that the application is in the library. Its own steps, and the times it took over, are
+  // guarded by progress_mu_.
+  std::atomic<std::uint64_t> inline_calls_{0};
+  std::uint64_t standby_takeovers_ = 0, standby_steps_ = 0;
 
   // Guarded by progress_mu_ (the engine's own state).
   UnitPort port_;

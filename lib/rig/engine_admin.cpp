@@ -406,6 +406,8 @@ Engine::Snapshot Engine::snapshot() const {
   s.control_prs = control_prs_;
   s.registrations = registrations_;
   s.rebinds = rebinds_;
+  s.standby_takeovers = standby_takeovers_;
+  s.standby_steps = standby_steps_;
   s.commands_active = active_commands.load(std::memory_order_relaxed);
   if (const Region* r = region()) s.filter_commands = r->fifo_depth();
   s.wc_backlog = wc_backlog_.size();

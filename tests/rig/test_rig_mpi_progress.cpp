@@ -44,6 +44,18 @@ int main(int argc, char** argv) {
                  got == NS_PROGRESS_THREAD ? "thread" : "inline", expected.c_str(), json.c_str());
     ++failures;
   }
+  // No free core, and MPI_THREAD_MULTIPLE (init_world asks for it): INLINE with a standby
+  // thread (NETSPARSE_PROGRESS_STANDBY_US, 1000 by default); a progress thread needs none.
+  const std::uint64_t standby_us =
+      stats.is_object() ? stats.value(nlohmann::json::json_pointer("/config/standby_us"), 0ull)
+                        : 0ull;
+  const bool want_standby = got == NS_PROGRESS_INLINE && world.provided >= MPI_THREAD_MULTIPLE;
+  if ((standby_us != 0) != want_standby) {
+    std::fprintf(stderr, "rank %d: standby_us %llu, expected %s; %s\n", rank,
+                 static_cast<unsigned long long>(standby_us), want_standby ? "> 0" : "0",
+                 json.c_str());
+    ++failures;
+  }
   if (reason.rfind("auto: ", 0) != 0) {
     std::fprintf(stderr, "rank %d: no AUTO reason in %s\n", rank, json.c_str());
     ++failures;

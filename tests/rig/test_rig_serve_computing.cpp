@@ -4,11 +4,16 @@
 // progress nobody serves rank 1's rows until it calls the library again, and the gather waits
 // for its compute to end). Usage: test_rig_serve_computing thread|inline|auto (the context's
 // progress mode). np 2; prints "[rank N] FAIL ..." lines and the verdict "serve_computing: PASS".
+// With `auto` on a rank without a free core (the ctest pins both ranks to one core) AUTO resolves
+// to INLINE with a standby thread, which must have served the gather: the test also asserts that
+// rank 1's statistics count a standby takeover.
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -86,6 +91,18 @@ int main(int argc, char** argv) {
   if (rank == 1) {
     const double acc = compute(kComputeS);
     std::printf("[rank 1] computed %.1f s without a library call (%g)\n", kComputeS, acc);
+    if (mode == "auto" && ns_progress_mode_of(ctx) == NS_PROGRESS_INLINE) {
+      // Who served rank 0's gather while this rank computed: the standby thread's counter.
+      std::string json(static_cast<std::size_t>(std::max(ns_stats_json(ctx, nullptr, 0), 0)) + 1,
+                       '\0');
+      ns_stats_json(ctx, json.data(), json.size());
+      const std::string key = "\"standby_takeovers\":";
+      const std::size_t at = json.find(key);
+      const unsigned long long takeovers =
+          at == std::string::npos ? 0 : std::strtoull(json.c_str() + at + key.size(), nullptr, 10);
+      std::printf("[rank 1] standby takeovers %llu\n", takeovers);
+      if (takeovers == 0) fail("AUTO resolved to INLINE but no standby thread served the peer");
+    }
   } else {
     std::vector<std::uint64_t> idx(kGather);
     for (int i = 0; i < kGather; ++i) idx[i] = kRows + (static_cast<std::uint64_t>(i) * 7) % kRows;

@@ -206,7 +206,10 @@ class NodeRigExchange final : public Exchange<T> {
     try {
       barrier.wait(barrier_deadline_, "the host's rows in place");
       if (ctx_) {
-        before = EngineCounters::read(ctx_);
+        // The run's traffic starts where the last run's ended, not here: a standby or progress
+        // thread may take this run's first frames (other hosts' pushes) while this rank is
+        // still in the argument agreement or the host barrier.
+        before = counted_ctx_ == ctx_.get() ? last_run_end_ : EngineCounters::read(ctx_);
         const double w0 = now_seconds();
         if (!pushed_round()) {
           // Every other host's rows are in place too before anyone gathers.
@@ -279,6 +282,8 @@ class NodeRigExchange final : public Exchange<T> {
     stats.host_filter_lookups += filter_lookups_;
     if (ctx_) {
       const EngineCounters after = EngineCounters::read(ctx_);
+      last_run_end_ = after;
+      counted_ctx_ = ctx_.get();
       const std::uint64_t pieces_in =
           after.prs_sent - before.prs_sent + after.plan_rows - before.plan_rows;
       stats.bytes_sent += after.wire - before.wire;
@@ -449,6 +454,7 @@ class NodeRigExchange final : public Exchange<T> {
     // node-aware IE's 56 at np 64 = 8 hosts x 8; the leaders' context used to be opened a second
     // time with 512 KiB packets for it, and still sent 10 against 2 on kron:16 at 2 hosts).
     ctx_ = open_mpi(engine_comm_, attr);
+    counted_ctx_ = nullptr;  // a new engine counts from zero
     cq_ = Cq(ctx_, 2 * kQpDepth);
     qp_ = Qp(ctx_, cq_, kQpDepth);
     inline_progress_ = ctx_.progress_mode() == NS_PROGRESS_INLINE;
@@ -666,6 +672,9 @@ class NodeRigExchange final : public Exchange<T> {
   Qp qp_;
   PropertyRegion region_;
   bool inline_progress_ = false;
+  // The engine's counters when the last run ended, and the context they belong to.
+  EngineCounters last_run_end_;
+  const void* counted_ctx_ = nullptr;
   std::chrono::steady_clock::time_point last_progress_{};
   std::uint32_t pieces_ = 1, piece_bytes_ = 0;
   std::vector<std::uint64_t> idx_;  // the union's engine rows, in store order
