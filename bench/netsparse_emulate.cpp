@@ -15,6 +15,8 @@
 // --tables (Tables 2 and 3: SA on 2 nodes)
 // --fig19 (active nodes over time under the equal-rows, nnz-balanced and METIS partitions)
 // --topology leafspine|hyperx|dragonfly,.. --fig22 (the three topologies side by side)
+// --fig15 [--link-gbps G] (Flare SC '21 Fig. 15: allreduce algorithms on the fabric's links, by
+//          size and density; no matrix)
 // --K 1,16,128 runs every K (Fig. 12); --sa-cores / --sa-item-ns: the SAOpt model; --verify
 // Checks (exit status 3 when one fails): the rig step sends exactly one PR per remote nonzero
 // (SA's analytic count), steps with coalescing exactly one per distinct remote column, every
@@ -29,11 +31,13 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cli.hpp"
+#include "emulate/allreduce_model.hpp"
 #include "emulate/cluster.hpp"
 #include "emulate/workload.hpp"
 #include "netsparse/autotune.hpp"
@@ -76,6 +80,11 @@ struct Options {
   std::vector<Topology> topologies = {Topology::kLeafSpine};
   bool topology_sweep = false;
   bool fig19 = false;  // Fig. 19: active nodes over time per row partition, instead of the ladder
+  // Flare's Fig. 15: the allreduce model (lib/emulate/allreduce_model.hpp) instead of a gather;
+  // 64 nodes in 8 racks and 100 Gbps links unless --nodes / --racks / --link-gbps say otherwise.
+  bool fig15 = false;
+  std::uint32_t link_gbps = 0;  // 0 = the fabric's default (--fig15: Flare's 100)
+  bool nodes_given = false, racks_given = false;
   std::string json;
   std::string traffic;  // per-node engine counters, the text netsparse_emulate_mpi writes
 };
@@ -190,6 +199,14 @@ usage: netsparse_emulate [options]
                        minimal routing, every link as leaf-spine's; a list sweeps them
   --fig22              Fig. 22: --topology leafspine,hyperx,dragonfly (time, speedups, packets
                        by router-to-router links crossed, link loads per topology)
+  --fig15              Flare (SC '21) Fig. 15 instead of a gather, no matrix: the allreduce of
+                       4 KiB .. 256 MiB of fp32 (and Flare's 100 MiB) on --nodes (default 64)
+                       in --racks (default 8) of a leaf-spine, modelled message by message on
+                       its links: ring, lib/collectives' host aggregation, recursive doubling,
+                       Flare's in-switch aggregation, and the sparse SparCML recursive doubling
+                       and in-switch at densities 0.1, 0.2, 1, 10 and 50 %; time, traffic
+                       (bytes summed over links) and the busiest link's bytes
+  --link-gbps G        --fig15: every link's rate (default 100, Flare's)
   --fig19              Fig. 19 instead of the ladder: one gather (the first --mechanisms step)
                        under the equal-rows, nnz-balanced and METIS (k-way, serial) row
                        partitions; prints the active nodes (not yet done with their own
@@ -253,6 +270,13 @@ Options parse(int argc, char** argv) {
   app.add_flag("--calibrate", o.calibrate);
   app.add_flag("--tables", o.tables);
   app.add_flag("--fig19", o.fig19);
+  app.add_flag("--fig15", o.fig15);
+  app.add_option("--link-gbps", o.link_gbps)->check(cli::Range(1, 1 << 20));
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    o.nodes_given = o.nodes_given || arg == "--nodes" || arg.rfind("--nodes=", 0) == 0;
+    o.racks_given = o.racks_given || arg == "--racks" || arg.rfind("--racks=", 0) == 0;
+  }
   bool fig22 = false;
   std::string topology;
   app.add_flag("--fig22", fig22);
@@ -277,6 +301,15 @@ Options parse(int argc, char** argv) {
     usage(
         "--fig19 runs one K, --units, --delay, --pcache and --topology (and not with "
         "--scaling or --tables)");
+  if (o.fig15 && (o.scaling || o.tables || o.fig19 || fig22 || o.topology_sweep ||
+                  o.topologies[0] != Topology::kLeafSpine))
+    usage("--fig15 runs alone (no --scaling, --tables, --fig19, --fig22) on the leaf-spine fabric");
+  if (o.link_gbps != 0 && !o.fig15) usage("--link-gbps is --fig15's link rate");
+  if (o.fig15) {
+    if (!o.nodes_given) o.nodes = 64;
+    if (!o.racks_given) o.racks = 8;
+    if (o.link_gbps == 0) o.link_gbps = 100;
+  }
   if (o.fig19 && o.ranks_per_node != 1)
     usage("--fig19 partitions the rows over the nodes itself: no --ranks-per-node");
   if ((o.scaling || o.tables) && (o.topology_sweep || o.topologies[0] != Topology::kLeafSpine))
@@ -1242,8 +1275,143 @@ int run_fig19(const Options& o, const netsparse::CsrMatrix& a, double load_s) {
 
 }  // namespace
 
+// --fig15: Flare (SC '21) Fig. 15 on the emulator's fabric: the allreduce algorithms of
+// lib/emulate/allreduce_model.hpp per size and density, their model time, the network's traffic
+// (wire bytes summed over every link) and the busiest link. Analytic per message: milliseconds.
+int run_fig15(const Options& o) {
+  FabricConfig fc;
+  fc.nodes = o.nodes;
+  fc.racks = o.racks;
+  fc.link_gbps = o.link_gbps;
+  std::unique_ptr<AllreduceModel> model;
+  try {
+    model = std::make_unique<AllreduceModel>(fc);
+  } catch (const std::exception& e) {
+    usage(std::string("--fig15: ") + e.what());
+  }
+  const AllreduceModel& m = *model;
+  const int P = o.nodes;
+  const bool power_of_two = (P & (P - 1)) == 0;
+  std::vector<std::uint64_t> sizes;
+  for (std::uint64_t b = 4 << 10; b <= (std::uint64_t{256} << 20); b *= 4) sizes.push_back(b);
+  sizes.insert(std::upper_bound(sizes.begin(), sizes.end(), std::uint64_t{100} << 20),
+               std::uint64_t{100} << 20);  // Flare's ResNet-50 vector
+  const std::vector<double> densities = {0.001, 0.002, 0.01, 0.1, 0.5};
+  netsparse::bench::Json doc;
+  doc["nodes"] = P;
+  doc["racks"] = o.racks;
+  doc["experiments"] = netsparse::bench::Json::array();
+  netsparse::bench::Json rows = netsparse::bench::Json::array();
+  const auto t0 = std::chrono::steady_clock::now();
+  using A = AllreduceAlgorithm;
+  const auto run = [&](A a, std::uint64_t bytes, bool sparse, double d) {
+    AllreduceSpec s;
+    s.algorithm = a;
+    s.bytes = bytes;
+    s.sparse = sparse;
+    s.density = d;
+    const AllreduceResult r = m.run(s);
+    netsparse::bench::Json row = {{"bytes", bytes},
+                                  {"algorithm", allreduce_algorithm_name(a)},
+                                  {"sparse", sparse},
+                                  {"time_us", r.time_us},
+                                  {"wire_link_bytes", r.wire_link_bytes},
+                                  {"payload_link_bytes", r.payload_link_bytes},
+                                  {"busiest_link_wire_bytes", r.busiest_link_wire_bytes},
+                                  {"busiest_link", m.link_name(r.busiest_link)},
+                                  {"max_links", r.max_links},
+                                  {"steps", r.steps},
+                                  {"messages", r.messages}};
+    if (sparse) row["density"] = d;
+    rows.push_back(row);
+    return r;
+  };
+  const auto size_name = [](std::uint64_t b) {
+    char buf[32];
+    if (b >= (1u << 20))
+      std::snprintf(buf, sizeof buf, "%llu MiB", static_cast<unsigned long long>(b >> 20));
+    else
+      std::snprintf(buf, sizeof buf, "%llu KiB", static_cast<unsigned long long>(b >> 10));
+    return std::string(buf);
+  };
+  const double MB = 1e6;
+  std::printf(
+      "fig 15 (Flare SC '21): allreduce of fp32 on %d nodes, leaf-spine of %d racks x %d nodes, "
+      "%d spines, %u Gbps links, %u B MTU + %u B headers, %.0f ns per link, %.0f ns per switch; "
+      "model times (lib/emulate/allreduce_model.hpp), traffic = wire bytes summed over links\n",
+      P, o.racks, m.fabric().nodes_per_rack(), m.fabric().spines(), fc.link_gbps, fc.mtu_bytes,
+      fc.frame_header_bytes, static_cast<double>(fc.link_ps) / 1e3,
+      static_cast<double>(fc.switch_ps) / 1e3);
+  std::printf(
+      "dense:\n  %-8s %12s %12s %12s %12s %9s | traffic MB: %9s %9s %9s | busiest MB: %8s %8s\n",
+      "size", "ring us", "host agg us", "rec dbl us", "in-switch us", "ring/isw", "ring",
+      "host agg", "in-switch", "host agg", "in-switch");
+  for (std::uint64_t b : sizes) {
+    const AllreduceResult ring = run(A::kRing, b, false, 1),
+                          host = run(A::kHostAggregation, b, false, 1),
+                          isw = run(A::kInSwitch, b, false, 1);
+    double rd_us = 0;
+    if (power_of_two) rd_us = run(A::kRecursiveDoubling, b, false, 1).time_us;
+    std::printf("  %-8s %12.1f %12.1f %12.1f %12.1f %8.2fx | %20.2f %9.2f %9.2f | %19.2f %8.2f\n",
+                size_name(b).c_str(), ring.time_us, host.time_us, rd_us, isw.time_us,
+                ring.time_us / isw.time_us, ring.wire_link_bytes / MB, host.wire_link_bytes / MB,
+                isw.wire_link_bytes / MB, host.busiest_link_wire_bytes / MB,
+                isw.busiest_link_wire_bytes / MB);
+  }
+  for (double d : densities) {
+    std::printf("sparse, density %g %%:\n  %-8s %12s %12s %12s %12s | traffic MB: %9s %9s %9s\n",
+                d * 100, "size", "SparCML us", "isw sp us", "isw dense us", "SparCML/isw",
+                "SparCML", "isw sp", "isw dense");
+    for (std::uint64_t b : sizes) {
+      const AllreduceResult isw = run(A::kInSwitch, b, true, d);
+      const AllreduceResult dense = m.run({A::kInSwitch, b, false, 1.0});
+      AllreduceResult rd;
+      if (power_of_two) rd = run(A::kRecursiveDoubling, b, true, d);
+      std::printf("  %-8s %12.1f %12.1f %12.1f %11.2fx | %20.2f %9.2f %9.2f\n",
+                  size_name(b).c_str(), rd.time_us, isw.time_us, dense.time_us,
+                  power_of_two ? rd.time_us / isw.time_us : 0.0, rd.wire_link_bytes / MB,
+                  isw.wire_link_bytes / MB, dense.wire_link_bytes / MB);
+    }
+  }
+  // Flare's own point: 100 MiB at about 0.2 % (one value per bucket of 512).
+  {
+    const std::uint64_t b = std::uint64_t{100} << 20;
+    const AllreduceResult ring = m.run({A::kRing, b, false, 1.0}),
+                          isw = m.run({A::kInSwitch, b, false, 1.0}),
+                          isw_sp = m.run({A::kInSwitch, b, true, 0.002});
+    std::printf(
+        "flare point (100 MiB, 0.2 %%): in-switch dense %.2fx faster than ring, %.2fx less "
+        "traffic; in-switch sparse %.2fx faster than in-switch dense, %.1fx less traffic",
+        ring.time_us / isw.time_us,
+        static_cast<double>(ring.wire_link_bytes) / static_cast<double>(isw.wire_link_bytes),
+        isw.time_us / isw_sp.time_us,
+        static_cast<double>(isw.wire_link_bytes) / static_cast<double>(isw_sp.wire_link_bytes));
+    if (power_of_two) {
+      const AllreduceResult rd = m.run({A::kRecursiveDoubling, b, true, 0.002});
+      std::printf(
+          "; than SparCML %.2fx faster, %.1fx less traffic", rd.time_us / isw_sp.time_us,
+          static_cast<double>(rd.wire_link_bytes) / static_cast<double>(isw_sp.wire_link_bytes));
+    }
+    std::printf("\n");
+  }
+  if (!power_of_two)
+    std::printf("(recursive doubling needs a power-of-two node count: its columns are 0)\n");
+  const double wall = seconds_since(t0);
+  std::printf("fig 15: %zu allreduces modelled in %.2f s\n", rows.size(), wall);
+  doc["fig15"] = {{"link_gbps", fc.link_gbps},
+                  {"spines", m.fabric().spines()},
+                  {"nodes_per_rack", m.fabric().nodes_per_rack()},
+                  {"mtu_bytes", fc.mtu_bytes},
+                  {"frame_header_bytes", fc.frame_header_bytes},
+                  {"link_ns", static_cast<double>(fc.link_ps) / 1e3},
+                  {"switch_ns", static_cast<double>(fc.switch_ps) / 1e3},
+                  {"rows", rows}};
+  return write_json(o.json, doc, wall, true) ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
+  if (o.fig15) return run_fig15(o);
   const auto t_load = std::chrono::steady_clock::now();
   netsparse::CsrMatrix a;
   Workload w;

@@ -40,6 +40,10 @@ Every file given is read, and what it is drawn into follows from its content, no
     emu_fig22_topologies.png  NetSparse's time per topology (leaf-spine, HyperX, Dragonfly)
                          beside SUOpt and SAOpt, and the packets by router-to-router links
                          crossed with the busiest link's load (--fig22)          (paper Fig. 22)
+    emu_flare_fig15_allreduce.png  Flare (SC '21) Fig. 15: the allreduce model on the fabric
+                         (--fig15): time and traffic of ring, in-switch dense, SparCML and
+                         in-switch sparse at 100 MiB and 0.2 %, and time against size, dense
+                         and per density                                      (Flare Fig. 15)
     emu_fig13_scaling.png  end-to-end strong scaling 1 -> N nodes with the compute model:
                          SUOpt, SAOpt, NetSparse and ideal over one node (--scaling)
                                                                                  (paper Fig. 13)
@@ -960,6 +964,96 @@ def emu_fig22(runs, out_dir):
     return save(fig, out_dir, "emu_fig22_topologies.png")
 
 
+ALLREDUCE_SERIES = [  # (algorithm, sparse, label, colour, line style)
+    ("ring", False, "ring (host, dense)", "#b2babb", "-"),
+    ("host_aggregation", False, "host aggregation (lib/collectives flat)", "#f5b041", "-"),
+    ("recursive_doubling", False, "recursive doubling (dense)", "#7fb3d5", ":"),
+    ("in_switch", False, "in-switch (Flare, dense)", "#c0392b", "-"),
+    ("recursive_doubling", True, "SparCML recursive doubling (sparse)", "#2980b9", "--"),
+    ("in_switch", True, "in-switch (Flare, sparse)", "#8e44ad", "--"),
+]
+
+
+def emu_flare_fig15(runs, out_dir):
+    """Flare (SC '21) Fig. 15 on the emulator's allreduce model (netsparse_emulate --fig15): at
+    Flare's point (100 MiB, 0.2 %) the time and the network's traffic of the host and in-switch
+    allreduces, dense and sparse, as Flare's bars; then the time against the size, dense and
+    per density."""
+    docs = [run for run in runs if run.kind == "emu" and "fig15" in run.data]
+    if not docs:
+        return None
+    run = docs[-1]
+    run.use("emu_flare_fig15_allreduce.png")
+    d = run.data
+    f = d["fig15"]
+    rows = f["rows"]
+
+    def pick(alg, sparse, size, density=None):
+        for r in rows:
+            if (r["algorithm"], r["sparse"], r["bytes"]) == (alg, sparse, size) and \
+                    (not sparse or abs(r["density"] - density) < 1e-12):
+                return r
+        return None
+
+    sizes = sorted({r["bytes"] for r in rows})
+    densities = sorted({r["density"] for r in rows if r["sparse"]})
+    point_size = 100 << 20 if (100 << 20) in sizes else sizes[-1]
+    point_density = min(densities, key=lambda x: abs(x - 0.002)) if densities else None
+    fig, axes = plt.subplots(2, 4, figsize=(17, 7.5))
+    ax_t, ax_b = axes[0][0], axes[0][1]
+    bars = []
+    for alg, sparse, label, color, _ in ALLREDUCE_SERIES:
+        if alg in ("host_aggregation",) or (alg == "recursive_doubling" and not sparse):
+            continue
+        r = pick(alg, sparse, point_size, point_density)
+        if r:
+            bars.append((label, color, r))
+    xs = range(len(bars))
+    for ax, key, scale, unit in ((ax_t, "time_us", 1e-3, "time (ms)"),
+                                 (ax_b, "wire_link_bytes", 1e-9, "network traffic (GB)")):
+        vals = [r[key] * scale for _, _, r in bars]
+        ax.bar(xs, vals, color=[c for _, c, _ in bars], edgecolor="black", linewidth=0.3)
+        for x, v in zip(xs, vals):
+            ax.annotate(f"{v:.3g}", (x, v), ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([lab.replace(" (", "\n(") for lab, _, _ in bars], fontsize=6)
+        ax.set_ylabel(unit, fontsize=8)
+        ax.margins(y=0.15)
+        ax.grid(axis="y", alpha=0.3)
+    where = f"{point_size / (1 << 20):.0f} MiB, density {100 * point_density:g} %"
+    ax_t.set_title(f"time, {where}", fontsize=8)
+    ax_b.set_title(f"traffic (wire bytes over every link), {where}", fontsize=8)
+
+    def curves(ax, density, title):
+        for alg, sparse, label, color, style in ALLREDUCE_SERIES:
+            if sparse != (density is not None) and not (density is not None and alg == "in_switch"):
+                continue
+            pts = [(b, pick(alg, sparse, b, density)) for b in sizes]
+            pts = [(b, r["time_us"]) for b, r in pts if r]
+            if pts:
+                ax.plot([b for b, _ in pts], [t for _, t in pts], style, color=color, marker=".",
+                        label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("allreduce size (bytes of fp32)", fontsize=8)
+        ax.set_ylabel("time (us, model)", fontsize=8)
+        ax.set_title(title, fontsize=8)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=5.5)
+
+    curves(axes[0][2], None, "dense")
+    panels = [axes[0][3], axes[1][0], axes[1][1], axes[1][2], axes[1][3]]
+    for ax, density in zip(panels, densities):
+        curves(ax, density, f"sparse, density {100 * density:g} % (dense in-switch beside)")
+    for ax in panels[len(densities):]:
+        ax.axis("off")
+    fig.suptitle(f"Emulated allreduce (Flare Fig. 15): {d.get('nodes')} nodes, leaf-spine of "
+                 f"{d.get('racks')} racks and {f.get('spines')} spines, {f.get('link_gbps')} Gbps "
+                 f"links; model times (lib/emulate/allreduce_model.hpp)", fontsize=9)
+    fig.tight_layout()
+    return save(fig, out_dir, "emu_flare_fig15_allreduce.png")
+
+
 def emu_fig13(runs, out_dir):
     """Fig. 13: end-to-end speedup over one node; left the whole 1 -> N curve, right the
     largest N as the paper's bars with the ideal dashed."""
@@ -1423,7 +1517,7 @@ def main(argv):
                        "emu_fig17_delay.png", "NIC concatenation delay (cycles at 2.2 GHz)",
                        "Emulated cluster (Fig. 17): concatenation delay"),
              emu_fig18(runs, out_dir), emu_fig13(runs, out_dir), emu_fig19(runs, out_dir),
-             emu_fig22(runs, out_dir)]
+             emu_fig22(runs, out_dir), emu_flare_fig15(runs, out_dir)]
     for p in made:
         if p:
             print(p)

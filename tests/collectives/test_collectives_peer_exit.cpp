@@ -7,10 +7,11 @@
 // orte_enable_recovery (mpirun keeps the survivors alive), each survivor prints its own result,
 // they agree over a communicator without the victim and rank 0 prints the verdict line ctest
 // matches. Arguments: the deadline in ms, and the operation (allreduce by default; reduce,
-// reduce_scatter, bcast, allgather, barrier, nonblocking: four outstanding allreduces). The
-// victim is the broadcast's root (the others need its data) and leaves the barrier before its
-// first descriptor (after one, the ranks that got it have seen everyone arrive, and leaving is
-// right).
+// reduce_scatter, bcast, allgather, barrier, nonblocking: four outstanding allreduces,
+// allgather_start: four outstanding all-gathers, the first completed by a test() loop, the others
+// by wait(); over the rings each failure must name the victim). The victim is the broadcast's root
+// (the others need its data) and leaves the barrier before its first descriptor (after one, the
+// ranks that got it have seen everyone arrive, and leaving is right).
 #include <mpi.h>
 #include <unistd.h>
 
@@ -88,6 +89,45 @@ int main(int argc, char** argv) {
                 completed);
     if (first) throw *first;
   };
+  // Four all-gathers of a quarter each started at once (each start runs one driver round, so
+  // data leaves before the death); the victim exits mid-way through their data. Every one of
+  // them must fail at its test / wait, and when the transport reported the death the message
+  // must say which rank died (a survivor's log has to point at the victim, not at itself).
+  const auto allgather_nonblocking = [&] {
+    std::vector<std::uint32_t> ids;
+    const std::uint64_t quarter = count / 4;
+    for (std::uint64_t k = 0; k < 4; ++k)
+      ids.push_back(c.start_allgather(x.data() + k * quarter,
+                                      y.data() + k * quarter * static_cast<std::uint64_t>(size),
+                                      quarter, a.dtype));
+    std::optional<cl::CollectiveError> first;
+    int completed = 0;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      try {
+        if (i == 0) {
+          while (!c.test(ids[i])) {
+          }
+        } else {
+          c.wait(ids[i]);
+        }
+        ++completed;
+      } catch (const cl::CollectiveError& e) {
+        // "rank 2 failed (reported by the transport)" when a receive found it gone, "sending to
+        // rank 2: peer failed" when a send did
+        if (e.failure() == cl::Failure::kPeerFailed &&
+            std::string(e.what()).find("rank " + std::to_string(victim)) == std::string::npos) {
+          std::printf("[rank %d] FAIL: the peer failure does not name rank %d: %s\n", rank, victim,
+                      e.what());
+          throw cl::CollectiveError(cl::Failure::kProtocol, "the failure does not name the peer");
+        }
+        if (!first) first = e;
+      }
+    }
+    std::printf("[rank %d] %d of 4 outstanding all-gathers completed before the failure\n", rank,
+                completed);
+    if (completed == 4) return;  // reported as a (false) success by the caller
+    if (first) throw *first;
+  };
   const auto call = [&] {
     if (operation == "allreduce")
       c.allreduce(a);
@@ -103,6 +143,8 @@ int main(int argc, char** argv) {
       c.barrier();
     else if (operation == "nonblocking")  // four outstanding allreduces of a quarter each
       nonblocking();
+    else if (operation == "allgather_start")
+      allgather_nonblocking();
     else
       throw std::invalid_argument("unknown operation " + operation);
   };
@@ -116,6 +158,9 @@ int main(int argc, char** argv) {
   } catch (const cl::CollectiveError& e) {
     outcome = e.what();
     if (e.failure() != cl::Failure::kPeerFailed && e.failure() != cl::Failure::kTimeout) ++failures;
+    // Over the rings the transport sees the victim vanish within a millisecond, long before the
+    // deadline: the outstanding all-gathers must fail naming it, not by timing out.
+    if (operation == "allgather_start" && e.failure() != cl::Failure::kPeerFailed) ++failures;
   }
   const long long ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)

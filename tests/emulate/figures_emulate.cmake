@@ -1,8 +1,9 @@
 # netsparse_emulate's Fig. 18 (--pcache), Fig. 13 (--scaling) and Tables 2 / 3 (--tables) on a
 # small matrix, pinned by the counters that do not depend on the machine's timing (virtual-time
 # runs are deterministic; only --calibrate's rate is measured).
-# Fig. 19 (--fig19) and Fig. 22 (--fig22) likewise.
-#   cmake -DEMULATE=... -DFIGURE=fig18|fig13|fig13_calibrate|tables|fig19|fig22 -DWORK_DIR=... -P figures_emulate.cmake
+# Fig. 19 (--fig19) and Fig. 22 (--fig22) likewise, and Flare's Fig. 15 (--fig15, the allreduce
+# model: no matrix).
+#   cmake -DEMULATE=... -DFIGURE=fig18|fig13|fig13_calibrate|tables|fig19|fig22|fig15 -DWORK_DIR=... -P figures_emulate.cmake
 foreach(var EMULATE FIGURE WORK_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "figures_emulate.cmake: -D${var}= is required")
@@ -250,6 +251,33 @@ elseif(FIGURE STREQUAL "fig19")
   endif()
   if(NOT out MATCHES "partition metis: tail node [0-9]+ finishes at")
     message(FATAL_ERROR "no fig 19 line for METIS:\n${out}")
+  endif()
+elseif(FIGURE STREQUAL "fig15")
+  # 64 nodes in 8 racks of 8: 10 sizes x (ring, host aggregation, in-switch, recursive doubling
+  # + 5 densities x (in-switch, SparCML)) = 140 allreduces; the 4 KiB ones by closed forms.
+  run(--fig15)
+  string(JSON rows GET "${doc}" fig15 rows)
+  string(JSON n LENGTH "${rows}")
+  if(NOT n EQUAL 140)
+    message(FATAL_ERROR "expected 140 allreduces, got ${n}")
+  endif()
+  # Ring, 4 KiB: 126 steps of 64 messages of 64 B, 56 inside a rack (2 links) and 8 across
+  # (4 links): 126 x 64 x (56 x 2 + 8 x 4) B over the links.
+  string(JSON alg GET "${rows}" 0 algorithm)
+  string(JSON payload GET "${rows}" 0 payload_link_bytes)
+  if(NOT alg STREQUAL "ring" OR NOT payload EQUAL 1161216)
+    message(FATAL_ERROR "row 0: ${alg} with ${payload} payload bytes over links (ring: 1161216)")
+  endif()
+  # In-switch, 4 KiB (1024 fp32: blocks of 375, 375 and 274, 1550 + 1550 + 1146 wire bytes) on
+  # 64 node links each way and 8 ToR links to the root spine each way: 144 x 4246.
+  string(JSON alg GET "${rows}" 2 algorithm)
+  string(JSON wire GET "${rows}" 2 wire_link_bytes)
+  string(JSON busiest GET "${rows}" 2 busiest_link_wire_bytes)
+  if(NOT alg STREQUAL "in_switch" OR NOT wire EQUAL 611424 OR NOT busiest EQUAL 4246)
+    message(FATAL_ERROR "row 2: ${alg}, ${wire} wire bytes over links (in-switch: 611424), busiest ${busiest} (4246)")
+  endif()
+  if(NOT out MATCHES "flare point \\(100 MiB, 0.2 %\\): in-switch dense [0-9.]+x faster than ring")
+    message(FATAL_ERROR "no flare point line:\n${out}")
   endif()
 elseif(FIGURE STREQUAL "fig22")
   # 8 routers of 2 nodes: leaf-spine 8 ToRs x 2 spines, HyperX 2 x 4, Dragonfly 4 groups of 2.
