@@ -49,6 +49,7 @@
 #include "report.hpp"
 #include "stall_guard.hpp"
 #include "stats.hpp"
+#include "tpetra_mode.hpp"
 #include "uncertainty.hpp"
 
 namespace cli = netsparse::bench::cli;  // the command-line interface (cli.hpp)
@@ -172,6 +173,9 @@ Modes
                            petsc              PETSc's MatMult / MatMatMult (MPIDENSE B), fp64;
                                               built with PETSc, in the default list with
                                               --dtype f64, a fixed pattern and no SDDMM
+                           tpetra             Trilinos Tpetra's CrsMatrix::apply (its Import,
+                                              then the local product), fp64; built with
+                                              Tpetra, in the default list like petsc
                          and the ablation variants below. ideal always runs (it is the
                          reference every result is checked against).
   --fixed-row            with --changing-sparsity, also run netsparse-fixed: netsparse on A's own
@@ -302,7 +306,8 @@ constexpr const char* kNoPlanLabel = "netsparse-noplan";
 constexpr const char* kFixedRowLabel = "netsparse-fixed";
 
 bool is_known_mode(const std::string& m) {
-  if (m == "petsc") return bench::kPetscMode;  // PETSc's own products (bench/petsc_mode.cpp)
+  if (m == "petsc") return bench::kPetscMode;    // PETSc's own products (bench/petsc_mode.cpp)
+  if (m == "tpetra") return bench::kTpetraMode;  // Tpetra's (bench/tpetra_mode.cpp)
   if (std::find(ablation_labels().begin(), ablation_labels().end(), m) != ablation_labels().end()) {
     return true;
   }
@@ -445,10 +450,12 @@ std::vector<Variant> make_variants(const Options& o, int hosts) {
       if (m == CommMode::netsparse_rank && netsparse_is != CommMode::netsparse_node) continue;
       labels.emplace_back(to_string(m));
     }
-    if (bench::kPetscMode && o.dist.scalar == ScalarType::f64 && !o.changing &&
-        std::count(o.kernels.begin(), o.kernels.end(), KernelKind::sddmm) == 0) {
-      labels.emplace_back("petsc");  // PETSc has MatMult and MatMatMult, no SDDMM
-    }
+    // PETSc and Tpetra multiply in double, by a fixed matrix, and have no SDDMM.
+    const bool baselines_apply =
+        o.dist.scalar == ScalarType::f64 && !o.changing &&
+        std::count(o.kernels.begin(), o.kernels.end(), KernelKind::sddmm) == 0;
+    if (bench::kPetscMode && baselines_apply) labels.emplace_back("petsc");
+    if (bench::kTpetraMode && baselines_apply) labels.emplace_back("tpetra");
   }
   if (o.ablation) {
     for (const std::string& l : ablation_labels()) {
@@ -484,8 +491,8 @@ std::vector<Variant> make_variants(const Options& o, int hosts) {
     } else if (l == kNoPlanLabel) {
       v.options.mode = CommMode::netsparse_rank;
       v.options.plans = false;
-    } else if (l == "petsc") {
-      v.options.mode = CommMode::inspector_executor;  // its class: PETSc's VecScatter plan
+    } else if (l == "petsc" || l == "tpetra") {
+      v.options.mode = CommMode::inspector_executor;  // their class: VecScatter's / Import's plan
     } else {
       v.options.mode = parse_comm_mode(l);
       if (v.options.mode == CommMode::netsparse) v.options.mode = netsparse_is;
@@ -881,18 +888,37 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   return res;
 }
 
-// The petsc mode: PETSc's MatMult / MatMatMult on the same matrix and operands, fp64.
-Result measure_petsc(const Variant& v, Workload& w, const Options& o,
-                     const std::vector<double>& ref) {
-  if (o.dist.scalar != ScalarType::f64 || o.changing) {
-    throw std::invalid_argument("the petsc mode runs with --dtype f64 and a fixed pattern");
+// The petsc and tpetra modes: PETSc's MatMult / MatMatMult or Tpetra's CrsMatrix::apply on the
+// same matrix and operands, fp64 (Debian's Tpetra is instantiated for double only).
+bool is_external_baseline(const std::string& label) {
+  return label == "petsc" || label == "tpetra";
+}
+
+Result measure_baseline(const Variant& v, Workload& w, const Options& o,
+                        const std::vector<double>& ref) {
+  if (o.dist.scalar != ScalarType::f64) {
+    throw std::invalid_argument(
+        "the " + v.label + " mode computes in double only (" +
+        (v.label == "tpetra" ? "Tpetra is instantiated for double" : "PETSc's scalar is double") +
+        "): run it with --dtype f64");
+  }
+  if (o.changing) {
+    throw std::invalid_argument("the " + v.label +
+                                " mode multiplies by a fixed matrix: not with --changing-sparsity");
   }
   Result res;
   res.label = v.label;
   res.mode = v.options.mode;
-  bench::PetscRun run;  // named only when built with PETSc (no definition otherwise)
-  if constexpr (bench::kPetscMode) {
-    run = bench::run_petsc(*w.a, w.kernel, w.k, w.f64.b, o.warmup, o.iters);
+  bench::BaselineRun run;
+  // Each runner is named only when built with its library (no definition otherwise).
+  if (v.label == "petsc") {
+    if constexpr (bench::kPetscMode) {
+      run = bench::run_petsc(*w.a, w.kernel, w.k, w.f64.b, o.warmup, o.iters);
+    }
+  } else {
+    if constexpr (bench::kTpetraMode) {
+      run = bench::run_tpetra(*w.a, w.kernel, w.k, w.f64.b, o.warmup, o.iters);
+    }
   }
   res.times = run.times;
   res.round_iterations = {static_cast<int>(run.times.size())};
@@ -1629,8 +1655,8 @@ std::vector<Result> run_variants(const std::vector<Variant>& variants, Workload&
       const Variant& v = variants[vi];
       Result r;
       try {
-        if (v.label == "petsc") {
-          r = measure_petsc(v, w, o, reference);
+        if (is_external_baseline(v.label)) {
+          r = measure_baseline(v, w, o, reference);
         } else {
           r = measure(v, w, o, v.options.mode == CommMode::ideal ? nullptr : &reference, progress,
                       o.rounds > 1 ? tag + " round " + std::to_string(round + 1) : tag);

@@ -5,24 +5,17 @@
 #pragma once
 
 #include <span>
-#include <vector>
 
+#include "baseline_run.hpp"
 #include "netsparse/dist_matrix.hpp"
 #include "netsparse/distributed.hpp"
 #include "petsc_available.hpp"
 
 namespace netsparse::bench {
 
-struct PetscRun {
-  std::vector<double> times;  // per timed product, the slowest rank's
-  double setup_seconds = 0;   // MatCreateMPIAIJWithArrays + operands + MatMatMult's symbolic
-  std::vector<double> out;    // this rank's result rows (rows x k, row-major)
-  // What this rank receives per product, counted like the inspector-executor mode (PETSc's
-  // VecScatter moves each ghost row once): the off-diagonal block's columns (garray) x k x 8
-  // bytes, in one message per owning rank.
-  double ghost_bytes = 0;
-  double ghost_messages = 0;
-};
+// setup_seconds: MatCreateMPIAIJWithArrays + operands + MatMatMult's symbolic phase. Ghosts:
+// PETSc's VecScatter moves each ghost row once, the off-diagonal block's columns (garray).
+using PetscRun = BaselineRun;
 
 // Collective. b_local: this rank's rows of the column-indexed operand (a.cols(), rows x k,
 // row-major). kernel spmv (k == 1) or spmm; anything else: std::invalid_argument. PETSc is

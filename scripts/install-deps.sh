@@ -4,8 +4,9 @@
 #   scripts/install-deps.sh            build + test dependencies (everything)
 #   scripts/install-deps.sh --main     only what the main job needs (scripts/main-job.sh): the
 #                                      library and netsparse_bench, without the test, Python,
-#                                      PyTorch, PETSc and clang packages (PETSc's mode is then
-#                                      absent from the table; the full set adds it)
+#                                      PyTorch, PETSc, Trilinos and clang packages (the petsc
+#                                      and tpetra modes are then absent from the table; the
+#                                      full set adds them)
 #   scripts/install-deps.sh --vm       also what the soft-RoCE QEMU guest needs
 set -euo pipefail
 
@@ -30,6 +31,13 @@ pkgs=(
   # the Python module (python/) and its tests; PETSc interop (include/netsparse/petsc.hpp)
   pybind11-dev python3-dev python3-numpy python3-scipy python3-mpi4py python3-pytest
   python3-torch petsc-dev
+  # Trilinos Tpetra (CrsMatrix::apply with its Import): netsparse_bench's tpetra mode, the second
+  # real inspector-executor baseline beside PETSc's (bench/tpetra_mode.cpp); absent: no such mode.
+  # Debian's tpetra-dev does not depend on the Teuchos / Kokkos / KokkosKernels headers its own
+  # headers include, nor on Epetra's CMake config its TpetraCoreConfig.cmake includes (without it
+  # find_package(TpetraCore) is a configure error), so they are listed too.
+  libtrilinos-tpetra-dev libtrilinos-teuchos-dev libtrilinos-kokkos-dev
+  libtrilinos-kokkos-kernels-dev libtrilinos-epetra-dev
   # graph partitioning (lib/partition: METIS k-way partitions of a matrix's graph)
   libmetis-dev
   # an optimized BLAS behind Debian's libblas.so.3 alternative (numpy, torch and PETSc call it):
