@@ -4,7 +4,7 @@
 #   scripts/install-deps.sh            build + test dependencies (everything)
 #   scripts/install-deps.sh --main     only what the main job needs (scripts/main-job.sh): the
 #                                      library and netsparse_bench, without the test, Python,
-#                                      PyTorch, PETSc and clang packages (PETSc's mode is then
+#                                      PyTorch, PETSc, CombBLAS and clang packages (PETSc's mode is then
 #                                      absent from the table; the full set adds it)
 #   scripts/install-deps.sh --vm       also what the soft-RoCE QEMU guest needs
 set -euo pipefail
@@ -32,6 +32,9 @@ pkgs=(
   python3-torch petsc-dev
   # graph partitioning (lib/partition: METIS k-way partitions of a matrix's graph)
   libmetis-dev
+  # CombBLAS 1.6.2 (headers + libCombBLAS.so): bench_spgemm's `combblas` mode, the 2-D SpGEMM
+  # peer (bench/spgemm_combblas.cpp); optional, the mode is absent without it
+  libcombblas-dev
   # an optimized BLAS behind Debian's libblas.so.3 alternative (numpy, torch and PETSc call it):
   # the default reference BLAS makes torch's thin matmuls ~10x slower (measured in the GCN)
   libopenblas0-openmp
