@@ -4,9 +4,9 @@
 #   scripts/install-deps.sh            build + test dependencies (everything)
 #   scripts/install-deps.sh --main     only what the main job needs (scripts/main-job.sh): the
 #                                      library and netsparse_bench, without the test, Python,
-#                                      PyTorch, PETSc, Trilinos and clang packages (the petsc
-#                                      and tpetra modes are then absent from the table; the
-#                                      full set adds them)
+#                                      PyTorch, PETSc, Trilinos, CombBLAS and clang packages (the
+#                                      petsc, tpetra and combblas modes are then absent; the full
+#                                      set adds them)
 #   scripts/install-deps.sh --vm       also what the soft-RoCE QEMU guest needs
 set -euo pipefail
 
@@ -40,6 +40,9 @@ pkgs=(
   libtrilinos-kokkos-kernels-dev libtrilinos-epetra-dev
   # graph partitioning (lib/partition: METIS k-way partitions of a matrix's graph)
   libmetis-dev
+  # CombBLAS 1.6.2 (headers + libCombBLAS.so): bench_spgemm's `combblas` mode, the 2-D SpGEMM
+  # peer (bench/spgemm_combblas.cpp); optional, the mode is absent without it
+  libcombblas-dev
   # an optimized BLAS behind Debian's libblas.so.3 alternative (numpy, torch and PETSc call it):
   # the default reference BLAS makes torch's thin matmuls ~10x slower (measured in the GCN)
   libopenblas0-openmp
