@@ -1,0 +1,20 @@
+// The host layout the shared-memory rings (shm_rings.cpp) are built on: which ranks share this
+// rank's host (real, or virtual hosts of NETSPARSE_RANKS_PER_HOST), and how much memory this
+// rank's rings may take.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+
+namespace netsparse::transport {
+
+// This rank's host communicator (collective over `comm`); `machine`, when given and not null,
+// is the ranks sharing memory already split, taken over. std::invalid_argument (the same reason
+// on every rank) for a layout that cannot work.
+MPI_Comm split_host(MPI_Comm comm, MPI_Comm* machine);
+// The bytes this rank's rings may take (warns once when rings of `stride` bytes to every rank
+// of the host would not fit).
+std::uint64_t ring_memory_limit(MPI_Comm host, int host_size, std::uint64_t stride);
+
+}  // namespace netsparse::transport
