@@ -1166,9 +1166,10 @@ void print_auto_line(const Result& r, const std::vector<Result>& results) {
     std::printf(" = %.3fx the best fixed mode (%s %.3f ms/it)", t / median(best->times),
                 best->label.c_str(), median(best->times) * 1e3);
   }
-  std::printf("; tuning cost %.1f ms (median over rounds: construction, candidates' setups and "
-              "trial runs until the choice)\n",
-              median(r.auto_tuning_times) * 1e3);
+  std::printf(
+      "; tuning cost %.1f ms (median over rounds: construction, candidates' setups and "
+      "trial runs until the choice)\n",
+      median(r.auto_tuning_times) * 1e3);
   if (!r.auto_json.empty()) {
     const bench::Json j = bench::parse_json(r.auto_json.front(), "DistKernel::auto_tuning_json");
     std::string compared;
