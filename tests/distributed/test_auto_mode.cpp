@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -119,12 +120,27 @@ TEST(AutoMode, EveryRunIsTheRunningModesResult) {
     }
     for (int i = 0; i < kTrialRuns + 3; ++i) {
       const int which = 1 + i % 3;
+      // The results of the three modes agree to the bit on these operands, so which kernel ran
+      // is told by what it moved: the NetSparse candidate's engine sends frames only in its
+      // runs, and the property bytes received are each mode's own (su: the whole operand).
+      // Before the last trial run: the engine is alive (the losers go once the last one ran).
+      const bool engine_alive = i + 1 < kTrialRuns;
+      const std::uint64_t moved_before =
+          engine_alive ? automatic.engine()->stat(NS_STAT_MOVED_BYTES) : 0;
       const std::vector<float> got = run_once(automatic, f.dm, f.dm.local(), which);
+      const std::uint64_t got_payload = automatic.last_run_stats().payload_bytes_in;
+      const bool engine_moved =
+          engine_alive && automatic.engine()->stat(NS_STAT_MOVED_BYTES) > moved_before;
       const int cand = candidate_of_run(automatic, i);
       ASSERT_GE(cand, 0) << where;
       const std::vector<float> want = run_once(*fixed[cand], f.dm, f.dm.local(), which);
       EXPECT_TRUE(all_ranks(same_bytes(got, want)))
           << where << " run " << i << " (" << to_string(fixed[cand]->mode()) << ")";
+      EXPECT_EQ(got_payload, fixed[cand]->last_run_stats().payload_bytes_in)
+          << where << " run " << i << " (" << to_string(fixed[cand]->mode()) << ")";
+      if (engine_alive) {
+        EXPECT_EQ(engine_moved, cand == 0) << where << " run " << i;
+      }
       EXPECT_LE(max_relative_error(got, reference(automatic, f.dm.local(), which)), kTolerance)
           << where << " run " << i;
       EXPECT_EQ(automatic.auto_tuning().tuned, i + 1 >= kTrialRuns) << where << " run " << i;
