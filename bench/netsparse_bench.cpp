@@ -169,6 +169,14 @@ Modes
                                               (triples) and partial sums back where that
                                               moves fewer bytes than fetching its rows, else
                                               the rows (not in the default list)
+                           auto               chosen while the kernel runs: its first runs
+                                              are trials of netsparse, inspector-executor and
+                                              su (one warm-up + DistOptions::tune_runs timed
+                                              runs each), the fastest kept (not in the
+                                              default list). Its setup column includes the
+                                              trials; its time/it is the steady state after
+                                              them; a line under the table says what it
+                                              chose and what tuning cost
                            ideal              no communication (the compute-only bound)
                            petsc              PETSc's MatMult / MatMatMult (MPIDENSE B), fp64;
                                               built with PETSc, in the default list with
@@ -445,7 +453,11 @@ std::vector<Variant> make_variants(const Options& o, int hosts) {
     for (CommMode m : all_comm_modes()) {
       // task-packets only when asked: it is inspector-executor wherever no owner is cheaper to
       // send the work to, and the main job keeps its list and its time.
-      if (m == CommMode::task_packets || m == CommMode::netsparse_node) continue;
+      // auto only when asked too: it runs what the other rows already measure.
+      if (m == CommMode::task_packets || m == CommMode::netsparse_node ||
+          m == CommMode::automatic) {
+        continue;
+      }
       if (m == CommMode::node_aware_ie && hosts < 2) continue;
       if (m == CommMode::netsparse_rank && netsparse_is != CommMode::netsparse_node) continue;
       labels.emplace_back(to_string(m));
@@ -569,6 +581,12 @@ struct Result {
   double setup_collectives = 0;  // ... of the setup: engine open + the kernel's construction
   std::string engine_json;
   std::string error;
+  // auto, per round: the mode it chose, its tuning cost (the slowest rank's: construction with
+  // the first candidate's setup, the later candidates' setups and the trial runs, until the
+  // choice), and the kernel's auto_tuning_json (rank 0's).
+  std::vector<std::string> auto_chosen;
+  std::vector<double> auto_tuning_times;
+  std::vector<std::string> auto_json;
 };
 
 // [{"inter_host_bytes": .., "inter_host_messages": .., "intra_host_bytes": .., "rows_landed": ..}]
@@ -767,6 +785,19 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   const bool changing = o.changing && v.label != kFixedRowLabel;
   // Its SDDMM output follows A's nonzeros, not the last sampled pattern's.
   if (o.changing && !changing) w.clear_out(out_size(w, w.a->local()));
+  // auto: the trials run now, on A's pattern, as part of the setup: the timed iterations below
+  // are its steady state (with a changing pattern that is not dynamic it tunes again in each).
+  if (v.options.mode == CommMode::automatic) {
+    while (!kern.auto_tuning().tuned) {
+      progress.show(tag + " " + v.label + ": trial run " +
+                    std::to_string(kern.auto_tuning().trial_runs + 1));
+      MPI_Barrier(MPI_COMM_WORLD);
+      run_once(kern, w);
+    }
+    res.auto_tuning_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
+    res.auto_chosen.emplace_back(to_string(kern.chosen_mode()));
+    res.auto_json.push_back(kern.auto_tuning_json());
+  }
   if (!changing) {
     res.setup_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
     res.plan_times.push_back(allreduce(kern.plan_seconds(), MPI_MAX));
@@ -1137,6 +1168,47 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
+// auto's line under the table: what it chose (each round tunes its own kernel), its steady time
+// against the best fixed mode of the table, its tuning cost, and the times it compared.
+void print_auto_line(const Result& r, const std::vector<Result>& results) {
+  std::map<std::string, int> chosen;
+  for (const std::string& c : r.auto_chosen) ++chosen[c];
+  std::string choices;
+  for (const auto& [mode, n] : chosen) {
+    choices += (choices.empty() ? "" : ", ") + mode + " in " + std::to_string(n) + "/" +
+               std::to_string(r.auto_chosen.size()) + " rounds";
+  }
+  const Result* best = nullptr;
+  for (const Result& o : results) {
+    if (!o.error.empty() || o.times.empty() || o.mode == CommMode::ideal ||
+        o.mode == CommMode::automatic || is_ablation(o.label) || o.label == "petsc") {
+      continue;
+    }
+    if (best == nullptr || median(o.times) < median(best->times)) best = &o;
+  }
+  const double t = r.times.empty() ? 0.0 : median(r.times);
+  std::printf("   auto: chose %s; steady %.3f ms/it", choices.c_str(), t * 1e3);
+  if (best != nullptr) {
+    std::printf(" = %.3fx the best fixed mode (%s %.3f ms/it)", t / median(best->times),
+                best->label.c_str(), median(best->times) * 1e3);
+  }
+  std::printf(
+      "; tuning cost %.1f ms (median over rounds: construction, candidates' setups and "
+      "trial runs until the choice)\n",
+      median(r.auto_tuning_times) * 1e3);
+  if (!r.auto_json.empty()) {
+    const bench::Json j = bench::parse_json(r.auto_json.front(), "DistKernel::auto_tuning_json");
+    std::string compared;
+    for (const bench::Json& c : j["candidates"]) {
+      compared += (compared.empty() ? "" : ", ") + c["mode"].get<std::string>() + " " +
+                  (c["skipped"].get<bool>() ? std::string("skipped")
+                                            : fmt("%.3f ms", c["seconds"].get<double>() * 1e3));
+    }
+    std::printf("         round 1 compared (median of %d timed runs, max over ranks): %s\n",
+                j["tune_runs"].get<int>(), compared.c_str());
+  }
+}
+
 void print_table(const std::string& title, KernelKind kernel, int k,
                  const std::vector<Result>& results, const Volume& vol, double line_rate,
                  const Options& o, bench::Json& verdicts) {
@@ -1207,6 +1279,9 @@ void print_table(const std::string& title, KernelKind kernel, int k,
     } else if (!node_wide && r.bytes_total < vol.min_wire_total) {
       below_wire.push_back(r.label);
     }
+  }
+  for (const Result& r : results) {
+    if (r.mode == CommMode::automatic && r.error.empty()) print_auto_line(r, results);
   }
   if (empty) return;
   // Between hosts: the modes that count host-level traffic (inspector-executor, node-aware-ie).
@@ -1303,8 +1378,10 @@ void print_table(const std::string& title, KernelKind kernel, int k,
   const Result* best = nullptr;
   bool unresolved = false;  // a verdict lacked samples: say how many it needs, once
   for (const Result& r : results) {
-    // Baselines only: our own engines' other rows (netsparse-rank, -node, -noplan) are no bar.
-    if (r.label.rfind("netsparse", 0) == 0 || r.mode == CommMode::ideal || !r.error.empty()) {
+    // Baselines only: our own engines' other rows (netsparse-rank, -node, -noplan) are no bar,
+    // nor is auto (it runs one of the rows).
+    if (r.label.rfind("netsparse", 0) == 0 || r.mode == CommMode::ideal || !r.error.empty() ||
+        r.mode == CommMode::automatic) {
       continue;
     }
     if (is_ablation(r.label)) continue;
@@ -1635,6 +1712,10 @@ void merge_round(Result& acc, const Result& r, int round) {
   acc.compute_tail = (acc.compute_tail * round + r.compute_tail) / (round + 1);
   acc.post_tail = (acc.post_tail * round + r.post_tail) / (round + 1);
   acc.progress_tail = (acc.progress_tail * round + r.progress_tail) / (round + 1);
+  acc.auto_chosen.insert(acc.auto_chosen.end(), r.auto_chosen.begin(), r.auto_chosen.end());
+  acc.auto_tuning_times.insert(acc.auto_tuning_times.end(), r.auto_tuning_times.begin(),
+                               r.auto_tuning_times.end());
+  acc.auto_json.insert(acc.auto_json.end(), r.auto_json.begin(), r.auto_json.end());
 }
 
 // Every variant on one (kernel, K), --rounds times over: every mode once per round, so slow
@@ -1820,6 +1901,15 @@ bench::Json result_json(KernelKind kernel, int k, const Result& r, const Derived
   j["host_min_payload_total"] = vol.host_min_payload;
   j["rank_host_payload_total"] = vol.rank_host_payload;
   j["engine_stats"] = bench::parse_json(r.engine_json, "the engine's stats_json");
+  if (r.mode == CommMode::automatic) {
+    j["auto_chosen"] = r.auto_chosen;  // per round
+    j["auto_tuning_s"] = r.auto_tuning_times;
+    bench::Json tunings = bench::Json::array();
+    for (const std::string& t : r.auto_json) {
+      tunings.push_back(bench::parse_json(t, "DistKernel::auto_tuning_json"));
+    }
+    j["auto_tuning"] = std::move(tunings);
+  }
   return j;
 }
 

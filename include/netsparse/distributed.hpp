@@ -61,6 +61,14 @@
 //                      work and adds the returned partial sums into C; elsewhere it fetches the
 //                      rows as inspector-executor does. MPI point-to-point; SDDMM always fetches.
 //   ideal              no communication: every rank holds all of the operand (replicate()).
+//   auto               chosen by measurement while the kernel runs (CommMode::automatic): the
+//                      kernel's first runs are trials of the candidates -- netsparse (resolved as
+//                      above), inspector-executor, su -- each built when its turn comes, one
+//                      warm-up then DistOptions::tune_runs timed runs of the real kernel (their
+//                      results are the caller's); then one allreduce of the per-candidate median
+//                      times (max over ranks) and every rank keeps the same fastest, the others
+//                      are destroyed. A new fixed pattern (set_pattern) or retune() tunes again.
+//                      chosen_mode() and auto_tuning() say what was chosen and why.
 #pragma once
 
 #include <mpi.h>
@@ -94,6 +102,7 @@ enum class CommMode {
   task_packets,
   ideal,
   netsparse_rank,  // appended: the enumerators keep their values
+  automatic,       // "auto": chosen by measurement while the kernel runs (DistKernel, below)
 };
 [[nodiscard]] const char* to_string(CommMode mode) noexcept;  // "netsparse", "su-panel", ...
 // Throws std::invalid_argument naming the accepted names.
@@ -119,6 +128,7 @@ struct EngineOptions {
 
 namespace dist {
 class RigEngineAccess;
+class AutoAccess;
 }  // namespace dist
 
 // One open RIG engine (ns_context over MPI) with a completion queue and a queue pair, shared
@@ -199,6 +209,29 @@ struct DistOptions {
   // answers from its Property Cache what crossed into the rack before in the same kernel
   // (docs/node-aware.md). Also on with NETSPARSE_RACK_SWITCH=1. Must be the same on every rank.
   bool rack_switch = false;
+  // auto: timed runs per candidate, each candidate's after one untimed warm-up (>= 1, <= 100).
+  int tune_runs = 2;
+};
+
+// What CommMode::automatic measured and chose (DistKernel::auto_tuning). Times in seconds.
+struct AutoTuning {
+  struct Candidate {
+    CommMode mode = CommMode::netsparse;  // resolved once built (netsparse -> netsparse-rank ...)
+    bool skipped = false;             // could not run here (its operand rows do not fit in memory)
+    std::vector<double> run_seconds;  // this rank's timed runs (the warm-up not included)
+    double seconds = 0;               // the max over ranks of the ranks' medians: what was compared
+    double setup_seconds = 0;         // this rank: constructing it (its setup)
+  };
+  bool tuned = false;                     // false while the trials run
+  CommMode chosen = CommMode::automatic;  // the winner once tuned
+  int tune_runs = 2;                      // DistOptions::tune_runs
+  int tunings = 0;                        // choices made so far (the first, then one per re-tune)
+  std::vector<Candidate> candidates;      // in trial order
+  // This rank's tuning cost of the current tuning: the candidates' setups, and the trial runs
+  // (warm-ups included) with the choice's allreduce. Both also while the trials run.
+  double setup_seconds = 0;
+  double trial_seconds = 0;
+  int trial_runs = 0;
 };
 
 // Communication counters of one rank (run_stats) or summed over calls (total_stats).
@@ -322,10 +355,27 @@ class DistKernel {
   void replicate(std::span<const float> operand_local);
   void replicate(std::span<const double> operand_local);
 
+  // The mode: CommMode::automatic for an auto kernel, else the resolved mode (netsparse ->
+  // netsparse-rank or netsparse-node).
   [[nodiscard]] CommMode mode() const noexcept;
+  // The mode the runs use: mode(), or for auto the winner once chosen (CommMode::automatic while
+  // the trials run).
+  [[nodiscard]] CommMode chosen_mode() const noexcept;
+  // auto: the trials, their times and the choice (empty for the other modes), and the same as
+  // JSON ({"tuned", "chosen", "tune_runs", "tunings", "setup_seconds", "trial_seconds",
+  // "trial_runs", "candidates": [{"mode", "skipped", "seconds", "setup_seconds",
+  // "run_seconds"}]}).
+  [[nodiscard]] const AutoTuning& auto_tuning() const noexcept;
+  [[nodiscard]] std::string auto_tuning_json() const;
+  // auto: tune again from the next run on (the winner is kept as a candidate, the others are
+  // rebuilt). Collective. std::logic_error in the other modes.
+  void retune();
   [[nodiscard]] KernelKind kernel() const noexcept;
   [[nodiscard]] int k() const noexcept;
   [[nodiscard]] ScalarType scalar() const noexcept;  // DistOptions::scalar
+  // auto: setup_seconds() is the wall time of the last constructor or set_pattern call (the
+  // candidates built in it); the later candidates' setups and the trials are auto's tuning cost,
+  // in auto_tuning(). plan_seconds() is the plan of the candidate in use.
   // Seconds of the last setup (constructor or set_pattern) on this rank, and the part of it that
   // is the mode's own communication plan: tiling the remote part its way plus the exchange
   // setup (inspector-executor: ghosts, index exchange, graph communicator, compact matrix). The
@@ -346,6 +396,7 @@ class DistKernel {
 
  private:
   friend HostVolume host_volume(const DistKernel& kernel);
+  friend class dist::AutoAccess;  // auto's test hook (lib/distributed/auto_mode.hpp)
   std::unique_ptr<Impl> impl_;
 };
 

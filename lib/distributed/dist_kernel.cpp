@@ -46,6 +46,7 @@ constexpr auto kCommModeNames = std::to_array<support::EnumName<CommMode>>({
     {CommMode::netsparse_node, "netsparse-node"},
     {CommMode::ideal, "ideal"},
     {CommMode::task_packets, "task-packets"},
+    {CommMode::automatic, "auto"},
 });
 constexpr auto kAllModes = support::values_of<kCommModeNames>();
 
@@ -156,6 +157,8 @@ std::unique_ptr<dist::ExchangeBase> make_exchange(DistKernel::Impl& s,
       return dist::make_task_exchange<T>();
     case CommMode::ideal:
       return dist::make_ideal_exchange<T>();
+    case CommMode::automatic:  // runs on its candidates' kernels (auto_mode.hpp): not seen here
+      break;
   }
   throw std::invalid_argument("DistKernel: unknown communication mode");
 }
@@ -198,6 +201,7 @@ agreement::Agreement kernel_arguments(const DistMatrix& a, KernelKind kernel, in
                std::to_string(o.conveyor_buffers_per_link));
   agreed.field("DistOptions::ie_point_to_point", flag(o.ie_point_to_point));
   agreed.field("DistOptions::rack_switch", flag(o.rack_switch));
+  agreed.field("DistOptions::tune_runs", std::to_string(o.tune_runs));
   return agreed;
 }
 
@@ -237,6 +241,18 @@ DistKernel::DistKernel(const DistMatrix& a, KernelKind kernel, int k, const Dist
   s.kernel = kernel;
   s.k = k;
   s.options = options;
+  if (options.mode == CommMode::automatic) {
+    if (options.tune_runs < 1 || options.tune_runs > dist::kMaxTuneRuns) {
+      throw std::invalid_argument(
+          "DistKernel: DistOptions::tune_runs (auto's timed runs per candidate) must be in [1, " +
+          std::to_string(dist::kMaxTuneRuns) + "], got " + std::to_string(options.tune_runs));
+    }
+    const double t0 = dist::now_seconds();
+    s.tuner = std::make_unique<dist::AutoSelector>(a, kernel, k, options, std::move(engine));
+    s.rows_in_use = &s.tuner->rows();
+    s.setup_seconds = dist::now_seconds() - t0;
+    return;
+  }
   // One Topology per kernel (seven collectives), for resolving `netsparse` and for the mode.
   if (resolves_by_layout(options, engine != nullptr) || routes_by_host(options.mode)) {
     s.topology = std::make_unique<dist::Topology>(dist::Topology::build(s.comm));
@@ -263,6 +279,13 @@ DistKernel& DistKernel::operator=(DistKernel&&) noexcept = default;
 void DistKernel::set_pattern(const CsrMatrix& local_rows) {
   Impl& s = *impl_;
   const double t0 = dist::now_seconds();
+  if (s.tuner) {
+    s.tuner->set_pattern(local_rows);
+    s.rows_in_use = &s.tuner->rows();
+    s.volume_known = false;
+    s.setup_seconds = dist::now_seconds() - t0;
+    return;
+  }
   dist::collective_call(s.comm, [&] {
     if (local_rows.row_begin != s.rows.begin(s.rank) || local_rows.n_rows != s.rows.size(s.rank) ||
         local_rows.n_rows_global != s.rows.n_rows() || local_rows.n_cols != s.cols.n_rows()) {
@@ -352,8 +375,21 @@ void check_kernel(const DistKernel::Impl& s, KernelKind kind, const char* call) 
   check_scalar<T>(call, s.options.scalar);
 }
 
+// auto: the run goes to the kernel whose turn it is (a trial candidate or the winner), which
+// checks and agrees on the arguments itself; its statistics are this kernel's.
+template <class F>
+bool run_auto(DistKernel::Impl& s, F&& call) {
+  if (!s.tuner) return false;
+  s.tuner->run(call);
+  s.last = s.tuner->last_stats();
+  s.last.runs = 1;
+  s.total += s.last;
+  return true;
+}
+
 template <class T>
 void run_spmm(DistKernel::Impl& s, std::span<const T> b_local, std::span<T> c_local) {
+  if (run_auto(s, [&](DistKernel& kern) { kern.spmm(b_local, c_local); })) return;
   agree_on_arguments<T>(s, "spmm", [&] {
     check_kernel<T>(s, KernelKind::spmm, "spmm");
     check_size("spmm", "B", b_local.size(), std::uint64_t(s.cols.size(s.rank)) * s.k, s.rank);
@@ -366,6 +402,7 @@ void run_spmm(DistKernel::Impl& s, std::span<const T> b_local, std::span<T> c_lo
 template <class T>
 void run_sddmm(DistKernel::Impl& s, std::span<const T> x_local, std::span<const T> y_local,
                std::span<T> out) {
+  if (run_auto(s, [&](DistKernel& kern) { kern.sddmm(x_local, y_local, out); })) return;
   agree_on_arguments<T>(s, "sddmm", [&] {
     check_kernel<T>(s, KernelKind::sddmm, "sddmm");
     check_size("sddmm", "X", x_local.size(), std::uint64_t(s.rows.size(s.rank)) * s.k, s.rank);
@@ -379,6 +416,7 @@ void run_sddmm(DistKernel::Impl& s, std::span<const T> x_local, std::span<const 
 
 template <class T>
 void run_spmv(DistKernel::Impl& s, std::span<const T> x_local, std::span<T> y_local) {
+  if (run_auto(s, [&](DistKernel& kern) { kern.spmv(x_local, y_local); })) return;
   agree_on_arguments<T>(s, "spmv", [&] {
     check_kernel<T>(s, KernelKind::spmv, "spmv");
     check_size("spmv", "x", x_local.size(), static_cast<std::uint64_t>(s.cols.size(s.rank)),
@@ -447,6 +485,7 @@ int DistKernel::k() const noexcept {
   return impl_->k;
 }
 double DistKernel::plan_seconds() const noexcept {
+  if (impl_->tuner) return impl_->tuner->in_use().plan_seconds();
   return impl_->plan_seconds;
 }
 double DistKernel::setup_seconds() const noexcept {
@@ -467,9 +506,11 @@ PatternVolume DistKernel::volume() const {
   return impl_->volume;
 }
 gidx_t DistKernel::window_columns() const noexcept {
+  if (impl_->tuner) return impl_->tuner->in_use().window_columns();
   return impl_->pattern.window;
 }
 const std::shared_ptr<RigEngine>& DistKernel::engine() const noexcept {
+  if (impl_->tuner) return impl_->tuner->engine();
   return impl_->engine;
 }
 

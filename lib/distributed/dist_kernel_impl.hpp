@@ -8,6 +8,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "distributed/auto_mode.hpp"
 #include "distributed/compute.hpp"
 #include "distributed/exchange.hpp"
 #include "distributed/pattern.hpp"
@@ -36,6 +37,9 @@ struct NETSPARSE_LOCAL DistKernel::Impl {
   // borrows it through RunContext::topology, so it outlives the exchange).
   std::unique_ptr<dist::Topology> topology;
   std::unique_ptr<dist::ExchangeBase> exchange;  // a dist::Exchange<T> of options.scalar's T
+  // CommMode::automatic: the candidates' kernels instead of an exchange (auto_mode.hpp); every
+  // run, set_pattern and accessor of the mode's state goes to the kernel it runs on.
+  std::unique_ptr<dist::AutoSelector> tuner;
   MPI_Datatype row_type = MPI_DATATYPE_NULL;
   double setup_seconds = 0;
   double plan_seconds = 0;

@@ -477,7 +477,8 @@ netsparse.Engine(comm, progress="auto"). Collective to create and to destroy.)")
 DistKernel(a, kind, k, mode="netsparse", dtype=numpy.float32, dynamic_pattern=False,
            engine=None, batch=None, progress="auto")
 Collective. kind: "spmm", "sddmm" or "spmv" (k == 1); mode: any netsparse_bench mode
-("netsparse", "su", "inspector-executor", ...). The run calls take numpy arrays as they are (no
+("netsparse", "su", "inspector-executor", ..., or "auto": chosen by timed trial runs, see
+chosen_mode and auto_tuning()). The run calls take numpy arrays as they are (no
 copy): dtype exactly the kernel's, C-contiguous, this rank's block shape; anything else raises
 ValueError on every rank.)")
       .def(py::init([](const PyDistMatrix& a, const std::string& kind, int k,
@@ -572,6 +573,25 @@ rows directly (no setup); other modes redo their setup.)",
              }
            })
       .def_property_readonly("mode", [](const PyDistKernel& s) { return to_string(s.op->mode()); })
+      .def_property_readonly(
+          "chosen_mode", [](const PyDistKernel& s) { return to_string(s.op->chosen_mode()); },
+          "The mode the runs use: mode, or for mode=\"auto\" the winner once its trials chose "
+          "(\"auto\" while they run).")
+      .def(
+          "auto_tuning",
+          [](const PyDistKernel& s) {
+            return py::module_::import("json").attr("loads")(s.op->auto_tuning_json());
+          },
+          "mode=\"auto\": what the trials measured and chose (DistKernel::auto_tuning_json as "
+          "a dict: tuned, chosen, tune_runs, tunings, setup_seconds, trial_seconds, trial_runs, "
+          "candidates [{mode, skipped, seconds, setup_seconds, run_seconds}]).")
+      .def(
+          "retune",
+          [](PyDistKernel& s) {
+            py::gil_scoped_release release;
+            s.op->retune();
+          },
+          "mode=\"auto\": tune again from the next run on. Collective.")
       .def_property_readonly("kind",
                              [](const PyDistKernel& s) { return to_string(s.op->kernel()); })
       .def_property_readonly("k", [](const PyDistKernel& s) { return s.k; })

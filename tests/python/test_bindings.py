@@ -65,6 +65,22 @@ def test_spmm_every_element(square, mode, dtype):
         assert stats["unique_remote_cols"] > 0
 
 
+def test_auto_mode_chooses_and_reports(square):
+    whole, a = square
+    k = 3
+    b = int_dense(97, k, seed=13, dtype=np.float32)
+    kernel = netsparse.DistKernel(a, "spmm", k, mode="auto")
+    assert kernel.mode == "auto" and kernel.chosen_mode == "auto"
+    want = block((whole @ b).astype(np.float32), a.row_offsets)
+    for _ in range(10):  # 3 candidates x (1 warm-up + 2 timed runs), then the winner's
+        assert np.array_equal(kernel.spmm(block(b, a.col_offsets)), want)
+    t = kernel.auto_tuning()
+    assert t["tuned"] and t["chosen"] == kernel.chosen_mode != "auto"
+    assert [c["mode"] for c in t["candidates"]][1:] == ["inspector-executor", "su"]
+    kernel.retune()
+    assert kernel.chosen_mode == "auto"
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_spmv_and_sddmm_every_element(square, dtype):
     whole, a = square

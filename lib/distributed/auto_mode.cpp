@@ -1,0 +1,270 @@
+// CommMode::automatic: the candidates' trials and the one-collective choice (auto_mode.hpp), and
+// DistKernel's auto entry points (chosen_mode, auto_tuning, retune).
+#include "distributed/auto_mode.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "agreement/mpi.hpp"
+#include "agreement/mpi_util.hpp"
+#include "distributed/deadlines.hpp"
+#include "distributed/dist_kernel_impl.hpp"
+#include "support/memory.hpp"
+
+namespace netsparse {
+namespace dist {
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+AutoSelector::AutoSelector(const DistMatrix& a, KernelKind kernel, int k,
+                           const DistOptions& options, std::shared_ptr<RigEngine> engine)
+    : base_(a),
+      latest_(&base_.local()),
+      kernel_(kernel),
+      k_(k),
+      options_(options),
+      given_engine_(std::move(engine)),
+      kernels_(std::size(kAutoCandidates)) {
+  tuning_.tune_runs = options.tune_runs;
+  tuning_.candidates.resize(kernels_.size());
+  start_trials();
+  // The first candidate now: the kernel's setup errors surface at construction, as any mode's.
+  slot_ = build_slot(0);
+  if (slot_ == kernels_.size()) {
+    throw std::runtime_error("DistKernel (auto): no candidate mode can run this kernel here");
+  }
+}
+
+void AutoSelector::start_trials() {
+  chosen_ = -1;
+  slot_ = 0;
+  runs_in_slot_ = 0;
+  tuning_.tuned = false;
+  tuning_.chosen = CommMode::automatic;
+  tuning_.setup_seconds = 0;
+  tuning_.trial_seconds = 0;
+  tuning_.trial_runs = 0;
+  for (std::size_t i = 0; i < kernels_.size(); ++i) {
+    AutoTuning::Candidate& c = tuning_.candidates[i];
+    c.mode = kernels_[i] ? kernels_[i]->mode() : kAutoCandidates[i];
+    c.skipped = false;
+    c.run_seconds.clear();
+    c.seconds = 0;
+    c.setup_seconds = 0;
+  }
+}
+
+std::size_t AutoSelector::build_slot(std::size_t from) {
+  for (std::size_t i = from; i < kernels_.size(); ++i) {
+    if (kernels_[i]) return i;
+    AutoTuning::Candidate& c = tuning_.candidates[i];
+    if (c.skipped) continue;
+    DistOptions o = options_;
+    o.mode = kAutoCandidates[i];
+    const double t0 = now_seconds();
+    try {
+      // Only the NetSparse candidate runs on an engine the caller brought.
+      kernels_[i] = std::make_unique<DistKernel>(
+          base_, kernel_, k_, o, o.mode == CommMode::netsparse ? given_engine_ : nullptr);
+      if (latest_ != &base_.local()) kernels_[i]->set_pattern(*latest_);
+    } catch (const support::OutOfMemory&) {
+      // Refused on every rank alike (the kernel's memory check rides in its agreement): this
+      // candidate cannot run here, the others may.
+      kernels_[i].reset();
+      c.skipped = true;
+      continue;
+    }
+    c.setup_seconds = now_seconds() - t0;
+    c.mode = kernels_[i]->mode();
+    tuning_.setup_seconds += c.setup_seconds;
+    refresh_engine();
+    return i;
+  }
+  return kernels_.size();
+}
+
+DistKernel& AutoSelector::current() {
+  if (chosen_ >= 0) return *kernels_[static_cast<std::size_t>(chosen_)];
+  slot_ = build_slot(slot_);
+  if (slot_ == kernels_.size()) choose();  // the remaining candidates could not be built
+  return chosen_ >= 0 ? *kernels_[static_cast<std::size_t>(chosen_)] : *kernels_[slot_];
+}
+
+const DistKernel& AutoSelector::in_use() const noexcept {
+  if (chosen_ >= 0) return *kernels_[static_cast<std::size_t>(chosen_)];
+  std::size_t i = std::min(slot_, kernels_.size() - 1);
+  while (i > 0 && !kernels_[i]) --i;
+  while (!kernels_[i]) ++i;  // one is always built: the constructor builds the first
+  return *kernels_[i];
+}
+
+void AutoSelector::run(const std::function<void(DistKernel&)>& call) {
+  if (chosen_ >= 0) {
+    DistKernel& winner = *kernels_[static_cast<std::size_t>(chosen_)];
+    call(winner);
+    last_ = winner.last_run_stats();
+    return;
+  }
+  DistKernel& trial = current();
+  const bool chose_now = chosen_ >= 0;
+  const double t0 = now_seconds();
+  call(trial);
+  const double seconds = now_seconds() - t0;
+  last_ = trial.last_run_stats();
+  if (chose_now) return;  // current() chose: this was the winner's first steady run
+  tuning_.trial_seconds += seconds;
+  ++tuning_.trial_runs;
+  if (runs_in_slot_ > 0) tuning_.candidates[slot_].run_seconds.push_back(seconds);
+  if (++runs_in_slot_ > tuning_.tune_runs) {
+    runs_in_slot_ = 0;
+    if (++slot_ == kernels_.size()) choose();
+  }
+}
+
+// One allreduce: every rank contributes its median per candidate, the max over ranks is what a
+// candidate costs the job (the slowest rank sets the pace of a collective kernel), and every
+// rank then takes the same lowest -- ties to the earlier candidate -- from the same numbers.
+void AutoSelector::choose() {
+  const double t0 = now_seconds();
+  const std::size_t n = kernels_.size();
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  std::vector<double> seconds(n, kNone);
+  for (std::size_t i = 0; i < n; ++i) {
+    const AutoTuning::Candidate& c = tuning_.candidates[i];
+    if (c.skipped || c.run_seconds.empty()) continue;
+    seconds[i] = i < forced_.size() ? forced_[i] : median_of(c.run_seconds);
+  }
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, seconds.data(), static_cast<int>(n), MPI_DOUBLE, MPI_MAX,
+                          base_.comm()),
+            "MPI_Allreduce");
+  std::size_t best = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (seconds[i] < kNone && (best == n || seconds[i] < seconds[best])) best = i;
+  }
+  if (best == n) throw std::logic_error("DistKernel (auto): no candidate was timed");
+  chosen_ = static_cast<std::ptrdiff_t>(best);
+  for (std::size_t i = 0; i < n; ++i) {
+    tuning_.candidates[i].seconds = seconds[i] < kNone ? seconds[i] : 0;
+    if (i != best) kernels_[i].reset();  // the losers' patterns, buffers and engines go now
+  }
+  refresh_engine();
+  tuning_.tuned = true;
+  tuning_.chosen = kernels_[best]->mode();
+  ++tuning_.tunings;
+  tuning_.trial_seconds += now_seconds() - t0;
+}
+
+void AutoSelector::refresh_engine() {
+  engine_ = kernels_[0] ? kernels_[0]->engine() : nullptr;
+}
+
+void AutoSelector::set_pattern(const CsrMatrix& rows) {
+  if (options_.dynamic_pattern) {
+    for (auto& kernel : kernels_) {
+      if (kernel) kernel->set_pattern(rows);
+    }
+    latest_ = &rows;
+    return;
+  }
+  // The kernel kept: the winner, else the first candidate built. Its set_pattern checks the rows
+  // (every rank refuses alike) before anything else changes.
+  std::size_t keep = 0;
+  if (chosen_ >= 0) {
+    keep = static_cast<std::size_t>(chosen_);
+  } else {
+    while (!kernels_[keep]) ++keep;
+  }
+  const double t0 = now_seconds();
+  kernels_[keep]->set_pattern(rows);
+  const double kept_setup = now_seconds() - t0;
+  base_ = DistMatrix(base_.comm(), rows, base_.rows(), base_.cols(), base_.name());
+  latest_ = &base_.local();
+  for (std::size_t i = 0; i < kernels_.size(); ++i) {
+    if (i != keep) kernels_[i].reset();
+  }
+  start_trials();
+  tuning_.candidates[keep].setup_seconds = kept_setup;
+  tuning_.setup_seconds = kept_setup;
+  refresh_engine();
+}
+
+void AutoSelector::retune() {
+  start_trials();
+}
+
+void AutoAccess::force_seconds(DistKernel& kernel, std::vector<double> seconds) {
+  if (!kernel.impl_->tuner) throw std::logic_error("AutoAccess::force_seconds: not an auto kernel");
+  kernel.impl_->tuner->force_seconds(std::move(seconds));
+}
+
+}  // namespace dist
+
+// ---- DistKernel's auto entry points ------------------------------------------------------------
+
+CommMode DistKernel::chosen_mode() const noexcept {
+  const Impl& s = *impl_;
+  return s.tuner ? s.tuner->tuning().chosen : s.options.mode;
+}
+
+const AutoTuning& DistKernel::auto_tuning() const noexcept {
+  static const AutoTuning kNotAuto{};
+  return impl_->tuner ? impl_->tuner->tuning() : kNotAuto;
+}
+
+void DistKernel::retune() {
+  Impl& s = *impl_;
+  agreement::Agreement agreed;
+  agreed.field("the call", "retune");
+  agreement::collective_call_agreed(s.comm, "DistKernel::retune", std::move(agreed), [&] {
+    if (!s.tuner) {
+      throw std::logic_error(std::string("DistKernel::retune is only for the auto mode (this "
+                                         "kernel runs ") +
+                             to_string(s.options.mode) + ")");
+    }
+  });
+  s.tuner->retune();
+}
+
+std::string DistKernel::auto_tuning_json() const {
+  const AutoTuning& t = auto_tuning();
+  const auto num = [](double v) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.9g", std::isfinite(v) ? v : 0.0);
+    return std::string(buf);
+  };
+  const auto quoted = [](CommMode m) { return std::string("\"") + to_string(m) + "\""; };
+  std::string j = "{\"tuned\": " + std::string(t.tuned ? "true" : "false") +
+                  ", \"chosen\": " + quoted(t.chosen) +
+                  ", \"tune_runs\": " + std::to_string(t.tune_runs) +
+                  ", \"tunings\": " + std::to_string(t.tunings) +
+                  ", \"setup_seconds\": " + num(t.setup_seconds) +
+                  ", \"trial_seconds\": " + num(t.trial_seconds) +
+                  ", \"trial_runs\": " + std::to_string(t.trial_runs) + ", \"candidates\": [";
+  for (std::size_t i = 0; i < t.candidates.size(); ++i) {
+    const AutoTuning::Candidate& c = t.candidates[i];
+    j += std::string(i == 0 ? "" : ", ") + "{\"mode\": " + quoted(c.mode) +
+         ", \"skipped\": " + (c.skipped ? "true" : "false") + ", \"seconds\": " + num(c.seconds) +
+         ", \"setup_seconds\": " + num(c.setup_seconds) + ", \"run_seconds\": [";
+    for (std::size_t r = 0; r < c.run_seconds.size(); ++r) {
+      j += (r == 0 ? "" : ", ") + num(c.run_seconds[r]);
+    }
+    j += "]}";
+  }
+  return j + "]}";
+}
+
+}  // namespace netsparse
