@@ -115,17 +115,19 @@ bool deregister_with_raw_peer(netsparse::transport::Transport& raw, int raw_regi
 // Node 1 a real engine owning rows [100, 200) of prop_bytes-byte properties (inline progress,
 // responses sent at once), node 0 a raw endpoint that forges packets; the region is registered
 // on both.
+// `standby_us` > 0: INLINE with a standby thread (Config::standby_us).
 struct EngineWithRawPeer {
-  explicit EngineWithRawPeer(std::uint32_t prop_bytes)
-      : raw(fabric.endpoint(0)), engine(fabric.endpoint(1), inline_config()) {
+  explicit EngineWithRawPeer(std::uint32_t prop_bytes, std::uint32_t standby_us = 0)
+      : raw(fabric.endpoint(0)), engine(fabric.endpoint(1), inline_config(standby_us)) {
     block = make_block(100, 200, prop_bytes);
     std::thread peer([&] { raw_region = join_region_registration(*raw, prop_bytes, offsets); });
     mr = engine.register_region(block.data(), 100, prop_bytes, offsets.data());
     peer.join();
   }
-  static netsparse::rig::Config inline_config() {
+  static netsparse::rig::Config inline_config(std::uint32_t standby_us) {
     netsparse::rig::Config cfg;
     cfg.progress_mode = NS_PROGRESS_INLINE;
+    cfg.standby_us = standby_us;
     cfg.delay_ns = 0;  // answer at once
     return cfg;
   }

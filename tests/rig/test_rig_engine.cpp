@@ -192,6 +192,51 @@ TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
                                                 [&] { return c.engine.deregister_region(c.mr); }));
 }
 
+// INLINE with a standby thread (issue 37 item 3): the application never calls the engine, yet a
+// peer's read is answered, by the standby thread (counted as its takeover); without one the
+// read waits until the application calls in. TSan runs this: the standby thread steps the engine
+// while the test thread takes snapshots and tears the region down.
+TEST(Standby, ServesThePeerWhileTheApplicationStaysAway) {
+  constexpr std::uint32_t P = 16;
+  for (const std::uint32_t standby_us : {200u, 0u}) {
+    SCOPED_TRACE("standby_us " + std::to_string(standby_us));
+    rigtest::EngineWithRawPeer c(P, standby_us);
+    c.raw->send(1, packet(cc::PrType::kRead, 1, P, {{0, 0, 150, 7}, {0, 0, 151, 8}}));
+    std::set<std::uint32_t> answered;
+    const auto on_packet = [&](std::span<const std::byte> part) {
+      cc::PacketView v;
+      ASSERT_EQ(cc::decode_packet(part, 0, P, &v), cc::DecodeError::kOk);
+      if (v.header().type != cc::PrType::kResponse) return;
+      for (std::uint32_t i = 0; i < v.size(); ++i) {
+        EXPECT_EQ(rigtest::check_prop(reinterpret_cast<const std::uint8_t*>(v.payload(i)),
+                                      v.pr(i).idx, P),
+                  "");
+        answered.insert(v.pr(i).req_id);
+      }
+    };
+    // Up to 2 s without a single call into the engine (0.3 s where nothing can answer).
+    rigtest::poll_packets(
+        *c.raw, standby_us > 0 ? 2000 : 300,
+        [] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }, on_packet,
+        [&] { return answered.size() >= 2; });
+    const auto s = c.engine.snapshot();
+    if (standby_us > 0) {
+      EXPECT_EQ(answered, (std::set<std::uint32_t>{7, 8})) << "served while the application slept";
+      EXPECT_GE(s.standby_takeovers, 1u);
+      EXPECT_GE(s.standby_steps, 1u);
+    } else {
+      EXPECT_TRUE(answered.empty()) << "pure INLINE serves only inside library calls";
+      EXPECT_EQ(s.standby_takeovers, 0u);
+      rigtest::poll_packets(
+          *c.raw, 2000, [&] { c.engine.progress_inline(); }, on_packet,
+          [&] { return answered.size() >= 2; });
+      EXPECT_EQ(answered, (std::set<std::uint32_t>{7, 8})) << "once the application calls in";
+    }
+    EXPECT_TRUE(rigtest::deregister_with_raw_peer(
+        *c.raw, c.raw_region, P, [&] { return c.engine.deregister_region(c.mr); }));
+  }
+}
+
 // Frames on the engine's receive path: a frame carrying a read packet and a control packet is
 // served packet by packet; a frame whose last packet is cut is refused as a whole (nothing of it
 // is answered) and counted once as malformed.
