@@ -150,6 +150,13 @@ std::string Engine::broken_reason() const {
   return broken_;
 }
 
+// An administrative call (registration, teardown) is waiting for progress_mu_: let it in.
+void Engine::yield_to_admin() const noexcept {
+  while (admin_waiting_.load(std::memory_order_acquire) != 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 void Engine::progress_thread_main() {
   Backoff backoff;
   while (!stop_.load(std::memory_order_relaxed)) {
@@ -165,9 +172,7 @@ void Engine::progress_thread_main() {
           std::any_of(servers_.begin(), servers_.end(), [](const auto& u) { return u->serving(); });
       if (concat_) next_expiry = concat_->next_expiry_ns();
     }
-    while (admin_waiting_.load(std::memory_order_acquire) != 0) {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+    yield_to_admin();
     if (work > 0) {
       backoff.reset();
       continue;
@@ -234,9 +239,7 @@ void Engine::standby_thread_main() {
           ++standby_steps_;
         }
       }
-      while (admin_waiting_.load(std::memory_order_acquire) != 0) {
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
-      }
+      yield_to_admin();
       if (work > 0) {
         backoff.reset();
         continue;

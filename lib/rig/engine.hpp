@@ -225,6 +225,7 @@ class Engine : public PostTarget, public CommandSink {
   // INLINE with a standby thread (Config::standby_us): sleeps, and steps the engine only while
   // the application has not driven it for a whole interval.
   void standby_thread_main();
+  void yield_to_admin() const noexcept;
   std::size_t poll_transport();
   void on_frame(const transport::ReceivedPacket& frame);
   void on_packet(int src, std::span<const std::byte> bytes);

@@ -192,6 +192,23 @@ TEST(Server, ValidatesEveryIdxAndDropsMalformedPackets) {
                                                 [&] { return c.engine.deregister_region(c.mr); }));
 }
 
+namespace {
+// A poll_packets handler: checks every response's rows and records their req_ids in `answered`.
+auto answer_collector(std::uint32_t P, std::set<std::uint32_t>& answered) {
+  return [P, &answered](std::span<const std::byte> part) {
+    cc::PacketView v;
+    ASSERT_EQ(cc::decode_packet(part, 0, P, &v), cc::DecodeError::kOk);
+    if (v.header().type != cc::PrType::kResponse) return;
+    for (std::uint32_t i = 0; i < v.size(); ++i) {
+      EXPECT_EQ(
+          rigtest::check_prop(reinterpret_cast<const std::uint8_t*>(v.payload(i)), v.pr(i).idx, P),
+          "");
+      answered.insert(v.pr(i).req_id);
+    }
+  };
+}
+}  // namespace
+
 // INLINE with a standby thread (issue 37 item 3): the application never calls the engine, yet a
 // peer's read is answered, by the standby thread (counted as its takeover); without one the
 // read waits until the application calls in. TSan runs this: the standby thread steps the engine
@@ -203,17 +220,7 @@ TEST(Standby, ServesThePeerWhileTheApplicationStaysAway) {
     rigtest::EngineWithRawPeer c(P, standby_us);
     c.raw->send(1, packet(cc::PrType::kRead, 1, P, {{0, 0, 150, 7}, {0, 0, 151, 8}}));
     std::set<std::uint32_t> answered;
-    const auto on_packet = [&](std::span<const std::byte> part) {
-      cc::PacketView v;
-      ASSERT_EQ(cc::decode_packet(part, 0, P, &v), cc::DecodeError::kOk);
-      if (v.header().type != cc::PrType::kResponse) return;
-      for (std::uint32_t i = 0; i < v.size(); ++i) {
-        EXPECT_EQ(rigtest::check_prop(reinterpret_cast<const std::uint8_t*>(v.payload(i)),
-                                      v.pr(i).idx, P),
-                  "");
-        answered.insert(v.pr(i).req_id);
-      }
-    };
+    const auto on_packet = answer_collector(P, answered);
     // Up to 2 s without a single call into the engine (0.3 s where nothing can answer).
     rigtest::poll_packets(
         *c.raw, standby_us > 0 ? 2000 : 300,
@@ -259,18 +266,7 @@ TEST(Server, FramesAreSplitAndTruncatedFramesRefused) {
                        packet(cc::PrType::kRead, 1, P, {{me, 0, 152, 9}})}));
   std::set<std::uint32_t> answered;
   rigtest::poll_packets(
-      *c.raw, 200, [&] { c.engine.progress_inline(); },
-      [&](std::span<const std::byte> part) {
-        cc::PacketView v;
-        ASSERT_EQ(cc::decode_packet(part, 0, P, &v), cc::DecodeError::kOk);
-        if (v.header().type != cc::PrType::kResponse) return;
-        for (std::uint32_t i = 0; i < v.size(); ++i) {
-          EXPECT_EQ(rigtest::check_prop(reinterpret_cast<const std::uint8_t*>(v.payload(i)),
-                                        v.pr(i).idx, P),
-                    "");
-          answered.insert(v.pr(i).req_id);
-        }
-      },
+      *c.raw, 200, [&] { c.engine.progress_inline(); }, answer_collector(P, answered),
       [&] { return answered.size() >= 3; });
   EXPECT_EQ(answered, (std::set<std::uint32_t>{7, 8, 9}));
   const auto s = c.engine.snapshot();
