@@ -205,10 +205,10 @@ void Engine::progress_thread_main() {
 // The standby thread of INLINE progress. While the application calls into the library (waits,
 // polls, the kernels' progress hook: every call counts in inline_calls_), the application
 // drives the engine and this thread only wakes once per interval to see the count move. When a
-// whole interval passes without a call and the engine has something to do (a frame waiting, a
-// command in flight, a peer being served), it steps the engine as the progress thread would,
-// until the application calls in again. Cost while the application drives: one wake-up per
-// interval (1 ms by default).
+// whole interval passes without a call, it steps the engine as the progress thread would
+// (backing off to naps when a step finds nothing), until the application calls in again; an
+// interval in which a step did work counts as a takeover. Cost while the application drives:
+// one wake-up per interval (1 ms by default).
 void Engine::standby_thread_main() {
   const auto interval = std::chrono::microseconds(config_.standby_us);
   std::uint64_t seen = inline_calls_.load(std::memory_order_relaxed);
