@@ -22,6 +22,7 @@
 #include "collectives/communicator.hpp"
 #include "collectives/op.hpp"
 #include "collectives/sorted_runs.hpp"
+#include "support/hash.hpp"
 
 namespace netsparse::collectives {
 
@@ -411,7 +412,7 @@ class SparseOp final : public Communicator::Op {
     for (std::uint64_t j = s; j < e; ++j) {
       const std::uint32_t off = entry_offset(b, j);
       const T v = entry_value(j);
-      std::size_t slot = static_cast<std::size_t>((off * 0x9E3779B97F4A7C15ull) >> shift);
+      std::size_t slot = support::fibonacci_slot(off, shift);
       bool placed = false;
       for (int p = 0; p < kProbeLimit; ++p, slot = (slot + 1) & (cap - 1)) {
         if (keys_[slot] == kNoKey) {

@@ -22,20 +22,17 @@
 #include "netsparse/metis.hpp"
 #include "sparse/csr_part.hpp"
 #include "support/enum_names.hpp"
+#include "support/hash.hpp"
 
 namespace netsparse {
 
 namespace {
 
-constexpr std::uint64_t mix64(std::uint64_t z) noexcept {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+using support::mix64;
 
 // A hash of (seed, row, column) with full avalanche in each argument.
 inline std::uint64_t sample_hash(std::uint64_t seed, gidx_t row, gidx_t col) noexcept {
-  std::uint64_t h = mix64(seed + 0x9e3779b97f4a7c15ULL);
+  std::uint64_t h = mix64(seed + support::kGoldenGamma);
   h = mix64(h ^ (static_cast<std::uint64_t>(row) * 0xd1b54a32d192ed03ULL));
   return mix64(h ^ (static_cast<std::uint64_t>(col) * 0x8cb92ba72f3d8dd7ULL));
 }

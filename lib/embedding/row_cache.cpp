@@ -1,4 +1,5 @@
 #include "embedding/row_cache.hpp"
+#include "support/hash.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -6,10 +7,6 @@
 #include <stdexcept>
 
 namespace netsparse::embedding {
-
-namespace {
-constexpr std::uint64_t kGolden = 0x9E3779B97F4A7C15ull;  // Fibonacci hashing
-}
 
 RowCache::RowCache(std::uint64_t capacity_rows, std::size_t row_bytes)
     : capacity_(capacity_rows), row_bytes_(row_bytes) {
@@ -24,7 +21,7 @@ RowCache::RowCache(std::uint64_t capacity_rows, std::size_t row_bytes)
 }
 
 std::size_t RowCache::cell_of(std::uint64_t id) const noexcept {
-  return static_cast<std::size_t>((id * kGolden) >> hash_shift_);
+  return support::fibonacci_slot(id, hash_shift_);
 }
 
 std::size_t RowCache::probe(std::uint64_t id) const noexcept {
@@ -142,9 +139,10 @@ const std::vector<std::uint64_t>& IdDedup::run(const std::uint64_t* ids, std::si
   distinct_.clear();
   constexpr std::size_t kAhead = 16;  // ids: independent probes, the next ones' loads start early
   for (std::size_t j = 0; j < n; ++j) {
-    if (j + kAhead < n) __builtin_prefetch(&table_[(ids[j + kAhead] * kGolden) >> shift]);
+    if (j + kAhead < n)
+      __builtin_prefetch(&table_[support::fibonacci_slot(ids[j + kAhead], shift)]);
     const std::uint64_t id = ids[j];
-    std::size_t c = static_cast<std::size_t>((id * kGolden) >> shift);
+    std::size_t c = support::fibonacci_slot(id, shift);
     while (table_[c].stamp == stamp_ && table_[c].key != id) c = (c + 1) & mask;
     Entry& e = table_[c];
     if (e.stamp != stamp_) {
@@ -157,7 +155,7 @@ const std::vector<std::uint64_t>& IdDedup::run(const std::uint64_t* ids, std::si
 }
 
 std::size_t IdDedup::cell_of(std::uint64_t id) const noexcept {
-  return static_cast<std::size_t>((id * kGolden) >> (64 - std::countr_zero(table_.size())));
+  return support::fibonacci_slot(id, 64 - std::countr_zero(table_.size()));
 }
 
 void IdDedup::prefetch(std::uint64_t id) const noexcept {

@@ -19,19 +19,17 @@
 #include <string>
 
 #include "netsparse/embedding.hpp"
+#include "support/hash.hpp"
 #include "support/visibility.hpp"
 
 namespace netsparse {
 
 namespace {
 
-// splitmix64's finalizer: a good 64-bit mix, so min over mix(key ^ seed) behaves as the
-// minimum under a random permutation of the keys.
-std::uint64_t mix64(std::uint64_t x) noexcept {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
+// splitmix64: a good 64-bit mix, so min over mix64(key ^ seed) behaves as the minimum under a
+// random permutation of the keys.
+constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
+  return support::splitmix64(x);
 }
 
 [[noreturn]] void refuse(const std::string& what) {

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "support/enum_names.hpp"
+
 namespace netsparse::emulate {
 
 namespace {
@@ -102,18 +104,15 @@ std::uint64_t part_size(std::uint64_t n, int c, int parts) {
 
 }  // namespace
 
+constexpr auto kAllreduceAlgorithmNames = std::to_array<support::EnumName<AllreduceAlgorithm>>({
+    {AllreduceAlgorithm::kRing, "ring"},
+    {AllreduceAlgorithm::kRecursiveDoubling, "recursive_doubling"},
+    {AllreduceAlgorithm::kHostAggregation, "host_aggregation"},
+    {AllreduceAlgorithm::kInSwitch, "in_switch"},
+});
+
 const char* allreduce_algorithm_name(AllreduceAlgorithm a) noexcept {
-  switch (a) {
-    case AllreduceAlgorithm::kRecursiveDoubling:
-      return "recursive_doubling";
-    case AllreduceAlgorithm::kHostAggregation:
-      return "host_aggregation";
-    case AllreduceAlgorithm::kInSwitch:
-      return "in_switch";
-    case AllreduceAlgorithm::kRing:
-      break;
-  }
-  return "ring";
+  return support::name_of<kAllreduceAlgorithmNames>(a, "ring");
 }
 
 AllreduceModel::AllreduceModel(const FabricConfig& config) : fabric_(events_, checked(config)) {}

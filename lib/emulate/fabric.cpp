@@ -4,16 +4,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "support/enum_names.hpp"
+#include "support/hash.hpp"
+
 namespace netsparse::emulate {
 
 namespace {
-// splitmix64: a fixed, portable mix (never std::hash, whose values the library may change).
-std::uint64_t mix(std::uint64_t x) noexcept {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+using support::splitmix64;
 // The largest divisor d of n with d * d <= n (the shorter side of the most square grid).
 int square_divisor(int n) noexcept {
   int best = 1;
@@ -23,26 +20,20 @@ int square_divisor(int n) noexcept {
 }
 }  // namespace
 
+constexpr auto kTopologyNames = std::to_array<support::EnumName<Topology>>({
+    {Topology::kLeafSpine, "leafspine"},
+    {Topology::kHyperX, "hyperx"},
+    {Topology::kDragonfly, "dragonfly"},
+});
+
 const char* topology_name(Topology t) noexcept {
-  switch (t) {
-    case Topology::kHyperX:
-      return "hyperx";
-    case Topology::kDragonfly:
-      return "dragonfly";
-    case Topology::kLeafSpine:
-      break;
-  }
-  return "leafspine";
+  return support::name_of<kTopologyNames>(t, "leafspine");
 }
 
 bool topology_from_name(std::string_view name, Topology& out) noexcept {
-  for (Topology t : {Topology::kLeafSpine, Topology::kHyperX, Topology::kDragonfly}) {
-    if (name == topology_name(t)) {
-      out = t;
-      return true;
-    }
-  }
-  return false;
+  const auto t = support::value_named<kTopologyNames>(name);
+  if (t) out = *t;
+  return t.has_value();
 }
 
 Fabric::Fabric(EventQueue& events, const FabricConfig& config) : events_(events), config_(config) {
@@ -136,7 +127,7 @@ int Fabric::router_diameter() const noexcept {
 int Fabric::spine_of(int src, int dst) const noexcept {
   const auto lo = static_cast<std::uint64_t>(std::min(src, dst));
   const auto hi = static_cast<std::uint64_t>(std::max(src, dst));
-  return static_cast<int>(mix(mix(config_.route_seed ^ lo) ^ (hi << 1)) %
+  return static_cast<int>(splitmix64(splitmix64(config_.route_seed ^ lo) ^ (hi << 1)) %
                           static_cast<std::uint64_t>(spines_));
 }
 

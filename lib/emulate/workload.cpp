@@ -12,6 +12,7 @@
 #include "netsparse/generators.hpp"
 #include "netsparse/matrix_market.hpp"
 #include "netsparse/netsparse.hpp"  // detail::rig_wr
+#include "support/enum_names.hpp"
 
 namespace netsparse::emulate {
 
@@ -93,16 +94,14 @@ Workload gather_workload(const CsrMatrix& a, int nodes, std::uint32_t prop_bytes
   return w;
 }
 
+constexpr auto kRowPartitionNames = std::to_array<support::EnumName<RowPartition>>({
+    {RowPartition::kEqualRows, "equal"},
+    {RowPartition::kBalancedNnz, "nnz"},
+    {RowPartition::kMetis, "metis"},
+});
+
 const char* partition_name(RowPartition p) noexcept {
-  switch (p) {
-    case RowPartition::kBalancedNnz:
-      return "nnz";
-    case RowPartition::kMetis:
-      return "metis";
-    case RowPartition::kEqualRows:
-      break;
-  }
-  return "equal";
+  return support::name_of<kRowPartitionNames>(p, "equal");
 }
 
 namespace {

@@ -27,6 +27,7 @@
 #include "agreement/mpi.hpp"
 #include "agreement/mpi_util.hpp"
 #include "netsparse/graph_partition.hpp"
+#include "support/enum_names.hpp"
 
 namespace netsparse {
 
@@ -369,24 +370,20 @@ PartitionedMatrix partition_with_metis(const DistMatrix& a, const GraphPartition
   return reorder_graph(a, GraphOrdering::metis, options);
 }
 
+constexpr auto kGraphOrderingNames = std::to_array<support::EnumName<GraphOrdering>>({
+    {GraphOrdering::rcm, "rcm"},
+    {GraphOrdering::metis, "metis"},
+    {GraphOrdering::metis_rcm, "metis-rcm"},
+});
+
 GraphOrdering parse_graph_ordering(std::string_view name) {
-  if (name == "rcm") return GraphOrdering::rcm;
-  if (name == "metis") return GraphOrdering::metis;
-  if (name == "metis-rcm") return GraphOrdering::metis_rcm;
+  if (const auto ordering = support::value_named<kGraphOrderingNames>(name)) return *ordering;
   throw std::invalid_argument("unknown graph ordering '" + std::string(name) +
-                              "' (known: rcm, metis, metis-rcm)");
+                              "' (known: " + support::names_joined<kGraphOrderingNames>() + ")");
 }
 
 const char* to_string(GraphOrdering ordering) {
-  switch (ordering) {
-    case GraphOrdering::rcm:
-      return "rcm";
-    case GraphOrdering::metis:
-      return "metis";
-    case GraphOrdering::metis_rcm:
-      return "metis-rcm";
-  }
-  return "?";
+  return support::name_of<kGraphOrderingNames>(ordering, "?");
 }
 
 PartitionedMatrix reorder_graph(const DistMatrix& a, GraphOrdering ordering,

@@ -18,6 +18,7 @@
 #include "rig/counters.hpp"
 #include "rig/port.hpp"
 #include "rig/queues.hpp"
+#include "support/hash.hpp"
 
 namespace netsparse::rig {
 
@@ -84,7 +85,7 @@ class WrDedup {
     std::uint32_t gen;
   };
   std::size_t home(std::uint64_t idx) const noexcept {
-    return static_cast<std::size_t>((idx * 0x9E3779B97F4A7C15ull) >> shift_);
+    return support::fibonacci_slot(idx, shift_);
   }
   const Hit* map_find(std::uint64_t idx) const noexcept;
   const Hit* find_repeat(std::uint64_t idx);  // a bitmap hit: the map (built on the first one)

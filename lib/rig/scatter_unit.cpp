@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "rig/region.hpp"
+#include "support/hash.hpp"
 
 namespace netsparse::rig {
 
@@ -93,7 +94,7 @@ void ScatterUnit::grow_slots() {
   const std::size_t mask = slots_.size() - 1;
   for (const Slot& s : old) {
     if (s.key == kEmpty) continue;
-    std::size_t h = static_cast<std::size_t>((s.key * 0x9E3779B97F4A7C15ull) >> slot_shift_);
+    std::size_t h = support::fibonacci_slot(s.key, slot_shift_);
     while (slots_[h].key != kEmpty) h = (h + 1) & mask;
     slots_[h] = s;
   }
@@ -122,7 +123,7 @@ bool ScatterUnit::combine(Command& c) {
       return false;
     }
     const std::size_t mask = slots_.size() - 1;
-    std::size_t h = static_cast<std::size_t>((idx * 0x9E3779B97F4A7C15ull) >> slot_shift_);
+    std::size_t h = support::fibonacci_slot(idx, slot_shift_);
     while (slots_[h].key != kEmpty && slots_[h].key != idx) h = (h + 1) & mask;
     if (slots_[h].key == idx) {
       const std::uint64_t where = slots_[h].where;

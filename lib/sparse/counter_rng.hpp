@@ -6,15 +6,11 @@
 #include <cmath>
 #include <cstdint>
 
+#include "support/hash.hpp"
+
 namespace netsparse::sparse_detail {
 
-// The splitmix64 finalizer (Steele, Lea, Flood 2014): a bijective 64-bit mixer with full
-// avalanche.
-constexpr std::uint64_t mix64(std::uint64_t z) noexcept {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+using support::mix64;
 
 // A stream of random words keyed by (seed, stream id): word(k) = mix(key + (k+1) * gamma), the
 // splitmix64 sequence started at a key that is itself a hash of seed and stream id.
@@ -24,7 +20,7 @@ class CounterRng {
       : key_(mix64(seed ^ mix64(stream + 0x632be59bd9b4e019ULL))) {}
 
   [[nodiscard]] constexpr std::uint64_t word(std::uint64_t counter) const noexcept {
-    return mix64(key_ + (counter + 1) * kGamma);
+    return mix64(key_ + (counter + 1) * support::kGoldenGamma);
   }
   // Uniform in [0, 1) with 53 random bits.
   [[nodiscard]] double uniform(std::uint64_t counter) const noexcept {
@@ -32,7 +28,6 @@ class CounterRng {
   }
 
  private:
-  static constexpr std::uint64_t kGamma = 0x9e3779b97f4a7c15ULL;
   std::uint64_t key_;
 };
 

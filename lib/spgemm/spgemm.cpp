@@ -30,27 +30,23 @@
 #include "rig/finalize_hook.hpp"
 #include "spgemm/spgemm_impl.hpp"
 #include "spgemm/spgemm_local.hpp"
+#include "support/enum_names.hpp"
 #include "support/visibility.hpp"
 
 namespace netsparse {
 
+constexpr auto kSpgemmModeNames = std::to_array<support::EnumName<SpgemmMode>>({
+    {SpgemmMode::netsparse, "netsparse"},
+    {SpgemmMode::su, "su"},
+    {SpgemmMode::inspector_executor, "inspector-executor"},
+});
+
 const char* to_string(SpgemmMode mode) noexcept {
-  switch (mode) {
-    case SpgemmMode::netsparse:
-      return "netsparse";
-    case SpgemmMode::su:
-      return "su";
-    case SpgemmMode::inspector_executor:
-      return "inspector-executor";
-  }
-  return "?";
+  return support::name_of<kSpgemmModeNames>(mode, "?");
 }
 
 SpgemmMode parse_spgemm_mode(std::string_view name) {
-  for (const SpgemmMode m :
-       {SpgemmMode::netsparse, SpgemmMode::su, SpgemmMode::inspector_executor}) {
-    if (name == to_string(m)) return m;
-  }
+  if (const auto mode = support::value_named<kSpgemmModeNames>(name)) return *mode;
   if (name == "ie") return SpgemmMode::inspector_executor;
   throw std::invalid_argument("unknown SpGEMM mode '" + std::string(name) +
                               "' (accepted: netsparse, su, inspector-executor (ie))");

@@ -9,19 +9,19 @@
 #include <vector>
 
 #include "netsparse/spgemm.hpp"
+#include "support/enum_names.hpp"
+#include "support/hash.hpp"
 
 namespace netsparse {
 
+constexpr auto kSpgemmAccumulatorNames = std::to_array<support::EnumName<SpgemmAccumulator>>({
+    {SpgemmAccumulator::automatic, "auto"},
+    {SpgemmAccumulator::dense, "dense"},
+    {SpgemmAccumulator::hash, "hash"},
+});
+
 const char* to_string(SpgemmAccumulator accumulator) noexcept {
-  switch (accumulator) {
-    case SpgemmAccumulator::automatic:
-      return "auto";
-    case SpgemmAccumulator::dense:
-      return "dense";
-    case SpgemmAccumulator::hash:
-      return "hash";
-  }
-  return "?";
+  return support::name_of<kSpgemmAccumulatorNames>(accumulator, "?");
 }
 
 namespace dist {
@@ -49,7 +49,7 @@ struct HashTable {
     shift = 64 - std::countr_zero(static_cast<std::uint64_t>(keys.size()));
   }
   [[nodiscard]] std::uint64_t home(std::int64_t key) const noexcept {
-    return (static_cast<std::uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> shift;
+    return support::fibonacci_slot(static_cast<std::uint64_t>(key), shift);
   }
   // The slot of key, inserting it; true in `fresh` when it was not there.
   std::uint64_t insert(std::int64_t key, bool& fresh) noexcept {

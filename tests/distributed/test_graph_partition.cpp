@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dist_test_util.hpp"
+#include "mpi_test_util.hpp"
 #include "netsparse/distributed.hpp"
 #include "netsparse/generators.hpp"
 #include "netsparse/graph_partition.hpp"
@@ -23,17 +24,6 @@ namespace netsparse {
 namespace {
 
 using namespace test;
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int p = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
 
 // Every rank's (row, col, value) of a distributed matrix, on every rank.
 std::vector<std::tuple<gidx_t, gidx_t, double>> all_nonzeros(const DistMatrix& m) {

@@ -15,6 +15,7 @@
 
 #include "dist_test_util.hpp"
 #include "distributed/modes/task_packet.hpp"
+#include "mpi_test_util.hpp"
 #include "netsparse/distributed.hpp"
 #include "task_test_util.hpp"
 
@@ -50,17 +51,6 @@ extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest
 
 namespace netsparse::test {
 namespace {
-
-int world_size() {
-  int p = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
 
 template <class T>
 std::vector<T> operand_as(int which, gidx_t b, gidx_t e, int k) {
