@@ -150,6 +150,7 @@ struct Record {
   bool bytes_modelled = false;
   bool agrees = true;
   double inter_host_bytes = -1;  // summed over the ranks, exact (-1: not measured)
+  double inter_rack_bytes = -1;  // the same for other racks (NETSPARSE_HOSTS_PER_RACK)
 };
 
 void check(ns_status_t s, const char* what) {
@@ -680,6 +681,7 @@ void run_hierarchy(Job& job, const Args& args, std::vector<Record>& records) {
           r.algorithm = ns_allreduce_algorithm_str(ns_coll_last_algorithm(c));
           r.bytes_per_rank = job.avg_bytes(ns_coll_bytes_sent(c));
           r.inter_host_bytes = inter_total(ns_coll_inter_host_bytes(c));
+          r.inter_rack_bytes = inter_total(ns_coll_inter_rack_bytes(c));
           r.agrees = job.agree_all(std::memcmp(out.data(), ref.data(), count * 4) == 0);
         }
       }
@@ -689,12 +691,13 @@ void run_hierarchy(Job& job, const Args& args, std::vector<Record>& records) {
                   1e3 * median(mpi.times));
       for (const Record& r : mine)
         std::printf(
-            "    %-25s %-15s %9.3f ms  %.2fx MPI  inter-host %.0f B (%.3fx flat)  %s\n",
+            "    %-25s %-15s %9.3f ms  %.2fx MPI  inter-host %.0f B (%.3fx flat)  inter-rack %.0f "
+            "B  %s\n",
             r.variant.c_str(), r.algorithm.c_str(), 1e3 * median(r.times),
             median(r.times) / median(mpi.times), r.inter_host_bytes,
             r.inter_host_bytes /
                 mine[r.variant.find("reproducible") == std::string::npos ? 0 : 2].inter_host_bytes,
-            r.agrees ? "" : "DISAGREES");
+            r.inter_rack_bytes, r.agrees ? "" : "DISAGREES");
       std::fflush(stdout);
     }
     records.push_back(mpi);
@@ -723,6 +726,7 @@ void run_hierarchy(Job& job, const Args& args, std::vector<Record>& records) {
         if (round == 0) {
           r.bytes_per_rank = job.avg_bytes(ns_coll_bytes_sent(colls[k]));
           r.inter_host_bytes = inter_total(ns_coll_inter_host_bytes(colls[k]));
+          r.inter_rack_bytes = inter_total(ns_coll_inter_rack_bytes(colls[k]));
           const float* v = static_cast<const float*>(ns_sparse_result_values(res));
           std::vector<float> d(n, 0.0f);
           if (ns_sparse_result_is_dense(res)) {
@@ -739,9 +743,10 @@ void run_hierarchy(Job& job, const Args& args, std::vector<Record>& records) {
       std::printf("hierarchy sparse n %llu density %.3f  np %d\n",
                   static_cast<unsigned long long>(n), density, P);
       for (const Record& r : mine)
-        std::printf("    %-25s %9.3f ms  inter-host %.0f B (%.3fx flat)  %s\n", r.variant.c_str(),
-                    1e3 * median(r.times), r.inter_host_bytes,
-                    r.inter_host_bytes / mine[0].inter_host_bytes, r.agrees ? "" : "DISAGREES");
+        std::printf("    %-25s %9.3f ms  inter-host %.0f B (%.3fx flat)  inter-rack %.0f B  %s\n",
+                    r.variant.c_str(), 1e3 * median(r.times), r.inter_host_bytes,
+                    r.inter_host_bytes / mine[0].inter_host_bytes, r.inter_rack_bytes,
+                    r.agrees ? "" : "DISAGREES");
       std::fflush(stdout);
     }
     records.insert(records.end(), mine.begin(), mine.end());
@@ -770,7 +775,8 @@ Json report(const Job& job, const Args& args, const std::vector<Record>& records
                    {"bytes_per_rank", r.bytes_per_rank},
                    {"bytes_modelled", r.bytes_modelled},
                    {"agrees", r.agrees},
-                   {"inter_host_bytes", r.inter_host_bytes}});
+                   {"inter_host_bytes", r.inter_host_bytes},
+                   {"inter_rack_bytes", r.inter_rack_bytes}});
   }
   return doc;
 }

@@ -103,9 +103,13 @@ uint64_t ns_coll_bytes_sent(const ns_coll* coll); /* transport bytes of the last
  * the last call, counted exactly per packet (hosts: NETSPARSE_RANKS_PER_HOST, else the ranks
  * sharing memory). */
 uint64_t ns_coll_inter_host_bytes(const ns_coll* coll);
+/* The same for ranks of other racks (NETSPARSE_HOSTS_PER_RACK; one rack of every host by
+ * default): what leaves this rank's rack through its switch. */
+uint64_t ns_coll_inter_rack_bytes(const ns_coll* coll);
 /* 1 when ns_allreduce and ns_sparse_allreduce run hierarchically (inside each host, across
- * hosts between one leader per host, down inside the host: NETSPARSE_COLL_HIERARCHY), 0 when
- * flat, -1 for a handle that is not live. */
+ * hosts between one leader per host, down inside the host: NETSPARSE_COLL_HIERARCHY), 2 when
+ * the leaders' step also goes through one switch per rack (several racks of several hosts), 0
+ * when flat, -1 for a handle that is not live. */
 int ns_coll_hierarchical(const ns_coll* coll);
 /* The algorithm the last ns_allreduce, ns_reduce or ns_reduce_scatter ran (enum
  * ns_allreduce_algorithm); -1 if none or the last call was another collective. */

@@ -96,7 +96,10 @@ class Collectives {
   // Packet bytes sent to other hosts during the last call (exact), and whether allreduce and
   // sparse allreduce run hierarchically.
   std::uint64_t inter_host_bytes() const { return ns_coll_inter_host_bytes(h_.get()); }
-  bool hierarchical() const { return ns_coll_hierarchical(h_.get()) == 1; }
+  // The same for other racks, and whether the hierarchy goes through one switch per rack.
+  std::uint64_t inter_rack_bytes() const { return ns_coll_inter_rack_bytes(h_.get()); }
+  bool hierarchical() const { return ns_coll_hierarchical(h_.get()) >= 1; }
+  bool through_racks() const { return ns_coll_hierarchical(h_.get()) == 2; }
   void close() { h_.close("ns_coll_close"); }
 
   template <class T>

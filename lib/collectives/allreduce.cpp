@@ -44,11 +44,15 @@ class DenseOp final : public Communicator::Op {
       }
       nblocks_ = first_[static_cast<std::size_t>(P)];
     } else {
-      // One vector of a.count elements, blocks split evenly between the ranks.
+      // One vector of a.count elements, blocks split evenly between the ranks -- or, for a
+      // star (reduce and broadcast), all of them the root's.
       nblocks_ = static_cast<std::uint32_t>((a.count + epb_ - 1) / epb_);
+      const bool star = a.star && (kind_ == Kind::kReduce || kind_ == Kind::kBcast);
       for (int r = 0; r <= P; ++r) {
         first_[static_cast<std::size_t>(r)] =
-            static_cast<std::uint32_t>(std::uint64_t{nblocks_} * static_cast<std::uint64_t>(r) / P);
+            star ? (r <= root_ ? 0u : nblocks_)
+                 : static_cast<std::uint32_t>(std::uint64_t{nblocks_} *
+                                              static_cast<std::uint64_t>(r) / P);
         seg_[static_cast<std::size_t>(r)] = std::min<std::uint64_t>(
             std::uint64_t{first_[static_cast<std::size_t>(r)]} * epb_, a.count);
       }
@@ -517,9 +521,10 @@ Algorithm Communicator::reduce_scatter(const AllreduceArgs& a) {
   return dense_collective(wire::Collective::kReduceScatter, a);
 }
 void Communicator::broadcast(void* buffer, std::uint64_t count, int dtype, int root,
-                             LocalError refuse) {
+                             LocalError refuse, bool star) {
   AllreduceArgs a;
   a.refuse = refuse;
+  a.star = star;
   a.send = buffer;
   a.recv = buffer;
   a.count = count;

@@ -35,6 +35,8 @@ struct ns_coll {
   int last_algorithm = -1;
   std::uint64_t last_bytes = 0;
   std::uint64_t last_inter_host_bytes = 0;
+  std::uint64_t last_inter_rack_bytes = 0;
+  bool rack_level = false;  // the hierarchy's leaders' step goes through the racks' switches
 };
 struct ns_sparse_result {
   cl::SparseResult r;
@@ -101,6 +103,7 @@ auto recording_bytes(ns_coll* coll, F&& f) {
     ~Record() {
       coll->last_bytes = coll->comm->last_stats().bytes_sent;
       coll->last_inter_host_bytes = coll->comm->last_stats().inter_host_bytes;
+      coll->last_inter_rack_bytes = coll->comm->last_stats().inter_rack_bytes;
     }
   } record{coll};
   return f();
@@ -113,6 +116,7 @@ auto recording_hier_bytes(ns_coll* coll, F&& f) {
     ~Record() {
       coll->last_bytes = coll->hier->last_stats().bytes_sent;
       coll->last_inter_host_bytes = coll->hier->last_stats().inter_host_bytes;
+      coll->last_inter_rack_bytes = coll->hier->last_stats().inter_rack_bytes;
     }
   } record{coll};
   return f();
@@ -178,7 +182,7 @@ ns_status_t ns_coll_open_mpi(MPI_Comm comm, const ns_coll_attr* attr, ns_coll** 
   // the same.
   try {
     const std::string mode = netsparse::config::choice(netsparse::config::Env::kCollHierarchy);
-    int code[2] = {mode == "flat" ? 1 : mode == "hierarchical" ? 2 : 0, 0};
+    int code[2] = {mode == "flat" ? 1 : mode == "hierarchical" ? 2 : mode == "hosts" ? 3 : 0, 0};
     code[1] = -code[0];
     int extremes[2] = {0, 0};
     MPI_Allreduce(code, extremes, 2, MPI_INT, MPI_MAX, comm);
@@ -202,8 +206,11 @@ ns_status_t ns_coll_open_mpi(MPI_Comm comm, const ns_coll_attr* attr, ns_coll** 
     // choice of the hierarchy.
     c->topology.emplace(netsparse::dist::Topology::build(comm));
     c->comm->set_hosts(cl::hosts_of_ranks(*c->topology));
-    if (cl::hierarchy_wanted(*c->topology))
+    c->comm->set_racks(cl::racks_of_ranks(*c->topology));
+    if (cl::hierarchy_wanted(*c->topology)) {
       c->hier = cl::make_hierarchy(*c->topology, kind, options);
+      c->rack_level = cl::rack_level_wanted(*c->topology);
+    }
     *out = c.release();
     add_live(*out);
     return NS_OK;
@@ -235,9 +242,12 @@ uint64_t ns_coll_bytes_sent(const ns_coll* coll) {
 uint64_t ns_coll_inter_host_bytes(const ns_coll* coll) {
   return live(coll) ? coll->last_inter_host_bytes : 0;
 }
+uint64_t ns_coll_inter_rack_bytes(const ns_coll* coll) {
+  return live(coll) ? coll->last_inter_rack_bytes : 0;
+}
 int ns_coll_hierarchical(const ns_coll* coll) {
   if (!live(coll)) return -1;
-  return coll->hier ? 1 : 0;
+  return !coll->hier ? 0 : coll->rack_level ? 2 : 1;
 }
 int ns_coll_last_algorithm(const ns_coll* coll) {
   return live(coll) ? coll->last_algorithm : -1;

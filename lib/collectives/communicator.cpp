@@ -168,6 +168,7 @@ Communicator::Communicator(std::unique_ptr<transport::Transport> transport, Opti
   if (!transport_) throw std::invalid_argument("Communicator: no transport");
   host_of_.resize(static_cast<std::size_t>(transport_->size()));
   for (std::size_t r = 0; r < host_of_.size(); ++r) host_of_[r] = static_cast<int>(r);
+  rack_of_ = host_of_;
   const std::size_t max = transport_->max_packet_bytes();
   packet_bytes_ =
       options_.packet_bytes == 0 ? std::min<std::size_t>(max, 65536) : options_.packet_bytes;
@@ -315,6 +316,13 @@ void Communicator::set_hosts(std::vector<int> host_of_rank) {
   host_of_ = std::move(host_of_rank);
 }
 
+void Communicator::set_racks(std::vector<int> rack_of_rank) {
+  if (rack_of_rank.size() != rack_of_.size())
+    throw std::invalid_argument("Communicator::set_racks: " + std::to_string(rack_of_rank.size()) +
+                                " racks for " + std::to_string(rack_of_.size()) + " ranks");
+  rack_of_ = std::move(rack_of_rank);
+}
+
 bool Communicator::advance_sends(Op& op) {
   const int P = op.P;
   bool progress = false;
@@ -413,11 +421,12 @@ void Communicator::drive(const std::function<bool()>& done) {
 
 void Communicator::run(Op& op) {
   const std::uint64_t bytes_before = transport_->bytes_sent();
-  const std::uint64_t inter_before = inter_host_total_;
+  const std::uint64_t inter_before = inter_host_total_, rack_before = inter_rack_total_;
   start(op);
   drive([&] { return op.done || op.failed; });
   stats_.bytes_sent = transport_->bytes_sent() - bytes_before;
   stats_.inter_host_bytes = inter_host_total_ - inter_before;
+  stats_.inter_rack_bytes = inter_rack_total_ - rack_before;
   if (op.failed) throw CollectiveError(op.failure, op.failure_reason);
 }
 

@@ -101,6 +101,10 @@ struct AllreduceArgs {
   int algorithm = 0;             // Algorithm as int; kAuto by default
   bool reproducible = false;     // forces the tree
   int root = 0;                  // reduce only: the rank that receives the result
+  // Reduce and broadcast: the root owns every block (a star: every rank sends its whole vector
+  // to the root, the root sends the result to every rank), as a switch aggregates for the ranks
+  // below it; otherwise the blocks are spread over the ranks. Every rank must pass the same.
+  bool star = false;
   // Set by a caller that must take part but has nothing valid to give (a hierarchical
   // allreduce's host leader whose host step failed): refused with this reason on every rank.
   LocalError refuse = LocalError::kNone;
@@ -161,6 +165,8 @@ struct OpStats {
   // Packet bytes (collective headers included) this rank handed to the transport for ranks of
   // other hosts (set_hosts); every packet counts once, whatever the transport adds.
   std::uint64_t inter_host_bytes = 0;
+  // The same for ranks of other racks (set_racks): what leaves a rack through its switch.
+  std::uint64_t inter_rack_bytes = 0;
 };
 
 class Communicator {
@@ -185,8 +191,13 @@ class Communicator {
   bool other_host(int dest) const noexcept { return host_of_[dest] != host_of_[rank()]; }
   // Inter-host packet bytes of every operation so far (OpStats has the last one's).
   std::uint64_t inter_host_bytes_total() const noexcept { return inter_host_total_; }
+  // The rack of every rank (size() entries), for the inter-rack byte count; by default every
+  // rank is a rack of its own.
+  void set_racks(std::vector<int> rack_of_rank);
+  bool other_rack(int dest) const noexcept { return rack_of_[dest] != rack_of_[rank()]; }
   void count_sent(int dest, std::size_t bytes) noexcept {
     if (other_host(dest)) inter_host_total_ += bytes;
+    if (other_rack(dest)) inter_rack_total_ += bytes;
   }
 
   // Collective. Throws CollectiveError (every rank throws for kInvalid / kMismatch).
@@ -200,9 +211,9 @@ class Communicator {
   // reduced vector (elements [rank * count, (rank + 1) * count)). In place: recv == send +
   // rank * count elements.
   Algorithm reduce_scatter(const AllreduceArgs& args);
-  // broadcast: count elements of buffer from root to every rank (refuse: AllreduceArgs').
+  // broadcast: count elements of buffer from root to every rank (refuse, star: AllreduceArgs').
   void broadcast(void* buffer, std::uint64_t count, int dtype, int root,
-                 LocalError refuse = LocalError::kNone);
+                 LocalError refuse = LocalError::kNone, bool star = false);
   // all-gather: count elements of send from every rank, recv = size() * count elements in rank
   // order. In place: send == recv + rank * count elements.
   void allgather(const void* send, void* recv, std::uint64_t count, int dtype);
@@ -286,8 +297,8 @@ class Communicator {
   // The sparse roots' dense accumulators and touched bitmaps, all zero between operations.
   std::vector<std::byte> sparse_acc_;
   std::vector<std::uint64_t> sparse_bits_;
-  std::vector<int> host_of_;
-  std::uint64_t inter_host_total_ = 0;
+  std::vector<int> host_of_, rack_of_;
+  std::uint64_t inter_host_total_ = 0, inter_rack_total_ = 0;
 
  public:
   // Scratch arrays and a staging packet, kept across operations (no page faults per call);

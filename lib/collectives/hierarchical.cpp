@@ -42,17 +42,6 @@ Verdict decode(const std::array<std::byte, kVerdictBytes>& in) {
 
 constexpr int kBytes = static_cast<int>(DataType::kInt8);
 
-// A failure of the leaders' step as the ranks of a host see it (ranks there are hosts).
-std::string across_hosts(const CollectiveError& e) {
-  return std::string("between the host leaders (rank = host): ") + e.what();
-}
-
-// A failure of this host's own communicator (its ranks are numbered inside the host).
-CollectiveError inside_host(const CollectiveError& e) {
-  return CollectiveError(e.failure(),
-                         std::string("inside this host (rank = rank in the host): ") + e.what());
-}
-
 // Why a non-leader's recv would be refused: the host step is a reduce (recv unused away from
 // its root) but the broadcast down writes recv on every rank, so it is checked here, in the
 // first step, where a refusal reaches every rank of every host.
@@ -69,47 +58,159 @@ LocalError recv_error(const AllreduceArgs& a) {
   return s < r + bytes && r < s + bytes ? LocalError::kOverlap : LocalError::kNone;
 }
 
+// A sparse allreduce's result in the form the caller asked for. The rack level moves its result
+// between hosts in the smaller form (kAuto), and each leader converts it here: a dense result
+// asked for as entries keeps the elements whose bits are not all zero (as the flat operation's
+// dense blocks do: -0 stays an entry), entries asked for dense are scattered into zeros (or into
+// the caller's dense_out).
+SparseResult in_form(SparseResult r, SparseOutput want, void* dense_out) {
+  const std::size_t es = element_size(r.dtype);
+  if (want == SparseOutput::kDense && !r.dense) {
+    SparseResult d;
+    d.n = r.n;
+    d.dtype = r.dtype;
+    d.dense = true;
+    std::byte* out = nullptr;
+    if (dense_out != nullptr) {
+      d.dense_external = static_cast<std::byte*>(dense_out);
+      out = d.dense_external;
+      std::memset(out, 0, r.n * es);
+    } else {
+      d.values = ByteBuffer(std::max<std::size_t>(r.n * es, 1));  // zero-filled
+      out = d.values.data();
+    }
+    for (std::size_t k = 0; k < r.indices.size(); ++k)
+      std::memcpy(out + r.indices[k] * es, r.values.data() + k * es, es);
+    return d;
+  }
+  if (want == SparseOutput::kSparse && r.dense) {
+    const std::byte* in = r.data();
+    const auto nonzero = [&](std::uint64_t i) {
+      for (std::size_t j = 0; j < es; ++j)
+        if (in[i * es + j] != std::byte{0}) return true;
+      return false;
+    };
+    std::uint64_t total = 0;
+    for (std::uint64_t i = 0; i < r.n; ++i) total += nonzero(i) ? 1 : 0;
+    SparseResult s;
+    s.n = r.n;
+    s.dtype = r.dtype;
+    s.indices.resize(total);
+    s.values = ByteBuffer(std::max<std::size_t>(total * es, 1));
+    std::uint64_t k = 0;
+    for (std::uint64_t i = 0; i < r.n; ++i)
+      if (nonzero(i)) {
+        s.indices[k] = i;
+        std::memcpy(s.values.data() + k * es, in + i * es, es);
+        ++k;
+      }
+    return s;
+  }
+  if (want == SparseOutput::kDense && dense_out != nullptr && r.dense_external == nullptr) {
+    std::memcpy(dense_out, r.values.data(), r.n * es);  // the caller's buffer holds the result
+    r.dense_external = static_cast<std::byte*>(dense_out);
+    r.values = ByteBuffer();
+  }
+  return r;
+}
+
 }  // namespace
 
+constexpr const char* kHostLevel = "this host (rank = rank in the host)";
+constexpr const char* kLeadersLevel = "the host leaders (rank = host)";
+
 Hierarchy::Hierarchy(std::unique_ptr<Communicator> host, std::unique_ptr<Communicator> leaders)
-    : host_(std::move(host)), leaders_(std::move(leaders)) {
+    : Hierarchy(std::move(host), std::move(leaders), nullptr, {kHostLevel, kLeadersLevel}, true) {}
+
+Hierarchy::Hierarchy(std::unique_ptr<Communicator> host, std::unique_ptr<Hierarchy> racks)
+    : Hierarchy(std::move(host), nullptr, std::move(racks), {kHostLevel, kLeadersLevel}, true) {}
+
+std::unique_ptr<Hierarchy> Hierarchy::make_rack_level(std::unique_ptr<Communicator> rack,
+                                                      std::unique_ptr<Communicator> switches) {
+  return std::unique_ptr<Hierarchy>(new Hierarchy(
+      std::move(rack), std::move(switches), nullptr,
+      {"this rack (rank = host in the rack)", "the rack switches (rank = rack)"}, false));
+}
+
+Hierarchy::Hierarchy(std::unique_ptr<Communicator> lower, std::unique_ptr<Communicator> leaders,
+                     std::unique_ptr<Hierarchy> racks, Names names, bool lower_is_one_host)
+    : host_(std::move(lower)),
+      leaders_(std::move(leaders)),
+      racks_(std::move(racks)),
+      names_(names),
+      star_(!lower_is_one_host) {
   if (!host_) throw std::invalid_argument("Hierarchy: no host communicator");
-  if ((host_->rank() == 0) != (leaders_ != nullptr))
-    throw std::invalid_argument("Hierarchy: the leaders' communicator belongs to host rank 0");
-  // One host: nothing of the host step crosses hosts. The leaders' ranks are hosts of their own
-  // (the default map), so everything they send counts.
-  host_->set_hosts(std::vector<int>(static_cast<std::size_t>(host_->size()), 0));
+  if ((host_->rank() == 0) != leader())
+    throw std::invalid_argument("Hierarchy: the leaders' step belongs to host rank 0");
+  const std::size_t n = static_cast<std::size_t>(host_->size());
+  // One host: nothing of the host step crosses hosts. The rack level's lower communicator is a
+  // rack's host leaders, each a host of its own (the default map), so everything it sends
+  // counts as inter-host; the switches are racks (and hosts) of their own: everything they
+  // send counts as inter-rack. The flat leaders' communicator gets its racks from
+  // make_hierarchy, so that the two routes' inter-rack bytes compare.
+  if (lower_is_one_host) host_->set_hosts(std::vector<int>(n, 0));
+  host_->set_racks(std::vector<int>(n, 0));
 }
 
 void Hierarchy::set_timeout_ms(int ms) noexcept {
   host_->set_timeout_ms(ms);
   if (leaders_) leaders_->set_timeout_ms(ms);
+  if (racks_) racks_->set_timeout_ms(ms);
 }
 
-void Hierarchy::add_stats(const Communicator& c) {
-  stats_.bytes_sent += c.last_stats().bytes_sent;
-  stats_.inter_host_bytes += c.last_stats().inter_host_bytes;
+void Hierarchy::add_stats(const OpStats& s) {
+  stats_.bytes_sent += s.bytes_sent;
+  stats_.inter_host_bytes += s.inter_host_bytes;
+  stats_.inter_rack_bytes += s.inter_rack_bytes;
+}
+
+void Hierarchy::add_upper_stats() {
+  if (leaders_) add_stats(leaders_->last_stats());
+  if (racks_) add_stats(racks_->last_stats());
+}
+
+Algorithm Hierarchy::upper_allreduce(const AllreduceArgs& args) {
+  return leaders_ ? leaders_->allreduce(args) : racks_->allreduce(args);
+}
+
+SparseResult Hierarchy::upper_sparse_allreduce(const SparseArgs& args) {
+  return leaders_ ? leaders_->sparse_allreduce(args) : racks_->sparse_allreduce(args);
+}
+
+// A failure of the lower communicator (its ranks are numbered inside the host or rack).
+CollectiveError Hierarchy::inside(const CollectiveError& e) const {
+  return CollectiveError(e.failure(), std::string("inside ") + names_.lower + ": " + e.what());
+}
+
+// A failure of the leaders' step as the ranks below see it. The rack level names its own
+// levels, so its errors pass through as they are.
+std::string Hierarchy::above_reason(const CollectiveError& e) const {
+  return racks_ ? std::string(e.what()) : std::string("between ") + names_.upper + ": " + e.what();
+}
+
+CollectiveError Hierarchy::above(const CollectiveError& e) const {
+  return CollectiveError(e.failure(), above_reason(e));
 }
 
 void Hierarchy::throw_host_verdict(const CollectiveError* upper, const CollectiveError& down) {
   // A broadcast that broke the host communicator (a dead rank, the deadline) is the answer.
-  if (down.failure() != Failure::kInvalid) throw inside_host(down);
+  if (down.failure() != Failure::kInvalid) throw inside(down);
   Verdict v;
   if (leader()) {
     const CollectiveError& e = upper != nullptr ? *upper : down;
     v.failure = static_cast<std::int32_t>(e.failure()) + 1;
-    v.reason = upper != nullptr ? across_hosts(*upper) : std::string(down.what());
+    v.reason = upper != nullptr ? above_reason(*upper) : std::string(down.what());
   }
   std::array<std::byte, kVerdictBytes> bytes = encode(v);
   try {
     host_->broadcast(bytes.data(), kVerdictBytes, kBytes, 0);
   } catch (const CollectiveError& e) {
-    add_stats(*host_);
-    throw inside_host(e);
+    add_stats(host_->last_stats());
+    throw inside(e);
   }
-  add_stats(*host_);
+  add_stats(host_->last_stats());
   v = decode(bytes);
-  if (v.failure <= 0) throw inside_host(down);
+  if (v.failure <= 0) throw inside(down);
   throw CollectiveError(static_cast<Failure>(v.failure - 1), v.reason);
 }
 
@@ -118,56 +219,57 @@ Algorithm Hierarchy::allreduce(const AllreduceArgs& a) {
   if (host_->size() == 1) {  // a host of one rank: its leader's step is the whole operation
     struct Record {
       Hierarchy* h;
-      ~Record() { h->add_stats(*h->leaders_); }
+      ~Record() { h->add_upper_stats(); }
     } record{this};
     try {
-      stats_.algorithm = leaders_->allreduce(a);
+      stats_.algorithm = upper_allreduce(a);
     } catch (const CollectiveError& e) {
-      throw CollectiveError(e.failure(), across_hosts(e));
+      throw above(e);
     }
     return stats_.algorithm;
   }
   // 1. inside the host: the leader gets the host's reduction (in recv)
   AllreduceArgs up = a;
   up.root = 0;
+  up.star = star_;
   if (up.refuse == LocalError::kNone) up.refuse = recv_error(a);
   Algorithm algo = Algorithm::kAuto;
   try {
     algo = host_->reduce(up);
-    add_stats(*host_);
+    add_stats(host_->last_stats());
   } catch (const CollectiveError& e) {
-    add_stats(*host_);
-    if (leaders_) {  // the other hosts must hear it: refuse the leaders' step
+    add_stats(host_->last_stats());
+    if (leader()) {  // the other hosts must hear it: refuse the leaders' step
       AllreduceArgs refused = a;
       refused.send = a.recv;
       refused.refuse = LocalError::kHostFailed;
       try {
-        leaders_->allreduce(refused);
+        upper_allreduce(refused);
       } catch (const CollectiveError&) {
       }
-      add_stats(*leaders_);
+      add_upper_stats();
     }
-    throw inside_host(e);
+    throw inside(e);
   }
-  // 2. across hosts, between the leaders, in place in recv
+  // 2. across hosts, between the leaders (or through the racks' switches), in place in recv
   std::optional<CollectiveError> upper;
-  if (leaders_) {
+  if (leader()) {
     AllreduceArgs across = a;
     across.send = a.recv;
     try {
-      algo = leaders_->allreduce(across);
+      algo = upper_allreduce(across);
     } catch (const CollectiveError& e) {
       upper = e;
     }
-    add_stats(*leaders_);
+    add_upper_stats();
   }
   // 3. down inside the host (refused by a leader whose step 2 failed; then it says why)
   try {
     host_->broadcast(a.recv, a.count, a.dtype, 0,
-                     upper ? LocalError::kHostFailed : LocalError::kNone);
-    add_stats(*host_);
+                     upper ? LocalError::kHostFailed : LocalError::kNone, star_);
+    add_stats(host_->last_stats());
   } catch (const CollectiveError& e) {
-    add_stats(*host_);
+    add_stats(host_->last_stats());
     throw_host_verdict(upper ? &*upper : nullptr, e);
   }
   stats_.algorithm = algo;
@@ -179,43 +281,47 @@ SparseResult Hierarchy::sparse_allreduce(const SparseArgs& a) {
   if (host_->size() == 1) {
     struct Record {
       Hierarchy* h;
-      ~Record() { h->add_stats(*h->leaders_); }
+      ~Record() { h->add_upper_stats(); }
     } record{this};
     try {
-      return leaders_->sparse_allreduce(a);
+      return upper_sparse_allreduce(a);
     } catch (const CollectiveError& e) {
-      throw CollectiveError(e.failure(), across_hosts(e));
+      throw above(e);
     }
   }
   // 1. inside the host: every rank of it gets the host's sum (the leader uses it)
-  SparseArgs inside = a;
-  inside.output = SparseOutput::kAuto;
-  inside.dense_out = nullptr;  // the user's buffer is for the final result
+  SparseArgs in_host = a;
+  in_host.output = SparseOutput::kAuto;
+  in_host.dense_out = nullptr;  // the user's buffer is for the final result
   SparseResult host_sum;
   try {
-    host_sum = host_->sparse_allreduce(inside);
-    add_stats(*host_);
+    host_sum = host_->sparse_allreduce(in_host);
+    add_stats(host_->last_stats());
   } catch (const CollectiveError& e) {
-    add_stats(*host_);
-    if (leaders_) {
+    add_stats(host_->last_stats());
+    if (leader()) {
       SparseArgs refused = a;
       refused.nnz = 0;
       refused.refuse = LocalError::kHostFailed;
       try {
-        leaders_->sparse_allreduce(refused);
+        upper_sparse_allreduce(refused);
       } catch (const CollectiveError&) {
       }
-      add_stats(*leaders_);
+      add_upper_stats();
     }
-    throw inside_host(e);
+    throw inside(e);
   }
   const DataType dtype = host_sum.dtype;
   const std::size_t es = element_size(dtype);
   // 2. across hosts: the host sums, as entries
   SparseResult result;
   Verdict v;
-  if (leaders_) {
+  if (leader()) {
     SparseArgs across = a;
+    if (star_) {  // the rack level: the smaller form between hosts (in_form at the end)
+      across.output = SparseOutput::kAuto;
+      across.dense_out = nullptr;
+    }
     std::vector<std::uint64_t> all;
     if (host_sum.dense) {  // every element an entry (a zero included: -0 stays -0)
       all.resize(host_sum.n);
@@ -228,36 +334,36 @@ SparseResult Hierarchy::sparse_allreduce(const SparseArgs& a) {
     }
     across.values = host_sum.data();
     try {
-      result = leaders_->sparse_allreduce(across);
+      result = upper_sparse_allreduce(across);
       v.dense = result.dense ? 1 : 0;
       v.size = result.size();
     } catch (const CollectiveError& e) {
       v.failure = static_cast<std::int32_t>(e.failure()) + 1;
-      v.reason = across_hosts(e);
+      v.reason = above_reason(e);
     }
-    add_stats(*leaders_);
+    add_upper_stats();
   }
   host_sum = SparseResult{};
   // 3. down: the verdict and the result's form, then the result
   std::array<std::byte, kVerdictBytes> bytes = encode(v);
   const auto down = [&](void* buffer, std::uint64_t n) {
     try {
-      host_->broadcast(buffer, n, kBytes, 0);
+      host_->broadcast(buffer, n, kBytes, 0, LocalError::kNone, star_);
     } catch (const CollectiveError& e) {
-      add_stats(*host_);
-      throw inside_host(e);
+      add_stats(host_->last_stats());
+      throw inside(e);
     }
-    add_stats(*host_);
+    add_stats(host_->last_stats());
   };
   down(bytes.data(), kVerdictBytes);
   v = decode(bytes);
   if (v.failure > 0) throw CollectiveError(static_cast<Failure>(v.failure - 1), v.reason);
-  if (!leaders_) {
+  if (!leader()) {
     result.n = a.n;
     result.dtype = dtype;
     result.dense = v.dense != 0;
     if (!result.dense) result.indices.resize(v.size);
-    if (result.dense && a.dense_out != nullptr)
+    if (result.dense && a.dense_out != nullptr && !star_)
       result.dense_external = static_cast<std::byte*>(a.dense_out);
     else
       result.values = ByteBuffer(std::max<std::size_t>(v.size * es, 1));
@@ -267,6 +373,7 @@ SparseResult Hierarchy::sparse_allreduce(const SparseArgs& a) {
     down(result.dense_external != nullptr ? result.dense_external : result.values.data(),
          v.size * es);
   }
+  if (star_) return in_form(std::move(result), a.output, a.dense_out);
   return result;
 }
 

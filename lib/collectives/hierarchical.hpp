@@ -11,9 +11,17 @@
 // With P = r H ranks the flat allreduce moves 2 (P - r) packets of each block between hosts,
 // this one 2 (H - 1): 1/r of the flat count, headers included (docs/collectives.md).
 //
+// With racks (NETSPARSE_HOSTS_PER_RACK: several racks of several hosts), the leaders' step is
+// itself a hierarchy, one level up: the leaders of a rack reduce to the rack's switch (its first
+// host's leader, the role the node-wide engine's rack switch plays), the switches allreduce
+// between racks, and each switch broadcasts down to its rack's leaders: one aggregation per rack,
+// as Flare's switch does, so only 2 (R - 1) packets of each block leave the R racks (the
+// leaders' flat step sends more across racks; the inter-host bytes stay 2 (H - 1)).
+//
 // Failures reach every rank: a host step that fails makes its leader refuse the leaders' step
 // (LocalError::kHostFailed), a leaders' step that fails makes every leader refuse the broadcast
-// down and then broadcast why. Threading: as Communicator.
+// down and then broadcast why; the rack level passes failures the same way. Threading: as
+// Communicator.
 #pragma once
 
 #include <memory>
@@ -28,29 +36,60 @@ class Hierarchy {
   // host: this host's ranks (host->rank() == 0 on the leader); leaders: the host leaders'
   // communicator on a leader, null elsewhere. Sets their host maps for the inter-host count.
   Hierarchy(std::unique_ptr<Communicator> host, std::unique_ptr<Communicator> leaders);
+  // The same with racks: on a leader, `racks` is the leaders' step (make_rack_level), null
+  // elsewhere.
+  Hierarchy(std::unique_ptr<Communicator> host, std::unique_ptr<Hierarchy> racks);
+  // The rack level of a leader: rack = the leaders of its rack (rank 0 = the rack's switch),
+  // switches = the switches' communicator on a switch, null elsewhere.
+  static std::unique_ptr<Hierarchy> make_rack_level(std::unique_ptr<Communicator> rack,
+                                                    std::unique_ptr<Communicator> switches);
 
-  bool leader() const noexcept { return leaders_ != nullptr; }
+  bool leader() const noexcept { return leaders_ != nullptr || racks_ != nullptr; }
   Communicator& host() noexcept { return *host_; }
+  // The leaders' communicator on a leader without racks (null with racks and off the leaders).
   Communicator* leaders() noexcept { return leaders_.get(); }
+  // The rack level on a leader with racks, else null.
+  Hierarchy* racks() noexcept { return racks_.get(); }
   void set_timeout_ms(int ms) noexcept;
 
   // As Communicator::allreduce / sparse_allreduce (the same arguments, checked on every rank,
   // CollectiveError on every rank of every host when anything fails). Reproducible mode: the
-  // host's fixed tree, then the leaders' fixed tree; with hosts of 2^k consecutive ranks this is
-  // the flat tree's order exactly (the same bits).
+  // host's fixed tree, then the leaders' fixed tree (the rack's, then the switches'); with hosts
+  // (and racks) of 2^k consecutive ranks (hosts) this is the flat tree's order exactly.
   Algorithm allreduce(const AllreduceArgs& args);
   SparseResult sparse_allreduce(const SparseArgs& args);
 
-  // The last call's: bytes_sent over both communicators, inter_host_bytes (the leaders').
+  // The last call's: bytes_sent over every communicator, inter_host_bytes and inter_rack_bytes.
   const OpStats& last_stats() const noexcept { return stats_; }
 
  private:
-  void add_stats(const Communicator& c);
+  // What the two levels are called in the errors every rank sees.
+  struct Names {
+    const char* lower;  // "this host (rank = rank in the host)"
+    const char* upper;  // "the host leaders (rank = host)"
+  };
+  Hierarchy(std::unique_ptr<Communicator> lower, std::unique_ptr<Communicator> leaders,
+            std::unique_ptr<Hierarchy> racks, Names names, bool lower_is_one_host);
+
+  void add_stats(const OpStats& s);
+  void add_upper_stats();
+  // The leaders' step: the leaders' communicator or the rack level.
+  Algorithm upper_allreduce(const AllreduceArgs& args);
+  SparseResult upper_sparse_allreduce(const SparseArgs& args);
+  CollectiveError inside(const CollectiveError& e) const;
+  CollectiveError above(const CollectiveError& e) const;
+  std::string above_reason(const CollectiveError& e) const;
   // After a failed leaders' step (or a refused broadcast down): the leader broadcasts the
   // failure to its host and every rank of the host throws it.
   [[noreturn]] void throw_host_verdict(const CollectiveError* upper, const CollectiveError& down);
 
   std::unique_ptr<Communicator> host_, leaders_;
+  std::unique_ptr<Hierarchy> racks_;
+  Names names_;
+  // The rack level reduces to its switch and broadcasts from it as a star (Flare's switch: every
+  // leader's whole vector to it, the result from it); the host level spreads the blocks over the
+  // host's ranks (shared memory, so the work is what counts there, not the bytes).
+  bool star_ = false;
   OpStats stats_;
 };
 

@@ -136,11 +136,13 @@ inline constexpr Setting kEnvironment[] = {
    "1: netsparse-node's inter-rack gathers pass through a software ToR switch per rack (the "
    "rack's first host leader) with the Property Cache (docs/node-aware.md); same as "
    "DistOptions::rack_switch"},
-  {"NETSPARSE_COLL_HIERARCHY", Type::kChoice, "auto", "auto|flat|hierarchical", 0, 0, true,
+  {"NETSPARSE_COLL_HIERARCHY", Type::kChoice, "auto", "auto|flat|hierarchical|hosts", 0, 0, true,
    Scope::kLibrary, "collectives' allreduce and sparse allreduce: hierarchical (reduce inside "
-   "each host through shared memory, across hosts between one leader per host, broadcast down), "
-   "flat (every rank with every rank), or auto (hierarchical when there are several hosts and "
-   "some host has several ranks; hosts as NETSPARSE_RANKS_PER_HOST makes them); read when a "
+   "each host through shared memory, across hosts between one leader per host, broadcast down; "
+   "with several racks of several hosts the leaders reduce through one switch per rack), hosts "
+   "(the same without the racks' switches), flat (every rank with every rank), or auto "
+   "(hierarchical when there are several hosts and some host has several ranks; hosts as "
+   "NETSPARSE_RANKS_PER_HOST makes them, racks as NETSPARSE_HOSTS_PER_RACK); read when a "
    "collectives communicator opens (docs/collectives.md)"},
   {"NETSPARSE_NODE_ENGINES", Type::kChoice, "auto", "auto|ranks|leader", 0, 0, true,
    Scope::kLibrary, "netsparse-node: who runs a host's RIG units: ranks (every rank of the host "

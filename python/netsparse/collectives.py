@@ -4,7 +4,7 @@ PyTorch CPU tensors.
     from mpi4py import MPI
     from netsparse.collectives import Collectives
     c = Collectives(MPI.COMM_WORLD)            # collective (timeout_ms=, packet_bytes=, max_in_flight=,
-                                               #   hierarchy="auto" | "flat" | "hierarchical")
+                                               #   hierarchy="auto" | "flat" | "hierarchical" | "hosts")
     c.allreduce(x)                             # in place: x = sum over the ranks
     c.allreduce(x, out, op="max")              # into out (same size and dtype)
     c.reduce(x, root=0)                        # the result at root (in place there), None elsewhere
@@ -20,14 +20,16 @@ PyTorch CPU tensors.
     idx, v = c.sparse_allreduce(n, idx, v)     # sum of every rank's (indices, values): ascending
                                                # indices, or idx None and v the n dense values
     c.hierarchical, c.inter_host_bytes         # hierarchical allreduce? bytes to other hosts (last call)
+    c.through_racks, c.inter_rack_bytes        # through one switch per rack? bytes to other racks
     c.close()                                  # collective (also when garbage-collected)
 
 dtypes: int8, int16, int32, float16, float32, float64; op: "sum", "prod", "min", "max";
 reproducible=True gives the same bits whatever the arrival order (the fixed tree). Hierarchy: with
 hierarchy="hierarchical" (or "auto" on several hosts of several ranks; None leaves it to
 NETSPARSE_COLL_HIERARCHY) allreduce and sparse_allreduce reduce inside each host first, then
-between one leader per host, then broadcast inside the host (docs/collectives.md); every other
-call stays flat. sparse_allreduce: indices uint64 or int64 (any order, repeats summed, each
+between one leader per host, then broadcast inside the host (docs/collectives.md); with several
+racks of several hosts (NETSPARSE_HOSTS_PER_RACK) the leaders reduce through one switch per rack
+(hierarchy="hosts" keeps the leaders' flat step); every other call stays flat. sparse_allreduce: indices uint64 or int64 (any order, repeats summed, each
 below n), values of any dtype above, sum only; output="auto" | "sparse" | "dense", dense_out an
 optional array of n values of values' dtype that a dense result is written to. Arrays must be
 C-contiguous (no implicit conversion or copy: the result lands in the caller's memory). A torch
@@ -91,6 +93,16 @@ class Collectives:
     def inter_host_bytes(self):
         """Packet bytes this rank sent to ranks of other hosts during the last call (exact)."""
         return self._c.inter_host_bytes
+
+    @property
+    def through_racks(self):
+        """True when the hierarchy's leaders reduce through one switch per rack."""
+        return self._c.through_racks
+
+    @property
+    def inter_rack_bytes(self):
+        """Packet bytes this rank sent to ranks of other racks during the last call (exact)."""
+        return self._c.inter_rack_bytes
 
     def close(self):
         self._c.close()

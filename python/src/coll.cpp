@@ -123,9 +123,9 @@ class PyCollectives {
     const MPI_Comm c = comm_from(comm);
     std::string problem;
     if (!hierarchy.empty() && hierarchy != "auto" && hierarchy != "flat" &&
-        hierarchy != "hierarchical")
+        hierarchy != "hierarchical" && hierarchy != "hosts")
       problem =
-          "hierarchy must be 'auto', 'flat' or 'hierarchical' (None: the environment's "
+          "hierarchy must be 'auto', 'flat', 'hierarchical' or 'hosts' (None: the environment's "
           "NETSPARSE_COLL_HIERARCHY), got '" +
           hierarchy + "'";
     if (timeout_ms < 0) problem = "timeout_ms must be >= 0 (0: the default)";
@@ -165,8 +165,10 @@ class PyCollectives {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  bool hierarchical() const { return ns_coll_hierarchical(handle()) == 1; }
+  bool hierarchical() const { return ns_coll_hierarchical(handle()) >= 1; }
+  bool through_racks() const { return ns_coll_hierarchical(handle()) == 2; }
   std::uint64_t inter_host_bytes() const { return ns_coll_inter_host_bytes(handle()); }
+  std::uint64_t inter_rack_bytes() const { return ns_coll_inter_rack_bytes(handle()); }
   void close() {
     {
       py::gil_scoped_release nogil;
@@ -510,6 +512,8 @@ void bind_collectives(py::module_& m) {
       .def_property_readonly("size", &PyCollectives::size)
       .def_property_readonly("hierarchical", &PyCollectives::hierarchical)
       .def_property_readonly("inter_host_bytes", &PyCollectives::inter_host_bytes)
+      .def_property_readonly("inter_rack_bytes", &PyCollectives::inter_rack_bytes)
+      .def_property_readonly("through_racks", &PyCollectives::through_racks)
       .def("sparse_allreduce", &PyCollectives::sparse_allreduce, py::arg("indices"),
            py::arg("values"), py::arg("dense_out") = py::none(), py::arg("n") = 0,
            py::arg("output") = "auto", py::arg("problem") = "")

@@ -3,7 +3,9 @@
 // sequential reference, uneven and zero lengths, in place; the exact inter-host byte bound
 // against the flat allreduce on the same layout; sparse; reproducible bits; refusals that reach
 // every rank of every host. Two communicators per test: one forced flat, one forced
-// hierarchical (NETSPARSE_COLL_HIERARCHY, read when each opens).
+// hierarchical (NETSPARSE_COLL_HIERARCHY, read when each opens). With racks
+// (NETSPARSE_HOSTS_PER_RACK, several racks of several hosts) the hierarchical one goes through
+// one switch per rack, and CollHierRacks compares it with the host level alone ("hosts").
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <stdlib.h>
@@ -51,12 +53,14 @@ class CollHier : public ::testing::Test {
   void SetUp() override {
     topo_ = netsparse::dist::Topology::build(MPI_COMM_WORLD);
     r_ = static_cast<int>(topo_.ranks_of(topo_.host()).size());
+    racks_ = topo_.nracks() > 1 && topo_.nracks() < topo_.nhosts();
+    hosts_per_rack_ = topo_.nhosts() / topo_.nracks();
     flat_ = open_with("flat");
     hier_ = open_with("hierarchical");
     ASSERT_NE(flat_, nullptr);
     ASSERT_NE(hier_, nullptr);
     ASSERT_EQ(ns_coll_hierarchical(flat_), 0);
-    ASSERT_EQ(ns_coll_hierarchical(hier_), 1);
+    ASSERT_EQ(ns_coll_hierarchical(hier_), racks_ ? 2 : 1);
   }
   void TearDown() override {
     if (hier_ != nullptr) {
@@ -66,8 +70,15 @@ class CollHier : public ::testing::Test {
       EXPECT_EQ(ns_coll_close(flat_), NS_OK) << ns_last_error();
     }
   }
+  // Whether hosts and racks are both powers of two in size (reproducible mode then gives the flat
+  // tree's bits).
+  bool tree_aligned() const {
+    return (r_ & (r_ - 1)) == 0 && (!racks_ || (hosts_per_rack_ & (hosts_per_rack_ - 1)) == 0);
+  }
   netsparse::dist::Topology topo_;
   int r_ = 1;
+  bool racks_ = false;
+  int hosts_per_rack_ = 1;
   ns_coll* flat_ = nullptr;
   ns_coll* hier_ = nullptr;
 };
@@ -93,7 +104,7 @@ TEST_F(CollHier, TheLayoutChoosesHierarchicalUnlessForcedFlat) {
   ASSERT_GT(r_, 1);
   ns_coll* automatic = open_with("auto");
   ASSERT_NE(automatic, nullptr);
-  EXPECT_EQ(ns_coll_hierarchical(automatic), 1);
+  EXPECT_EQ(ns_coll_hierarchical(automatic), racks_ ? 2 : 1);
   EXPECT_EQ(ns_coll_close(automatic), NS_OK);
   // Ranks that disagree on the setting are refused on every rank.
   setenv("NETSPARSE_COLL_HIERARCHY", world_rank() == 1 ? "flat" : "auto", 1);
@@ -193,7 +204,7 @@ TEST_F(CollHier, ReproducibleBitsAreRepeatableAndEqualTheFlatTree) {
       if (run == 0) first = out;
       ASSERT_TRUE(out == first) << "run " << run;
     }
-    if ((r_ & (r_ - 1)) == 0) {
+    if (tree_aligned()) {
       EXPECT_TRUE(first == flat) << "dtype " << t;
       EXPECT_TRUE(first == expected) << "dtype " << t;
     }
@@ -246,16 +257,19 @@ TEST_F(CollHier, RefusalsAndMismatchesReachEveryRankOfEveryHost) {
                          NS_OP_SUM, nullptr),
             NS_ERR_INVALID);
   // The last host learns it in its host step, the others from the leaders' step (hosts of one
-  // rank have no host step).
-  const char* const path = r_ > 1 && topo_.host() == topo_.host_of(last)
-                               ? "inside this host"
-                               : "between the host leaders";
+  // rank have no host step); with racks, from their rack's step or between the switches.
+  const char* const path = r_ > 1 && topo_.host() == topo_.host_of(last) ? "inside this host"
+                           : racks_                                      ? "rack"
+                                    : "between the host leaders";
   EXPECT_NE(std::string(ns_last_error()).find(path), std::string::npos) << ns_last_error();
   // A count that differs between hosts (the same inside each host).
   ASSERT_EQ(ns_allreduce(hier_, x.data(), y.data(), topo_.host() == 0 ? 4000 : 3999, NS_DTYPE_FP32,
                          NS_OP_SUM, nullptr),
             NS_ERR_INVALID);
-  EXPECT_NE(std::string(ns_last_error()).find("disagree"), std::string::npos) << ns_last_error();
+  // With racks, the other racks hear it as the first rack's switch refusing the switches' step.
+  const char* const why =
+      racks_ && topo_.rack() != 0 ? "step of a hierarchical operation failed" : "disagree";
+  EXPECT_NE(std::string(ns_last_error()).find(why), std::string::npos) << ns_last_error();
   // A NULL receive buffer on a non-leader (its host step, a reduce, does not need it).
   ASSERT_EQ(ns_allreduce(hier_, x.data(), me == last ? nullptr : y.data(), 4000, NS_DTYPE_FP32,
                          NS_OP_SUM, nullptr),
@@ -321,4 +335,100 @@ TEST(CollHierReproducible, RandomDelaysGiveTheSameBitsEveryRun) {
   if ((r & (r - 1)) == 0) {
     EXPECT_TRUE(first == expected);
   }
+}
+
+// The racks' switches (issue 39 item 1, Flare's one aggregation per rack): with several racks of
+// several hosts, the hierarchical allreduce's leaders reduce to their rack's switch (its first
+// host's leader), the switches allreduce between racks and send the result down. Against the
+// host level alone ("hosts": the leaders' flat step) and the flat allreduce on the same layout:
+// the same results, dense and sparse; only the switches send between racks; the bytes that leave
+// the racks at most 1/m of the host level's with m hosts per rack (Flare's point), the inter-host
+// bytes no more than the host level's (exact counts, summed over the ranks).
+TEST(CollHierRacks, OnlyTheSwitchesSendBetweenRacksAndNoMoreThanTheHostLevel) {
+  netsparse::dist::Topology topo = netsparse::dist::Topology::build(MPI_COMM_WORLD);
+  ASSERT_GT(topo.nracks(), 1) << "run with NETSPARSE_HOSTS_PER_RACK below the hosts";
+  ASSERT_LT(topo.nracks(), topo.nhosts());
+  const int me = world_rank(), P = world_size();
+  ns_coll* modes[3] = {open_with("flat"), open_with("hosts"), open_with("hierarchical")};
+  for (ns_coll* c : modes) ASSERT_NE(c, nullptr);
+  ASSERT_EQ(ns_coll_hierarchical(modes[1]), 1);
+  ASSERT_EQ(ns_coll_hierarchical(modes[2]), 2);
+  int first = topo.host();  // the rack's first host: its leader is the rack's switch
+  while (first > 0 && topo.rack_of_host(first - 1) == topo.rack()) --first;
+  const bool is_switch = topo.is_leader() && topo.host() == first;
+  const char* const names[3] = {"flat", "hosts", "racks"};
+  for (std::uint64_t count : {1ull, 5000ull, 300000ull}) {
+    std::vector<float> x(count);
+    for (std::uint64_t i = 0; i < count; ++i)
+      x[i] = static_cast<float>((me * 7 + static_cast<int>(i % 13)) % 5);
+    std::vector<float> out[3];
+    std::uint64_t rack_bytes[3], host_bytes[3];
+    for (int m = 0; m < 3; ++m) {
+      out[m].assign(count, -1.0f);
+      ASSERT_EQ(
+          ns_allreduce(modes[m], x.data(), out[m].data(), count, NS_DTYPE_FP32, NS_OP_SUM, nullptr),
+          NS_OK)
+          << names[m] << ": " << ns_last_error();
+      const std::uint64_t mine = ns_coll_inter_rack_bytes(modes[m]);
+      if (m == 2 && !is_switch) {
+        EXPECT_EQ(mine, 0u) << "only the racks' switches send between racks";
+      }
+      rack_bytes[m] = sum_over_ranks(mine);
+      host_bytes[m] = sum_over_ranks(ns_coll_inter_host_bytes(modes[m]));
+    }
+    for (std::uint64_t i = 0; i < count; ++i) {
+      float want = 0;
+      for (int r = 0; r < P; ++r)
+        want += static_cast<float>((r * 7 + static_cast<int>(i % 13)) % 5);
+      ASSERT_EQ(out[2][i], want) << "racks, element " << i;
+      ASSERT_EQ(out[1][i], want) << "hosts, element " << i;
+    }
+    const auto m = static_cast<std::uint64_t>(topo.nhosts() / topo.nracks());
+    EXPECT_GT(rack_bytes[2], 0u);
+    EXPECT_LE(rack_bytes[2] * m, rack_bytes[1]) << "count " << count << ", " << m << " hosts/rack";
+    EXPECT_LE(rack_bytes[1], rack_bytes[0]) << "count " << count;
+    EXPECT_LE(host_bytes[2], host_bytes[1]) << "count " << count;
+    if (me == 0)
+      std::printf(
+          "%llu fp32: inter-rack bytes flat %llu, hosts %llu, racks %llu; inter-host "
+          "bytes flat %llu, hosts %llu, racks %llu\n",
+          static_cast<unsigned long long>(count), static_cast<unsigned long long>(rack_bytes[0]),
+          static_cast<unsigned long long>(rack_bytes[1]),
+          static_cast<unsigned long long>(rack_bytes[2]),
+          static_cast<unsigned long long>(host_bytes[0]),
+          static_cast<unsigned long long>(host_bytes[1]),
+          static_cast<unsigned long long>(host_bytes[2]));
+  }
+  // Sparse: the same sums, and again only the switches send between racks.
+  const std::uint64_t n = 1 << 16;
+  std::vector<std::uint64_t> idx;
+  std::vector<float> vals;
+  for (std::uint64_t i = static_cast<std::uint64_t>(me) % 7; i < n; i += 97) {
+    idx.push_back(i);
+    vals.push_back(1.0f);
+  }
+  std::vector<float> dense[2];
+  for (int m = 1; m < 3; ++m) {
+    ns_sparse_params p{NS_SPARSE_OUTPUT_DENSE, nullptr};
+    ns_sparse_result* res = nullptr;
+    ASSERT_EQ(ns_sparse_allreduce(modes[m], n, idx.size(), idx.data(), vals.data(), NS_DTYPE_FP32,
+                                  NS_OP_SUM, &p, &res),
+              NS_OK)
+        << names[m] << ": " << ns_last_error();
+    Bytes bytes;
+    densify_sparse_result(res, n, sizeof(float), NS_SPARSE_OUTPUT_DENSE, bytes);
+    ns_sparse_result_free(res);
+    dense[m - 1].resize(n);
+    std::memcpy(dense[m - 1].data(), bytes.data(), n * sizeof(float));
+    if (m == 2 && !is_switch) {
+      EXPECT_EQ(ns_coll_inter_rack_bytes(modes[m]), 0u);
+    }
+  }
+  for (std::uint64_t i = 0; i < n; ++i) {
+    float want = 0;
+    for (int r = 0; r < P; ++r) want += (i % 97 == static_cast<std::uint64_t>(r) % 7) ? 1.0f : 0.0f;
+    ASSERT_EQ(dense[1][i], want) << "sparse through the racks, element " << i;
+    ASSERT_EQ(dense[0][i], want) << "sparse, host level, element " << i;
+  }
+  for (ns_coll* c : modes) EXPECT_EQ(ns_coll_close(c), NS_OK) << ns_last_error();
 }

@@ -232,10 +232,11 @@ def check_sparse(n, got, total, touched):
         assert np.array_equal(val, total[touched])
 
 
-@pytest.mark.parametrize("hierarchy", ["flat", "hierarchical"])
+@pytest.mark.parametrize("hierarchy", ["flat", "hierarchical", "hosts"])
 def test_sparse_and_dense_allreduce_flat_and_hierarchical(hierarchy):
     with Collectives(comm, timeout_ms=30000, packet_bytes=4096, hierarchy=hierarchy) as c:
-        assert c.hierarchical == (hierarchy == "hierarchical")
+        assert c.hierarchical == (hierarchy != "flat")
+        assert c.through_racks is False  # one rack: no switch level (tests/collectives has racks)
         n = 4000
         for k, (density, output) in enumerate(
             [(0.01, "auto"), (0.4, "auto"), (0.01, "dense"), (0.6, "sparse"), (0.0, "auto")]
@@ -246,6 +247,7 @@ def test_sparse_and_dense_allreduce_flat_and_hierarchical(hierarchy):
             if output != "auto":
                 assert (got[0] is None) == (output == "dense")
             assert isinstance(c.inter_host_bytes, int) and c.inter_host_bytes >= 0
+            assert isinstance(c.inter_rack_bytes, int) and c.inter_rack_bytes >= 0
         out = np.full(n, 7, np.float32)
         xs, total, touched = sparse_inputs(n, 0.05, 50)
         idx, val = c.sparse_allreduce(n, *xs[rank], output="dense", dense_out=out)
