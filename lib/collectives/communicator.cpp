@@ -2,7 +2,9 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <thread>
 
 #include "collectives/communicator.hpp"
@@ -307,6 +309,17 @@ void Communicator::start(Op& op) {
     }
   }
   stash_.swap(later);
+}
+
+// calloc: a large dense result is mapped lazily, its pages zero until written.
+ByteBuffer::ByteBuffer(std::size_t bytes) : n_(bytes) {
+  if (bytes == 0) return;
+  void* p = std::calloc(bytes, 1);
+  if (p == nullptr) throw std::bad_alloc();
+  p_.reset(static_cast<std::byte*>(p));
+}
+void ByteBuffer::Free::operator()(std::byte* p) const noexcept {
+  std::free(p);
 }
 
 void Communicator::set_hosts(std::vector<int> host_of_rank) {

@@ -26,16 +26,6 @@
 
 namespace netsparse::collectives {
 
-ByteBuffer::ByteBuffer(std::size_t bytes) : n_(bytes) {
-  if (bytes == 0) return;
-  void* p = std::calloc(bytes, 1);
-  if (p == nullptr) throw std::bad_alloc();
-  p_.reset(static_cast<std::byte*>(p));
-}
-void ByteBuffer::Free::operator()(std::byte* p) const noexcept {
-  std::free(p);
-}
-
 namespace {
 
 constexpr std::uint32_t kNoKey = 0xffffffffu;
