@@ -207,6 +207,9 @@ NetSparse engine (RIG) knobs
                          filter and coalescing then remove the repeats, as in the paper)
   --window COLS          column panel (gather window) width; 0 = automatic (default)
   --row-panel N          row panel height of the local tiles (default 256)
+  --autotune-tiles S     SPADE's tile search on each rank's local block, at most about S
+                         seconds per pattern (cached per pattern, kernel and K); its choice
+                         replaces --row-panel (0 = off, the default)
   --delay-ns N           concatenation delay (expiration time) in ns (engine default {concat_delay_ns})
   --packet-bytes N       concatenation queue capacity = packet size (engine default {packet_bytes})
   --client-units N       RIG client units (engine default {num_client_units})
@@ -390,6 +393,12 @@ std::optional<Options> parse_args(int argc, char** argv, bench::CliResult& comma
   });
   app.add_option("--window", o.dist.tiling.col_panel)->check(cli::Range(0LL, 1LL << 32));
   app.add_option("--row-panel", o.dist.tiling.row_panel)->check(cli::Range(1, 1 << 30));
+  app.add_option_function<double>("--autotune-tiles",
+                                  [&o](double seconds) {
+                                    o.dist.autotune_tiles = seconds > 0;
+                                    if (seconds > 0) o.dist.autotune_budget_seconds = seconds;
+                                  })
+      ->check(cli::Range(0.0, 3600.0));
   app.add_option("--delay-ns", o.dist.engine.delay_ns)->check(cli::Range(0LL, 1LL << 40));
   app.add_option("--packet-bytes", o.dist.engine.packet_bytes)->check(cli::Range(64, 1 << 24));
   app.add_option("--client-units", o.dist.engine.client_units)->check(cli::Range(1, 1024));
@@ -801,6 +810,21 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   if (!changing) {
     res.setup_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
     res.plan_times.push_back(allreduce(kern.plan_seconds(), MPI_MAX));
+  }
+  // --autotune-tiles: what rank 0's search chose, once per mode (its time is in the setup).
+  if (const TileTuning& tt = kern.tile_tuning();
+      tt.tuned && w.rank == 0 && res.setup_times.size() == 1) {
+    progress.clear();
+    std::printf(
+        "   %s: tiles autotuned on rank 0: row panel %d, column panels %s, %s; %s, "
+        "base %.3f ms -> best %.3f ms (%d candidates)\n",
+        v.label.c_str(), tt.local.row_panel,
+        tt.local.col_panel > 0 ? std::to_string(tt.local.col_panel).c_str() : "all",
+        tt.local.barriers ? "barriers" : "no barriers",
+        tt.from_cache ? "the cached choice"
+                      : ("search " + std::to_string(tt.search_seconds) + " s").c_str(),
+        1e3 * tt.base_seconds, 1e3 * tt.best_seconds, tt.candidates_timed);
+    std::fflush(stdout);
   }
   if (v.options.mode == CommMode::ideal) w.with_blocks([&](auto& blk) { kern.replicate(blk.b); });
 

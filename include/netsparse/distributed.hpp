@@ -211,6 +211,26 @@ struct DistOptions {
   bool rack_switch = false;
   // auto: timed runs per candidate, each candidate's after one untimed warm-up (>= 1, <= 100).
   int tune_runs = 2;
+  // SPADE's exhaustive tile search (netsparse/autotune.hpp) on this rank's local block (the
+  // columns it owns) when a fixed pattern is set: the best row panel is used for both parts and
+  // the best column panels and barriers for the local part, instead of `tiling`'s. The choice is
+  // cached per (pattern, kernel, K) in the process, so another kernel on the same pattern, or
+  // the same pattern set again, does not search again (DistKernel::tile_tuning). A search costs
+  // up to about autotune_budget_seconds (> 0) of setup; every candidate runs the f32 kernel.
+  // Local to each rank (ranks may choose differently); ignored with dynamic_pattern.
+  bool autotune_tiles = false;
+  double autotune_budget_seconds = 2.0;
+};
+
+// What DistOptions::autotune_tiles chose on this rank (DistKernel::tile_tuning).
+struct TileTuning {
+  bool tuned = false;         // a search ran or a cached choice was used
+  bool from_cache = false;    // the choice was this process's earlier one for the same pattern
+  TileConfig local{};         // the local part's tiling (the remote part takes its row panel)
+  double search_seconds = 0;  // this kernel's search (0 from the cache)
+  double best_seconds = 0;    // the chosen candidate's kernel time, and SPADE Base's
+  double base_seconds = 0;
+  int candidates_timed = 0;
 };
 
 // What CommMode::automatic measured and chose (DistKernel::auto_tuning). Times in seconds.
@@ -382,6 +402,8 @@ class DistKernel {
   // rest -- splitting the rows and tiling the local part -- is the same for every mode.
   [[nodiscard]] double setup_seconds() const noexcept;
   [[nodiscard]] double plan_seconds() const noexcept;
+  // DistOptions::autotune_tiles: what the search chose (tuned false without it).
+  [[nodiscard]] const TileTuning& tile_tuning() const noexcept;
   [[nodiscard]] const CommStats& last_run_stats() const noexcept;
   [[nodiscard]] const CommStats& total_stats() const noexcept;
   void reset_stats() noexcept;

@@ -120,6 +120,8 @@ agreement::Agreement kernel_arguments(const DistMatrix& a, KernelKind kernel, in
   agreed.field("DistOptions::ie_point_to_point", flag(o.ie_point_to_point));
   agreed.field("DistOptions::rack_switch", flag(o.rack_switch));
   agreed.field("DistOptions::tune_runs", std::to_string(o.tune_runs));
+  agreed.field("DistOptions::autotune_tiles",
+               flag(o.autotune_tiles) + "/" + std::to_string(o.autotune_budget_seconds));
   return agreed;
 }
 
@@ -148,6 +150,9 @@ DistKernel::DistKernel(const DistMatrix& a, KernelKind kernel, int k, const Dist
     throw std::invalid_argument("DistKernel: SpMV needs K == 1, got " + std::to_string(k));
   }
   if (options.batch < 1) throw std::invalid_argument("DistKernel: batch must be >= 1");
+  if (options.autotune_tiles && !(options.autotune_budget_seconds > 0)) {
+    throw std::invalid_argument("DistKernel: DistOptions::autotune_budget_seconds must be > 0");
+  }
   if (options.max_outstanding_reads < 1) {
     throw std::invalid_argument("DistKernel: max_outstanding_reads must be >= 1");
   }
@@ -405,6 +410,11 @@ int DistKernel::k() const noexcept {
 double DistKernel::plan_seconds() const noexcept {
   if (impl_->tuner) return impl_->tuner->in_use().plan_seconds();
   return impl_->plan_seconds;
+}
+
+const TileTuning& DistKernel::tile_tuning() const noexcept {
+  if (impl_->tuner) return impl_->tuner->in_use().tile_tuning();
+  return impl_->tile_tuning;
 }
 double DistKernel::setup_seconds() const noexcept {
   return impl_->setup_seconds;

@@ -44,6 +44,7 @@ struct NETSPARSE_LOCAL DistKernel::Impl {
   double setup_seconds = 0;
   double plan_seconds = 0;
   double remote_tiling_seconds = 0;  // part of build_pattern that belongs to the plan
+  TileTuning tile_tuning;            // DistOptions::autotune_tiles
   CommStats last, total;
   mutable bool volume_known = false;
   mutable PatternVolume volume;

@@ -4,10 +4,14 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "distributed/deadlines.hpp"
 #include "distributed/dist_kernel_impl.hpp"
+#include "netsparse/autotune.hpp"
+#include "support/hash.hpp"
 
 namespace netsparse {
 
@@ -24,6 +28,62 @@ gidx_t choose_window(gidx_t n_cols, std::uint64_t row_bytes, gidx_t requested) {
   constexpr gidx_t kWindowBudgetBytes = gidx_t{64} << 20;
   const gidx_t by_bytes = std::max<gidx_t>(1, kWindowBudgetBytes / static_cast<gidx_t>(row_bytes));
   return std::min({by_bytes, std::max<gidx_t>(n_cols, 1), TiledMatrix::kMaxColPanelWidth});
+}
+
+// DistOptions::autotune_tiles: the choices made in this process, by the pattern's fingerprint
+// (its local block's rows and columns hashed), the kernel and K. Kernels on one matrix share
+// it; a different pattern (sampled rows, another matrix) searches again.
+struct TuneKey {
+  std::uint64_t fingerprint;
+  gidx_t n_rows;
+  std::int64_t nnz;
+  int kernel, k;
+  auto operator<=>(const TuneKey&) const = default;
+};
+struct TuneCache {
+  std::mutex mutex;
+  std::map<TuneKey, TileTuning> choices;
+};
+TuneCache& tune_cache() {
+  static TuneCache cache;
+  return cache;
+}
+
+std::uint64_t fingerprint(const CsrMatrix& m) {
+  std::uint64_t h = support::mix64(static_cast<std::uint64_t>(m.n_cols));
+  for (const std::int64_t p : m.row_ptr) h = support::mix64(h ^ static_cast<std::uint64_t>(p));
+  for (const gidx_t c : m.col_idx) h = support::mix64(h ^ static_cast<std::uint64_t>(c));
+  return h;
+}
+
+// SPADE's search on the local block, or the cached choice for the same block.
+TileTuning tune_tiles(const CsrMatrix& local, KernelKind kernel, int k, double budget_seconds) {
+  const TuneKey key{fingerprint(local), local.n_rows, static_cast<std::int64_t>(local.nnz()),
+                    static_cast<int>(kernel), k};
+  TuneCache& cache = tune_cache();
+  {
+    const std::lock_guard<std::mutex> lock(cache.mutex);
+    if (const auto it = cache.choices.find(key); it != cache.choices.end()) {
+      TileTuning t = it->second;
+      t.from_cache = true;
+      t.search_seconds = 0;
+      return t;
+    }
+  }
+  AutotuneOptions o;
+  o.timed_runs = 1;
+  o.time_budget_seconds = budget_seconds;
+  const AutotuneResult r = autotune(local, kernel, k, o);
+  TileTuning t;
+  t.tuned = true;
+  t.local = r.best;
+  t.search_seconds = r.seconds_spent;
+  t.best_seconds = r.best_seconds;
+  t.base_seconds = r.base_seconds;
+  for (const AutotuneCandidate& c : r.candidates) t.candidates_timed += c.timed ? 1 : 0;
+  const std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.choices.emplace(key, t);
+  return t;
 }
 
 }  // namespace
@@ -89,8 +149,13 @@ void DistKernel::Impl::build_pattern() {
       }
     }
   }
+  if (options.autotune_tiles && local_csr.nnz() > 0) {
+    tile_tuning = tune_tiles(local_csr, kernel, k, options.autotune_budget_seconds);
+    local_config = tile_tuning.local;
+  }
   pat.local_part = TiledMatrix(local_csr, local_config, options.scalar);
   TileConfig remote_config = local_config;
+  remote_config.barriers = false;  // the window's panels follow the gather, not a tuned choice
   remote_config.col_panel = pat.window;
   if (exchange->needs_remote_panels()) {
     const double t0 = dist::now_seconds();

@@ -106,6 +106,31 @@ inline std::vector<double> reference_sddmm(const CsrMatrix& a, int k, int which_
 }
 
 // max |got - want| / max(max |want|, 1e-30): normwise relative error.
+// One run of `kern` on operand `which` (SpMM, SpMV or SDDMM as the kernel is): its output.
+inline std::vector<float> run_kernel_once(DistKernel& kern, const DistMatrix& dm,
+                                          const CsrMatrix& rows, int which) {
+  const int r = world_rank();
+  const int k = kern.k();
+  const std::vector<float> b = operand_block(which, dm.cols().begin(r), dm.cols().end(r), k);
+  const gidx_t n_rows = dm.rows().size(r);
+  if (kern.kernel() == KernelKind::sddmm) {
+    const std::vector<float> x = operand_block(which + 1, dm.rows().begin(r), dm.rows().end(r), k);
+    std::vector<float> out(static_cast<std::size_t>(rows.nnz()), -7.0f);
+    kern.sddmm(x, b, out);
+    return out;
+  }
+  std::vector<float> c(static_cast<std::size_t>(n_rows) * k, -7.0f);
+  if (kern.kernel() == KernelKind::spmm) kern.spmm(b, c);
+  if (kern.kernel() == KernelKind::spmv) kern.spmv(b, c);
+  return c;
+}
+
+inline std::vector<double> kernel_reference(const DistKernel& kern, const CsrMatrix& rows,
+                                            int which) {
+  return kern.kernel() == KernelKind::sddmm ? reference_sddmm(rows, kern.k(), which + 1, which)
+                                            : reference_spmm(rows, kern.k(), which);
+}
+
 template <class T>
 double max_relative_error(const std::vector<T>& got, const std::vector<double>& want) {
   double scale = 0, err = 0;

@@ -50,30 +50,6 @@ bool same_everywhere(long long v) {
   return lo == hi;
 }
 
-// One run of `kern` on operand `which` (SpMM, SpMV or SDDMM as the kernel is): its output.
-std::vector<float> run_once(DistKernel& kern, const DistMatrix& dm, const CsrMatrix& rows,
-                            int which) {
-  const int r = world_rank();
-  const int k = kern.k();
-  const std::vector<float> b = operand_block(which, dm.cols().begin(r), dm.cols().end(r), k);
-  const gidx_t n_rows = dm.rows().size(r);
-  if (kern.kernel() == KernelKind::sddmm) {
-    const std::vector<float> x = operand_block(which + 1, dm.rows().begin(r), dm.rows().end(r), k);
-    std::vector<float> out(static_cast<std::size_t>(rows.nnz()), -7.0f);
-    kern.sddmm(x, b, out);
-    return out;
-  }
-  std::vector<float> c(static_cast<std::size_t>(n_rows) * k, -7.0f);
-  if (kern.kernel() == KernelKind::spmm) kern.spmm(b, c);
-  if (kern.kernel() == KernelKind::spmv) kern.spmv(b, c);
-  return c;
-}
-
-std::vector<double> reference(const DistKernel& kern, const CsrMatrix& rows, int which) {
-  return kern.kernel() == KernelKind::sddmm ? reference_sddmm(rows, kern.k(), which + 1, which)
-                                            : reference_spmm(rows, kern.k(), which);
-}
-
 bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -127,13 +103,13 @@ TEST(AutoMode, EveryRunIsTheRunningModesResult) {
       const bool engine_alive = i + 1 < kTrialRuns;
       const std::uint64_t moved_before =
           engine_alive ? automatic.engine()->stat(NS_STAT_MOVED_BYTES) : 0;
-      const std::vector<float> got = run_once(automatic, f.dm, f.dm.local(), which);
+      const std::vector<float> got = run_kernel_once(automatic, f.dm, f.dm.local(), which);
       const std::uint64_t got_payload = automatic.last_run_stats().payload_bytes_in;
       const bool engine_moved =
           engine_alive && automatic.engine()->stat(NS_STAT_MOVED_BYTES) > moved_before;
       const int cand = candidate_of_run(automatic, i);
       ASSERT_GE(cand, 0) << where;
-      const std::vector<float> want = run_once(*fixed[cand], f.dm, f.dm.local(), which);
+      const std::vector<float> want = run_kernel_once(*fixed[cand], f.dm, f.dm.local(), which);
       EXPECT_TRUE(all_ranks(same_bytes(got, want)))
           << where << " run " << i << " (" << to_string(fixed[cand]->mode()) << ")";
       EXPECT_EQ(got_payload, fixed[cand]->last_run_stats().payload_bytes_in)
@@ -141,7 +117,8 @@ TEST(AutoMode, EveryRunIsTheRunningModesResult) {
       if (engine_alive) {
         EXPECT_EQ(engine_moved, cand == 0) << where << " run " << i;
       }
-      EXPECT_LE(max_relative_error(got, reference(automatic, f.dm.local(), which)), kTolerance)
+      EXPECT_LE(max_relative_error(got, kernel_reference(automatic, f.dm.local(), which)),
+                kTolerance)
           << where << " run " << i;
       EXPECT_EQ(automatic.auto_tuning().tuned, i + 1 >= kTrialRuns) << where << " run " << i;
     }
@@ -179,7 +156,7 @@ TEST(AutoMode, ChoosesTheLowestMaxOverRanksMedian) {
     DistKernel kern(f.dm, KernelKind::spmm, 4, auto_options());
     dist::AutoAccess::force_seconds(kern, r == 0 ? c.rank0 : r == 1 ? c.rank1 : c.others);
     EXPECT_NE(kern.engine(), nullptr);  // the NetSparse candidate's, while it is alive
-    for (int i = 0; i < kTrialRuns; ++i) (void)run_once(kern, f.dm, f.dm.local(), 1);
+    for (int i = 0; i < kTrialRuns; ++i) (void)run_kernel_once(kern, f.dm, f.dm.local(), 1);
     const AutoTuning& t = kern.auto_tuning();
     ASSERT_TRUE(t.tuned);
     const CommMode want = c.winner == CommMode::netsparse ? t.candidates[0].mode : c.winner;
@@ -190,8 +167,8 @@ TEST(AutoMode, ChoosesTheLowestMaxOverRanksMedian) {
     }
     // The losers are gone: no engine once NetSparse lost.
     EXPECT_EQ(kern.engine() == nullptr, c.winner != CommMode::netsparse);
-    const std::vector<float> got = run_once(kern, f.dm, f.dm.local(), 2);
-    EXPECT_LE(max_relative_error(got, reference(kern, f.dm.local(), 2)), kTolerance);
+    const std::vector<float> got = run_kernel_once(kern, f.dm, f.dm.local(), 2);
+    EXPECT_LE(max_relative_error(got, kernel_reference(kern, f.dm.local(), 2)), kTolerance);
   }
 }
 
@@ -201,7 +178,7 @@ TEST(AutoMode, RetunesOnANewPatternAndOnRequest) {
   const Fixture& f = fixture("gen:kron:8");
   DistKernel kern(f.dm, KernelKind::spmm, 3, auto_options());
   dist::AutoAccess::force_seconds(kern, {3, 2, 1});  // su first
-  for (int i = 0; i < kTrialRuns; ++i) (void)run_once(kern, f.dm, f.dm.local(), 1);
+  for (int i = 0; i < kTrialRuns; ++i) (void)run_kernel_once(kern, f.dm, f.dm.local(), 1);
   ASSERT_EQ(kern.chosen_mode(), CommMode::su);
   const CsrMatrix sampled = sample_rows(f.dm.local(), SamplingParams{0.5, 0}, 7);
   kern.set_pattern(sampled);
@@ -209,8 +186,8 @@ TEST(AutoMode, RetunesOnANewPatternAndOnRequest) {
   EXPECT_EQ(kern.chosen_mode(), CommMode::automatic);
   dist::AutoAccess::force_seconds(kern, {3, 1, 2});  // inspector-executor now
   for (int i = 0; i < kTrialRuns; ++i) {
-    const std::vector<float> got = run_once(kern, f.dm, sampled, 1 + i % 3);
-    EXPECT_LE(max_relative_error(got, reference(kern, sampled, 1 + i % 3)), kTolerance)
+    const std::vector<float> got = run_kernel_once(kern, f.dm, sampled, 1 + i % 3);
+    EXPECT_LE(max_relative_error(got, kernel_reference(kern, sampled, 1 + i % 3)), kTolerance)
         << "trial run " << i << " on the new pattern";
   }
   EXPECT_EQ(kern.chosen_mode(), CommMode::inspector_executor);
@@ -218,11 +195,11 @@ TEST(AutoMode, RetunesOnANewPatternAndOnRequest) {
   kern.retune();
   EXPECT_FALSE(kern.auto_tuning().tuned);
   dist::AutoAccess::force_seconds(kern, {1, 2, 3});
-  for (int i = 0; i < kTrialRuns; ++i) (void)run_once(kern, f.dm, sampled, 1);
+  for (int i = 0; i < kTrialRuns; ++i) (void)run_kernel_once(kern, f.dm, sampled, 1);
   EXPECT_EQ(kern.chosen_mode(), kern.auto_tuning().candidates[0].mode);
   EXPECT_EQ(kern.auto_tuning().tunings, 3);
-  const std::vector<float> got = run_once(kern, f.dm, sampled, 2);
-  EXPECT_LE(max_relative_error(got, reference(kern, sampled, 2)), kTolerance);
+  const std::vector<float> got = run_kernel_once(kern, f.dm, sampled, 2);
+  EXPECT_LE(max_relative_error(got, kernel_reference(kern, sampled, 2)), kTolerance);
 
   DistOptions dyn = auto_options();
   dyn.dynamic_pattern = true;
@@ -231,8 +208,9 @@ TEST(AutoMode, RetunesOnANewPatternAndOnRequest) {
   for (int i = 0; i < kTrialRuns + 2; ++i) {
     const CsrMatrix rows = sample_rows(f.dm.local(), SamplingParams{0.6, 0}, i);
     changing.set_pattern(rows);
-    const std::vector<float> out = run_once(changing, f.dm, rows, 1);
-    EXPECT_LE(max_relative_error(out, reference(changing, rows, 1)), kTolerance) << "run " << i;
+    const std::vector<float> out = run_kernel_once(changing, f.dm, rows, 1);
+    EXPECT_LE(max_relative_error(out, kernel_reference(changing, rows, 1)), kTolerance)
+        << "run " << i;
   }
   EXPECT_EQ(changing.chosen_mode(), CommMode::inspector_executor);
   EXPECT_EQ(changing.auto_tuning().tunings, 1);
