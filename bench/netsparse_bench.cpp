@@ -32,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -811,9 +812,10 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
     res.setup_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
     res.plan_times.push_back(allreduce(kern.plan_seconds(), MPI_MAX));
   }
-  // --autotune-tiles: what rank 0's search chose, once per mode (its time is in the setup).
+  // --autotune-tiles: what rank 0's search chose, once per mode and K (its time is in the setup).
+  static std::set<std::string> tiles_reported;
   if (const TileTuning& tt = kern.tile_tuning();
-      tt.tuned && w.rank == 0 && res.setup_times.size() == 1) {
+      tt.tuned && w.rank == 0 && tiles_reported.insert(tag + " " + v.label).second) {
     progress.clear();
     std::printf(
         "   %s: tiles autotuned on rank 0: row panel %d, column panels %s, %s; %s, "

@@ -70,8 +70,7 @@ TileTuning tune_tiles(const CsrMatrix& local, KernelKind kernel, int k, double b
       return t;
     }
   }
-  AutotuneOptions o;
-  o.timed_runs = 1;
+  AutotuneOptions o;  // a warm-up and two timed runs per candidate: one alone chased noise
   o.time_budget_seconds = budget_seconds;
   const AutotuneResult r = autotune(local, kernel, k, o);
   TileTuning t;
