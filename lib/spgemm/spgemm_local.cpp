@@ -78,12 +78,37 @@ struct HashTable {
   }
 };
 
-// One thread's accumulators, allocated on first use.
+// One thread's symbolic accumulators, allocated on first use.
 struct Workspace {
-  std::vector<std::int64_t> dense;  // dense: per column, a row stamp or a position
+  std::vector<std::int64_t> dense;  // dense: per column, the last row stamp that saw it
   HashTable hash;
   std::vector<std::int64_t> row_cols;
 };
+
+// The numeric phase's value accumulator covers a panel's column window when it is at most this
+// many bytes (an L2's worth: every product is a read-modify-write at a column of the window).
+constexpr std::size_t kValueWindowBytes = std::size_t{1} << 20;
+
+// A dense row's columns, sorted: scanning the stamps over the row's column range is cheaper than
+// sorting the list once the list is long compared with the range (sort: ~n log n branchy steps;
+// scan: one sequential compare per column of the range).
+void sort_row_columns(std::vector<std::int64_t>& row_cols, std::span<const std::int64_t> stamps,
+                      std::int64_t row, bool dense) {
+  const auto n = static_cast<std::int64_t>(row_cols.size());
+  if (dense && n > 64) {
+    const auto [lo, hi] = std::minmax_element(row_cols.begin(), row_cols.end());
+    const std::int64_t first = *lo, last = *hi;
+    const std::int64_t log_n = std::bit_width(static_cast<std::uint64_t>(n));
+    if (4 * n * log_n >= last - first + 1) {
+      std::int64_t k = 0;
+      for (std::int64_t c = first; c <= last; ++c) {
+        if (stamps[static_cast<std::size_t>(c)] == row) row_cols[static_cast<std::size_t>(k++)] = c;
+      }
+      return;
+    }
+  }
+  std::sort(row_cols.begin(), row_cols.end());
+}
 
 std::int64_t row_width_bound(const CsrIndex& a, const CsrIndex& b, std::int64_t row,
                              gidx_t n_cols) {
@@ -118,6 +143,8 @@ SpgemmSymbolic spgemm_symbolic(const CsrIndex& a, const CsrIndex& b, gidx_t n_co
   const std::int64_t panel = options.row_panel;
   const std::int64_t n_panels = (n_rows + panel - 1) / panel;
   sym.panel_dense.assign(static_cast<std::size_t>(n_panels), 0);
+  sym.panel_lo.assign(static_cast<std::size_t>(n_panels), 0);
+  sym.panel_span.assign(static_cast<std::size_t>(n_panels), 0);
   sym.row_ptr.assign(static_cast<std::size_t>(n_rows) + 1, 0);
   std::vector<std::vector<gidx_t>> panel_cols(static_cast<std::size_t>(n_panels));
 
@@ -161,10 +188,26 @@ SpgemmSymbolic spgemm_symbolic(const CsrIndex& a, const CsrIndex& b, gidx_t n_co
           }
         }
         if (!dense) ws.hash.erase_all(ws.row_cols);
-        std::sort(ws.row_cols.begin(), ws.row_cols.end());
+        sort_row_columns(ws.row_cols, ws.dense, r, dense);
         sym.row_ptr[static_cast<std::size_t>(r) + 1] =
             static_cast<std::int64_t>(ws.row_cols.size());
         out.insert(out.end(), ws.row_cols.begin(), ws.row_cols.end());
+      }
+      // Rows are sorted: the panel's window runs from the smallest first to the largest last
+      // column of its rows.
+      gidx_t lo = n_cols, hi = -1;
+      std::int64_t at = 0;
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const std::int64_t len = sym.row_ptr[static_cast<std::size_t>(r) + 1];
+        if (len > 0) {
+          lo = std::min(lo, out[static_cast<std::size_t>(at)]);
+          hi = std::max(hi, out[static_cast<std::size_t>(at + len - 1)]);
+        }
+        at += len;
+      }
+      if (hi >= lo) {
+        sym.panel_lo[static_cast<std::size_t>(rp)] = lo;
+        sym.panel_span[static_cast<std::size_t>(rp)] = hi - lo + 1;
       }
       // A stamp of a row of this panel must not match a row of a later panel on this thread:
       // rows only grow, so the stamps stay valid across panels.
@@ -189,49 +232,62 @@ void spgemm_numeric(const SpgemmSymbolic& sym, const CsrIndex& a, std::span<cons
   const std::int64_t n_rows = a.rows();
   const std::int64_t panel = sym.row_panel;
   const auto n_panels = static_cast<std::int64_t>(sym.panel_dense.size());
+  const std::int64_t* b_ptr = b.ptr.data();
+  const std::int64_t* b_cols = b.cols.data();
+  const T* b_vals = b_values.data();
 #pragma omp parallel
   {
-    Workspace ws;
+    // All zero between rows: a row zeroes the entries it touched (its C pattern) as it copies
+    // them out, so nothing is cleared wholesale.
+    std::vector<T> window;
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t rp = 0; rp < n_panels; ++rp) {
       const std::int64_t r0 = rp * panel;
       const std::int64_t r1 = std::min(n_rows, r0 + panel);
-      const bool dense = sym.panel_dense[static_cast<std::size_t>(rp)] != 0;
-      if (dense && ws.dense.size() < static_cast<std::size_t>(sym.n_cols)) {
-        ws.dense.assign(static_cast<std::size_t>(sym.n_cols), 0);
+      const gidx_t lo = sym.panel_lo[static_cast<std::size_t>(rp)];
+      const gidx_t span = sym.panel_span[static_cast<std::size_t>(rp)];
+      const bool by_value = sym.panel_dense[static_cast<std::size_t>(rp)] != 0 ||
+                            static_cast<std::size_t>(span) * sizeof(T) <= kValueWindowBytes;
+      if (by_value && window.size() < static_cast<std::size_t>(span)) {
+        window.assign(static_cast<std::size_t>(span), T(0));
       }
       for (std::int64_t r = r0; r < r1; ++r) {
         const std::int64_t c0 = sym.row_ptr[static_cast<std::size_t>(r)];
         const std::int64_t c1 = sym.row_ptr[static_cast<std::size_t>(r) + 1];
         const std::int64_t* row_cols = sym.cols.data() + c0;
         T* out = c_values.data() + c0;
-        std::fill(out, out + (c1 - c0), T(0));
-        if (dense) {
-          // Each output column's position in the row: the products add straight into C.
-          for (std::int64_t j = 0; j < c1 - c0; ++j) {
-            ws.dense[static_cast<std::size_t>(row_cols[j])] = j;
-          }
+        if (by_value) {
+          // PETSc-style dense axpy: the products add straight into a value per column of the
+          // panel's window (one indirection per product), then C's sorted row gathers them and
+          // zeroes what it read. Each entry still sums its products in A's row order, then
+          // B's, from 0: the same additions as the sorted walk below, so the same bits.
+          T* acc = window.data();
           for (std::int64_t p = a.ptr[r]; p < a.ptr[r + 1]; ++p) {
             const std::int64_t br = a.cols[p];
             const T av = a_values[static_cast<std::size_t>(p)];
-            for (std::int64_t q = b.ptr[br]; q < b.ptr[br + 1]; ++q) {
-              out[ws.dense[static_cast<std::size_t>(b.cols[q])]] +=
-                  av * b_values[static_cast<std::size_t>(q)];
+            const std::int64_t q1 = b_ptr[br + 1];
+            for (std::int64_t q = b_ptr[br]; q < q1; ++q) {
+              acc[b_cols[q] - lo] += av * b_vals[q];
             }
           }
+          for (std::int64_t j = 0; j < c1 - c0; ++j) {
+            T& slot = acc[row_cols[j] - lo];
+            out[j] = slot;
+            slot = T(0);
+          }
         } else {
-          // Narrow rows: C's row is known and sorted, and every B row it sums is a sorted subset
-          // of it, so one forward walk of C's row per B row finds each position (no table: for
-          // rows of tens to hundreds of entries the compare loop beats hashing, as PETSc's
-          // numeric phase does). Same order of additions as the dense path.
+          // A window too large for the cache (narrow rows spread over a wide matrix): C's row
+          // is known and sorted, and every B row it sums is a sorted subset of it, so one
+          // forward walk of C's row per B row finds each position.
+          std::fill(out, out + (c1 - c0), T(0));
           for (std::int64_t p = a.ptr[r]; p < a.ptr[r + 1]; ++p) {
             const std::int64_t br = a.cols[p];
             const T av = a_values[static_cast<std::size_t>(p)];
             std::int64_t j = 0;
-            for (std::int64_t q = b.ptr[br]; q < b.ptr[br + 1]; ++q) {
-              const std::int64_t c = b.cols[q];
+            for (std::int64_t q = b_ptr[br]; q < b_ptr[br + 1]; ++q) {
+              const std::int64_t c = b_cols[q];
               while (row_cols[j] < c) ++j;
-              out[j] += av * b_values[static_cast<std::size_t>(q)];
+              out[j] += av * b_vals[q];
             }
           }
         }
