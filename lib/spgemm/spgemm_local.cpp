@@ -85,29 +85,34 @@ struct Workspace {
   std::vector<std::int64_t> row_cols;
 };
 
-// The numeric phase's value accumulator covers a panel's column window when it is at most this
-// many bytes (an L2's worth: every product is a read-modify-write at a column of the window).
+// A panel's dense accumulator -- the symbolic phase's stamps, the numeric phase's values --
+// covers the panel's column window whenever the window takes at most this many bytes (an L2's
+// worth: every product is a read-modify-write somewhere in the window).
 constexpr std::size_t kValueWindowBytes = std::size_t{1} << 20;
 
-// A dense row's columns, sorted: scanning the stamps over the row's column range is cheaper than
-// sorting the list once the list is long compared with the range (sort: ~n log n branchy steps;
-// scan: one sequential compare per column of the range).
-void sort_row_columns(std::vector<std::int64_t>& row_cols, std::span<const std::int64_t> stamps,
-                      std::int64_t row, bool dense) {
-  const auto n = static_cast<std::int64_t>(row_cols.size());
+// At most this many columns reserved up front for a panel's output list (32 MiB).
+constexpr std::int64_t kPanelReserve = std::int64_t{1} << 22;
+
+// Sorts a row's n distinct columns cols[0, n) (cols has room for n + 1). A dense row scans
+// the stamps over its column range instead once the list is long compared with the range
+// (sort: ~n log n branchy steps; scan: one branch-free step per column of the range).
+// stamps[c - base] is column c's stamp.
+void sort_row_columns(std::int64_t* cols, std::int64_t n, const std::int64_t* stamps,
+                      std::int64_t base, std::int64_t row, bool dense) {
   if (dense && n > 64) {
-    const auto [lo, hi] = std::minmax_element(row_cols.begin(), row_cols.end());
+    const auto [lo, hi] = std::minmax_element(cols, cols + n);
     const std::int64_t first = *lo, last = *hi;
     const std::int64_t log_n = std::bit_width(static_cast<std::uint64_t>(n));
     if (4 * n * log_n >= last - first + 1) {
       std::int64_t k = 0;
       for (std::int64_t c = first; c <= last; ++c) {
-        if (stamps[static_cast<std::size_t>(c)] == row) row_cols[static_cast<std::size_t>(k++)] = c;
+        cols[k] = c;
+        k += stamps[c - base] == row ? 1 : 0;
       }
       return;
     }
   }
-  std::sort(row_cols.begin(), row_cols.end());
+  std::sort(cols, cols + n);
 }
 
 std::int64_t row_width_bound(const CsrIndex& a, const CsrIndex& b, std::int64_t row,
@@ -147,6 +152,22 @@ SpgemmSymbolic spgemm_symbolic(const CsrIndex& a, const CsrIndex& b, gidx_t n_co
   sym.panel_span.assign(static_cast<std::size_t>(n_panels), 0);
   sym.row_ptr.assign(static_cast<std::size_t>(n_rows) + 1, 0);
   std::vector<std::vector<gidx_t>> panel_cols(static_cast<std::size_t>(n_panels));
+  // Each B row's smallest and largest column: a panel's columns lie between the smallest and
+  // the largest of those of the B rows it touches, so its dense accumulator needs only that
+  // window (a banded matrix's panel touches a few thousand columns of millions).
+  const std::int64_t b_rows = b.rows();
+  std::vector<gidx_t> b_lo(static_cast<std::size_t>(b_rows)),
+      b_hi(static_cast<std::size_t>(b_rows));
+#pragma omp parallel for schedule(static)
+  for (std::int64_t br = 0; br < b_rows; ++br) {
+    gidx_t lo = n_cols, hi = -1;
+    for (std::int64_t q = b.ptr[br]; q < b.ptr[br + 1]; ++q) {
+      lo = std::min(lo, b.cols[q]);
+      hi = std::max(hi, b.cols[q]);
+    }
+    b_lo[static_cast<std::size_t>(br)] = lo;
+    b_hi[static_cast<std::size_t>(br)] = hi;
+  }
 
 #pragma omp parallel
   {
@@ -155,43 +176,64 @@ SpgemmSymbolic spgemm_symbolic(const CsrIndex& a, const CsrIndex& b, gidx_t n_co
     for (std::int64_t rp = 0; rp < n_panels; ++rp) {
       const std::int64_t r0 = rp * panel;
       const std::int64_t r1 = std::min(n_rows, r0 + panel);
-      std::int64_t width = 0;
+      std::int64_t width = 0, total = 0;
+      gidx_t w_lo = n_cols, w_hi = -1;
       for (std::int64_t r = r0; r < r1; ++r) {
-        width = std::max(width, row_width_bound(a, b, r, n_cols));
+        const std::int64_t bound = row_width_bound(a, b, r, n_cols);
+        width = std::max(width, bound);
+        total += bound;
+        for (std::int64_t p = a.ptr[r]; p < a.ptr[r + 1]; ++p) {
+          w_lo = std::min(w_lo, b_lo[static_cast<std::size_t>(a.cols[p])]);
+          w_hi = std::max(w_hi, b_hi[static_cast<std::size_t>(a.cols[p])]);
+        }
       }
+      const std::int64_t window = w_hi >= w_lo ? w_hi - w_lo + 1 : 0;
       bool dense = options.accumulator == SpgemmAccumulator::dense;
       if (options.accumulator == SpgemmAccumulator::automatic) {
-        dense = width > 0 && width * options.dense_divisor >= n_cols;
+        dense = width > 0 &&
+                (width * options.dense_divisor >= n_cols ||
+                 static_cast<std::size_t>(window) * sizeof(std::int64_t) <= kValueWindowBytes);
       }
       sym.panel_dense[static_cast<std::size_t>(rp)] = dense ? 1 : 0;
-      if (dense && ws.dense.size() < static_cast<std::size_t>(n_cols)) {
-        ws.dense.assign(static_cast<std::size_t>(n_cols), kEmpty);
+      if (dense && ws.dense.size() < static_cast<std::size_t>(window)) {
+        ws.dense.assign(static_cast<std::size_t>(window), kEmpty);
       }
       if (!dense) ws.hash.reserve_for(width);
       std::vector<gidx_t>& out = panel_cols[static_cast<std::size_t>(rp)];
+      // Address space for the panel's upper bound (capped): only the pages its rows fill are
+      // touched, and the list never reallocates and copies itself as it grows.
+      out.reserve(static_cast<std::size_t>(std::min<std::int64_t>(total, kPanelReserve)));
+      // Room for a row's distinct columns (at most `width`) and one more: the loops below store
+      // every column and advance only past new ones, without a branch on the accumulator.
+      if (ws.row_cols.size() < static_cast<std::size_t>(width) + 1) {
+        ws.row_cols.resize(static_cast<std::size_t>(width) + 1);
+      }
+      std::int64_t* row_cols = ws.row_cols.data();
+      std::int64_t* stamps = ws.dense.data();
       for (std::int64_t r = r0; r < r1; ++r) {
-        ws.row_cols.clear();
+        std::int64_t n = 0;
         for (std::int64_t p = a.ptr[r]; p < a.ptr[r + 1]; ++p) {
           const std::int64_t br = a.cols[p];
-          for (std::int64_t q = b.ptr[br]; q < b.ptr[br + 1]; ++q) {
-            const std::int64_t c = b.cols[q];
-            if (dense) {
-              if (ws.dense[static_cast<std::size_t>(c)] != r) {
-                ws.dense[static_cast<std::size_t>(c)] = r;
-                ws.row_cols.push_back(c);
-              }
-            } else {
+          if (dense) {
+            for (std::int64_t q = b.ptr[br]; q < b.ptr[br + 1]; ++q) {
+              const std::int64_t c = b.cols[q];
+              row_cols[n] = c;
+              n += stamps[c - w_lo] != r ? 1 : 0;
+              stamps[c - w_lo] = r;
+            }
+          } else {
+            for (std::int64_t q = b.ptr[br]; q < b.ptr[br + 1]; ++q) {
               bool fresh = false;
-              ws.hash.insert(c, fresh);
-              if (fresh) ws.row_cols.push_back(c);
+              row_cols[n] = b.cols[q];
+              ws.hash.insert(b.cols[q], fresh);
+              n += fresh ? 1 : 0;
             }
           }
         }
-        if (!dense) ws.hash.erase_all(ws.row_cols);
-        sort_row_columns(ws.row_cols, ws.dense, r, dense);
-        sym.row_ptr[static_cast<std::size_t>(r) + 1] =
-            static_cast<std::int64_t>(ws.row_cols.size());
-        out.insert(out.end(), ws.row_cols.begin(), ws.row_cols.end());
+        if (!dense) ws.hash.erase_all({row_cols, static_cast<std::size_t>(n)});
+        sort_row_columns(row_cols, n, stamps, w_lo, r, dense);
+        sym.row_ptr[static_cast<std::size_t>(r) + 1] = n;
+        out.insert(out.end(), row_cols, row_cols + n);
       }
       // Rows are sorted: the panel's window runs from the smallest first to the largest last
       // column of its rows.
@@ -216,12 +258,11 @@ SpgemmSymbolic spgemm_symbolic(const CsrIndex& a, const CsrIndex& b, gidx_t n_co
   for (std::int64_t r = 0; r < n_rows; ++r) {
     sym.row_ptr[static_cast<std::size_t>(r) + 1] += sym.row_ptr[static_cast<std::size_t>(r)];
   }
-  sym.cols.resize(static_cast<std::size_t>(sym.nnz()));
-#pragma omp parallel for schedule(static)
-  for (std::int64_t rp = 0; rp < n_panels; ++rp) {
-    const std::vector<gidx_t>& in = panel_cols[static_cast<std::size_t>(rp)];
-    std::copy(in.begin(), in.end(),
-              sym.cols.begin() + sym.row_ptr[static_cast<std::size_t>(rp * panel)]);
+  // Appended rather than resized and overwritten: no zero-fill pass over C's columns.
+  sym.cols.reserve(static_cast<std::size_t>(sym.nnz()));
+  for (std::vector<gidx_t>& in : panel_cols) {
+    sym.cols.insert(sym.cols.end(), in.begin(), in.end());
+    std::vector<gidx_t>().swap(in);
   }
   return sym;
 }
