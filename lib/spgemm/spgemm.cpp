@@ -218,7 +218,7 @@ DistMatrix DistSpgemm::Impl::multiply(std::vector<T>& a_vals, std::vector<T>& bp
   c.row_begin = a_local.row_begin;
   c.n_rows = a_local.n_rows;
   c.row_ptr = sym.row_ptr;
-  c.col_idx = sym.wide_cols();
+  c.col_idx = sym.cols;
   c.values.assign(c_vals.begin(), c_vals.end());
   return DistMatrix(comm, std::move(c), a_rows, b_cols, name);
 }

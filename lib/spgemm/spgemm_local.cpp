@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <climits>
-#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -261,31 +259,17 @@ SpgemmSymbolic spgemm_symbolic(const CsrIndex& a, const CsrIndex& b, gidx_t n_co
     sym.row_ptr[static_cast<std::size_t>(r) + 1] += sym.row_ptr[static_cast<std::size_t>(r)];
   }
   // Appended rather than resized and overwritten: no zero-fill pass over C's columns.
-  const bool narrow = n_cols <= std::int64_t{INT32_MAX} + 1;
-  if (narrow) {
-    sym.cols32.reserve(static_cast<std::size_t>(sym.nnz()));
-  } else {
-    sym.cols.reserve(static_cast<std::size_t>(sym.nnz()));
-  }
+  sym.cols.reserve(static_cast<std::size_t>(sym.nnz()));
   for (std::vector<gidx_t>& in : panel_cols) {
-    if (narrow) {
-      std::transform(in.begin(), in.end(), std::back_inserter(sym.cols32),
-                     [](gidx_t c) { return static_cast<std::int32_t>(c); });
-    } else {
-      sym.cols.insert(sym.cols.end(), in.begin(), in.end());
-    }
+    sym.cols.insert(sym.cols.end(), in.begin(), in.end());
     std::vector<gidx_t>().swap(in);
   }
   return sym;
 }
 
-namespace {
-
-// The numeric phase over C's columns `c_cols` (32 or 64 bits, as the symbolic phase stored them).
-template <class T, class I>
-void numeric_panels(const SpgemmSymbolic& sym, const I* c_cols, const CsrIndex& a,
-                    std::span<const T> a_values, const CsrIndex& b, std::span<const T> b_values,
-                    std::span<T> c_values) {
+template <class T>
+void spgemm_numeric(const SpgemmSymbolic& sym, const CsrIndex& a, std::span<const T> a_values,
+                    const CsrIndex& b, std::span<const T> b_values, std::span<T> c_values) {
   const std::int64_t n_rows = a.rows();
   const std::int64_t panel = sym.row_panel;
   const auto n_panels = static_cast<std::int64_t>(sym.panel_dense.size());
@@ -311,7 +295,7 @@ void numeric_panels(const SpgemmSymbolic& sym, const I* c_cols, const CsrIndex& 
       for (std::int64_t r = r0; r < r1; ++r) {
         const std::int64_t c0 = sym.row_ptr[static_cast<std::size_t>(r)];
         const std::int64_t c1 = sym.row_ptr[static_cast<std::size_t>(r) + 1];
-        const I* row_cols = c_cols + c0;
+        const std::int64_t* row_cols = sym.cols.data() + c0;
         T* out = c_values.data() + c0;
         if (by_value) {
           // PETSc-style dense axpy: the products add straight into a value per column of the
@@ -353,18 +337,6 @@ void numeric_panels(const SpgemmSymbolic& sym, const I* c_cols, const CsrIndex& 
   }
 }
 
-}  // namespace
-
-template <class T>
-void spgemm_numeric(const SpgemmSymbolic& sym, const CsrIndex& a, std::span<const T> a_values,
-                    const CsrIndex& b, std::span<const T> b_values, std::span<T> c_values) {
-  if (sym.cols32.empty()) {
-    numeric_panels<T>(sym, sym.cols.data(), a, a_values, b, b_values, c_values);
-  } else {
-    numeric_panels<T>(sym, sym.cols32.data(), a, a_values, b, b_values, c_values);
-  }
-}
-
 template void spgemm_numeric<float>(const SpgemmSymbolic&, const CsrIndex&, std::span<const float>,
                                     const CsrIndex&, std::span<const float>, std::span<float>);
 template void spgemm_numeric<double>(const SpgemmSymbolic&, const CsrIndex&,
@@ -396,7 +368,7 @@ CsrMatrix local_spgemm(const CsrMatrix& a, const CsrMatrix& b, const LocalSpgemm
   c.values.resize(static_cast<std::size_t>(sym.nnz()));
   dist::spgemm_numeric<double>(sym, ai, a.values, bi, b.values, c.values);
   c.row_ptr = std::move(sym.row_ptr);
-  c.col_idx = sym.wide_cols();
+  c.col_idx = std::move(sym.cols);
   return c;
 }
 

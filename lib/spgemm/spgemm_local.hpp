@@ -24,11 +24,8 @@ struct CsrIndex {
 
 // C's pattern and how each row panel accumulates (decided here, reused by the numeric phase).
 struct SpgemmSymbolic {
-  std::vector<std::int64_t> row_ptr;  // A's rows + 1
-  // C's columns, sorted and unique within each row, in 32 bits whenever n_cols allows (then
-  // `cols` is empty): the numeric phase streams them once per product, so half the bytes.
-  std::vector<std::int32_t> cols32;
-  std::vector<gidx_t> cols;               // only when n_cols exceeds 32 bits
+  std::vector<std::int64_t> row_ptr;      // A's rows + 1
+  std::vector<gidx_t> cols;               // sorted, unique within each row
   std::vector<std::uint8_t> panel_dense;  // per row panel: 1 dense, 0 hash
   // Per row panel, C's columns lie in [panel_lo, panel_lo + panel_span) (span 0: no entries):
   // the numeric phase's value accumulator covers only that window.
@@ -36,10 +33,6 @@ struct SpgemmSymbolic {
   int row_panel = 256;
   gidx_t n_cols = 0;
   [[nodiscard]] std::int64_t nnz() const noexcept { return row_ptr.empty() ? 0 : row_ptr.back(); }
-  // C's columns as gidx_t, whichever width is stored.
-  [[nodiscard]] std::vector<gidx_t> wide_cols() const {
-    return cols32.empty() ? cols : std::vector<gidx_t>(cols32.begin(), cols32.end());
-  }
 };
 
 // Checks the options (std::invalid_argument).
