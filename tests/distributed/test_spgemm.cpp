@@ -184,7 +184,7 @@ void reference_in(const IndexMatrix& a, const IndexMatrix& b, std::vector<std::i
 
 template <class T>
 void expect_kernel_matches_bitwise(const IndexMatrix& a, const IndexMatrix& b, gidx_t n_cols,
-                                   const std::string& what) {
+                                   const std::string& what, bool dense_too = true) {
   std::vector<std::int64_t> want_ptr;
   std::vector<gidx_t> want_cols;
   std::vector<T> want;
@@ -193,6 +193,7 @@ void expect_kernel_matches_bitwise(const IndexMatrix& a, const IndexMatrix& b, g
   const std::vector<T> b_vals(b.values.begin(), b.values.end());
   for (const SpgemmAccumulator acc :
        {SpgemmAccumulator::dense, SpgemmAccumulator::hash, SpgemmAccumulator::automatic}) {
+    if (acc == SpgemmAccumulator::dense && !dense_too) continue;
     for (const int panel : {1, 5, 256}) {
       LocalSpgemmOptions o;
       o.accumulator = acc;
@@ -234,6 +235,13 @@ TEST(LocalSpgemm, ColumnWindowsWalksAndLongRowsMatchTheReferenceBitForBit) {
     expect_kernel_matches_bitwise<double>(a, b, c.n_cols, c.what);
     expect_kernel_matches_bitwise<float>(a, b, c.n_cols, c.what);
   }
+  // Columns beyond 32 bits (3e9; a forced dense accumulator would span that window, so only
+  // hash and automatic): the hash table and the sorted walk.
+  const gidx_t huge = 3'000'000'000;
+  const IndexMatrix a = random_index_matrix(80, 0, 90, 6, 0.2, 13);
+  const IndexMatrix b = random_index_matrix(90, 0, huge, 7, 0.2, 14);
+  expect_kernel_matches_bitwise<double>(a, b, huge, "64-bit columns", false);
+  expect_kernel_matches_bitwise<float>(a, b, huge, "64-bit columns", false);
 }
 
 TEST(LocalSpgemm, RefusesBadShapesAndOptions) {
