@@ -52,17 +52,20 @@ namespace netsparse {
 // ---- local SpGEMM ---------------------------------------------------------------------------
 
 // Gustavson's row-by-row product with SPADE's row-panel tiling: rows are processed in panels of
-// `row_panel` rows (one OpenMP task each), and each panel picks its accumulator from its
-// estimated output width -- the widest row's upper bound (the sum of the lengths of the B rows
-// it touches, at most B's column count):
-//   dense: a position array over every column of B (O(1) per product, the array's cache
-//          footprint paid by every panel that uses it): when the estimate is at least
-//          n_cols / dense_divisor;
-//   hash:  otherwise (narrow rows of a wide matrix): the symbolic phase finds a row's columns with
-//          an open-addressing table of twice the estimate (rounded up to a power of two); the
-//          numeric phase walks C's sorted row alongside each sorted B row (no table).
-// Both accumulate each output entry in the same order (A's row order, then B's), so they give
-// bit-identical results.
+// `row_panel` rows (one OpenMP task each). A panel's columns lie in a window: from the smallest
+// to the largest column of the B rows it touches (a banded matrix's panel spans a few thousand
+// columns). Each panel picks its symbolic accumulator from its estimated output width -- the
+// widest row's upper bound (the sum of the lengths of the B rows it touches, at most B's column
+// count) -- and that window:
+//   dense: a stamp array over the window (O(1) per product): when the estimate is at least
+//          n_cols / dense_divisor or the window takes at most 1 MiB of stamps;
+//   hash:  otherwise (narrow rows spread over a wide matrix): an open-addressing table of twice
+//          the estimate (rounded up to a power of two).
+// The numeric phase adds the products into a value per column of the window (PETSc's dense
+// axpy, the row then gathered in C's sorted order) when the panel is dense or its window takes at
+// most 1 MiB of values, else walks C's sorted row alongside each B row (no table). Every path
+// accumulates each output entry in the same order (A's row order, then B's, from zero), so all
+// give bit-identical results.
 enum class SpgemmAccumulator { automatic, dense, hash };
 [[nodiscard]] const char* to_string(SpgemmAccumulator accumulator) noexcept;
 

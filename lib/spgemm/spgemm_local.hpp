@@ -27,6 +27,9 @@ struct SpgemmSymbolic {
   std::vector<std::int64_t> row_ptr;      // A's rows + 1
   std::vector<gidx_t> cols;               // sorted, unique within each row
   std::vector<std::uint8_t> panel_dense;  // per row panel: 1 dense, 0 hash
+  // Per row panel, C's columns lie in [panel_lo, panel_lo + panel_span) (span 0: no entries):
+  // the numeric phase's value accumulator covers only that window.
+  std::vector<gidx_t> panel_lo, panel_span;
   int row_panel = 256;
   gidx_t n_cols = 0;
   [[nodiscard]] std::int64_t nnz() const noexcept { return row_ptr.empty() ? 0 : row_ptr.back(); }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -17,6 +18,7 @@
 #include "dist_test_util.hpp"
 #include "netsparse/dist_transpose.hpp"
 #include "netsparse/spgemm.hpp"
+#include "spgemm/spgemm_local.hpp"
 
 namespace netsparse {
 namespace {
@@ -122,6 +124,171 @@ TEST(LocalSpgemm, BothAccumulatorsMatchTheReference) {
       }
     }
   }
+}
+
+// Rows of `rows` x `cols`: lengths in [1, max_len] (about empty_fraction of the rows empty),
+// columns drawn with replacement from [col_lo, col_hi) and sorted -- so a row may repeat a column
+// (kept: the kernel adds both) -- and values in +-[0.25, 1).
+struct IndexMatrix {
+  std::vector<std::int64_t> ptr{0}, cols;
+  std::vector<double> values;
+  [[nodiscard]] dist::CsrIndex index() const { return {ptr, cols}; }
+};
+IndexMatrix random_index_matrix(gidx_t rows, gidx_t col_lo, gidx_t col_hi, int max_len,
+                                double empty_fraction, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::uniform_int_distribution<gidx_t> col(col_lo, col_hi - 1);
+  IndexMatrix m;
+  std::vector<gidx_t> row;
+  for (gidx_t r = 0; r < rows; ++r) {
+    if (unit(rng) >= empty_fraction) {
+      row.resize(static_cast<std::size_t>(std::uniform_int_distribution<int>(1, max_len)(rng)));
+      for (gidx_t& c : row) c = col(rng);
+      std::sort(row.begin(), row.end());
+      for (const gidx_t c : row) {
+        m.cols.push_back(c);
+        m.values.push_back((unit(rng) < 0.5 ? -1 : 1) * (0.25 + 0.75 * unit(rng)));
+      }
+    }
+    m.ptr.push_back(static_cast<std::int64_t>(m.cols.size()));
+  }
+  return m;
+}
+
+// C = A * B in T by definition (an ordered map per row): the same additions in the same order
+// as the kernel (A's row order, then B's, from zero), so its values are the kernel's bits.
+template <class T>
+void reference_in(const IndexMatrix& a, const IndexMatrix& b, std::vector<std::int64_t>& ptr,
+                  std::vector<gidx_t>& cols, std::vector<T>& values) {
+  ptr.assign(1, 0);
+  cols.clear();
+  values.clear();
+  for (std::size_t i = 0; i + 1 < a.ptr.size(); ++i) {
+    std::map<gidx_t, T> acc;
+    for (std::int64_t p = a.ptr[i]; p < a.ptr[i + 1]; ++p) {
+      const auto j = static_cast<std::size_t>(a.cols[static_cast<std::size_t>(p)]);
+      for (std::int64_t q = b.ptr[j]; q < b.ptr[j + 1]; ++q) {
+        acc[b.cols[static_cast<std::size_t>(q)]] +=
+            static_cast<T>(a.values[static_cast<std::size_t>(p)]) *
+            static_cast<T>(b.values[static_cast<std::size_t>(q)]);
+      }
+    }
+    for (const auto& [c, v] : acc) {
+      cols.push_back(c);
+      values.push_back(v);
+    }
+    ptr.push_back(static_cast<std::int64_t>(cols.size()));
+  }
+}
+
+template <class T>
+void expect_kernel_matches_bitwise(const IndexMatrix& a, const IndexMatrix& b, gidx_t n_cols,
+                                   const std::string& what, bool dense_too = true) {
+  std::vector<std::int64_t> want_ptr;
+  std::vector<gidx_t> want_cols;
+  std::vector<T> want;
+  reference_in<T>(a, b, want_ptr, want_cols, want);
+  const std::vector<T> a_vals(a.values.begin(), a.values.end());
+  const std::vector<T> b_vals(b.values.begin(), b.values.end());
+  for (const SpgemmAccumulator acc :
+       {SpgemmAccumulator::dense, SpgemmAccumulator::hash, SpgemmAccumulator::automatic}) {
+    if (acc == SpgemmAccumulator::dense && !dense_too) continue;
+    for (const int panel : {1, 5, 256}) {
+      LocalSpgemmOptions o;
+      o.accumulator = acc;
+      o.row_panel = panel;
+      const std::string how = what + (sizeof(T) == 4 ? " f32 " : " f64 ") + to_string(acc) +
+                              " panel " + std::to_string(panel);
+      const dist::SpgemmSymbolic sym = dist::spgemm_symbolic(a.index(), b.index(), n_cols, o);
+      ASSERT_EQ(sym.row_ptr, want_ptr) << how << ": row lengths differ";
+      ASSERT_EQ(sym.cols, want_cols) << how << ": pattern differs";
+      // Garbage in C's values first: every path must write every entry.
+      std::vector<T> got(static_cast<std::size_t>(sym.nnz()), T(7));
+      dist::spgemm_numeric<T>(sym, a.index(), a_vals, b.index(), b_vals, got);
+      EXPECT_EQ(got, want) << how;
+      // Twice on the same pattern (DistSpgemm's repeated multiply): the accumulators were left
+      // zeroed, so the same bits again.
+      dist::spgemm_numeric<T>(sym, a.index(), a_vals, b.index(), b_vals, got);
+      EXPECT_EQ(got, want) << how << " (repeated)";
+    }
+  }
+}
+
+// The paths the column window selects, each against a reference computed in the same precision
+// (bit for bit): a value window at an offset (a band of columns far from 0), the sorted walk (a
+// window wider than 1 MiB of values: narrow rows spread over 400,000 columns), very long rows
+// (the symbolic phase's stamp scan instead of a sort), empty rows, and repeated columns in B's
+// rows; f64 and f32, every accumulator option, panels of 1, 5 and 256 rows.
+TEST(LocalSpgemm, ColumnWindowsWalksAndLongRowsMatchTheReferenceBitForBit) {
+  struct Case {
+    const char* what;
+    gidx_t a_rows, inner, n_cols, b_lo, b_hi;
+    int a_len, b_len;
+  };
+  for (const Case& c : std::vector<Case>{{"band at 250000", 300, 400, 400000, 250000, 252000, 8, 9},
+                                         {"wide, narrow rows", 300, 400, 400000, 0, 400000, 5, 6},
+                                         {"long rows", 70, 500, 3000, 0, 3000, 400, 300},
+                                         {"repeats", 120, 60, 90, 0, 90, 12, 40}}) {
+    const IndexMatrix a = random_index_matrix(c.a_rows, 0, c.inner, c.a_len, 0.2, 11);
+    const IndexMatrix b = random_index_matrix(c.inner, c.b_lo, c.b_hi, c.b_len, 0.2, 12);
+    expect_kernel_matches_bitwise<double>(a, b, c.n_cols, c.what);
+    expect_kernel_matches_bitwise<float>(a, b, c.n_cols, c.what);
+  }
+  // Columns beyond 32 bits (3e9; a forced dense accumulator would span that window, so only
+  // hash and automatic): the hash table and the sorted walk.
+  const gidx_t huge = 3'000'000'000;
+  const IndexMatrix a = random_index_matrix(80, 0, 90, 6, 0.2, 13);
+  const IndexMatrix b = random_index_matrix(90, 0, huge, 7, 0.2, 14);
+  expect_kernel_matches_bitwise<double>(a, b, huge, "64-bit columns", false);
+  expect_kernel_matches_bitwise<float>(a, b, huge, "64-bit columns", false);
+}
+
+// A product large enough (4.4 million entries: 35 MB of f64, 17.6 MB of f32) that C's values
+// are written with streaming stores, against a dense reference summing in the kernel's order.
+template <class T>
+void expect_large_product_exact() {
+  const gidx_t rows = 4400, inner = 20, cols = 1000;
+  IndexMatrix a, b;
+  std::mt19937_64 rng(21);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  for (gidx_t i = 0; i < rows; ++i) {
+    for (gidx_t k = 0; k < inner; ++k) {
+      a.cols.push_back(k);
+      a.values.push_back(unit(rng));
+    }
+    a.ptr.push_back(static_cast<std::int64_t>(a.cols.size()));
+  }
+  for (gidx_t k = 0; k < inner; ++k) {
+    for (gidx_t j = 0; j < cols; ++j) {
+      b.cols.push_back(j);
+      b.values.push_back(unit(rng));
+    }
+    b.ptr.push_back(static_cast<std::int64_t>(b.cols.size()));
+  }
+  const std::vector<T> a_vals(a.values.begin(), a.values.end());
+  const std::vector<T> b_vals(b.values.begin(), b.values.end());
+  const dist::SpgemmSymbolic sym = dist::spgemm_symbolic(a.index(), b.index(), cols, {});
+  ASSERT_EQ(sym.nnz(), rows * cols);
+  std::vector<T> got(static_cast<std::size_t>(sym.nnz()), T(7));
+  dist::spgemm_numeric<T>(sym, a.index(), a_vals, b.index(), b_vals, got);
+  std::int64_t wrong = 0;
+  for (gidx_t i = 0; i < rows; ++i) {
+    for (gidx_t j = 0; j < cols; ++j) {
+      T want = 0;
+      for (gidx_t k = 0; k < inner; ++k) {
+        want += a_vals[static_cast<std::size_t>(i * inner + k)] *
+                b_vals[static_cast<std::size_t>(k * cols + j)];
+      }
+      wrong += got[static_cast<std::size_t>(i * cols + j)] != want ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(wrong, 0) << (sizeof(T) == 4 ? "f32" : "f64");
+}
+
+TEST(LocalSpgemm, LargeProductWithStreamingStoresIsExact) {
+  expect_large_product_exact<double>();
+  expect_large_product_exact<float>();
 }
 
 TEST(LocalSpgemm, RefusesBadShapesAndOptions) {
