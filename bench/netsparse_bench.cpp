@@ -815,7 +815,8 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   // --autotune-tiles: what rank 0's search chose, once per mode and K (its time is in the setup).
   static std::set<std::string> tiles_reported;
   if (const TileTuning& tt = kern.tile_tuning();
-      tt.tuned && w.rank == 0 && tiles_reported.insert(tag + " " + v.label).second) {
+      tt.tuned && w.rank == 0 &&
+      tiles_reported.insert(tag.substr(0, tag.find(" round ")) + " " + v.label).second) {
     progress.clear();
     std::printf(
         "   %s: tiles autotuned on rank 0: row panel %d, column panels %s, %s; %s, "

@@ -212,7 +212,7 @@ run rig.transient_stop.np2 90 0 "transient_stop: PASS" \
   "${mpirun[@]}" -np 2 "$build/tests/rig/test_rig_mpi_transient_stop"
 run bench.stall_guard 90 3 "^netsparse_bench: rank [01] made no progress for 1 s while" \
   env NETSPARSE_BENCH_STALL_S=1 "${mpirun[@]}" -np 2 -x NETSPARSE_BENCH_STALL_S "$bench" \
-  --no-progress --matrix gen:kron:17 --K 128 --modes sa-vanilla --iters 1
+  --no-progress --matrix gen:kron:17 --K 512 --modes sa-vanilla --iters 1
 
 # Issue 37 item 9: the issue's other cases, so that `--repeat 10` measures its goals in one place
 # (ctest runs each of them too, at the sizes named, so CI skips them here; see CMakeLists.txt).
