@@ -363,7 +363,9 @@ SparseResult Hierarchy::sparse_allreduce(const SparseArgs& a) {
     result.dtype = dtype;
     result.dense = v.dense != 0;
     if (!result.dense) result.indices.resize(v.size);
-    if (result.dense && a.dense_out != nullptr && !star_)
+    // A dense result lands in the caller's dense_out (the rack level too, unless entries were
+    // asked for: in_form then makes them from the dense values).
+    if (result.dense && a.dense_out != nullptr && (!star_ || a.output != SparseOutput::kSparse))
       result.dense_external = static_cast<std::byte*>(a.dense_out);
     else
       result.values = ByteBuffer(std::max<std::size_t>(v.size * es, 1));

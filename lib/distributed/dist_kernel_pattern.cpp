@@ -148,6 +148,7 @@ void DistKernel::Impl::build_pattern() {
       }
     }
   }
+  tile_tuning = TileTuning{};  // a new pattern: the previous one's choice no longer applies
   if (options.autotune_tiles && local_csr.nnz() > 0) {
     tile_tuning = tune_tiles(local_csr, kernel, k, options.autotune_budget_seconds);
     local_config = tile_tuning.local;
