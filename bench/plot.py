@@ -1412,7 +1412,8 @@ def rings_of(r):
 def scale(runs, out_dir, cores):
     """Scale table and figure over netsparse_bench runs at several rank counts."""
     bench_runs = [run for run in runs if run.kind == "bench"]
-    if len({run.data.get("ranks") for run in bench_runs}) < 2:
+    # Several rank counts make a sweep; bench/scale.sh (--scale-cores) says so even for one.
+    if not bench_runs or (cores is None and len({run.data.get("ranks") for run in bench_runs}) < 2):
         return None
     rows, series = [], {}
     for run in sorted(bench_runs, key=lambda x: (x.data.get("ranks", 0), x.data.get("hosts", 0))):

@@ -99,7 +99,7 @@ class HostShmTransport final : public Transport {
     // The same on every rank of the host (the rings' size is: a receiver checks the size it is
     // announced), so a receiver accepts exactly what its senders may send.
     ring_frame_bytes_ =
-        std::min(std::max(inner->max_packet_bytes(), (ring_bytes_ / 4 - kHeader) & ~std::size_t{7}),
+        std::min(std::max(inner->max_packet_bytes(), (ring_bytes_ / 2 - kHeader) & ~std::size_t{7}),
                  inner->max_frame_bytes(inner->rank()));
     setup(comm, host);
     inner_ = std::move(inner);
@@ -136,10 +136,14 @@ class HostShmTransport final : public Transport {
   int size() const noexcept override { return inner_->size(); }
   std::size_t max_packet_bytes() const noexcept override { return inner_->max_packet_bytes(); }
   std::size_t max_read_bytes() const noexcept override { return inner_->max_read_bytes(); }
-  // A ring's frames are a quarter of the ring at most (it holds four in flight, so the consumer
-  // drains while the producer writes), never below the packet size: with fewer ranks per host a
-  // ring is larger and a pair's rows leave in fewer frames (issue 34: a pair's rows in as few
-  // messages as inspector-executor's one). The peers reached through MPI get what the wrapped
+  // A ring's frames are half the ring at most, never below the packet size: half, because an
+  // empty ring always has that much in one piece (before its end or, after a wrap marker, from
+  // its start), so a pair's answer up to half the ring leaves as one message whatever the ring's
+  // position (issue 34: a pair's rows in as few messages as inspector-executor's one; measured
+  // with quarter-ring frames: 3 messages per pair and run against its 1 at np 2, 2 at np 8).
+  // reserve() lends what is free up to that, so a consumer still draining gets smaller frames
+  // rather than a wait. With fewer ranks per host a ring is larger (make_host_shm_transport).
+  // The peers reached through MPI get what the wrapped
   // transport carries. A ring peer whose pair fell back to MPI keeps the ring's bound (it is
   // decided once, before the pair's first frame), which the MPI transport carries too.
   std::size_t max_frame_bytes(int dest) const noexcept override {
@@ -174,7 +178,8 @@ class HostShmTransport final : public Transport {
     if (h < 0 || failed_[static_cast<std::size_t>(h)]) return {};
     Outbound* o = outbound(h);
     if (o == nullptr) return {};                // fell back to MPI: lends() says no from now on
-    const std::size_t len = ring_frame_bytes_;  // a frame's room: max_frame_bytes(dest)
+    const std::size_t len = lendable(*o);  // up to a frame's room: max_frame_bytes(dest)
+    if (len < inner_->max_packet_bytes()) return {};  // every packet fits what is lent
     std::byte* at = place(*o, len);
     if (at == nullptr) return {};
     o->reserved = len;
@@ -555,6 +560,27 @@ class HostShmTransport final : public Transport {
     }
     return o.data + off;
   }
+  // The longest message that can be placed now (before the ring's end, or from its start after
+  // a wrap marker), at most ring_frame_bytes_; the consumer's head is read again when the head
+  // last seen leaves less than the most.
+  std::size_t lendable(Outbound& o) const {
+    const std::uint64_t cap = ring_bytes_;
+    const auto fit = [&] {
+      const std::size_t contiguous = static_cast<std::size_t>(cap - (o.tail & (cap - 1)));
+      const auto free = static_cast<std::size_t>(cap - (o.tail - o.head_seen));
+      const std::size_t here = std::min(contiguous, free);
+      const std::size_t after_wrap = free > contiguous ? free - contiguous : 0;
+      const std::size_t best = std::max(here, after_wrap);
+      return best > kHeader ? std::min(ring_frame_bytes_, (best - kHeader) & ~std::size_t{7})
+                            : std::size_t{0};
+    };
+    std::size_t len = fit();
+    if (len < ring_frame_bytes_) {
+      o.head_seen = o.control->head.load(std::memory_order_acquire);
+      len = fit();
+    }
+    return len;
+  }
   // Makes the message of `len` bytes placed at the tail visible to the consumer.
   void publish(Outbound& o, std::uint32_t len) {
     const std::size_t off = static_cast<std::size_t>(o.tail & (ring_bytes_ - 1));
@@ -678,14 +704,16 @@ std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_pt
     return inner;
   }
   if (ring_bytes == 0) {
-    // 2 MiB per ring at most, and 4 MiB for all the rings a rank writes, were it to talk to
-    // every rank of its host (a ring's pages end up in both processes' resident sets). Measured
-    // (main job, np 2): creating and populating an 8 MiB ring took ~10 ms, 2 MiB ~4 ms, at the
-    // same time per run at K = 16 and 128: the consumer drains while the producer writes, so a
-    // ring need not hold a whole run's frames. Rings are sized alike on every rank of a host (the
+    // 4 MiB for all the rings a rank writes, were it to talk to every rank of its host (a
+    // ring's pages end up in both processes' resident sets), so 4 MiB per ring at two ranks per
+    // host. Measured (main job, np 2): creating and populating an 8 MiB ring took ~10 ms, 2 MiB
+    // ~4 ms, at the same time per run at K = 16 and 128 (the consumer drains while the producer
+    // writes). A pair's answer up to half its ring leaves as one message (max_frame_bytes):
+    // kron:16 at K 16 sends 1.09 MB per pair at np 2, one message in a 4 MiB ring, two in a
+    // 2 MiB one (inspector-executor: one). Rings are sized alike on every rank of a host (the
     // receiver checks the size it is announced).
     const auto others = static_cast<std::size_t>(host_size - 1);
-    ring_bytes = std::min<std::size_t>(std::size_t{2} << 20,
+    ring_bytes = std::min<std::size_t>(std::size_t{4} << 20,
                                        std::bit_floor((std::size_t{4} << 20) / others));
   }
   // Room for 4 largest messages at least.

@@ -99,7 +99,9 @@ class Transport {
   // rings), for statistics; empty by default.
   virtual std::string detail() const { return {}; }
   // Zero-copy send, optional: the transport's own memory for the next message to `dest`
-  // (max_frame_bytes(dest) long, at least max_packet_bytes()), to be filled and then sent by
+  // (at least max_packet_bytes() and at most max_frame_bytes(dest) long: as much as the path has
+  // free now, so a message to a consumer that has drained can be as large as the path allows),
+  // to be filled and then sent by
   // commit(dest, bytes); an empty span when there is no room now or the transport (or the path to
   // dest) has none to offer, and the caller then uses send(). At most one reservation per
   // destination is open; nothing else is sent to that destination while it is.
