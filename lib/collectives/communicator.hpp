@@ -25,6 +25,7 @@
 
 #include "collectives/reduce_ops.hpp"
 #include "collectives/wire.hpp"
+#include "support/raw_vector.hpp"
 #include "transport/transport.hpp"
 
 namespace netsparse::collectives {
@@ -146,7 +147,7 @@ struct SparseResult {
   std::uint64_t n = 0;
   DataType dtype = DataType::kFp32;
   bool dense = false;  // values holds n elements; else indices (ascending) and their values
-  std::vector<std::uint64_t> indices;
+  support::RawVector<std::uint64_t> indices;  // grown without a zero-fill, then written
   ByteBuffer values;
   std::byte* dense_external = nullptr;  // a dense result left in SparseArgs::dense_out
   std::uint64_t size() const noexcept { return dense ? n : indices.size(); }

@@ -37,15 +37,14 @@ std::size_t merge_two_runs(const std::uint32_t* ao, const T* av, std::size_t na,
 // The runs (ro[k] offsets, rv[k] values; at least one) merged pairwise in rounds (log of their
 // number passes) into offs / vals; the runs serve as scratch and are left empty. tmp_o / tmp_v:
 // scratch kept by the caller.
-template <class T, class Add>
-void merge_sorted_runs(std::vector<std::vector<std::uint32_t>*> ro, std::vector<std::vector<T>*> rv,
-                       std::vector<std::uint32_t>& offs, std::vector<T>& vals,
-                       std::vector<std::uint32_t>& tmp_o, std::vector<T>& tmp_v, Add add) {
-  std::vector<std::vector<std::uint32_t>*> all_o = ro;
-  std::vector<std::vector<T>*> all_v = rv;
+template <class OffVec, class ValVec, class Add>
+void merge_sorted_runs(std::vector<OffVec*> ro, std::vector<ValVec*> rv, OffVec& offs, ValVec& vals,
+                       OffVec& tmp_o, ValVec& tmp_v, Add add) {
+  std::vector<OffVec*> all_o = ro;
+  std::vector<ValVec*> all_v = rv;
   while (ro.size() > 2) {
-    std::vector<std::vector<std::uint32_t>*> next_o;
-    std::vector<std::vector<T>*> next_v;
+    std::vector<OffVec*> next_o;
+    std::vector<ValVec*> next_v;
     for (std::size_t k = 0; k + 1 < ro.size(); k += 2) {
       tmp_o.resize(ro[k]->size() + ro[k + 1]->size());
       tmp_v.resize(tmp_o.size());

@@ -78,6 +78,9 @@ struct InputOrder {
 template <class T>
 class SparseOp final : public Communicator::Op {
   static constexpr std::size_t kVal = sizeof(T);
+  // A block's entries: grown without a zero-fill, since each resize is written in full next.
+  using Offsets = support::RawVector<std::uint32_t>;
+  using Values = support::RawVector<T>;
 
  public:
   SparseOp(Communicator& c, const wire::Descriptor& d, const SparseArgs& a, InputOrder order)
@@ -182,7 +185,12 @@ class SparseOp final : public Communicator::Op {
         if (++res_k_ == P - 1) {
           res_k_ = 0;
           ++res_i_;
-          results_[b - b0_] = Result{};  // sent to everyone: free it
+          // Sent to everyone: it is this rank's own output of the block from now on (moved,
+          // not copied when the block completed: a pass over half the result saved).
+          Result& done = results_[b - b0_];
+          out_[b].offs = std::move(done.offs);
+          out_[b].vals = std::move(done.vals);
+          done = Result{};
         }
       }
     }
@@ -281,14 +289,14 @@ class SparseOp final : public Communicator::Op {
  private:
   struct Result {  // a finished block at its root, kept until sent to every rank
     bool dense = false;
-    std::vector<std::uint32_t> offs;
-    std::vector<T> vals;
+    Offsets offs;
+    Values vals;
   };
   struct Out {  // a block of the result at this rank
     bool dense = false, done = false;
     std::uint32_t packets = 0;
-    std::vector<std::uint32_t> offs;  // sparse blocks
-    std::vector<T> vals;
+    Offsets offs;  // sparse blocks
+    Values vals;
   };
 
   std::uint32_t packets_of(std::uint32_t b, bool dense, std::size_t entries) const {
@@ -299,7 +307,7 @@ class SparseOp final : public Communicator::Op {
 
   // Packet p of a block (dense values, or sparse entries), LAST with the count on the final one.
   bool send_packet(int dest, wire::Kind kind, std::uint32_t b, bool dense,
-                   const std::vector<std::uint32_t>& offs, const T* vals, std::uint32_t p) {
+                   const Offsets& offs, const T* vals, std::uint32_t p) {
     const std::uint32_t np = packets_of(b, dense, offs.size());
     wire::Header h{kind, 0, seq, b, 0, p, 0, 0};
     if (p + 1 == np) {
@@ -458,7 +466,7 @@ class SparseOp final : public Communicator::Op {
   }
   void root_sparse_wire(std::uint32_t b, int src, const wire::SparseView& v) {
     offs_tmp_.resize(v.header.count);
-    for (std::uint32_t k = 0; k < v.header.count; ++k) offs_tmp_[k] = v.offset(k);
+    v.copy_offsets(offs_tmp_.data());
     add_run(b, src, offs_tmp_.data(), v.values, v.header.count);
   }
 
@@ -470,8 +478,8 @@ class SparseOp final : public Communicator::Op {
                std::uint32_t n) {
     const std::size_t i = b - b0_;
     if (runs_active_[i]) {
-      std::vector<std::uint32_t>& ro = run_offs_[i * P + static_cast<std::size_t>(src)];
-      std::vector<T>& rv = run_vals_[i * P + static_cast<std::size_t>(src)];
+      Offsets& ro = run_offs_[i * P + static_cast<std::size_t>(src)];
+      Values& rv = run_vals_[i * P + static_cast<std::size_t>(src)];
       bool ascending = true;
       for (std::uint32_t k = 0; k < n && ascending; ++k)
         ascending = k > 0 ? offs[k] > offs[k - 1] : (ro.empty() || offs[0] > ro.back());
@@ -492,8 +500,8 @@ class SparseOp final : public Communicator::Op {
     if (!runs_active_[i]) return;
     runs_active_[i] = 0;
     for (int src = 0; src < P; ++src) {
-      std::vector<std::uint32_t>& ro = run_offs_[i * P + static_cast<std::size_t>(src)];
-      std::vector<T>& rv = run_vals_[i * P + static_cast<std::size_t>(src)];
+      Offsets& ro = run_offs_[i * P + static_cast<std::size_t>(src)];
+      Values& rv = run_vals_[i * P + static_cast<std::size_t>(src)];
       root_sparse(b, ro.data(), reinterpret_cast<const std::byte*>(rv.data()),
                   static_cast<std::uint32_t>(ro.size()));
       ro.clear();
@@ -501,10 +509,10 @@ class SparseOp final : public Communicator::Op {
     }
   }
   // Block b's runs merged (sorted_runs.hpp) into offs / vals; the runs left empty.
-  void merge_runs(std::uint32_t b, std::vector<std::uint32_t>& offs, std::vector<T>& vals) {
+  void merge_runs(std::uint32_t b, Offsets& offs, Values& vals) {
     const std::size_t i = b - b0_;
-    std::vector<std::vector<std::uint32_t>*> ro;
-    std::vector<std::vector<T>*> rv;
+    std::vector<Offsets*> ro;
+    std::vector<Values*> rv;
     for (std::size_t src = 0; src < static_cast<std::size_t>(P); ++src) {
       ro.push_back(&run_offs_[i * P + src]);
       rv.push_back(&run_vals_[i * P + src]);
@@ -564,8 +572,7 @@ class SparseOp final : public Communicator::Op {
         r.vals.clear();
         ++comm.stats().dense_blocks;
       } else {
-        o.offs = r.offs;
-        o.vals = r.vals;
+        keep_result(b);
       }
       ready_.push_back(b);
       return;
@@ -590,10 +597,18 @@ class SparseOp final : public Communicator::Op {
         }
         bits[w] = 0;
       }
-      o.offs = r.offs;
-      o.vals = r.vals;
+      keep_result(b);
     }
     ready_.push_back(b);
+  }
+
+  // The root's own output of block b is its result: moved there once the result went to every
+  // rank (pump), at once when there is nobody to send it to.
+  void keep_result(std::uint32_t b) {
+    if (P > 1) return;
+    Result& r = results_[b - b0_];
+    out_[b].offs = std::move(r.offs);
+    out_[b].vals = std::move(r.vals);
   }
 
   // The dense output: the caller's buffer when given, else zeroed memory mapped on first use.
@@ -663,10 +678,8 @@ class SparseOp final : public Communicator::Op {
       const std::size_t at = o.offs.size();
       o.offs.resize(at + h.count);
       o.vals.resize(at + h.count);
-      for (std::uint32_t k = 0; k < h.count; ++k) {
-        o.offs[at + k] = v.offset(k);
-        o.vals[at + k] = load<T>(v.values + std::size_t{k} * kVal);
-      }
+      v.copy_offsets(o.offs.data() + at);
+      if (h.count > 0) std::memcpy(static_cast<void*>(o.vals.data() + at), v.values, std::size_t{h.count} * kVal);
     }
     if (last) {
       o.done = true;
@@ -688,8 +701,8 @@ class SparseOp final : public Communicator::Op {
   std::vector<T> b_val_;
   std::uint32_t prep_block_ = 0xffffffffu;
   bool prep_dense_ = false;
-  std::vector<std::uint32_t> prep_offs_;
-  std::vector<T> prep_vals_;
+  Offsets prep_offs_;
+  Values prep_vals_;
   std::vector<std::uint32_t> keys_;
   std::vector<T> tvals_;
   std::vector<std::uint32_t> spill_offs_;
@@ -705,13 +718,13 @@ class SparseOp final : public Communicator::Op {
   std::vector<std::uint8_t> src_done_;
   std::vector<Result> results_;
   std::vector<std::uint32_t> ready_;
-  std::vector<std::uint32_t> offs_tmp_;
+  Offsets offs_tmp_;
   // sorted runs per (block, source) while the block is in the run mode (add_run)
   std::vector<std::uint8_t> runs_active_;
-  std::vector<std::vector<std::uint32_t>> run_offs_;
-  std::vector<std::vector<T>> run_vals_;
-  std::vector<std::uint32_t> merge_tmp_o_;
-  std::vector<T> merge_tmp_v_;
+  std::vector<Offsets> run_offs_;
+  std::vector<Values> run_vals_;
+  Offsets merge_tmp_o_;
+  Values merge_tmp_v_;
   std::size_t res_i_ = 0;
   int res_k_ = 0;
   std::uint32_t res_p_ = 0;

@@ -1,8 +1,10 @@
 #include "collectives/wire.hpp"
-#include "support/enum_names.hpp"
 
 #include <array>
+#include <bit>
 #include <cstring>
+
+#include "support/enum_names.hpp"
 
 namespace netsparse::collectives::wire {
 namespace {
@@ -124,6 +126,14 @@ std::size_t sparse_entry_bytes(std::size_t value_bytes) noexcept {
 
 std::uint32_t SparseView::offset(std::uint32_t i) const noexcept {
   return get32(offsets + 4 * i);
+}
+
+void SparseView::copy_offsets(std::uint32_t* out) const noexcept {
+  if constexpr (std::endian::native == std::endian::little) {
+    if (header.count > 0) std::memcpy(out, offsets, std::size_t{header.count} * 4);
+  } else {
+    for (std::uint32_t i = 0; i < header.count; ++i) out[i] = get32(offsets + 4 * i);
+  }
 }
 
 DecodeError decode_sparse(std::span<const std::byte> packet, const SparseLayout& layout,

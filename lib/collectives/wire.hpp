@@ -108,6 +108,9 @@ struct SparseView {
   const std::byte* values = nullptr;   // count values
   bool dense() const noexcept { return (header.flags & kFlagDense) != 0; }
   std::uint32_t offset(std::uint32_t i) const noexcept;  // sparse encoding, i < count
+  // All count offsets into out (one copy where the machine is little-endian, not a call each:
+  // the per-entry call was a visible share of a sparse allreduce's receive).
+  void copy_offsets(std::uint32_t* out) const noexcept;
 };
 // Checks kind (one of the sparse kinds), block < layout.blocks, flags, packet numbering, exact
 // payload size, and every offset (sparse) or the range [first, first + count) (dense) against
