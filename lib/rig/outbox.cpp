@@ -22,7 +22,7 @@ void Outbox::on_packet(std::uint32_t dest, concat::PrType, std::span<const std::
   commit_packet(dest, packet.size());
 }
 
-std::byte* Outbox::lent_room(std::uint32_t dest, std::size_t bytes) {
+std::byte* Outbox::lent_room(std::uint32_t dest, std::size_t bytes, std::size_t answer_bytes) {
   // In the transport's memory while nothing is queued for dest (order is kept: once a frame
   // waits in the queue, everything after it waits behind it).
   if (!queues_[dest].empty() || dead_[dest].load(std::memory_order_relaxed)) return nullptr;
@@ -32,7 +32,7 @@ std::byte* Outbox::lent_room(std::uint32_t dest, std::size_t bytes) {
     commit_lent(dest);  // full: it leaves now, the next one is reserved below
   }
   if (lent.room.empty() && bytes <= frame_bytes_) {
-    lent.room = tx_.reserve(static_cast<int>(dest));
+    lent.room = tx_.reserve_for(static_cast<int>(dest), std::max(bytes, answer_bytes));
     lent.used = 0;
     lent.packets = 0;
     if (!lent.room.empty()) mark_dirty(dest);
@@ -42,11 +42,12 @@ std::byte* Outbox::lent_room(std::uint32_t dest, std::size_t bytes) {
   return lent.room.data() + lent.used;
 }
 
-std::byte* Outbox::packet_room_or_later(std::uint32_t dest, std::size_t bytes) {
+std::byte* Outbox::packet_room_or_later(std::uint32_t dest, std::size_t bytes,
+                                        std::size_t answer_bytes) {
   if (!tx_.lends(static_cast<int>(dest)) || dead_[dest].load(std::memory_order_relaxed)) {
     return packet_room(dest, bytes);
   }
-  return lent_room(dest, bytes);
+  return lent_room(dest, bytes, answer_bytes);
 }
 
 std::byte* Outbox::packet_room(std::uint32_t dest, std::size_t bytes) {

@@ -47,7 +47,10 @@ class Outbox final : public concat::PacketSink {
   // or frames already wait in dest's queue) and the caller should come back at a later step
   // instead of copying a bulk answer into the queue (a copy, then a second one into the ring).
   // Where the transport does not lend to dest, the same as packet_room (never nullptr).
-  std::byte* packet_room_or_later(std::uint32_t dest, std::size_t bytes);
+  // `answer_bytes`: what the caller has still to write to dest in all (a bulk answer), so that
+  // a new frame in the transport's memory is as large as that where the transport can lend it.
+  std::byte* packet_room_or_later(std::uint32_t dest, std::size_t bytes,
+                                  std::size_t answer_bytes = 0);
   void commit_packet(std::uint32_t dest, std::size_t used);
   // Where the last packet_room / packet_room_or_later answer was: the transport's memory.
   bool last_room_lent() const noexcept { return room_in_lent_; }
@@ -77,7 +80,7 @@ class Outbox final : public concat::PacketSink {
   };
   // Room in dest's lent frame (a new reservation when it is full), or nullptr when the
   // transport has none to lend now or frames wait in dest's queue (they leave first).
-  std::byte* lent_room(std::uint32_t dest, std::size_t bytes);
+  std::byte* lent_room(std::uint32_t dest, std::size_t bytes, std::size_t answer_bytes = 0);
   // Sends the lent frame of dest (if any) and forgets it.
   void commit_lent(std::uint32_t dest);
   // True when the frame left (or was dropped for good); false = keep it and retry.

@@ -172,13 +172,15 @@ class HostShmTransport final : public Transport {
     return TxStatus::kOk;
   }
 
-  std::span<std::byte> reserve(int dest) override {
+  std::span<std::byte> reserve(int dest) override { return reserve_for(dest, 0); }
+
+  std::span<std::byte> reserve_for(int dest, std::size_t want) override {
     if (dest < 0 || dest >= size()) return {};
     const int h = ring_peer(dest);
     if (h < 0 || failed_[static_cast<std::size_t>(h)]) return {};
     Outbound* o = outbound(h);
     if (o == nullptr) return {};                // fell back to MPI: lends() says no from now on
-    const std::size_t len = lendable(*o);  // up to a frame's room: max_frame_bytes(dest)
+    const std::size_t len = lendable(*o, want);  // up to a frame's room: max_frame_bytes(dest)
     if (len < inner_->max_packet_bytes()) return {};  // every packet fits what is lent
     std::byte* at = place(*o, len);
     if (at == nullptr) return {};
@@ -561,9 +563,12 @@ class HostShmTransport final : public Transport {
     return o.data + off;
   }
   // The longest message that can be placed now (before the ring's end, or from its start after
-  // a wrap marker), at most ring_frame_bytes_; the consumer's head is read again when the head
-  // last seen leaves less than the most.
-  std::size_t lendable(Outbound& o) const {
+  // a wrap marker), at most ring_frame_bytes_. The consumer's head is read again only when the
+  // head last seen leaves less than a quarter of the ring, or less than `want` (what the caller
+  // is about to write): that read is a cache miss on a line the consumer writes, and paying it
+  // on every reservation made the index gather at K = 1 (thousands of small frames) 10-15 %
+  // slower; a bulk answer asks for what it needs and gets the whole frame from a drained ring.
+  std::size_t lendable(Outbound& o, std::size_t want) const {
     const std::uint64_t cap = ring_bytes_;
     const auto fit = [&] {
       const std::size_t contiguous = static_cast<std::size_t>(cap - (o.tail & (cap - 1)));
@@ -575,7 +580,8 @@ class HostShmTransport final : public Transport {
                             : std::size_t{0};
     };
     std::size_t len = fit();
-    if (len < ring_frame_bytes_) {
+    const std::size_t enough = std::min(ring_frame_bytes_, std::max(want, ring_bytes_ / 4));
+    if (len < enough) {
       o.head_seen = o.control->head.load(std::memory_order_acquire);
       len = fit();
     }
@@ -704,16 +710,17 @@ std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_pt
     return inner;
   }
   if (ring_bytes == 0) {
-    // 4 MiB for all the rings a rank writes, were it to talk to every rank of its host (a
-    // ring's pages end up in both processes' resident sets), so 4 MiB per ring at two ranks per
-    // host. Measured (main job, np 2): creating and populating an 8 MiB ring took ~10 ms, 2 MiB
-    // ~4 ms, at the same time per run at K = 16 and 128 (the consumer drains while the producer
-    // writes). A pair's answer up to half its ring leaves as one message (max_frame_bytes):
-    // kron:16 at K 16 sends 1.09 MB per pair at np 2, one message in a 4 MiB ring, two in a
-    // 2 MiB one (inspector-executor: one). Rings are sized alike on every rank of a host (the
-    // receiver checks the size it is announced).
+    // 2 MiB per ring at most, and 4 MiB for all the rings a rank writes, were it to talk to
+    // every rank of its host (a ring's pages end up in both processes' resident sets). Measured
+    // (main job, np 2): creating and populating an 8 MiB ring took ~10 ms, 2 MiB ~4 ms, at the
+    // same time per run at K = 16 and 128 (the consumer drains while the producer writes). A
+    // pair's answer up to half its ring leaves as one message (max_frame_bytes); 4 MiB rings
+    // would carry kron:16's 1.09 MB per pair at K 16 and np 2 in one message instead of two, but
+    // measured the index gather 5-12 % slower at K 1 and 16 (bench_index_gather --unique, np 2,
+    // alternated with 2 MiB: the larger ring's footprint in the caches). Rings are sized alike
+    // on every rank of a host (the receiver checks the size it is announced).
     const auto others = static_cast<std::size_t>(host_size - 1);
-    ring_bytes = std::min<std::size_t>(std::size_t{4} << 20,
+    ring_bytes = std::min<std::size_t>(std::size_t{2} << 20,
                                        std::bit_floor((std::size_t{4} << 20) / others));
   }
   // Room for 4 largest messages at least.

@@ -106,6 +106,10 @@ class Transport {
   // dest) has none to offer, and the caller then uses send(). At most one reservation per
   // destination is open; nothing else is sent to that destination while it is.
   virtual std::span<std::byte> reserve(int /*dest*/) { return {}; }
+  // The same, for a caller about to write `want` bytes (a bulk answer): a transport that has
+  // more room than its cheap view of it shows may look again (the shared-memory rings re-read
+  // the consumer's position, a cache miss they otherwise save on every frame).
+  virtual std::span<std::byte> reserve_for(int dest, std::size_t /*want*/) { return reserve(dest); }
   // True when reserve(dest) can lend memory at all, so an empty reservation means "no room
   // now" (the consumer has not drained yet) rather than "never": a producer may then wait for
   // room instead of copying its message into a queue of its own.

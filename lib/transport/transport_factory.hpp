@@ -93,7 +93,7 @@ std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_mu
 // `inner`. The host: the ranks sharing memory, cut into virtual hosts when
 // NETSPARSE_RANKS_PER_HOST is set. Rings are created on first use (a pair that never exchanges
 // a frame costs nothing). Collective over comm. Returns `inner` itself, with the reason in
-// *why_not, when the host has one rank of comm. ring_bytes 0: automatic (<= 4 MiB per ring,
+// *why_not, when the host has one rank of comm. ring_bytes 0: automatic (<= 2 MiB per ring,
 // <= 4 MiB for the rings a rank would write to every other rank of its host;
 // NETSPARSE_MPI_SHM_RING_BYTES sets it in make_transport). make_transport uses it for kMpi unless
 // NETSPARSE_MPI_SHM=0.
