@@ -1,7 +1,8 @@
 // Sparse allreduce of (index, value) vectors, Flare's sparse design in software with SparCML's
 // switch to dense (docs/collectives.md, "Sparse allreduce"):
 //  * the index space is cut into blocks of `span` indices, sized so that a block holds about one
-//    packet of nonzeros (from the largest rank's count, agreed through the descriptors);
+//    packet of nonzeros (from the largest rank's count, agreed through the descriptors), and at
+//    most n / P indices, so that every aggregator has one;
 //    contiguous ranges of blocks per aggregator, as in the dense allreduce;
 //  * leaf (every rank, per block): repeated indices are pre-combined in a small hash table
 //    with a bounded probe, entries that find no slot go to a spill buffer and travel as they
