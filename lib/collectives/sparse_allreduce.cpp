@@ -311,8 +311,8 @@ class SparseOp final : public Communicator::Op {
   }
 
   // Packet p of a block (dense values, or sparse entries), LAST with the count on the final one.
-  bool send_packet(int dest, wire::Kind kind, std::uint32_t b, bool dense,
-                   const Offsets& offs, const T* vals, std::uint32_t p) {
+  bool send_packet(int dest, wire::Kind kind, std::uint32_t b, bool dense, const Offsets& offs,
+                   const T* vals, std::uint32_t p) {
     const std::uint32_t np = packets_of(b, dense, offs.size());
     wire::Header h{kind, 0, seq, b, 0, p, 0, 0};
     if (p + 1 == np) {
@@ -684,7 +684,8 @@ class SparseOp final : public Communicator::Op {
       o.offs.resize(at + h.count);
       o.vals.resize(at + h.count);
       v.copy_offsets(o.offs.data() + at);
-      if (h.count > 0) std::memcpy(static_cast<void*>(o.vals.data() + at), v.values, std::size_t{h.count} * kVal);
+      if (h.count > 0)
+        std::memcpy(static_cast<void*>(o.vals.data() + at), v.values, std::size_t{h.count} * kVal);
     }
     if (last) {
       o.done = true;

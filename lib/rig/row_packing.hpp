@@ -42,7 +42,8 @@ bool pack_rows(Outbox& out, std::uint32_t dest, const Region& r, std::size_t hea
     const std::size_t n = std::min(per_packet, count - first);
     const std::size_t bytes = header_bytes + n * P;
     // The rest of the answer, headers included: a new frame is asked to hold all of it.
-    const std::size_t rest = (count - first) * P + ((count - first + per_packet - 1) / per_packet) * header_bytes;
+    const std::size_t rest =
+        (count - first) * P + ((count - first + per_packet - 1) / per_packet) * header_bytes;
     std::byte* at = out.packet_room_or_later(dest, bytes, rest);
     if (at == nullptr) return false;
     encode(at, first, n);

@@ -179,7 +179,7 @@ class HostShmTransport final : public Transport {
     const int h = ring_peer(dest);
     if (h < 0 || failed_[static_cast<std::size_t>(h)]) return {};
     Outbound* o = outbound(h);
-    if (o == nullptr) return {};                // fell back to MPI: lends() says no from now on
+    if (o == nullptr) return {};                 // fell back to MPI: lends() says no from now on
     const std::size_t len = lendable(*o, want);  // up to a frame's room: max_frame_bytes(dest)
     if (len < inner_->max_packet_bytes()) return {};  // every packet fits what is lent
     std::byte* at = place(*o, len);

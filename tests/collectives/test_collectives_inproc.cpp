@@ -446,7 +446,8 @@ TEST(SparseAllreduce, OutOfRangeIndexAndWrongOpFailEveryRank) {
     expect_failure(call, Failure::kInvalid, "", "max (sparse allreduce sums only)");
     a.op = static_cast<int>(ReduceOp::kSum);
     const SparseResult res = c.sparse_allreduce(a);
-    if (res.dense || std::vector<std::uint64_t>(res.indices.begin(), res.indices.end()) != std::vector<std::uint64_t>{1, 2, 3})
+    if (res.dense || std::vector<std::uint64_t>(res.indices.begin(), res.indices.end()) !=
+                         std::vector<std::uint64_t>{1, 2, 3})
       throw std::runtime_error("wrong result after the failures");
   });
   expect_all_ok(o);
