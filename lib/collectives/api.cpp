@@ -43,7 +43,8 @@ struct ns_sparse_result {
 };
 struct ns_coll_request {
   ns_coll* coll;
-  std::uint32_t id;  // the operation number (Communicator::start_dense)
+  std::uint32_t id;   // the operation number (Communicator::start_dense), or the hierarchy's
+  bool hier = false;  // an allreduce through the hierarchy (Hierarchy::start_allreduce)
 };
 
 namespace {
@@ -349,13 +350,15 @@ namespace {
 // request handle the caller tests or waits for.
 template <class Start>
 ns_status_t start_request(const char* call, ns_coll* coll, const cl::AllreduceArgs& a,
-                          const ns_allreduce_params* params, ns_coll_request** req, Start start) {
+                          const ns_allreduce_params* params, ns_coll_request** req, Start start,
+                          bool by_host = false) {
   if (req == nullptr) return fail(call, NS_ERR_INVALID, "req is NULL");
   *req = nullptr;
   return dense_call(call, coll, a, params, [&](cl::Communicator& c, const auto& x) {
     auto r = std::make_unique<ns_coll_request>();
     r->coll = coll;
-    r->id = start(c, x);
+    r->hier = by_host;
+    r->id = by_host ? coll->hier->start_allreduce(x) : start(c, x);
     coll->requests.insert(r.get());
     *req = r.release();
     add_live(*req);
@@ -370,8 +373,11 @@ ns_status_t ns_allreduce_start(ns_coll* coll, const void* send, void* recv, uint
                                int dtype, int op, const ns_allreduce_params* params,
                                ns_coll_request** req) {
   cl::AllreduceArgs a{.send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
-  return start_request("ns_allreduce_start", coll, a, params, req,
-                       [](cl::Communicator& c, const auto& x) { return c.start_allreduce(x); });
+  // Through the hosts when the layout asks for it, as ns_allreduce (Hierarchy::start_allreduce).
+  return start_request(
+      "ns_allreduce_start", coll, a, params, req,
+      [](cl::Communicator& c, const auto& x) { return c.start_allreduce(x); },
+      live(coll) && coll->hier != nullptr);
 }
 
 ns_status_t ns_allgather_start(ns_coll* coll, const void* send, void* recv, uint64_t sendcount,
@@ -402,7 +408,11 @@ ns_status_t complete_request(const char* call, ns_coll_request** req, int* done,
   }
   const ns_status_t s = guarded(call, [&]() -> ns_status_t {
     try {
-      if (wait)
+      if (r->hier && wait)
+        r->coll->hier->wait(r->id);
+      else if (r->hier)
+        finished = r->coll->hier->test(r->id);
+      else if (wait)
         r->coll->comm->wait(r->id);
       else
         finished = r->coll->comm->test(r->id);

@@ -480,6 +480,23 @@ std::uint32_t Communicator::start_allgather(const void* send, void* recv, std::u
   return start_dense(wire::Collective::kAllgather, a, /*send_now=*/true);
 }
 
+std::uint32_t Communicator::start_reduce(const AllreduceArgs& a) {
+  return start_dense(wire::Collective::kReduce, a, /*send_now=*/false);
+}
+
+std::uint32_t Communicator::start_broadcast(void* buffer, std::uint64_t count, int dtype, int root,
+                                            LocalError refuse, bool star) {
+  AllreduceArgs a;
+  a.refuse = refuse;
+  a.star = star;
+  a.send = buffer;
+  a.recv = buffer;
+  a.count = count;
+  a.dtype = dtype;
+  a.root = root;
+  return start_dense(wire::Collective::kBcast, a, /*send_now=*/false);
+}
+
 bool Communicator::test(std::uint32_t id) {
   const auto it = requests_.find(id);
   if (it == requests_.end())

@@ -229,6 +229,11 @@ class Communicator {
   // Non-blocking all-gather (allgather's arguments), the same requests as start_allreduce: the
   // dissertation's prefetch, the next partition's parameters gathered while this one computes.
   std::uint32_t start_allgather(const void* send, void* recv, std::uint64_t count, int dtype);
+  // Non-blocking reduce and broadcast (reduce's and broadcast's arguments), the same requests:
+  // the steps of Hierarchy::start_allreduce.
+  std::uint32_t start_reduce(const AllreduceArgs& args);
+  std::uint32_t start_broadcast(void* buffer, std::uint64_t count, int dtype, int root,
+                                LocalError refuse = LocalError::kNone, bool star = false);
   // Progresses every outstanding operation once; true once `id` completed. A completed or
   // failed operation's id is released (its failure is thrown here, as the blocking call would).
   bool test(std::uint32_t id);

@@ -3,9 +3,15 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "support/backoff.hpp"
 
 namespace netsparse::collectives {
 namespace {
@@ -193,8 +199,12 @@ CollectiveError Hierarchy::above(const CollectiveError& e) const {
 }
 
 void Hierarchy::throw_host_verdict(const CollectiveError* upper, const CollectiveError& down) {
+  throw host_verdict(upper, down);
+}
+
+CollectiveError Hierarchy::host_verdict(const CollectiveError* upper, const CollectiveError& down) {
   // A broadcast that broke the host communicator (a dead rank, the deadline) is the answer.
-  if (down.failure() != Failure::kInvalid) throw inside(down);
+  if (down.failure() != Failure::kInvalid) return inside(down);
   Verdict v;
   if (leader()) {
     const CollectiveError& e = upper != nullptr ? *upper : down;
@@ -206,15 +216,16 @@ void Hierarchy::throw_host_verdict(const CollectiveError* upper, const Collectiv
     host_->broadcast(bytes.data(), kVerdictBytes, kBytes, 0);
   } catch (const CollectiveError& e) {
     add_stats(host_->last_stats());
-    throw inside(e);
+    return inside(e);
   }
   add_stats(host_->last_stats());
   v = decode(bytes);
-  if (v.failure <= 0) throw inside(down);
-  throw CollectiveError(static_cast<Failure>(v.failure - 1), v.reason);
+  if (v.failure <= 0) return inside(down);
+  return CollectiveError(static_cast<Failure>(v.failure - 1), v.reason);
 }
 
 Algorithm Hierarchy::allreduce(const AllreduceArgs& a) {
+  finish_requests();
   stats_ = OpStats{};
   if (host_->size() == 1) {  // a host of one rank: its leader's step is the whole operation
     struct Record {
@@ -277,6 +288,7 @@ Algorithm Hierarchy::allreduce(const AllreduceArgs& a) {
 }
 
 SparseResult Hierarchy::sparse_allreduce(const SparseArgs& a) {
+  finish_requests();
   stats_ = OpStats{};
   if (host_->size() == 1) {
     struct Record {
@@ -377,6 +389,201 @@ SparseResult Hierarchy::sparse_allreduce(const SparseArgs& a) {
   }
   if (star_) return in_form(std::move(result), a.output, a.dense_out);
   return result;
+}
+
+// ---- non-blocking ------------------------------------------------------------------------
+
+std::uint32_t Hierarchy::start_allreduce(const AllreduceArgs& a) {
+  const std::uint32_t id = next_request_++;
+  Request& r = requests_[id];
+  r.args = a;
+  if (a.user != nullptr) {
+    r.user = *a.user;
+    r.args.user = &r.user;
+  }
+  r.stage = Stage::kQueued;
+  advance();
+  return id;
+}
+
+std::uint32_t Hierarchy::upper_start(const AllreduceArgs& args) {
+  return leaders_ ? leaders_->start_allreduce(args) : racks_->start_allreduce(args);
+}
+
+bool Hierarchy::upper_test(std::uint32_t id) {
+  return leaders_ ? leaders_->test(id) : racks_->test(id);
+}
+
+void Hierarchy::step(Request& r) {
+  for (;;) {
+    switch (r.stage) {
+      case Stage::kQueued: {
+        if (host_->size() == 1) {  // a host of one rank: its leader's step is the whole operation
+          r.stage = Stage::kHostDone;
+          continue;
+        }
+        // 1. inside the host: the leader gets the host's reduction (in recv)
+        AllreduceArgs up = r.args;
+        up.root = 0;
+        up.star = star_;
+        if (up.refuse == LocalError::kNone) up.refuse = recv_error(r.args);
+        try {
+          r.op = host_->start_reduce(up);
+          r.stage = Stage::kHost;
+        } catch (const CollectiveError& e) {
+          r.error = inside(e);
+          r.stage = Stage::kDone;
+        }
+        continue;
+      }
+      case Stage::kHost: {
+        bool done = false;
+        try {
+          done = host_->test(r.op);
+        } catch (const CollectiveError& e) {
+          r.error = inside(e);
+          // A leader must tell the other hosts (it refuses the leaders' step); the rest stop.
+          r.stage = leader() ? Stage::kHostFailed : Stage::kDone;
+          continue;
+        }
+        if (!done) return;
+        r.stage = Stage::kHostDone;
+        continue;
+      }
+      case Stage::kHostFailed: {
+        AllreduceArgs refused = r.args;
+        refused.send = r.args.recv;
+        refused.refuse = LocalError::kHostFailed;
+        try {
+          r.op = upper_start(refused);
+          r.stage = Stage::kRefusing;
+        } catch (const CollectiveError&) {
+          r.stage = Stage::kDone;
+        }
+        continue;
+      }
+      case Stage::kRefusing: {
+        bool done = true;
+        try {
+          done = upper_test(r.op);
+        } catch (const CollectiveError&) {  // refused as meant: the host's failure is the answer
+        }
+        if (!done) return;
+        r.stage = Stage::kDone;
+        continue;
+      }
+      case Stage::kHostDone: {
+        if (!leader()) {  // straight to the broadcast down
+          r.stage = Stage::kUpperDone;
+          continue;
+        }
+        // 2. across hosts, between the leaders (or through the racks' switches), in place (a
+        // host of one rank has no step 1: its leader's step is the whole operation)
+        AllreduceArgs across = r.args;
+        if (host_->size() > 1) across.send = r.args.recv;
+        try {
+          r.op = upper_start(across);
+          r.stage = Stage::kUpper;
+        } catch (const CollectiveError& e) {
+          r.upper_error = e;
+          r.stage = Stage::kUpperDone;
+          if (host_->size() == 1) {
+            r.error = above(e);
+            r.stage = Stage::kDone;
+          }
+        }
+        continue;
+      }
+      case Stage::kUpper: {
+        bool done = true;
+        try {
+          done = upper_test(r.op);
+        } catch (const CollectiveError& e) {
+          r.upper_error = e;
+        }
+        if (!done) return;
+        r.stage = Stage::kUpperDone;
+        if (host_->size() == 1) {
+          if (r.upper_error) r.error = above(*r.upper_error);
+          r.stage = Stage::kDone;
+        }
+        continue;
+      }
+      case Stage::kUpperDone: {
+        // 3. down inside the host (refused by a leader whose step 2 failed; then it says why)
+        try {
+          r.op = host_->start_broadcast(r.args.recv, r.args.count, r.args.dtype, 0,
+                                        r.upper_error ? LocalError::kHostFailed : LocalError::kNone,
+                                        star_);
+          r.stage = Stage::kDown;
+        } catch (const CollectiveError& e) {
+          r.error = inside(e);
+          r.stage = Stage::kDone;
+        }
+        continue;
+      }
+      case Stage::kDown: {
+        try {
+          if (!host_->test(r.op)) return;
+        } catch (const CollectiveError& e) {
+          // Every rank of the host is here (the refusal fails the broadcast on all of them),
+          // and no later request's step starts before this one is done.
+          r.error = host_verdict(r.upper_error ? &*r.upper_error : nullptr, e);
+        }
+        r.stage = Stage::kDone;
+        continue;
+      }
+      case Stage::kDone:
+        return;
+    }
+  }
+}
+
+void Hierarchy::advance() {
+  // One request at a time, in the order they were started: a level's communicator matches
+  // operations by the order they start in, and whether an earlier request's step has completed
+  // when a later one's starts depends on timing, so overlapping them could start one level's
+  // operations in different orders on different ranks. The caller still overlaps its own work
+  // with the requests, and may test them in any order.
+  for (auto& [id, r] : requests_) {
+    if (r.stage == Stage::kDone) continue;
+    step(r);
+    if (r.stage != Stage::kDone) return;
+  }
+}
+
+bool Hierarchy::test(std::uint32_t id) {
+  const auto it = requests_.find(id);
+  if (it == requests_.end())
+    throw std::invalid_argument("no outstanding hierarchical operation " + std::to_string(id) +
+                                " (completed, failed or never started)");
+  advance();
+  Request& r = it->second;
+  if (r.stage != Stage::kDone) return false;
+  std::optional<CollectiveError> error = std::move(r.error);
+  requests_.erase(it);
+  if (error) throw *error;
+  return true;
+}
+
+void Hierarchy::wait(std::uint32_t id) {
+  support::Backoff backoff(16, 256);
+  while (!test(id)) {
+    if (backoff.pause())
+      std::this_thread::sleep_for(backoff.sleep_for(std::chrono::microseconds(50)));
+  }
+}
+
+void Hierarchy::finish_requests() {
+  support::Backoff backoff(16, 256);
+  for (;;) {
+    advance();
+    bool all_done = true;
+    for (const auto& [id, r] : requests_) all_done = all_done && r.stage == Stage::kDone;
+    if (all_done) return;
+    if (backoff.pause())
+      std::this_thread::sleep_for(backoff.sleep_for(std::chrono::microseconds(50)));
+  }
 }
 
 }  // namespace netsparse::collectives

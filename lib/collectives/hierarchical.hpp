@@ -24,7 +24,10 @@
 // Communicator.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "collectives/communicator.hpp"
@@ -58,6 +61,19 @@ class Hierarchy {
   // (and racks) of 2^k consecutive ranks (hosts) this is the flat tree's order exactly.
   Algorithm allreduce(const AllreduceArgs& args);
   SparseResult sparse_allreduce(const SparseArgs& args);
+  // Non-blocking allreduce through the hierarchy (ns_allreduce_start on a layout of several
+  // ranks per host): allreduce()'s steps as non-blocking operations of their levels, each
+  // started from test() / wait() once the one before completed. Requests run one after another
+  // in the order they were started (a communicator matches operations by order, and overlapping
+  // requests would start a level's operations in timing-dependent orders); they may be tested
+  // in any order. The buffers as Communicator::start_allreduce's. A blocking call on the
+  // hierarchy first completes the requests outstanding (their results or failures wait for
+  // their test / wait).
+  std::uint32_t start_allreduce(const AllreduceArgs& args);
+  // True once `id` completed (its id is then released); CollectiveError as allreduce().
+  bool test(std::uint32_t id);
+  void wait(std::uint32_t id);
+  std::size_t outstanding() const noexcept { return requests_.size(); }
 
   // The last call's: bytes_sent over every communicator, inter_host_bytes and inter_rack_bytes.
   const OpStats& last_stats() const noexcept { return stats_; }
@@ -82,6 +98,39 @@ class Hierarchy {
   // After a failed leaders' step (or a refused broadcast down): the leader broadcasts the
   // failure to its host and every rank of the host throws it.
   [[noreturn]] void throw_host_verdict(const CollectiveError* upper, const CollectiveError& down);
+
+  // A non-blocking allreduce: the step it is at and the current step's operation there.
+  enum class Stage {
+    kQueued,      // behind an earlier request
+    kHost,        // the host's reduce to the leader, outstanding
+    kHostDone,    // waiting to start the leaders' step (leader) or the broadcast down
+    kHostFailed,  // a leader whose host step failed: refuses the leaders' step next
+    kRefusing,    // ... that refused step, outstanding
+    kUpper,       // the leaders' step, outstanding
+    kUpperDone,   // waiting to start the broadcast down
+    kDown,        // the broadcast down, outstanding
+    kDone,
+  };
+  struct Request {
+    AllreduceArgs args;
+    UserOp user;  // args.user points here: the caller's may be gone before a later step starts
+    Stage stage = Stage::kQueued;
+    std::uint32_t op = 0;
+    std::optional<CollectiveError> upper_error;  // the leaders' step's failure
+    std::optional<CollectiveError> error;        // what test() throws
+  };
+  // Moves every request on as far as its steps' operations allow, in request order.
+  void advance();
+  void step(Request& r);
+  std::uint32_t upper_start(const AllreduceArgs& args);
+  bool upper_test(std::uint32_t id);
+  // Completes every request outstanding (before a blocking call on the same communicators).
+  void finish_requests();
+  // The failure every rank of the host throws after a refused broadcast down (as
+  // throw_host_verdict, returned instead of thrown).
+  CollectiveError host_verdict(const CollectiveError* upper, const CollectiveError& down);
+  std::map<std::uint32_t, Request> requests_;
+  std::uint32_t next_request_ = 1;
 
   std::unique_ptr<Communicator> host_, leaders_;
   std::unique_ptr<Hierarchy> racks_;

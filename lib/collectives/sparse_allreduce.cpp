@@ -1,9 +1,8 @@
 // Sparse allreduce of (index, value) vectors, Flare's sparse design in software with SparCML's
 // switch to dense (docs/collectives.md, "Sparse allreduce"):
-//  * the index space is cut into blocks of `span` indices, sized so that a block holds about one
-//    packet of nonzeros (from the largest rank's count, agreed through the descriptors), and at
-//    most n / P indices, so that every aggregator has one;
-//    contiguous ranges of blocks per aggregator, as in the dense allreduce;
+//  * the index space is cut into blocks of `span` indices, about one packet of nonzeros each
+//    (from the largest rank's count, agreed through the descriptors) and at most n / P, in
+//    contiguous ranges per aggregator, as in the dense allreduce;
 //  * leaf (every rank, per block): repeated indices are pre-combined in a small hash table
 //    with a bounded probe, entries that find no slot go to a spill buffer and travel as they
 //    are; a block whose entries would take at least half the bytes of its dense values
@@ -79,7 +78,7 @@ struct InputOrder {
 template <class T>
 class SparseOp final : public Communicator::Op {
   static constexpr std::size_t kVal = sizeof(T);
-  // A block's entries: grown without a zero-fill, since each resize is written in full next.
+  // A block's entries, grown without a zero-fill (each resize is written in full next).
   using Offsets = support::RawVector<std::uint32_t>;
   using Values = support::RawVector<T>;
 
@@ -103,8 +102,7 @@ class SparseOp final : public Communicator::Op {
       const unsigned __int128 want = static_cast<unsigned __int128>(C_) * args_.n / max_nnz;
       std::uint64_t span = static_cast<std::uint64_t>(
           std::clamp<unsigned __int128>(want, 1, std::uint64_t{1} << 31));
-      // Every root gets a block at least: a vector whose nonzeros fit one packet was one block,
-      // merged by one rank while the others waited (measured at np 2, 256 Ki entries at 1 %).
+      // Every root gets a block (256 Ki entries at 1 % were one, merged while the other waited).
       span = std::min<std::uint64_t>(
           span, std::max<std::uint64_t>(1, args_.n / static_cast<std::uint64_t>(P)));
       span = std::max<std::uint64_t>(span, (args_.n + 0xfffffffeull) / 0xffffffffull);
@@ -190,12 +188,7 @@ class SparseOp final : public Communicator::Op {
         if (++res_k_ == P - 1) {
           res_k_ = 0;
           ++res_i_;
-          // Sent to everyone: it is this rank's own output of the block from now on (moved,
-          // not copied when the block completed: a pass over half the result saved).
-          Result& done = results_[b - b0_];
-          out_[b].offs = std::move(done.offs);
-          out_[b].vals = std::move(done.vals);
-          done = Result{};
+          keep_result(b);  // sent to everyone: this rank's own output from now on
         }
       }
     }
@@ -370,10 +363,9 @@ class SparseOp final : public Communicator::Op {
     return sorted_ ? load<T>(static_cast<const std::byte*>(args_.values) + k * kVal) : b_val_[k];
   }
 
-  // A leaf block travels dense once its entries would take half the bytes of its dense values:
-  // the hash table costs far more per entry than a scatter into a dense block (measured at 50 %
-  // density: half the blocks on each side of the exact break-even, the hashed half took most of
-  // the time), and the bytes saved below that are few.
+  // A leaf block travels dense once its entries would take half its dense bytes: hashing costs
+  // far more per entry than a dense scatter (measured at 50 % density: half the blocks on each
+  // side of the exact break-even, the hashed half took most of the time).
   static bool leaf_dense(std::uint64_t entries, std::uint32_t len) {
     return 2 * entries * wire::sparse_entry_bytes(kVal) >= std::uint64_t{len} * kVal;
   }
@@ -475,10 +467,9 @@ class SparseOp final : public Communicator::Op {
     add_run(b, src, offs_tmp_.data(), v.values, v.header.count);
   }
 
-  // Sorted runs at the root: while every contribution to block b arrives strictly ascending,
-  // each source's entries are kept as a run, merged when the block completes (sorted_runs.hpp;
-  // the accumulator's random accesses were 80 % of the call at 1 %, np 2). A run that is not
-  // ascending, or a dense contribution, moves them into the accumulator: the block goes on so.
+  // Sorted runs at the root: while every contribution to block b arrives strictly ascending, each
+  // source's entries are kept as a run, merged when the block completes (sorted_runs.hpp; the
+  // accumulator's random accesses were 80 % of the call at 1 %, np 2); else the accumulator.
   void add_run(std::uint32_t b, int src, const std::uint32_t* offs, const std::byte* vals,
                std::uint32_t n) {
     const std::size_t i = b - b0_;
@@ -577,7 +568,7 @@ class SparseOp final : public Communicator::Op {
         r.vals.clear();
         ++comm.stats().dense_blocks;
       } else {
-        keep_result(b);
+        if (P == 1) keep_result(b);
       }
       ready_.push_back(b);
       return;
@@ -602,18 +593,18 @@ class SparseOp final : public Communicator::Op {
         }
         bits[w] = 0;
       }
-      keep_result(b);
+      if (P == 1) keep_result(b);
     }
     ready_.push_back(b);
   }
 
-  // The root's own output of block b is its result: moved there once the result went to every
-  // rank (pump), at once when there is nobody to send it to.
+  // The root's own output of block b is its result, moved there (not copied: a pass over half
+  // the result) once it went to every rank, or at once when there is nobody to send it to.
   void keep_result(std::uint32_t b) {
-    if (P > 1) return;
     Result& r = results_[b - b0_];
     out_[b].offs = std::move(r.offs);
     out_[b].vals = std::move(r.vals);
+    r = Result{};
   }
 
   // The dense output: the caller's buffer when given, else zeroed memory mapped on first use.

@@ -337,6 +337,103 @@ TEST(CollHierReproducible, RandomDelaysGiveTheSameBitsEveryRun) {
   }
 }
 
+// Non-blocking allreduces through the hierarchy (ns_allreduce_start on a layout of several ranks
+// per host): five of different types, lengths and operators started back to back, one of them
+// reproducible, tested in reverse order with a blocking call in between; each against the
+// sequential reference, the reproducible one bit for bit against the blocking hierarchical call.
+// Through the C++ hierarchy alone (no racks): a non-blocking allreduce sends exactly the
+// inter-host bytes of the blocking one (the same steps), so it does go through the hosts.
+TEST_F(CollHier, NonBlockingGoesThroughTheHostsAndCompletesInAnyOrder) {
+  const int P = world_size(), me = world_rank();
+  struct Case {
+    DataType type;
+    ReduceOp op;
+    std::uint64_t count;
+    bool reproducible;
+  };
+  const Case cases[] = {{DataType::kFp32, ReduceOp::kSum, 20000, false},
+                        {DataType::kInt32, ReduceOp::kMax, 777, false},
+                        {DataType::kFp64, ReduceOp::kSum, 6000, true},
+                        {DataType::kInt8, ReduceOp::kMin, 0, false},
+                        {DataType::kFp32, ReduceOp::kProd, 3001, false}};
+  constexpr int kCases = 5;
+  std::vector<Bytes> send(kCases), recv(kCases), expected(kCases);
+  std::vector<ns_coll_request*> req(kCases, nullptr);
+  for (int k = 0; k < kCases; ++k) {
+    const Case& c = cases[k];
+    std::vector<Bytes> in;
+    // Exact values (any combining order gives the reference's bits), but the reproducible case's,
+    // spread over magnitudes: it must equal the blocking call's bits, not just the reference.
+    for (int r = 0; r < P; ++r)
+      in.push_back(make_input(c.type, c.op, c.count, r, 50 + k, !c.reproducible));
+    const cl::Reducer red(c.type, c.op);
+    expected[static_cast<std::size_t>(k)] = tree_reference(red, in, c.count);
+    send[static_cast<std::size_t>(k)] = in[static_cast<std::size_t>(me)];
+    recv[static_cast<std::size_t>(k)].assign(expected[static_cast<std::size_t>(k)].size(),
+                                             std::byte{0});
+    ns_allreduce_params p{};
+    if (c.reproducible) p.flags = NS_ALLREDUCE_REPRODUCIBLE;
+    ASSERT_EQ(ns_allreduce_start(hier_, send[static_cast<std::size_t>(k)].data(),
+                                 recv[static_cast<std::size_t>(k)].data(), c.count,
+                                 static_cast<int>(c.type), static_cast<int>(c.op), &p,
+                                 &req[static_cast<std::size_t>(k)]),
+              NS_OK)
+        << ns_last_error();
+  }
+  // A blocking call while they are outstanding: it completes them first, keeps their results.
+  std::vector<float> x(1000, 1.0f), y(1000);
+  ASSERT_EQ(ns_allreduce(hier_, x.data(), y.data(), 1000, NS_DTYPE_FP32, NS_OP_SUM, nullptr), NS_OK)
+      << ns_last_error();
+  for (float v : y) ASSERT_EQ(v, static_cast<float>(P));
+  for (int k = kCases - 1; k >= 0; --k) {
+    int done = 0;
+    for (int spins = 0; !done; ++spins) {
+      ASSERT_EQ(ns_coll_test(&req[static_cast<std::size_t>(k)], &done), NS_OK) << ns_last_error();
+      ASSERT_LT(spins, 10000000) << "request " << k << " never completed";
+    }
+    EXPECT_EQ(req[static_cast<std::size_t>(k)], nullptr);
+    const Case& c = cases[k];
+    if (c.reproducible) {  // the blocking hierarchical call's bits
+      Bytes blocking(expected[static_cast<std::size_t>(k)].size());
+      ns_allreduce_params p{};
+      p.flags = NS_ALLREDUCE_REPRODUCIBLE;
+      ASSERT_EQ(ns_allreduce(hier_, send[static_cast<std::size_t>(k)].data(), blocking.data(),
+                             c.count, static_cast<int>(c.type), static_cast<int>(c.op), &p),
+                NS_OK);
+      EXPECT_TRUE(recv[static_cast<std::size_t>(k)] == blocking) << "case " << k;
+      continue;
+    }
+    EXPECT_TRUE(recv[static_cast<std::size_t>(k)] == expected[static_cast<std::size_t>(k)])
+        << "case " << k;
+  }
+  if (racks_) return;
+  netsparse::dist::Topology topo = netsparse::dist::Topology::build(MPI_COMM_WORLD);
+  cl::Options o;
+  o.timeout_ms = 30000;
+  o.packet_bytes = 8192;
+  auto hier = cl::make_hierarchy(topo, netsparse::transport::TransportKind::kMpi, o);
+  const std::uint64_t count = 50000;
+  std::vector<float> a(count, 1.0f), b(count), c(count);
+  cl::AllreduceArgs args;
+  args.send = a.data();
+  args.count = count;
+  args.dtype = static_cast<int>(DataType::kFp32);
+  args.op = static_cast<int>(ReduceOp::kSum);
+  args.recv = b.data();
+  hier->allreduce(args);
+  const std::uint64_t blocking = hier->last_stats().inter_host_bytes;
+  const auto upper_total = [&] {
+    return hier->leaders() != nullptr ? hier->leaders()->inter_host_bytes_total() : 0;
+  };
+  const std::uint64_t before = upper_total();
+  args.recv = c.data();
+  const std::uint32_t id = hier->start_allreduce(args);
+  hier->wait(id);
+  EXPECT_EQ(upper_total() - before, blocking) << "rank " << me;
+  EXPECT_GT(sum_over_ranks(blocking), 0u);
+  for (std::uint64_t i = 0; i < count; ++i) ASSERT_EQ(c[i], static_cast<float>(P)) << i;
+}
+
 // The racks' switches (issue 39 item 1, Flare's one aggregation per rack): with several racks of
 // several hosts, the hierarchical allreduce's leaders reduce to their rack's switch (its first
 // host's leader), the switches allreduce between racks and send the result down. Against the
