@@ -348,16 +348,37 @@ void PlanUnit::answer(Serving job) {
 
 int PlanUnit::push(std::uint32_t tag, std::uint32_t round) {
   int lists = 0;
-  for (auto& [key, s] : stored_) {
-    if (!s.armed || s.push_tag != tag || s.bad != PlanRefusal{}) continue;
-    // Rounds up to the arming one were asked for (an arming start of this very round may have
-    // arrived before this call: pushing it now would answer the peer's next start early).
-    const auto ahead = static_cast<std::int32_t>(round - s.armed_round);
-    if (ahead <= 0) continue;
+  // Rounds up to the arming one were asked for (an arming start of this very round may have
+  // arrived before this call: pushing it now would answer the peer's next start early).
+  const auto pushed = [&](const Stored& s) {
+    return s.armed && s.push_tag == tag && s.bad == PlanRefusal{} &&
+           static_cast<std::int32_t>(round - s.armed_round) > 0;
+  };
+  // The rows pushed to each peer this round, so that each answer asks its frame for the rest of
+  // the peer's (stored_ is ordered by peer: a peer's lists are consecutive).
+  const std::size_t row_bytes = port_.region != nullptr ? port_.region->prop_bytes : 0;
+  const auto bytes_of = [&](const Stored& s) {
+    return s.rows.size() * row_bytes + concat::kPlanHeaderBytes;
+  };
+  std::size_t after = 0;
+  std::uint32_t after_dest = ~0u;
+  for (auto it = stored_.begin(); it != stored_.end(); ++it) {
+    auto& [key, s] = *it;
+    if (!pushed(s)) continue;
     const auto dest = static_cast<std::uint32_t>(key >> 32);
     if (outbox_.dead(dest)) continue;
+    if (dest != after_dest) {  // the first of dest's lists: the bytes of the others
+      after_dest = dest;
+      after = 0;
+      for (auto later = std::next(it); later != stored_.end() && (later->first >> 32) == dest;
+           ++later)
+        if (pushed(later->second)) after += bytes_of(later->second);
+    } else {
+      after -= std::min(after, bytes_of(s));
+    }
+    const auto ahead = static_cast<std::int32_t>(round - s.armed_round);
     const auto seq = static_cast<std::uint16_t>(s.armed_seq + static_cast<std::uint32_t>(ahead));
-    answer(Serving{key, dest, static_cast<std::uint32_t>(key), s.version, seq, 0});
+    answer(Serving{key, dest, static_cast<std::uint32_t>(key), s.version, seq, 0, after});
     ++lists;
   }
   counters.pushes += static_cast<std::uint64_t>(lists);
@@ -389,7 +410,7 @@ bool PlanUnit::serve_one(Serving& job) {
                                                   job.seq,
                                                   static_cast<std::uint32_t>(first)});
       },
-      tally);
+      tally, job.after);
   counters.packets_out += tally.packets;
   counters.bytes_out += tally.bytes;
   counters.rows_served += tally.rows;

@@ -115,6 +115,9 @@ class PlanUnit {
     std::uint32_t dest, plan, version;
     std::uint16_t seq;
     std::size_t next = 0;  // rows packed so far
+    // Bytes of the answers pushed to dest after this one in the same round: with this one's,
+    // what a frame to dest is asked to hold (one frame for the pair's whole answer).
+    std::size_t after = 0;
   };
   // Packs job's rows until done (true) or the transport has no room now (false).
   bool serve_one(Serving& job);

@@ -28,11 +28,12 @@ struct PackTally {
 // row_at(k) is the k-th row (owner-local; the caller checked every one against the region),
 // encode(at, first, n) writes the header of the packet holding rows [first, first + n) at `at`.
 // Returns true when every row is packed, false when the transport has no room now; `next`
-// advances past what was packed either way.
+// advances past what was packed either way. `after`: bytes of the answers to dest packed right
+// after this one (a new frame is asked to hold them too).
 template <class RowAt, class Encode>
 bool pack_rows(Outbox& out, std::uint32_t dest, const Region& r, std::size_t header_bytes,
                std::size_t count, std::size_t& next, RowAt&& row_at, Encode&& encode,
-               PackTally& tally) {
+               PackTally& tally, std::size_t after = 0) {
   const std::uint32_t P = r.prop_bytes;
   const std::size_t per_packet =
       std::max<std::size_t>(1, (out.frame_capacity() - header_bytes) / P);
@@ -41,9 +42,10 @@ bool pack_rows(Outbox& out, std::uint32_t dest, const Region& r, std::size_t hea
     const std::size_t first = next;
     const std::size_t n = std::min(per_packet, count - first);
     const std::size_t bytes = header_bytes + n * P;
-    // The rest of the answer, headers included: a new frame is asked to hold all of it.
-    const std::size_t rest =
-        (count - first) * P + ((count - first + per_packet - 1) / per_packet) * header_bytes;
+    // The rest of the answer, headers included, and the answers after it: a new frame is asked
+    // to hold all of it.
+    const std::size_t rest = (count - first) * P +
+                             ((count - first + per_packet - 1) / per_packet) * header_bytes + after;
     std::byte* at = out.packet_room_or_later(dest, bytes, rest);
     if (at == nullptr) return false;
     encode(at, first, n);

@@ -98,9 +98,12 @@ class HostShmTransport final : public Transport {
     host_index_.assign(static_cast<std::size_t>(inner->size()), -1);
     // The same on every rank of the host (the rings' size is: a receiver checks the size it is
     // announced), so a receiver accepts exactly what its senders may send.
-    ring_frame_bytes_ =
-        std::min(std::max(inner->max_packet_bytes(), (ring_bytes_ / 2 - kHeader) & ~std::size_t{7}),
-                 inner->max_frame_bytes(inner->rank()));
+    const auto frame_of = [&](std::size_t room) {
+      return std::min(std::max(inner->max_packet_bytes(), (room - kHeader) & ~std::size_t{7}),
+                      inner->max_frame_bytes(inner->rank()));
+    };
+    ring_frame_bytes_ = frame_of(ring_bytes_);
+    half_frame_bytes_ = frame_of(ring_bytes_ / 2);
     setup(comm, host);
     inner_ = std::move(inner);
   }
@@ -136,13 +139,15 @@ class HostShmTransport final : public Transport {
   int size() const noexcept override { return inner_->size(); }
   std::size_t max_packet_bytes() const noexcept override { return inner_->max_packet_bytes(); }
   std::size_t max_read_bytes() const noexcept override { return inner_->max_read_bytes(); }
-  // A ring's frames are half the ring at most, never below the packet size: half, because an
-  // empty ring always has that much in one piece (before its end or, after a wrap marker, from
-  // its start), so a pair's answer up to half the ring leaves as one message whatever the ring's
-  // position (issue 34: a pair's rows in as few messages as inspector-executor's one; measured
-  // with quarter-ring frames: 3 messages per pair and run against its 1 at np 2, 2 at np 8).
-  // reserve() lends what is free up to that, so a consumer still draining gets smaller frames
-  // rather than a wait. With fewer ranks per host a ring is larger (make_host_shm_transport).
+  // A ring's frames are the whole ring at most (less its header), never below the packet size
+  // (issue 34: a pair's rows in as few messages as inspector-executor's one; measured with
+  // quarter-ring frames: 3 messages per pair and run against its 1 at np 2, 2 at np 8). A
+  // reservation lends what is free in one piece, up to half the ring (an empty ring always has
+  // that much in one piece, before its end or after a wrap marker from its start), or up to the
+  // whole ring for an answer that fits it (reserve_for): then an empty ring not at its start is
+  // first sent back to it by a wrap marker alone, and the answer waits for the consumer to pass
+  // it (one engine step). A consumer still draining gets smaller frames rather than a wait.
+  // With fewer ranks per host a ring is larger (make_host_shm_transport).
   // The peers reached through MPI get what the wrapped
   // transport carries. A ring peer whose pair fell back to MPI keeps the ring's bound (it is
   // decided once, before the pair's first frame), which the MPI transport carries too.
@@ -182,9 +187,11 @@ class HostShmTransport final : public Transport {
     if (o == nullptr) return {};                 // fell back to MPI: lends() says no from now on
     const std::size_t len = lendable(*o, want);  // up to a frame's room: max_frame_bytes(dest)
     if (len < inner_->max_packet_bytes()) return {};  // every packet fits what is lent
+    const std::uint64_t tail = o->tail;
     std::byte* at = place(*o, len);
     if (at == nullptr) return {};
     o->reserved = len;
+    o->reserved_from = tail;
     return {at + kHeader, len};
   }
 
@@ -202,7 +209,10 @@ class HostShmTransport final : public Transport {
     Outbound& o = out_[static_cast<std::size_t>(h)];
     if (o.control == nullptr || o.reserved == 0 || bytes > o.reserved) return TxStatus::kError;
     o.reserved = 0;
-    if (bytes == 0) return TxStatus::kOk;  // place() wrote nothing the consumer can see yet
+    if (bytes == 0) {  // dropped: so is the wrap marker place() may have written before it
+      o.tail = o.reserved_from;
+      return TxStatus::kOk;
+    }
     publish(o, static_cast<std::uint32_t>(bytes));
     return TxStatus::kOk;
   }
@@ -360,7 +370,9 @@ class HostShmTransport final : public Transport {
     std::byte* data = nullptr;
     std::uint64_t tail = 0;
     std::uint64_t head_seen = 0;
-    std::size_t reserved = 0;  // an open reservation's length, 0 if none
+    std::size_t reserved = 0;         // an open reservation's length, 0 if none
+    std::uint64_t reserved_from = 0;  // ... and the tail before it (a dropped one goes back)
+    std::uint64_t lone_wrap = 1;      // the tail right after a wrap marker sent alone (1: none)
   };
   struct Inbound {  // the ring (peer -> me), mapped when its creator announces it
     RingControl* control = nullptr;
@@ -553,7 +565,12 @@ class HostShmTransport final : public Transport {
     const std::size_t total = contiguous < need ? contiguous + need : need;
     if (o.tail + total - o.head_seen > cap) {
       o.head_seen = o.control->head.load(std::memory_order_acquire);
-      if (o.tail + total - o.head_seen > cap) return nullptr;
+      if (o.tail + total - o.head_seen > cap) {
+        // A message longer than the empty ring's room before and after its position: back to
+        // the start first (a send of a frame of the whole ring), then it fits.
+        if (need > contiguous && need > off) wrap_if_empty(o);
+        return nullptr;
+      }
     }
     if (contiguous < need) {  // the message would straddle the end: wrap to the start
       write_header(o.data + off, 0, kWrap);
@@ -568,24 +585,40 @@ class HostShmTransport final : public Transport {
   // is about to write): that read is a cache miss on a line the consumer writes, and paying it
   // on every reservation made the index gather at K = 1 (thousands of small frames) 10-15 %
   // slower; a bulk answer asks for what it needs and gets the whole frame from a drained ring.
-  std::size_t lendable(Outbound& o, std::size_t want) const {
+  std::size_t lendable(Outbound& o, std::size_t want) {
     const std::uint64_t cap = ring_bytes_;
+    // Past half the ring only for an answer the whole ring can take in one message.
+    const bool whole = want > half_frame_bytes_ && want <= ring_frame_bytes_;
+    const std::size_t most = whole ? ring_frame_bytes_ : half_frame_bytes_;
     const auto fit = [&] {
       const std::size_t contiguous = static_cast<std::size_t>(cap - (o.tail & (cap - 1)));
       const auto free = static_cast<std::size_t>(cap - (o.tail - o.head_seen));
       const std::size_t here = std::min(contiguous, free);
       const std::size_t after_wrap = free > contiguous ? free - contiguous : 0;
       const std::size_t best = std::max(here, after_wrap);
-      return best > kHeader ? std::min(ring_frame_bytes_, (best - kHeader) & ~std::size_t{7})
-                            : std::size_t{0};
+      return best > kHeader ? std::min(most, (best - kHeader) & ~std::size_t{7}) : std::size_t{0};
     };
     std::size_t len = fit();
-    const std::size_t enough = std::min(ring_frame_bytes_, std::max(want, ring_bytes_ / 4));
+    const std::size_t enough = std::min(most, std::max(want, ring_bytes_ / 4));
     if (len < enough) {
       o.head_seen = o.control->head.load(std::memory_order_acquire);
       len = fit();
     }
+    // The whole ring once the consumer has passed a wrap marker sent alone (it is on its way
+    // when nothing was written since).
+    if (whole && len < want && (o.tail == o.lone_wrap || wrap_if_empty(o))) return 0;
     return len;
+  }
+  // An empty ring not at its start: a wrap marker alone sends the consumer back to the start,
+  // so that the next message can take the whole ring once the consumer has passed it.
+  bool wrap_if_empty(Outbound& o) {
+    const auto off = static_cast<std::size_t>(o.tail & (ring_bytes_ - 1));
+    if (o.tail != o.head_seen || off == 0) return false;
+    write_header(o.data + off, 0, kWrap);
+    o.tail += ring_bytes_ - off;
+    o.control->tail.store(o.tail, std::memory_order_release);
+    o.lone_wrap = o.tail;
+    return true;
   }
   // Makes the message of `len` bytes placed at the tail visible to the consumer.
   void publish(Outbound& o, std::uint32_t len) {
@@ -662,6 +695,7 @@ class HostShmTransport final : public Transport {
   std::unique_ptr<Transport> inner_;
   const std::size_t ring_bytes_;
   std::size_t ring_frame_bytes_ = 0;  // the largest message of a ring (max_frame_bytes)
+  std::size_t half_frame_bytes_ = 0;  // the most an empty ring always has in one piece
   const std::uint64_t ring_limit_;
   int host_size_ = 1;
   int host_rank_ = 0;
