@@ -520,8 +520,8 @@ Algorithm Communicator::reduce(const AllreduceArgs& a) {
 Algorithm Communicator::reduce_scatter(const AllreduceArgs& a) {
   return dense_collective(wire::Collective::kReduceScatter, a);
 }
-void Communicator::broadcast(void* buffer, std::uint64_t count, int dtype, int root,
-                             LocalError refuse, bool star) {
+AllreduceArgs Communicator::broadcast_args(void* buffer, std::uint64_t count, int dtype, int root,
+                                           LocalError refuse, bool star) {
   AllreduceArgs a;
   a.refuse = refuse;
   a.star = star;
@@ -530,7 +530,12 @@ void Communicator::broadcast(void* buffer, std::uint64_t count, int dtype, int r
   a.count = count;
   a.dtype = dtype;
   a.root = root;
-  dense_collective(wire::Collective::kBcast, a);
+  return a;
+}
+void Communicator::broadcast(void* buffer, std::uint64_t count, int dtype, int root,
+                             LocalError refuse, bool star) {
+  dense_collective(wire::Collective::kBcast,
+                   broadcast_args(buffer, count, dtype, root, refuse, star));
 }
 void Communicator::allgather(const void* send, void* recv, std::uint64_t count, int dtype) {
   AllreduceArgs a;

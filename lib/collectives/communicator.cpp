@@ -486,15 +486,8 @@ std::uint32_t Communicator::start_reduce(const AllreduceArgs& a) {
 
 std::uint32_t Communicator::start_broadcast(void* buffer, std::uint64_t count, int dtype, int root,
                                             LocalError refuse, bool star) {
-  AllreduceArgs a;
-  a.refuse = refuse;
-  a.star = star;
-  a.send = buffer;
-  a.recv = buffer;
-  a.count = count;
-  a.dtype = dtype;
-  a.root = root;
-  return start_dense(wire::Collective::kBcast, a, /*send_now=*/false);
+  return start_dense(wire::Collective::kBcast,
+                     broadcast_args(buffer, count, dtype, root, refuse, star), /*send_now=*/false);
 }
 
 bool Communicator::test(std::uint32_t id) {

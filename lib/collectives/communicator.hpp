@@ -276,6 +276,9 @@ class Communicator {
   std::unique_ptr<Op> make_dense(wire::Collective kind, const AllreduceArgs& args,
                                  Algorithm* algorithm);
   Algorithm dense_collective(wire::Collective kind, const AllreduceArgs& args);
+  // A broadcast's arguments (broadcast and start_broadcast): buffer is both send and recv.
+  static AllreduceArgs broadcast_args(void* buffer, std::uint64_t count, int dtype, int root,
+                                      LocalError refuse, bool star);
   // A non-blocking operation of the dense family: waits for room under the in-flight limit and
   // starts it as a request; with send_now (the all-gather: a prefetch) one driver round runs
   // before it returns, so its descriptor and first blocks leave before the caller computes.

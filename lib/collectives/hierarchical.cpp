@@ -224,6 +224,21 @@ CollectiveError Hierarchy::host_verdict(const CollectiveError* upper, const Coll
   return CollectiveError(static_cast<Failure>(v.failure - 1), v.reason);
 }
 
+AllreduceArgs Hierarchy::host_step_args(const AllreduceArgs& a) const {
+  AllreduceArgs up = a;
+  up.root = 0;
+  up.star = star_;
+  if (up.refuse == LocalError::kNone) up.refuse = recv_error(a);
+  return up;
+}
+
+AllreduceArgs Hierarchy::leaders_step_args(const AllreduceArgs& a, bool refuse) {
+  AllreduceArgs across = a;
+  across.send = a.recv;
+  if (refuse) across.refuse = LocalError::kHostFailed;
+  return across;
+}
+
 Algorithm Hierarchy::allreduce(const AllreduceArgs& a) {
   finish_requests();
   stats_ = OpStats{};
@@ -240,22 +255,15 @@ Algorithm Hierarchy::allreduce(const AllreduceArgs& a) {
     return stats_.algorithm;
   }
   // 1. inside the host: the leader gets the host's reduction (in recv)
-  AllreduceArgs up = a;
-  up.root = 0;
-  up.star = star_;
-  if (up.refuse == LocalError::kNone) up.refuse = recv_error(a);
   Algorithm algo = Algorithm::kAuto;
   try {
-    algo = host_->reduce(up);
+    algo = host_->reduce(host_step_args(a));
     add_stats(host_->last_stats());
   } catch (const CollectiveError& e) {
     add_stats(host_->last_stats());
     if (leader()) {  // the other hosts must hear it: refuse the leaders' step
-      AllreduceArgs refused = a;
-      refused.send = a.recv;
-      refused.refuse = LocalError::kHostFailed;
       try {
-        upper_allreduce(refused);
+        upper_allreduce(leaders_step_args(a, true));
       } catch (const CollectiveError&) {
       }
       add_upper_stats();
@@ -265,10 +273,8 @@ Algorithm Hierarchy::allreduce(const AllreduceArgs& a) {
   // 2. across hosts, between the leaders (or through the racks' switches), in place in recv
   std::optional<CollectiveError> upper;
   if (leader()) {
-    AllreduceArgs across = a;
-    across.send = a.recv;
     try {
-      algo = upper_allreduce(across);
+      algo = upper_allreduce(leaders_step_args(a, false));
     } catch (const CollectiveError& e) {
       upper = e;
     }
@@ -423,12 +429,8 @@ void Hierarchy::step(Request& r) {
           continue;
         }
         // 1. inside the host: the leader gets the host's reduction (in recv)
-        AllreduceArgs up = r.args;
-        up.root = 0;
-        up.star = star_;
-        if (up.refuse == LocalError::kNone) up.refuse = recv_error(r.args);
         try {
-          r.op = host_->start_reduce(up);
+          r.op = host_->start_reduce(host_step_args(r.args));
           r.stage = Stage::kHost;
         } catch (const CollectiveError& e) {
           r.error = inside(e);
@@ -451,11 +453,8 @@ void Hierarchy::step(Request& r) {
         continue;
       }
       case Stage::kHostFailed: {
-        AllreduceArgs refused = r.args;
-        refused.send = r.args.recv;
-        refused.refuse = LocalError::kHostFailed;
         try {
-          r.op = upper_start(refused);
+          r.op = upper_start(leaders_step_args(r.args, true));
           r.stage = Stage::kRefusing;
         } catch (const CollectiveError&) {
           r.stage = Stage::kDone;
@@ -479,10 +478,8 @@ void Hierarchy::step(Request& r) {
         }
         // 2. across hosts, between the leaders (or through the racks' switches), in place (a
         // host of one rank has no step 1: its leader's step is the whole operation)
-        AllreduceArgs across = r.args;
-        if (host_->size() > 1) across.send = r.args.recv;
         try {
-          r.op = upper_start(across);
+          r.op = upper_start(host_->size() > 1 ? leaders_step_args(r.args, false) : r.args);
           r.stage = Stage::kUpper;
         } catch (const CollectiveError& e) {
           r.upper_error = e;

@@ -122,6 +122,10 @@ class Hierarchy {
   // Moves every request on as far as its steps' operations allow, in request order.
   void advance();
   void step(Request& r);
+  // The steps' arguments, shared by allreduce() and the requests: the host's reduce to its
+  // leader; the leaders' step, in place in recv (`refuse`: refused, the host's step failed).
+  AllreduceArgs host_step_args(const AllreduceArgs& args) const;
+  static AllreduceArgs leaders_step_args(const AllreduceArgs& args, bool refuse);
   std::uint32_t upper_start(const AllreduceArgs& args);
   bool upper_test(std::uint32_t id);
   // Completes every request outstanding (before a blocking call on the same communicators).
