@@ -5,18 +5,49 @@
 
 #include <mpi.h>
 
+#include <execinfo.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 
 namespace {
 
 std::atomic<std::uint64_t> g_collectives{0};
 
+// NETSPARSE_TRACE_COLLECTIVES=R: world rank R prints the call stack of each counted collective
+// and the time (PMPI_Wtime) to stderr (symbolize with addr2line), to find where a setup's
+// collectives come from. Read once per process.
+bool tracing() noexcept {
+  static const int traced = [] {
+    const char* v = std::getenv("NETSPARSE_TRACE_COLLECTIVES");
+    if (v == nullptr || *v == '\0') return 0;
+    int rank = -1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank == std::atoi(v) ? 1 : 0;
+  }();
+  return traced == 1;
+}
+
+void trace(std::uint64_t n) noexcept {
+  void* frames[24];
+  const int depth = backtrace(frames, 24);
+  std::fprintf(stderr, "== collective %llu at %.6f s\n", static_cast<unsigned long long>(n),
+               PMPI_Wtime());
+  std::fflush(stderr);
+  backtrace_symbols_fd(frames, depth, STDERR_FILENO);
+}
+
+void add_one() noexcept {
+  const std::uint64_t n = g_collectives.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (tracing()) trace(n);
+}
+
 // Counts a call on `comm` when it has more than one rank.
 void count(MPI_Comm comm) noexcept {
   int size = 1;
-  if (comm != MPI_COMM_NULL && PMPI_Comm_size(comm, &size) == MPI_SUCCESS && size > 1) {
-    g_collectives.fetch_add(1, std::memory_order_relaxed);
-  }
+  if (comm != MPI_COMM_NULL && PMPI_Comm_size(comm, &size) == MPI_SUCCESS && size > 1) add_one();
 }
 
 }  // namespace
@@ -156,7 +187,7 @@ int MPI_Win_free(MPI_Win* win) {
   if (win != nullptr && *win != MPI_WIN_NULL && PMPI_Win_get_group(*win, &group) == MPI_SUCCESS) {
     PMPI_Group_size(group, &size);
     PMPI_Group_free(&group);
-    if (size > 1) g_collectives.fetch_add(1, std::memory_order_relaxed);
+    if (size > 1) add_one();
   }
   return PMPI_Win_free(win);
 }

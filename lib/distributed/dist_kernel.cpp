@@ -14,8 +14,10 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "agreement/mpi_util.hpp"
+#include "config/settings.hpp"
 #include "distributed/comm_modes.hpp"
 #include "distributed/deadlines.hpp"
 #include "distributed/dist_kernel_impl.hpp"
@@ -89,7 +91,8 @@ namespace {
 // option (each decides the exchange's collectives or the size of what it moves), the matrix's
 // shape, and whether an engine was passed. In the order a disagreement is reported.
 agreement::Agreement kernel_arguments(const DistMatrix& a, KernelKind kernel, int k,
-                                      const DistOptions& o, bool engine_given) {
+                                      const DistOptions& o, bool engine_given,
+                                      std::exception_ptr& env_error) {
   const auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
   agreement::Agreement agreed;
   agreed.field("the kernel", to_string(kernel));
@@ -122,6 +125,22 @@ agreement::Agreement kernel_arguments(const DistMatrix& a, KernelKind kernel, in
   agreed.field("DistOptions::tune_runs", std::to_string(o.tune_runs));
   agreed.field("DistOptions::autotune_tiles",
                flag(o.autotune_tiles) + "/" + std::to_string(o.autotune_budget_seconds));
+  // The variables netsparse-node decides its engines by (issue 34: agreed here, in the call's
+  // one allreduce, instead of a collective of their own in the node-wide setup). A value the
+  // configuration table refuses is this rank's refusal (env_error), named in the record too.
+  const std::pair<config::Env, const char*> node_variables[] = {
+      {config::Env::kNodeEngines, "NETSPARSE_NODE_ENGINES"},
+      {config::Env::kRackSwitch, "NETSPARSE_RACK_SWITCH"}};
+  for (const auto& [e, name] : node_variables) {
+    std::string v;
+    try {
+      v = config::choice(e);
+    } catch (...) {
+      v = "(refused)";
+      if (!env_error) env_error = std::current_exception();
+    }
+    agreed.field(name, v);
+  }
   return agreed;
 }
 
@@ -143,8 +162,11 @@ DistKernel::DistKernel(const DistMatrix& a, KernelKind kernel, int k, const Dist
   } catch (...) {
     no_memory = std::current_exception();
   }
-  agreement::agree_on_call(a.comm(), "DistKernel",
-                           kernel_arguments(a, kernel, k, options, engine != nullptr), no_memory);
+  std::exception_ptr env_error;
+  agreement::Agreement agreed =
+      kernel_arguments(a, kernel, k, options, engine != nullptr, env_error);
+  agreement::agree_on_call(a.comm(), "DistKernel", std::move(agreed),
+                           no_memory ? no_memory : env_error);
   if (k < 1) throw std::invalid_argument("DistKernel: K must be >= 1, got " + std::to_string(k));
   if (kernel == KernelKind::spmv && k != 1) {
     throw std::invalid_argument("DistKernel: SpMV needs K == 1, got " + std::to_string(k));
@@ -176,7 +198,7 @@ DistKernel::DistKernel(const DistMatrix& a, KernelKind kernel, int k, const Dist
     s.setup_seconds = dist::now_seconds() - t0;
     return;
   }
-  // One Topology per kernel (seven collectives), for resolving `netsparse` and for the mode.
+  // One Topology per kernel (four collectives), for resolving `netsparse` and for the mode.
   if (dist::resolves_by_layout(options, engine != nullptr) || dist::routes_by_host(options.mode)) {
     s.topology = std::make_unique<dist::Topology>(dist::Topology::build(s.comm));
   }

@@ -26,7 +26,7 @@ struct RunContext {
   MPI_Datatype row_type = MPI_DATATYPE_NULL;  // K contiguous elements of options->scalar
   const DistOptions* options = nullptr;
   // The job's hosts, built once per kernel at its construction for the modes that route or
-  // count by host (DistKernel::Impl::topology): a Topology costs seven collectives, and
+  // count by host (DistKernel::Impl::topology): a Topology costs four collectives, and
   // resolving `netsparse` already needed one.
   const Topology* topology = nullptr;
 

@@ -13,6 +13,7 @@
 
 #include <mpi.h>
 
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,10 @@ class Topology {
   [[nodiscard]] bool virtual_hosts() const noexcept { return virtual_; }
   // The job's ranks on this rank's machine (sharing memory with it), whatever the virtual hosts.
   [[nodiscard]] int ranks_on_machine() const noexcept { return machine_ranks_; }
+  // Whether every rank of the job may run on as many cores as its machine has ranks (its
+  // affinity mask), so that parallel work per rank really runs in parallel (netsparse-node's
+  // engines per rank, NETSPARSE_NODE_ENGINES=auto). The same on every rank.
+  [[nodiscard]] bool cores_for_every_rank() const noexcept { return cores_for_every_rank_; }
   // Host / rack of any rank / host of `comm`, and each host's leader (its lowest rank).
   [[nodiscard]] int host_of(int rank) const { return host_of_rank_.at(rank); }
   [[nodiscard]] int rack_of_host(int host) const { return rack_of_host_.at(host); }
@@ -73,9 +78,12 @@ class Topology {
   [[nodiscard]] std::string describe() const;
 
  private:
+  static Topology build(MPI_Comm comm, const TopologyOverrides& overrides,
+                        std::exception_ptr own_error);
   void release() noexcept;
 
   int rank_ = 0;
+  bool cores_for_every_rank_ = true;
   bool virtual_ = false;
   int nracks_ = 1;
   int machine_ranks_ = 1;

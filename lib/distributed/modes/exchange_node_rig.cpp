@@ -102,12 +102,17 @@ class NodeRigExchange final : public Exchange<T> {
     const MPI_Comm hc = topo_->host_comm();
     const RowPartition& cols = *rc.cols;
     const int my_host = topo_->host();
-    // The old region and plans point into the old store: gone before anything moves.
+    // The old plans point into the old store: gone before anything moves. The region stays
+    // registered (NS_MR_RIG_ONLY): leader_setup rebinds it to the new store, no collective.
     if (ctx_) {
       plans_.clear();
       wrs_.clear();
-      if (region_.get() != nullptr) region_.close();  // collective over the leaders (all here)
     }
+    // The host's steps below wait at the host barrier in the control segment, not an MPI
+    // barrier (issue 34: every collective of a setup is a round over ranks sharing two cores
+    // here, or a host's cores on a cluster). The first setup's final agreement over the job
+    // (first_setup) ordered the control block's construction before any rank uses it.
+    HostBarrier& barrier = control()->barrier;
 
     // 1. The host's Idx Filter: cleared by the leader, then every rank's test-and-sets. The
     // host's own columns that a host mate reads go into the export bits (the rows a run must
@@ -117,7 +122,7 @@ class NodeRigExchange final : public Exchange<T> {
     if (hrank_ == 0) {
       for (std::size_t w = 0; w < 2 * words_; ++w) filter[w].store(0, std::memory_order_relaxed);
     }
-    check_mpi(MPI_Barrier(hc), "MPI_Barrier");
+    barrier.wait(barrier_deadline_, "the host's Idx Filter cleared (setup)");
     std::uint64_t lookups = 0;
     for (const gidx_t c : pat.remote_csr.col_idx) {
       const std::uint64_t bit = std::uint64_t{1} << (c & 63);
@@ -129,7 +134,7 @@ class NodeRigExchange final : public Exchange<T> {
       filter[c >> 6].fetch_or(bit, std::memory_order_relaxed);
     }
     filter_lookups_ = lookups;
-    check_mpi(MPI_Barrier(hc), "MPI_Barrier");
+    barrier.wait(barrier_deadline_, "the host's Idx Filter set (setup)");
 
     // 2. The host's union in column order, and the store's layout.
     bits_.resize(words_);
@@ -149,7 +154,7 @@ class NodeRigExchange final : public Exchange<T> {
     // The rows other hosts gather from this one: the leaders swap their unions once per
     // pattern and mark the host's columns among them; then each rank lists its exported rows.
     if (topo_->is_leader() && topo_->nhosts() > 1) mark_other_hosts_unions(cols, exported);
-    check_mpi(MPI_Barrier(hc), "MPI_Barrier");
+    barrier.wait(barrier_deadline_, "the other hosts' unions marked (setup)");
     const gidx_t cb = cols.begin(rc.rank), ce = cols.end(rc.rank);
     export_rows_.clear();
     for (gidx_t c = cb; c < ce; ++c) {
@@ -337,7 +342,7 @@ class NodeRigExchange final : public Exchange<T> {
     // One engine per rank (planes) or per host (its leader); a single host has nobody to
     // gather from.
     std::exception_ptr error;
-    const EngineChoice choice = engine_choice_agreed(rc, *topo_);
+    const EngineChoice choice = engine_choice(rc, *topo_);
     use_switch_ = choice.rack_switch && topo_->nracks() > 1;
     bool equal_hosts = true;
     for (int h = 1; h < nhosts; ++h) {
@@ -367,35 +372,22 @@ class NodeRigExchange final : public Exchange<T> {
   }
 
   // Whether every rank runs an engine (NETSPARSE_NODE_ENGINES) and whether the rack switch is
-  // on (DistOptions::rack_switch or NETSPARSE_RACK_SWITCH=1): both the same on every rank, else
-  // refused on every rank with one message; one allreduce decides both (at scale every
-  // collective of the setup costs a round over all ranks). Rank engines, auto: where every rank
-  // of every machine has a core of its own (its affinity mask holds as many cores as the
-  // machine has ranks), as the parallel units then run in parallel; measured on 2 cores with 4
-  // ranks per core, the leader alone was faster (docs/architecture.md).
+  // on (DistOptions::rack_switch or NETSPARSE_RACK_SWITCH=1): both the same on every rank, as
+  // DistKernel's argument agreement holds both variables (a disagreement is refused there, on
+  // every rank with one message), and the cores from the topology's records: no collective
+  // (issue 34: at scale every collective of the setup costs a round over all ranks). Rank
+  // engines, auto: where every rank of every machine has a core of its own (its affinity mask
+  // holds as many cores as the machine has ranks), as the parallel units then run in parallel;
+  // measured on 2 cores with 4 ranks per core, the leader alone was faster
+  // (docs/architecture.md).
   struct EngineChoice {
     bool rank_engines = false;
     bool rack_switch = false;
   };
-  static EngineChoice engine_choice_agreed(const RunContext& rc, const Topology& topo) {
+  static EngineChoice engine_choice(const RunContext& rc, const Topology& topo) {
     const std::string choice = config::choice(config::Env::kNodeEngines);
-    const int code = choice == "ranks" ? 1 : choice == "leader" ? 2 : 0;
-    const int on =
-        (rc.options->rack_switch || config::choice(config::Env::kRackSwitch) == "1") ? 1 : 0;
-    cpu_set_t mask;
-    CPU_ZERO(&mask);
-    const int cores = sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : 1;
-    int v[5] = {code, -code, on, -on, cores < topo.ranks_on_machine() ? 1 : 0};
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, v, 5, MPI_INT, MPI_MAX, rc.comm), "MPI_Allreduce");
-    if (v[0] != -v[1]) {
-      throw std::invalid_argument("netsparse-node: the ranks disagree on NETSPARSE_NODE_ENGINES");
-    }
-    if (v[2] != -v[3]) {
-      throw std::invalid_argument(
-          "netsparse-node: the ranks disagree on the rack switch (DistOptions::rack_switch / "
-          "NETSPARSE_RACK_SWITCH)");
-    }
-    return {code == 1 || (code == 0 && v[4] == 0), on == 1};
+    const bool on = rc.options->rack_switch || config::choice(config::Env::kRackSwitch) == "1";
+    return {choice == "ranks" || (choice == "auto" && topo.cores_for_every_rank()), on};
   }
 
   void open_rack_switch(const RunContext& rc) {
@@ -480,22 +472,31 @@ class NodeRigExchange final : public Exchange<T> {
     const RowPartition& cols = *rc.cols;
     // Properties larger than the transport carries travel as equal pieces (as in netsparse):
     // every leader uses the smallest limit so all agree on the split.
-    const std::uint32_t prop_bytes = static_cast<std::uint32_t>(rc.row_bytes());
-    unsigned limit = ctx_.max_prop_bytes();
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &limit, 1, MPI_UNSIGNED, MPI_MIN, engine_comm_),
-              "MPI_Allreduce");
-    const std::uint32_t elems = static_cast<std::uint32_t>(rc.k);
-    pieces_ = 1;
-    if (prop_bytes > limit && limit >= sizeof(T)) {
-      pieces_ = (prop_bytes + limit - 1) / limit;
-      while (elems % pieces_ != 0) ++pieces_;
-    }
-    piece_bytes_ = prop_bytes / pieces_;
-    std::vector<std::uint64_t> offsets(leader_off_);
-    for (std::uint64_t& o : offsets) o *= pieces_;
     T* store = store_data();
     const std::size_t k = static_cast<std::size_t>(rc.k);
-    region_ = PropertyRegion(ctx_, store + n_low_ * k, host_rows_ * pieces_, piece_bytes_, offsets);
+    if (region_.get() == nullptr) {
+      // Once per kernel (K and the host's rows do not change): the split, and the region over
+      // the host's rows, read by the engine alone (no window, no MR: the RIG units serve it).
+      const std::uint32_t prop_bytes = static_cast<std::uint32_t>(rc.row_bytes());
+      unsigned limit = ctx_.max_prop_bytes();
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, &limit, 1, MPI_UNSIGNED, MPI_MIN, engine_comm_),
+                "MPI_Allreduce");
+      const std::uint32_t elems = static_cast<std::uint32_t>(rc.k);
+      pieces_ = 1;
+      if (prop_bytes > limit && limit >= sizeof(T)) {
+        pieces_ = (prop_bytes + limit - 1) / limit;
+        while (elems % pieces_ != 0) ++pieces_;
+      }
+      piece_bytes_ = prop_bytes / pieces_;
+      std::vector<std::uint64_t> offsets(leader_off_);
+      for (std::uint64_t& o : offsets) o *= pieces_;
+      region_ = PropertyRegion(ctx_, store + n_low_ * k, host_rows_ * pieces_, piece_bytes_,
+                               offsets, NS_MR_RIG_ONLY);
+    } else {
+      // A new pattern moves the host's rows in the store (n_low_) or the store itself: the
+      // same rows at a new base, locally (the previous run's quiesce left nothing in flight).
+      region_.rebind(store + n_low_ * k);
+    }
 
     // The union's engine rows (pieces expanded), in store order: [low | high], as runs of
     // consecutive store rows. With the rack switch, rows of other racks go to it instead.
