@@ -10,24 +10,33 @@
 
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
+#include <exception>
+
+#include "config/settings.hpp"
 
 namespace {
 
 std::atomic<std::uint64_t> g_collectives{0};
 
-// NETSPARSE_TRACE_COLLECTIVES=R: world rank R prints the call stack of each counted collective
-// and the time (PMPI_Wtime) to stderr (symbolize with addr2line), to find where a setup's
-// collectives come from. Read once per process.
+// NETSPARSE_TRACE_COLLECTIVES=R (lib/config/settings.hpp): world rank R prints the call stack
+// and the time (PMPI_Wtime) of each counted collective to stderr (symbolize with addr2line), to
+// find where a setup's collectives come from. Read once per process, at the first count (after
+// MPI_Init: the counted calls are MPI's).
 bool tracing() noexcept {
-  static const int traced = [] {
-    const char* v = std::getenv("NETSPARSE_TRACE_COLLECTIVES");
-    if (v == nullptr || *v == '\0') return 0;
-    int rank = -1;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    return rank == std::atoi(v) ? 1 : 0;
+  static const bool traced = [] {
+    try {
+      const long long wanted =
+          netsparse::config::integer(netsparse::config::Env::kTraceCollectives);
+      if (wanted < 0) return false;
+      int rank = -1;
+      PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      return rank == wanted;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "netsparse_bench: %s; not tracing collectives\n", e.what());
+      return false;
+    }
   }();
-  return traced == 1;
+  return traced;
 }
 
 void trace(std::uint64_t n) noexcept {

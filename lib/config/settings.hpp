@@ -65,6 +65,7 @@ enum class Env : int {
   kTaskPackets,
   kBenchStallS,
   kDataDir,
+  kTraceCollectives,
   kCount
 };
 
@@ -157,6 +158,10 @@ inline constexpr Setting kEnvironment[] = {
    "the benchmarks give up (exit 3) after this many seconds without progress (0 = never)"},
   {"NETSPARSE_DATA_DIR", Type::kText, "~/.cache/netsparse/matrices", "", 0, 0, false,
    Scope::kBenchmark, "where scripts/fetch-matrices.sh puts the real matrices"},
+  {"NETSPARSE_TRACE_COLLECTIVES", Type::kInteger, "-1", "", -1, 1 << 30, false,
+   Scope::kBenchmark, "netsparse_bench: this world rank prints the call stack and time of "
+   "each MPI collective it counts to stderr (-1 = none), to find where a setup's collectives "
+   "come from"},
 };
 // clang-format on
 static_assert(std::size(kEnvironment) == static_cast<std::size_t>(Env::kCount));

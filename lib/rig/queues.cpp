@@ -1,5 +1,9 @@
 #include "rig/queues.hpp"
 
+#include <memory>
+#include <new>
+#include <type_traits>
+
 #include "rig/clock.hpp"
 #include "rig/handles.hpp"
 #include "rig/plan.hpp"
@@ -112,13 +116,29 @@ WrError validate_wr(const ns_send_wr& w, const Region* reg, const PostTarget* ta
 }
 
 // ---- Qp ------------------------------------------------------------------------------------
+static_assert(std::is_trivially_destructible_v<Command>,
+              "Qp's slots are raw storage, constructed on first use and never destroyed");
+
 Qp::Qp(PostTarget& target, Cq& cq, std::uint32_t depth)
-    : target_(target), cq_(cq), slots_(depth), submit_(depth), free_(depth) {
-  for (std::uint32_t i = 0; i < depth; ++i) {
-    slots_[i].slot = i;
-    slots_[i].qp = this;
-    free_.push(i);
-  }
+    : target_(target),
+      cq_(cq),
+      depth_(depth),
+      slots_(std::allocator<Command>().allocate(depth)),
+      submit_(depth),
+      free_(depth) {}
+
+Qp::~Qp() {
+  std::allocator<Command>().deallocate(slots_, depth_);
+}
+
+bool Qp::take_slot(std::uint32_t& slot) noexcept {
+  if (free_.pop(slot)) return true;
+  if (fresh_ == depth_) return false;
+  slot = fresh_++;
+  Command* c = ::new (static_cast<void*>(slots_ + slot)) Command{};
+  c->slot = slot;
+  c->qp = this;
+  return true;
 }
 
 template <bool kValidate>
@@ -145,7 +165,7 @@ PostResult Qp::post_chain(ns_send_wr* wr, ns_send_wr** bad_wr) {
       break;
     }
     std::uint32_t slot = 0;
-    if (!free_.pop(slot)) {
+    if (!take_slot(slot)) {
       if (plan != nullptr) plan->busy.store(false, std::memory_order_release);
       result = {NS_ERR_NO_RESOURCE, WrError::kQueueFull};
       break;

@@ -159,6 +159,9 @@ struct PostResult {
 class Qp {
  public:
   Qp(PostTarget& target, Cq& cq, std::uint32_t depth);
+  ~Qp();
+  Qp(const Qp&) = delete;
+  Qp& operator=(const Qp&) = delete;
   Cq& cq() const noexcept { return cq_; }
   // ns_post_send (thread-safe: one lock per chain).
   PostResult post(ns_send_wr* wr, ns_send_wr** bad_wr) { return post_chain<true>(wr, bad_wr); }
@@ -184,9 +187,18 @@ class Qp {
   template <bool kValidate>
   PostResult post_chain(ns_send_wr* wr, ns_send_wr** bad_wr);
 
+  // A slot for the next work request: a released one, else one never used (constructed now),
+  // else none (the queue is full). Host side, under post_mu_.
+  bool take_slot(std::uint32_t& slot) noexcept;
+
   PostTarget& target_;
   Cq& cq_;
-  std::vector<Command> slots_;
+  // depth_ slots, constructed on first use (fresh_ of them so far): a queue pair of 4096
+  // slots is 0.8 MB, and constructing it at creation was a third of an engine's open (perf:
+  // Qp::Qp and its page faults; issue 34). The engine sees only slots handed to it.
+  const std::uint32_t depth_;
+  std::uint32_t fresh_ = 0;
+  Command* slots_ = nullptr;
   SpscRing<std::uint32_t> submit_;  // host -> engine: slot ids
   SpscRing<std::uint32_t> free_;    // engine -> host: released slot ids
   std::mutex post_mu_;

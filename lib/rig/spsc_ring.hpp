@@ -16,6 +16,8 @@
 #include <new>
 #include <vector>
 
+#include "support/raw_vector.hpp"
+
 namespace netsparse::rig {
 
 template <class T>
@@ -81,7 +83,9 @@ class SpscRing {
 
  private:
   static constexpr std::size_t kLine = 64;
-  std::vector<T> buf_;
+  // Not zero-filled: an element is read only after the producer wrote and published it, and a
+  // completion queue of 8192 entries zeroed at every engine open was page faults for nothing.
+  support::RawVector<T> buf_;
   std::size_t mask_;
   std::size_t capacity_;
   alignas(kLine) std::atomic<std::uint64_t> head_{0};  // next to read (consumer writes)
