@@ -23,6 +23,7 @@
 #include "rig/handles.hpp"
 #include "support/enum_names.hpp"
 #include "support/memory.hpp"
+#include "transport/host_layout.hpp"
 #include "transport/transport_factory.hpp"
 
 namespace {
@@ -174,7 +175,35 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
   if (comm == MPI_COMM_NULL) return fail(NS_ERR_INVALID, "comm is MPI_COMM_NULL");
   netsparse::rig::Config cfg;
   tr::TransportKind kind = tr::TransportKind::kMpi;
-  const netsparse::agreement::Agreement mine = local_settings(attr, cfg, kind);
+  // The ranks sharing this rank's memory (MPI_Comm_split_type SHARED), split first by every
+  // rank whatever its settings: AUTO progress counts them, the host rings cut them into hosts,
+  // and the layout check below needs them, all from this one split.
+  struct MachineComm {
+    MPI_Comm comm = MPI_COMM_NULL;
+    ~MachineComm() {
+      if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+    }
+  } machine;
+  const int split_rc =
+      MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &machine.comm);
+  netsparse::agreement::Agreement mine = local_settings(attr, cfg, kind);
+  // The host layout the rings would be built on (NETSPARSE_RANKS_PER_HOST: virtual hosts inside
+  // one machine each): refused in this agreement, so the rings need no agreement of their own
+  // (issue 34: one collective less at every open).
+  const bool host_rings = kind == tr::TransportKind::kMpi &&
+                          (cfg.flags & NS_CTX_NO_HOST_RINGS) == 0 && !mine.refused() &&
+                          netsparse::config::choice(netsparse::config::Env::kMpiShm) != "0";
+  if (split_rc != MPI_SUCCESS) {
+    mine.refuse(NS_ERR_TRANSPORT, "MPI_Comm_split_type (the ranks sharing memory) failed");
+  } else if (host_rings) {
+    try {
+      if (const std::string why = tr::virtual_host_refusal(comm, machine.comm); !why.empty()) {
+        mine.refuse(NS_ERR_INVALID, why);
+      }
+    } catch (const std::exception& e) {
+      mine.refuse(NS_ERR_TRANSPORT, e.what());
+    }
+  }
   // Collective agreement before anything else: a rank whose arguments are refused must not
   // leave the others waiting in the transport's collectives, and settings that decide the
   // collectives (or only work when every rank has them) must match. Every rank fails with the
@@ -187,14 +216,6 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
   }
   if (!verdict.ok()) return fail(verdict.refused ? verdict.status : NS_ERR_INVALID, verdict.reason);
   warn_unknown_names(comm);
-  // The ranks sharing this rank's memory, when AUTO progress splits them: handed on to the
-  // host rings, which would split them again; freed here if they do not take it.
-  struct MachineComm {
-    MPI_Comm comm = MPI_COMM_NULL;
-    ~MachineComm() {
-      if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
-    }
-  } machine;
   if (cfg.progress_mode == NS_PROGRESS_AUTO) {
     // Collective (ns_open_mpi is): how many ranks share this host, to see whether a core is
     // free for a progress thread beside the OpenMP threads that compute.
@@ -205,8 +226,8 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
     const std::vector<unsigned char> my_mask = netsparse::rig::affinity_mask();
     std::vector<std::vector<unsigned char>> masks{my_mask};
     int self = 0;
-    MPI_Comm& host = machine.comm;  // kept for the host rings' split (TransportOptions)
-    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
+    const MPI_Comm host = machine.comm;  // handed on to the host rings (TransportOptions)
+    {
       int on_host = 1;
       MPI_Comm_size(host, &on_host);
       MPI_Comm_rank(host, &self);
@@ -242,7 +263,8 @@ extern "C" ns_status_t ns_open_mpi(MPI_Comm comm, const ns_context_attr* attr, n
   const bool threaded = cfg.progress_mode == NS_PROGRESS_THREAD || cfg.standby_us > 0;
   try {
     tr::TransportOptions options = transport_options(cfg, threaded);
-    options.machine_comm = &machine.comm;
+    options.machine_comm = &machine.comm;  // taken over by the host rings, else freed here
+    options.layout_agreed = host_rings;
     auto ctx = std::make_unique<ns_context>(tr::make_transport(kind, comm, options), cfg);
     // A context still open when the application calls MPI_Finalize is closed at its start,
     // while MPI works (the progress thread must not call MPI during or after it).

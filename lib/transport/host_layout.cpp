@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "agreement/mpi.hpp"
 #include "config/settings.hpp"
@@ -24,7 +25,7 @@ using agreement::check_mpi;
 // (a rank that cut its host differently from its peers would write rings nobody reads): the
 // ranks disagree on the value, it does not divide the job into whole hosts, or a virtual host
 // would span two machines. One allreduce of three integers decides it.
-MPI_Comm split_host(MPI_Comm comm, MPI_Comm* machine) {  // machine: taken over when given
+MPI_Comm split_host(MPI_Comm comm, MPI_Comm* machine, bool layout_agreed) {
   MPI_Comm shared = MPI_COMM_NULL;
   if (machine != nullptr && *machine != MPI_COMM_NULL) {
     shared = std::exchange(*machine, MPI_COMM_NULL);
@@ -57,6 +58,9 @@ MPI_Comm split_host(MPI_Comm comm, MPI_Comm* machine) {  // machine: taken over 
   }
   int host_size = 1;
   MPI_Comm_size(host, &host_size);
+  // ns_open_mpi agreed on the value and refused a layout that cannot work (virtual_host_refusal)
+  // in its one agreement: no second round.
+  if (layout_agreed) return host;
   const long long in[3] = {per_host, -per_host, per_host > 0 && host_size != per_host ? 1 : 0};
   long long out[3] = {0, 0, 0};
   const int arc = MPI_Allreduce(in, out, 3, MPI_LONG_LONG, MPI_MAX, comm);
@@ -85,6 +89,47 @@ MPI_Comm split_host(MPI_Comm comm, MPI_Comm* machine) {  // machine: taken over 
     throw std::invalid_argument("netsparse: host layout refused: " + refused);
   }
   return host;
+}
+
+std::string virtual_host_refusal(MPI_Comm comm, MPI_Comm machine) {
+  if (!config::is_set(config::Env::kRanksPerHost)) return {};
+  long long per_host = 0;
+  try {
+    per_host = config::integer(config::Env::kRanksPerHost);
+  } catch (const std::exception& e) {
+    return e.what();  // the agreement's own check names it too
+  }
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  if (per_host <= 0) return "NETSPARSE_RANKS_PER_HOST is not a positive integer";
+  if (size % per_host != 0) {
+    return "netsparse: host layout refused: NETSPARSE_RANKS_PER_HOST=" + std::to_string(per_host) +
+           " does not divide the job's " + std::to_string(size) + " ranks into whole hosts";
+  }
+  // This rank's virtual host, ranks [first, first + per_host) of comm: each in this machine?
+  MPI_Group comm_group = MPI_GROUP_NULL, machine_group = MPI_GROUP_NULL;
+  check_mpi(MPI_Comm_group(comm, &comm_group), "MPI_Comm_group");
+  const int rc = MPI_Comm_group(machine, &machine_group);
+  if (rc != MPI_SUCCESS) MPI_Group_free(&comm_group);
+  check_mpi(rc, "MPI_Comm_group");
+  const int first = static_cast<int>(rank / per_host * per_host);
+  std::vector<int> members(static_cast<std::size_t>(per_host)), on_machine(members.size());
+  for (std::size_t i = 0; i < members.size(); ++i) members[i] = first + static_cast<int>(i);
+  const int trc = MPI_Group_translate_ranks(comm_group, static_cast<int>(members.size()),
+                                            members.data(), machine_group, on_machine.data());
+  MPI_Group_free(&comm_group);
+  MPI_Group_free(&machine_group);
+  check_mpi(trc, "MPI_Group_translate_ranks (virtual host)");
+  for (const int m : on_machine) {
+    if (m == MPI_UNDEFINED) {
+      return "netsparse: host layout refused: NETSPARSE_RANKS_PER_HOST=" +
+             std::to_string(per_host) +
+             " puts ranks of different machines on one virtual host (virtual hosts are " +
+             std::to_string(per_host) + " consecutive ranks, all on one machine)";
+    }
+  }
+  return {};
 }
 
 // The bytes this rank's rings may take: its share of MemAvailable (shared by the host's ranks),

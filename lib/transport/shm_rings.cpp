@@ -734,8 +734,8 @@ class HostShmTransport final : public Transport {
 
 std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_ptr<Transport> inner,
                                                    std::size_t ring_bytes, std::string* why_not,
-                                                   MPI_Comm* machine_comm) {
-  MPI_Comm host = split_host(comm, machine_comm);
+                                                   MPI_Comm* machine_comm, bool layout_agreed) {
+  MPI_Comm host = split_host(comm, machine_comm, layout_agreed);
   int host_size = 1;
   MPI_Comm_size(host, &host_size);
   if (host_size < 2) {

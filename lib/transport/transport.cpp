@@ -72,7 +72,7 @@ std::unique_ptr<Transport> make_transport(TransportKind kind, MPI_Comm comm,
               ? static_cast<std::size_t>(config::integer(config::Env::kMpiShmRingBytes))
               : 0;
       return make_host_shm_transport(comm, std::move(mpi), ring_bytes, nullptr,
-                                     options.machine_comm);
+                                     options.machine_comm, options.layout_agreed);
     }
     case TransportKind::kVerbs: {
       VerbsOptions verbs = options.verbs;

@@ -97,11 +97,12 @@ std::unique_ptr<Transport> make_mpi_transport(MPI_Comm comm, bool need_thread_mu
 // <= 4 MiB for the rings a rank would write to every other rank of its host;
 // NETSPARSE_MPI_SHM_RING_BYTES sets it in make_transport). make_transport uses it for kMpi unless
 // NETSPARSE_MPI_SHM=0.
-// machine_comm: as TransportOptions::machine_comm.
+// machine_comm, layout_agreed: as TransportOptions's.
 std::unique_ptr<Transport> make_host_shm_transport(MPI_Comm comm, std::unique_ptr<Transport> inner,
                                                    std::size_t ring_bytes = 0,
                                                    std::string* why_not = nullptr,
-                                                   MPI_Comm* machine_comm = nullptr);
+                                                   MPI_Comm* machine_comm = nullptr,
+                                                   bool layout_agreed = false);
 
 // ---- verbs ------------------------------------------------------------------------------
 struct VerbsOptions {
@@ -156,6 +157,9 @@ struct TransportOptions {
   // comm again (one collective over comm less at an open) and take it over (*machine_comm is
   // then MPI_COMM_NULL). Left as it was otherwise; the caller frees what is left.
   MPI_Comm* machine_comm = nullptr;
+  // The caller has agreed on the host layout over comm (NETSPARSE_RANKS_PER_HOST and
+  // virtual_host_refusal, host_layout.hpp): the host rings skip their own agreement.
+  bool layout_agreed = false;
   MpiOptions mpi;
   VerbsOptions verbs;  // make_transport applies VerbsOptions::apply_env() to a copy
   InprocOptions inproc;

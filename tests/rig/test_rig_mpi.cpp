@@ -244,6 +244,46 @@ TEST(Mpi, OpenAgreesOnSettingsAcrossRanks) {
   EXPECT_EQ(ns_close(ctx), NS_OK);
 }
 
+// A host layout the rings cannot be built on is refused by ns_open_mpi's own agreement (the
+// rings no longer agree on it themselves): every rank fails with the same message, and a
+// disagreeing value is named like any agreed setting. The communicator stays usable.
+TEST(Mpi, OpenRefusesAHostLayoutThatCannotWorkOnEveryRank) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size < 2) GTEST_FAIL() << "needs at least 2 ranks";
+  const char* saved = std::getenv("NETSPARSE_RANKS_PER_HOST");
+  const std::string kept = saved != nullptr ? saved : "";
+  const auto restore = [&] {
+    if (saved != nullptr) {
+      setenv("NETSPARSE_RANKS_PER_HOST", kept.c_str(), 1);
+    } else {
+      unsetenv("NETSPARSE_RANKS_PER_HOST");
+    }
+  };
+  ns_context* ctx = nullptr;
+  ASSERT_EQ(setenv("NETSPARSE_RANKS_PER_HOST", std::to_string(size + 1).c_str(), 1), 0);
+  const ns_status_t s = ns_open_mpi(MPI_COMM_WORLD, nullptr, &ctx);
+  const std::string msg = ns_last_error();
+  restore();
+  EXPECT_EQ(s, NS_ERR_INVALID);
+  EXPECT_EQ(ctx, nullptr);
+  EXPECT_NE(
+      msg.find("NETSPARSE_RANKS_PER_HOST=" + std::to_string(size + 1) +
+               " does not divide the job's " + std::to_string(size) + " ranks into whole hosts"),
+      std::string::npos)
+      << msg;
+  ASSERT_EQ(setenv("NETSPARSE_RANKS_PER_HOST", rank == 0 ? "1" : std::to_string(size).c_str(), 1),
+            0);
+  const ns_status_t s2 = ns_open_mpi(MPI_COMM_WORLD, nullptr, &ctx);
+  const std::string msg2 = ns_last_error();
+  restore();
+  EXPECT_EQ(s2, NS_ERR_INVALID);
+  EXPECT_NE(msg2.find("ranks disagree on NETSPARSE_RANKS_PER_HOST"), std::string::npos) << msg2;
+  ASSERT_EQ(ns_open_mpi(MPI_COMM_WORLD, nullptr, &ctx), NS_OK) << ns_last_error();
+  EXPECT_EQ(ns_close(ctx), NS_OK);
+}
+
 // NS_CTX_NO_HOST_RINGS: the context's MPI transport leaves its intra-host shared-memory rings
 // out (what node-wide NetSparse's leaders need on virtual hosts), without touching the
 // environment, and the engine still gathers every byte; without the flag the rings are there

@@ -28,8 +28,8 @@ class RigCompactExchange final : public RigExchangeBase<T> {
     plans_.clear();  // they gather into the window resized below
     plans_made_ = false;
     push_tag_ = impl().new_push_tag();
-    find_pattern_peers(pat, rc);
     ghosts_.build(pat.remote_csr, rc.cols->n_rows(), pat.local_part.config(), rc.scalar());
+    find_pattern_peers(std::span<const gidx_t>(ghosts_.ghosts()), rc);
     window_[0].resize(ghosts_.ghosts().size() * static_cast<std::size_t>(rc.k));
     window_[1].clear();
   }
