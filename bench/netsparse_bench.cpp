@@ -805,7 +805,9 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
       run_once(kern, w);
     }
     res.auto_tuning_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
-    res.auto_chosen.emplace_back(to_string(kern.chosen_mode()));
+    const std::string& knobs = kern.auto_tuning().chosen_knobs;
+    res.auto_chosen.emplace_back(std::string(to_string(kern.chosen_mode())) +
+                                 (knobs.empty() ? "" : " (" + knobs + ")"));
     res.auto_json.push_back(kern.auto_tuning_json());
   }
   if (!changing) {
@@ -1227,7 +1229,9 @@ void print_auto_line(const Result& r, const std::vector<Result>& results) {
     const bench::Json j = bench::parse_json(r.auto_json.front(), "DistKernel::auto_tuning_json");
     std::string compared;
     for (const bench::Json& c : j["candidates"]) {
-      compared += (compared.empty() ? "" : ", ") + c["mode"].get<std::string>() + " " +
+      const std::string knobs = c.value("knobs", "");
+      compared += (compared.empty() ? "" : ", ") + c["mode"].get<std::string>() +
+                  (knobs.empty() ? "" : " (" + knobs + ")") + " " +
                   (c["skipped"].get<bool>() ? std::string("skipped")
                                             : fmt("%.3f ms", c["seconds"].get<double>() * 1e3));
     }

@@ -211,6 +211,13 @@ struct DistOptions {
   bool rack_switch = false;
   // auto: timed runs per candidate, each candidate's after one untimed warm-up (>= 1, <= 100).
   int tune_runs = 2;
+  // auto: when a NetSparse engine wins the modes' trials, its knobs are tuned next the same way
+  // (the paper's future work: batch size, concatenation delay, packet size and units chosen
+  // while the kernel runs): variants of the winner's options -- batch / 8 and x 8, no
+  // concatenation delay, 4 KiB packets, one client and one server unit -- each tried for a
+  // warm-up and tune_runs runs, the fastest kept (the winner itself when none is faster). The
+  // engine knobs are tried only on an engine the kernel opens (not a RigEngine passed in).
+  bool tune_engine = true;
   // SPADE's exhaustive tile search (netsparse/autotune.hpp) on this rank's local block (the
   // columns it owns) when a fixed pattern is set: the best row panel is used for both parts and
   // the best column panels and barriers for the local part, instead of `tiling`'s. The choice is
@@ -241,9 +248,13 @@ struct AutoTuning {
     std::vector<double> run_seconds;  // this rank's timed runs (the warm-up not included)
     double seconds = 0;               // the max over ranks of the ranks' medians: what was compared
     double setup_seconds = 0;         // this rank: constructing it (its setup)
+    // The engine knobs it changes from the options ("batch 1024", "concat delay 0 ns", ...);
+    // empty for the modes' candidates (DistOptions::tune_engine's variants otherwise).
+    std::string knobs;
   };
   bool tuned = false;                     // false while the trials run
   CommMode chosen = CommMode::automatic;  // the winner once tuned
+  std::string chosen_knobs;               // its Candidate::knobs (empty: the options' own)
   int tune_runs = 2;                      // DistOptions::tune_runs
   int tunings = 0;                        // choices made so far (the first, then one per re-tune)
   std::vector<Candidate> candidates;      // in trial order

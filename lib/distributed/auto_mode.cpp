@@ -40,6 +40,11 @@ AutoSelector::AutoSelector(const DistMatrix& a, KernelKind kernel, int k,
       given_engine_(std::move(engine)),
       kernels_(std::size(kAutoCandidates)) {
   tuning_.tune_runs = options.tune_runs;
+  for (const CommMode m : kAutoCandidates) {
+    DistOptions o = options;
+    o.mode = m;
+    specs_.push_back(Spec{o, {}});
+  }
   tuning_.candidates.resize(kernels_.size());
   start_trials();
   // The first candidate now: the kernel's setup errors surface at construction, as any mode's.
@@ -50,17 +55,31 @@ AutoSelector::AutoSelector(const DistMatrix& a, KernelKind kernel, int k,
 }
 
 void AutoSelector::start_trials() {
+  // The modes' slots again: a knob variant that won (the one kernel alive past them) becomes
+  // the NetSparse candidate, with its options.
+  const std::size_t modes = std::size(kAutoCandidates);
+  for (std::size_t i = modes; i < kernels_.size(); ++i) {
+    if (!kernels_[i]) continue;
+    kernels_[0] = std::move(kernels_[i]);
+    specs_[0] = specs_[i];
+  }
+  kernels_.resize(modes);
+  specs_.resize(modes);
+  tuning_.candidates.resize(modes);
+  variants_added_ = false;
   chosen_ = -1;
   slot_ = 0;
   runs_in_slot_ = 0;
   tuning_.tuned = false;
   tuning_.chosen = CommMode::automatic;
+  tuning_.chosen_knobs.clear();
   tuning_.setup_seconds = 0;
   tuning_.trial_seconds = 0;
   tuning_.trial_runs = 0;
   for (std::size_t i = 0; i < kernels_.size(); ++i) {
     AutoTuning::Candidate& c = tuning_.candidates[i];
-    c.mode = kernels_[i] ? kernels_[i]->mode() : kAutoCandidates[i];
+    c.mode = kernels_[i] ? kernels_[i]->mode() : specs_[i].options.mode;
+    c.knobs = specs_[i].knobs;
     c.skipped = false;
     c.run_seconds.clear();
     c.seconds = 0;
@@ -73,11 +92,11 @@ std::size_t AutoSelector::build_slot(std::size_t from) {
     if (kernels_[i]) return i;
     AutoTuning::Candidate& c = tuning_.candidates[i];
     if (c.skipped) continue;
-    DistOptions o = options_;
-    o.mode = kAutoCandidates[i];
+    const DistOptions& o = specs_[i].options;
     const double t0 = now_seconds();
     try {
-      // Only the NetSparse candidate runs on an engine the caller brought.
+      // Only the NetSparse candidates run on an engine the caller brought (their variants
+      // change no engine knob then: add_engine_variants).
       kernels_[i] = std::make_unique<DistKernel>(
           base_, kernel_, k_, o, o.mode == CommMode::netsparse ? given_engine_ : nullptr);
       if (latest_ != &base_.local()) kernels_[i]->set_pattern(*latest_);
@@ -98,10 +117,12 @@ std::size_t AutoSelector::build_slot(std::size_t from) {
 }
 
 DistKernel& AutoSelector::current() {
-  if (chosen_ >= 0) return *kernels_[static_cast<std::size_t>(chosen_)];
-  slot_ = build_slot(slot_);
-  if (slot_ == kernels_.size()) choose();  // the remaining candidates could not be built
-  return chosen_ >= 0 ? *kernels_[static_cast<std::size_t>(chosen_)] : *kernels_[slot_];
+  while (chosen_ < 0) {
+    slot_ = build_slot(slot_);
+    if (slot_ < kernels_.size()) return *kernels_[slot_];
+    choose();  // the remaining candidates could not be built (or knob variants come next)
+  }
+  return *kernels_[static_cast<std::size_t>(chosen_)];
 }
 
 const DistKernel& AutoSelector::in_use() const noexcept {
@@ -145,7 +166,8 @@ void AutoSelector::choose() {
   std::vector<double> seconds(n, kNone);
   for (std::size_t i = 0; i < n; ++i) {
     const AutoTuning::Candidate& c = tuning_.candidates[i];
-    if (c.skipped || c.run_seconds.empty()) continue;
+    // A candidate already out (a mode that lost before the knob variants ran) competes no more.
+    if (c.skipped || c.run_seconds.empty() || !kernels_[i]) continue;
     seconds[i] = i < forced_.size() ? forced_[i] : median_of(c.run_seconds);
   }
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, seconds.data(), static_cast<int>(n), MPI_DOUBLE, MPI_MAX,
@@ -156,20 +178,87 @@ void AutoSelector::choose() {
     if (seconds[i] < kNone && (best == n || seconds[i] < seconds[best])) best = i;
   }
   if (best == n) throw std::logic_error("DistKernel (auto): no candidate was timed");
-  chosen_ = static_cast<std::ptrdiff_t>(best);
   for (std::size_t i = 0; i < n; ++i) {
-    tuning_.candidates[i].seconds = seconds[i] < kNone ? seconds[i] : 0;
+    if (seconds[i] < kNone) tuning_.candidates[i].seconds = seconds[i];
     if (i != best) kernels_[i].reset();  // the losers' patterns, buffers and engines go now
   }
+  tuning_.trial_seconds += now_seconds() - t0;
+  // A NetSparse engine won the modes: its knobs next, on the same kernel and pattern.
+  if (add_engine_variants(best)) {
+    slot_ = n;
+    runs_in_slot_ = 0;
+    refresh_engine();
+    return;
+  }
+  chosen_ = static_cast<std::ptrdiff_t>(best);
   refresh_engine();
   tuning_.tuned = true;
   tuning_.chosen = kernels_[best]->mode();
+  tuning_.chosen_knobs = specs_[best].knobs;
   ++tuning_.tunings;
-  tuning_.trial_seconds += now_seconds() - t0;
+}
+
+bool AutoSelector::add_engine_variants(std::size_t winner) {
+  if (!options_.tune_engine || variants_added_) return false;
+  const CommMode m = kernels_[winner]->mode();
+  if (m != CommMode::netsparse_rank && m != CommMode::netsparse_node) return false;
+  variants_added_ = true;
+  const std::size_t before = specs_.size();
+  const DistOptions base = specs_[winner].options;  // a copy: specs_ grows below
+  // Knobs of the engine's context need an engine of their own: not with one the caller brought.
+  const bool own_engine = !(given_engine_ && base.mode == CommMode::netsparse);
+  const auto add = [&](DistOptions o, std::string knobs) {
+    specs_.push_back(Spec{std::move(o), std::move(knobs)});
+    kernels_.emplace_back();
+    AutoTuning::Candidate c;
+    c.mode = specs_.back().options.mode;
+    c.knobs = specs_.back().knobs;
+    tuning_.candidates.push_back(std::move(c));
+  };
+  const std::string winner_knobs = specs_[winner].knobs;
+  const std::string prefix = winner_knobs.empty() ? "" : winner_knobs + ", ";
+  // The paper's batch size (Fig. 15): fewer, larger work requests or more, smaller ones.
+  for (const std::uint64_t batch : {std::max<std::uint64_t>(64, base.batch / 8), base.batch * 8}) {
+    if (batch == base.batch) continue;
+    DistOptions o = base;
+    o.batch = batch;
+    add(o, prefix + "batch " + std::to_string(batch));
+  }
+  if (own_engine) {
+    // The concatenation delay (Fig. 17): a packet leaves as soon as it is posted.
+    if (base.engine.delay_ns != 0) {
+      DistOptions o = base;
+      o.engine.delay_ns = 0;
+      add(o, prefix + "concat delay 0 ns");
+    }
+    // Larger packets (the paper's 1500 B MTU against a jumbo-ish 4 KiB).
+    if (base.engine.packet_bytes != 4096) {
+      DistOptions o = base;
+      o.engine.packet_bytes = 4096;
+      add(o, prefix + "packet 4096 B");
+    }
+    // Fewer RIG units (each a pipeline the progress driver steps: on few cores, fewer to step).
+    if (base.engine.client_units != 1 || base.engine.server_units != 1) {
+      DistOptions o = base;
+      o.engine.client_units = 1;
+      o.engine.server_units = 1;
+      add(o, prefix + "units 1/1");
+    }
+  }
+  return specs_.size() > before;
 }
 
 void AutoSelector::refresh_engine() {
-  engine_ = kernels_[0] ? kernels_[0]->engine() : nullptr;
+  // The winner's engine once chosen; while the trials run, the latest candidate's built that
+  // has one (the NetSparse candidate's, or the knob variant under trial).
+  if (chosen_ >= 0) {
+    engine_ = kernels_[static_cast<std::size_t>(chosen_)]->engine();
+    return;
+  }
+  engine_ = nullptr;
+  for (const auto& kernel : kernels_) {
+    if (kernel && kernel->engine()) engine_ = kernel->engine();
+  }
 }
 
 void AutoSelector::set_pattern(const CsrMatrix& rows) {
@@ -196,7 +285,9 @@ void AutoSelector::set_pattern(const CsrMatrix& rows) {
   for (std::size_t i = 0; i < kernels_.size(); ++i) {
     if (i != keep) kernels_[i].reset();
   }
-  start_trials();
+  start_trials();  // a knob variant kept moves to the NetSparse candidate's slot
+  keep = 0;
+  while (!kernels_[keep]) ++keep;
   tuning_.candidates[keep].setup_seconds = kept_setup;
   tuning_.setup_seconds = kept_setup;
   refresh_engine();
@@ -248,17 +339,18 @@ std::string DistKernel::auto_tuning_json() const {
   };
   const auto quoted = [](CommMode m) { return std::string("\"") + to_string(m) + "\""; };
   std::string j = "{\"tuned\": " + std::string(t.tuned ? "true" : "false") +
-                  ", \"chosen\": " + quoted(t.chosen) +
-                  ", \"tune_runs\": " + std::to_string(t.tune_runs) +
+                  ", \"chosen\": " + quoted(t.chosen) + ", \"chosen_knobs\": \"" + t.chosen_knobs +
+                  "\"" + ", \"tune_runs\": " + std::to_string(t.tune_runs) +
                   ", \"tunings\": " + std::to_string(t.tunings) +
                   ", \"setup_seconds\": " + num(t.setup_seconds) +
                   ", \"trial_seconds\": " + num(t.trial_seconds) +
                   ", \"trial_runs\": " + std::to_string(t.trial_runs) + ", \"candidates\": [";
   for (std::size_t i = 0; i < t.candidates.size(); ++i) {
     const AutoTuning::Candidate& c = t.candidates[i];
-    j += std::string(i == 0 ? "" : ", ") + "{\"mode\": " + quoted(c.mode) +
-         ", \"skipped\": " + (c.skipped ? "true" : "false") + ", \"seconds\": " + num(c.seconds) +
-         ", \"setup_seconds\": " + num(c.setup_seconds) + ", \"run_seconds\": [";
+    j += std::string(i == 0 ? "" : ", ") + "{\"mode\": " + quoted(c.mode) + ", \"knobs\": \"" +
+         c.knobs + "\", \"skipped\": " + (c.skipped ? "true" : "false") +
+         ", \"seconds\": " + num(c.seconds) + ", \"setup_seconds\": " + num(c.setup_seconds) +
+         ", \"run_seconds\": [";
     for (std::size_t r = 0; r < c.run_seconds.size(); ++r) {
       j += (r == 0 ? "" : ", ") + num(c.run_seconds[r]);
     }

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "netsparse/dist_matrix.hpp"
@@ -55,9 +56,18 @@ class NETSPARSE_LOCAL AutoSelector {
   void force_seconds(std::vector<double> seconds) { forced_ = std::move(seconds); }
 
  private:
+  // What a slot builds: the modes' candidates (kAutoCandidates), then the engine knobs'
+  // variants of the winner (DistOptions::tune_engine).
+  struct Spec {
+    DistOptions options;
+    std::string knobs;  // empty for a mode's candidate
+  };
   void start_trials();
   std::size_t build_slot(std::size_t from);  // the first slot >= from that builds, or size
   void choose();
+  // After the modes' choice: slots for the winner's knob variants, and their trials next.
+  // Returns whether any was added.
+  bool add_engine_variants(std::size_t winner);
   void refresh_engine();
 
   DistMatrix base_;                    // the pattern the candidates are built from
@@ -66,10 +76,12 @@ class NETSPARSE_LOCAL AutoSelector {
   int k_;
   DistOptions options_;
   std::shared_ptr<RigEngine> given_engine_;
+  std::vector<Spec> specs_;                           // per candidate
   std::vector<std::unique_ptr<DistKernel>> kernels_;  // per candidate; null = not built / freed
   std::size_t slot_ = 0;                              // the candidate of the next trial run
   int runs_in_slot_ = 0;                              // its runs so far (the first is the warm-up)
   std::ptrdiff_t chosen_ = -1;
+  bool variants_added_ = false;  // this tuning's knob variants are in the slots
   std::vector<double> forced_;
   std::shared_ptr<RigEngine> engine_;
   AutoTuning tuning_;

@@ -123,6 +123,7 @@ agreement::Agreement kernel_arguments(const DistMatrix& a, KernelKind kernel, in
   agreed.field("DistOptions::ie_point_to_point", flag(o.ie_point_to_point));
   agreed.field("DistOptions::rack_switch", flag(o.rack_switch));
   agreed.field("DistOptions::tune_runs", std::to_string(o.tune_runs));
+  agreed.field("DistOptions::tune_engine", flag(o.tune_engine));
   agreed.field("DistOptions::autotune_tiles",
                flag(o.autotune_tiles) + "/" + std::to_string(o.autotune_budget_seconds));
   // The variables netsparse-node decides its engines by (issue 34: agreed here, in the call's

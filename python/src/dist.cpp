@@ -583,8 +583,9 @@ rows directly (no setup); other modes redo their setup.)",
             return py::module_::import("json").attr("loads")(s.op->auto_tuning_json());
           },
           "mode=\"auto\": what the trials measured and chose (DistKernel::auto_tuning_json as "
-          "a dict: tuned, chosen, tune_runs, tunings, setup_seconds, trial_seconds, trial_runs, "
-          "candidates [{mode, skipped, seconds, setup_seconds, run_seconds}]).")
+          "a dict: tuned, chosen, chosen_knobs, tune_runs, tunings, setup_seconds, trial_seconds, "
+          "trial_runs, candidates [{mode, knobs, skipped, seconds, setup_seconds, run_seconds}]; "
+          "a NetSparse winner's engine knobs are tried after the modes).")
       .def(
           "retune",
           [](PyDistKernel& s) {

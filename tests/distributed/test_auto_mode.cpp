@@ -35,11 +35,13 @@ const Fixture& fixture(const std::string& spec) {
   return it->second;
 }
 
+// The modes' trials only (the tests of DistOptions::tune_engine's knob variants set it).
 DistOptions auto_options() {
   DistOptions o;
   o.mode = CommMode::automatic;
   o.tune_runs = kTuneRuns;
   o.tiling.row_panel = 16;
+  o.tune_engine = false;
   return o;
 }
 
@@ -214,6 +216,66 @@ TEST(AutoMode, RetunesOnANewPatternAndOnRequest) {
   }
   EXPECT_EQ(changing.chosen_mode(), CommMode::inspector_executor);
   EXPECT_EQ(changing.auto_tuning().tunings, 1);
+}
+
+// DistOptions::tune_engine: when a NetSparse engine wins the modes, its knob variants (batch
+// / 8 and x 8, no concatenation delay, 4 KiB packets, units 1/1) are tried next, each for a
+// warm-up and tune_runs runs, every run's result the reference's; the fastest is kept (the
+// winner itself when no variant is faster), a mode other than NetSparse winning tries none, and
+// a variant that won is the NetSparse candidate of the next tuning.
+TEST(AutoMode, TunesTheWinningEnginesKnobsNext) {
+  const Fixture& f = fixture("gen:kron:8");
+  DistOptions o = auto_options();
+  o.tune_engine = true;
+  const std::vector<std::string> knobs = {
+      "", "", "", "batch 1024", "batch 65536", "concat delay 0 ns", "packet 4096 B", "units 1/1"};
+  const int n = static_cast<int>(knobs.size());
+  struct Forced {
+    std::vector<double> seconds;
+    std::string chosen_knobs;
+  };
+  for (const Forced& c :
+       {Forced{{1, 2, 3, 2, 2, 0.5, 2, 2}, "concat delay 0 ns"},
+        Forced{{1, 2, 3, 5, 5, 5, 5, 5}, ""}, Forced{{1, 2, 3, 2, 0.25, 2, 2, 2}, "batch 65536"}}) {
+    DistKernel kern(f.dm, KernelKind::spmm, 4, o);
+    dist::AutoAccess::force_seconds(kern, c.seconds);
+    for (int i = 0; i < n * (kTuneRuns + 1); ++i) {
+      EXPECT_FALSE(kern.auto_tuning().tuned) << "run " << i;
+      const std::vector<float> got = run_kernel_once(kern, f.dm, f.dm.local(), 1 + i % 3);
+      EXPECT_LE(max_relative_error(got, kernel_reference(kern, f.dm.local(), 1 + i % 3)),
+                kTolerance)
+          << "trial run " << i;
+    }
+    const AutoTuning& t = kern.auto_tuning();
+    ASSERT_TRUE(t.tuned);
+    ASSERT_EQ(t.candidates.size(), knobs.size());
+    for (int i = 0; i < n; ++i) EXPECT_EQ(t.candidates[i].knobs, knobs[i]) << "candidate " << i;
+    EXPECT_EQ(t.trial_runs, n * (kTuneRuns + 1));
+    EXPECT_EQ(t.chosen, t.candidates[0].mode);
+    EXPECT_EQ(t.chosen_knobs, c.chosen_knobs);
+    EXPECT_NE(kern.engine(), nullptr);
+    EXPECT_NE(kern.auto_tuning_json().find("\"chosen_knobs\": \"" + c.chosen_knobs + "\""),
+              std::string::npos)
+        << kern.auto_tuning_json();
+    const std::vector<float> got = run_kernel_once(kern, f.dm, f.dm.local(), 2);
+    EXPECT_LE(max_relative_error(got, kernel_reference(kern, f.dm.local(), 2)), kTolerance);
+    if (c.chosen_knobs.empty()) continue;
+    // A new pattern tunes again; the variant that won is now the NetSparse candidate.
+    const CsrMatrix sampled = sample_rows(f.dm.local(), SamplingParams{0.5, 0}, 3);
+    kern.set_pattern(sampled);
+    ASSERT_EQ(kern.auto_tuning().candidates.size(), std::size(dist::kAutoCandidates));
+    EXPECT_EQ(kern.auto_tuning().candidates[0].knobs, c.chosen_knobs);
+    dist::AutoAccess::force_seconds(kern, {3, 2, 1});  // su: no variants this time
+    for (int i = 0; i < kTrialRuns; ++i) {
+      const std::vector<float> out = run_kernel_once(kern, f.dm, sampled, 1);
+      EXPECT_LE(max_relative_error(out, kernel_reference(kern, sampled, 1)), kTolerance)
+          << "trial run " << i << " on the new pattern";
+    }
+    EXPECT_TRUE(kern.auto_tuning().tuned);
+    EXPECT_EQ(kern.chosen_mode(), CommMode::su);
+    EXPECT_TRUE(kern.auto_tuning().chosen_knobs.empty());
+    EXPECT_EQ(kern.auto_tuning().candidates.size(), std::size(dist::kAutoCandidates));
+  }
 }
 
 TEST(AutoMode, BadOptionsRefusedOnEveryRank) {
