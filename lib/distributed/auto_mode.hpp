@@ -82,6 +82,9 @@ class NETSPARSE_LOCAL AutoSelector {
   int runs_in_slot_ = 0;                              // its runs so far (the first is the warm-up)
   std::ptrdiff_t chosen_ = -1;
   bool variants_added_ = false;  // this tuning's knob variants are in the slots
+  // dynamic_pattern: each candidate's set_pattern time since the last run, charged to its next
+  // timed run (a pattern per run: its setup is part of what a run costs).
+  std::vector<double> pending_setup_;
   std::vector<double> forced_;
   std::shared_ptr<RigEngine> engine_;
   AutoTuning tuning_;
