@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "concat/protocol.hpp"
+#include "support/raw_vector.hpp"
 
 namespace netsparse::concat {
 
@@ -170,8 +171,11 @@ class ConcatPoint {
   std::uint32_t max_prs_[kNumPrTypes];
   std::size_t queue_capacity_;  // bytes of one (non-virtual) packet buffer / the staging buffer
 
-  std::vector<Queue> queues_;        // 2 * num_nodes
-  std::vector<std::byte> buffers_;   // non-virtualized: 2 * num_nodes * queue_capacity_
+  std::vector<Queue> queues_;  // 2 * num_nodes
+  // non-virtualized: 2 * num_nodes * queue_capacity_, not zero-filled: a destination's buffer
+  // is written before it is read, so only the pages of the destinations a node sends to become
+  // resident (memory O(the peers it talks to), not O(nodes); issue 34).
+  support::RawVector<std::byte> buffers_;
   std::vector<std::byte> pool_;      // virtualized: pool_chunks * chunk_bytes
   std::vector<std::uint32_t> next_;  // virtualized: chunk -> next chunk in its list
   std::uint32_t free_head_ = kNone;  // virtualized: free chunk stack
