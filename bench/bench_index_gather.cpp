@@ -378,8 +378,12 @@ struct Engine {
 };
 
 // Posts RIG work requests of `batch` idxs, `inflight` at a time; returns seconds until all done.
-double run_rig(Engine& e, const Data& d, const Options& o, float* out, unsigned hint) {
-  const std::uint64_t n = d.idx.size();
+// The untimed warm-up of a measurement: this many of the rank's first idxs gathered once.
+constexpr std::uint64_t kWarmupIdxs = 1024;
+
+double run_rig(Engine& e, const Data& d, const Options& o, float* out, unsigned hint,
+               std::uint64_t limit = UINT64_MAX) {
+  const std::uint64_t n = std::min<std::uint64_t>(d.idx.size(), limit);
   const std::uint64_t nwr = (n + o.batch - 1) / o.batch;
   std::uint64_t posted = 0, done = 0;
   ns_wc wc[16];
@@ -474,9 +478,10 @@ double run_vanilla(Engine& e, const Data& d, const std::vector<std::uint64_t>& i
 // its reply buffer. Local rows are copied directly. Per-destination buffers of `buffer_bytes`,
 // `buffers_per_link` per link and direction, non-blocking pushes refused when a link's buffers
 // are all in flight, END-counting termination. Returns seconds from begin to completion.
-double run_conveyors(netsparse::dist::RequestReply& rr, const Data& d, float* out) {
+double run_conveyors(netsparse::dist::RequestReply& rr, const Data& d, float* out,
+                     std::uint64_t limit = UINT64_MAX) {
   const std::uint64_t K = static_cast<std::uint64_t>(d.K);
-  const std::uint64_t n = d.idx.size();
+  const std::uint64_t n = std::min<std::uint64_t>(d.idx.size(), limit);
   const std::uint32_t P = d.P;
   const float* table = d.table.data();
   const auto answer = [table, K, P](const std::byte* request, int, std::byte* reply) {
@@ -631,8 +636,15 @@ Measurement measure_rig(Variant& v, const Options& o, Workload& w) {
   Measurement m;
   Data& d = w.d;
   Engine e(rig_attr(o, v.progress_mode, v.flags), d, 2 * o.inflight);
-  MPI_Barrier(MPI_COMM_WORLD);
   float* target = o.indexed ? w.replica.data() : w.out.data();
+  // An untimed warm-up gather of the first kWarmupIdxs idxs, as the conveyors get one: the
+  // engine's lazy first-use costs (its shared-memory rings, created and mapped when a peer is
+  // first sent to) are its open's, not the gather's; without it every rep of --reps paid them
+  // on a fresh engine while the conveyors' MPI links stayed warm across reps.
+  (void)run_rig(e, d, o, target, (v.flags & kUniqueHint) != 0 ? unsigned{NS_SEND_UNIQUE} : 0u,
+                kWarmupIdxs);
+  if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce (warm-up)", NS_ERR_TIMEOUT);
+  MPI_Barrier(MPI_COMM_WORLD);
   if (o.indexed) std::fill(w.replica.begin(), w.replica.end(), -1.0f);
   const double mine =
       run_rig(e, d, o, target, (v.flags & kUniqueHint) != 0 ? unsigned{NS_SEND_UNIQUE} : 0u);
@@ -679,6 +691,7 @@ Measurement measure_conveyors(Variant& v, Workload& w) {
   rep = req;
   rep.buffer_bytes = std::max<std::size_t>(v.conveyor_buffer, 4 + w.d.P);  // >= 1 reply
   netsparse::dist::RequestReply rr(MPI_COMM_WORLD, req, rep);
+  (void)run_conveyors(rr, w.d, w.out.data(), kWarmupIdxs);  // the same warm-up as RIG's
   MPI_Barrier(MPI_COMM_WORLD);
   m.t = max_over_ranks(run_conveyors(rr, w.d, w.out.data()));
   const auto& q = rr.requests().stats();
