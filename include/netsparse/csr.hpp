@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace netsparse {
@@ -31,5 +32,13 @@ struct CsrMatrix {
   [[nodiscard]] std::int64_t nnz() const noexcept { return row_ptr.empty() ? 0 : row_ptr.back(); }
   [[nodiscard]] gidx_t row_end() const noexcept { return row_begin + n_rows; }
 };
+
+// Throws std::invalid_argument "<who>: <reason>" unless `csr` is well formed: non-negative
+// dimensions, the block inside n_rows_global, n_rows + 1 row pointers from 0, non-decreasing,
+// as many columns and values as the last one says, and every row's columns in [0, n_cols),
+// strictly increasing. The first bad row is named (local and global). O(nnz), rows checked in
+// parallel (OpenMP). Every kernel and DistMatrix relies on it: an out-of-range column would
+// otherwise index outside the buffers built from n_cols.
+void check_csr(const CsrMatrix& csr, const std::string& who);
 
 }  // namespace netsparse

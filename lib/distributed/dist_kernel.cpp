@@ -241,6 +241,9 @@ void DistKernel::set_pattern(const CsrMatrix& local_rows) {
           ") of " + std::to_string(s.rows.n_rows()) + " x " + std::to_string(s.cols.n_rows()) +
           ")");
     }
+    // The caller's rows are checked (columns in range, each row's sorted) where they are first
+    // read in full, before any buffer is indexed by them: build_pattern's split, or
+    // TiledMatrix::split_columns for a pattern used once (dynamic_pattern, ideal's).
     s.volume_known = false;
     s.remote_tiling_seconds = 0;
     if (s.exchange->direct_csr()) {

@@ -82,6 +82,9 @@ DistMatrix::DistMatrix(MPI_Comm comm, CsrMatrix local, RowPartition rows, RowPar
         local_.values.size() != static_cast<std::size_t>(local_.nnz())) {
       fail("inconsistent CSR arrays (row_ptr / col_idx / values sizes)");
     }
+    // Every column in range and each row's sorted: a kernel's buffers are built from n_cols
+    // (a column past it was a heap write outside them in the ghosts' bitmap).
+    check_csr(local_, "DistMatrix (rank " + std::to_string(rank_) + ")");
   });
   std::int64_t nnz = local_.nnz();
   check_mpi(MPI_Allreduce(&nnz, &nnz_global_, 1, MPI_INT64_T, MPI_SUM, comm_), "MPI_Allreduce");

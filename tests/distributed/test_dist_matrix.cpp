@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -13,6 +14,7 @@
 
 #include "dist_test_util.hpp"
 #include "netsparse/dist_matrix.hpp"
+#include "netsparse/distributed.hpp"
 #include "netsparse/generators.hpp"
 #include "netsparse/matrix_market.hpp"
 #include "netsparse/metis.hpp"
@@ -291,6 +293,65 @@ TEST(DistMatrix, ConstructorChecksTheLocalBlock) {
   }
   wrong.n_cols = 11;  // shape differs from the column partition
   EXPECT_THROW(DistMatrix(MPI_COMM_WORLD, wrong, rows, rows, "x"), std::invalid_argument);
+}
+
+// A column outside [0, n_cols) or a row's columns out of order on ONE rank: every rank refuses
+// the DistMatrix with that rank's message (a column past n_cols had been a heap write outside
+// the ghosts' bitmap in the kernel's setup), and a kernel refuses such rows in set_pattern
+// the same way (checked in its split of the rows).
+TEST(DistMatrix, ColumnsOutOfRangeOrOrderAreRefusedOnEveryRank) {
+  const int p = world_size(), r = world_rank();
+  const gidx_t n = 8 * p;
+  const RowPartition rows = RowPartition::equal_blocks(n, p);
+  const auto block = [&](gidx_t bad_col, bool swap) {
+    CsrMatrix a;
+    a.n_rows_global = n;
+    a.n_cols = n;
+    a.row_begin = rows.begin(r);
+    a.n_rows = rows.size(r);
+    a.row_ptr.push_back(0);
+    for (gidx_t i = 0; i < a.n_rows; ++i) {
+      const gidx_t row = a.row_begin + i;
+      a.col_idx.push_back(std::min(row, (row + 1) % n));
+      a.col_idx.push_back(std::max(row, (row + 1) % n));
+      if (r == p - 1 && i == 2) {
+        if (bad_col != 0) a.col_idx.back() = bad_col;
+        if (swap) std::swap(a.col_idx[a.col_idx.size() - 2], a.col_idx.back());
+      }
+      a.values.insert(a.values.end(), {1.0, 2.0});
+      a.row_ptr.push_back(static_cast<std::int64_t>(a.col_idx.size()));
+    }
+    return a;
+  };
+  const std::string who = "DistMatrix (rank " + std::to_string(p - 1) + "): ";
+  const std::string where =
+      "local row 2 (global row " + std::to_string(rows.begin(p - 1) + 2) + ")";
+  for (const gidx_t bad : {n + 1000000, gidx_t{-3}}) {
+    const std::string msg = invalid_argument_message(
+        [&] { DistMatrix(MPI_COMM_WORLD, block(bad, false), rows, rows, "bad"); });
+    const std::string want = who + "column " + std::to_string(bad) + " at " + where +
+                             " is outside [0, " + std::to_string(n) + ")";
+    EXPECT_NE(msg.find(want), std::string::npos) << msg;
+    EXPECT_TRUE(all_ranks(msg.find(want) != std::string::npos));
+  }
+  const std::string unsorted = invalid_argument_message(
+      [&] { DistMatrix(MPI_COMM_WORLD, block(0, true), rows, rows, "bad"); });
+  EXPECT_NE(unsorted.find(who + "columns of " + where + " are not sorted and unique"),
+            std::string::npos)
+      << unsorted;
+  // The good block builds, and a kernel on it refuses bad rows in set_pattern on every rank.
+  DistMatrix good(MPI_COMM_WORLD, block(0, false), rows, rows, "good");
+  for (const CommMode m : {CommMode::netsparse, CommMode::inspector_executor}) {
+    DistOptions o;
+    o.mode = m;
+    DistKernel k(good, KernelKind::spmm, 2, o);
+    const CsrMatrix bad = block(n + 5, false);
+    const std::string msg = invalid_argument_message([&] { k.set_pattern(bad); });
+    const bool named = msg.find("DistKernel (rank " + std::to_string(p - 1) + "): column " +
+                                std::to_string(n + 5)) != std::string::npos;
+    EXPECT_TRUE(named) << msg;
+    EXPECT_TRUE(all_ranks(named)) << to_string(m);
+  }
 }
 
 }  // namespace
