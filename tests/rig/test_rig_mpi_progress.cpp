@@ -13,6 +13,7 @@
 #include "mpi_test_util.hpp"
 #include "netsparse/netsparse_mpi.h"
 #include "rig_wr.hpp"
+#include "stats_json.hpp"
 
 int main(int argc, char** argv) {
   const netsparse::test::World world = netsparse::test::init_world(argc, argv);
@@ -30,11 +31,8 @@ int main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   const int got = ns_progress_mode_of(ctx);
-  // ns_stats_json whole (its size first), and the reason AUTO gave in it ("" when absent).
-  const std::size_t need = static_cast<std::size_t>(std::max(ns_stats_json(ctx, nullptr, 0), 0));
-  std::string json(need + 1, '\0');
-  ns_stats_json(ctx, json.data(), json.size());
-  json.resize(need);
+  // ns_stats_json whole, and the reason AUTO gave in it ("" when absent).
+  const std::string json = netsparse::test::stats_json_whole(ctx);
   const nlohmann::json stats = nlohmann::json::parse(json, nullptr, false);
   const std::string reason =
       stats.is_object() ? stats.value(nlohmann::json::json_pointer("/config/progress_reason"), "")

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "netsparse/netsparse_mpi.h"
+#include "stats_json.hpp"
 
 namespace {
 
@@ -98,9 +99,7 @@ int main(int argc, char** argv) {
     std::printf("[rank 1] computed %.1f s without a library call (%g)\n", compute_s, acc);
     if (mode == "auto" && ns_progress_mode_of(ctx) == NS_PROGRESS_INLINE) {
       // Who served rank 0's gather while this rank computed: the standby thread's counter.
-      std::string json(static_cast<std::size_t>(std::max(ns_stats_json(ctx, nullptr, 0), 0)) + 1,
-                       '\0');
-      ns_stats_json(ctx, json.data(), json.size());
+      const std::string json = netsparse::test::stats_json_whole(ctx);
       const std::string key = "\"standby_takeovers\":";
       const std::size_t at = json.find(key);
       const unsigned long long takeovers =
