@@ -420,6 +420,19 @@ bool Hierarchy::upper_test(std::uint32_t id) {
   return leaders_ ? leaders_->test(id) : racks_->test(id);
 }
 
+// A request's step inside the host started (then it is at `next`), or refused: the request
+// ends with the host's error.
+template <class Start>
+void Hierarchy::start_inside(Request& r, Stage next, Start&& start) const {
+  try {
+    r.op = start();
+    r.stage = next;
+  } catch (const CollectiveError& e) {
+    r.error = inside(e);
+    r.stage = Stage::kDone;
+  }
+}
+
 void Hierarchy::step(Request& r) {
   for (;;) {
     switch (r.stage) {
@@ -429,13 +442,7 @@ void Hierarchy::step(Request& r) {
           continue;
         }
         // 1. inside the host: the leader gets the host's reduction (in recv)
-        try {
-          r.op = host_->start_reduce(host_step_args(r.args));
-          r.stage = Stage::kHost;
-        } catch (const CollectiveError& e) {
-          r.error = inside(e);
-          r.stage = Stage::kDone;
-        }
+        start_inside(r, Stage::kHost, [&] { return host_->start_reduce(host_step_args(r.args)); });
         continue;
       }
       case Stage::kHost: {
@@ -508,15 +515,11 @@ void Hierarchy::step(Request& r) {
       }
       case Stage::kUpperDone: {
         // 3. down inside the host (refused by a leader whose step 2 failed; then it says why)
-        try {
-          r.op = host_->start_broadcast(r.args.recv, r.args.count, r.args.dtype, 0,
+        start_inside(r, Stage::kDown, [&] {
+          return host_->start_broadcast(r.args.recv, r.args.count, r.args.dtype, 0,
                                         r.upper_error ? LocalError::kHostFailed : LocalError::kNone,
                                         star_);
-          r.stage = Stage::kDown;
-        } catch (const CollectiveError& e) {
-          r.error = inside(e);
-          r.stage = Stage::kDone;
-        }
+        });
         continue;
       }
       case Stage::kDown: {

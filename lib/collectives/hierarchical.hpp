@@ -122,6 +122,8 @@ class Hierarchy {
   // Moves every request on as far as its steps' operations allow, in request order.
   void advance();
   void step(Request& r);
+  template <class Start>
+  void start_inside(Request& r, Stage next, Start&& start) const;
   // The steps' arguments, shared by allreduce() and the requests: the host's reduce to its
   // leader; the leaders' step, in place in recv (`refuse`: refused, the host's step failed).
   AllreduceArgs host_step_args(const AllreduceArgs& args) const;

@@ -152,13 +152,7 @@ void DistKernel::Impl::build_pattern() {
     const std::int64_t left = pat.remote_left[r];
     const std::int64_t n_local = pat.local_row_ptr[r + 1] - pat.local_row_ptr[r];
     std::int64_t ro = pat.remote_row_ptr[r], lo = pat.local_row_ptr[r];
-    if (b < e) {
-      // Strictly increasing columns lie between the first and the last (branch-free order).
-      const gidx_t* col = csr.col_idx.data();
-      bool sorted = true;
-      for (std::int64_t i = b + 1; i < e; ++i) sorted &= col[i - 1] < col[i];
-      if (!sorted || col[b] < 0 || col[e - 1] >= n_cols) first_bad_row = std::min(first_bad_row, r);
-    }
+    if (!csr_row_ok(csr.col_idx.data(), b, e, n_cols)) first_bad_row = std::min(first_bad_row, r);
     for (std::int64_t i = b; i < e; ++i) {
       const bool is_local = i >= b + left && i < b + left + n_local;
       if (is_local) {

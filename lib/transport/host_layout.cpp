@@ -17,6 +17,22 @@ namespace netsparse::transport {
 
 using agreement::check_mpi;
 
+namespace {
+
+// The refusals split_host and virtual_host_refusal share (one wording wherever it is refused).
+const std::string kRefused = "netsparse: host layout refused: ";
+std::string indivisible(long long per_host, int ranks) {
+  return "NETSPARSE_RANKS_PER_HOST=" + std::to_string(per_host) + " does not divide the job's " +
+         std::to_string(ranks) + " ranks into whole hosts";
+}
+std::string spanning_machines(long long per_host) {
+  return "NETSPARSE_RANKS_PER_HOST=" + std::to_string(per_host) +
+         " puts ranks of different machines on one virtual host (virtual hosts are " +
+         std::to_string(per_host) + " consecutive ranks, all on one machine)";
+}
+
+}  // namespace
+
 // This rank's host: the ranks sharing its memory, cut into virtual hosts of
 // NETSPARSE_RANKS_PER_HOST consecutive ranks of `comm` when that is set (one machine acting as
 // several hosts: what crosses a virtual host goes through MPI, as between real hosts).
@@ -77,16 +93,13 @@ MPI_Comm split_host(MPI_Comm comm, MPI_Comm* machine, bool layout_agreed) {
   } else if (hi < 0) {
     refused = "NETSPARSE_RANKS_PER_HOST is not a positive integer";
   } else if (hi > 0 && world_size % hi != 0) {
-    refused = "NETSPARSE_RANKS_PER_HOST=" + std::to_string(hi) + " does not divide the job's " +
-              std::to_string(world_size) + " ranks into whole hosts";
+    refused = indivisible(hi, world_size);
   } else if (out[2] != 0) {
-    refused = "NETSPARSE_RANKS_PER_HOST=" + std::to_string(hi) +
-              " puts ranks of different machines on one virtual host (virtual hosts are " +
-              std::to_string(hi) + " consecutive ranks, all on one machine)";
+    refused = spanning_machines(hi);
   }
   if (!refused.empty()) {
     MPI_Comm_free(&host);
-    throw std::invalid_argument("netsparse: host layout refused: " + refused);
+    throw std::invalid_argument(kRefused + refused);
   }
   return host;
 }
@@ -104,8 +117,7 @@ std::string virtual_host_refusal(MPI_Comm comm, MPI_Comm machine) {
   MPI_Comm_size(comm, &size);
   if (per_host <= 0) return "NETSPARSE_RANKS_PER_HOST is not a positive integer";
   if (size % per_host != 0) {
-    return "netsparse: host layout refused: NETSPARSE_RANKS_PER_HOST=" + std::to_string(per_host) +
-           " does not divide the job's " + std::to_string(size) + " ranks into whole hosts";
+    return kRefused + indivisible(per_host, size);
   }
   // This rank's virtual host, ranks [first, first + per_host) of comm: each in this machine?
   MPI_Group comm_group = MPI_GROUP_NULL, machine_group = MPI_GROUP_NULL;
@@ -123,10 +135,7 @@ std::string virtual_host_refusal(MPI_Comm comm, MPI_Comm machine) {
   check_mpi(trc, "MPI_Group_translate_ranks (virtual host)");
   for (const int m : on_machine) {
     if (m == MPI_UNDEFINED) {
-      return "netsparse: host layout refused: NETSPARSE_RANKS_PER_HOST=" +
-             std::to_string(per_host) +
-             " puts ranks of different machines on one virtual host (virtual hosts are " +
-             std::to_string(per_host) + " consecutive ranks, all on one machine)";
+      return kRefused + spanning_machines(per_host);
     }
   }
   return {};
