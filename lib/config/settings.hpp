@@ -116,8 +116,9 @@ inline constexpr Setting kEnvironment[] = {
    Scope::kLibrary, "how often the kernels drive an engine without a progress thread, ns"},
   {"NETSPARSE_PROGRESS_STANDBY_US", Type::kInteger, "1000", "", 0, 1e7, false, Scope::kLibrary,
    "when AUTO progress resolves to INLINE (no free core) and MPI gives MPI_THREAD_MULTIPLE: a "
-   "standby thread wakes this often, us, and serves the peers while the application has made "
-   "no library call for a whole interval (0: no standby thread)"},
+   "standby thread wakes after this many us, and serves the peers while the application has "
+   "made no library call for a whole interval; the interval doubles, up to 16x, while the "
+   "application keeps calling (0: no standby thread)"},
   {"NETSPARSE_ENGINE_PROFILE", Type::kChoice, "0", "0|1", 0, 0, false, Scope::kLibrary,
    "1: time the engine's steps by stage (\"profile\" in ns_stats_json)"},
   {"NETSPARSE_MAX_CONTEXT_BYTES", Type::kInteger, "", "", 1, 9.2e18, false, Scope::kLibrary,

@@ -216,6 +216,7 @@ nlohmann::ordered_json stats_document(const ns_context* ctx) {
   // Not NS_STAT_* values: they describe the progress model, not the protocol.
   stats["standby_takeovers"] = s.standby_takeovers;
   stats["standby_steps"] = s.standby_steps;
+  stats["standby_wakes"] = s.standby_wakes;
   j["prs_per_packet"] = prs_per_packet(s);
   j["read_prs_per_packet"] = s.concat.prs_per_packet(0);
   j["response_prs_per_packet"] = s.concat.prs_per_packet(1);

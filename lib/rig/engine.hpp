@@ -152,8 +152,9 @@ class Engine : public PostTarget, public CommandSink {
     std::uint64_t control_prs = 0, decode_errors[8] = {};
     std::uint64_t registrations = 0, rebinds = 0;  // regions registered, moved (ns_rebind_props)
     // The standby thread (INLINE with Config::standby_us): the times it found the application
-    // away with work to do, and the steps it ran then.
-    std::uint64_t standby_takeovers = 0, standby_steps = 0;
+    // away with work to do, the steps it ran then, and its wake-ups (a look at the application
+    // or a nap while serving ends).
+    std::uint64_t standby_takeovers = 0, standby_steps = 0, standby_wakes = 0;
     // Gauges: the engine's queues at the moment of the snapshot (not reset by reset_stats).
     std::uint64_t commands_active = 0;  // posted, not completed
     std::uint64_t filter_commands = 0;  // on the row filter, admitted, not completed
@@ -261,6 +262,7 @@ class Engine : public PostTarget, public CommandSink {
   // guarded by progress_mu_.
   std::atomic<std::uint64_t> inline_calls_{0};
   std::uint64_t standby_takeovers_ = 0, standby_steps_ = 0;
+  std::atomic<std::uint64_t> standby_wakes_{0};  // written by the standby thread alone
 
   // Guarded by progress_mu_ (the engine's own state).
   UnitPort port_;

@@ -408,6 +408,7 @@ Engine::Snapshot Engine::snapshot() const {
   s.rebinds = rebinds_;
   s.standby_takeovers = standby_takeovers_;
   s.standby_steps = standby_steps_;
+  s.standby_wakes = standby_wakes_.load(std::memory_order_relaxed);
   s.commands_active = active_commands.load(std::memory_order_relaxed);
   if (const Region* r = region()) s.filter_commands = r->fifo_depth();
   s.wc_backlog = wc_backlog_.size();
