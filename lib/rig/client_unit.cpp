@@ -137,6 +137,22 @@ std::size_t ClientUnit::generate(std::uint64_t now) {
 // one function on purpose: split into calls per idx, the compiler keeps the per-command state
 // (window, filter words, counters) in memory instead of registers, and every idx pays for it.
 bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
+  const std::uint64_t stop = std::min(c.count, next_ + budget);
+  if (compact_ && c.filter == FilterUse::kNone && c.layout != NS_RIG_LAYOUT_INDEXED &&
+      !c.recording && (c.flags & NS_SEND_REMOTE_ONLY) == 0) {
+    switch (c.mr->prop_bytes) {
+      case 4:
+        return run_bulk<4>(c, stop);
+      case 8:
+        return run_bulk<8>(c, stop);
+      case 64:
+        return run_bulk<64>(c, stop);
+      case 512:
+        return run_bulk<512>(c, stop);
+      default:
+        return run_bulk<0>(c, stop);
+    }
+  }
   Region& r = *c.mr;
   filter::RowStateFilter& rows = r.rows();
   concat::ConcatPoint& cp = *port_.concat;
@@ -313,6 +329,74 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
       dedup_.record(i, static_cast<std::uint32_t>(j), req);
     }
   }
+  stalled_ = false;
+  return true;
+}
+
+// Per idx only what a command without a filter needs: its owner (a shift on equal blocks), a
+// fixed-size copy of this node's rows, two stores into the owner's open read. No filter word,
+// no coalescing lookup, no plan record, no per-idx prefetch (the local rows' copies are
+// independent loads the core overlaps; run()'s prefetch, computed per idx, was among its
+// hottest instructions at K = 1), and every count kept in registers until the walk stops.
+// Outcomes per idx are those of run() for such a command.
+template <std::uint32_t kP>
+bool ClientUnit::run_bulk(Command& c, std::uint64_t end) {
+  Region& r = *c.mr;
+  const std::uint32_t P = kP > 0 ? kP : r.prop_bytes;
+  const auto self = static_cast<int>(port_.rank);
+  const std::uint64_t row_begin = r.row_begin;
+  const std::uint64_t local_rows = r.local_rows;
+  const std::byte* const base = r.base;
+  const std::uint64_t* const idx = c.idx;
+  std::byte* const out = c.out;
+  std::uint64_t local = 0, sent = 0, j = next_;
+  // Counted once, whichever way the walk stops.
+  const auto settle = [&] {
+    counters.requested += local + sent;
+    counters.local += local;
+    counters.sent += sent;
+    c.outstanding += sent;
+    next_ = j;
+  };
+  for (; j < end; ++j) {
+    const std::uint64_t i = idx[j];
+    std::byte* const dst = out + j * P;
+    if (i - row_begin < local_rows) {
+      std::memcpy(dst, base + (i - row_begin) * P, P);
+      ++local;
+      continue;
+    }
+    const int owner = r.solver.owner(i);
+    if (owner == self) {  // beyond every row (mapped to the last node, which is us)
+      ++local;
+      ++counters.invalid_local;
+      c.status = NS_WC_REM_INV_REQ;
+      settle();
+      return true;
+    }
+    const auto dest = static_cast<std::uint32_t>(owner);
+    if (port_.peer_dead(dest)) {
+      c.status = NS_WC_TRANSPORT_ERR;
+      settle();
+      return true;
+    }
+    if (!compact_room(dest)) {
+      if (!stalled_) ++counters.stalls;
+      stalled_ = true;
+      send_open_batches();
+      settle();
+      return false;
+    }
+    Batch& b = open_batch(dest);
+    const std::uint64_t row = i - r.solver.begin(owner);
+    b.rows.push_back(row);
+    b.at.push_back(j * P);
+    b.max_row = std::max(b.max_row, row);
+    ++inflight_prs_;
+    ++sent;
+    if (b.rows.size() == batch_cap_) send_batch(dest);
+  }
+  settle();
   stalled_ = false;
   return true;
 }

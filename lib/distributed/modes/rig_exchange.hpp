@@ -184,16 +184,20 @@ class RigExchangeBase : public Exchange<T> {
   }
 
   // The positional gathers of idx into window_[0], `batch` idxs (of piece_elems elements) each,
-  // handed to take(wr) in order.
+  // handed to take(wr) in order. idx is distinct (both callers pass a sorted ghost list), and
+  // the gathers say so (NS_SEND_UNIQUE): the engine then walks them on its bulk path, without a
+  // filter word per idx that could never find a repeat (a plan keeps no such flag).
   template <class Take>
   void positional_batches(std::span<const std::uint64_t> idx, std::uint64_t batch,
                           std::size_t piece_elems, Take take) {
     RigEngine::Impl& e = impl();
     for (std::uint64_t off = 0; off < idx.size(); off += batch) {
       const std::uint64_t cnt = std::min<std::uint64_t>(batch, idx.size() - off);
-      take(rig_wr(0, e.property_region(), idx.subspan(off, cnt),
-                  std::span<T>(window_[0]).subspan(off * piece_elems, cnt * piece_elems),
-                  Layout::kPositional));
+      ns_send_wr wr = rig_wr(0, e.property_region(), idx.subspan(off, cnt),
+                             std::span<T>(window_[0]).subspan(off * piece_elems, cnt * piece_elems),
+                             Layout::kPositional);
+      wr.send_flags |= NS_SEND_UNIQUE;
+      take(wr);
     }
   }
 
