@@ -138,20 +138,10 @@ std::size_t ClientUnit::generate(std::uint64_t now) {
 // (window, filter words, counters) in memory instead of registers, and every idx pays for it.
 bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
   const std::uint64_t stop = std::min(c.count, next_ + budget);
-  if (compact_ && c.filter == FilterUse::kNone && c.layout != NS_RIG_LAYOUT_INDEXED &&
-      !c.recording && (c.flags & NS_SEND_REMOTE_ONLY) == 0) {
-    switch (c.mr->prop_bytes) {
-      case 4:
-        return run_bulk<4>(c, stop);
-      case 8:
-        return run_bulk<8>(c, stop);
-      case 64:
-        return run_bulk<64>(c, stop);
-      case 512:
-        return run_bulk<512>(c, stop);
-      default:
-        return run_bulk<0>(c, stop);
-    }
+  if (compact_ && (c.filter == FilterUse::kNone || c.filter == FilterUse::kPerWr) &&
+      c.layout != NS_RIG_LAYOUT_INDEXED && !c.recording && (c.flags & NS_SEND_REMOTE_ONLY) == 0) {
+    return c.filter == FilterUse::kPerWr ? run_bulk_sized<true>(c, stop)
+                                         : run_bulk_sized<false>(c, stop);
   }
   Region& r = *c.mr;
   filter::RowStateFilter& rows = r.rows();
@@ -333,13 +323,32 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
   return true;
 }
 
-// Per idx only what a command without a filter needs: its owner (a shift on equal blocks), a
-// fixed-size copy of this node's rows, two stores into the owner's open read. No filter word,
-// no coalescing lookup, no plan record, no per-idx prefetch (the local rows' copies are
-// independent loads the core overlaps; run()'s prefetch, computed per idx, was among its
-// hottest instructions at K = 1), and every count kept in registers until the walk stops.
+// Per idx only what a POSITIONAL command on the compact wire needs: its owner (a shift on equal
+// blocks), a fixed-size copy of this node's rows, for a remote one the per-WR de-duplication
+// when the command uses it (kDedup: one bitmap claim; a repeat is copied from its first
+// occurrence or waits for its answer), else two stores into the owner's open read. No window
+// check, no row-state filter, no plan record, no per-idx prefetch of this node's rows (their
+// copies are independent loads the core overlaps; run()'s prefetch, computed per idx, was among
+// its hottest instructions at K = 1) unless they span a cache line, and every count kept in
+// registers until the walk stops.
 // Outcomes per idx are those of run() for such a command.
-template <std::uint32_t kP>
+template <bool kDedup>
+bool ClientUnit::run_bulk_sized(Command& c, std::uint64_t end) {
+  switch (c.mr->prop_bytes) {
+    case 4:
+      return run_bulk<4, kDedup>(c, end);
+    case 8:
+      return run_bulk<8, kDedup>(c, end);
+    case 64:
+      return run_bulk<64, kDedup>(c, end);
+    case 512:
+      return run_bulk<512, kDedup>(c, end);
+    default:
+      return run_bulk<0, kDedup>(c, end);
+  }
+}
+
+template <std::uint32_t kP, bool kDedup>
 bool ClientUnit::run_bulk(Command& c, std::uint64_t end) {
   Region& r = *c.mr;
   const std::uint32_t P = kP > 0 ? kP : r.prop_bytes;
@@ -349,16 +358,38 @@ bool ClientUnit::run_bulk(Command& c, std::uint64_t end) {
   const std::byte* const base = r.base;
   const std::uint64_t* const idx = c.idx;
   std::byte* const out = c.out;
-  std::uint64_t local = 0, sent = 0, j = next_;
+  const bool filter_on = config_.filter_on();
+  const bool coalesce_on = config_.coalesce_on();
+  const std::uint32_t slot = current_slot_;
+  std::uint64_t local = 0, sent = 0, filtered = 0, coalesced = 0, j = next_;
   // Counted once, whichever way the walk stops.
   const auto settle = [&] {
-    counters.requested += local + sent;
+    counters.requested += local + sent + filtered + coalesced;
     counters.local += local;
     counters.sent += sent;
+    counters.filtered += filtered;
+    counters.coalesced += coalesced;
     c.outstanding += sent;
+    if (coalesced > 0) c.coalesced_any = true;
     next_ = j;
   };
+  // The per-WR de-duplication's bitmap word of each idx is claimed at random: prefetched ahead.
+  // So are this node's rows of a cache line or more (the core alone keeps too few of their
+  // misses in flight: at K = 16, 90 % of this loop's samples sat on the copy without it); a
+  // row of a few bytes from a table the cache holds is not worth the instructions.
+  constexpr std::uint64_t kPrefetchFilter = 16;
+  constexpr std::uint64_t kPrefetchRow = 8;
+  const bool prefetch_rows = P >= 64;
   for (; j < end; ++j) {
+    if constexpr (kDedup) {
+      if (j + kPrefetchFilter < end) dedup_.prefetch(idx[j + kPrefetchFilter]);
+    }
+    if (prefetch_rows && j + kPrefetchRow < end) {
+      const std::uint64_t ahead = idx[j + kPrefetchRow] - row_begin;
+      if (ahead < local_rows) {
+        for (std::uint32_t l = 0; l < P; l += 64) __builtin_prefetch(base + ahead * P + l);
+      }
+    }
     const std::uint64_t i = idx[j];
     std::byte* const dst = out + j * P;
     if (i - row_begin < local_rows) {
@@ -380,7 +411,27 @@ bool ClientUnit::run_bulk(Command& c, std::uint64_t end) {
       settle();
       return true;
     }
+    const WrDedup::Hit* first = nullptr;
+    if constexpr (kDedup) {
+      first = dedup_.find(i);
+      if (first != nullptr) {
+        if (request_live(first->req)) {
+          if (coalesce_on) {  // lands when the first occurrence's answer does
+            ++coalesced;
+            slots_[slot].copies.emplace_back(j, first->pos);
+            continue;
+          }
+        } else if (filter_on) {  // already here: copied from the first occurrence
+          ++filtered;
+          std::memcpy(dst, out + std::uint64_t{first->pos} * P, P);
+          continue;
+        }
+      }
+    }
     if (!compact_room(dest)) {
+      if constexpr (kDedup) {
+        if (first == nullptr) dedup_.forget(i);
+      }
       if (!stalled_) ++counters.stalls;
       stalled_ = true;
       send_open_batches();
@@ -394,6 +445,9 @@ bool ClientUnit::run_bulk(Command& c, std::uint64_t end) {
     b.max_row = std::max(b.max_row, row);
     ++inflight_prs_;
     ++sent;
+    if constexpr (kDedup) {
+      if (first == nullptr) dedup_.record(i, static_cast<std::uint32_t>(j), tag_of(open_[dest]));
+    }
     if (b.rows.size() == batch_cap_) send_batch(dest);
   }
   settle();

@@ -216,10 +216,13 @@ class ClientUnit {
   Batch* answered_batch(std::uint32_t src, const concat::GatherHeader& h);
   // Walks idxs [next_, next_ + budget) of the current command; false if stalled.
   bool run(Command& c, std::uint64_t now, std::uint64_t budget);
-  // run()'s bulk path for a POSITIONAL command without filter or coalescing (its idxs declared
-  // unique, or both off) answered by compact reads and not recording a plan; kP: the property
-  // size, 0 for one known only at run time.
-  template <std::uint32_t kP>
+  // run()'s bulk path for a POSITIONAL command answered by compact reads and not recording a
+  // plan: without filter use (its idxs declared unique, or filtering and coalescing off), or
+  // with the per-WR de-duplication (kDedup); kP: the property size, 0 for one known only at run
+  // time (run_bulk_sized picks it).
+  template <bool kDedup>
+  bool run_bulk_sized(Command& c, std::uint64_t end);
+  template <std::uint32_t kP, bool kDedup>
   bool run_bulk(Command& c, std::uint64_t end);
   // Frees the entries of slot s (its command failed); their rows become unrequested again.
   void release_entries(std::uint32_t s);

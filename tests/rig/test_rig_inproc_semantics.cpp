@@ -2,14 +2,17 @@
 // against reference counts, quiesce, reads to a silently dead peer.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <barrier>
 #include <chrono>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "netsparse/netsparse.h"
 #include "rig_cluster.hpp"
@@ -187,76 +190,96 @@ TEST(EngineSemantics, UniqueHintSkipsTheFilterAndIsRightEvenWhenItLies) {
   });
 }
 
-// The client's bulk path (a POSITIONAL WR with NS_SEND_UNIQUE on the compact wire: owner, copy,
-// two stores per idx) against the per-idx path (the same idxs without the hint): the same bytes
-// and, on distinct idxs, the same counts; for every property size it specializes (4, 8, 64,
-// 512) and one it does not (12), equal and uneven owner blocks (one of them empty), WRs longer
-// than the Pending PR Table (the walk stalls and resumes), an empty WR, and an idx beyond every
-// row (the WR fails, on the node that owns the last block as on the others).
-TEST(EngineSemantics, BulkPathAgreesWithThePerIdxPath) {
+// The client's bulk path (a POSITIONAL WR on the compact wire: owner, copy, two stores per idx,
+// and the per-WR de-duplication unless the WR says its idxs are unique) against the general
+// per-idx walk (the same WRs on the paper's wire, which always takes it): the same bytes and the
+// same counts, for every property size the bulk path specializes (4, 8, 64, 512) and one it
+// does not (12), equal and uneven owner blocks (one of them empty), distinct and repeated idxs
+// with and without NS_SEND_UNIQUE, WRs past the Pending PR Table (the walk stalls and resumes),
+// an empty WR, and an idx beyond every row (the WR fails, on the node that owns the last block
+// as on the others).
+TEST(EngineSemantics, BulkPathAgreesWithThePerIdxWalk) {
+  // Per wire, node, stream and hint: requested, local, sent, filtered + coalesced.
+  using Counts = std::array<std::uint64_t, 4>;
   for (const std::uint32_t P : {4u, 8u, 12u, 64u, 512u}) {
     for (const bool uneven : {false, true}) {
-      ClusterOptions o = cluster_options(3, P, make_attr(NS_PROGRESS_THREAD, 0));
-      if (uneven) o.offsets = {0, 700, 700, 1000};  // node 1 owns nothing
-      run_cluster(o, [&](Node& n) {
-        const std::string where = "P " + std::to_string(P) + (uneven ? " uneven" : " equal") +
-                                  " node " + std::to_string(n.rank);
-        // Distinct idxs in a scrambled order, longer than the Pending PR Table (256 entries).
-        std::vector<std::uint64_t> distinct;
-        for (std::uint64_t i = 0; i < n.total; ++i) {
-          distinct.push_back((i * 389 + 17 * static_cast<std::uint64_t>(n.rank)) % n.total);
-        }
-        const std::vector<std::uint64_t> repeated = dup_heavy_idx(n.total, 3000, 50, 3 + n.rank);
-        for (const std::vector<std::uint64_t>* idx :
-             std::initializer_list<const std::vector<std::uint64_t>*>{&distinct, &repeated}) {
-          std::uint64_t counts[2][3] = {};  // per path: requested, local, sent
-          std::vector<std::uint8_t> out[2];
-          for (int bulk = 0; bulk < 2; ++bulk) {
-            out[bulk].assign(idx->size() * n.P, kSentinel);
-            ns_stats_reset(n.ctx);
-            auto w = rig(1, n.mr, *idx, out[bulk].data(), NS_RIG_LAYOUT_POSITIONAL, 0, 0,
-                         NS_SEND_SIGNALED | (bulk != 0 ? unsigned{NS_SEND_UNIQUE} : 0u));
-            ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK) << ns_last_error();
-            for (const ns_wc& wc : wait_completions(n.cq, 1)) {
-              EXPECT_EQ(wc.status, NS_WC_SUCCESS) << where;
+      std::map<std::tuple<int, int, int, int>, Counts> counts;
+      std::mutex mu;
+      for (const int wire : {NS_WIRE_COMPACT, NS_WIRE_PAPER}) {
+        ClusterOptions o = cluster_options(3, P, make_attr(NS_PROGRESS_THREAD, 0));
+        o.attr.comp_mask |= NS_CTX_ATTR_WIRE;
+        o.attr.wire = wire;
+        if (uneven) o.offsets = {0, 700, 700, 1000};  // node 1 owns nothing
+        run_cluster(o, [&](Node& n) {
+          const std::string where = "P " + std::to_string(P) + (uneven ? " uneven" : " equal") +
+                                    " wire " + std::to_string(wire) + " node " +
+                                    std::to_string(n.rank);
+          // Distinct idxs in a scrambled order, longer than the Pending PR Table (256 entries).
+          std::vector<std::uint64_t> distinct;
+          for (std::uint64_t i = 0; i < n.total; ++i) {
+            distinct.push_back((i * 389 + 17 * static_cast<std::uint64_t>(n.rank)) % n.total);
+          }
+          const std::vector<std::uint64_t> repeated = dup_heavy_idx(n.total, 3000, 50, 3 + n.rank);
+          for (int stream = 0; stream < 2; ++stream) {
+            const std::vector<std::uint64_t>& idx = stream == 0 ? distinct : repeated;
+            for (int unique = 0; unique < 2; ++unique) {
+              std::vector<std::uint8_t> out(idx.size() * n.P, kSentinel);
+              ns_stats_reset(n.ctx);
+              auto w = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL, 0, 0,
+                           NS_SEND_SIGNALED | (unique != 0 ? unsigned{NS_SEND_UNIQUE} : 0u));
+              ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK) << ns_last_error();
+              for (const ns_wc& wc : wait_completions(n.cq, 1)) {
+                EXPECT_EQ(wc.status, NS_WC_SUCCESS) << where;
+              }
+              check_gathered(n, out, idx, NS_RIG_LAYOUT_POSITIONAL);
+              const Counts c = {
+                  stat(n.ctx, NS_STAT_PRS_REQUESTED), stat(n.ctx, NS_STAT_PRS_LOCAL),
+                  stat(n.ctx, NS_STAT_PRS_SENT),
+                  stat(n.ctx, NS_STAT_PRS_FILTERED) + stat(n.ctx, NS_STAT_PRS_COALESCED)};
+              {
+                const std::lock_guard<std::mutex> lock(mu);
+                counts[{wire, n.rank, stream, unique}] = c;
+              }
+              n.sync->arrive_and_wait();
             }
-            check_gathered(n, out[bulk], *idx, NS_RIG_LAYOUT_POSITIONAL);
-            counts[bulk][0] = stat(n.ctx, NS_STAT_PRS_REQUESTED);
-            counts[bulk][1] = stat(n.ctx, NS_STAT_PRS_LOCAL);
-            counts[bulk][2] = stat(n.ctx, NS_STAT_PRS_SENT);
-            n.sync->arrive_and_wait();
           }
-          EXPECT_EQ(out[0], out[1]) << where;
-          EXPECT_EQ(counts[1][0], idx->size()) << where;
-          EXPECT_EQ(counts[1][0], counts[0][0]) << where;
-          EXPECT_EQ(counts[1][1], counts[0][1]) << where;
-          std::uint64_t remote = 0;
-          for (std::uint64_t i : *idx)
-            remote += i < n.offsets[n.rank] || i >= n.offsets[n.rank + 1];
-          EXPECT_EQ(counts[1][2], remote) << where << ": every remote occurrence is asked for";
-          if (idx == &distinct) {
-            EXPECT_EQ(counts[0][2], remote) << where;
-          } else {
-            EXPECT_LT(counts[0][2], remote) << where << ": the per-idx path drops repeats";
+          // An empty WR completes at once.
+          std::vector<std::uint8_t> none(n.P, kSentinel);
+          auto empty = rig(2, n.mr, {}, none.data(), NS_RIG_LAYOUT_POSITIONAL, 0, 0,
+                           NS_SEND_SIGNALED | NS_SEND_UNIQUE);
+          ASSERT_EQ(ns_post_send(n.qp, &empty, nullptr), NS_OK) << ns_last_error();
+          for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+          // An idx beyond every row fails the WR (it maps to the last node, which refuses it,
+          // or is that node's own out-of-range row), with and without the hint.
+          for (const unsigned hint : {0u, unsigned{NS_SEND_UNIQUE}}) {
+            std::vector<std::uint64_t> bad = {0, n.total - 1, n.total + 5, 1};
+            std::vector<std::uint8_t> bad_out(bad.size() * n.P, kSentinel);
+            auto b = rig(3, n.mr, bad, bad_out.data(), NS_RIG_LAYOUT_POSITIONAL, 0, 0,
+                         NS_SEND_SIGNALED | hint);
+            ASSERT_EQ(ns_post_send(n.qp, &b, nullptr), NS_OK) << ns_last_error();
+            for (const ns_wc& wc : wait_completions(n.cq, 1)) {
+              EXPECT_NE(wc.status, NS_WC_SUCCESS) << where;
+            }
+          }
+          n.sync->arrive_and_wait();
+        });
+      }
+      for (int rank = 0; rank < 3; ++rank) {
+        for (int stream = 0; stream < 2; ++stream) {
+          for (int unique = 0; unique < 2; ++unique) {
+            const std::string where = "P " + std::to_string(P) + (uneven ? " uneven" : " equal") +
+                                      " node " + std::to_string(rank) +
+                                      (stream == 0 ? " distinct" : " repeated") +
+                                      (unique != 0 ? " unique" : "");
+            const Counts& bulk = counts[{NS_WIRE_COMPACT, rank, stream, unique}];
+            const Counts& walk = counts[{NS_WIRE_PAPER, rank, stream, unique}];
+            EXPECT_EQ(bulk, walk) << where;
+            EXPECT_EQ(bulk[0], bulk[1] + bulk[2] + bulk[3]) << where;
+            if (unique != 0 || stream == 0) EXPECT_EQ(bulk[3], 0u) << where;
+            if (unique == 0 && stream == 1) EXPECT_GT(bulk[3], 0u) << where << ": repeats dropped";
           }
         }
-        // An empty WR completes at once.
-        std::vector<std::uint8_t> none(n.P, kSentinel);
-        auto empty = rig(2, n.mr, {}, none.data(), NS_RIG_LAYOUT_POSITIONAL, 0, 0,
-                         NS_SEND_SIGNALED | NS_SEND_UNIQUE);
-        ASSERT_EQ(ns_post_send(n.qp, &empty, nullptr), NS_OK) << ns_last_error();
-        for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
-        // An idx beyond every row fails the WR (it maps to the last node, which refuses it, or
-        // is that node's own out-of-range row); the rows before it are right.
-        std::vector<std::uint64_t> bad = {0, n.total - 1, n.total + 5, 1};
-        std::vector<std::uint8_t> bad_out(bad.size() * n.P, kSentinel);
-        auto w = rig(3, n.mr, bad, bad_out.data(), NS_RIG_LAYOUT_POSITIONAL, 0, 0,
-                     NS_SEND_SIGNALED | NS_SEND_UNIQUE);
-        ASSERT_EQ(ns_post_send(n.qp, &w, nullptr), NS_OK) << ns_last_error();
-        for (const ns_wc& wc : wait_completions(n.cq, 1))
-          EXPECT_NE(wc.status, NS_WC_SUCCESS) << where;
-        n.sync->arrive_and_wait();
-      });
+      }
     }
   }
 }
