@@ -247,8 +247,9 @@ TEST(Standby, ServesThePeerWhileTheApplicationStaysAway) {
 // While the application keeps calling in, the standby thread looks less and less often (its
 // interval doubles up to 16x standby_us): one wake per standby_us cost a distributed SpMV 7-8 %
 // on two busy cores. Over 300 ms of calls at 200 us it wakes about 100 times, against 1500
-// without the stretch; the bound allows takeovers (each resets the interval) when a loaded
-// machine keeps this thread from calling for a whole interval.
+// without the stretch (1100 measured with it removed, on a loaded machine); the bound, a third
+// of the unstretched count, leaves room for the thread's looks restarting at 200 us whenever a
+// loaded machine (sanitizers, parallel ctest) keeps this thread from calling for an interval.
 TEST(Standby, LooksLessOftenWhileTheApplicationDrives) {
   constexpr std::uint32_t P = 16;
   constexpr std::uint32_t kStandbyUs = 200;
@@ -268,7 +269,7 @@ TEST(Standby, LooksLessOftenWhileTheApplicationDrives) {
   const std::uint64_t wakes = s.standby_wakes - wakes_before;
   const auto unstretched = static_cast<std::uint64_t>(elapsed_us) / kStandbyUs;
   EXPECT_GE(wakes, 1u) << "the thread looks at all";
-  EXPECT_LT(wakes * 4, unstretched) << wakes << " wakes in " << elapsed_us << " us, " << calls
+  EXPECT_LT(wakes * 3, unstretched) << wakes << " wakes in " << elapsed_us << " us, " << calls
                                     << " calls, " << s.standby_takeovers << " takeovers";
   EXPECT_TRUE(rigtest::deregister_with_raw_peer(*c.raw, c.raw_region, P,
                                                 [&] { return c.engine.deregister_region(c.mr); }));
