@@ -24,12 +24,6 @@ struct PackTally {
   std::uint64_t rows_queued = 0;  // of `rows`, packed into the outbox's queue, not lent memory
 };
 
-// Packs rows [next, count) of an answer to dest, as many per packet as one frame holds:
-// row_at(k) is the k-th row (owner-local; the caller checked every one against the region),
-// encode(at, first, n) writes the header of the packet holding rows [first, first + n) at `at`.
-// Returns true when every row is packed, false when the transport has no room now; `next`
-// advances past what was packed either way. `after`: bytes of the answers to dest packed right
-// after this one (a new frame is asked to hold them too).
 // Copies rows [first, first + n) of the list into body, back to back. kP > 0: the property size
 // known at compile time (the loop's copies become plain moves; a call through copy_prop's size
 // tests per row cost more than the copy itself at 4-16 B). Rows of several cache lines are
@@ -53,6 +47,12 @@ inline void copy_rows(std::byte* __restrict body, const std::byte* __restrict ba
   }
 }
 
+// Packs rows [next, count) of an answer to dest, as many per packet as one frame holds:
+// row_at(k) is the k-th row (owner-local; the caller checked every one against the region),
+// encode(at, first, n) writes the header of the packet holding rows [first, first + n) at `at`.
+// Returns true when every row is packed, false when the transport has no room now; `next`
+// advances past what was packed either way. `after`: bytes of the answers to dest packed right
+// after this one (a new frame is asked to hold them too).
 template <class RowAt, class Encode>
 bool pack_rows(Outbox& out, std::uint32_t dest, const Region& r, std::size_t header_bytes,
                std::size_t count, std::size_t& next, RowAt&& row_at, Encode&& encode,
