@@ -18,8 +18,8 @@
 // not with the ranks of its host. Opening costs no shared memory at all (measured before: every
 // ordered pair of a 128-rank host got its ring at open, 16 K rings and 12.9 s at np 128). The
 // first frame to a peer creates the ring (me -> peer) as an anonymous memory file (memfd_create,
-// reserved with posix_fallocate so that a full tmpfs is an error now, not a SIGBUS at a later
-// write; the pair then falls back to MPI with a warning) and announces it with one small MPI
+// sized with ftruncate, its pages allocated as frames first reach them; a failure makes the pair
+// fall back to MPI with a warning) and announces it with one small MPI
 // message on a private communicator naming the creator's descriptor; the receiver maps it when
 // it sees the announcement (polled every kAnnouncePollEvery-th poll) by opening
 // /proc/<creator>/fd/<n>, and says so in the ring's control block, upon which the creator closes
@@ -170,6 +170,7 @@ class HostShmTransport final : public Transport {
     Outbound* o = outbound(h);
     if (o == nullptr) return inner_->send(dest, packet);  // the pair fell back to MPI
     if (o->reserved != 0) return TxStatus::kError;        // a reservation is open for this peer
+    rewind_if_drained(*o, kHeader + padded(packet.size()));
     std::byte* at = place(*o, packet.size());
     if (at == nullptr) return TxStatus::kNoResource;
     std::memcpy(at + kHeader, packet.data(), packet.size());
@@ -184,8 +185,10 @@ class HostShmTransport final : public Transport {
     const int h = ring_peer(dest);
     if (h < 0 || failed_[static_cast<std::size_t>(h)]) return {};
     Outbound* o = outbound(h);
-    if (o == nullptr) return {};                 // fell back to MPI: lends() says no from now on
-    const std::size_t len = lendable(*o, want);  // up to a frame's room: max_frame_bytes(dest)
+    if (o == nullptr) return {};  // fell back to MPI: lends() says no from now on
+    // A frame holds every packet: a rewind leaves at least the largest one's room.
+    rewind_if_drained(*o, kHeader + padded(std::max(want, inner_->max_packet_bytes())));
+    const std::size_t len = lendable(*o, want);       // up to a frame's room: max_frame_bytes(dest)
     if (len < inner_->max_packet_bytes()) return {};  // every packet fits what is lent
     const std::uint64_t tail = o->tail;
     std::byte* at = place(*o, len);
@@ -356,8 +359,8 @@ class HostShmTransport final : public Transport {
     return "shared-memory rings to the " + std::to_string(others) + " other rank" +
            (others == 1 ? "" : "s") + " of this host, created on first use (" +
            std::to_string(ring_bytes_ >> 10) + " KiB each; " + std::to_string(sending) +
-           " sending, " + std::to_string(mapped_in_.size()) +
-           " receiving so far), MPI for the rest";
+           " sending, " + std::to_string(mapped_in_.size()) + " receiving so far; " +
+           std::to_string(rewinds_) + " rewound when drained), MPI for the rest";
   }
   std::uint64_t bytes_sent() const noexcept override {
     return inner_->bytes_sent() + ring_bytes_sent_;
@@ -373,6 +376,10 @@ class HostShmTransport final : public Transport {
     std::size_t reserved = 0;         // an open reservation's length, 0 if none
     std::uint64_t reserved_from = 0;  // ... and the tail before it (a dropped one goes back)
     std::uint64_t lone_wrap = 1;      // the tail right after a wrap marker sent alone (1: none)
+    // rewind_if_drained()'s reads of the head: sends to skip before the next one, and the
+    // current gap (0 after a read that found the ring drained, doubling to 64 while reads find
+    // it busy).
+    std::uint32_t skip_looks = 0, look_gap = 0;
   };
   struct Inbound {  // the ring (peer -> me), mapped when its creator announces it
     RingControl* control = nullptr;
@@ -441,12 +448,21 @@ class HostShmTransport final : public Transport {
       why = "memfd_create: " + std::string(std::strerror(errno));
       return false;
     }
+    // Sized, not reserved: a ring's pages are allocated as frames first reach them, and a pair
+    // that exchanges little keeps rewriting its first pages (place() starts a drained ring over),
+    // so it never pays for the whole ring. Reserving and populating it at creation
+    // (posix_fallocate, then MADV_POPULATE_WRITE) cost ~1 ms per 2 MiB ring here (2 us per page,
+    // allocated and zeroed either way), all of it in the first run: a GCN's first epoch took
+    // 1.80 ms with 2 MiB rings and 0.94 ms with 256 KiB ones (docs/benchmarks.md). What a rank's
+    // rings may take is bounded at open (ring_memory_limit: its share of MemAvailable); memfd
+    // memory has no size limit of its own, so a reservation could only fail for lack of memory,
+    // which that bound is for.
     const std::size_t bytes = ring_stride();
-    const int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    const int rc = ftruncate(fd, static_cast<off_t>(bytes));
     void* p =
         rc == 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
     if (p == MAP_FAILED) {
-      why = rc != 0 ? "posix_fallocate of " + std::to_string(bytes) + " bytes: " + std::strerror(rc)
+      why = rc != 0 ? "ftruncate to " + std::to_string(bytes) + " bytes: " + std::strerror(errno)
                     : "mmap: " + std::string(std::strerror(errno));
       close(fd);
       return false;
@@ -463,7 +479,6 @@ class HostShmTransport final : public Transport {
       failed_[static_cast<std::size_t>(h)] = 1;
       return false;
     }
-    populate_for_writing(p, bytes);
     Outbound& o = out_[static_cast<std::size_t>(h)];
     o.fd = fd;
     o.control = control;
@@ -554,9 +569,11 @@ class HostShmTransport final : public Transport {
     mapped_in_.push_back(hi);
   }
 
+  static constexpr std::size_t kRewindBytes = std::size_t{64} << 10;
   // Room for a message of `len` bytes at the producer's tail (writing a wrap marker first if it
   // would straddle the end); returns where its header goes, or nullptr when the ring is full.
   // Nothing is visible to the consumer until publish().
+  //
   std::byte* place(Outbound& o, std::size_t len) {
     const std::size_t need = kHeader + padded(len);
     const std::uint64_t cap = ring_bytes_;
@@ -620,6 +637,37 @@ class HostShmTransport final : public Transport {
     o.lone_wrap = o.tail;
     return true;
   }
+  // A drained ring starts over at its beginning: once its tail is 64 KiB (an eighth of a smaller
+  // ring) and a message of `need` bytes past the start, and the consumer has read everything, a
+  // wrap marker alone sends both back to the start (the room there is the bytes skipped until
+  // the consumer has passed it). A pair that exchanges little then keeps rewriting the same
+  // first pages, which stay cached and were allocated once: a ring's pages are allocated when
+  // frames first reach them (2 us each here), and a GCN's few KiB per epoch went through fresh
+  // ones until the 2 MiB ring wrapped. The consumer's head is a line it writes, and reading it
+  // on every send cost the index gather 10-15 % at K = 1 (see lendable), so while reads find
+  // the ring busy they back off to one per 64 sends.
+  void rewind_if_drained(Outbound& o, std::size_t need) {
+    const auto off = static_cast<std::size_t>(o.tail & (ring_bytes_ - 1));
+    if (off < std::min<std::size_t>(ring_bytes_ / 8, kRewindBytes) || need > off) return;
+    if (o.head_seen != o.tail) {
+      if (o.skip_looks > 0) {
+        --o.skip_looks;
+        return;
+      }
+      o.head_seen = o.control->head.load(std::memory_order_acquire);
+      if (o.head_seen != o.tail) {
+        o.look_gap = std::min<std::uint32_t>(64, std::max<std::uint32_t>(1, 2 * o.look_gap));
+        o.skip_looks = o.look_gap;
+        return;
+      }
+    }
+    o.look_gap = 0;
+    write_header(o.data + off, 0, kWrap);
+    o.tail += ring_bytes_ - off;
+    o.control->tail.store(o.tail, std::memory_order_release);
+    o.lone_wrap = o.tail;
+    ++rewinds_;
+  }
   // Makes the message of `len` bytes placed at the tail visible to the consumer.
   void publish(Outbound& o, std::uint32_t len) {
     const std::size_t off = static_cast<std::size_t>(o.tail & (ring_bytes_ - 1));
@@ -668,17 +716,6 @@ class HostShmTransport final : public Transport {
     announce_comm_ = host;
   }
 
-  // The ring this rank writes is mapped writable at creation, not one write fault per page
-  // during the first runs (measured: ~1500 faults per rank over the first 10 replays of the main
-  // job). Best effort: a kernel without MADV_POPULATE_WRITE (before 5.14) faults the pages in
-  // later.
-  static void populate_for_writing(void* at, std::size_t bytes) noexcept {
-    const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
-    const auto begin = reinterpret_cast<std::uintptr_t>(at) & ~(page - 1);
-    const auto end = (reinterpret_cast<std::uintptr_t>(at) + bytes + page - 1) & ~(page - 1);
-    (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
-  }
-
   void unmap_all() noexcept {
     for (Outbound& o : out_) {
       if (o.control != nullptr) munmap(o.control, ring_stride());
@@ -711,6 +748,7 @@ class HostShmTransport final : public Transport {
   mutable std::vector<std::chrono::steady_clock::time_point> checked_;
   std::uint64_t ring_bytes_sent_ = 0;
   std::size_t rings_created_ = 0;
+  std::uint64_t rewinds_ = 0;  // rewind_if_drained's wrap markers
   struct RegionSpan {
     std::uint64_t base;
     std::uint64_t bytes;

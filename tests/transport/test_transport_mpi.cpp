@@ -300,6 +300,51 @@ TEST(ShmRings, ADrainedRingLendsAWholeFrameAtAnyPosition) {
   EXPECT_TRUE(on_every_rank(error));
 }
 
+// A drained ring starts over at its beginning (rewind_if_drained): frames of 3000 bytes, each
+// read before the next is sent, go back to the start of a 64 KiB ring once its tail is 8 KiB
+// past it (an eighth of the ring), so a pair that exchanges little keeps writing the same first
+// pages; every byte arrives in order, through about 50 rewinds over ten rings' worth of frames.
+TEST(ShmRings, ADrainedRingStartsOverAtItsBeginning) {
+  MpiOptions options;
+  options.max_packet_bytes = 1000;  // else the ring holds 4 of the largest packets: 512 KiB
+  auto t = make_host_shm_transport(MPI_COMM_WORLD,
+                                   make_mpi_transport(MPI_COMM_WORLD, true, options), 65536);
+  const int n = t->size(), me = t->rank();
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  constexpr int kFrames = 220;
+  constexpr std::size_t kLen = 3000;
+  std::string error;
+  int received = 0;
+  const auto handler = [&](const ReceivedPacket& p) {
+    if (p.src != prev || p.bytes.size() != kLen || p.bytes.front() != std::byte(received & 0xFF) ||
+        p.bytes.back() != std::byte(received & 0xFF)) {
+      error = "message " + std::to_string(received) + " from rank " + std::to_string(p.src);
+    }
+    ++received;
+  };
+  std::vector<std::byte> frame(kLen);
+  for (int step = 0; step < kFrames && error.empty(); ++step) {
+    std::fill(frame.begin(), frame.end(), std::byte(step & 0xFF));
+    if (t->send(next, frame) != TxStatus::kOk) {
+      error = "step " + std::to_string(step) + ": the send was refused";
+      break;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    while (received <= step && error.empty() &&
+           std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+      t->poll(handler, 16);
+    }
+    if (received <= step && error.empty()) error = "step " + std::to_string(step) + ": timed out";
+    t->barrier();  // every ring drained before the next send
+  }
+  const std::string detail = t->detail();
+  const auto at = detail.find(" rewound when drained");
+  const auto from = detail.rfind(' ', at - 1) + 1;
+  const long rewinds = at == std::string::npos ? -1 : std::stol(detail.substr(from, at - from));
+  if (error.empty() && rewinds < 20) error = "only " + std::to_string(rewinds) + ": " + detail;
+  EXPECT_TRUE(on_every_rank(error));
+}
+
 // Rings are created on first use (issue 34): each rank sends to its successor only, so it
 // creates one ring and maps one (its predecessor's), whatever the number of ranks on the host;
 // opening created none (at np 3, ranks 0 and 2 never get a ring to each other). Every byte
