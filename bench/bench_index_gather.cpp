@@ -378,8 +378,10 @@ struct Engine {
 };
 
 // Posts RIG work requests of `batch` idxs, `inflight` at a time; returns seconds until all done.
-// The untimed warm-up of a measurement: this many of the rank's first idxs gathered once.
-constexpr std::uint64_t kWarmupIdxs = 1024;
+// The untimed warm-up of a measurement: the whole gather once (a ring's pages are allocated as
+// frames first reach them, so a shorter warm-up left the first lap of each ring to the timed
+// gather: 1 ms of page faults at K = 1; the conveyors get the same).
+constexpr std::uint64_t kWarmupIdxs = UINT64_MAX;
 
 double run_rig(Engine& e, const Data& d, const Options& o, float* out, unsigned hint,
                std::uint64_t limit = UINT64_MAX) {
@@ -637,10 +639,11 @@ Measurement measure_rig(Variant& v, const Options& o, Workload& w) {
   Data& d = w.d;
   Engine e(rig_attr(o, v.progress_mode, v.flags), d, 2 * o.inflight);
   float* target = o.indexed ? w.replica.data() : w.out.data();
-  // An untimed warm-up gather of the first kWarmupIdxs idxs, as the conveyors get one: the
-  // engine's lazy first-use costs (its shared-memory rings, created and mapped when a peer is
-  // first sent to) are its open's, not the gather's; without it every rep of --reps paid them
-  // on a fresh engine while the conveyors' MPI links stayed warm across reps.
+  // An untimed warm-up gather (kWarmupIdxs idxs), as the conveyors get one: the engine's lazy
+  // first-use costs (its shared-memory rings, created and mapped when a peer is first sent to,
+  // their pages allocated as frames first reach them) are its open's, not the gather's; without
+  // it every rep of --reps paid them on a fresh engine while the conveyors' MPI links stayed
+  // warm across reps.
   (void)run_rig(e, d, o, target, (v.flags & kUniqueHint) != 0 ? unsigned{NS_SEND_UNIQUE} : 0u,
                 kWarmupIdxs);
   if (ns_quiesce(e.ctx, 60000) != NS_OK) die("ns_quiesce (warm-up)", NS_ERR_TIMEOUT);
