@@ -449,8 +449,8 @@ class HostShmTransport final : public Transport {
       return false;
     }
     // Sized, not reserved: a ring's pages are allocated as frames first reach them, and a pair
-    // that exchanges little keeps rewriting its first pages (place() starts a drained ring over),
-    // so it never pays for the whole ring. Reserving and populating it at creation
+    // that exchanges little keeps rewriting its first pages (rewind_if_drained), so it never
+    // pays for the whole ring. Reserving and populating it at creation
     // (posix_fallocate, then MADV_POPULATE_WRITE) cost ~1 ms per 2 MiB ring here (2 us per page,
     // allocated and zeroed either way), all of it in the first run: a GCN's first epoch took
     // 1.80 ms with 2 MiB rings and 0.94 ms with 256 KiB ones (docs/benchmarks.md). What a rank's
@@ -569,11 +569,9 @@ class HostShmTransport final : public Transport {
     mapped_in_.push_back(hi);
   }
 
-  static constexpr std::size_t kRewindBytes = std::size_t{64} << 10;
   // Room for a message of `len` bytes at the producer's tail (writing a wrap marker first if it
   // would straddle the end); returns where its header goes, or nullptr when the ring is full.
   // Nothing is visible to the consumer until publish().
-  //
   std::byte* place(Outbound& o, std::size_t len) {
     const std::size_t need = kHeader + padded(len);
     const std::uint64_t cap = ring_bytes_;
@@ -646,9 +644,13 @@ class HostShmTransport final : public Transport {
   // ones until the 2 MiB ring wrapped. The consumer's head is a line it writes, and reading it
   // on every send cost the index gather 10-15 % at K = 1 (see lendable), so while reads find
   // the ring busy they back off to one per 64 sends.
+  static constexpr std::size_t kRewindBytes = std::size_t{64} << 10;
   void rewind_if_drained(Outbound& o, std::size_t need) {
     const auto off = static_cast<std::size_t>(o.tail & (ring_bytes_ - 1));
-    if (off < std::min<std::size_t>(ring_bytes_ / 8, kRewindBytes) || need > off) return;
+    if (o.reserved != 0 || off < std::min<std::size_t>(ring_bytes_ / 8, kRewindBytes) ||
+        need > off) {
+      return;
+    }
     if (o.head_seen != o.tail) {
       if (o.skip_looks > 0) {
         --o.skip_looks;
