@@ -257,9 +257,16 @@ struct NETSPARSE_LOCAL TableSet {
     }
   }
 
-  void gather(std::span<const std::uint64_t> region_rows, void* out, const char* call) {
+  // distinct: the caller's rows are distinct (de-duplicated ids, version rows listed once), and
+  // the gather says so (NS_SEND_UNIQUE): the engine walks it without a de-duplication bit per
+  // row that could never find a repeat.
+  void gather(std::span<const std::uint64_t> region_rows, void* out, const char* call,
+              bool distinct = false) {
     ++stats.gathers;
-    run(rig_wr(0, mr, region_rows, out, region_rows.size() * row_bytes, Layout::kPositional), call);
+    ns_send_wr wr =
+        rig_wr(0, mr, region_rows, out, region_rows.size() * row_bytes, Layout::kPositional);
+    if (distinct) wr.send_flags |= NS_SEND_UNIQUE;
+    run(wr, call);
   }
 
   // The rows of combined ids into the segments (their counts sum to ids.size()).
@@ -359,7 +366,7 @@ void TableSet::read_versions(const std::vector<std::uint64_t>& distinct) {
     word_of[u] = static_cast<std::uint32_t>(version_word(distinct[u], p, version_idx));
   }
   versions.resize(version_idx.size() * words_per_row());
-  gather(version_idx, versions.data(), "lookup");
+  gather(version_idx, versions.data(), "lookup", true);
   ++stats.version_reads;
   stats.version_rows += version_idx.size();
   stats.version_words += version_idx.size() * (std::uint64_t{1} << word_shift);
@@ -446,7 +453,7 @@ void TableSet::lookup(std::span<const std::uint64_t> ids, std::span<const Segmen
   stats.cache_ns += t3 - t2;
   if (!fetch_rows.empty()) {
     staging.resize(fetch_rows.size() * row_bytes);
-    gather(fetch_rows, staging.data(), "lookup");
+    gather(fetch_rows, staging.data(), "lookup", true);
     stats.fetched_rows += fetch_rows.size();
     for (std::size_t u = 0; u < distinct.size(); ++u) {
       if (fetch_of[u] != UINT32_MAX) source[u] = staging.data() + fetch_of[u] * row_bytes;
