@@ -334,18 +334,8 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
 // Outcomes per idx are those of run() for such a command.
 template <bool kDedup>
 bool ClientUnit::run_bulk_sized(Command& c, std::uint64_t end) {
-  switch (c.mr->prop_bytes) {
-    case 4:
-      return run_bulk<4, kDedup>(c, end);
-    case 8:
-      return run_bulk<8, kDedup>(c, end);
-    case 64:
-      return run_bulk<64, kDedup>(c, end);
-    case 512:
-      return run_bulk<512, kDedup>(c, end);
-    default:
-      return run_bulk<0, kDedup>(c, end);
-  }
+  return with_prop_size(c.mr->prop_bytes,
+                        [&]<std::uint32_t kP>() { return run_bulk<kP, kDedup>(c, end); });
 }
 
 template <std::uint32_t kP, bool kDedup>

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "rig/copy.hpp"
 #include "rig/outbox.hpp"
 #include "rig/region.hpp"
 
@@ -72,25 +73,8 @@ bool pack_rows(Outbox& out, std::uint32_t dest, const Region& r, std::size_t hea
     if (at == nullptr) return false;
     encode(at, first, n);
     std::byte* body = at + header_bytes;
-    switch (P) {
-      case 4:
-        copy_rows<4>(body, r.base, P, first, n, row_at);
-        break;
-      case 8:
-        copy_rows<8>(body, r.base, P, first, n, row_at);
-        break;
-      case 16:
-        copy_rows<16>(body, r.base, P, first, n, row_at);
-        break;
-      case 64:
-        copy_rows<64>(body, r.base, P, first, n, row_at);
-        break;
-      case 512:
-        copy_rows<512>(body, r.base, P, first, n, row_at);
-        break;
-      default:
-        copy_rows<0>(body, r.base, P, first, n, row_at);
-    }
+    with_prop_size(P,
+                   [&]<std::uint32_t kP>() { copy_rows<kP>(body, r.base, P, first, n, row_at); });
     out.commit_packet(dest, bytes);
     ++tally.packets;
     tally.bytes += bytes;
