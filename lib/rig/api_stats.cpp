@@ -250,6 +250,7 @@ nlohmann::ordered_json stats_document(const ns_context* ctx) {
                  {"control_prs", s.control_prs},
                  {"released_prs", s.client.released},
                  {"stale_waiters", s.client.stale_waiters},
+                 {"dedup_skipped", s.client.dedup_skipped},
                  {"transport_bytes_sent", s.tx_bytes}};
   j["region"] = {{"registrations", s.registrations}, {"rebinds", s.rebinds}};
   j["plans"] = {{"installs", s.plans.installs},       {"refused", s.plans.refused},

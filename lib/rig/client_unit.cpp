@@ -110,7 +110,25 @@ void ClientUnit::take(Command& cmd) {
   current_slot_ = s;
   next_ = 0;
   stalled_ = false;
+  cmd_walked_ = cmd_repeats_ = 0;
+  if (cmd.filter == FilterUse::kPerWr && skip_dedup(cmd)) {
+    cmd.filter = FilterUse::kNone;
+    ++counters.dedup_skipped;
+  }
   if (cmd.filter == FilterUse::kPerWr) dedup_.begin(cmd.mr->solver.total_rows(), cmd.count);
+}
+
+bool ClientUnit::bulk_eligible(const Command& cmd) const noexcept {
+  return compact_ && cmd.layout != NS_RIG_LAYOUT_INDEXED && !cmd.recording &&
+         (cmd.flags & NS_SEND_REMOTE_ONLY) == 0;
+}
+
+bool ClientUnit::skip_dedup(const Command& cmd) noexcept {
+  constexpr std::uint64_t kMinWalked = 4096;  // a measure of at least this many idxs
+  constexpr std::uint32_t kProbeEvery = 8;
+  if (!bulk_eligible(cmd) || walked_window_ < kMinWalked || repeat_window_ * 100 >= walked_window_)
+    return false;
+  return ++since_probe_ % kProbeEvery != 0;
 }
 
 std::size_t ClientUnit::generate(std::uint64_t now) {
@@ -123,6 +141,10 @@ std::size_t ClientUnit::generate(std::uint64_t now) {
     processed = static_cast<std::size_t>(next_ - before);
   }
   if (c.status != NS_WC_SUCCESS || next_ == c.count) {
+    if (cmd_walked_ > 0) {  // a de-duplicated bulk walk: skip_dedup's measure
+      walked_window_ = walked_window_ / 2 + cmd_walked_;
+      repeat_window_ = repeat_window_ / 2 + cmd_repeats_;
+    }
     if (compact_) send_open_batches();
     c.generated = true;
     c.mr->generated(c);
@@ -138,8 +160,7 @@ std::size_t ClientUnit::generate(std::uint64_t now) {
 // (window, filter words, counters) in memory instead of registers, and every idx pays for it.
 bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
   const std::uint64_t stop = std::min(c.count, next_ + budget);
-  if (compact_ && (c.filter == FilterUse::kNone || c.filter == FilterUse::kPerWr) &&
-      c.layout != NS_RIG_LAYOUT_INDEXED && !c.recording && (c.flags & NS_SEND_REMOTE_ONLY) == 0) {
+  if ((c.filter == FilterUse::kNone || c.filter == FilterUse::kPerWr) && bulk_eligible(c)) {
     return c.filter == FilterUse::kPerWr ? run_bulk_sized<true>(c, stop)
                                          : run_bulk_sized<false>(c, stop);
   }
@@ -361,6 +382,10 @@ bool ClientUnit::run_bulk(Command& c, std::uint64_t end) {
     counters.coalesced += coalesced;
     c.outstanding += sent;
     if (coalesced > 0) c.coalesced_any = true;
+    if constexpr (kDedup) {
+      cmd_walked_ += sent + filtered + coalesced;
+      cmd_repeats_ += filtered + coalesced;
+    }
     next_ = j;
   };
   // The per-WR de-duplication's bitmap word of each idx is claimed at random: prefetched ahead.

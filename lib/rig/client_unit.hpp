@@ -29,11 +29,14 @@ struct ClientCounters {
   std::uint64_t stalls = 0, stale_responses = 0, stale_waiters = 0, released = 0;
   std::uint64_t invalid_local = 0, responses = 0;
   std::uint64_t compact_packets = 0, compact_bytes = 0;  // compact reads sent, as sent
+  // Work requests walked without their per-WR de-duplication: the unit's recent ones repeated
+  // less than 1 % of their remote idxs (ClientUnit::skip_dedup).
+  std::uint64_t dedup_skipped = 0;
   template <class Self>
   static auto fields(Self& s) {
     return std::tie(s.requested, s.filtered, s.coalesced, s.local, s.sent, s.stalls,
                     s.stale_responses, s.stale_waiters, s.released, s.invalid_local, s.responses,
-                    s.compact_packets, s.compact_bytes);
+                    s.compact_packets, s.compact_bytes, s.dedup_skipped);
   }
   void add(const ClientCounters& o) { add_counters(*this, o); }
 };
@@ -222,6 +225,14 @@ class ClientUnit {
   // time (run_bulk_sized picks it).
   template <bool kDedup>
   bool run_bulk_sized(Command& c, std::uint64_t end);
+  // Whether the bulk path may walk cmd (POSITIONAL on the compact wire, no plan to record).
+  bool bulk_eligible(const Command& cmd) const noexcept;
+  // Whether cmd, a work request with per-WR de-duplication on the bulk path, should go without
+  // it: the unit's recent de-duplicated requests found repeats among fewer than 1 % of their
+  // remote idxs (decayed by half per request), so the bitmap claim and first-occurrence record
+  // per idx would cost more than the few repeats they save; every 8th such request still
+  // de-duplicates, to keep measuring. Results never change (a repeat is requested again).
+  bool skip_dedup(const Command& cmd) noexcept;
   template <std::uint32_t kP, bool kDedup>
   bool run_bulk(Command& c, std::uint64_t end);
   // Frees the entries of slot s (its command failed); their rows become unrequested again.
@@ -250,6 +261,11 @@ class ClientUnit {
   std::uint32_t batch_cap_ = 1;    // rows per read
   std::uint32_t max_batches_ = 1;  // reads open or in flight
   std::uint32_t inflight_prs_ = 0;
+  // skip_dedup's measure: remote idxs walked and repeats found by the de-duplicated walks of
+  // the current command and, halved per command, of the ones before.
+  std::uint64_t cmd_walked_ = 0, cmd_repeats_ = 0;
+  std::uint64_t walked_window_ = 0, repeat_window_ = 0;
+  std::uint32_t since_probe_ = 0;
   std::vector<Batch> batches_;
   std::vector<std::uint32_t> free_batches_;
   std::vector<std::uint32_t> open_;         // per owner: its read being filled, or kNoBatch

@@ -2,6 +2,7 @@
 // against reference counts, quiesce, reads to a silently dead peer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <barrier>
@@ -10,9 +11,13 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <numeric>
+#include <random>
 #include <set>
 #include <thread>
 #include <tuple>
+
+#include <nlohmann/json.hpp>
 
 #include "netsparse/netsparse.h"
 #include "rig_cluster.hpp"
@@ -275,13 +280,75 @@ TEST(EngineSemantics, BulkPathAgreesWithThePerIdxWalk) {
             const Counts& walk = counts[{NS_WIRE_PAPER, rank, stream, unique}];
             EXPECT_EQ(bulk, walk) << where;
             EXPECT_EQ(bulk[0], bulk[1] + bulk[2] + bulk[3]) << where;
-            if (unique != 0 || stream == 0) EXPECT_EQ(bulk[3], 0u) << where;
-            if (unique == 0 && stream == 1) EXPECT_GT(bulk[3], 0u) << where << ": repeats dropped";
+            if (unique != 0 || stream == 0) {
+              EXPECT_EQ(bulk[3], 0u) << where;
+            } else {
+              EXPECT_GT(bulk[3], 0u) << where << ": repeats dropped";
+            }
           }
         }
       }
     }
   }
+}
+
+// The client unit's per-WR de-duplication goes when it buys nothing (ClientUnit::skip_dedup):
+// a stream with many repeats keeps it on every request (its filtering and coalescing counted);
+// POSITIONAL work requests of 8192 idxs with one repeat each (under 1 % of their remote idxs)
+// are then walked without it, except every 8th (the probe); and when the repeats come back,
+// each client unit's next probe sees them: at most 7 requests per unit go without it. Every
+// row is right throughout.
+TEST(EngineSemantics, DedupIsSkippedOnlyWhileRequestsRepeatAlmostNothing) {
+  constexpr int kWrs = 40;
+  constexpr std::size_t kCount = 8192;
+  ClusterOptions o = cluster_options(2, 8, make_attr(NS_PROGRESS_THREAD, 0));
+  o.offsets = {0, 20000, 40000};
+  const auto dedup_skipped = [](const ns_context* ctx) {
+    const auto j = nlohmann::json::parse(stats_json_text(ctx));
+    return j.at("engine").at("dedup_skipped").get<std::uint64_t>();
+  };
+  run_cluster(o, [&](Node& n) {
+    std::mt19937_64 rng(91 + static_cast<std::uint64_t>(n.rank));
+    for (const int phase : {0, 1, 2}) {
+      const bool heavy = phase != 1;
+      const std::string where =
+          "phase " + std::to_string(phase) + " node " + std::to_string(n.rank);
+      ns_stats_reset(n.ctx);
+      const std::uint64_t skipped_before = dedup_skipped(n.ctx);
+      for (int w = 0; w < kWrs; ++w) {
+        std::vector<std::uint64_t> idx(kCount);
+        if (heavy) {
+          idx = dup_heavy_idx(n.total, kCount, 64, rng());
+        } else {
+          // Distinct idxs (the start of a shuffled range), then one repeat.
+          std::vector<std::uint64_t> perm(n.total);
+          std::iota(perm.begin(), perm.end(), 0);
+          std::shuffle(perm.begin(), perm.end(), rng);
+          std::copy_n(perm.begin(), kCount, idx.begin());
+          idx.back() = idx.front();
+        }
+        std::vector<std::uint8_t> out(idx.size() * n.P, kSentinel);
+        auto wr = rig(1, n.mr, idx, out.data(), NS_RIG_LAYOUT_POSITIONAL);
+        ASSERT_EQ(ns_post_send(n.qp, &wr, nullptr), NS_OK) << ns_last_error();
+        for (const ns_wc& wc : wait_completions(n.cq, 1)) EXPECT_EQ(wc.status, NS_WC_SUCCESS);
+        check_positional(out, idx, n.P, n.rank);
+      }
+      const std::uint64_t repeats =
+          stat(n.ctx, NS_STAT_PRS_FILTERED) + stat(n.ctx, NS_STAT_PRS_COALESCED);
+      const std::uint64_t skipped = dedup_skipped(n.ctx) - skipped_before;
+      if (heavy) {
+        // Phase 0 on fresh units; phase 2 after phase 1's skips, until each client unit's next
+        // probe sees repeats: at most 7 requests per unit (the engine has two).
+        EXPECT_LE(skipped, phase == 0 ? 0u : 14u) << where;
+        EXPECT_GT(repeats, static_cast<std::uint64_t>(kWrs) * kCount / 8) << where;
+      } else {
+        // Measured over the first requests, then skipped on 7 of every 8.
+        EXPECT_GE(skipped, static_cast<std::uint64_t>(kWrs) / 2) << where;
+        EXPECT_LT(skipped, static_cast<std::uint64_t>(kWrs)) << where << ": probes remain";
+      }
+      n.sync->arrive_and_wait();
+    }
+  });
 }
 
 // Column panels of one kernel run, gathered into alternating buffers within one epoch: each
