@@ -4,29 +4,22 @@
 
 #include <string>
 
-#include "netsparse/netsparse.h"
+#include "netsparse/netsparse.hpp"
 #include "report.hpp"
 
 namespace netsparse::bench {
 
-// null when the library wrote nothing; throws std::runtime_error if it is not JSON. The
-// document can grow between the size query and the copy (a peer's traffic moves the counters:
-// seen in the soft-RoCE guest, a document cut at its first length), so the copy is retried
-// until it fits, with room to spare, as Context::stats_json does.
+// null when the library wrote nothing (or the context is gone); throws std::runtime_error if it
+// is not JSON. The copy is netsparse::stats_json's (retried until the document fits).
 inline Json engine_stats_json(const ns_context* ctx) {
-  int n = ns_stats_json(ctx, nullptr, 0);
-  if (n <= 0) return nullptr;
   std::string text;
-  for (;;) {
-    text.assign(static_cast<std::size_t>(n) + 256, '\0');
-    const int got = ns_stats_json(ctx, text.data(), text.size());
-    if (got <= 0) return nullptr;
-    if (static_cast<std::size_t>(got) < text.size()) {
-      text.resize(static_cast<std::size_t>(got));
-      return parse_json(text, "ns_stats_json");
-    }
-    n = got;
+  try {
+    text = netsparse::stats_json(ctx);
+  } catch (const netsparse::Error&) {
+    return nullptr;
   }
+  if (text.empty()) return nullptr;
+  return parse_json(text, "ns_stats_json");
 }
 
 }  // namespace netsparse::bench

@@ -140,6 +140,24 @@ inline ns_send_wr ris_wr(std::uint64_t wr_id, ns_mr* mr, const std::uint64_t* id
 
 }  // namespace detail
 
+// ns_stats_json of any context, whole (docs/api.md): with a progress thread, or a peer's traffic,
+// the counters (and so the text's length) change between the size query and the copy, so the
+// text is sized with headroom and asked for again whenever it did not fit. Throws Error.
+inline std::string stats_json(const ns_context* ctx) {
+  std::string s;
+  for (int need = ns_stats_json(ctx, nullptr, 0);;) {
+    detail::check(need < 0 ? need : 0, "ns_stats_json");
+    s.assign(static_cast<std::size_t>(need) + 256, '\0');
+    const int got = ns_stats_json(ctx, s.data(), s.size());
+    detail::check(got < 0 ? got : 0, "ns_stats_json");
+    if (static_cast<std::size_t>(got) < s.size()) {
+      s.resize(static_cast<std::size_t>(got));
+      return s;
+    }
+    need = got;
+  }
+}
+
 enum class Layout : int {
   kIndexed = NS_RIG_LAYOUT_INDEXED,
   kPositional = NS_RIG_LAYOUT_POSITIONAL
@@ -254,22 +272,7 @@ class Context {
   std::uint64_t stat(ns_stat which) const noexcept { return ns_stat_get(get(), which); }
   double prs_per_packet() const noexcept { return ns_stat_prs_per_packet(get()); }
   void stats_reset() noexcept { ns_stats_reset(get()); }
-  // With a progress thread the counters (and so the text's length) change between the calls:
-  // sized with headroom, and asked again whenever the text did not fit.
-  std::string stats_json() const {
-    std::string s;
-    for (int need = ns_stats_json(get(), nullptr, 0);;) {
-      detail::check(need < 0 ? need : 0, "ns_stats_json");
-      s.assign(static_cast<std::size_t>(need) + 256, '\0');
-      const int got = ns_stats_json(get(), s.data(), s.size());
-      detail::check(got < 0 ? got : 0, "ns_stats_json");
-      if (static_cast<std::size_t>(got) < s.size()) {
-        s.resize(static_cast<std::size_t>(got));
-        return s;
-      }
-      need = got;
-    }
-  }
+  std::string stats_json() const { return netsparse::stats_json(get()); }
   void close() { h_.close("ns_close"); }
   ns_context* get() const noexcept { return h_.get(); }
   explicit operator bool() const noexcept { return static_cast<bool>(h_); }

@@ -11,25 +11,18 @@
 #include <string>
 #include <vector>
 
-#include "netsparse/netsparse.h"
+#include "netsparse/netsparse.hpp"
 
 namespace rigtest {
 
-// ns_stats_json whole. A progress thread may change the statistics between the call that sizes
-// the buffer and the one that fills it (a longer number): retried with room to spare until it
-// fits. Empty on an error.
+// ns_stats_json whole (netsparse::stats_json: retried until it fits, since a progress thread may
+// change the statistics between the size query and the copy). Empty on an error.
 inline std::string stats_json_text(const ns_context* ctx) {
-  std::string json;
-  for (int need = ns_stats_json(ctx, nullptr, 0); need >= 0;) {
-    json.assign(static_cast<std::size_t>(need) + 256, '\0');
-    const int got = ns_stats_json(ctx, json.data(), json.size());
-    if (got >= 0 && static_cast<std::size_t>(got) < json.size()) {
-      json.resize(static_cast<std::size_t>(got));
-      return json;
-    }
-    need = got;
+  try {
+    return netsparse::stats_json(ctx);
+  } catch (const netsparse::Error&) {
+    return {};
   }
-  return {};
 }
 
 // Byte b of global row r. Rows differ in (almost) every byte, so a property written to the wrong
