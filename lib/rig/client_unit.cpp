@@ -309,14 +309,8 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
     }
     std::uint32_t req;
     if (compact_) {
-      Batch& b = open_batch(dest);
-      const std::uint64_t row = i - r.solver.begin(owner);
-      b.rows.push_back(row);
-      b.at.push_back(static_cast<std::uint64_t>(dst - c.out));
-      b.max_row = std::max(b.max_row, row);
-      ++inflight_prs_;
-      req = tag_of(open_[dest]);
-      if (b.rows.size() == batch_cap_) send_batch(dest);
+      req =
+          append_to_read(dest, i - r.solver.begin(owner), static_cast<std::uint64_t>(dst - c.out));
     } else {
       const std::uint32_t e = free_.back();
       free_.pop_back();
@@ -344,21 +338,21 @@ bool ClientUnit::run(Command& c, std::uint64_t now, std::uint64_t budget) {
   return true;
 }
 
-// Per idx only what a POSITIONAL command on the compact wire needs: its owner (a shift on equal
-// blocks), a fixed-size copy of this node's rows, for a remote one the per-WR de-duplication
-// when the command uses it (kDedup: one bitmap claim; a repeat is copied from its first
-// occurrence or waits for its answer), else two stores into the owner's open read. No window
-// check, no row-state filter, no plan record, no per-idx prefetch of this node's rows (their
-// copies are independent loads the core overlaps; run()'s prefetch, computed per idx, was among
-// its hottest instructions at K = 1) unless they span a cache line, and every count kept in
-// registers until the walk stops.
-// Outcomes per idx are those of run() for such a command.
 template <bool kDedup>
 bool ClientUnit::run_bulk_sized(Command& c, std::uint64_t end) {
   return with_prop_size(c.mr->prop_bytes,
                         [&]<std::uint32_t kP>() { return run_bulk<kP, kDedup>(c, end); });
 }
 
+// Per idx only what a POSITIONAL command on the compact wire needs: its owner (a shift on equal
+// blocks), a fixed-size copy of this node's rows, for a remote one the per-WR de-duplication
+// when the command uses it (kDedup: one bitmap claim; a repeat is copied from its first
+// occurrence or waits for its answer), else two stores into the owner's open read. No window
+// check, no row-state filter, no plan record, no per-idx prefetch of this node's rows (their
+// copies are independent loads the core overlaps; run()'s prefetch, computed per idx, was among
+// its hottest instructions at K = 1) unless they are a cache line or more, and every count kept in
+// registers until the walk stops.
+// Outcomes per idx are those of run() for such a command.
 template <std::uint32_t kP, bool kDedup>
 bool ClientUnit::run_bulk(Command& c, std::uint64_t end) {
   Region& r = *c.mr;
@@ -453,17 +447,11 @@ bool ClientUnit::run_bulk(Command& c, std::uint64_t end) {
       settle();
       return false;
     }
-    Batch& b = open_batch(dest);
-    const std::uint64_t row = i - r.solver.begin(owner);
-    b.rows.push_back(row);
-    b.at.push_back(j * P);
-    b.max_row = std::max(b.max_row, row);
-    ++inflight_prs_;
+    const std::uint32_t tag = append_to_read(dest, i - r.solver.begin(owner), j * P);
     ++sent;
     if constexpr (kDedup) {
-      if (first == nullptr) dedup_.record(i, static_cast<std::uint32_t>(j), tag_of(open_[dest]));
+      if (first == nullptr) dedup_.record(i, static_cast<std::uint32_t>(j), tag);
     }
-    if (b.rows.size() == batch_cap_) send_batch(dest);
   }
   settle();
   stalled_ = false;

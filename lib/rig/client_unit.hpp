@@ -6,6 +6,7 @@
 // search); the entry says where the property goes.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -212,6 +213,18 @@ class ClientUnit {
     return b != kNoBatch ? batches_[b] : open_new_batch(owner);
   }
   Batch& open_new_batch(std::uint32_t owner);
+  // One row for `owner` (owner-local), answered at byte `at` of the command's output, into its
+  // open read, which leaves once full; returns the read's tag (taken before it leaves).
+  std::uint32_t append_to_read(std::uint32_t owner, std::uint64_t row, std::uint64_t at) {
+    Batch& b = open_batch(owner);
+    b.rows.push_back(row);
+    b.at.push_back(at);
+    b.max_row = std::max(b.max_row, row);
+    ++inflight_prs_;
+    const std::uint32_t tag = tag_of(open_[owner]);
+    if (b.rows.size() == batch_cap_) send_batch(owner);
+    return tag;
+  }
   void send_batch(std::uint32_t owner);
   void send_open_batches();
   void free_batch(std::uint32_t b) noexcept;
