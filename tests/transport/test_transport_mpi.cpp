@@ -241,6 +241,19 @@ TEST(ShmRings, ReserveCommitInterleavedWithSends) {
 // messages of lengths that move the ring's position all around it, each drained by the
 // successor before the next reservation (reserve_for the whole ring), which must then be the
 // full frame bound; what was written in it arrives intact.
+// Polls until message `step` (counted by the handler in `received`) has arrived, for at most
+// 30 s; a timeout becomes `error` unless the handler already set one.
+template <class Handler>
+void await_message(Transport& t, Handler& handler, const int& received, int step,
+                   std::string& error) {
+  const auto start = std::chrono::steady_clock::now();
+  while (received <= step && error.empty() &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+    t.poll(handler, 16);
+  }
+  if (received <= step && error.empty()) error = "step " + std::to_string(step) + ": timed out";
+}
+
 TEST(ShmRings, ADrainedRingLendsAWholeFrameAtAnyPosition) {
   MpiOptions options;
   options.max_packet_bytes = 1000;
@@ -289,12 +302,7 @@ TEST(ShmRings, ADrainedRingLendsAWholeFrameAtAnyPosition) {
     }
     std::memset(room.data(), step & 0xFF, len);
     EXPECT_EQ(t->commit(next, len), TxStatus::kOk);
-    const auto start = std::chrono::steady_clock::now();
-    while (received <= step && error.empty() &&
-           std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
-      t->poll(handler, 16);
-    }
-    if (received <= step && error.empty()) error = "step " + std::to_string(step) + ": timed out";
+    await_message(*t, handler, received, step, error);
     t->barrier();  // every ring drained before the next reservation
   }
   EXPECT_TRUE(on_every_rank(error));
@@ -329,12 +337,7 @@ TEST(ShmRings, ADrainedRingStartsOverAtItsBeginning) {
       error = "step " + std::to_string(step) + ": the send was refused";
       break;
     }
-    const auto start = std::chrono::steady_clock::now();
-    while (received <= step && error.empty() &&
-           std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
-      t->poll(handler, 16);
-    }
-    if (received <= step && error.empty()) error = "step " + std::to_string(step) + ": timed out";
+    await_message(*t, handler, received, step, error);
     t->barrier();  // every ring drained before the next send
   }
   const std::string detail = t->detail();
