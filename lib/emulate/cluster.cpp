@@ -256,9 +256,12 @@ struct Node {
   std::size_t next_pos = 0;  // first idx not yet posted
   std::uint64_t wrs_total = 0, wrs_posted = 0, wrs_done = 0, wrs_failed = 0;
   Picos busy_until = 0;
-  Picos next_step = kNever;
-  bool host_due =
-      false;  // a host turn (posting) is scheduled  // the step scheduled, kNever if none
+  Picos next_step = kNever;  // the step scheduled, kNever if none
+  // Which scheduled step event is the live one: a superseded event can fall due at the very
+  // time of a later-scheduled step, so the time alone does not tell them apart (it ran a step
+  // before the frames of the one before it were injected: gen:road:4096 on 128 nodes).
+  std::uint64_t step_token = 0;
+  bool host_due = false;  // a host turn (posting) is scheduled
   Picos done_ps = 0;
   Picos last_send_ps = 0;  // the end of the last engine step that sent packets
   std::uint64_t steps = 0;
@@ -437,8 +440,9 @@ void Run::schedule_step(Node& n, Picos when) {
   if (n.next_step <= when) return;  // an earlier step is already due
   n.next_step = when;
   Node* np = &n;
-  events_.at(when, [this, np, when] {
-    if (np->next_step != when) return;  // superseded by an earlier one
+  const std::uint64_t token = ++n.step_token;
+  events_.at(when, [this, np, token] {
+    if (np->step_token != token) return;  // superseded by an earlier one
     np->next_step = kNever;
     step(*np);
   });
