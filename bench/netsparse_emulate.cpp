@@ -3,8 +3,9 @@
 //
 //   netsparse_emulate --nodes 128 --racks 8 --matrix gen:kron:16 --K 16 --mechanisms all
 //
-// --matrix gen:kron:S (Kronecker, 2^S rows, edge factor 16) | gen:road:W (W x W road grid) |
-//          gen:stencil:N (N^3 27-point stencil) | a Matrix Market file
+// --matrix gen:kron:S[:EF] (Kronecker, 2^S rows, edge factor 16) | gen:road:W[:H[:LONG[:GRID]]]
+//          (road grid) | gen:stencil:N or NX:NY:NZ[:DOF] (27-point stencil) | a Matrix Market
+//          file | paper:arabic, paper:europe, paper:queen (Table 6's matrices by shape)
 // --mechanisms rig | filter | coalesce | nic | switch (cumulative, as Table 8) | all (the ladder)
 // --kernel spmm (only: the gather is the same for SDDMM; SpMV is K = 1)
 // --seed S (generator seed) --batch N|auto (idxs per work request) --units U,.. (Fig. 16)
@@ -32,6 +33,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -167,8 +169,13 @@ usage: netsparse_emulate [options]
   --racks R            racks, nodes split evenly (default 8)
   --ranks-per-node R   the rows are cut into equal blocks per rank, R consecutive ranks per
                        node sharing its NIC (netsparse-node's hosts; default 1)
-  --matrix SPEC        gen:kron:S (default gen:kron:16), gen:road:W, gen:stencil:N or a Matrix
-                       Market file
+  --matrix SPEC        gen:kron:S[:EDGE_FACTOR] (default gen:kron:16),
+                       gen:road:W[:H[:LONG_FRACTION[:GRID_FRACTION]]], gen:stencil:N,
+                       gen:stencil:NX:NY:NZ[:DOF], a Matrix Market file, or the paper's
+                       Table 6 matrices by shape (rows, nonzeros per row): paper:arabic
+                       (gen:kron:24:42), paper:europe (gen:road:7150:7150:0.01:0.53),
+                       paper:queen (gen:stencil:111:111:111:3); generated a node's rows at
+                       a time, only the idx lists kept (8 B a nonzero)
   --kernel spmm        the kernel emulated (SpMM only)
   --K LIST             dense widths, comma-separated (default 16); a list gives Fig. 12
   --mechanisms STEPS   rig, filter, coalesce, nic, switch (each adds one mechanism to the
@@ -352,11 +359,13 @@ struct MatrixFacts {
   std::vector<std::uint64_t> unique_remote, remote_nnz, sa_opt_prs, sa_opt_served;
 };
 
-MatrixFacts analyse(const netsparse::CsrMatrix& a, const Workload& w, const Options& o) {
-  const std::uint64_t n = static_cast<std::uint64_t>(a.n_cols);
+// Reads the columns from the idx lists (node p's nonzeros in CSR order from row_ptr[first row of
+// p]), so that it runs without the matrix (pattern_workload).
+MatrixFacts analyse(std::span<const std::int64_t> row_ptr, const Workload& w, const Options& o) {
+  const std::uint64_t n = w.row_offsets.back();  // square
   const auto N = static_cast<std::size_t>(o.nodes);
   MatrixFacts f;
-  f.rows = static_cast<std::uint64_t>(a.n_rows_global);
+  f.rows = n;
   auto owner_of = [&](std::uint64_t c) {  // equal blocks: the partition of gather_workload
     std::size_t q = static_cast<std::size_t>(c * static_cast<std::uint64_t>(o.nodes) / f.rows);
     while (q + 1 < N && c >= w.row_offsets[q + 1]) ++q;
@@ -374,11 +383,12 @@ MatrixFacts analyse(const netsparse::CsrMatrix& a, const Workload& w, const Opti
   for (std::size_t p = 0; p < N; ++p) {
     const std::uint64_t b = w.row_offsets[p], e = w.row_offsets[p + 1];
     std::vector<int> window;
+    const std::uint64_t* cols = w.idxs[p].data() - row_ptr[b];
     for (std::uint64_t r = b; r < e; ++r) {
       const std::uint64_t core = (r - b) * cores / std::max<std::uint64_t>(1, e - b);
       const auto stamp = static_cast<std::uint32_t>(p * cores + core);
-      for (auto j = a.row_ptr[r]; j < a.row_ptr[r + 1]; ++j) {
-        const std::uint64_t c = static_cast<std::uint64_t>(a.col_idx[j]);
+      for (auto j = row_ptr[r]; j < row_ptr[r + 1]; ++j) {
+        const std::uint64_t c = cols[j];
         if (c >= b && c < e) continue;
         ++f.remote_nnz[p];
         if (seen[c] != static_cast<std::uint32_t>(p)) {
@@ -426,10 +436,10 @@ Table1 table1(const MatrixFacts& f, const Workload& w, int nodes) {
   return t;
 }
 
-void print_matrix_tables(const Options& o, const netsparse::CsrMatrix& a, const MatrixFacts& f,
+void print_matrix_tables(const Options& o, std::uint64_t nnz, const MatrixFacts& f,
                          const Table1& t1) {
   std::printf("matrix %s: %llu rows, %llu nonzeros; %d nodes in %d racks%s\n", o.matrix.c_str(),
-              static_cast<unsigned long long>(f.rows), static_cast<unsigned long long>(a.nnz()),
+              static_cast<unsigned long long>(f.rows), static_cast<unsigned long long>(nnz),
               o.nodes, o.racks, o.rack_waves ? ", a rack's nodes in waves" : "");
   std::printf("table 4: distinct destinations among 64 consecutive PRs: %.2f (of %d)\n", f.table4,
               o.nodes - 1);
@@ -875,7 +885,7 @@ ScalingPoint scaling_point(const Options& o, const netsparse::CsrMatrix& a, int 
   on.racks = racks;
   Workload w = gather_workload(a, nodes, K * 4, o.ranks_per_node);
   w.verify = false;
-  const MatrixFacts f = analyse(a, w, on);
+  const MatrixFacts f = analyse(a.row_ptr, w, on);
   const double line_Bps = FabricConfig{}.link_gbps * 1e9 / 8;
   const Baselines base = baselines(f, w, on, K, line_Bps);
   ScalingPoint pt;
@@ -944,7 +954,7 @@ SaRun sa_run(const Options& o, const netsparse::CsrMatrix& a, std::uint32_t K) {
   SaRun s;
   s.w = gather_workload(a, 2, K * 4, 1);
   s.w.verify = false;
-  s.f = analyse(a, s.w, on);
+  s.f = analyse(a.row_ptr, s.w, on);
   const double line_Bps = FabricConfig{}.link_gbps * 1e9 / 8;
   s.base = baselines(s.f, s.w, on, K, line_Bps);
   const LadderStep& rig = *find_step("rig");
@@ -1178,7 +1188,7 @@ int run_fig19(const Options& o, const netsparse::CsrMatrix& a, double load_s) {
           renumber_by_parts(a, row_parts(a, o.nodes, how, o.seed), o.nodes, offsets);
       Workload w = block_workload(b, offsets, K * 4);
       w.verify = o.verify;
-      const MatrixFacts f = analyse(b, w, o);
+      const MatrixFacts f = analyse(b.row_ptr, w, o);
       const Baselines base = baselines(f, w, o, K, line_Bps);
       const ClusterConfig c = cluster_config(o, spec, batch, w);
       const RunResult r = Cluster(c).run(w);
@@ -1413,22 +1423,17 @@ int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   if (o.fig15) return run_fig15(o);
   const auto t_load = std::chrono::steady_clock::now();
-  netsparse::CsrMatrix a;
-  Workload w;
-  try {
-    a = load_matrix_spec(o.matrix, o.seed);
-    w = gather_workload(a, o.nodes, 4, o.ranks_per_node);
-  } catch (const std::exception& e) {
-    std::cerr << "netsparse_emulate: " << o.matrix << ": " << e.what() << "\n";
-    return 1;
-  }
-  w.verify = o.verify;
-  if (o.scaling) return run_scaling(o, a, seconds_since(t_load));
-  if (o.fig19) {
-    w = Workload{};
-    return run_fig19(o, a, seconds_since(t_load));
-  }
-  if (o.tables) {
+  if (o.scaling || o.fig19 || o.tables) {
+    // These take the whole matrix (the compute model's SpMM, partitions, 2-node runs).
+    netsparse::CsrMatrix a;
+    try {
+      a = load_matrix_spec(o.matrix, o.seed);
+    } catch (const std::exception& e) {
+      std::cerr << "netsparse_emulate: " << o.matrix << ": " << e.what() << "\n";
+      return 1;
+    }
+    if (o.scaling) return run_scaling(o, a, seconds_since(t_load));
+    if (o.fig19) return run_fig19(o, a, seconds_since(t_load));
     try {
       return run_tables(o, a, seconds_since(t_load));
     } catch (const std::exception& e) {
@@ -1436,16 +1441,29 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  const MatrixFacts facts = analyse(a, w, o);
+  // The ladder needs only every node's idx list (and the row pointers for the analysis): a
+  // generated matrix is made a node's block at a time and never held whole (paper-sized inputs).
+  Workload w;
+  std::uint64_t nnz = 0;
+  MatrixFacts facts;
+  try {
+    PatternWorkload pw = pattern_workload(o.matrix, o.seed, o.nodes, 4, o.ranks_per_node);
+    w = std::move(pw.w);
+    nnz = static_cast<std::uint64_t>(pw.row_ptr.back());
+    facts = analyse(pw.row_ptr, w, o);
+  } catch (const std::exception& e) {
+    std::cerr << "netsparse_emulate: " << o.matrix << ": " << e.what() << "\n";
+    return 1;
+  }
+  w.verify = o.verify;
   const double load_s = seconds_since(t_load);
   const Table1 t1 = table1(facts, w, o.nodes);
-  print_matrix_tables(o, a, facts, t1);
+  print_matrix_tables(o, nnz, facts, t1);
   const std::uint32_t batch = o.batch != 0
                                   ? o.batch
-                                  : auto_batch(a.nnz() / static_cast<std::uint64_t>(o.nodes),
+                                  : auto_batch(nnz / static_cast<std::uint64_t>(o.nodes),
                                                *std::max_element(o.units.begin(), o.units.end()));
   std::printf("batch %u idxs per work request%s\n", batch, o.batch != 0 ? "" : " (auto)");
-  a = netsparse::CsrMatrix{};  // the idx lists are all the emulation needs
   const std::vector<RunSpec> runs = run_specs(o, chosen_steps(o));
   std::ofstream traffic;
   if (!o.traffic.empty()) {

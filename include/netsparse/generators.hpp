@@ -66,11 +66,15 @@ CsrMatrix generate_stencil27(const StencilParams& params, gidx_t row_begin, gidx
 // edges like highways: vertices are paired at random by a keyed permutation (vertex pi(2k) with
 // pi(2k + 1)) and each pair is joined with probability long_edge_fraction. The graph is
 // symmetric (undirected), has no self-loops, degree <= 5, pattern values 1.0.
+// grid_edge_fraction < 1 keeps each grid edge with that probability (keyed by the edge, so both
+// ends agree): real road networks are mostly chains of degree-2 vertices (europe_osm: 2.1
+// nonzeros per row, against the full grid's 4).
 struct RoadParams {
   gidx_t width = 256;
   gidx_t height = 256;
   double long_edge_fraction = 0.01;
   std::uint64_t seed = 1;
+  double grid_edge_fraction = 1.0;
 };
 
 // Throws std::invalid_argument for non-positive sizes, a fraction outside [0, 1] or rows

@@ -39,7 +39,10 @@ std::string matrix_spec_help() {
          "  gen:kron:SCALE[:EDGE_FACTOR[:SEED]]          Graph500 Kronecker, 2^SCALE rows,\n"
          "                                               edge factor 16, seed 1 by default\n"
          "  gen:stencil:NX:NY:NZ[:DOF]                   3D 27-point stencil, DOF 1 default\n"
-         "  gen:road:WIDTH:HEIGHT[:LONG_FRACTION[:SEED]] road-like grid + long edges (0.01)\n";
+         "  gen:road:WIDTH:HEIGHT[:LONG_FRACTION[:SEED[:GRID_FRACTION]]]\n"
+         "                                               road-like grid + long edges (0.01),\n"
+         "                                               each grid edge kept with GRID_FRACTION\n"
+         "                                               (1; europe_osm's 2.1 per row: 0.53)\n";
 }
 
 namespace {
@@ -140,10 +143,14 @@ DistMatrix load_distributed_matrix(MPI_Comm comm, std::string_view spec, Partiti
     if (kind == "road") {
       RoadParams p;
       params(2, Param{"WIDTH", p.width}, Param{"HEIGHT", p.height},
-             Param{"LONG_FRACTION", p.long_edge_fraction}, Param{"SEED", p.seed});
+             Param{"LONG_FRACTION", p.long_edge_fraction}, Param{"SEED", p.seed},
+             Param{"GRID_FRACTION", p.grid_edge_fraction});
       if (p.width < 1 || p.height < 1) bad_spec(spec, "sizes must be >= 1");
       if (!(p.long_edge_fraction >= 0 && p.long_edge_fraction <= 1)) {
         bad_spec(spec, "LONG_FRACTION must be in [0, 1]");
+      }
+      if (!(p.grid_edge_fraction >= 0 && p.grid_edge_fraction <= 1)) {
+        bad_spec(spec, "GRID_FRACTION must be in [0, 1]");
       }
       return generate_distributed(comm, p, partition);
     }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <span>
 #include <string>
@@ -19,10 +20,44 @@
 
 namespace netsparse::emulate {
 
-// gen:kron:S (2^S rows, edge factor 16), gen:road:W (W x W road grid), gen:stencil:N (N^3
-// 27-point stencil) or a Matrix Market file. Throws (std::invalid_argument, SparseError) with
-// the reason.
+// The matrices the emulator takes (--matrix), in the library's field order (its seed is the
+// emulator's --seed):
+inline constexpr const char* kMatrixSpecForms =
+    "gen:kron:SCALE[:EDGE_FACTOR] (2^SCALE rows, edge factor 16), "
+    "gen:road:W[:H[:LONG_FRACTION[:GRID_FRACTION]]] (W x H road grid, long edges 0.01, grid "
+    "edges kept 1), gen:stencil:N or gen:stencil:NX:NY:NZ[:DOF] (27-point stencil), "
+    "paper:arabic | paper:europe | paper:queen (the paper's Table 6 matrices by shape: rows and "
+    "nonzeros per row) or a Matrix Market file";
+
+// A generator specification as a function of a row block (any split of the rows gives the same
+// matrix); `block` is empty for a file. std::invalid_argument with the reason for a malformed
+// specification. The paper's matrices by shape:
+//   paper:arabic  gen:kron:24:42 (16.8 M rows, ~640 M nonzeros: arabic-2005 has 22.7 M / 640 M;
+//                 power-law like a web crawl, without its URL-order locality)
+//   paper:europe  gen:road:7150:7150:0.01:0.53 (51.1 M rows, ~108 M nonzeros: europe_osm
+//                 50.9 M / 108 M)
+//   paper:queen   gen:stencil:111:111:111:3 (4.1 M rows, 81 nonzeros per interior row:
+//                 queen_4147 4.1 M / 317 M)
+struct MatrixGenerator {
+  gidx_t rows = 0;
+  std::function<CsrMatrix(gidx_t, gidx_t)> block;
+};
+MatrixGenerator matrix_generator(const std::string& spec, std::uint64_t seed);
+
+// The whole matrix of a specification (above) or a Matrix Market file. Throws
+// (std::invalid_argument, SparseError) with the reason.
 CsrMatrix load_matrix_spec(const std::string& spec, std::uint64_t seed);
+
+// gather_workload's work without the whole matrix in memory: a generator's rows are made one
+// node's block at a time and only their columns kept (the paper-sized matrices: 8 B a nonzero,
+// not 24). row_ptr is the whole matrix's (node p's nonzeros are row_ptr[row_offsets[p]] ..
+// row_ptr[row_offsets[p + 1]], in w.idxs[p] from 0). A file is read whole, as before.
+struct PatternWorkload {
+  Workload w;
+  std::vector<std::int64_t> row_ptr;
+};
+PatternWorkload pattern_workload(const std::string& spec, std::uint64_t seed, int nodes,
+                                 std::uint32_t prop_bytes, int ranks_per_node = 1);
 
 // Node p owns the equal row block [rows * p / nodes, rows * (p + 1) / nodes) and asks for the
 // column of every nonzero of its rows, in CSR order (repeats and its own rows included: the

@@ -155,6 +155,9 @@ class RoadModel {
     if (!(p.long_edge_fraction >= 0.0 && p.long_edge_fraction <= 1.0)) {
       throw std::invalid_argument("generate_road: long_edge_fraction must be in [0, 1]");
     }
+    if (!(p.grid_edge_fraction >= 0.0 && p.grid_edge_fraction <= 1.0)) {
+      throw std::invalid_argument("generate_road: grid_edge_fraction must be in [0, 1]");
+    }
     n_ = p.width * p.height;
   }
 
@@ -176,10 +179,11 @@ class RoadModel {
     const gidx_t x = v % w;
     const gidx_t y = v / w;
     int k = 0;
-    if (y > 0) out[k++] = v - w;
-    if (x > 0) out[k++] = v - 1;
-    if (x + 1 < w) out[k++] = v + 1;
-    if (y + 1 < params_.height) out[k++] = v + w;
+    // Grid edge (u, u + 1) is keyed 2u, (u, u + w) 2u + 1: both ends draw the same number.
+    if (y > 0 && keep(2 * (v - w) + 1)) out[k++] = v - w;
+    if (x > 0 && keep(2 * (v - 1))) out[k++] = v - 1;
+    if (x + 1 < w && keep(2 * v)) out[k++] = v + 1;
+    if (y + 1 < params_.height && keep(2 * v + 1)) out[k++] = v + w;
     if (partner >= 0 && std::find(out, out + k, partner) == out + k) {
       out[k++] = partner;
       std::sort(out, out + k);
@@ -195,8 +199,14 @@ class RoadModel {
   }
 
  private:
+  [[nodiscard]] bool keep(gidx_t edge_key) const noexcept {
+    return params_.grid_edge_fraction >= 1.0 ||
+           grid_rng_.uniform(static_cast<std::uint64_t>(edge_key)) < params_.grid_edge_fraction;
+  }
+
   RoadParams params_;
   gidx_t n_ = 0;
+  CounterRng grid_rng_{params_.seed, 0x67726964ULL};
 };
 
 }  // namespace

@@ -312,6 +312,39 @@ TEST(Road, BlocksConcatenateAndSeedMatters) {
   EXPECT_NE(generate_road(p, 0, n).col_idx, generate_road(q, 0, n).col_idx);
 }
 
+// europe_osm's 2.1 nonzeros per row: grid edges kept with a probability, both ends agreeing.
+TEST(Road, GridEdgeFractionThinsTheGridSymmetrically) {
+  RoadParams p;
+  p.width = 200;
+  p.height = 150;
+  p.long_edge_fraction = 0.0;
+  p.grid_edge_fraction = 0.53;
+  p.seed = 5;
+  const gidx_t n = p.width * p.height;
+  const CsrMatrix m = generate_road(p, 0, n);
+  expect_valid_csr(m);
+  EXPECT_TRUE(is_symmetric(m));
+  // Every kept entry is a grid neighbour (no long edges asked for).
+  for (gidx_t v = 0; v < n; ++v) {
+    for (auto j = m.row_ptr[v]; j < m.row_ptr[v + 1]; ++j) {
+      const gidx_t d = m.col_idx[j] > v ? m.col_idx[j] - v : v - m.col_idx[j];
+      EXPECT_TRUE(d == 1 || d == p.width) << v << " -> " << m.col_idx[j];
+    }
+  }
+  // Each of the full grid's edges kept with probability 0.53.
+  const double edges = static_cast<double>((p.width - 1) * p.height + p.width * (p.height - 1));
+  const double sd = std::sqrt(edges * 0.53 * 0.47);
+  EXPECT_NEAR(static_cast<double>(m.nnz()) / 2.0, 0.53 * edges, 5.0 * sd);
+  expect_blocks_concatenate([&](gidx_t b, gidx_t e) { return generate_road(p, b, e); }, n,
+                            {0, 1, 7777, 20000, n});
+  // 1 (the default) is the full grid, as before the option existed.
+  RoadParams full = p;
+  full.grid_edge_fraction = 1.0;
+  EXPECT_EQ(generate_road(full, 0, n).nnz(), static_cast<std::int64_t>(2 * edges));
+  p.grid_edge_fraction = -0.1;
+  EXPECT_THROW(generate_road(p, 0, 1), std::invalid_argument);
+}
+
 TEST(Road, RejectsBadParameters) {
   RoadParams p;
   p.width = 0;
