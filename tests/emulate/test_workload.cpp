@@ -27,7 +27,8 @@ void expect_same_work(const std::string& spec, int nodes, int ranks_per_node) {
 TEST(Workload, NodeBlocksGiveTheWholeMatrixsWork) {
   expect_same_work("gen:kron:12:8", 7, 1);
   expect_same_work("gen:kron:11", 4, 3);
-  expect_same_work("gen:road:40:30:0.05:0.6", 5, 2);
+  expect_same_work("gen:road:40:30:0.05:9:0.6", 5, 2);
+  expect_same_work("gen:kron:10:4:77", 3, 1);
   expect_same_work("gen:road:33", 8, 1);
   expect_same_work("gen:stencil:6:5:4:2", 6, 1);
   expect_same_work("gen:stencil:7", 3, 4);
@@ -60,7 +61,8 @@ TEST(Workload, MalformedSpecificationsAreRefusedWithTheReason) {
   EXPECT_NE(reason("gen:kron:0").find("SCALE must be a number in [1, 30]"), std::string::npos);
   EXPECT_NE(reason("gen:road:10:10:2").find("LONG_FRACTION"), std::string::npos);
   EXPECT_NE(reason("gen:stencil:4:4").find("not one of"), std::string::npos);
-  EXPECT_NE(reason("gen:kron:10:4:1").find("at most 2 parameters"), std::string::npos);
+  EXPECT_NE(reason("gen:kron:10:4:1:2").find("at most 3 parameters"), std::string::npos);
+  EXPECT_NE(reason("gen:road:10:10:0.1:1:1.5").find("GRID_FRACTION"), std::string::npos);
   EXPECT_NE(reason("gen:bogus:3").find("not one of"), std::string::npos);
   EXPECT_NE(reason("paper:nope").find("unknown paper matrix"), std::string::npos);
 }
