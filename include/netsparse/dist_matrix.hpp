@@ -91,6 +91,8 @@ DistMatrix generate_distributed(MPI_Comm comm, const StencilParams& params,
                                 PartitionKind partition = PartitionKind::equal_rows);
 DistMatrix generate_distributed(MPI_Comm comm, const RoadParams& params,
                                 PartitionKind partition = PartitionKind::equal_rows);
+DistMatrix generate_distributed(MPI_Comm comm, const WebParams& params,
+                                PartitionKind partition = PartitionKind::equal_rows);
 
 // A matrix named by a specification string (what netsparse_bench --matrix takes):
 //   PATH.mtx                          Matrix Market file
@@ -99,7 +101,8 @@ DistMatrix generate_distributed(MPI_Comm comm, const RoadParams& params,
 //                                     data: x.mtx.gz) starts with %%MatrixMarket, else METIS
 //   gen:kron:SCALE[:EDGE_FACTOR[:SEED]]            Graph500 Kronecker, 2^SCALE rows
 //   gen:stencil:NX:NY:NZ[:DOF]                     3D 27-point stencil
-//   gen:road:WIDTH:HEIGHT[:LONG_FRACTION[:SEED]]   road-like grid with long edges
+//   gen:road:WIDTH:HEIGHT[:LONG_FRACTION[:SEED[:GRID_FRACTION]]]  road-like grid, long edges
+//   gen:web:ROWS[:MEAN_DEGREE[:LOCAL_FRACTION[:SEED]]]  web crawl in URL order
 // Throws std::invalid_argument for a malformed specification (same text on every rank).
 DistMatrix load_distributed_matrix(MPI_Comm comm, std::string_view spec,
                                    PartitionKind partition = PartitionKind::equal_rows);

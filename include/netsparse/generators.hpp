@@ -81,4 +81,26 @@ struct RoadParams {
 // outside the matrix.
 CsrMatrix generate_road(const RoadParams& params, gidx_t row_begin, gidx_t row_end);
 
+// ---- Web crawl in URL order ---------------------------------------------------------------
+// n pages numbered in crawl (URL) order, where a site's pages are consecutive. Page r's
+// out-degree is drawn from a power law (exponent 2.72, the out-degree tail Broder et al. measured
+// on a web crawl) scaled to `mean_degree` links drawn per page and capped at 50 000. Each link
+// is local with probability local_fraction -- to r +- d, d = floor(locality_span^u) for u
+// uniform in [0, 1) (log-uniform distance: mostly the same site, some far; reflected at the
+// ends) -- else to a popular page: rank k drawn with density ~ k^-0.91 over [1, n] (in-degree
+// exponent 2.1) and mapped to a page by a keyed permutation, so popular pages are anywhere in
+// the crawl. Duplicate links are merged (a pattern matrix, values 1.0), so a row holds at most
+// its drawn degree. Rows are independent: any split of the rows gives the same matrix.
+struct WebParams {
+  gidx_t n = 1 << 16;
+  double mean_degree = 28.0;
+  double local_fraction = 0.9;
+  gidx_t locality_span = 4096;
+  std::uint64_t seed = 1;
+};
+
+// Throws std::invalid_argument for n < 1, a mean degree outside [1, 10000], a fraction outside
+// [0, 1], a span < 1 or rows outside the matrix.
+CsrMatrix generate_web(const WebParams& params, gidx_t row_begin, gidx_t row_end);
+
 }  // namespace netsparse

@@ -450,7 +450,8 @@ DistMatrix generate_distributed(MPI_Comm comm, const RoadParams& params, Partiti
   agree_on_generator(comm,
                      "road:" + std::to_string(params.width) + ":" + std::to_string(params.height) +
                          ":" + std::to_string(params.long_edge_fraction) + ":" +
-                         std::to_string(params.seed),
+                         std::to_string(params.seed) + ":" +
+                         std::to_string(params.grid_edge_fraction),
                      partition);
   if (params.width < 1 || params.height < 1) {
     throw std::invalid_argument("generate_distributed: road grid sizes must be positive");
@@ -459,6 +460,18 @@ DistMatrix generate_distributed(MPI_Comm comm, const RoadParams& params, Partiti
   return generate_with(
       comm, n, partition, [&](gidx_t b, gidx_t e) { return generate_road(params, b, e); },
       "road:" + std::to_string(params.width) + "x" + std::to_string(params.height), 0);
+}
+
+DistMatrix generate_distributed(MPI_Comm comm, const WebParams& params, PartitionKind partition) {
+  agree_on_generator(comm,
+                     "web:" + std::to_string(params.n) + ":" + std::to_string(params.mean_degree) +
+                         ":" + std::to_string(params.local_fraction) + ":" +
+                         std::to_string(params.locality_span) + ":" + std::to_string(params.seed),
+                     partition);
+  if (params.n < 1) throw std::invalid_argument("generate_distributed: web needs n >= 1");
+  return generate_with(
+      comm, params.n, partition, [&](gidx_t b, gidx_t e) { return generate_web(params, b, e); },
+      "web:" + std::to_string(params.n), 0);
 }
 
 }  // namespace netsparse

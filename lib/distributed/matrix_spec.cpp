@@ -42,7 +42,12 @@ std::string matrix_spec_help() {
          "  gen:road:WIDTH:HEIGHT[:LONG_FRACTION[:SEED[:GRID_FRACTION]]]\n"
          "                                               road-like grid + long edges (0.01),\n"
          "                                               each grid edge kept with GRID_FRACTION\n"
-         "                                               (1; europe_osm's 2.1 per row: 0.53)\n";
+         "                                               (1; europe_osm's 2.1 per row: 0.53)\n"
+         "  gen:web:ROWS[:MEAN_DEGREE[:LOCAL_FRACTION[:SEED]]]\n"
+         "                                               web crawl in URL order: power-law\n"
+         "                                               degrees (28 links drawn a page), 0.9\n"
+         "                                               of them near the page, the rest to\n"
+         "                                               popular pages anywhere\n";
 }
 
 namespace {
@@ -151,6 +156,19 @@ DistMatrix load_distributed_matrix(MPI_Comm comm, std::string_view spec, Partiti
       }
       if (!(p.grid_edge_fraction >= 0 && p.grid_edge_fraction <= 1)) {
         bad_spec(spec, "GRID_FRACTION must be in [0, 1]");
+      }
+      return generate_distributed(comm, p, partition);
+    }
+    if (kind == "web") {
+      WebParams p;
+      params(1, Param{"ROWS", p.n}, Param{"MEAN_DEGREE", p.mean_degree},
+             Param{"LOCAL_FRACTION", p.local_fraction}, Param{"SEED", p.seed});
+      if (p.n < 1) bad_spec(spec, "ROWS must be >= 1");
+      if (!(p.mean_degree >= 1 && p.mean_degree <= 10000)) {
+        bad_spec(spec, "MEAN_DEGREE must be in [1, 10000]");
+      }
+      if (!(p.local_fraction >= 0 && p.local_fraction <= 1)) {
+        bad_spec(spec, "LOCAL_FRACTION must be in [0, 1]");
       }
       return generate_distributed(comm, p, partition);
     }

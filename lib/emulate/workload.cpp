@@ -75,13 +75,17 @@ T spec_field(const std::string& spec, const std::vector<std::string>& f, std::si
 MatrixGenerator matrix_generator(const std::string& spec, std::uint64_t seed) {
   // The paper's Table 6 matrices by shape: rows and nonzeros per row as the originals (which no
   // Debian package carries), the structure from the generator of their kind.
-  if (spec == "paper:arabic") return matrix_generator("gen:kron:24:40", seed);
+  if (spec == "paper:arabic")
+    return matrix_generator("gen:web:22744080:32:0.9:" + std::to_string(seed), seed);
+  if (spec == "paper:arabic-kron") return matrix_generator("gen:kron:24:40", seed);
   if (spec == "paper:europe")
     return matrix_generator("gen:road:7150:7150:0.01:" + std::to_string(seed) + ":0.53", seed);
   if (spec == "paper:queen") return matrix_generator("gen:stencil:111:111:111:3", seed);
   if (spec.rfind("paper:", 0) == 0)
-    throw std::invalid_argument("matrix spec " + spec +
-                                ": unknown paper matrix (paper:arabic, paper:europe, paper:queen)");
+    throw std::invalid_argument(
+        "matrix spec " + spec +
+        ": unknown paper matrix (paper:arabic, paper:arabic-kron, paper:europe, "
+        "paper:queen)");
   if (spec.rfind("gen:", 0) != 0) return {};
   const std::vector<std::string> f = spec_fields(spec);
   const std::string kind = f.size() > 1 ? f[1] : std::string();
@@ -111,6 +115,17 @@ MatrixGenerator matrix_generator(const std::string& spec, std::uint64_t seed) {
     p.grid_edge_fraction = spec_field<double>(spec, f, 6, "GRID_FRACTION", 0.0, 1.0, 1.0);
     g.rows = p.width * p.height;
     g.block = [p](gidx_t b, gidx_t e) { return generate_road(p, b, e); };
+    return g;
+  }
+  if (kind == "web" && f.size() >= 3) {
+    too_many(6);
+    WebParams p;
+    p.n = spec_field<gidx_t>(spec, f, 2, "ROWS", 1, gidx_t{1} << 36, 1 << 16);
+    p.mean_degree = spec_field<double>(spec, f, 3, "MEAN_DEGREE", 1.0, 10000.0, 28.0);
+    p.local_fraction = spec_field<double>(spec, f, 4, "LOCAL_FRACTION", 0.0, 1.0, 0.9);
+    p.seed = spec_field<std::uint64_t>(spec, f, 5, "SEED", 0, UINT32_MAX, seed);
+    g.rows = p.n;
+    g.block = [p](gidx_t b, gidx_t e) { return generate_web(p, b, e); };
     return g;
   }
   if (kind == "stencil" && (f.size() == 3 || f.size() == 5 || f.size() == 6)) {

@@ -209,7 +209,99 @@ class RoadModel {
   CounterRng grid_rng_{params_.seed, 0x67726964ULL};
 };
 
+// ---- web crawl ----------------------------------------------------------------------------
+
+class WebModel {
+ public:
+  static constexpr double kOutExponent = 2.72;  // out-degree tail
+  static constexpr double kPopularity = 0.91;   // 1 / (in-degree exponent 2.1 - 1)
+  static constexpr std::int64_t kMaxDegree = 50000;
+
+  explicit WebModel(const WebParams& p) : p_(p) {
+    if (p.n < 1) throw std::invalid_argument("generate_web: n must be >= 1");
+    if (!(p.mean_degree >= 1.0 && p.mean_degree <= 10000.0))
+      throw std::invalid_argument("generate_web: mean_degree must be in [1, 10000]");
+    if (!(p.local_fraction >= 0.0 && p.local_fraction <= 1.0))
+      throw std::invalid_argument("generate_web: local_fraction must be in [0, 1]");
+    if (p.locality_span < 1)
+      throw std::invalid_argument("generate_web: locality_span must be >= 1");
+    // A Pareto of exponent a has mean x_min (a - 1) / (a - 2).
+    x_min_ = p.mean_degree * (kOutExponent - 2.0) / (kOutExponent - 1.0);
+    log_span_ = std::log(static_cast<double>(p.locality_span));
+    n_pow_ = std::pow(static_cast<double>(p.n), 1.0 - kPopularity);
+  }
+
+  [[nodiscard]] std::int64_t degree(gidx_t r) const noexcept {
+    const double u = degree_rng_.uniform(static_cast<std::uint64_t>(r));
+    const double x = x_min_ * std::pow(1.0 - u, -1.0 / (kOutExponent - 1.0));
+    return std::min<std::int64_t>(
+        {kMaxDegree, static_cast<std::int64_t>(x + 0.5), static_cast<std::int64_t>(p_.n)});
+  }
+
+  // Link k of page r (k < kMaxDegree: its three draws have counters of their own).
+  [[nodiscard]] gidx_t link(gidx_t r, std::int64_t k, const KeyedPermutation& perm) const noexcept {
+    const std::uint64_t c =
+        (static_cast<std::uint64_t>(r) << 20) + 3 * static_cast<std::uint64_t>(k);
+    if (link_rng_.uniform(c) < p_.local_fraction) {
+      const auto d = static_cast<gidx_t>(std::exp(log_span_ * link_rng_.uniform(c + 1)));
+      const bool up = (link_rng_.word(c + 2) & 1) != 0;
+      gidx_t t = up ? r + d : r - d;
+      if (t < 0 || t >= p_.n) t = up ? r - d : r + d;  // reflected at the ends
+      return std::clamp<gidx_t>(t, 0, p_.n - 1);
+    }
+    // Popularity rank by inverse CDF of density ~ k^-beta on [1, n].
+    const double u = link_rng_.uniform(c + 1);
+    const double rank = std::pow((n_pow_ - 1.0) * u + 1.0, 1.0 / (1.0 - kPopularity));
+    const auto k0 = std::min<std::uint64_t>(static_cast<std::uint64_t>(rank) - 1,
+                                            static_cast<std::uint64_t>(p_.n) - 1);
+    return static_cast<gidx_t>(perm.forward(k0));
+  }
+
+  [[nodiscard]] KeyedPermutation permutation() const noexcept {
+    return KeyedPermutation(static_cast<std::uint64_t>(p_.n), mix64(p_.seed ^ 0x776562ULL));
+  }
+  [[nodiscard]] gidx_t n() const noexcept { return p_.n; }
+
+ private:
+  WebParams p_;
+  double x_min_ = 1, log_span_ = 0, n_pow_ = 1;
+  CounterRng degree_rng_{p_.seed, 0x77646567ULL};
+  CounterRng link_rng_{p_.seed, 0x776c6e6bULL};
+};
+
 }  // namespace
+
+CsrMatrix generate_web(const WebParams& params, gidx_t row_begin, gidx_t row_end) {
+  const WebModel model(params);
+  check_rows("generate_web", row_begin, row_end, model.n());
+  const KeyedPermutation perm = model.permutation();
+  const gidx_t n_rows = row_end - row_begin;
+  const bool parallel = n_rows > 1024;
+  std::vector<std::int64_t> raw_start(static_cast<size_t>(n_rows) + 1, 0);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (gidx_t r = 0; r < n_rows; ++r) raw_start[r + 1] = model.degree(row_begin + r);
+  counts_to_row_ptr(raw_start);
+  std::unique_ptr<gidx_t[]> raw(new gidx_t[static_cast<size_t>(raw_start[n_rows])]);
+  CsrMatrix m = empty_block(model.n(), model.n(), row_begin, row_end);
+#pragma omp parallel for schedule(dynamic, kRowChunk) if (parallel)
+  for (gidx_t r = 0; r < n_rows; ++r) {
+    gidx_t* const first = raw.get() + raw_start[r];
+    const std::int64_t degree = raw_start[r + 1] - raw_start[r];
+    for (std::int64_t k = 0; k < degree; ++k) first[k] = model.link(row_begin + r, k, perm);
+    std::sort(first, first + degree);
+    m.row_ptr[r + 1] = std::unique(first, first + degree) - first;
+  }
+  counts_to_row_ptr(m.row_ptr);
+  m.col_idx.resize(static_cast<size_t>(m.nnz()));
+#pragma omp parallel for schedule(dynamic, kRowChunk) if (parallel)
+  for (gidx_t r = 0; r < n_rows; ++r) {
+    std::copy(raw.get() + raw_start[r],
+              raw.get() + raw_start[r] + (m.row_ptr[r + 1] - m.row_ptr[r]),
+              m.col_idx.begin() + m.row_ptr[r]);
+  }
+  m.values.assign(static_cast<size_t>(m.nnz()), 1.0);
+  return m;
+}
 
 std::vector<std::int64_t> kronecker_raw_degrees(const KroneckerParams& params, gidx_t row_begin,
                                                 gidx_t row_end) {

@@ -201,6 +201,16 @@ TEST(DistMatrix, SpecificationStrings) {
   road.seed = 3;
   expect_matches_whole(load_distributed_matrix(MPI_COMM_WORLD, "gen:road:9:7:0.5:3"),
                        generate_road(road, 0, 63), PartitionKind::equal_rows, "road");
+  road.grid_edge_fraction = 0.5;
+  expect_matches_whole(load_distributed_matrix(MPI_COMM_WORLD, "gen:road:9:7:0.5:3:0.5"),
+                       generate_road(road, 0, 63), PartitionKind::equal_rows, "road, thinned");
+  WebParams web;
+  web.n = 500;
+  web.mean_degree = 6;
+  web.local_fraction = 0.7;
+  web.seed = 4;
+  expect_matches_whole(load_distributed_matrix(MPI_COMM_WORLD, "gen:web:500:6:0.7:4"),
+                       generate_web(web, 0, 500), PartitionKind::equal_rows, "web");
   const std::string mtx = data_path("distributed/small_symmetric.mtx");
   expect_matches_whole(load_distributed_matrix(MPI_COMM_WORLD, mtx), read_matrix_market(mtx),
                        PartitionKind::equal_rows, "file");
@@ -235,7 +245,8 @@ TEST(DistMatrix, SpecificationStrings) {
 
   for (const char* spec :
        {"gen:kron", "gen:kron:x", "gen:kron:41", "gen:kron:8:0", "gen:kron:8:16:1:2", "gen:foo:3",
-        "gen:stencil:1:2", "gen:stencil:0:2:2", "gen:road:0:5", "gen:road:4:4:1.5", ""}) {
+        "gen:stencil:1:2", "gen:stencil:0:2:2", "gen:road:0:5", "gen:road:4:4:1.5",
+        "gen:road:4:4:0.1:1:2", "gen:web:0", "gen:web:100:0.5", "gen:web:100:8:1.5", ""}) {
     EXPECT_THROW((void)load_distributed_matrix(MPI_COMM_WORLD, spec), std::invalid_argument)
         << "'" << spec << "'";
   }

@@ -29,13 +29,15 @@ TEST(Workload, NodeBlocksGiveTheWholeMatrixsWork) {
   expect_same_work("gen:kron:11", 4, 3);
   expect_same_work("gen:road:40:30:0.05:9:0.6", 5, 2);
   expect_same_work("gen:kron:10:4:77", 3, 1);
+  expect_same_work("gen:web:5000:12:0.8", 4, 2);
   expect_same_work("gen:road:33", 8, 1);
   expect_same_work("gen:stencil:6:5:4:2", 6, 1);
   expect_same_work("gen:stencil:7", 3, 4);
 }
 
 TEST(Workload, PaperMatricesHaveTheirShapes) {
-  EXPECT_EQ(matrix_generator("paper:arabic", 1).rows, netsparse::gidx_t{1} << 24);
+  EXPECT_EQ(matrix_generator("paper:arabic", 1).rows, 22744080);
+  EXPECT_EQ(matrix_generator("paper:arabic-kron", 1).rows, netsparse::gidx_t{1} << 24);
   EXPECT_EQ(matrix_generator("paper:europe", 1).rows, netsparse::gidx_t{7150} * 7150);
   EXPECT_EQ(matrix_generator("paper:queen", 1).rows, netsparse::gidx_t{111} * 111 * 111 * 3);
   // A block of europe's rows: about 2.1 nonzeros per row (europe_osm: 108 M / 50.9 M).
@@ -65,6 +67,7 @@ TEST(Workload, MalformedSpecificationsAreRefusedWithTheReason) {
   EXPECT_NE(reason("gen:road:10:10:0.1:1:1.5").find("GRID_FRACTION"), std::string::npos);
   EXPECT_NE(reason("gen:bogus:3").find("not one of"), std::string::npos);
   EXPECT_NE(reason("paper:nope").find("unknown paper matrix"), std::string::npos);
+  EXPECT_NE(reason("gen:web:100:0.5").find("MEAN_DEGREE"), std::string::npos);
 }
 
 }  // namespace

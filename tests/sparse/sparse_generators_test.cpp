@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -354,6 +355,69 @@ TEST(Road, RejectsBadParameters) {
   EXPECT_THROW(generate_road(p, 0, 1), std::invalid_argument);
   p = RoadParams{};
   EXPECT_THROW(generate_road(p, 0, p.width * p.height + 1), std::invalid_argument);
+}
+
+// ---- web crawl in URL order -----------------------------------------------------------------
+
+TEST(Web, LocalLinksStayNearAndPopularPagesAreShared) {
+  WebParams p;
+  p.n = 200000;
+  p.mean_degree = 20;
+  p.local_fraction = 0.9;
+  p.locality_span = 1000;
+  p.seed = 3;
+  const gidx_t b = 50000, e = 70000;
+  const CsrMatrix m = generate_web(p, b, e);
+  expect_valid_csr(m);
+  std::int64_t near = 0;
+  std::map<gidx_t, int> far_targets;
+  for (gidx_t r = 0; r < m.n_rows; ++r) {
+    for (auto j = m.row_ptr[r]; j < m.row_ptr[r + 1]; ++j) {
+      const gidx_t d = m.col_idx[j] > b + r ? m.col_idx[j] - b - r : b + r - m.col_idx[j];
+      if (d <= p.locality_span) {
+        ++near;
+      } else {
+        ++far_targets[m.col_idx[j]];
+      }
+    }
+  }
+  const auto nnz = static_cast<double>(m.nnz());
+  // Links drawn per page: 20 on average (duplicates merged: a bit fewer nonzeros).
+  EXPECT_GT(nnz / static_cast<double>(m.n_rows), 14.0);
+  EXPECT_LE(nnz / static_cast<double>(m.n_rows), 20.5);
+  // Most nonzeros are near their row (the local links, and the few popular pages that happen to
+  // be near); the far ones go to popular pages, so some far page is linked from many rows.
+  EXPECT_GT(static_cast<double>(near) / nnz, 0.85);
+  int most = 0;
+  for (const auto& [c, k] : far_targets) most = std::max(most, k);
+  EXPECT_GT(most, 100);
+  // Out-degrees are skewed: some row holds several times the mean.
+  std::int64_t widest = 0;
+  for (gidx_t r = 0; r < m.n_rows; ++r) widest = std::max(widest, m.row_ptr[r + 1] - m.row_ptr[r]);
+  EXPECT_GT(widest, 5 * 20);
+}
+
+TEST(Web, BlocksConcatenateSeedMattersBadParametersRefused) {
+  WebParams p;
+  p.n = 3000;
+  p.mean_degree = 6;
+  p.locality_span = 50;
+  p.seed = 8;
+  expect_blocks_concatenate([&](gidx_t b, gidx_t e) { return generate_web(p, b, e); }, p.n,
+                            {0, 1, 999, 2000, p.n});
+  WebParams q = p;
+  q.seed = 9;
+  EXPECT_NE(generate_web(p, 0, p.n).col_idx, generate_web(q, 0, p.n).col_idx);
+  q = p;
+  q.local_fraction = 0;  // every link to a popular page: the top ranks collect most links
+  EXPECT_EQ(generate_web(q, 0, 10).n_cols, p.n);
+  q.mean_degree = 0.5;
+  EXPECT_THROW(generate_web(q, 0, 1), std::invalid_argument);
+  q = p;
+  q.local_fraction = 1.5;
+  EXPECT_THROW(generate_web(q, 0, 1), std::invalid_argument);
+  q = p;
+  EXPECT_THROW(generate_web(q, 0, p.n + 1), std::invalid_argument);
 }
 
 }  // namespace
