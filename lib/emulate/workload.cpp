@@ -28,10 +28,6 @@ constexpr LadderStep kLadder[] = {
     {"switch", 0, true},
 };
 
-}  // namespace
-
-namespace {
-
 std::vector<std::string> spec_fields(const std::string& spec) {
   std::vector<std::string> f;
   std::size_t start = 0;
