@@ -48,6 +48,37 @@ CsrMatrix empty_block(gidx_t n_rows_global, gidx_t n_cols, gidx_t row_begin, gid
   return m;
 }
 
+// Rows whose columns are drawn, then sorted and merged (Kronecker, web): row r (0-based in the
+// block) has raw_start[r + 1] - raw_start[r] draws, which draw(r, first, degree) writes to
+// first[0, degree). Rows run in parallel above 1024 of them.
+template <class Draw>
+CsrMatrix drawn_rows(gidx_t n, gidx_t row_begin, gidx_t row_end,
+                     const std::vector<std::int64_t>& raw_start, const Draw& draw) {
+  const gidx_t n_rows = row_end - row_begin;
+  const bool parallel = n_rows > 1024;
+  std::unique_ptr<gidx_t[]> raw(new gidx_t[static_cast<size_t>(raw_start[n_rows])]);
+  CsrMatrix m = empty_block(n, n, row_begin, row_end);
+#pragma omp parallel for schedule(dynamic, kRowChunk) if (parallel)
+  for (gidx_t r = 0; r < n_rows; ++r) {
+    gidx_t* const first = raw.get() + raw_start[r];
+    const std::int64_t degree = raw_start[r + 1] - raw_start[r];
+    draw(r, first, degree);
+    std::sort(first, first + degree);
+    m.row_ptr[r + 1] = std::unique(first, first + degree) - first;
+  }
+  counts_to_row_ptr(m.row_ptr);
+  // Compact.
+  m.col_idx.resize(static_cast<size_t>(m.nnz()));
+#pragma omp parallel for schedule(dynamic, kRowChunk) if (parallel)
+  for (gidx_t r = 0; r < n_rows; ++r) {
+    std::copy(raw.get() + raw_start[r],
+              raw.get() + raw_start[r] + (m.row_ptr[r + 1] - m.row_ptr[r]),
+              m.col_idx.begin() + m.row_ptr[r]);
+  }
+  m.values.assign(static_cast<size_t>(m.nnz()), 1.0);
+  return m;
+}
+
 // ---- Kronecker ----------------------------------------------------------------------------
 
 class KroneckerModel {
@@ -281,26 +312,11 @@ CsrMatrix generate_web(const WebParams& params, gidx_t row_begin, gidx_t row_end
 #pragma omp parallel for schedule(static) if (parallel)
   for (gidx_t r = 0; r < n_rows; ++r) raw_start[r + 1] = model.degree(row_begin + r);
   counts_to_row_ptr(raw_start);
-  std::unique_ptr<gidx_t[]> raw(new gidx_t[static_cast<size_t>(raw_start[n_rows])]);
-  CsrMatrix m = empty_block(model.n(), model.n(), row_begin, row_end);
-#pragma omp parallel for schedule(dynamic, kRowChunk) if (parallel)
-  for (gidx_t r = 0; r < n_rows; ++r) {
-    gidx_t* const first = raw.get() + raw_start[r];
-    const std::int64_t degree = raw_start[r + 1] - raw_start[r];
-    for (std::int64_t k = 0; k < degree; ++k) first[k] = model.link(row_begin + r, k, perm);
-    std::sort(first, first + degree);
-    m.row_ptr[r + 1] = std::unique(first, first + degree) - first;
-  }
-  counts_to_row_ptr(m.row_ptr);
-  m.col_idx.resize(static_cast<size_t>(m.nnz()));
-#pragma omp parallel for schedule(dynamic, kRowChunk) if (parallel)
-  for (gidx_t r = 0; r < n_rows; ++r) {
-    std::copy(raw.get() + raw_start[r],
-              raw.get() + raw_start[r] + (m.row_ptr[r + 1] - m.row_ptr[r]),
-              m.col_idx.begin() + m.row_ptr[r]);
-  }
-  m.values.assign(static_cast<size_t>(m.nnz()), 1.0);
-  return m;
+  return drawn_rows(model.n(), row_begin, row_end, raw_start,
+                    [&](gidx_t r, gidx_t* first, std::int64_t degree) {
+                      for (std::int64_t k = 0; k < degree; ++k)
+                        first[k] = model.link(row_begin + r, k, perm);
+                    });
 }
 
 std::vector<std::int64_t> kronecker_raw_degrees(const KroneckerParams& params, gidx_t row_begin,
@@ -333,33 +349,14 @@ CsrMatrix generate_kronecker(const KroneckerParams& params, gidx_t row_begin, gi
   }
   counts_to_row_ptr(raw_start);
 
-  // 2. Draw, relabel, sort and merge each row's destinations in place.
-  std::unique_ptr<gidx_t[]> raw(new gidx_t[static_cast<size_t>(raw_start[n_rows])]);
-  CsrMatrix m = empty_block(model.n(), model.n(), row_begin, row_end);
-#pragma omp parallel for schedule(dynamic, kRowChunk) if (parallel)
-  for (gidx_t r = 0; r < n_rows; ++r) {
-    const std::uint64_t u = source[r];
-    const CounterRng rng = model.destination_rng(u);
-    gidx_t* const first = raw.get() + raw_start[r];
-    const std::int64_t degree = raw_start[r + 1] - raw_start[r];
-    for (std::int64_t k = 0; k < degree; ++k) {
-      first[k] = static_cast<gidx_t>(perm.forward(model.destination(rng, u, k)));
-    }
-    std::sort(first, first + degree);
-    m.row_ptr[r + 1] = std::unique(first, first + degree) - first;
-  }
-  counts_to_row_ptr(m.row_ptr);
-
-  // 3. Compact.
-  m.col_idx.resize(static_cast<size_t>(m.nnz()));
-#pragma omp parallel for schedule(dynamic, kRowChunk) if (parallel)
-  for (gidx_t r = 0; r < n_rows; ++r) {
-    std::copy(raw.get() + raw_start[r],
-              raw.get() + raw_start[r] + (m.row_ptr[r + 1] - m.row_ptr[r]),
-              m.col_idx.begin() + m.row_ptr[r]);
-  }
-  m.values.assign(static_cast<size_t>(m.nnz()), 1.0);
-  return m;
+  // 2. Draw and relabel each row's destinations; sorted, merged and compacted by drawn_rows.
+  return drawn_rows(model.n(), row_begin, row_end, raw_start,
+                    [&](gidx_t r, gidx_t* first, std::int64_t degree) {
+                      const std::uint64_t u = source[r];
+                      const CounterRng rng = model.destination_rng(u);
+                      for (std::int64_t k = 0; k < degree; ++k)
+                        first[k] = static_cast<gidx_t>(perm.forward(model.destination(rng, u, k)));
+                    });
 }
 
 CsrMatrix generate_stencil27(const StencilParams& p, gidx_t row_begin, gidx_t row_end) {
