@@ -3,9 +3,9 @@
 //
 //   netsparse_emulate --nodes 128 --racks 8 --matrix gen:kron:16 --K 16 --mechanisms all
 //
-// --matrix gen:kron:S[:EF[:SEED]] (Kronecker) | gen:road:W[:H[:LONG[:SEED[:GRID]]]]
-//          (road grid) | gen:stencil:N or NX:NY:NZ[:DOF] (27-point stencil) | a Matrix Market
-//          file | paper:arabic, paper:europe, paper:queen (Table 6's matrices by shape)
+// --matrix gen:kron:... | gen:road:... | gen:stencil:... | gen:web:... (the library's generator
+//          forms, netsparse/generator_spec.hpp) | a Matrix Market file | paper:arabic,
+//          paper:arabic-kron, paper:europe, paper:queen (Table 6's matrices by shape)
 // --mechanisms rig | filter | coalesce | nic | switch (cumulative, as Table 8) | all (the ladder)
 // --kernel spmm (only: the gather is the same for SDDMM; SpMV is K = 1)
 // --seed S (generator seed) --batch N|auto (idxs per work request) --units U,.. (Fig. 16)
@@ -169,14 +169,16 @@ usage: netsparse_emulate [options]
   --racks R            racks, nodes split evenly (default 8)
   --ranks-per-node R   the rows are cut into equal blocks per rank, R consecutive ranks per
                        node sharing its NIC (netsparse-node's hosts; default 1)
-  --matrix SPEC        gen:kron:S[:EDGE_FACTOR[:SEED]] (default gen:kron:16),
-                       gen:road:W[:H[:LONG_FRACTION[:SEED[:GRID_FRACTION]]]],
-                       gen:stencil:N, gen:stencil:NX:NY:NZ[:DOF] (SEED: --seed when left
-                       out), a Matrix Market file, or the paper's Table 6 matrices by
-                       shape (rows, nonzeros per row): paper:arabic (gen:kron:24:40),
-                       paper:europe (gen:road:7150:7150:0.01:SEED:0.53),
-                       paper:queen (gen:stencil:111:111:111:3); generated a node's rows at
-                       a time, only the idx lists kept (8 B a nonzero)
+  --matrix SPEC        the library's generators (gen:kron:S[:EDGE_FACTOR[:SEED]], default
+                       gen:kron:16; gen:road:W or gen:road:W:H[:LONG_FRACTION[:SEED[:GRID]]];
+                       gen:stencil:N or gen:stencil:NX:NY:NZ[:DOF];
+                       gen:web:ROWS[:MEAN_DEGREE[:LOCAL_FRACTION[:SEED]]]; SEED: --seed when
+                       left out), a Matrix Market file, or the paper's Table 6 matrices by
+                       shape (rows, nonzeros per row): paper:arabic (gen:web:22744080:32:0.9),
+                       paper:arabic-kron (gen:kron:24:40), paper:europe
+                       (gen:road:7150:7150:0.01:SEED:0.53), paper:queen
+                       (gen:stencil:111:111:111:3); generated a node's rows at a time, only
+                       the idx lists kept (8 B a nonzero)
   --kernel spmm        the kernel emulated (SpMM only)
   --K LIST             dense widths, comma-separated (default 16); a list gives Fig. 12
   --mechanisms STEPS   rig, filter, coalesce, nic, switch (each adds one mechanism to the

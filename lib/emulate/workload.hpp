@@ -20,24 +20,18 @@
 
 namespace netsparse::emulate {
 
-// The matrices the emulator takes (--matrix), in the library's field order (a SEED left out is
-// the emulator's --seed):
-inline constexpr const char* kMatrixSpecForms =
-    "gen:kron:SCALE[:EDGE_FACTOR[:SEED]] (2^SCALE rows, edge factor 16), "
-    "gen:road:W[:H[:LONG_FRACTION[:SEED[:GRID_FRACTION]]]] (W x H road grid, long edges 0.01, "
-    "grid edges kept 1), gen:stencil:N or gen:stencil:NX:NY:NZ[:DOF] (27-point stencil), "
-    "paper:arabic | paper:europe | paper:queen (the paper's Table 6 matrices by shape: rows and "
-    "nonzeros per row) or a Matrix Market file";
-
-// A generator specification as a function of a row block (any split of the rows gives the same
-// matrix); `block` is empty for a file. std::invalid_argument with the reason for a malformed
-// specification. The paper's matrices by shape:
-//   paper:arabic  gen:kron:24:40 (16.8 M rows, ~640 M nonzeros: arabic-2005 has 22.7 M / 640 M;
-//                 power-law like a web crawl, without its URL-order locality)
-//   paper:europe  gen:road:7150:7150:0.01:SEED:0.53 (51.1 M rows, ~108 M nonzeros: europe_osm
-//                 50.9 M / 108 M)
-//   paper:queen   gen:stencil:111:111:111:3 (4.1 M rows, 81 nonzeros per interior row:
-//                 queen_4147 4.1 M / 317 M)
+// A matrix specification as a function of a row block (any split of the rows gives the same
+// matrix): the library's generator forms (parse_generator_spec, netsparse/generator_spec.hpp; a
+// SEED left out is `seed`), or the paper's Table 6 matrices by shape:
+//   paper:arabic       gen:web:22744080:32:0.9 (22.7 M rows, 638 M nonzeros: arabic-2005 has
+//                      22.7 M / 640 M; a crawl in URL order)
+//   paper:arabic-kron  gen:kron:24:40 (16.8 M rows, 648 M nonzeros; power-law without locality)
+//   paper:europe       gen:road:7150:7150:0.01:SEED:0.53 (51.1 M rows, 108.9 M nonzeros:
+//                      europe_osm 50.9 M / 108 M)
+//   paper:queen        gen:stencil:111:111:111:3 (4.1 M rows, 81 nonzeros per interior row:
+//                      queen_4147 4.1 M / 317 M)
+// `block` is empty for anything else (a file). std::invalid_argument with the reason for a
+// malformed specification or more than 2^32 rows.
 struct MatrixGenerator {
   gidx_t rows = 0;
   std::function<CsrMatrix(gidx_t, gidx_t)> block;

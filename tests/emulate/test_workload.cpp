@@ -59,15 +59,21 @@ TEST(Workload, MalformedSpecificationsAreRefusedWithTheReason) {
     }
     return std::string("accepted");
   };
-  EXPECT_NE(reason("gen:road:10:x").find("HEIGHT must be a number"), std::string::npos);
-  EXPECT_NE(reason("gen:kron:0").find("SCALE must be a number in [1, 30]"), std::string::npos);
-  EXPECT_NE(reason("gen:road:10:10:2").find("LONG_FRACTION"), std::string::npos);
-  EXPECT_NE(reason("gen:stencil:4:4").find("not one of"), std::string::npos);
-  EXPECT_NE(reason("gen:kron:10:4:1:2").find("at most 3 parameters"), std::string::npos);
-  EXPECT_NE(reason("gen:road:10:10:0.1:1:1.5").find("GRID_FRACTION"), std::string::npos);
-  EXPECT_NE(reason("gen:bogus:3").find("not one of"), std::string::npos);
+  // The library's parser (netsparse/generator_spec.hpp) names the field and its range.
+  EXPECT_NE(reason("gen:road:10:x").find("HEIGHT 'x' is not a valid number"), std::string::npos);
+  EXPECT_NE(reason("gen:kron:0").find("SCALE must be in [1, 40]"), std::string::npos);
+  EXPECT_NE(reason("gen:road:10:10:2").find("LONG_FRACTION must be in [0, 1]"), std::string::npos);
+  EXPECT_NE(reason("gen:stencil:4:4").find("gen:stencil takes 3 to 4 parameters"),
+            std::string::npos);
+  EXPECT_NE(reason("gen:kron:10:4:1:2").find("gen:kron takes 1 to 3 parameters"),
+            std::string::npos);
+  EXPECT_NE(reason("gen:road:10:10:0.1:1:1.5").find("GRID_FRACTION must be in [0, 1]"),
+            std::string::npos);
+  EXPECT_NE(reason("gen:bogus:3").find("unknown generator 'bogus'"), std::string::npos);
   EXPECT_NE(reason("paper:nope").find("unknown paper matrix"), std::string::npos);
-  EXPECT_NE(reason("gen:web:100:0.5").find("MEAN_DEGREE"), std::string::npos);
+  EXPECT_NE(reason("gen:web:100:0.5").find("MEAN_DEGREE must be in [1, 10000]"), std::string::npos);
+  // What the library would generate but one process cannot hold.
+  EXPECT_NE(reason("gen:kron:40").find("more than the emulator's"), std::string::npos);
 }
 
 }  // namespace
