@@ -169,10 +169,14 @@ Modes
                            task-packets       per owner, the sparse work sent to the owner
                                               (triples) and partial sums back where that
                                               moves fewer bytes than fetching its rows, else
-                                              the rows (not in the default list)
+                                              the rows; NETSPARSE_TASK_PACKETS=measure picks
+                                              each owner's way (rows, whole block, tasks) by
+                                              trial runs, run in the setup (not in the
+                                              default list)
                            auto               chosen while the kernel runs: its first runs
-                                              are trials of netsparse, inspector-executor and
-                                              su (one warm-up + DistOptions::tune_runs timed
+                                              are trials of netsparse, inspector-executor, su
+                                              and task-packets with its ways by measurement
+                                              (one warm-up + DistOptions::tune_runs timed
                                               runs each), the fastest kept (not in the
                                               default list). Its setup column includes the
                                               trials; its time/it is the steady state after
@@ -572,7 +576,7 @@ struct Result {
   // per iteration), and per host inter-host bytes, frames, intra-host bytes, rows.
   double host_lookups_total = 0, host_landed_total = 0;
   // task-packets: (rank, owner) pairs that sent task packets / fetched rows, summed over ranks.
-  double task_owners_total = 0, row_owners_total = 0;
+  double task_owners_total = 0, row_owners_total = 0, block_owners_total = 0;
   // netsparse-node with the rack switch: read PRs looked up at the switches, cache hits, and
   // the wire bytes / messages between switches (per run, summed over the switches).
   double switch_lookups_total = 0, switch_hits_total = 0;
@@ -818,6 +822,18 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
                                  (knobs.empty() ? "" : " (" + knobs + ")"));
     res.auto_json.push_back(kern.auto_tuning_json());
   }
+  // task-packets choosing its owner pairs' ways by measurement (NETSPARSE_TASK_PACKETS=measure):
+  // its trials run now too, so the timed iterations are its steady state (the setup column
+  // includes them).
+  if (v.options.mode == CommMode::task_packets && !changing &&
+      netsparse::config::choice(netsparse::config::Env::kTaskPackets) == "measure") {
+    int trial = 0;
+    do {
+      progress.show(tag + " " + v.label + ": owner-way trial run " + std::to_string(++trial));
+      MPI_Barrier(MPI_COMM_WORLD);
+      run_once(kern, w);
+    } while (kern.last_run_stats().owner_trial_runs > 0);
+  }
   if (!changing) {
     res.setup_times.push_back(allreduce(MPI_Wtime() - t_setup0, MPI_MAX));
     res.plan_times.push_back(allreduce(kern.plan_seconds(), MPI_MAX));
@@ -934,6 +950,7 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   res.host_landed_total = allreduce(static_cast<double>(s.host_rows_landed) / iters, MPI_SUM);
   res.task_owners_total = allreduce(static_cast<double>(s.task_owners) / iters, MPI_SUM);
   res.row_owners_total = allreduce(static_cast<double>(s.row_owners) / iters, MPI_SUM);
+  res.block_owners_total = allreduce(static_cast<double>(s.block_owners) / iters, MPI_SUM);
   res.switch_lookups_total = allreduce(static_cast<double>(s.switch_lookups) / iters, MPI_SUM);
   res.switch_hits_total = allreduce(static_cast<double>(s.switch_hits) / iters, MPI_SUM);
   res.inter_rack_bytes_total = allreduce(static_cast<double>(s.inter_rack_bytes) / iters, MPI_SUM);
@@ -1351,9 +1368,10 @@ void print_table(const std::string& title, KernelKind kernel, int k,
   for (const Result& r : results) {
     if (!r.error.empty() || r.mode != CommMode::task_packets) continue;
     std::printf(
-        "   %s: (rank, owner) pairs sending task packets %.0f, fetching rows %.0f; %.0f messages, "
-        "%s per iteration (all ranks)\n",
-        r.label.c_str(), r.task_owners_total, r.row_owners_total, r.messages_total,
+        "   %s: (rank, owner) pairs sending task packets %.0f, fetching rows %.0f, fetching whole "
+        "blocks %.0f; %.0f messages, %s per iteration (all ranks)\n",
+        r.label.c_str(), r.task_owners_total, r.row_owners_total, r.block_owners_total,
+        r.messages_total,
         human_bytes(r.bytes_total).c_str());
   }
   if (!below_wire.empty()) {
@@ -1911,6 +1929,7 @@ bench::Json result_json(KernelKind kernel, int k, const Result& r, const Derived
   j["per_host"] = per_host_json(r.per_host);
   j["task_owners_total"] = r.task_owners_total;
   j["row_owners_total"] = r.row_owners_total;
+  j["block_owners_total"] = r.block_owners_total;
   j["switch_lookups_total"] = r.switch_lookups_total;
   j["switch_hits_total"] = r.switch_hits_total;
   j["switch_hit_rate"] =

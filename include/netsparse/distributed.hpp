@@ -218,6 +218,14 @@ struct DistOptions {
   // warm-up and tune_runs runs, the fastest kept (the winner itself when none is faster). The
   // engine knobs are tried only on an engine the kernel opens (not a RigEngine passed in).
   bool tune_engine = true;
+  // task-packets: choose each owner pair's way (its rows, its whole block, or task packets) by
+  // measurement instead of by the bytes model: over the kernel's first runs, each way is tried
+  // on every pair of the job at once, each pair's cost (its data's arrival plus the work it
+  // leaves this rank) taken per owner, the cheapest way kept per pair, and the mixed choice kept
+  // only if it beats every uniform one (docs/architecture.md, "Per owner pair"). Set by auto on
+  // its task-packets candidate; also NETSPARSE_TASK_PACKETS=measure. Fixed patterns only (a
+  // dynamic pattern keeps the bytes model: it would never finish its trials).
+  bool tune_owners = false;
   // SPADE's exhaustive tile search (netsparse/autotune.hpp) on this rank's local block (the
   // columns it owns) when a fixed pattern is set: the best row panel is used for both parts and
   // the best column panels and barriers for the local part, instead of `tiling`'s. The choice is
@@ -294,10 +302,14 @@ struct CommStats {
   // host's store. Node-wide F+C rate = 1 - landed / lookups, summed over the host's ranks.
   std::uint64_t host_filter_lookups = 0;
   std::uint64_t host_rows_landed = 0;
-  // task-packets: the owners this rank sent its sparse work to (task packets) and the owners it
-  // fetched rows from (per run; summed over runs in total_stats).
+  // task-packets: the owners this rank sent its sparse work to (task packets), the owners it
+  // fetched rows from, and those whose whole block it fetched (per run; summed over runs in
+  // total_stats); and whether the run was one of the per-owner trials (DistOptions::tune_owners:
+  // 1 per trial run, 0 once the ways are fixed).
   std::uint64_t task_owners = 0;
   std::uint64_t row_owners = 0;
+  std::uint64_t block_owners = 0;
+  std::uint64_t owner_trial_runs = 0;
   // netsparse-node with the rack switch (DistOptions::rack_switch): at a rack's switch process,
   // the read PRs from its rack it looked up in its Property Cache and those the cache answered;
   // and the wire bytes / messages it sent to other racks' switches (packets with the 50 B model).
@@ -333,6 +345,8 @@ inline CommStats& CommStats::operator+=(const CommStats& o) noexcept {
       &CommStats::host_rows_landed,
       &CommStats::task_owners,
       &CommStats::row_owners,
+      &CommStats::block_owners,
+      &CommStats::owner_trial_runs,
       &CommStats::switch_lookups,
       &CommStats::switch_hits,
       &CommStats::inter_rack_bytes,

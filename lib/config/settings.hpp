@@ -151,10 +151,13 @@ inline constexpr Setting kEnvironment[] = {
    "runs an engine for its share of the host pairs, the paper's parallel units), leader (the "
    "host's leader alone), auto (ranks where every rank has a core of its own, else leader: "
    "docs/architecture.md); ranks needs hosts of equal size and no rack switch, else leader"},
-  {"NETSPARSE_TASK_PACKETS", Type::kChoice, "auto", "auto|rows|tasks", 0, 0, false,
-   Scope::kLibrary, "task-packets mode, per owner: auto (task packets where they move at least "
-   "a quarter fewer bytes than fetching the rows), rows (always fetch: inspector-executor), "
-   "tasks (task packets wherever the kernel allows); each rank tells its owners its choice"},
+  {"NETSPARSE_TASK_PACKETS", Type::kChoice, "auto", "auto|rows|tasks|block|measure", 0, 0,
+   false, Scope::kLibrary, "task-packets mode, per owner: auto (task packets where they move at "
+   "least a quarter fewer bytes than fetching the rows), rows (always fetch: "
+   "inspector-executor), tasks (task packets wherever the kernel allows), block (the owner's "
+   "whole block, sent from its operand without packing), measure (each owner's way chosen by "
+   "trial runs: DistOptions::tune_owners); each rank tells its owners its choice; must be the "
+   "same on every rank"},
   {"NETSPARSE_BENCH_STALL_S", Type::kInteger, "120", "", 0, 1e6, false, Scope::kBenchmark,
    "the benchmarks give up (exit 3) after this many seconds without progress (0 = never)"},
   {"NETSPARSE_DATA_DIR", Type::kText, "~/.cache/netsparse/matrices", "", 0, 0, false,

@@ -43,6 +43,7 @@ AutoSelector::AutoSelector(const DistMatrix& a, KernelKind kernel, int k,
   for (const CommMode m : kAutoCandidates) {
     DistOptions o = options;
     o.mode = m;
+    o.tune_owners = m == CommMode::task_packets;
     specs_.push_back(Spec{o, {}});
   }
   tuning_.candidates.resize(kernels_.size());
@@ -153,6 +154,9 @@ void AutoSelector::run(const std::function<void(DistKernel&)>& call) {
   if (chose_now) return;  // current() chose: this was the winner's first steady run
   tuning_.trial_seconds += seconds;
   ++tuning_.trial_runs;
+  // A candidate still choosing its owner pairs' ways (task-packets): its own trial, not one of
+  // auto's (the same on every rank: the pair trials' steps are).
+  if (last_.owner_trial_runs > 0) return;
   if (runs_in_slot_ > 0) tuning_.candidates[slot_].run_seconds.push_back(seconds);
   if (++runs_in_slot_ > tuning_.tune_runs) {
     runs_in_slot_ = 0;

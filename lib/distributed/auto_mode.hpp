@@ -17,10 +17,12 @@
 namespace netsparse::dist {
 
 // The candidate modes, in trial order: NetSparse first (resolved by its kernel), then the MPI
-// baselines that win where NetSparse does not: inspector-executor (a few large neighbours) and
-// su (small or dense-ish operands, where one allgather beats any index traffic).
+// baselines that win where NetSparse does not: inspector-executor (a few large neighbours), su
+// (small or dense-ish operands, where one allgather beats any index traffic), and task-packets
+// with each owner pair's way (rows, whole block, task packets) chosen by its own trials
+// (DistOptions::tune_owners; on a dynamic pattern it keeps its bytes model: no pair trials).
 inline constexpr CommMode kAutoCandidates[] = {CommMode::netsparse, CommMode::inspector_executor,
-                                               CommMode::su};
+                                               CommMode::su, CommMode::task_packets};
 inline constexpr int kMaxTuneRuns = 100;
 
 class NETSPARSE_LOCAL AutoSelector {

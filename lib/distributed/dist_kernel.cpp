@@ -124,15 +124,18 @@ agreement::Agreement kernel_arguments(const DistMatrix& a, KernelKind kernel, in
   agreed.field("DistOptions::rack_switch", flag(o.rack_switch));
   agreed.field("DistOptions::tune_runs", std::to_string(o.tune_runs));
   agreed.field("DistOptions::tune_engine", flag(o.tune_engine));
+  agreed.field("DistOptions::tune_owners", flag(o.tune_owners));
   agreed.field("DistOptions::autotune_tiles",
                flag(o.autotune_tiles) + "/" + std::to_string(o.autotune_budget_seconds));
   // The variables netsparse-node decides its engines by (issue 34: agreed here, in the call's
-  // one allreduce, instead of a collective of their own in the node-wide setup). A value the
+  // one allreduce, instead of a collective of their own in the node-wide setup), and the one
+  // task-packets decides its setups by (measure runs collective re-setups). A value the
   // configuration table refuses is this rank's refusal (env_error), named in the record too.
-  const std::pair<config::Env, const char*> node_variables[] = {
+  const std::pair<config::Env, const char*> agreed_variables[] = {
       {config::Env::kNodeEngines, "NETSPARSE_NODE_ENGINES"},
-      {config::Env::kRackSwitch, "NETSPARSE_RACK_SWITCH"}};
-  for (const auto& [e, name] : node_variables) {
+      {config::Env::kRackSwitch, "NETSPARSE_RACK_SWITCH"},
+      {config::Env::kTaskPackets, "NETSPARSE_TASK_PACKETS"}};
+  for (const auto& [e, name] : agreed_variables) {
     std::string v;
     try {
       v = config::choice(e);

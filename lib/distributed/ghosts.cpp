@@ -5,10 +5,13 @@
 namespace netsparse::dist {
 
 void GhostLayout::build(const CsrMatrix& remote, gidx_t n_cols, const TileConfig& config,
-                        ScalarType scalar) {
+                        ScalarType scalar, std::span<const ColumnRange> whole) {
   const std::size_t words = static_cast<std::size_t>((n_cols + 63) / 64);
   bits_.assign(words, 0);
   for (const gidx_t c : remote.col_idx) bits_[c >> 6] |= std::uint64_t{1} << (c & 63);
+  for (const ColumnRange& r : whole) {
+    for (gidx_t c = r.begin; c < r.end; ++c) bits_[c >> 6] |= std::uint64_t{1} << (c & 63);
+  }
   word_prefix_.resize(words + 1);
   word_prefix_[0] = 0;
   for (std::size_t w = 0; w < words; ++w) {
@@ -25,9 +28,7 @@ void GhostLayout::build(const CsrMatrix& remote, gidx_t n_cols, const TileConfig
   const auto nnz = static_cast<std::int64_t>(compact.col_idx.size());
 #pragma omp parallel for schedule(static) if (nnz > 65536)
   for (std::int64_t i = 0; i < nnz; ++i) {
-    const gidx_t c = compact.col_idx[i];
-    const std::uint64_t below = bits_[c >> 6] & ((std::uint64_t{1} << (c & 63)) - 1);
-    compact.col_idx[i] = word_prefix_[c >> 6] + std::popcount(below);
+    compact.col_idx[i] = ghost_index(compact.col_idx[i]);
   }
   TileConfig cfg = config;
   cfg.col_panel = 0;

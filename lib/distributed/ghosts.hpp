@@ -6,7 +6,9 @@
 // pattern that changes every run uses DistOptions::dynamic_pattern instead: no inspector work).
 #pragma once
 
+#include <bit>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "netsparse/csr.hpp"
@@ -14,13 +16,25 @@
 
 namespace netsparse::dist {
 
+// A column range [begin, end) every one of whose columns is a ghost (a block fetched whole).
+struct ColumnRange {
+  gidx_t begin = 0, end = 0;
+};
+
 class GhostLayout {
  public:
   // From the remote nonzeros (global column ids) of a row block with n_cols columns: a bitmap
   // over the columns, a column's ghost index = marked columns before it (per-word prefix counts
   // + popcount), so the renumbering is O(1) per nonzero and keeps rows sorted.
-  // The compact matrix holds its values in `scalar` precision.
-  void build(const CsrMatrix& remote, gidx_t n_cols, const TileConfig& config, ScalarType scalar);
+  // The compact matrix holds its values in `scalar` precision. The columns of `whole` are ghosts
+  // too, nonzero or not (task-packets' blocks: an owner's whole block lands in one slice).
+  void build(const CsrMatrix& remote, gidx_t n_cols, const TileConfig& config, ScalarType scalar,
+             std::span<const ColumnRange> whole = {});
+  // The ghost index of column c, which must be a ghost.
+  [[nodiscard]] gidx_t ghost_index(gidx_t c) const noexcept {
+    const std::uint64_t below = bits_[c >> 6] & ((std::uint64_t{1} << (c & 63)) - 1);
+    return word_prefix_[c >> 6] + std::popcount(below);
+  }
   const std::vector<gidx_t>& ghosts() const noexcept { return ghosts_; }
   const TiledMatrix& compact() const noexcept { return compact_; }
 

@@ -26,7 +26,17 @@ using namespace test;
 
 constexpr int kTuneRuns = 2;
 constexpr int kCandidates = static_cast<int>(std::size(dist::kAutoCandidates));
-constexpr int kTrialRuns = kCandidates * (kTuneRuns + 1);
+// The task-packets candidate (the last) first chooses its owner pairs' ways by its own trials
+// (DistOptions::tune_owners): a warm-up and a measured run per way (rows, tasks, block; SDDMM has
+// no tasks), then the mix's two; auto does not count those runs.
+constexpr int kTaskCandidate = kCandidates - 1;
+constexpr int owner_trial_runs(KernelKind kernel) { return kernel == KernelKind::sddmm ? 6 : 8; }
+constexpr int trial_runs(KernelKind kernel) {
+  return kCandidates * (kTuneRuns + 1) + owner_trial_runs(kernel);
+}
+constexpr int kTrialRuns = trial_runs(KernelKind::spmm);
+// A dynamic pattern: no owner trials.
+constexpr int kDynamicTrialRuns = kCandidates * (kTuneRuns + 1);
 
 const Fixture& fixture(const std::string& spec) {
   static std::map<std::string, Fixture> all;
@@ -57,8 +67,8 @@ bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // The candidate index of run `i` of a tuning whose trials start at run 0.
-int candidate_of_run(const DistKernel& kern, int i) {
-  if (i < kTrialRuns) return i / (kTuneRuns + 1);
+int candidate_of_run(const DistKernel& kern, KernelKind kernel, int i) {
+  if (i < trial_runs(kernel)) return std::min(i / (kTuneRuns + 1), kTaskCandidate);
   const AutoTuning& t = kern.auto_tuning();
   for (int c = 0; c < kCandidates; ++c) {
     if (t.candidates[c].mode == t.chosen) return c;
@@ -96,37 +106,54 @@ TEST(AutoMode, EveryRunIsTheRunningModesResult) {
       o.mode = m;
       fixed.push_back(std::make_unique<DistKernel>(f.dm, c.kernel, c.k, o));
     }
-    for (int i = 0; i < kTrialRuns + 3; ++i) {
+    const int trials = trial_runs(c.kernel);
+    const int owner_trials_end = kTaskCandidate * (kTuneRuns + 1) + owner_trial_runs(c.kernel);
+    for (int i = 0; i < trials + 3; ++i) {
       const int which = 1 + i % 3;
       // The results of the three modes agree to the bit on these operands, so which kernel ran
       // is told by what it moved: the NetSparse candidate's engine sends frames only in its
       // runs, and the property bytes received are each mode's own (su: the whole operand).
       // Before the last trial run: the engine is alive (the losers go once the last one ran).
-      const bool engine_alive = i + 1 < kTrialRuns;
+      const bool engine_alive = i + 1 < trials;
       const std::uint64_t moved_before =
           engine_alive ? automatic.engine()->stat(NS_STAT_MOVED_BYTES) : 0;
       const std::vector<float> got = run_kernel_once(automatic, f.dm, f.dm.local(), which);
       const std::uint64_t got_payload = automatic.last_run_stats().payload_bytes_in;
       const bool engine_moved =
           engine_alive && automatic.engine()->stat(NS_STAT_MOVED_BYTES) > moved_before;
-      const int cand = candidate_of_run(automatic, i);
+      const int cand = candidate_of_run(automatic, c.kernel, i);
       ASSERT_GE(cand, 0) << where;
-      const std::vector<float> want = run_kernel_once(*fixed[cand], f.dm, f.dm.local(), which);
-      EXPECT_TRUE(all_ranks(same_bytes(got, want)))
-          << where << " run " << i << " (" << to_string(fixed[cand]->mode()) << ")";
-      EXPECT_EQ(got_payload, fixed[cand]->last_run_stats().payload_bytes_in)
-          << where << " run " << i << " (" << to_string(fixed[cand]->mode()) << ")";
+      const CommStats& got_stats = automatic.last_run_stats();
+      const bool owner_trial = cand == kTaskCandidate && i < owner_trials_end;
+      EXPECT_EQ(got_stats.owner_trial_runs, owner_trial ? 1u : 0u) << where << " run " << i;
+      if (cand == kTaskCandidate) {
+        // Its ways per owner are chosen by measured times: no fixed kernel is bound to run the
+        // same ways. What it fetched and sent is its own: a task-packets run, every pair in
+        // one way (or none: no remote nonzero), within the reference's tolerance (below).
+        std::uint64_t owners = 0;
+        for (const std::uint64_t u : fixed[0]->volume().unique_remote_per_owner) {
+          owners += u > 0 ? 1 : 0;
+        }
+        EXPECT_EQ(got_stats.task_owners + got_stats.row_owners + got_stats.block_owners, owners)
+            << where << " run " << i;
+      } else {
+        const std::vector<float> want = run_kernel_once(*fixed[cand], f.dm, f.dm.local(), which);
+        EXPECT_TRUE(all_ranks(same_bytes(got, want)))
+            << where << " run " << i << " (" << to_string(fixed[cand]->mode()) << ")";
+        EXPECT_EQ(got_payload, fixed[cand]->last_run_stats().payload_bytes_in)
+            << where << " run " << i << " (" << to_string(fixed[cand]->mode()) << ")";
+      }
       if (engine_alive) {
         EXPECT_EQ(engine_moved, cand == 0) << where << " run " << i;
       }
       EXPECT_LE(max_relative_error(got, kernel_reference(automatic, f.dm.local(), which)),
                 kTolerance)
           << where << " run " << i;
-      EXPECT_EQ(automatic.auto_tuning().tuned, i + 1 >= kTrialRuns) << where << " run " << i;
+      EXPECT_EQ(automatic.auto_tuning().tuned, i + 1 >= trials) << where << " run " << i;
     }
     const AutoTuning& t = automatic.auto_tuning();
     EXPECT_EQ(t.tunings, 1);
-    EXPECT_EQ(t.trial_runs, kTrialRuns);
+    EXPECT_EQ(t.trial_runs, trials);
     EXPECT_EQ(automatic.chosen_mode(), t.chosen);
     EXPECT_NE(t.chosen, CommMode::automatic);
     EXPECT_TRUE(same_everywhere(static_cast<long long>(t.chosen))) << where;
@@ -152,9 +179,11 @@ TEST(AutoMode, ChoosesTheLowestMaxOverRanksMedian) {
     std::vector<double> rank0, rank1, others;
     CommMode winner;
   };
-  for (const Forced& c : {Forced{{1, 5, 3}, {4, 2, 3}, {1, 1, 1}, CommMode::su},
-                          Forced{{3, 1, 2}, {3, 1, 2}, {3, 1, 2}, CommMode::inspector_executor},
-                          Forced{{1, 2, 2}, {1, 1, 2}, {0.5, 0.5, 0.5}, CommMode::netsparse}}) {
+  for (const Forced& c :
+       {Forced{{1, 5, 3, 9}, {4, 2, 3, 9}, {1, 1, 1, 1}, CommMode::su},
+        Forced{{3, 1, 2, 4}, {3, 1, 2, 4}, {3, 1, 2, 4}, CommMode::inspector_executor},
+        Forced{{1, 2, 2, 3}, {1, 1, 2, 3}, {0.5, 0.5, 0.5, 0.5}, CommMode::netsparse},
+        Forced{{3, 3, 3, 2}, {1, 3, 3, 2}, {3, 3, 3, 0.5}, CommMode::task_packets}}) {
     DistKernel kern(f.dm, KernelKind::spmm, 4, auto_options());
     dist::AutoAccess::force_seconds(kern, r == 0 ? c.rank0 : r == 1 ? c.rank1 : c.others);
     EXPECT_NE(kern.engine(), nullptr);  // the NetSparse candidate's, while it is alive
@@ -179,14 +208,14 @@ TEST(AutoMode, ChoosesTheLowestMaxOverRanksMedian) {
 TEST(AutoMode, RetunesOnANewPatternAndOnRequest) {
   const Fixture& f = fixture("gen:kron:8");
   DistKernel kern(f.dm, KernelKind::spmm, 3, auto_options());
-  dist::AutoAccess::force_seconds(kern, {3, 2, 1});  // su first
+  dist::AutoAccess::force_seconds(kern, {3, 2, 1, 4});  // su first
   for (int i = 0; i < kTrialRuns; ++i) (void)run_kernel_once(kern, f.dm, f.dm.local(), 1);
   ASSERT_EQ(kern.chosen_mode(), CommMode::su);
   const CsrMatrix sampled = sample_rows(f.dm.local(), SamplingParams{0.5, 0}, 7);
   kern.set_pattern(sampled);
   EXPECT_FALSE(kern.auto_tuning().tuned);
   EXPECT_EQ(kern.chosen_mode(), CommMode::automatic);
-  dist::AutoAccess::force_seconds(kern, {3, 1, 2});  // inspector-executor now
+  dist::AutoAccess::force_seconds(kern, {3, 1, 2, 4});  // inspector-executor now
   for (int i = 0; i < kTrialRuns; ++i) {
     const std::vector<float> got = run_kernel_once(kern, f.dm, sampled, 1 + i % 3);
     EXPECT_LE(max_relative_error(got, kernel_reference(kern, sampled, 1 + i % 3)), kTolerance)
@@ -196,7 +225,7 @@ TEST(AutoMode, RetunesOnANewPatternAndOnRequest) {
   EXPECT_EQ(kern.auto_tuning().tunings, 2);
   kern.retune();
   EXPECT_FALSE(kern.auto_tuning().tuned);
-  dist::AutoAccess::force_seconds(kern, {1, 2, 3});
+  dist::AutoAccess::force_seconds(kern, {1, 2, 3, 4});
   for (int i = 0; i < kTrialRuns; ++i) (void)run_kernel_once(kern, f.dm, sampled, 1);
   EXPECT_EQ(kern.chosen_mode(), kern.auto_tuning().candidates[0].mode);
   EXPECT_EQ(kern.auto_tuning().tunings, 3);
@@ -206,8 +235,8 @@ TEST(AutoMode, RetunesOnANewPatternAndOnRequest) {
   DistOptions dyn = auto_options();
   dyn.dynamic_pattern = true;
   DistKernel changing(f.dm, KernelKind::spmm, 3, dyn);
-  dist::AutoAccess::force_seconds(changing, {3, 1, 2});
-  for (int i = 0; i < kTrialRuns + 2; ++i) {
+  dist::AutoAccess::force_seconds(changing, {3, 1, 2, 4});
+  for (int i = 0; i < kDynamicTrialRuns + 2; ++i) {
     const CsrMatrix rows = sample_rows(f.dm.local(), SamplingParams{0.6, 0}, i);
     changing.set_pattern(rows);
     const std::vector<float> out = run_kernel_once(changing, f.dm, rows, 1);
@@ -227,19 +256,28 @@ TEST(AutoMode, TunesTheWinningEnginesKnobsNext) {
   const Fixture& f = fixture("gen:kron:8");
   DistOptions o = auto_options();
   o.tune_engine = true;
-  const std::vector<std::string> knobs = {
-      "", "", "", "batch 1024", "batch 65536", "concat delay 0 ns", "packet 4096 B", "units 1/1"};
+  const std::vector<std::string> knobs = {"",
+                                          "",
+                                          "",
+                                          "",
+                                          "batch 1024",
+                                          "batch 65536",
+                                          "concat delay 0 ns",
+                                          "packet 4096 B",
+                                          "units 1/1"};
   const int n = static_cast<int>(knobs.size());
+  const int runs = n * (kTuneRuns + 1) + owner_trial_runs(KernelKind::spmm);
   struct Forced {
     std::vector<double> seconds;
     std::string chosen_knobs;
   };
   for (const Forced& c :
-       {Forced{{1, 2, 3, 2, 2, 0.5, 2, 2}, "concat delay 0 ns"},
-        Forced{{1, 2, 3, 5, 5, 5, 5, 5}, ""}, Forced{{1, 2, 3, 2, 0.25, 2, 2, 2}, "batch 65536"}}) {
+       {Forced{{1, 2, 3, 4, 2, 2, 0.5, 2, 2}, "concat delay 0 ns"},
+        Forced{{1, 2, 3, 4, 5, 5, 5, 5, 5}, ""},
+        Forced{{1, 2, 3, 4, 2, 0.25, 2, 2, 2}, "batch 65536"}}) {
     DistKernel kern(f.dm, KernelKind::spmm, 4, o);
     dist::AutoAccess::force_seconds(kern, c.seconds);
-    for (int i = 0; i < n * (kTuneRuns + 1); ++i) {
+    for (int i = 0; i < runs; ++i) {
       EXPECT_FALSE(kern.auto_tuning().tuned) << "run " << i;
       const std::vector<float> got = run_kernel_once(kern, f.dm, f.dm.local(), 1 + i % 3);
       EXPECT_LE(max_relative_error(got, kernel_reference(kern, f.dm.local(), 1 + i % 3)),
@@ -250,7 +288,7 @@ TEST(AutoMode, TunesTheWinningEnginesKnobsNext) {
     ASSERT_TRUE(t.tuned);
     ASSERT_EQ(t.candidates.size(), knobs.size());
     for (int i = 0; i < n; ++i) EXPECT_EQ(t.candidates[i].knobs, knobs[i]) << "candidate " << i;
-    EXPECT_EQ(t.trial_runs, n * (kTuneRuns + 1));
+    EXPECT_EQ(t.trial_runs, runs);
     EXPECT_EQ(t.chosen, t.candidates[0].mode);
     EXPECT_EQ(t.chosen_knobs, c.chosen_knobs);
     EXPECT_NE(kern.engine(), nullptr);
@@ -265,7 +303,7 @@ TEST(AutoMode, TunesTheWinningEnginesKnobsNext) {
     kern.set_pattern(sampled);
     ASSERT_EQ(kern.auto_tuning().candidates.size(), std::size(dist::kAutoCandidates));
     EXPECT_EQ(kern.auto_tuning().candidates[0].knobs, c.chosen_knobs);
-    dist::AutoAccess::force_seconds(kern, {3, 2, 1});  // su: no variants this time
+    dist::AutoAccess::force_seconds(kern, {3, 2, 1, 4});  // su: no variants this time
     for (int i = 0; i < kTrialRuns; ++i) {
       const std::vector<float> out = run_kernel_once(kern, f.dm, sampled, 1);
       EXPECT_LE(max_relative_error(out, kernel_reference(kern, sampled, 1)), kTolerance)

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <array>
 #include <cstring>
 #include <deque>
 #include <string>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "dist_test_util.hpp"
+#include "distributed/modes/owner_ways.hpp"
 #include "distributed/modes/task_packet.hpp"
 #include "mpi_test_util.hpp"
 #include "netsparse/distributed.hpp"
@@ -167,6 +169,139 @@ TEST(TaskPackets, TheChoiceCanBeForced) {
     ADD_FAILURE() << "an unknown NETSPARSE_TASK_PACKETS was accepted";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("NETSPARSE_TASK_PACKETS"), std::string::npos) << e.what();
+  }
+}
+
+// NETSPARSE_TASK_PACKETS=block: every owner's whole block, sent from its operand, and the result
+// right; each block is one message of the owner's rows, every one of them counted as received.
+TEST(TaskPackets, BlockWayFetchesWholeBlocks) {
+  const int p = world_size(), rank = world_rank();
+  constexpr gidx_t m = 200;
+  const DistMatrix dm = mixed_choice_matrix(MPI_COMM_WORLD, m);
+  const CsrMatrix whole = mixed_choice_whole(p, m);
+  const std::uint64_t owners = p == 1 ? 0 : (p >= 3 ? 2 : 1);
+  struct Restore {
+    ~Restore() { unsetenv("NETSPARSE_TASK_PACKETS"); }
+  } restore;
+  setenv("NETSPARSE_TASK_PACKETS", "block", 1);
+  for (const int k : {1, 16}) {
+    const KernelKind kernel = k == 1 ? KernelKind::spmv : KernelKind::spmm;
+    const CommStats f32 = check_against_reference<float>(dm, whole, kernel, k, "block f32");
+    const CommStats f64 = check_against_reference<double>(dm, whole, kernel, k, "block f64");
+    for (const CommStats& s : {f32, f64}) {
+      EXPECT_EQ(s.block_owners, 2 * owners) << "K=" << k;
+      EXPECT_EQ(s.row_owners + s.task_owners, 0u) << "K=" << k;
+    }
+    EXPECT_EQ(f32.payload_bytes_in, 2 * owners * m * k * sizeof(float)) << "K=" << k;
+    EXPECT_EQ(f64.payload_bytes_in, 2 * owners * m * k * sizeof(double)) << "K=" << k;
+  }
+  const CommStats sddmm = check_against_reference<float>(dm, whole, KernelKind::sddmm, 8, "sddmm");
+  EXPECT_EQ(sddmm.block_owners, 2 * owners);
+  (void)rank;
+}
+
+// The decisions of the tuning by measurement on replayed traces: per owner the cheapest way
+// measured (ties to the earlier way tried, nothing measured: rows), and the mix kept unless a
+// uniform way's slowest rank was strictly faster. The same trace gives the same choice.
+TEST(TaskPackets, OwnerWayDecisionsOnATrace) {
+  using dist::task::kNotMeasured;
+  using dist::task::Way;
+  constexpr double x = kNotMeasured;
+  const std::vector<std::array<double, 3>> cost = {
+      {3.0, 1.0, 2.0},  // tasks cheapest
+      {1.0, 1.0, 1.0},  // a tie: rows, tried first
+      {x, x, 0.5},      // only the block measured
+      {x, x, x},        // nothing measured: rows
+      {2.0, 3.0, 1.5},  // block cheapest
+  };
+  const std::vector<Way> all = {Way::rows, Way::tasks, Way::block};
+  const std::vector<Way> want = {Way::tasks, Way::rows, Way::block, Way::rows, Way::block};
+  EXPECT_EQ(dist::task::cheapest_ways(cost, all), want);
+  EXPECT_EQ(dist::task::cheapest_ways(cost, all), dist::task::cheapest_ways(cost, all));
+  // SDDMM tries no task packets: the tasks column is not looked at.
+  const std::vector<Way> no_tasks = {Way::rows, Way::block};
+  const std::vector<Way> want_no_tasks = {Way::block, Way::rows, Way::block, Way::rows,
+                                          Way::block};
+  EXPECT_EQ(dist::task::cheapest_ways(cost, no_tasks), want_no_tasks);
+  // rows, tasks, block, then the mix.
+  EXPECT_EQ(dist::task::kept_trial(std::vector<double>{3, 2, 4, 1}), 3u);  // the mix
+  EXPECT_EQ(dist::task::kept_trial(std::vector<double>{3, 2, 4, 2}), 3u);  // a tie keeps the mix
+  EXPECT_EQ(dist::task::kept_trial(std::vector<double>{3, 1, 0.5, 2}), 2u);
+  EXPECT_EQ(dist::task::kept_trial(std::vector<double>{0.5, 1, x, 2}), 0u);
+}
+
+// DistOptions::tune_owners: the first eight runs are the trials (rows, tasks, block, the mix;
+// a warm-up and a measured run each; block only for owners this rank needs half the rows of),
+// every one right; then the ways stay fixed run after run; a new pattern tunes again. Also by
+// NETSPARSE_TASK_PACKETS=measure; the variable must be the same on every rank.
+TEST(TaskPackets, OwnerWaysTunedByMeasurement) {
+  const int p = world_size(), rank = world_rank();
+  constexpr gidx_t m = 200;
+  constexpr int k = 16;
+  const DistMatrix dm = mixed_choice_matrix(MPI_COMM_WORLD, m);
+  const CsrMatrix whole = mixed_choice_whole(p, m);
+  const CsrMatrix block = row_block(whole, dm.rows().begin(rank), dm.rows().end(rank));
+  const std::uint64_t owners = p == 1 ? 0 : (p >= 3 ? 2 : 1);
+  // Even ranks need all m rows of the next rank's block: the block trial takes it.
+  const std::uint64_t block_able = p > 1 && rank % 2 == 0 ? 1 : 0;
+  DistOptions o;
+  o.mode = CommMode::task_packets;
+  o.tune_owners = true;
+  DistKernel kern(dm, KernelKind::spmm, k, o);
+  const gidx_t cb = dm.cols().begin(rank), ce = dm.cols().end(rank);
+  const auto run = [&](int which) {
+    const std::vector<float> b = operand_block(which, cb, ce, k);
+    std::vector<float> c(static_cast<std::size_t>(m) * k, 7.0f);
+    kern.spmm(b, c);
+    EXPECT_LE(max_relative_error(c, reference_spmm(block, k, which)), kTolerance)
+        << "run with operand " << which;
+    return kern.last_run_stats();
+  };
+  struct Expect {
+    std::uint64_t rows, tasks, blocks;
+  };
+  const Expect trials[] = {{owners, 0, 0}, {0, owners, 0}, {owners - block_able, 0, block_able}};
+  for (int i = 0; i < 6; ++i) {
+    const CommStats s = run(1 + i % 3);
+    const Expect& e = trials[i / 2];
+    EXPECT_EQ(s.owner_trial_runs, 1u) << "run " << i;
+    EXPECT_EQ(s.row_owners, e.rows) << "run " << i;
+    EXPECT_EQ(s.task_owners, e.tasks) << "run " << i;
+    EXPECT_EQ(s.block_owners, e.blocks) << "run " << i;
+  }
+  for (int i = 6; i < 8; ++i) {
+    const CommStats s = run(1 + i % 3);
+    EXPECT_EQ(s.owner_trial_runs, 1u) << "the mix's run " << i;
+    EXPECT_EQ(s.row_owners + s.task_owners + s.block_owners, owners) << "run " << i;
+  }
+  const CommStats fixed = run(2);
+  EXPECT_EQ(fixed.owner_trial_runs, 0u);
+  EXPECT_EQ(fixed.row_owners + fixed.task_owners + fixed.block_owners, owners);
+  for (int i = 0; i < 3; ++i) {
+    const CommStats s = run(3 - i);
+    EXPECT_EQ(s.owner_trial_runs, 0u);
+    EXPECT_EQ(s.row_owners, fixed.row_owners) << "the ways changed after the choice";
+    EXPECT_EQ(s.task_owners, fixed.task_owners) << "the ways changed after the choice";
+    EXPECT_EQ(s.block_owners, fixed.block_owners) << "the ways changed after the choice";
+  }
+  kern.set_pattern(dm.local());
+  EXPECT_EQ(run(1).owner_trial_runs, 1u) << "a new pattern tunes again";
+
+  struct Restore {
+    ~Restore() { unsetenv("NETSPARSE_TASK_PACKETS"); }
+  } restore;
+  setenv("NETSPARSE_TASK_PACKETS", "measure", 1);
+  const CommStats measured = check_against_reference<float>(dm, whole, KernelKind::spmm, k, "env");
+  EXPECT_EQ(measured.owner_trial_runs, 2u);
+  if (p > 1) {
+    // One rank measuring and the others not would run different setups: refused on every rank.
+    if (rank == 1) unsetenv("NETSPARSE_TASK_PACKETS");
+    DistOptions plain;
+    plain.mode = CommMode::task_packets;
+    const std::string msg =
+        invalid_argument_message([&] { DistKernel split(dm, KernelKind::spmm, k, plain); });
+    const bool named = msg.find("NETSPARSE_TASK_PACKETS") != std::string::npos;
+    EXPECT_TRUE(all_ranks(named)) << msg;
   }
 }
 
