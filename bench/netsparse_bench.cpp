@@ -169,9 +169,11 @@ Modes
                            task-packets       per owner, the sparse work sent to the owner
                                               (triples) and partial sums back where that
                                               moves fewer bytes than fetching its rows, else
-                                              the rows; NETSPARSE_TASK_PACKETS=measure picks
-                                              each owner's way (rows, whole block, tasks) by
-                                              trial runs, run in the setup (not in the
+                                              the rows (not in the default list)
+                           task-packets-measured
+                                              task-packets with each owner's way (rows, whole
+                                              block, tasks) picked by trial runs, run in the
+                                              setup (DistOptions::tune_owners; not in the
                                               default list)
                            auto               chosen while the kernel runs: its first runs
                                               are trials of netsparse, inspector-executor, su
@@ -320,6 +322,8 @@ const std::vector<std::string>& ablation_labels() {
 // netsparse without gather plans (DistOptions::plans = false).
 constexpr const char* kNoPlanLabel = "netsparse-noplan";
 constexpr const char* kFixedRowLabel = "netsparse-fixed";
+// task-packets with each owner pair's way chosen by trial runs (DistOptions::tune_owners).
+constexpr const char* kTaskMeasuredLabel = "task-packets-measured";
 
 bool is_known_mode(const std::string& m) {
   if (m == "petsc") return bench::kPetscMode;    // PETSc's own products (bench/petsc_mode.cpp)
@@ -327,7 +331,7 @@ bool is_known_mode(const std::string& m) {
   if (std::find(ablation_labels().begin(), ablation_labels().end(), m) != ablation_labels().end()) {
     return true;
   }
-  if (m == kNoPlanLabel || m == kFixedRowLabel) return true;
+  if (m == kNoPlanLabel || m == kFixedRowLabel || m == kTaskMeasuredLabel) return true;
   try {
     (void)parse_comm_mode(m);
     return true;
@@ -517,6 +521,9 @@ std::vector<Variant> make_variants(const Options& o, int hosts) {
     } else if (l == kNoPlanLabel) {
       v.options.mode = CommMode::netsparse_rank;
       v.options.plans = false;
+    } else if (l == kTaskMeasuredLabel) {
+      v.options.mode = CommMode::task_packets;
+      v.options.tune_owners = true;
     } else if (l == "petsc" || l == "tpetra") {
       v.options.mode = CommMode::inspector_executor;  // their class: VecScatter's / Import's plan
     } else {
@@ -826,7 +833,8 @@ Result measure(const Variant& v, Workload& w, const Options& o, const std::vecto
   // its trials run now too, so the timed iterations are its steady state (the setup column
   // includes them).
   if (v.options.mode == CommMode::task_packets && !changing &&
-      netsparse::config::choice(netsparse::config::Env::kTaskPackets) == "measure") {
+      (v.options.tune_owners ||
+       netsparse::config::choice(netsparse::config::Env::kTaskPackets) == "measure")) {
     int trial = 0;
     do {
       progress.show(tag + " " + v.label + ": owner-way trial run " + std::to_string(++trial));
@@ -1371,8 +1379,7 @@ void print_table(const std::string& title, KernelKind kernel, int k,
         "   %s: (rank, owner) pairs sending task packets %.0f, fetching rows %.0f, fetching whole "
         "blocks %.0f; %.0f messages, %s per iteration (all ranks)\n",
         r.label.c_str(), r.task_owners_total, r.row_owners_total, r.block_owners_total,
-        r.messages_total,
-        human_bytes(r.bytes_total).c_str());
+        r.messages_total, human_bytes(r.bytes_total).c_str());
   }
   if (!below_wire.empty()) {
     std::printf(

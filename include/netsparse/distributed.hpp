@@ -220,9 +220,10 @@ struct DistOptions {
   bool tune_engine = true;
   // task-packets: choose each owner pair's way (its rows, its whole block, or task packets) by
   // measurement instead of by the bytes model: over the kernel's first runs, each way is tried
-  // on every pair of the job at once, each pair's cost (its data's arrival plus the work it
-  // leaves this rank) taken per owner, the cheapest way kept per pair, and the mixed choice kept
-  // only if it beats every uniform one (docs/architecture.md, "Per owner pair"). Set by auto on
+  // on every pair of the job at once (a warm-up and tune_runs measured runs), each pair's cost
+  // (its data's arrival plus the work it leaves this rank) taken per owner, the cheapest way kept
+  // per pair, and the mixed choice kept only if it beats every uniform one (docs/architecture.md,
+  // "Per owner pair"); CommStats::owner_trial_runs counts those runs. Set by auto on
   // its task-packets candidate; also NETSPARSE_TASK_PACKETS=measure. Fixed patterns only (a
   // dynamic pattern keeps the bytes model: it would never finish its trials).
   bool tune_owners = false;

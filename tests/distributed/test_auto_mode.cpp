@@ -27,10 +27,13 @@ using namespace test;
 constexpr int kTuneRuns = 2;
 constexpr int kCandidates = static_cast<int>(std::size(dist::kAutoCandidates));
 // The task-packets candidate (the last) first chooses its owner pairs' ways by its own trials
-// (DistOptions::tune_owners): a warm-up and a measured run per way (rows, tasks, block; SDDMM has
-// no tasks), then the mix's two; auto does not count those runs.
+// (DistOptions::tune_owners): a warm-up and tune_runs measured runs on the bytes model's ways,
+// as many per way (rows, tasks, block; SDDMM has no tasks), then for the mix; auto does not
+// count those runs.
 constexpr int kTaskCandidate = kCandidates - 1;
-constexpr int owner_trial_runs(KernelKind kernel) { return kernel == KernelKind::sddmm ? 6 : 8; }
+constexpr int owner_trial_runs(KernelKind kernel) {
+  return (kernel == KernelKind::sddmm ? 4 : 5) * (kTuneRuns + 1);
+}
 constexpr int trial_runs(KernelKind kernel) {
   return kCandidates * (kTuneRuns + 1) + owner_trial_runs(kernel);
 }
@@ -256,25 +259,18 @@ TEST(AutoMode, TunesTheWinningEnginesKnobsNext) {
   const Fixture& f = fixture("gen:kron:8");
   DistOptions o = auto_options();
   o.tune_engine = true;
-  const std::vector<std::string> knobs = {"",
-                                          "",
-                                          "",
-                                          "",
-                                          "batch 1024",
-                                          "batch 65536",
-                                          "concat delay 0 ns",
-                                          "packet 4096 B",
-                                          "units 1/1"};
+  const std::vector<std::string> knobs = {
+      "",         "", "", "", "batch 1024", "batch 65536", "concat delay 0 ns", "packet 4096 B",
+      "units 1/1"};
   const int n = static_cast<int>(knobs.size());
   const int runs = n * (kTuneRuns + 1) + owner_trial_runs(KernelKind::spmm);
   struct Forced {
     std::vector<double> seconds;
     std::string chosen_knobs;
   };
-  for (const Forced& c :
-       {Forced{{1, 2, 3, 4, 2, 2, 0.5, 2, 2}, "concat delay 0 ns"},
-        Forced{{1, 2, 3, 4, 5, 5, 5, 5, 5}, ""},
-        Forced{{1, 2, 3, 4, 2, 0.25, 2, 2, 2}, "batch 65536"}}) {
+  for (const Forced& c : {Forced{{1, 2, 3, 4, 2, 2, 0.5, 2, 2}, "concat delay 0 ns"},
+                          Forced{{1, 2, 3, 4, 5, 5, 5, 5, 5}, ""},
+                          Forced{{1, 2, 3, 4, 2, 0.25, 2, 2, 2}, "batch 65536"}}) {
     DistKernel kern(f.dm, KernelKind::spmm, 4, o);
     dist::AutoAccess::force_seconds(kern, c.seconds);
     for (int i = 0; i < runs; ++i) {

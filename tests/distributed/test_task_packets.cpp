@@ -220,18 +220,21 @@ TEST(TaskPackets, OwnerWayDecisionsOnATrace) {
   EXPECT_EQ(dist::task::cheapest_ways(cost, all), dist::task::cheapest_ways(cost, all));
   // SDDMM tries no task packets: the tasks column is not looked at.
   const std::vector<Way> no_tasks = {Way::rows, Way::block};
-  const std::vector<Way> want_no_tasks = {Way::block, Way::rows, Way::block, Way::rows,
-                                          Way::block};
+  const std::vector<Way> want_no_tasks = {Way::block, Way::rows, Way::block, Way::rows, Way::block};
   EXPECT_EQ(dist::task::cheapest_ways(cost, no_tasks), want_no_tasks);
-  // rows, tasks, block, then the mix.
-  EXPECT_EQ(dist::task::kept_trial(std::vector<double>{3, 2, 4, 1}), 3u);  // the mix
-  EXPECT_EQ(dist::task::kept_trial(std::vector<double>{3, 2, 4, 2}), 3u);  // a tie keeps the mix
-  EXPECT_EQ(dist::task::kept_trial(std::vector<double>{3, 1, 0.5, 2}), 2u);
-  EXPECT_EQ(dist::task::kept_trial(std::vector<double>{0.5, 1, x, 2}), 0u);
+  // The bytes model's ways, rows, tasks, block, then the mix: a change must win by the margin.
+  EXPECT_EQ(dist::task::kept_trial(std::vector<double>{3, 3, 2, 4, 1}), 4u);  // the mix
+  EXPECT_EQ(dist::task::kept_trial(std::vector<double>{3, 3, 1, 4, 1}), 2u);  // a tie: earlier
+  EXPECT_EQ(dist::task::kept_trial(std::vector<double>{3, 1, 0.5, 2, x}), 2u);
+  EXPECT_EQ(dist::task::kept_trial(std::vector<double>{1, 2, 1, x, 2}), 0u);
+  EXPECT_EQ(dist::task::kept_trial(std::vector<double>{1, 0.97, 2, 2, 0.96}), 0u);  // < 5 %
+  EXPECT_EQ(dist::task::kept_trial(std::vector<double>{1, 0.97, 2, 2, 0.95}), 4u);
+  EXPECT_EQ(dist::task::kept_trial(std::vector<double>{1, 0.97, 2, 2, 0.96}, 0.0), 4u);
 }
 
-// DistOptions::tune_owners: the first eight runs are the trials (rows, tasks, block, the mix;
-// a warm-up and a measured run each; block only for owners this rank needs half the rows of),
+// DistOptions::tune_owners: the first fifteen runs are the trials (the bytes model's ways,
+// rows, tasks, block, the mix; a warm-up and tune_runs = 2 measured runs each; block only for
+// owners this rank needs half the rows of),
 // every one right; then the ways stay fixed run after run; a new pattern tunes again. Also by
 // NETSPARSE_TASK_PACKETS=measure; the variable must be the same on every rank.
 TEST(TaskPackets, OwnerWaysTunedByMeasurement) {
@@ -260,16 +263,19 @@ TEST(TaskPackets, OwnerWaysTunedByMeasurement) {
   struct Expect {
     std::uint64_t rows, tasks, blocks;
   };
-  const Expect trials[] = {{owners, 0, 0}, {0, owners, 0}, {owners - block_able, 0, block_able}};
-  for (int i = 0; i < 6; ++i) {
+  // The bytes model sends the even ranks' hub row as task packets (PerOwnerChoiceMixes...).
+  const std::uint64_t hub = block_able;
+  const Expect trials[] = {
+      {owners - hub, hub, 0}, {owners, 0, 0}, {0, owners, 0}, {owners - block_able, 0, block_able}};
+  for (int i = 0; i < 12; ++i) {
     const CommStats s = run(1 + i % 3);
-    const Expect& e = trials[i / 2];
+    const Expect& e = trials[i / 3];
     EXPECT_EQ(s.owner_trial_runs, 1u) << "run " << i;
     EXPECT_EQ(s.row_owners, e.rows) << "run " << i;
     EXPECT_EQ(s.task_owners, e.tasks) << "run " << i;
     EXPECT_EQ(s.block_owners, e.blocks) << "run " << i;
   }
-  for (int i = 6; i < 8; ++i) {
+  for (int i = 12; i < 15; ++i) {
     const CommStats s = run(1 + i % 3);
     EXPECT_EQ(s.owner_trial_runs, 1u) << "the mix's run " << i;
     EXPECT_EQ(s.row_owners + s.task_owners + s.block_owners, owners) << "run " << i;

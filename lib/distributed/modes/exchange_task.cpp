@@ -22,13 +22,16 @@
 // With DistOptions::tune_owners (auto's candidate) or NETSPARSE_TASK_PACKETS=measure the way of
 // each pair is chosen by measurement instead (the paper's run-time tuning, per owner pair; Two-
 // Face's per-stripe choice by cost): the kernel's first runs try each way on every pair at once
-// (a warm-up run, then a measured one: the data's arrival per owner, observed by polling without
-// overlap, plus the work that owner's data leaves this rank -- its share of the remote kernel, or
-// adding its partial sums), keep per owner the cheapest way, try that mix, and keep it only if
-// its slowest rank beats the slowest rank of every uniform way (one allreduce); else the best
-// uniform way. Pairs are not separable in a concurrent exchange, which is why the mix is tried
-// whole before it is kept. A new pattern tunes again. NETSPARSE_TASK_PACKETS=rows / tasks /
-// block forces a way (A/B runs). SDDMM's output is per nonzero, not per row: no task packets.
+// (a warm-up run, then DistOptions::tune_runs measured ones, each a steady run: per owner the
+// wait its data left exposed after the local kernel, plus the work that owner's data leaves
+// this rank -- its share of the remote kernel, or adding its partial sums), after a round on
+// the bytes model's ways; keep per owner the cheapest way on average (ties to rows, then
+// tasks), try that mix the same way, and keep the round whose slowest rank's median run is the
+// lowest (one allreduce) if it beats the bytes model's by 5 % (task::kKeepMargin: the trials'
+// spread on this machine), else the bytes model's ways. Pairs are not separable in a concurrent
+// exchange, which is why the mix is tried whole before it is kept. A new pattern tunes again.
+// NETSPARSE_TASK_PACKETS=rows / tasks / block forces a way (A/B runs). SDDMM's output is per
+// nonzero, not per row: no task packets.
 //
 // Everything travels as MPI point-to-point messages on the exchange's own duplicate of the
 // kernel's communicator, one message per (rank, peer, kind) and run. Owners check a task packet
@@ -114,13 +117,7 @@ class TaskExchange final : public Exchange<T> {
     trial_ = Trial{};
     trial_.on = !rc.options->dynamic_pattern && (rc.options->tune_owners || forced == "measure");
     if (trial_.on) {
-      // The trials' ways: tasks only where the kernel has them (every rank knows the kernel).
-      for (const Way w : kWays) {
-        if (w != Way::tasks || rc.kernel != KernelKind::sddmm) trial_.ways.push_back(w);
-      }
-      trial_.cost.assign(peers_.size(), {kNone, kNone, kNone});
-      trial_.run_seconds.assign(trial_.ways.size() + 1, kNone);
-      apply_ways(pat, rc, uniform_ways(rc, trial_.ways[0]));
+      start_trials(pat, rc);  // the trials' ways: tasks only where the kernel has them
     } else {
       apply_ways(pat, rc, bytes_model_ways(rc, forced));
     }
@@ -239,9 +236,8 @@ class TaskExchange final : public Exchange<T> {
     std::vector<Way> ways(peers_.size(), Way::rows);
     for (std::size_t i = 0; i < peers_.size(); ++i) {
       const int q = peers_[i];
-      const bool worth_it =
-          way != Way::block ||
-          2 * counts_.cols_touched[q] >= static_cast<std::uint64_t>(rc.cols->size(q));
+      const bool worth_it = way != Way::block || 2 * counts_.cols_touched[q] >=
+                                                     static_cast<std::uint64_t>(rc.cols->size(q));
       if (worth_it && possible(q, way, rc)) ways[i] = way;
     }
     return ways;
@@ -430,8 +426,8 @@ class TaskExchange final : public Exchange<T> {
     const std::size_t k = static_cast<std::size_t>(rc.k);
     const Clock::time_point until = Clock::now() + deadline_;
     const double tp = now_seconds();
-    // A measured trial run: arrivals observed by polling alone, no overlap (trial_step()).
-    const bool measured = trial_.on && trial_.step % 2 == 1;
+    // A measured trial run (Trial::measuring): the data's arrival per owner noted as it polls.
+    const bool measured = trial_.measuring();
     run_start_ = tp;
     arrival_.assign(measured ? peers_.size() : 0, kNone);
     recvs_.clear();
@@ -475,20 +471,12 @@ class TaskExchange final : public Exchange<T> {
     const double tc = now_seconds();
     stats.post_seconds += tc - tp;
     std::string refused;
-    double t0 = 0, t1 = 0;
-    if (measured) {
-      t0 = tc;
-      poll(rc, ops, refused, true, until);
-      t1 = now_seconds();
-      compute.local(pat, rc, ops);
-    } else {
-      // Serve the task packets already here, so their senders are not held by our local compute.
-      poll(rc, ops, refused, false, until);
-      compute.local(pat, rc, ops);
-      t0 = now_seconds();
-      poll(rc, ops, refused, true, until);
-      t1 = now_seconds();
-    }
+    // Serve the task packets already here, so their senders are not held by our local compute.
+    poll(rc, ops, refused, false, until);
+    compute.local(pat, rc, ops);
+    const double t0 = now_seconds();
+    poll(rc, ops, refused, true, until);
+    const double t1 = now_seconds();
     stats.wait_seconds += t1 - t0;
     const double tr = now_seconds();
     compute.remote_all(layout_.compact(), rc, ops,
@@ -502,39 +490,63 @@ class TaskExchange final : public Exchange<T> {
     account(rc, stats);
     if (trial_.on) ++stats.owner_trial_runs;
     if (!refused.empty()) throw std::runtime_error("task-packets: " + refused);
-    if (measured) record_trial(remote_seconds, now_seconds() - tp);
+    if (measured) record_trial(t0 - tp, remote_seconds, now_seconds() - tp);
   }
 
-  // The tuning (DistOptions::tune_owners). Steps, one run each, the same on every rank: for
-  // each trial way, a warm-up run (even step) then a measured run (odd step); then the mix of
-  // the per-owner cheapest ways, warm-up and measured; then the choice (one allreduce).
+  // The tuning (DistOptions::tune_owners). Steps, one run each, the same on every rank: rounds
+  // of a warm-up run and DistOptions::tune_runs measured runs -- the bytes model's ways, one
+  // round per trial way, then the mix of the per-owner cheapest ways (mean cost over the runs
+  // that measured them); then the choice on the rounds' median run times (one allreduce).
   struct Trial {
     bool on = false;
     int step = 0;
-    std::vector<Way> ways;                       // the ways tried, in order
-    std::vector<std::array<double, 3>> cost;     // per peer, per Way: arrival + work left here
-    std::vector<double> run_seconds;             // per trial way, then the mix: this rank's run
-    std::vector<Way> mix;                        // the per-owner cheapest ways
+    int measured_runs = 2;                    // per round (DistOptions::tune_runs)
+    std::vector<Way> ways;                    // the ways tried, in order
+    std::vector<std::array<double, 3>> cost;  // per peer, per Way: arrival + work left here
+    std::vector<std::array<int, 3>> samples;  // per peer, per Way: the runs summed in cost
+    // Per round (the bytes model's, each trial way's, the mix's): this rank's measured runs.
+    std::vector<std::vector<double>> run_seconds;
+    std::vector<Way> defaults;  // the bytes model's ways
+    std::vector<Way> mix;       // the per-owner cheapest ways
+    [[nodiscard]] int round() const { return step / (measured_runs + 1); }
+    [[nodiscard]] bool measuring() const { return on && step % (measured_runs + 1) != 0; }
   };
 
-  // After a measured run: each owner's cost under the way it took in this run.
-  void record_trial(double remote_seconds, double run_seconds) {
-    const std::size_t round = static_cast<std::size_t>(trial_.step / 2);
-    trial_.run_seconds[round] = run_seconds;
-    if (round >= trial_.ways.size()) return;  // the mix's run: its time only
+  void start_trials(const Pattern& pat, const RunContext& rc) {
+    for (const Way w : kWays) {
+      if (w != Way::tasks || rc.kernel != KernelKind::sddmm) trial_.ways.push_back(w);
+    }
+    trial_.measured_runs = std::max(1, rc.options->tune_runs);
+    trial_.cost.assign(peers_.size(), {0.0, 0.0, 0.0});
+    trial_.samples.assign(peers_.size(), {0, 0, 0});
+    trial_.run_seconds.assign(trial_.ways.size() + 2, {});
+    trial_.defaults = bytes_model_ways(rc, "auto");
+    apply_ways(pat, rc, trial_.defaults);
+  }
+
+  // After a measured run: each owner's cost under the way it took in this run -- the wait its
+  // data left exposed after the local kernel (0 when it arrived during it) plus the work it left
+  // here. A measured run is a steady run (the overlap included), so a way that only moves its
+  // data sooner gains nothing where the local kernel hid the data anyway.
+  void record_trial(double local_end, double remote_seconds, double run_seconds) {
+    const auto round = static_cast<std::size_t>(trial_.round());
+    trial_.run_seconds[round].push_back(run_seconds);
+    if (round > trial_.ways.size()) return;  // the mix's run: its time only
     // The remote kernel's time shared among the fetched owners by their nonzeros.
     std::uint64_t fetched_nnz = 0;
     for (std::size_t i = 0; i < peers_.size(); ++i) {
       if (ways_[i] != Way::tasks) fetched_nnz += counts_.nnz[peers_[i]];
     }
     for (std::size_t i = 0; i < peers_.size(); ++i) {
-      if (ways_[i] != trial_.ways[round] || arrival_[i] == kNone) continue;
+      if (arrival_[i] == kNone) continue;
       double work = add_seconds_of(peers_[i]);
       if (ways_[i] != Way::tasks && fetched_nnz > 0) {
         work = remote_seconds * static_cast<double>(counts_.nnz[peers_[i]]) /
                static_cast<double>(fetched_nnz);
       }
-      trial_.cost[i][static_cast<std::size_t>(ways_[i])] = arrival_[i] + work;
+      const auto w = static_cast<std::size_t>(ways_[i]);
+      trial_.cost[i][w] += std::max(0.0, arrival_[i] - local_end) + work;
+      ++trial_.samples[i][w];
     }
   }
 
@@ -545,31 +557,53 @@ class TaskExchange final : public Exchange<T> {
     return 0;
   }
 
+  static double median_of(std::vector<double> v) {
+    if (v.empty()) return kNone;
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  }
+
   // After every run while tuning: the next step's ways (collective setups, the same on every
   // rank), and at the end the choice.
   void next_trial_step(const Pattern& pat, const RunContext& rc) {
-    const int step = ++trial_.step;
-    const int round = step / 2;
+    ++trial_.step;
+    if (trial_.measuring()) return;  // the round goes on, on the same ways
+    const int round = trial_.round();
     const int ways = static_cast<int>(trial_.ways.size());
-    if (step % 2 == 1) return;  // the measured run of this round comes next, on the same ways
-    if (round < ways) {
-      apply_ways(pat, rc, uniform_ways(rc, trial_.ways[static_cast<std::size_t>(round)]));
+    if (round <= ways) {
+      apply_ways(pat, rc, uniform_ways(rc, trial_.ways[static_cast<std::size_t>(round - 1)]));
       return;
     }
-    if (round == ways) {
-      trial_.mix = task::cheapest_ways(trial_.cost, trial_.ways);
+    if (round == ways + 1) {
+      std::vector<std::array<double, 3>> mean(peers_.size(), {kNone, kNone, kNone});
+      for (std::size_t i = 0; i < peers_.size(); ++i) {
+        for (std::size_t w = 0; w < 3; ++w) {
+          if (trial_.samples[i][w] > 0) mean[i][w] = trial_.cost[i][w] / trial_.samples[i][w];
+        }
+      }
+      trial_.mix = task::cheapest_ways(mean, trial_.ways);
       apply_ways(pat, rc, trial_.mix);
       return;
     }
-    // The choice: the slowest rank of each uniform way and of the mix; the mix unless a uniform
-    // way beat it.
-    std::vector<double> slowest = trial_.run_seconds;
+    // The choice: the slowest rank's median of each round; a change from the bytes model's ways
+    // only where it wins by the margin.
+    std::vector<double> slowest;
+    for (const std::vector<double>& r : trial_.run_seconds) slowest.push_back(median_of(r));
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, slowest.data(), static_cast<int>(slowest.size()),
                             MPI_DOUBLE, MPI_MAX, comm_),
               "MPI_Allreduce");
     const std::size_t best = task::kept_trial(slowest);
     trial_.on = false;
-    if (best + 1 < slowest.size()) apply_ways(pat, rc, uniform_ways(rc, trial_.ways[best]));
+    // The kept ways set up afresh, on buffers sized for them alone (the trials' grew them).
+    std::vector<T>().swap(ghost_);
+    std::vector<T>().swap(packed_);
+    std::vector<T>().swap(sums_in_);
+    std::vector<T>().swap(sums_out_);
+    apply_ways(pat, rc,
+               best == 0                   ? trial_.defaults
+               : best + 1 < slowest.size() ? uniform_ways(rc, trial_.ways[best - 1])
+                                           : trial_.mix);
   }
 
   enum class Kind { tasks, rows, sums };

@@ -40,14 +40,20 @@ inline constexpr double kNotMeasured = std::numeric_limits<double>::infinity();
   return mix;
 }
 
-// `slowest`: the slowest rank's measured run per tried way, then the mix's (last). The index
-// kept: the mix unless a uniform way was strictly faster (then the fastest of those).
-[[nodiscard]] inline std::size_t kept_trial(std::span<const double> slowest) {
-  std::size_t best = slowest.size() - 1;
-  for (std::size_t i = 0; i + 1 < slowest.size(); ++i) {
+// What a change of ways must win before it is kept: the trials' medians on this 2-core machine
+// spread by a few per cent between runs of the same ways (docs/benchmarks.md, "Per owner pair").
+inline constexpr double kKeepMargin = 0.05;
+
+// `slowest`: the slowest rank's median run per trial round -- the default ways (the bytes
+// model) first, then each uniform way, then the mix. The round kept: the fastest, if it beats
+// the default by at least `margin` (ties to the earlier round); else the default (0).
+[[nodiscard]] inline std::size_t kept_trial(std::span<const double> slowest,
+                                            double margin = kKeepMargin) {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < slowest.size(); ++i) {
     if (slowest[i] < slowest[best]) best = i;
   }
-  return best;
+  return slowest[best] <= (1.0 - margin) * slowest[0] ? best : 0;
 }
 
 }  // namespace netsparse::dist::task
