@@ -72,15 +72,16 @@ def test_auto_mode_chooses_and_reports(square):
     kernel = netsparse.DistKernel(a, "spmm", k, mode="auto")
     assert kernel.mode == "auto" and kernel.chosen_mode == "auto"
     want = block((whole @ b).astype(np.float32), a.row_offsets)
-    # 3 candidates x (1 warm-up + 2 timed runs), and when NetSparse wins its 5 engine-knob
-    # variants the same way (DistOptions::tune_engine, on by default): 9 or 24 trial runs,
+    # 4 candidates x (1 warm-up + 2 timed runs), task-packets' 15 runs choosing its owner
+    # pairs' ways (5 rounds of 3) before its own, and when NetSparse wins its 5 engine-knob
+    # variants the same way (DistOptions::tune_engine, on by default): 27 or 42 trial runs,
     # then the winner's
-    for _ in range(25):
+    for _ in range(43):
         assert np.array_equal(kernel.spmm(block(b, a.col_offsets)), want)
     t = kernel.auto_tuning()
     assert t["tuned"] and t["chosen"] == kernel.chosen_mode != "auto"
-    assert t["trial_runs"] in (9, 24)
-    assert [c["mode"] for c in t["candidates"]][1:3] == ["inspector-executor", "su"]
+    assert t["trial_runs"] in (27, 42)
+    assert [c["mode"] for c in t["candidates"]][1:4] == ["inspector-executor", "su", "task-packets"]
     kernel.retune()
     assert kernel.chosen_mode == "auto"
 
