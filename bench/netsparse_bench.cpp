@@ -64,7 +64,8 @@ using namespace netsparse;
 struct Options {
   std::string matrix = "gen:kron:16";
   PartitionKind partition = PartitionKind::equal_rows;
-  bool metis = false;  // --partition metis: equal rows, then partition_with_metis
+  bool metis = false;  // --partition metis / metis-vol: equal rows, then partition_with_metis
+  PartitionObjective metis_objective = PartitionObjective::edge_cut;  // metis-vol: volume
   std::vector<KernelKind> kernels = {KernelKind::spmm};
   std::vector<int> ks = {16, 128};
   std::vector<std::string> modes;  // empty = all (+ ablation variants with --ablation)
@@ -100,10 +101,12 @@ usage: mpirun -np P netsparse_bench [options]
 
 Workload
   --matrix SPEC          the sparse matrix A (default gen:kron:16). SPEC is one of
-{forms}  --partition equal|balanced|metis
+{forms}  --partition equal|balanced|metis|metis-vol
                          1D row partition: equal row blocks (default), ~nnz/P per rank, or
                          the parts of a METIS k-way partition of A's graph (A renumbered
-                         so each part's rows are one block; its time shown apart)
+                         so each part's rows are one block; its time shown apart) that
+                         minimizes the edge cut (metis) or the communication volume
+                         (metis-vol: the remote rows fetched, summed over the ranks)
   --kernel LIST          spmm, sddmm, spmv, comma-separated (default spmm). SpMV always runs
                          with K = 1.
   --dtype f32|f64        precision of the operands, the matrix values and the properties
@@ -340,6 +343,10 @@ bool is_known_mode(const std::string& m) {
   }
 }
 
+const char* metis_name(const Options& o) {
+  return o.metis_objective == PartitionObjective::volume ? "metis-vol" : "metis";
+}
+
 // Every rank parses its argv. Throws std::invalid_argument with the message for a bad option
 // (reported once for the job, exit 2); std::nullopt when --help was asked for. `command_line`:
 // what was given for each option, which the ranks agree on (agreed_command_line).
@@ -351,9 +358,11 @@ std::optional<Options> parse_args(int argc, char** argv, bench::CliResult& comma
   };
   // Workload
   app.add_option("--matrix", o.matrix);
-  member("--partition", {"equal", "balanced", "metis"}, [&](const std::string& v) {
+  member("--partition", {"equal", "balanced", "metis", "metis-vol"}, [&](const std::string& v) {
     o.partition = v == "balanced" ? PartitionKind::balanced_nnz : PartitionKind::equal_rows;
-    o.metis = v == "metis";
+    o.metis = v == "metis" || v == "metis-vol";
+    o.metis_objective =
+        v == "metis-vol" ? PartitionObjective::volume : PartitionObjective::edge_cut;
   });
   app.add_option_function<std::string>("--kernel", [&](const std::string& v) {
     static const std::map<std::string, KernelKind> kinds = {
@@ -1679,7 +1688,7 @@ void print_run_header(const DistMatrix& a, const Options& o, int nranks, double 
   std::printf("netsparse_bench: %s (%lld x %lld, %lld nonzeros, %s partition, loaded in %.2f s)\n",
               a.name().c_str(), static_cast<long long>(a.n_rows()),
               static_cast<long long>(a.n_cols()), static_cast<long long>(a.nnz_global()),
-              o.metis ? "metis" : to_string(o.partition), load_s);
+              o.metis ? metis_name(o) : to_string(o.partition), load_s);
   std::printf(
       "  %d ranks x %d OpenMP threads; line rate %.2f GB/s (all ranks streaming %s); "
       "%d timed iterations%s%s after %d warm-up, %d round(s)%s\n",
@@ -1857,7 +1866,7 @@ bench::Json run_json(const DistMatrix& a, const Options& o, int nranks, double l
   j["omp_threads"] = omp_get_max_threads();
   j["line_rate"] = line_rate;
   j["allreduce_s"] = allreduce_s;
-  j["partition"] = o.metis ? "metis" : to_string(o.partition);
+  j["partition"] = o.metis ? metis_name(o) : to_string(o.partition);
   j["iters"] = o.iters;  // per mode and round as asked; round_iterations: what ran (--min-time,
                          // --max-time)
   j["min_time_s"] = o.min_time;
@@ -2061,11 +2070,14 @@ int main(int argc, char** argv) {
     try {
       a = load_distributed_matrix(MPI_COMM_WORLD, o.matrix, o.partition);
       if (o.metis) {
-        PartitionedMatrix parts = partition_with_metis(a);
+        GraphPartitionOptions po;
+        po.objective = o.metis_objective;
+        PartitionedMatrix parts = partition_with_metis(a, po);
         if (rank == 0) {
-          std::printf("netsparse_bench: METIS k-way partition of %s in %.2f s (edge cut %lld)\n",
-                      a.name().c_str(), parts.partition_seconds,
-                      static_cast<long long>(parts.edge_cut));
+          std::printf(
+              "netsparse_bench: METIS k-way partition (%s) of %s in %.2f s (edge cut %lld)\n",
+              po.objective == PartitionObjective::volume ? "communication volume" : "edge cut",
+              a.name().c_str(), parts.partition_seconds, static_cast<long long>(parts.edge_cut));
         }
         a = std::move(parts.matrix);
       }

@@ -25,17 +25,23 @@
 
 namespace netsparse {
 
+// What METIS minimizes: the edges of A + A^T between parts (METIS_OBJTYPE_CUT), or the total
+// communication volume (METIS_OBJTYPE_VOL: per row, the parts other than its own that hold a
+// neighbour -- the remote rows the distributed kernels fetch, summed over the ranks).
+enum class PartitionObjective { edge_cut, volume };
+
 struct GraphPartitionOptions {
   // Largest part weight / average part weight (METIS' ufactor = 1000 * (imbalance - 1)).
   double imbalance = 1.03;
   // METIS' random seed: the same partition on every run of the same input.
   int seed = 1;
+  PartitionObjective objective = PartitionObjective::edge_cut;
 };
 
 struct PartitionedMatrix {
   DistMatrix matrix;                  // P A P^T, rows and columns split by the parts
   std::vector<gidx_t> original_rows;  // this rank's rows of `matrix`: their row numbers in A
-  std::int64_t edge_cut = 0;          // METIS' objective: edges of A + A^T between parts
+  std::int64_t edge_cut = 0;          // edges of A + A^T between parts (whatever the objective)
   double partition_seconds = 0;       // METIS alone (rank 0)
 };
 

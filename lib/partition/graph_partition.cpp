@@ -131,6 +131,8 @@ std::vector<idx_t> metis_parts(gidx_t n, const std::vector<std::int64_t>& length
   options_array[METIS_OPTION_SEED] = options.seed;
   options_array[METIS_OPTION_UFACTOR] =
       static_cast<idx_t>(std::lround(1000.0 * (options.imbalance - 1.0)));
+  options_array[METIS_OPTION_OBJTYPE] =
+      options.objective == PartitionObjective::volume ? METIS_OBJTYPE_VOL : METIS_OBJTYPE_CUT;
   idx_t nvtxs = to_idx(n, "the rows");
   idx_t ncon = 1;
   idx_t np = nparts;
@@ -143,7 +145,20 @@ std::vector<idx_t> metis_parts(gidx_t n, const std::vector<std::int64_t>& length
                              metis_status(status) + " for " + std::to_string(n) + " rows in " +
                              std::to_string(nparts) + " parts");
   }
-  edge_cut = objval;
+  if (options.objective == PartitionObjective::edge_cut) {
+    edge_cut = objval;
+    return part;
+  }
+  // objval is the communication volume: the cut counted here (each edge of A + A^T once).
+  for (gidx_t r = 0; r < n; ++r) {
+    for (idx_t e = xadj[static_cast<std::size_t>(r)]; e < xadj[static_cast<std::size_t>(r) + 1];
+         ++e) {
+      const idx_t c = adjncy[static_cast<std::size_t>(e)];
+      if (c > r && part[static_cast<std::size_t>(c)] != part[static_cast<std::size_t>(r)]) {
+        ++edge_cut;
+      }
+    }
+  }
   return part;
 }
 
@@ -409,6 +424,8 @@ PartitionedMatrix reorder_graph(const DistMatrix& a, GraphOrdering ordering,
     agreed.field("the ordering", to_string(ordering));
     agreed.field("the imbalance", std::to_string(options.imbalance));
     agreed.field("the seed", std::to_string(options.seed));
+    agreed.field("the objective",
+                 options.objective == PartitionObjective::volume ? "volume" : "edge cut");
     agreement::agree_on_call(comm, fn, std::move(agreed), refused);
   }
   const gidx_t n = a.n_rows();

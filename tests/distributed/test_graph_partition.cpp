@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <numeric>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 #include <vector>
@@ -78,6 +79,17 @@ std::int64_t cut_of(const std::vector<std::tuple<gidx_t, gidx_t, double>>& nz,
   return cut;
 }
 
+// The communication volume: per part, the distinct columns of its rows that another part owns,
+// summed (the remote rows the distributed kernels fetch).
+std::int64_t volume_of(const std::vector<std::tuple<gidx_t, gidx_t, double>>& nz,
+                       const RowPartition& parts) {
+  std::set<std::pair<int, gidx_t>> fetched;
+  for (const auto& [r, c, v] : nz) {
+    if (parts.owner(r) != parts.owner(c)) fetched.emplace(parts.owner(r), c);
+  }
+  return static_cast<std::int64_t>(fetched.size());
+}
+
 void expect_is_permuted_copy(const DistMatrix& a, const PartitionedMatrix& p) {
   ASSERT_EQ(p.matrix.n_rows(), a.n_rows());
   ASSERT_EQ(p.matrix.nnz_global(), a.nnz_global());
@@ -131,6 +143,27 @@ TEST(GraphPartition, CutsFewerEdgesThanEqualBlocksOnAGraphWithoutLocality) {
     EXPECT_EQ(after, 0);  // one part: nothing is cut
   } else {
     EXPECT_LT(after, before) << "equal blocks cut " << before;
+  }
+}
+
+// PartitionObjective::volume: still A's symmetric permutation, its edge cut counted right, and
+// fewer remote rows than equal blocks of a graph without locality.
+TEST(GraphPartition, VolumeObjectiveFetchesFewerRowsThanEqualBlocks) {
+  KroneckerParams kron;
+  kron.scale = 10;
+  const DistMatrix a = generate_distributed(MPI_COMM_WORLD, kron);
+  GraphPartitionOptions options;
+  options.objective = PartitionObjective::volume;
+  const PartitionedMatrix p = partition_with_metis(a, options);
+  expect_is_permuted_copy(a, p);
+  const auto before = all_nonzeros(a), after = all_nonzeros(p.matrix);
+  EXPECT_EQ(cut_of(after, p.matrix.rows()), p.edge_cut) << "the reported cut";
+  const std::int64_t v_before = volume_of(before, a.rows());
+  const std::int64_t v_after = volume_of(after, p.matrix.rows());
+  if (world_size() == 1) {
+    EXPECT_EQ(v_after, 0);
+  } else {
+    EXPECT_LT(v_after, v_before) << "equal blocks fetch " << v_before << " rows";
   }
 }
 
