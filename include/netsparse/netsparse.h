@@ -265,12 +265,13 @@ enum ns_send_flags {
    * before the start was posted are already in place. See ns_plan_push for when an owner may
    * push. */
   NS_SEND_PUSHED = 1u << 3,
-  /* NS_WR_RIG: a hint, like an MPI info key: the caller states that this WR's idxs are
-   * distinct, so the engine neither filters nor coalesces them (no Idx Filter word is read or
-   * written per idx: a random memory access saved per request). Never changes a result: if an
-   * idx repeats anyway, each occurrence is requested and answered like any other (only the
-   * traffic of the repeat is not saved), and the WR leaves the Idx Filter's rows as it found
-   * them. */
+  /* NS_WR_RIG and NS_WR_RIS: a hint, like an MPI info key: the caller states that this WR's
+   * idxs are distinct. RIG: the engine neither filters nor coalesces them (no Idx Filter word is
+   * read or written per idx: a random memory access saved per request). RIS: the scatter unit
+   * does not combine repeats locally (no table of the WR's idxs: a hash probe per record saved).
+   * Never changes a result: if an idx repeats anyway, each occurrence is requested and answered
+   * (RIG), or sent and applied in the WR's order (RIS), like any other -- only the traffic of
+   * the repeat is not saved -- and a RIG WR leaves the Idx Filter's rows as it found them. */
   NS_SEND_UNIQUE = 1u << 4
 };
 struct ns_send_wr {

@@ -282,7 +282,9 @@ struct NETSPARSE_LOCAL TableSet {
   std::size_t version_word(std::uint64_t id, int p, std::vector<std::uint64_t>& rows);
   std::size_t words_per_row() const { return row_bytes / sizeof(std::uint32_t); }
   // Row ids[j] += row j of `values` (row_bytes each), then the bumps of the buckets written.
-  void push(std::span<const std::uint64_t> ids, const float* values);
+  // distinct: the ids are distinct (de-duplicated), and the scatter-reduce says so
+  // (NS_SEND_UNIQUE): the engine buckets them per owner without a table to combine repeats.
+  void push(std::span<const std::uint64_t> ids, const float* values, bool distinct);
   // One NS_WR_RIS (int32 sum) of the rows in bump_idx with the words in bump_ones.
   void send_bumps();
   void local_rows_changed();
@@ -487,15 +489,16 @@ void TableSet::lookup(std::span<const std::uint64_t> ids, std::span<const Segmen
   stats.output_ns += now_ns() - t4;
 }
 
-void TableSet::push(std::span<const std::uint64_t> ids, const float* values) {
+void TableSet::push(std::span<const std::uint64_t> ids, const float* values, bool distinct) {
   ++stats.pushes;
   if (ids.empty()) return;
   fetch_rows.resize(ids.size());
   for (std::size_t j = 0; j < ids.size(); ++j) fetch_rows[j] = region_row(ids[j], owner(ids[j]));
   // The rows first: their completion means every owner applied them; only then the versions.
-  run(ris_wr<float>(0, mr, fetch_rows, std::span<const float>(values, ids.size() * stride),
-                    RisOp::kSum),
-      "push_gradients");
+  ns_send_wr rows_wr = ris_wr<float>(
+      0, mr, fetch_rows, std::span<const float>(values, ids.size() * stride), RisOp::kSum);
+  if (distinct) rows_wr.send_flags |= NS_SEND_UNIQUE;
+  run(rows_wr, "push_gradients");
   // One bump row per version row written: word = 1 for every bucket written (once however
   // many of its rows were).
   start_version_list();
@@ -514,7 +517,10 @@ void TableSet::push(std::span<const std::uint64_t> ids, const float* values) {
 void TableSet::send_bumps() {
   if (bump_idx.empty()) return;
   stats.bump_rows += bump_idx.size();
-  run(ris_wr<std::int32_t>(0, mr, bump_idx, bump_ones, RisOp::kSum), "push_gradients");
+  // Each version row is listed once (version_word stamps it): distinct.
+  ns_send_wr wr = ris_wr<std::int32_t>(0, mr, bump_idx, bump_ones, RisOp::kSum);
+  wr.send_flags |= NS_SEND_UNIQUE;
+  run(wr, "push_gradients");
 }
 
 void TableSet::local_rows_changed() {
@@ -603,11 +609,11 @@ void set_push(TableSet& s, std::span<const std::span<const std::uint64_t>> ids,
       }
     }
     s.combined.assign(distinct.begin(), distinct.end());
-    s.push(s.combined, s.push_values.data());
+    s.push(s.combined, s.push_values.data(), true);
     return;
   }
   if (s.tables() == 1 && s.dims[0] == stride) {
-    s.push(s.combined, deltas[0].data());
+    s.push(s.combined, deltas[0].data(), false);
     return;
   }
   s.push_values.assign(n * stride, 0.0f);  // padding adds zeros
@@ -617,7 +623,7 @@ void set_push(TableSet& s, std::span<const std::span<const std::uint64_t>> ids,
     for (std::size_t k = 0; k < ids[t].size(); ++k, ++j)
       std::memcpy(s.push_values.data() + j * stride, deltas[t].data() + k * d, d * sizeof(float));
   }
-  s.push(s.combined, s.push_values.data());
+  s.push(s.combined, s.push_values.data(), false);
 }
 
 void set_announce(TableSet& s, std::span<const std::span<const std::uint64_t>> ids) {

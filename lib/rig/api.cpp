@@ -108,7 +108,7 @@ constexpr auto kWrErrorTexts = std::to_array<netsparse::support::EnumName<WrErro
     {WrError::kPlanForeign, "wr.plan.plan is not a live plan of this context"},
     {WrError::kPlanBusy, "a start of wr.plan.plan is still in flight (one at a time)"},
     {WrError::kPushedNotPlan, "NS_SEND_PUSHED is for NS_WR_RIG_PLAN starts only"},
-    {WrError::kUniqueNotRig, "NS_SEND_UNIQUE is for NS_WR_RIG work requests only"},
+    {WrError::kUniqueNotRig, "NS_SEND_UNIQUE is for NS_WR_RIG and NS_WR_RIS work requests only"},
     {WrError::kPlanPropBytes,
      "the registered region's prop_bytes differs from the one the plan was created with"},
     {WrError::kNoRegion, "no property region is registered"},
@@ -127,7 +127,7 @@ constexpr auto kWrErrorTexts = std::to_array<netsparse::support::EnumName<WrErro
      "wr.ris.datatype is not an ns_ris_datatype (FLOAT32, FLOAT64, INT32, INT64)"},
     {WrError::kRisRowNotWhole,
      "the region's prop_bytes is not a multiple of the size of wr.ris.datatype"},
-    {WrError::kRisFlags, "NS_WR_RIS takes no send_flags but NS_SEND_SIGNALED"},
+    {WrError::kRisFlags, "NS_WR_RIS takes no send_flags but NS_SEND_SIGNALED and NS_SEND_UNIQUE"},
     {WrError::kReadRigOnly,
      "wr.rdma_read.mr was registered NS_MR_RIG_ONLY (ns_reg_props_ex): it takes no one-sided "
      "reads"},

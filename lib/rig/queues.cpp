@@ -44,7 +44,7 @@ void Cq::sleep(std::chrono::microseconds d) {
 namespace {
 WrError validate_ris(const ns_send_wr& w, const Region* reg) noexcept {
   const auto& r = w.wr.ris;
-  if ((w.send_flags & ~unsigned{NS_SEND_SIGNALED}) != 0) return WrError::kRisFlags;
+  if ((w.send_flags & ~unsigned{NS_SEND_SIGNALED | NS_SEND_UNIQUE}) != 0) return WrError::kRisFlags;
   if (r.mr == nullptr) return WrError::kRisMrNull;
   if (static_cast<const Region*>(r.mr) != reg) return WrError::kRisMrForeign;
   if (r.count >= kMaxWrCount) return WrError::kRisCountTooLarge;
@@ -67,7 +67,7 @@ WrError validate_wr(const ns_send_wr& w, const Region* reg, const PostTarget* ta
   constexpr unsigned kFlags =
       NS_SEND_SIGNALED | NS_SEND_NEW_EPOCH | NS_SEND_REMOTE_ONLY | NS_SEND_PUSHED | NS_SEND_UNIQUE;
   if ((w.send_flags & ~kFlags) != 0) return WrError::kUnknownFlags;
-  if ((w.send_flags & NS_SEND_UNIQUE) != 0 && w.opcode != NS_WR_RIG) {
+  if ((w.send_flags & NS_SEND_UNIQUE) != 0 && w.opcode != NS_WR_RIG && w.opcode != NS_WR_RIS) {
     return WrError::kUniqueNotRig;
   }
   if ((w.send_flags & NS_SEND_PUSHED) != 0 && w.opcode != NS_WR_RIG_PLAN) {

@@ -114,6 +114,7 @@ bool ScatterUnit::combine(Command& c) {
   slot_shift_ = 64 - std::countr_zero(kFirstSlots);
   used_slots_ = 0;
   const CombineFn fold = combine_fn(c.op, c.datatype);
+  if ((c.flags & NS_SEND_UNIQUE) != 0) return bucket_unique(c, total, rec_len);
   for (std::uint64_t j = 0; j < c.count; ++j) {
     const std::uint64_t idx = c.idx[j];
     const std::byte* value = c.values + j * P;
@@ -141,6 +142,35 @@ bool ScatterUnit::combine(Command& c) {
     concat::wire::store<std::uint64_t>(recs.data() + at, idx);
     std::memcpy(recs.data() + at + concat::kScatterRowBytes, value, P);
     if (2 * ++used_slots_ > slots_.size()) grow_slots();
+  }
+  counters.records += c.count;
+  return true;
+}
+
+// NS_SEND_UNIQUE: the caller states its idxs are distinct, so nothing can combine: each record
+// goes straight to its owner's list, no table of idxs (a hash probe and the table's growth per
+// record saved). A repeat anyway is sent twice and applied twice, in the WR's order: the same
+// result as combining it first for every op (sums, min, max add or pick alike; a replace keeps
+// the last).
+bool ScatterUnit::bucket_unique(Command& c, std::uint64_t total, std::size_t rec_len) {
+  const Region& r = *port_.region;
+  const std::uint32_t P = r.prop_bytes;
+  for (std::uint64_t j = 0; j < c.count; ++j) {  // checked whole first: nothing sent on a refusal
+    if (c.idx[j] >= total) {
+      c.status = NS_WC_LOC_INV_REQ;
+      c.bad_pos = j;
+      return false;
+    }
+  }
+  for (std::uint64_t j = 0; j < c.count; ++j) {
+    const std::uint64_t idx = c.idx[j];
+    const auto node = static_cast<std::uint32_t>(r.solver.owner(idx));
+    std::vector<std::byte>& recs = recs_[node];
+    if (recs.empty()) touched_.push_back(node);
+    const std::size_t at = recs.size();
+    recs.resize(at + rec_len);
+    concat::wire::store<std::uint64_t>(recs.data() + at, idx);
+    std::memcpy(recs.data() + at + concat::kScatterRowBytes, c.values + j * P, P);
   }
   counters.records += c.count;
   return true;

@@ -182,13 +182,11 @@ TEST(EngineSemantics, UniqueHintSkipsTheFilterAndIsRightEvenWhenItLies) {
         n.sync->arrive_and_wait();
       }
     }
-    // Only a plain RIG takes the hint.
-    const std::vector<std::uint64_t> one = {0};
-    std::vector<std::uint8_t> values(n.P, 1);
-    auto ris =
-        ris_wr(3, n.mr, one.data(), 1, values.data(), values.size(), NS_RIS_SUM, NS_RIS_INT32);
-    ris.send_flags |= NS_SEND_UNIQUE;
-    EXPECT_EQ(ns_post_send(n.qp, &ris, nullptr), NS_ERR_INVALID);
+    // Only a plain RIG and a RIS take the hint (test_rig_scatter.cpp for the RIS).
+    std::vector<std::uint8_t> row(n.P, 1);
+    auto read = read_wr(3, n.mr, 0, row.data(), row.size());
+    read.send_flags |= NS_SEND_UNIQUE;
+    EXPECT_EQ(ns_post_send(n.qp, &read, nullptr), NS_ERR_INVALID);
     EXPECT_NE(std::string(ns_last_error()).find("NS_SEND_UNIQUE"), std::string::npos)
         << ns_last_error();
     n.sync->arrive_and_wait();
