@@ -322,6 +322,10 @@ struct NETSPARSE_LOCAL TableSet {
   EmbeddingStats stats;
   // Per-call scratch, kept to avoid allocations per batch.
   std::vector<std::uint32_t> slot_of;
+  // The ids of the last de-duplication (dedup and slot_of describe them): a push of the batch
+  // just looked up -- a training step's -- takes its distinct ids and slots instead of
+  // de-duplicating the same ids again (a copy and a compare instead of a hash probe per id).
+  std::vector<std::uint64_t> dedup_ids;
   std::vector<const std::byte*> source;  // per distinct id: where its row is
   std::vector<std::uint64_t> fetch_rows, fetch_ids, version_idx, bump_idx, combined;
   std::vector<std::uint32_t> fetch_of;  // per distinct id: its place in the fetch, or UINT32_MAX
@@ -412,6 +416,7 @@ void TableSet::lookup(std::span<const std::uint64_t> ids, std::span<const Segmen
   const std::uint64_t t0 = now_ns();
   slot_of.resize(ids.size());
   const std::vector<std::uint64_t>& distinct = dedup.run(ids.data(), ids.size(), slot_of.data());
+  dedup_ids.assign(ids.begin(), ids.end());
   stats.distinct += distinct.size();
   const bool cached = cache.capacity() > 0;
   owners.resize(distinct.size());
@@ -595,9 +600,14 @@ void set_push(TableSet& s, std::span<const std::span<const std::uint64_t>> ids,
   const std::size_t stride = s.stride;
   if (s.options.dedup) {
     // Repeated rows summed here: each distinct row's delta travels once.
-    s.slot_of.resize(n);
-    const std::vector<std::uint64_t>& distinct =
-        s.dedup.run(s.combined.data(), n, s.slot_of.data());
+    const bool looked_up = s.dedup_ids.size() == n && s.slot_of.size() == n &&
+                           std::equal(s.combined.begin(), s.combined.end(), s.dedup_ids.begin());
+    if (!looked_up) {
+      s.slot_of.resize(n);
+      (void)s.dedup.run(s.combined.data(), n, s.slot_of.data());
+      s.dedup_ids.assign(s.combined.begin(), s.combined.end());
+    }
+    const std::vector<std::uint64_t>& distinct = s.dedup.distinct();
     s.push_values.assign(distinct.size() * stride, 0.0f);
     std::size_t j = 0;
     for (std::size_t t = 0; t < s.tables(); ++t) {
