@@ -132,13 +132,18 @@ class TaskExchange final : public Exchange<T> {
             "task-packets: an earlier run of this kernel timed out (a peer died or stalled); "
             "its messages may still be in flight, so the kernel cannot run again");
       }
+      // The trials' collectives (a round's setup, the choice) run here, at the start of a run:
+      // DistKernel's argument agreement, polled against the deadline, has just found every
+      // rank alive -- at the end of the previous run a peer dying after it could leave the
+      // others in MPI_Alltoall for ever.
+      if (trial_.on) prepare_trial_step(pat, rc);
       run_exchange(pat, rc, ops, compute, stats);
     } catch (...) {
       error = std::current_exception();
     }
     // Every rank fails the run if one did (a refused packet, a peer past the deadline).
     agree_on_failure(comm_, error, deadline_);
-    if (trial_.on) next_trial_step(pat, rc);
+    if (trial_.on) ++trial_.step;  // a failed run is tried again at the same step
   }
 
  private:
@@ -564,11 +569,10 @@ class TaskExchange final : public Exchange<T> {
     return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
   }
 
-  // After every run while tuning: the next step's ways (collective setups, the same on every
-  // rank), and at the end the choice.
-  void next_trial_step(const Pattern& pat, const RunContext& rc) {
-    ++trial_.step;
-    if (trial_.measuring()) return;  // the round goes on, on the same ways
+  // Before each run while tuning: at a round's first step its ways (a collective setup, the same
+  // on every rank), after the last round the choice.
+  void prepare_trial_step(const Pattern& pat, const RunContext& rc) {
+    if (trial_.step == 0 || trial_.measuring()) return;  // set up already / the round goes on
     const int round = trial_.round();
     const int ways = static_cast<int>(trial_.ways.size());
     if (round <= ways) {
