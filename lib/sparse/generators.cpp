@@ -49,13 +49,17 @@ CsrMatrix empty_block(gidx_t n_rows_global, gidx_t n_cols, gidx_t row_begin, gid
 }
 
 // Rows whose columns are drawn, then sorted and merged (Kronecker, web): row r (0-based in the
-// block) has raw_start[r + 1] - raw_start[r] draws, which draw(r, first, degree) writes to
-// first[0, degree). Rows run in parallel above 1024 of them.
-template <class Draw>
-CsrMatrix drawn_rows(gidx_t n, gidx_t row_begin, gidx_t row_end,
-                     const std::vector<std::int64_t>& raw_start, const Draw& draw) {
+// block) has degree_of(r) draws, which draw(r, first, degree) writes to first[0, degree).
+// Rows run in parallel above 1024 of them.
+template <class DegreeOf, class Draw>
+CsrMatrix drawn_rows(gidx_t n, gidx_t row_begin, gidx_t row_end, const DegreeOf& degree_of,
+                     const Draw& draw) {
   const gidx_t n_rows = row_end - row_begin;
   const bool parallel = n_rows > 1024;
+  std::vector<std::int64_t> raw_start(static_cast<size_t>(n_rows) + 1, 0);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (gidx_t r = 0; r < n_rows; ++r) raw_start[r + 1] = degree_of(r);
+  counts_to_row_ptr(raw_start);
   std::unique_ptr<gidx_t[]> raw(new gidx_t[static_cast<size_t>(raw_start[n_rows])]);
   CsrMatrix m = empty_block(n, n, row_begin, row_end);
 #pragma omp parallel for schedule(dynamic, kRowChunk) if (parallel)
@@ -306,17 +310,11 @@ CsrMatrix generate_web(const WebParams& params, gidx_t row_begin, gidx_t row_end
   const WebModel model(params);
   check_rows("generate_web", row_begin, row_end, model.n());
   const KeyedPermutation perm = model.permutation();
-  const gidx_t n_rows = row_end - row_begin;
-  const bool parallel = n_rows > 1024;
-  std::vector<std::int64_t> raw_start(static_cast<size_t>(n_rows) + 1, 0);
-#pragma omp parallel for schedule(static) if (parallel)
-  for (gidx_t r = 0; r < n_rows; ++r) raw_start[r + 1] = model.degree(row_begin + r);
-  counts_to_row_ptr(raw_start);
-  return drawn_rows(model.n(), row_begin, row_end, raw_start,
-                    [&](gidx_t r, gidx_t* first, std::int64_t degree) {
-                      for (std::int64_t k = 0; k < degree; ++k)
-                        first[k] = model.link(row_begin + r, k, perm);
-                    });
+  return drawn_rows(
+      model.n(), row_begin, row_end, [&](gidx_t r) { return model.degree(row_begin + r); },
+      [&](gidx_t r, gidx_t* first, std::int64_t degree) {
+        for (std::int64_t k = 0; k < degree; ++k) first[k] = model.link(row_begin + r, k, perm);
+      });
 }
 
 std::vector<std::int64_t> kronecker_raw_degrees(const KroneckerParams& params, gidx_t row_begin,
@@ -336,27 +334,21 @@ CsrMatrix generate_kronecker(const KroneckerParams& params, gidx_t row_begin, gi
   const KroneckerModel model(params);
   check_rows("generate_kronecker", row_begin, row_end, model.n());
   const KeyedPermutation perm = model.permutation();
-  const gidx_t n_rows = row_end - row_begin;
-  const bool parallel = n_rows > 1024;
-
-  // 1. The pre-permutation vertex of each row, and its drawn degree.
-  std::vector<std::uint64_t> source(static_cast<size_t>(n_rows));
-  std::vector<std::int64_t> raw_start(static_cast<size_t>(n_rows) + 1, 0);
-#pragma omp parallel for schedule(static) if (parallel)
-  for (gidx_t r = 0; r < n_rows; ++r) {
-    source[r] = perm.inverse(static_cast<std::uint64_t>(row_begin + r));
-    raw_start[r + 1] = model.degree(source[r]);
-  }
-  counts_to_row_ptr(raw_start);
-
-  // 2. Draw and relabel each row's destinations; sorted, merged and compacted by drawn_rows.
-  return drawn_rows(model.n(), row_begin, row_end, raw_start,
-                    [&](gidx_t r, gidx_t* first, std::int64_t degree) {
-                      const std::uint64_t u = source[r];
-                      const CounterRng rng = model.destination_rng(u);
-                      for (std::int64_t k = 0; k < degree; ++k)
-                        first[k] = static_cast<gidx_t>(perm.forward(model.destination(rng, u, k)));
-                    });
+  // The pre-permutation vertex of each row (noted with its drawn degree), then each row's
+  // destinations drawn and relabelled; sorted, merged and compacted by drawn_rows.
+  std::vector<std::uint64_t> source(static_cast<size_t>(row_end - row_begin));
+  return drawn_rows(
+      model.n(), row_begin, row_end,
+      [&](gidx_t r) {
+        source[r] = perm.inverse(static_cast<std::uint64_t>(row_begin + r));
+        return model.degree(source[r]);
+      },
+      [&](gidx_t r, gidx_t* first, std::int64_t degree) {
+        const std::uint64_t u = source[r];
+        const CounterRng rng = model.destination_rng(u);
+        for (std::int64_t k = 0; k < degree; ++k)
+          first[k] = static_cast<gidx_t>(perm.forward(model.destination(rng, u, k)));
+      });
 }
 
 CsrMatrix generate_stencil27(const StencilParams& p, gidx_t row_begin, gidx_t row_end) {
