@@ -100,6 +100,18 @@ void ScatterUnit::grow_slots() {
   }
 }
 
+std::uint64_t ScatterUnit::append_record(std::uint32_t node, std::uint64_t idx,
+                                         const std::byte* value, std::uint32_t P) {
+  std::vector<std::byte>& recs = recs_[node];
+  if (recs.empty()) touched_.push_back(node);
+  const std::size_t rec_len = concat::kScatterRowBytes + P;
+  const std::size_t at = recs.size();
+  recs.resize(at + rec_len);
+  concat::wire::store<std::uint64_t>(recs.data() + at, idx);
+  std::memcpy(recs.data() + at + concat::kScatterRowBytes, value, P);
+  return at / rec_len;
+}
+
 bool ScatterUnit::combine(Command& c) {
   const Region& r = *port_.region;
   const std::uint32_t P = r.prop_bytes;
@@ -108,13 +120,13 @@ bool ScatterUnit::combine(Command& c) {
   if (recs_.size() != port_.size) recs_.resize(port_.size);
   for (const std::uint32_t node : touched_) recs_[node].clear();
   touched_.clear();
+  if ((c.flags & NS_SEND_UNIQUE) != 0) return bucket_unique(c, total);
   // Open addressing at load <= 1/2, grown as distinct idxs appear: the table stays as small as
   // the WR's distinct rows (the hot rows of a skewed list stay in cache), never the list's size.
   slots_.assign(kFirstSlots, Slot{kEmpty, 0});
   slot_shift_ = 64 - std::countr_zero(kFirstSlots);
   used_slots_ = 0;
   const CombineFn fold = combine_fn(c.op, c.datatype);
-  if ((c.flags & NS_SEND_UNIQUE) != 0) return bucket_unique(c, total, rec_len);
   for (std::uint64_t j = 0; j < c.count; ++j) {
     const std::uint64_t idx = c.idx[j];
     const std::byte* value = c.values + j * P;
@@ -134,13 +146,7 @@ bool ScatterUnit::combine(Command& c) {
       continue;
     }
     const auto node = static_cast<std::uint32_t>(r.solver.owner(idx));
-    std::vector<std::byte>& recs = recs_[node];
-    if (recs.empty()) touched_.push_back(node);
-    const std::size_t at = recs.size();
-    slots_[h] = Slot{idx, (std::uint64_t{node} << kRecBits) | (at / rec_len)};
-    recs.resize(at + rec_len);
-    concat::wire::store<std::uint64_t>(recs.data() + at, idx);
-    std::memcpy(recs.data() + at + concat::kScatterRowBytes, value, P);
+    slots_[h] = Slot{idx, (std::uint64_t{node} << kRecBits) | append_record(node, idx, value, P)};
     if (2 * ++used_slots_ > slots_.size()) grow_slots();
   }
   counters.records += c.count;
@@ -152,7 +158,7 @@ bool ScatterUnit::combine(Command& c) {
 // record saved). A repeat anyway is sent twice and applied twice, in the WR's order: the same
 // result as combining it first for every op (sums, min, max add or pick alike; a replace keeps
 // the last).
-bool ScatterUnit::bucket_unique(Command& c, std::uint64_t total, std::size_t rec_len) {
+bool ScatterUnit::bucket_unique(Command& c, std::uint64_t total) {
   const Region& r = *port_.region;
   const std::uint32_t P = r.prop_bytes;
   for (std::uint64_t j = 0; j < c.count; ++j) {  // checked whole first: nothing sent on a refusal
@@ -164,13 +170,7 @@ bool ScatterUnit::bucket_unique(Command& c, std::uint64_t total, std::size_t rec
   }
   for (std::uint64_t j = 0; j < c.count; ++j) {
     const std::uint64_t idx = c.idx[j];
-    const auto node = static_cast<std::uint32_t>(r.solver.owner(idx));
-    std::vector<std::byte>& recs = recs_[node];
-    if (recs.empty()) touched_.push_back(node);
-    const std::size_t at = recs.size();
-    recs.resize(at + rec_len);
-    concat::wire::store<std::uint64_t>(recs.data() + at, idx);
-    std::memcpy(recs.data() + at + concat::kScatterRowBytes, c.values + j * P, P);
+    append_record(static_cast<std::uint32_t>(r.solver.owner(idx)), idx, c.values + j * P, P);
   }
   counters.records += c.count;
   return true;

@@ -93,7 +93,10 @@ class ScatterUnit {
   // Folds the idx list of c into recs_ (per owner); false (c.status, c.bad_pos set) when an
   // idx is out of range.
   bool combine(Command& c);
-  bool bucket_unique(Command& c, std::uint64_t total, std::size_t rec_len);
+  bool bucket_unique(Command& c, std::uint64_t total);
+  // Appends the record (idx, value of P bytes) to node's list; returns its index there.
+  std::uint64_t append_record(std::uint32_t node, std::uint64_t idx, const std::byte* value,
+                              std::uint32_t P);
   void send_updates(Command& c, Active& a, std::uint32_t req);
   void apply_local(const Command& c);
   void on_update(int src, const concat::ScatterPacket& pkt);
