@@ -542,9 +542,14 @@ class TaskExchange final : public Exchange<T> {
     for (std::size_t i = 0; i < peers_.size(); ++i) {
       if (ways_[i] != Way::tasks) fetched_nnz += counts_.nnz[peers_[i]];
     }
+    // Per peer, the time adding its partial sums (task owners; add_seconds_ is per task owner).
+    std::vector<double> added(peers_.size(), 0.0);
+    for (std::size_t o = 0; o < add_seconds_.size(); ++o) {
+      added[peer_index(task_owners_[o].rank)] = add_seconds_[o];
+    }
     for (std::size_t i = 0; i < peers_.size(); ++i) {
       if (arrival_[i] == kNone) continue;
-      double work = add_seconds_of(peers_[i]);
+      double work = added[i];
       if (ways_[i] != Way::tasks && fetched_nnz > 0) {
         work = remote_seconds * static_cast<double>(counts_.nnz[peers_[i]]) /
                static_cast<double>(fetched_nnz);
@@ -553,13 +558,6 @@ class TaskExchange final : public Exchange<T> {
       trial_.cost[i][w] += std::max(0.0, arrival_[i] - local_end) + work;
       ++trial_.samples[i][w];
     }
-  }
-
-  double add_seconds_of(int q) const {
-    for (std::size_t i = 0; i < task_owners_.size(); ++i) {
-      if (task_owners_[i].rank == q) return add_seconds_[i];
-    }
-    return 0;
   }
 
   static double median_of(std::vector<double> v) {
